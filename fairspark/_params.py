@@ -1,0 +1,30 @@
+"""Base class for every config model: unknown keys and wrong types are errors."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class StrictModel(BaseModel):
+    """A pydantic model that rejects unknown keys and does not coerce types loosely."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=False)
+
+
+class AuditParams(StrictModel):
+    """Parameters every audit shares.
+
+    Attributes
+    ----------
+    enabled:
+        Run this audit (default true when its section is present).
+    max_rows:
+        Cap on the rows this audit reads from the prepared table (a seeded random
+        sample is drawn when the table is larger); ``None`` means no cap.
+    attributes:
+        Sensitive attributes this audit looks at; ``None`` means all configured ones.
+    """
+
+    enabled: bool = True
+    max_rows: int | None = None
+    attributes: list[str] | None = None

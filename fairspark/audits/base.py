@@ -1,0 +1,78 @@
+"""The audit contract: what an audit receives and what it returns."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import datetime as dt
+
+    from pyspark.sql import SparkSession
+
+    from fairspark.config import Config
+    from fairspark.prepare import PreparedData
+
+__all__ = ["AuditContext", "AuditOutcome", "MetricRow", "ReportSection", "derive_seed"]
+
+
+def derive_seed(seed: int, *parts: object) -> int:
+    """A deterministic 63-bit seed from a base seed and any labels (task ids, names).
+
+    The same (seed, parts) give the same value on every machine and Python version,
+    so tasks draw the same random numbers whatever the partitioning or retry.
+    """
+    blob = json.dumps([int(seed), *[str(p) for p in parts]]).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") >> 1
+
+
+@dataclass
+class MetricRow:
+    """One long-format result row (the runner adds run and version columns)."""
+
+    audit: str
+    attribute: str
+    metric: str
+    value: float | None = None
+    group: str | None = None
+    metric_b: str | None = None
+    model: str | None = None
+    lower: float | None = None
+    upper: float | None = None
+    status: str = "ok"
+    detail: str | None = None
+    params: str | None = None
+
+
+@dataclass
+class ReportSection:
+    """An HTML fragment for ``report.html`` (self-contained: only ``data:`` URIs)."""
+
+    title: str
+    html: str
+    order: int = 100
+
+
+@dataclass
+class AuditOutcome:
+    """What an audit returns: long rows, a nested summary, report sections."""
+
+    rows: list[MetricRow] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    sections: list[ReportSection] = field(default_factory=list)
+
+
+@dataclass
+class AuditContext:
+    """Everything an audit may use. Audits never create a SparkSession."""
+
+    spark: SparkSession
+    prepared: PreparedData
+    config: Config
+    run_date: dt.date
+
+    def seed_for(self, *parts: object) -> int:
+        """A seed derived from the config's seed and the given labels."""
+        return derive_seed(self.config.seed, *parts)

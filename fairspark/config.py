@@ -1,0 +1,303 @@
+"""The run configuration: one typed, validated object parsed once at the entry point.
+
+Every key is documented in ``docs/config.md``. Unknown keys and values of the wrong
+type raise :class:`~fairspark.errors.ConfigError` with the dotted key in the message.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from fairspark._params import AuditParams, StrictModel
+from fairspark.correlation.params import CorrelationParams
+from fairspark.errors import ConfigError
+from fairspark.hfm.params import HFMParams
+from fairspark.mdfa.params import MDFAParams
+
+Scalar = str | int | float | bool
+
+__all__ = [
+    "AuditsConfig",
+    "ColumnsConfig",
+    "Config",
+    "GroupParams",
+    "InputConfig",
+    "load_config",
+    "parse_config",
+]
+
+
+class InputConfig(StrictModel):
+    """Where the scored table comes from."""
+
+    path: str | None = None
+    format: Literal["parquet", "csv", "orc", "json"] = "parquet"
+    table: str | None = None
+    options: dict[str, Scalar] = Field(default_factory=dict)
+    where: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InputConfig:
+        if (self.path is None) == (self.table is None):
+            raise ValueError("give exactly one of 'input.path' or 'input.table'")
+        return self
+
+
+class SensitiveConfig(StrictModel):
+    """One sensitive attribute and how its privileged group is defined."""
+
+    column: str
+    privileged: list[Scalar] | None = None
+    privileged_expr: str | None = None
+    name: str | None = None
+
+    @field_validator("privileged", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str | int | float | bool) else v
+
+    @model_validator(mode="after")
+    def _one_definition(self) -> SensitiveConfig:
+        if (self.privileged is None) == (self.privileged_expr is None):
+            raise ValueError(
+                f"sensitive attribute {self.column!r}: give exactly one of 'privileged' "
+                "(value or list of values) or 'privileged_expr' (a SQL predicate)"
+            )
+        if self.privileged is not None and len(self.privileged) == 0:
+            raise ValueError(f"sensitive attribute {self.column!r}: 'privileged' is empty")
+        return self
+
+    @property
+    def attr(self) -> str:
+        """The attribute's name in outputs (defaults to the column)."""
+        return self.name or self.column
+
+
+class LabelConfig(StrictModel):
+    """The ground-truth label column and its positive value(s)."""
+
+    column: str
+    positive: list[Scalar] = Field(default_factory=lambda: [1])
+
+    @field_validator("positive", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str | int | float | bool) else v
+
+
+class PredictionConfig(StrictModel):
+    """The model's decision: a prediction column with its positive value(s)."""
+
+    column: str
+    positive: list[Scalar] = Field(default_factory=lambda: [1])
+
+    @field_validator("positive", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str | int | float | bool) else v
+
+
+class ScoreConfig(StrictModel):
+    """The model's decision as a score: positive when ``score >= threshold``."""
+
+    column: str
+    threshold: float = 0.5
+
+
+class ColumnsConfig(StrictModel):
+    """Column roles of the scored table."""
+
+    features: Literal["all_others"] | list[str] = "all_others"
+    categorical: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    sensitive: list[SensitiveConfig]
+    intersections: list[list[str]] = Field(default_factory=list)
+    label: LabelConfig
+    favourable: Literal["positive", "negative"] = "positive"
+    prediction: PredictionConfig | None = None
+    score: ScoreConfig | None = None
+    weight: str | None = None
+    row_key: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ColumnsConfig:
+        if (self.prediction is None) == (self.score is None):
+            raise ValueError("give exactly one of 'columns.prediction' or 'columns.score'")
+        if not self.sensitive:
+            raise ValueError("'columns.sensitive' needs at least one attribute")
+        names = [s.attr for s in self.sensitive]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"sensitive attribute names repeat: {sorted(dup)}")
+        for combo in self.intersections:
+            if len(combo) < 2:
+                raise ValueError(f"intersection {combo} needs at least two attributes")
+            unknown = [c for c in combo if c not in names]
+            if unknown:
+                raise ValueError(
+                    f"intersection {combo} names {unknown}, which are not sensitive "
+                    f"attributes (configured: {names})"
+                )
+        return self
+
+    @property
+    def decision_column(self) -> str:
+        """The column that holds the prediction or the score."""
+        return self.prediction.column if self.prediction else self.score.column  # type: ignore[union-attr]
+
+
+class PreparationConfig(StrictModel):
+    """How the prepared table is built."""
+
+    max_dropped_fraction: float = Field(0.05, ge=0, le=1)
+    max_categories: int = Field(200, ge=2)
+
+
+class GroupParams(AuditParams):
+    """Parameters of the group-metric audit (``group``)."""
+
+    ci_level: float = Field(0.95, gt=0, lt=1)
+    min_group_size: int = Field(30, ge=1)
+    multi_valued: bool = True
+
+
+class AuditsConfig(StrictModel):
+    """Which audits run; a section that is present is enabled unless it says otherwise."""
+
+    group: GroupParams | None = Field(default_factory=GroupParams)
+    hfm: HFMParams | None = None
+    mdfa: MDFAParams | None = None
+    correlation: CorrelationParams | None = None
+
+    def enabled(self) -> dict[str, AuditParams]:
+        """The enabled audits, in run order."""
+        out: dict[str, AuditParams] = {}
+        for name in ("group", "hfm", "mdfa", "correlation"):
+            p = getattr(self, name)
+            if p is not None and p.enabled:
+                out[name] = p
+        return out
+
+
+class OutputConfig(StrictModel):
+    """Where results go."""
+
+    path: str
+    report: bool = True
+
+
+class SparkConfig(StrictModel):
+    """Spark settings used when fairspark starts the session itself (CLI)."""
+
+    master: str = "local[2]"
+    app_name: str = "fairspark-audit"
+    conf: dict[str, Scalar] = Field(default_factory=dict)
+
+
+class Config(StrictModel):
+    """The whole run configuration."""
+
+    dataset: str
+    run_date: _dt.date | None = None
+    seed: int = 0
+    input: InputConfig
+    columns: ColumnsConfig
+    preparation: PreparationConfig = Field(default_factory=PreparationConfig)
+    audits: AuditsConfig = Field(default_factory=AuditsConfig)
+    output: OutputConfig
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    redact_columns: list[str] = Field(default_factory=list)
+
+    def config_hash(self) -> str:
+        """A short hash of everything that can change the numbers (not run date or paths)."""
+        d = self.model_dump(mode="json", exclude={"run_date", "output", "spark"})
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def effective_run_date(self) -> _dt.date:
+        """The run date, defaulting to today (UTC)."""
+        return self.run_date or _dt.datetime.now(_dt.timezone.utc).date()
+
+
+def _format_validation_error(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "<top level>"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        got = e.get("input")
+        shown = "" if e["type"] in ("missing", "extra_forbidden") else f" (got {got!r})"
+        lines.append(f"config key '{key}': {msg}{shown}")
+    return "invalid config:\n  " + "\n  ".join(lines)
+
+
+def _set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    cur = d
+    for p in parts[:-1]:
+        nxt = cur.get(p)
+        if nxt is None:
+            nxt = cur[p] = {}
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"override '{dotted}': '{p}' is not a section")
+        cur = nxt
+    cur[parts[-1]] = value
+
+
+def parse_config(raw: Any, *, overrides: dict[str, Any] | None = None) -> Config:
+    """Validate a config mapping (already parsed from YAML).
+
+    Parameters
+    ----------
+    raw:
+        The mapping read from YAML.
+    overrides:
+        Dotted keys to set before validation, e.g. ``{"output.path": "/tmp/x"}``;
+        the CLI flags use this.
+
+    Raises
+    ------
+    ConfigError
+        When the mapping is not a valid config; the message names each bad key.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"invalid config: the top level must be a mapping of keys, got {type(raw).__name__}"
+        )
+    data = json.loads(json.dumps(raw, default=str))  # deep copy, dates -> strings
+    for k, v in (overrides or {}).items():
+        if v is not None:
+            _set_dotted(data, k, v)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err)) from None
+
+
+def load_config(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Config:
+    """Read and validate a YAML config file.
+
+    Raises
+    ------
+    ConfigError
+        When the file is missing, is not valid YAML, or is not a valid config.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise ConfigError(f"config file {str(p)!r} is not valid YAML{where}: {problem}") from None
+    return parse_config(raw, overrides=overrides)
