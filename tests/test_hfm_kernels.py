@@ -1,0 +1,178 @@
+"""HFM numpy kernels against references written here (no Spark)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import directed_hausdorff
+
+from fairspark.hfm._kernels import (
+    approx_dist_numpy,
+    default_m2,
+    exact_nn_numpy,
+    hfm_df,
+    nn_other_group,
+    project,
+    sample_projections,
+    window_scan,
+)
+
+
+# ---------------------------------------------------------------- references
+def brute_nn(points, codes):
+    n = len(points)
+    out = np.full(n, np.inf)
+    for i in range(n):
+        for j in range(n):
+            if codes[i] != codes[j]:
+                d = math.sqrt(sum((points[i][k] - points[j][k]) ** 2 for k in range(points.shape[1])))
+                out[i] = min(out[i], d)
+    return out
+
+
+def seq_project(points, w):
+    out = []
+    for p in points:
+        s = 0.0
+        for k in range(1, len(p)):
+            s = s + float(p[k]) * float(w[k])
+        out.append(float(p[0]) * float(w[0]) + s)
+    return out
+
+
+def naive_accele_dist(points, codes, keys, w, m2):
+    """Algorithm 2 written from the paper, loop by loop (returns the per-anchor d_i)."""
+    g = seq_project(points, w)
+    order = sorted(range(len(points)), key=lambda i: (g[i], keys[i]))
+    d = {}
+    for pos, i in enumerate(order):
+        best = math.inf
+        for step in (-1, 1):
+            seen = 0
+            p = pos + step
+            while 0 <= p < len(order) and seen < m2:
+                j = order[p]
+                if codes[j] != codes[i]:
+                    seen += 1
+                    best = min(best, float(np.sqrt(np.sum((points[i] - points[j]) ** 2))))
+                p += step
+        d[i] = best
+    return np.array([d[i] for i in range(len(points))])
+
+
+def naive_approx_dist(points, codes, keys, W, m2):
+    per = [naive_accele_dist(points, codes, keys, w, m2) for w in W]
+    approx = min(p.max() for p in per)
+    pointwise = np.min(np.vstack(per), axis=0).max()
+    return approx, pointwise
+
+
+def adversarial(rng, n, dim, *, n_codes=2, dup=True):
+    pts = rng.integers(0, 3, size=(n, dim)).astype(float) / 2.0  # lots of ties
+    pts[: n // 3] = rng.random((n // 3, dim))
+    codes = rng.integers(0, n_codes, size=n)
+    if dup:  # exact duplicates (same key: the same row twice)
+        pts[-3:] = pts[:3]
+        codes[-3:] = codes[:3]
+    keys = np.array([f"k{i:05d}" for i in range(n)])
+    if dup:
+        keys[-3:] = keys[:3]
+    return pts, codes, keys
+
+
+# ---------------------------------------------------------------- tests
+def test_default_m2():
+    assert default_m2(100) == 4
+    assert default_m2(1000) == 6
+    assert default_m2(1001) == 7
+    assert default_m2(1) == 1
+
+
+@pytest.mark.parametrize("sampler", ["uniform_l1", "reference_sequential"])
+def test_projections_have_unit_l1_norm(sampler):
+    w = sample_projections(dim=7, m1=50, sampler=sampler, seed=3)
+    assert w.shape == (50, 7)
+    np.testing.assert_allclose(np.abs(w).sum(axis=1), 1.0, atol=1e-12)
+    w2 = sample_projections(dim=7, m1=50, sampler=sampler, seed=3)
+    np.testing.assert_array_equal(w, w2)
+
+
+def test_reference_sequential_gives_label_half_the_mass():
+    w = sample_projections(dim=20, m1=4000, sampler="reference_sequential", seed=1)
+    assert abs(np.abs(w[:, 0]).mean() - 0.5) < 0.03
+    u = sample_projections(dim=20, m1=4000, sampler="uniform_l1", seed=1)
+    assert abs(np.abs(u[:, 0]).mean() - 1 / 20) < 0.01
+
+
+def test_project_matches_sequential_sum_bitwise():
+    rng = np.random.default_rng(0)
+    pts = rng.random((50, 9))
+    w = sample_projections(dim=9, m1=1, sampler="uniform_l1", seed=2)[0]
+    assert project(pts, w).tolist() == seq_project(pts, w)
+
+
+@pytest.mark.parametrize("n_codes", [2, 4])
+def test_exact_nn_equals_brute_force_and_scipy(n_codes):
+    rng = np.random.default_rng(11)
+    pts, codes, _ = adversarial(rng, 120, 5, n_codes=n_codes)
+    d, idx = exact_nn_numpy(pts, codes)
+    ref = brute_nn(pts, codes)
+    np.testing.assert_allclose(d, ref, rtol=0, atol=1e-12)
+    # witness indices realise the distance and belong to another group
+    assert np.all(codes[idx] != codes)
+    np.testing.assert_allclose(np.linalg.norm(pts - pts[idx], axis=1), d, atol=1e-12)
+    if n_codes == 2:
+        a, b = pts[codes == 0], pts[codes == 1]
+        D = max(directed_hausdorff(a, b)[0], directed_hausdorff(b, a)[0])
+        assert abs(d.max() - D) < 1e-12
+
+
+def test_exact_nn_near_zero_distances_are_exact():
+    rng = np.random.default_rng(5)
+    a = rng.random((40, 30)) * 1e3
+    b = a + 1e-9  # the dot-product shortcut cannot resolve this
+    pts = np.vstack([a, b])
+    codes = np.r_[np.zeros(40, int), np.ones(40, int)]
+    d, _ = exact_nn_numpy(pts, codes)
+    ref = brute_nn(pts, codes)
+    np.testing.assert_allclose(d, ref, rtol=1e-6, atol=0)
+
+
+def test_nn_other_group_blocks_and_no_other_group():
+    rng = np.random.default_rng(1)
+    q = rng.random((7, 3))
+    r = rng.random((5, 3))
+    d, idx = nn_other_group(q, np.zeros(7, int), r, np.zeros(5, int))
+    assert np.all(np.isinf(d)) and np.all(idx == -1)
+
+
+@pytest.mark.parametrize("n_codes,m2,dup", [(2, 1, True), (2, 3, True), (3, 2, True), (5, 4, False)])
+def test_window_scan_equals_naive_algorithm(n_codes, m2, dup):
+    rng = np.random.default_rng(100 + n_codes * 10 + m2)
+    pts, codes, keys = adversarial(rng, 90, 4, n_codes=n_codes, dup=dup)
+    W = sample_projections(dim=4, m1=6, sampler="uniform_l1", seed=9)
+    got = approx_dist_numpy(pts, codes, W, m2=m2, keys=keys)
+    approx, pointwise = naive_approx_dist(pts, codes, keys, W, m2)
+    assert got["approx"] == pytest.approx(approx, rel=1e-12, abs=1e-12)
+    assert got["pointwise"] == pytest.approx(pointwise, rel=1e-12, abs=1e-12)
+    exact = brute_nn(pts, codes).max()
+    assert exact - 1e-12 <= got["pointwise"] <= got["approx"] + 1e-12
+
+
+def test_window_scan_group_of_one_and_anchor_mask():
+    pts = np.array([[0.0], [1.0], [2.0], [3.0], [10.0]])
+    codes = np.array([0, 0, 1, 0, 0])
+    d, nb = window_scan(pts, codes, m2=1)
+    np.testing.assert_allclose(d, [2.0, 1.0, 1.0, 1.0, 8.0])
+    assert nb.tolist() == [2, 2, 1, 2, 2]
+    d, nb = window_scan(pts, codes, m2=1, anchor_mask=np.array([0, 1, 0, 0, 0], bool))
+    assert np.isinf(d[0]) and d[1] == 1.0 and nb[0] == -1
+
+
+def test_hfm_df_edge_cases():
+    assert hfm_df(0.0, 0.0) == 0.0
+    assert hfm_df(0.0, 0.5) == math.inf
+    assert hfm_df(2.0, 3.0) == pytest.approx(0.5)
+    assert hfm_df(2.0, 1.0) == pytest.approx(-0.5)
