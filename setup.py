@@ -22,7 +22,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["fairspark", "fairspark.*"]),
     package_data={
-        "fairspark": ["data/*.gz", "data/*.md", "report/templates/*.j2", "conf/*.yaml"],
+        "fairspark": ["data/*.gz", "data/*.md", "data/*.names", "report/templates/*.j2", "conf/*.yaml"],
     },
     include_package_data=True,
     install_requires=[
@@ -50,5 +50,5 @@ setup(
             "build>=1.0",
         ],
     },
-    entry_points={"console_scripts": ["fairspark=fairspark.cli:main"]},
+    entry_points={"console_scripts": ["fairspark=fairspark.cli:console_main"]},
 )

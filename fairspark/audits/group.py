@@ -1,0 +1,233 @@
+"""The ``group`` audit: the metric catalogue per sensitive attribute, from one Spark pass."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow
+from fairspark.metrics._core import (
+    BASELINES,
+    CATALOGUE,
+    RATES,
+    compare_groups,
+    comparison_reason,
+    inequality_indices,
+    rate_with_reason,
+)
+from fairspark.metrics._spark import cell_counts, marginal_counts
+from fairspark.prepare import LABEL, PRED, WEIGHT
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from fairspark.config import GroupParams
+    from fairspark.prepare import AttributeInfo
+
+__all__ = ["run", "attribute_rows"]
+
+log = logging.getLogger("fairspark")
+
+_LABEL_RATES = {"tpr", "fpr", "fnr", "tnr", "ppv", "npv", "fdr", "for", "error_rate",
+                "accuracy", "base_rate"}
+
+
+def _intervals_module():
+    try:
+        from fairspark.metrics import _intervals
+    except ImportError:  # pragma: no cover - lands with the intervals work
+        return None
+    return _intervals
+
+
+def _f(x: Any) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def _support(counts: dict[str, float], cells: tuple[str, ...]) -> int:
+    return int(sum(counts[f"{c}_n"] for c in cells))
+
+
+def _rate_rows(
+    attr: str, group: str, counts: dict[str, float], params: GroupParams, label_ok: bool,
+    pjson: str,
+) -> list[MetricRow]:
+    iv = _intervals_module()
+    rows = []
+    for name, spec in RATES.items():
+        value, why = rate_with_reason(counts, name)
+        lo = hi = None
+        if iv is not None and why is None:
+            lo, hi = iv.rate_interval(counts, name, level=params.ci_level)
+        n = _support(counts, spec.denominator)
+        status, detail = "ok", why
+        if name in _LABEL_RATES and not label_ok:
+            status, detail = "failed", "no labelled row has the favourable label"
+        elif why:
+            status = "ok"
+        elif n < params.min_group_size:
+            status = "inconclusive"
+            detail = f"only {n} {spec.denominator_name} (minimum {params.min_group_size})"
+        rows.append(MetricRow(
+            audit="group", attribute=attr, group=group, metric=name, value=_f(value),
+            lower=_f(lo), upper=_f(hi), status=status, detail=detail, params=pjson,
+        ))
+    return rows
+
+
+def _comparison_rows(
+    attr: str, group: str, unpriv: dict[str, float], priv: dict[str, float],
+    params: GroupParams, label_ok: bool, pjson: str,
+) -> list[MetricRow]:
+    iv = _intervals_module()
+    values = compare_groups(unpriv, priv)
+    intervals = iv.comparison_intervals(unpriv, priv, level=params.ci_level) if iv else {}
+    rows = []
+    for name, spec in {**CATALOGUE, **BASELINES}.items():
+        value = _f(values[name])
+        rate_names = (spec.rate,) if spec.rate else ("tpr", "fpr")
+        needs_label = any(r in _LABEL_RATES for r in rate_names)
+        detail = None if value is not None else comparison_reason(unpriv, priv, name)
+        status = "ok"
+        if needs_label and not label_ok:
+            status, detail, value = "failed", "no labelled row has the favourable label", None
+        elif value is not None:
+            small = []
+            for r in rate_names:
+                den = RATES[r].denominator
+                for side, c in (("unprivileged", unpriv), ("privileged", priv)):
+                    k = _support(c, den)
+                    if k < params.min_group_size:
+                        small.append(f"{k} {RATES[r].denominator_name} in the {side} group")
+            if small:
+                status = "inconclusive"
+                detail = f"only {'; '.join(small)} (minimum {params.min_group_size})"
+        lo, hi = intervals.get(name, (None, None))
+        rows.append(MetricRow(
+            audit="group", attribute=attr, group=group, metric=name, value=value,
+            lower=_f(lo), upper=_f(hi), status=status, detail=detail, params=pjson,
+        ))
+    return rows
+
+
+def attribute_rows(
+    attr: AttributeInfo, cells: pd.DataFrame, *, params: GroupParams, label_ok: bool
+) -> tuple[list[MetricRow], dict[str, Any]]:
+    """All rows of one sensitive view from the combination table ``cells``."""
+    pjson = json.dumps({"ci_level": params.ci_level, "min_group_size": params.min_group_size})
+    priv_mask = cells[attr.priv_col].astype(bool).to_numpy()
+    n_priv, n_unpriv = attr.n_privileged, attr.n_unprivileged
+    if n_priv == 0 or n_unpriv == 0:
+        which = "privileged" if n_unpriv == 0 else "unprivileged"
+        msg = (
+            f"attribute {attr.name!r} has a single group: all {n_priv + n_unpriv} rows are "
+            f"{which} (values: {sorted(attr.values)}; privileged: {attr.privileged_values})"
+        )
+        return [MetricRow(audit="group", attribute=attr.name, metric="*", status="failed",
+                          detail=msg, params=pjson)], {"status": "failed", "detail": msg}
+    priv = marginal_counts(cells, priv_mask)
+    unpriv = marginal_counts(cells, ~priv_mask)
+    rows = _rate_rows(attr.name, "privileged", priv, params, label_ok, pjson)
+    rows += _rate_rows(attr.name, "unprivileged", unpriv, params, label_ok, pjson)
+    rows += _comparison_rows(attr.name, "unprivileged", unpriv, priv, params, label_ok, pjson)
+    values = cells[attr.value_col].astype(str).to_numpy()
+    unpriv_values = [v for v in attr.values if v not in attr.privileged_values]
+    groups = [marginal_counts(cells, values == v) for v in attr.values]
+    between = inequality_indices(groups)
+    for key in ("between_group_gei", "between_group_theil"):
+        rows.append(MetricRow(
+            audit="group", attribute=attr.name, group="all", metric=key,
+            value=_f(between[key]), status="ok" if label_ok else "failed",
+            detail=None if label_ok else "no labelled row has the favourable label",
+            params=pjson,
+        ))
+    if params.multi_valued and len(unpriv_values) > 1:
+        for v in unpriv_values:
+            c = marginal_counts(cells, values == v)
+            rows += _rate_rows(attr.name, v, c, params, label_ok, pjson)
+            rows += _comparison_rows(attr.name, v, c, priv, params, label_ok, pjson)
+        if len(attr.privileged_values) > 1:
+            for v in attr.privileged_values:
+                rows += _rate_rows(attr.name, v, marginal_counts(cells, values == v), params,
+                                   label_ok, pjson)
+    summary = {
+        "status": "ok",
+        "n_privileged": n_priv,
+        "n_unprivileged": n_unpriv,
+        "privileged_values": attr.privileged_values,
+        "metrics": {
+            r.metric: {"value": r.value, "lower": r.lower, "upper": r.upper, "status": r.status,
+                       **({"detail": r.detail} if r.detail else {})}
+            for r in rows if r.group == "unprivileged" and r.metric in {**CATALOGUE, **BASELINES}
+        },
+        "groups": {
+            g: {r.metric: r.value for r in rows if r.group == g and r.metric in RATES}
+            for g in dict.fromkeys(r.group for r in rows if r.metric in RATES)
+        },
+    }
+    return rows, summary
+
+
+def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
+    """Compute the catalogue for every sensitive view in one aggregation pass.
+
+    Parameters
+    ----------
+    ctx:
+        The audit context (prepared table, config, seeds).
+    params:
+        ``audits.group`` from the config.
+
+    Returns
+    -------
+    AuditOutcome
+        Long rows (per attribute: per-group rates, the 20 signed catalogue metrics
+        and the DP/EO/PQP baselines in the binary view and per unprivileged value,
+        between-group GEI/Theil) plus overall GEI and Theil under attribute ``*``.
+    """
+    prepared = ctx.prepared
+    attrs = [a for a in prepared.attributes
+             if params.attributes is None or a.name in params.attributes]
+    df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("group", "cap"))
+    group_cols = [c for a in attrs for c in (a.value_col, a.priv_col)]
+    cells = cell_counts(df, group_cols=group_cols, label_col=LABEL, prediction_col=PRED,
+                        weight_col=WEIGHT)
+    everyone = marginal_counts(cells, np.ones(len(cells), dtype=bool))
+    label_ok = (everyone["tp_n"] + everyone["fn_n"]) > 0
+    rows: list[MetricRow] = []
+    summary: dict[str, Any] = {"attributes": {}}
+    for a in attrs:
+        a_rows, a_summary = attribute_rows(a, cells, params=params, label_ok=label_ok)
+        rows += a_rows
+        summary["attributes"][a.name] = a_summary
+    overall = inequality_indices([everyone])
+    for key in ("gei", "theil"):
+        rows.append(MetricRow(
+            audit="group", attribute="*", group="all", metric=key, value=_f(overall[key]),
+            status="ok" if label_ok else "failed",
+            detail=None if label_ok else "no labelled row has the favourable label",
+            params=json.dumps({"alpha": 0.5 if key == "gei" else 1.0}),
+        ))
+    summary["overall"] = {"gei": _f(overall["gei"]), "theil": _f(overall["theil"])}
+    summary["labelled_rows"] = int(sum(everyone[f"{c}_n"] for c in ("tp", "fp", "tn", "fn")))
+    summary["favourable_labels"] = int(everyone["tp_n"] + everyone["fn_n"])
+    failed = [r for r in rows if r.status == "failed"]
+    summary["status"] = "failed" if failed else "ok"
+    if failed:
+        summary["detail"] = "; ".join(dict.fromkeys(r.detail for r in failed if r.detail))
+    sections = []
+    try:
+        from fairspark.audits.group_report import group_section
+    except ImportError:  # pragma: no cover - lands with the report work
+        group_section = None
+    if group_section is not None:
+        sections.append(group_section([r.__dict__ for r in rows], ci_level=params.ci_level,
+                                      min_group_size=params.min_group_size))
+    return AuditOutcome(rows=rows, summary=summary, sections=sections)

@@ -1,0 +1,177 @@
+"""Command line: ``fairspark audit`` (and ``python jobs/audit.py`` / ``spark-submit``).
+
+Both entry points run :func:`main`; the only difference is who creates the
+SparkSession: under ``spark-submit`` the session already configured by
+spark-submit is used; from the console script a local session is started with the
+settings of ``config.spark``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from fairspark._version import __version__
+
+__all__ = ["main", "build_parser", "config_overrides"]
+
+log = logging.getLogger("fairspark")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser shared by the console script and the spark-submit job."""
+    p = argparse.ArgumentParser(
+        prog="fairspark",
+        description="Fairness audits of a scored table on Spark.",
+    )
+    p.add_argument("--version", action="version", version=f"fairspark {__version__}")
+    sub = p.add_subparsers(dest="command")
+    a = sub.add_parser("audit", help="run the audits of a config (default: the Adult demo)")
+    a.add_argument("--config", help="YAML config; without it the bundled Adult demo runs")
+    a.add_argument("--run-date", help="run date YYYY-MM-DD (default: config or today)")
+    a.add_argument("--output", help="output folder (overrides output.path)")
+    a.add_argument("--input", dest="input_path", help="input path (overrides input.path)")
+    a.add_argument("--where", help="row filter (overrides input.where)")
+    a.add_argument("--master", help="Spark master for a local session (overrides spark.master)")
+    a.add_argument("--seed", type=int, help="base seed (overrides seed)")
+    a.add_argument("--no-report", action="store_true", help="do not write report.html")
+    a.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="override any config key, e.g. --set audits.group.ci_level=0.9 (YAML value)",
+    )
+    a.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
+    return p
+
+
+def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Dotted-key overrides from the CLI flags."""
+    import yaml
+
+    from fairspark.errors import ConfigError
+
+    ov: dict[str, Any] = {
+        "run_date": args.run_date,
+        "output.path": args.output,
+        "input.path": args.input_path,
+        "input.where": args.where,
+        "spark.master": args.master,
+        "seed": args.seed,
+    }
+    if args.no_report:
+        ov["output.report"] = False
+    for item in args.set:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        try:
+            ov[k.strip()] = yaml.safe_load(v)
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {item!r}: the value is not valid YAML") from None
+    if args.run_date:
+        try:
+            dt.date.fromisoformat(args.run_date)
+        except ValueError:
+            raise ConfigError(f"--run-date {args.run_date!r}: expected YYYY-MM-DD") from None
+    return ov
+
+
+def _setup_logging(quiet: bool) -> None:
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="%(asctime)s fairspark %(levelname)s %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def _session(config, *, under_submit: bool):
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(config.spark.app_name)
+    if not under_submit:
+        builder = builder.master(config.spark.master)
+        defaults = {
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.execution.arrow.pyspark.enabled": "true",
+            "spark.executorEnv.OMP_NUM_THREADS": "1",
+            "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
+            "spark.executorEnv.MKL_NUM_THREADS": "1",
+        }
+        for k, v in {**defaults, **{k: str(v) for k, v in config.spark.conf.items()}}.items():
+            builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def main(argv: Sequence[str] | None = None, *, under_submit: bool = False) -> int:
+    """Parse arguments, run the audit job, and return the exit code.
+
+    Exit codes: 0 ok, 2 bad config or input (nothing written), 4 an audit failed
+    (the others are published), 1 unexpected crash.
+    """
+    from fairspark.errors import FairsparkInputError
+
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("--") and argv[0] not in ("--version", "--help", "-h"):
+        argv = ["audit", *argv]
+    args = parser.parse_args(argv)
+    if args.command != "audit":
+        parser.print_help()
+        return 2
+    _setup_logging(args.quiet)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    spark = None
+    try:
+        from fairspark._java import check_java
+        from fairspark.config import load_config
+
+        overrides = config_overrides(args)
+        if args.config:
+            config = load_config(args.config, overrides=overrides)
+            demo = False
+        else:
+            from fairspark.demo import demo_config
+
+            config = demo_config(overrides=overrides)
+            demo = True
+        if not under_submit:
+            check_java()
+        spark = _session(config, under_submit=under_submit)
+        if demo:
+            from fairspark.demo import prepare_demo_input
+
+            prepare_demo_input(spark, config=config)
+        from fairspark.runner import run_audit_job
+
+        result = run_audit_job(spark, config)
+        print(f"fairspark: outputs in {result.output_dir}", flush=True)
+        for name in ("metrics.parquet", "summary.json", "report.html"):
+            print(f"  {result.output_dir}/{name}", flush=True)
+        if result.exit_code:
+            failed = {k: v.get("detail") for k, v in result.summary["audits"].items()
+                      if v.get("status") == "failed"}
+            print(f"fairspark: some audits failed: {failed}", file=sys.stderr, flush=True)
+        return result.exit_code
+    except FairsparkInputError as err:
+        log.error("%s", err)
+        print(f"fairspark: error: {err}", file=sys.stderr, flush=True)
+        return 2
+    except Exception:  # noqa: BLE001 - unexpected: traceback and exit 1
+        log.exception("unexpected error")
+        return 1
+    finally:
+        if spark is not None and not under_submit:
+            spark.stop()
+
+
+def console_main() -> None:  # pragma: no cover - thin wrapper
+    sys.exit(main())

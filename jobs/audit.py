@@ -1,0 +1,14 @@
+"""spark-submit entry point: ``spark-submit jobs/audit.py --config conf/x.yaml [--run-date D]``.
+
+Thin on purpose: all logic lives in :mod:`fairspark`. Without ``--config`` the
+bundled Adult demo runs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from fairspark.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:], under_submit=True))
