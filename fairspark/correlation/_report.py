@@ -1,0 +1,173 @@
+"""Report section of the correlation audit: heatmap, cluster graph, table, acceptance."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+from jinja2 import Environment, select_autoescape
+
+from fairspark.audits.base import ReportSection
+from fairspark.report.figures import figure_to_data_uri, plt
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fairspark.correlation.audit import CorrelationResult, ModelResult
+
+__all__ = ["correlation_section"]
+
+# Kept in the module (not a package data file) so the section renders from any install.
+_TEMPLATE = """
+<div class="fs-correlation">
+<p>Correlations between fairness metrics, estimated by training
+{{ p.n_samples }} accepted models per round over {{ p.rounds }} rounds (bootstrap size
+K = {{ p.k }}, models rejected below accuracy {{ p.min_accuracy }}) on a stratified
+sample of {{ sample_rows }} of {{ population_rows }} labelled rows. Intervals are
+r* &plusmn; z&middot;s/&radic;L at {{ (p.ci_level * 100) | round(1) }}%. Metrics in one
+cluster move together (r* &ge; tau with the representative); watching the representatives
+covers the others.</p>
+{% for name, why in failed.items() %}
+<p class="fs-failed"><b>{{ name }}</b>: failed &mdash; {{ why }}</p>
+{% endfor %}
+{% for b in blocks %}
+<h3>{{ b.attribute }} &mdash; {{ b.model }}</h3>
+{% if b.acceptance %}<p>Acceptance: {{ b.acceptance }}</p>{% endif %}
+{% if b.failed %}<p class="fs-failed">Failed: {{ b.failed }}</p>{% endif %}
+{% if b.reps %}
+<p>{{ b.tau_detail }}. Representatives ({{ b.reps | length }}):</p>
+<table class="fs-table"><tr><th>representative</th><th>cluster members (r* with the representative)</th></tr>
+{% for rep, members in b.reps %}<tr><td><b>{{ rep }}</b></td><td>{{ members }}</td></tr>{% endfor %}
+</table>
+{% endif %}
+{% if b.excluded %}<p>Not clustered: {% for m, why in b.excluded.items() %}{{ m }} ({{ why }}){% if not loop.last %}; {% endif %}{% endfor %}</p>{% endif %}
+{% for title, uri in b.figures %}
+<figure><img src="{{ uri }}" alt="{{ title }}" style="max-width:100%"><figcaption>{{ title }}</figcaption></figure>
+{% endfor %}
+{% if b.matrix %}
+<details><summary>Correlation table r* [lower, upper]</summary>
+<table class="fs-table" style="font-size:70%"><tr><th></th>{% for m in b.names %}<th>{{ m }}</th>{% endfor %}</tr>
+{% for m, cells in b.matrix %}<tr><th>{{ m }}</th>{% for c in cells %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}
+</table></details>
+{% endif %}
+{% endfor %}
+</div>
+"""
+
+_ENV = Environment(autoescape=select_autoescape(default=True, default_for_string=True))
+
+
+def _order(res: ModelResult) -> tuple[list[str], list[tuple[int, int]], set[str]]:
+    """Metric order for the heatmap (cluster by cluster), block spans, representatives."""
+    est = res.estimate
+    assert est is not None
+    names, spans, reps = [], [], set()
+    if res.clustering is not None:
+        cn = res.clustered_metrics
+        for piv, members in res.clustering.clusters:
+            start = len(names)
+            names += [cn[piv]] + [cn[j] for j in members if j != piv]
+            spans.append((start, len(names)))
+            reps.add(cn[piv])
+    names += [m for m in est.metrics if m not in names]
+    return names, spans, reps
+
+
+def _heatmap(res: ModelResult) -> str:
+    est = res.estimate
+    assert est is not None
+    names, spans, reps = _order(res)
+    idx = [est.metrics.index(m) for m in names]
+    mat = est.r[np.ix_(idx, idx)]
+    n = len(names)
+    fig, ax = plt.subplots(figsize=(0.38 * n + 2.5, 0.38 * n + 1.5))
+    im = ax.imshow(np.ma.masked_invalid(mat), cmap="RdBu_r", vmin=-1, vmax=1)
+    labels = [f"{m} *" if m in reps else m for m in names]
+    ax.set_xticks(range(n), labels, rotation=90, fontsize=7)
+    ax.set_yticks(range(n), labels, fontsize=7)
+    for a, b in spans:
+        ax.add_patch(plt.Rectangle((a - 0.5, a - 0.5), b - a, b - a, fill=False, lw=2, ec="black"))
+    fig.colorbar(im, ax=ax, shrink=0.7, label="r*")
+    ax.set_title(f"{res.attribute} / {res.model}: r* (clusters outlined, * = representative)", fontsize=9)
+    return figure_to_data_uri(fig)
+
+
+def _graph(res: ModelResult) -> str:
+    est, cl = res.estimate, res.clustering
+    assert est is not None and cl is not None
+    cn = res.clustered_metrics
+    k = len(cl.clusters)
+    fig, ax = plt.subplots(figsize=(8, 8))
+    big = 3.0 if k > 1 else 0.0
+    for c, (piv, members) in enumerate(cl.clusters):
+        cx, cy = big * math.cos(2 * math.pi * c / k), big * math.sin(2 * math.pi * c / k)
+        others = [j for j in members if j != piv]
+        for t, j in enumerate(others):
+            ang = 2 * math.pi * t / max(len(others), 1)
+            x, y = cx + 1.1 * math.cos(ang), cy + 1.1 * math.sin(ang)
+            ax.plot([cx, x], [cy, y], color="grey", lw=1, zorder=1)
+            rv = est.r[est.metrics.index(cn[piv]), est.metrics.index(cn[j])]
+            ax.text((cx + x) / 2, (cy + y) / 2, f"{rv:.2f}", fontsize=6, color="dimgrey")
+            ax.scatter([x], [y], s=260, color="white", edgecolor="black", zorder=2)
+            ax.text(x, y - 0.28, cn[j], fontsize=6, ha="center", va="top")
+        ax.scatter([cx], [cy], s=420, color="orange", edgecolor="black", zorder=3)
+        ax.text(cx, cy + 0.3, cn[piv], fontsize=7, ha="center", va="bottom", weight="bold")
+    ax.set_axis_off()
+    ax.set_aspect("equal")
+    ax.set_title(f"{res.attribute} / {res.model}: clusters (orange = representative), tau={cl.tau:.3g}", fontsize=9)
+    return figure_to_data_uri(fig)
+
+
+def _accuracy_hist(res: ModelResult, min_accuracy: float) -> str:
+    sel = res.selection
+    assert sel is not None
+    fig, ax = plt.subplots(figsize=(5, 2.6))
+    ax.hist(sel.accuracies, bins=30, color="steelblue")
+    ax.axvline(min_accuracy, color="red", ls="--", label=f"min_accuracy={min_accuracy}")
+    ax.set_xlabel("test-set accuracy of kept models")
+    ax.set_ylabel("models")
+    ax.legend(fontsize=7)
+    return figure_to_data_uri(fig)
+
+
+def _cell(r: float, lo: float, hi: float) -> str:
+    if not np.isfinite(r):
+        return "n/a"
+    if not np.isfinite(lo):
+        return f"{r:.2f}"
+    return f"{r:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def correlation_section(result: CorrelationResult, *, order: int = 40) -> ReportSection:
+    """Render the audit's report section (self-contained HTML, figures as data URIs)."""
+    blocks = []
+    for res in result.models:
+        b: dict = {"attribute": res.attribute, "model": res.model, "figures": [], "reps": [],
+                   "excluded": res.excluded, "failed": res.detail if res.status == "failed" else None,
+                   "tau_detail": res.tau_detail, "matrix": None, "names": []}
+        sel = res.selection
+        if sel is not None and sel.attempts:
+            b["acceptance"] = (f"{sel.accepted} of {sel.attempts} attempts accepted "
+                               f"({sel.accepted / sel.attempts:.1%}); rounds used {len(sel.values)} "
+                               f"of {result.params.rounds}")
+        est = res.estimate
+        if est is not None:
+            b["figures"].append(("Correlation heatmap", _heatmap(res)))
+            if res.clustering is not None:
+                cn = res.clustered_metrics
+                for piv, members in res.clustering.clusters:
+                    pi = est.metrics.index(cn[piv])
+                    mem = ", ".join(f"{cn[j]} ({est.r[pi, est.metrics.index(cn[j])]:.2f})"
+                                    for j in members if j != piv) or "(alone)"
+                    b["reps"].append((cn[piv], mem))
+                b["figures"].append(("Cluster graph", _graph(res)))
+            b["names"] = est.metrics
+            b["matrix"] = [(m, [_cell(est.r[i, j], est.lower[i, j], est.upper[i, j])
+                                for j in range(len(est.metrics))]) for i, m in enumerate(est.metrics)]
+        if sel is not None and sel.accuracies.size:
+            b["figures"].append(("Accuracy of the kept models", _accuracy_hist(res, result.params.min_accuracy)))
+        blocks.append(b)
+    html = _ENV.from_string(_TEMPLATE).render(
+        p=result.params, sample_rows=result.sample_rows, population_rows=result.population_rows,
+        failed=result.failed_attributes, blocks=blocks,
+    )
+    return ReportSection(title="Representative fairness metrics (correlation)", html=html, order=order)
