@@ -1,0 +1,667 @@
+"""HFM distances on Spark: range-partitioned window scans with halos, exact searches.
+
+Everything here takes a *points* DataFrame with the columns
+
+``key`` (string), ``y`` (double, the label), ``yp`` (double, the prediction),
+``x`` (array<double>, the scaled features), ``c0 .. c{A-1}`` (int group codes, one per
+audited attribute/view)
+
+and never collects raw rows: the driver only receives per-partition counts, capped
+batches of candidate rows (certification) and small aggregates. The pandas UDFs run the
+numpy kernels of :mod:`fairspark.hfm._kernels`.
+
+Target ``tgt`` 0 is the label (D), 1 the prediction (D_f).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    DoubleType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from fairspark.hfm._kernels import nn_other_group, window_scan
+
+__all__ = [
+    "CertifiedResult",
+    "approx_scan",
+    "certify",
+    "exact_all",
+    "exact_nn_for",
+    "points_schema_check",
+    "pointwise_rows",
+    "summarise_approx",
+    "summarise_pointwise",
+]
+
+TARGETS = ("label", "prediction")
+#: bytes of candidate points one certification step may bring to the driver
+_BATCH_BYTES = 400_000
+
+
+def _pin_threads() -> None:
+    # one BLAS thread per task: Spark already runs one task per core
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
+        pass
+
+
+def _code_cols(n_attr: int) -> list[str]:
+    return [f"c{a}" for a in range(n_attr)]
+
+
+def points_schema_check(pts: DataFrame, n_attr: int) -> None:
+    """Raise ``ValueError`` naming the missing columns of a points DataFrame."""
+    need = ["key", "y", "yp", "x", *_code_cols(n_attr)]
+    missing = [c for c in need if c not in pts.columns]
+    if missing:
+        raise ValueError(f"points DataFrame lacks columns {missing}; has {pts.columns}")
+
+
+def _stack(col: pd.Series, dim_x: int) -> np.ndarray:
+    if len(col) == 0:
+        return np.zeros((0, dim_x))
+    return np.vstack(col.to_numpy()).astype(np.float64, copy=False).reshape(len(col), dim_x)
+
+
+def _sort_order(g: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    return np.lexsort((np.asarray(keys, dtype=str), g))
+
+
+def _g_expr() -> F.Column:
+    # t*w0 + (((0 + x1 w1) + x2 w2) + ...): the summation order of kernels.project
+    tail = F.expr(
+        "aggregate(zip_with(x, slice(w, 2, size(w) - 1), (a, b) -> a * b), 0D, (acc, v) -> acc + v)"
+    )
+    return F.col("t") * F.col("w")[0] + tail
+
+
+# --------------------------------------------------------------------------- approx
+def _exploded(pts: DataFrame, projections: dict[int, np.ndarray], n_attr: int) -> DataFrame:
+    spark = pts.sparkSession
+    rows = [
+        (int(tgt), int(j), [float(v) for v in w])
+        for tgt, W in projections.items()
+        for j, w in enumerate(W)
+    ]
+    proj_df = spark.createDataFrame(rows, "tgt int, proj int, w array<double>")
+    return (
+        pts.select("key", "y", "yp", "x", *_code_cols(n_attr))
+        .crossJoin(F.broadcast(proj_df))
+        .withColumn("t", F.when(F.col("tgt") == 0, F.col("y")).otherwise(F.col("yp")))
+        .withColumn("g", _g_expr())
+        .select("tgt", "proj", "key", "t", "x", "g", *_code_cols(n_attr))
+    )
+
+
+def _with_pid(ex: DataFrame, num_partitions: int) -> DataFrame:
+    """Range partition id on g per (tgt, proj), from approximate quantiles.
+
+    The boundaries only decide which task scans which rows; the halos make the result
+    the same for any boundaries.
+    """
+    if num_partitions <= 1:
+        return ex.withColumn("pid", F.lit(0))
+    fracs = [i / num_partitions for i in range(1, num_partitions)]
+    bounds = (
+        ex.groupBy("tgt", "proj")
+        .agg(F.percentile_approx("g", fracs, 10000).alias("bounds"))
+    )
+    return (
+        ex.join(F.broadcast(bounds), on=["tgt", "proj"], how="inner")
+        .withColumn("pid", F.expr("size(filter(bounds, b -> b <= g))"))
+        .drop("bounds")
+    )
+
+
+def _summary_schema(n_attr: int) -> StructType:
+    return StructType(
+        [
+            StructField("tgt", IntegerType()),
+            StructField("proj", IntegerType()),
+            StructField("pid", IntegerType()),
+            StructField("pos", IntegerType()),
+            StructField("key", StringType()),
+            StructField("t", DoubleType()),
+            StructField("x", ArrayType(DoubleType())),
+            StructField("g", DoubleType()),
+            *[StructField(c, IntegerType()) for c in _code_cols(n_attr)],
+            StructField("attr", IntegerType()),
+            StructField("code", IntegerType()),
+            StructField("side", StringType()),
+            StructField("rnk", IntegerType()),
+            StructField("cnt", IntegerType()),
+        ]
+    )
+
+
+def _make_summary_fn(n_attr: int, m2: int):
+    cols = _code_cols(n_attr)
+
+    def summary(pdf: pd.DataFrame) -> pd.DataFrame:
+        """First and last m2 rows of each (attribute, code) of one sorted partition."""
+        order = _sort_order(pdf["g"].to_numpy(), pdf["key"].to_numpy())
+        pdf = pdf.iloc[order].reset_index(drop=True)
+        pdf["pos"] = np.arange(len(pdf), dtype=np.int32)
+        parts = []
+        for a, c in enumerate(cols):
+            codes = pdf[c].to_numpy()
+            for code in np.unique(codes):
+                idx = np.flatnonzero(codes == code)
+                cnt = idx.size
+                for side, sel in (("first", idx[:m2]), ("last", idx[::-1][:m2])):
+                    sub = pdf.iloc[sel].copy()
+                    sub["attr"] = a
+                    sub["code"] = int(code)
+                    sub["side"] = side
+                    sub["rnk"] = np.arange(len(sel), dtype=np.int32)
+                    sub["cnt"] = cnt
+                    parts.append(sub)
+        if not parts:
+            return pd.DataFrame({f.name: [] for f in _summary_schema(n_attr).fields})
+        out = pd.concat(parts, ignore_index=True)
+        return out[[f.name for f in _summary_schema(n_attr).fields]]
+
+    return summary
+
+
+def _halo_assignments(counts: pd.DataFrame, m2: int) -> list[tuple]:
+    """Driver-side prefix scan over per-partition counts.
+
+    For each target partition p, (attribute, code) and side, walk the neighbouring
+    partitions outward and take rows until m2 rows of that code are collected.
+    Returns rows (tgt, proj, attr, code, src_pid, side, take, dst_pid).
+    """
+    out: list[tuple] = []
+    pids_by_proj = counts.groupby(["tgt", "proj"])["pid"].unique().to_dict()
+    for (tgt, proj, attr, code), grp in counts.groupby(["tgt", "proj", "attr", "code"]):
+        cnt = dict(zip(grp["pid"].tolist(), grp["cnt"].tolist(), strict=True))
+        src = sorted(cnt)
+        for p in sorted(int(v) for v in pids_by_proj[(tgt, proj)]):
+            need = m2  # left halo: code's last rows of partitions before p
+            for q in reversed([s for s in src if s < p]):
+                k = min(need, cnt[q])
+                out.append((int(tgt), int(proj), int(attr), int(code), int(q), "last", int(k), p))
+                need -= k
+                if need <= 0:
+                    break
+            need = m2  # right halo: first rows of partitions after p
+            for q in [s for s in src if s > p]:
+                k = min(need, cnt[q])
+                out.append((int(tgt), int(proj), int(attr), int(code), int(q), "first", int(k), p))
+                need -= k
+                if need <= 0:
+                    break
+    return out
+
+
+_SCAN_SCHEMA = "tgt int, proj int, attr int, key string, d double, nb_key string"
+
+
+def _make_scan_fn(n_attr: int, m2: int, dim_x: int):
+    cols = _code_cols(n_attr)
+
+    def scan(pdf: pd.DataFrame) -> pd.DataFrame:
+        """AcceleDist on one range partition (its rows plus its halo rows)."""
+        _pin_threads()
+        order = _sort_order(pdf["g"].to_numpy(), pdf["key"].to_numpy())
+        pdf = pdf.iloc[order].reset_index(drop=True)
+        pts = np.column_stack([pdf["t"].to_numpy(np.float64), _stack(pdf["x"], dim_x)])
+        anchor = ~pdf["halo"].to_numpy(bool)
+        keys = pdf["key"].to_numpy()
+        tgt, proj = int(pdf["tgt"].iloc[0]), int(pdf["proj"].iloc[0])
+        outs = []
+        for a, c in enumerate(cols):
+            d, nb = window_scan(pts, pdf[c].to_numpy(), m2=m2, anchor_mask=anchor)
+            sel = np.flatnonzero(anchor)
+            outs.append(
+                pd.DataFrame(
+                    {
+                        "tgt": tgt,
+                        "proj": proj,
+                        "attr": a,
+                        "key": keys[sel],
+                        "d": d[sel],
+                        "nb_key": np.where(nb[sel] >= 0, keys[np.maximum(nb[sel], 0)], None),
+                    }
+                )
+            )
+        return pd.concat(outs, ignore_index=True)
+
+    return scan
+
+
+def approx_scan(
+    pts: DataFrame,
+    *,
+    n_attr: int,
+    dim_x: int,
+    projections: dict[int, np.ndarray],
+    m2: int,
+    num_partitions: int,
+) -> DataFrame:
+    """Per-anchor AcceleDist values for every target, projection and attribute.
+
+    Parameters
+    ----------
+    pts : DataFrame
+        Points DataFrame (see module docstring).
+    n_attr : int
+        Number of code columns ``c0 ..``.
+    dim_x : int
+        Length of ``x``.
+    projections : dict
+        Target (0 label, 1 prediction) -> array ``(m1, 1 + dim_x)``.
+    m2 : int
+        Window per side.
+    num_partitions : int
+        Range partitions per projection.
+
+    Returns
+    -------
+    DataFrame
+        ``tgt, proj, attr, key, d, nb_key``: one row per point, projection and attribute
+        (not collected).
+    """
+    points_schema_check(pts, n_attr)
+    cols = _code_cols(n_attr)
+    ex = _with_pid(_exploded(pts, projections, n_attr), num_partitions)
+    summary = ex.groupBy("tgt", "proj", "pid").applyInPandas(
+        _make_summary_fn(n_attr, m2), _summary_schema(n_attr)
+    )
+    if num_partitions > 1:
+        summary = summary.persist()
+        counts = (
+            summary.select("tgt", "proj", "pid", "attr", "code", "cnt").distinct().toPandas()
+        )
+        assign = _halo_assignments(counts, m2)
+    else:
+        assign = []
+    base_cols = ["tgt", "proj", "pid", "key", "t", "x", "g", *cols]
+    main = ex.select(*base_cols).withColumn("halo", F.lit(False))
+    if assign:
+        spark = pts.sparkSession
+        assign_df = spark.createDataFrame(
+            assign,
+            "tgt int, proj int, attr int, code int, src int, side string, take int, dst int",
+        )
+        halo = (
+            summary.join(
+                F.broadcast(assign_df.withColumnRenamed("src", "pid")),
+                on=["tgt", "proj", "attr", "code", "pid", "side"],
+                how="inner",
+            )
+            .where(F.col("rnk") < F.col("take"))
+            .dropDuplicates(["tgt", "proj", "dst", "pid", "pos"])
+            .drop("pid")
+            .withColumnRenamed("dst", "pid")
+            .select(*base_cols)
+            .withColumn("halo", F.lit(True))
+        )
+        main = main.unionByName(halo)
+    return main.groupBy("tgt", "proj", "pid").applyInPandas(
+        _make_scan_fn(n_attr, m2, dim_x), _SCAN_SCHEMA
+    )
+
+
+def summarise_approx(scan_df: DataFrame) -> pd.DataFrame:
+    """ApproxDist per (tgt, attr): min over projections of the max (Alg. 1 line 5).
+
+    Returns a small pandas frame with columns ``tgt, attr, D, D_avg, proj, key, nb_key``
+    (the witness pair of the chosen projection).
+    """
+    per = (
+        scan_df.groupBy("tgt", "attr", "proj")
+        .agg(
+            F.max("d").alias("dmax"),
+            F.avg("d").alias("davg"),
+            F.min(F.struct((-F.col("d")).alias("nd"), "key", "nb_key")).alias("w"),
+        )
+        .select("tgt", "attr", "proj", "dmax", "davg", "w.key", "w.nb_key")
+        .toPandas()
+    )
+    rows = []
+    for (tgt, attr), grp in per.groupby(["tgt", "attr"]):
+        grp = grp.sort_values(["dmax", "proj"], kind="mergesort")
+        best = grp.iloc[0]
+        rows.append(
+            {
+                "tgt": int(tgt),
+                "attr": int(attr),
+                "D": float(best["dmax"]),
+                "D_avg": float(grp["davg"].min()),
+                "proj": int(best["proj"]),
+                "key": best["key"],
+                "nb_key": best["nb_key"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def pointwise_rows(scan_df: DataFrame, *, m1_by_tgt: dict[int, int]) -> DataFrame:
+    """Per-row pointwise upper bounds ``ub = min_j d^(j)`` (not collected).
+
+    Columns ``tgt, attr, key, ub, nb_key, mult`` (``mult``: rows sharing the key).
+    """
+    m1 = F.when(F.col("tgt") == 0, F.lit(m1_by_tgt[0])).otherwise(F.lit(m1_by_tgt[1]))
+    return (
+        scan_df.groupBy("tgt", "attr", "key")
+        .agg(F.min(F.struct("d", "nb_key")).alias("m"), F.count(F.lit(1)).alias("n"))
+        .select(
+            "tgt", "attr", "key",
+            F.col("m.d").alias("ub"), F.col("m.nb_key").alias("nb_key"),
+            (F.col("n") / m1).alias("mult"),
+        )
+    )
+
+
+def summarise_pointwise(rows_df: DataFrame, value_col: str = "ub") -> pd.DataFrame:
+    """Max and row-weighted mean of a per-row distance, with the witness of the max.
+
+    Returns ``tgt, attr, D, D_avg, key, nb_key``.
+    """
+    return (
+        rows_df.groupBy("tgt", "attr")
+        .agg(
+            F.max(value_col).alias("D"),
+            (F.sum(F.col(value_col) * F.col("mult")) / F.sum("mult")).alias("D_avg"),
+            F.min(F.struct((-F.col(value_col)).alias("nd"), "key", "nb_key")).alias("w"),
+        )
+        .select("tgt", "attr", "D", "D_avg", "w.key", "w.nb_key")
+        .toPandas()
+    )
+
+
+# --------------------------------------------------------------------------- exact
+def _points_of(pdf: pd.DataFrame, tgt: int, dim_x: int) -> np.ndarray:
+    t = pdf["y"] if tgt == 0 else pdf["yp"]
+    return np.column_stack([t.to_numpy(np.float64), _stack(pdf["x"], dim_x)])
+
+
+_NN_SCHEMA = "qid int, d double, nb_key string"
+
+
+def exact_nn_for(
+    pts: DataFrame,
+    *,
+    n_attr: int,
+    dim_x: int,
+    queries: pd.DataFrame,
+) -> pd.DataFrame:
+    """Exact nearest-other-group distance of a few query rows, in one pass over ``pts``.
+
+    Parameters
+    ----------
+    pts : DataFrame
+        Points DataFrame.
+    n_attr, dim_x : int
+        Number of code columns and feature length.
+    queries : pandas.DataFrame
+        Small (capped by the caller): ``qid, tgt, attr, t, x, code``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``qid, d, nb_key`` (ties: smallest key).
+    """
+    q_groups = []
+    for (tgt, attr), grp in queries.groupby(["tgt", "attr"]):
+        Q = np.column_stack([grp["t"].to_numpy(np.float64), _stack(grp["x"], dim_x)])
+        q_groups.append((int(tgt), int(attr), grp["qid"].to_numpy(np.int64), Q, grp["code"].to_numpy()))
+
+    def nn_part(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        _pin_threads()
+        best: dict[int, tuple[float, str]] = {}
+        for pdf in batches:
+            if len(pdf) == 0:
+                continue
+            pdf = pdf.iloc[np.argsort(pdf["key"].to_numpy(dtype=str), kind="stable")]
+            keys = pdf["key"].to_numpy()
+            for tgt, attr, qids, Q, qc in q_groups:
+                R = _points_of(pdf, tgt, dim_x)
+                d, idx = nn_other_group(Q, qc, R, pdf[f"c{attr}"].to_numpy())
+                for qid, dv, iv in zip(qids.tolist(), d.tolist(), idx.tolist(), strict=True):
+                    if iv < 0:
+                        continue
+                    cand = (dv, str(keys[iv]))
+                    if qid not in best or cand < best[qid]:
+                        best[qid] = cand
+        yield pd.DataFrame(
+            {
+                "qid": np.array(list(best), dtype=np.int32),
+                "d": [v[0] for v in best.values()],
+                "nb_key": [v[1] for v in best.values()],
+            }
+        )
+
+    return (
+        pts.select("key", "y", "yp", "x", *_code_cols(n_attr))
+        .mapInPandas(nn_part, _NN_SCHEMA)
+        .groupBy("qid")
+        .agg(F.min(F.struct("d", "nb_key")).alias("m"))
+        .select("qid", "m.d", "m.nb_key")
+        .toPandas()
+    )
+
+
+_EXACT_SCHEMA = "tgt int, attr int, key string, d double, nb_key string"
+
+
+def exact_all(
+    pts: DataFrame,
+    *,
+    n_attr: int,
+    dim_x: int,
+    n_blocks: int,
+) -> DataFrame:
+    """Exact nn-other-group of every row: block nested loop over ``n_blocks^2`` pairs.
+
+    Rows are hashed into blocks by key; each (query block, reference block) pair is one
+    cogroup task holding two blocks (memory per task ~ 2 n / n_blocks rows); the
+    per-row minimum over reference blocks is then taken with a Spark aggregation.
+
+    Returns
+    -------
+    DataFrame
+        ``tgt, attr, key, d, nb_key, mult`` per distinct key (not collected).
+    """
+    points_schema_check(pts, n_attr)
+    cols = _code_cols(n_attr)
+    base = pts.select("key", "y", "yp", "x", *cols).withColumn(
+        "blk", F.pmod(F.xxhash64("key"), F.lit(n_blocks)).cast("int")
+    )
+    seq = F.explode(F.sequence(F.lit(0), F.lit(n_blocks - 1)))
+    left = base.withColumnRenamed("blk", "qb").withColumn("rb", seq)
+    right = base.withColumnRenamed("blk", "rb").withColumn("qb", seq)
+
+    def block_pair(qdf: pd.DataFrame, rdf: pd.DataFrame) -> pd.DataFrame:
+        _pin_threads()
+        if len(qdf) == 0 or len(rdf) == 0:
+            return pd.DataFrame({"tgt": [], "attr": [], "key": [], "d": [], "nb_key": []})
+        rdf = rdf.iloc[np.argsort(rdf["key"].to_numpy(dtype=str), kind="stable")]
+        rkeys = rdf["key"].to_numpy()
+        outs = []
+        for tgt in (0, 1):
+            Q, R = _points_of(qdf, tgt, dim_x), _points_of(rdf, tgt, dim_x)
+            for a, c in enumerate(cols):
+                d, idx = nn_other_group(Q, qdf[c].to_numpy(), R, rdf[c].to_numpy())
+                outs.append(
+                    pd.DataFrame(
+                        {
+                            "tgt": tgt,
+                            "attr": a,
+                            "key": qdf["key"].to_numpy(),
+                            "d": d,
+                            "nb_key": np.where(idx >= 0, rkeys[np.maximum(idx, 0)], None),
+                        }
+                    )
+                )
+        return pd.concat(outs, ignore_index=True)
+
+    per_pair = (
+        left.groupBy("qb", "rb")
+        .cogroup(right.groupBy("qb", "rb"))
+        .applyInPandas(block_pair, _EXACT_SCHEMA)
+    )
+    return (
+        per_pair.groupBy("tgt", "attr", "key")
+        .agg(F.min(F.struct("d", "nb_key")).alias("m"), F.count(F.lit(1)).alias("n"))
+        .select(
+            "tgt", "attr", "key", F.col("m.d").alias("d"), F.col("m.nb_key").alias("nb_key"),
+            (F.col("n") / F.lit(n_blocks)).alias("mult"),
+        )
+    )
+
+
+# --------------------------------------------------------------------------- certified
+@dataclass
+class CertifiedResult:
+    """Outcome of certification for one (target, attribute)."""
+
+    lower: float
+    upper: float
+    certified: bool
+    n_searched: int
+    key: str | None = None
+    nb_key: str | None = None
+    steps: list[tuple[int, float, float]] = field(default_factory=list)
+
+
+def certify(
+    pts: DataFrame,
+    ub_rows: DataFrame,
+    *,
+    n_attr: int,
+    dim_x: int,
+    pairs: list[tuple[int, int]],
+    max_candidates: int,
+    first_batch: int = 64,
+) -> dict[tuple[int, int], CertifiedResult]:
+    """Exact D from per-row upper bounds plus exact searches for few rows (METHODS §1).
+
+    Rows are taken in decreasing upper bound; each exact ``nn`` raises the lower bound;
+    rows whose upper bound is at most the lower bound can be discarded. The loop stops
+    when no row left has ``ub > lower`` (certified: lower = upper = D) or when the next
+    batch would exceed ``max_candidates`` exact searches (not certified; the interval is
+    ``[lower, upper]``).
+
+    Parameters
+    ----------
+    pts : DataFrame
+        Points DataFrame.
+    ub_rows : DataFrame
+        From :func:`pointwise_rows` (``tgt, attr, key, ub``); persisted by the caller.
+    n_attr, dim_x : int
+        Number of code columns and feature length.
+    pairs : list of (tgt, attr)
+        What to certify.
+    max_candidates : int
+        Cap on exact searches per (tgt, attr).
+    first_batch : int
+        Rows searched in the first step; later steps double it (bounded by bytes).
+
+    Returns
+    -------
+    dict
+        ``(tgt, attr) -> CertifiedResult``; ``steps`` lists ``(n_searched, lower, upper)``.
+    """
+    cols = _code_cols(n_attr)
+    byte_cap = max(1, _BATCH_BYTES // (8 * (dim_x + 4) + 64))
+    state: dict[tuple[int, int], dict] = {
+        p: {"lb": -math.inf, "cursor": None, "n": 0, "batch": first_batch, "done": False,
+            "certified": False, "ub_rem": math.inf, "best": (None, None), "steps": []}
+        for p in pairs
+    }
+    while True:
+        queries = []
+        qid = 0
+        meta: dict[int, tuple[tuple[int, int], str]] = {}
+        for p, st in state.items():
+            if st["done"]:
+                continue
+            tgt, attr = p
+            size = min(st["batch"], byte_cap)
+            if st["n"] + 1 > max_candidates:
+                st["done"] = True
+                continue
+            size = min(size, max_candidates - st["n"])
+            cond = (F.col("tgt") == tgt) & (F.col("attr") == attr)
+            if math.isfinite(st["lb"]):
+                cond &= F.col("ub") > F.lit(st["lb"])
+            if st["cursor"] is not None:
+                cu, ck = st["cursor"]
+                cond &= (F.col("ub") < F.lit(cu)) | ((F.col("ub") == F.lit(cu)) & (F.col("key") > F.lit(ck)))
+            cand = (
+                ub_rows.where(cond)
+                .orderBy(F.col("ub").desc(), F.col("key").asc())
+                .limit(size + 1)
+                .select("key", "ub")
+                .toPandas()
+            )
+            if len(cand) == 0:
+                st["done"], st["certified"], st["ub_rem"] = True, True, -math.inf
+                continue
+            more = len(cand) > size
+            st["ub_rem"] = float(cand["ub"].iloc[size]) if more else -math.inf
+            cand = cand.iloc[:size]
+            st["cursor"] = (float(cand["ub"].iloc[-1]), str(cand["key"].iloc[-1]))
+            st["n"] += len(cand)
+            st["batch"] *= 2
+            keys = cand["key"].tolist()
+            fetched = (
+                pts.where(F.col("key").isin(keys))
+                .dropDuplicates(["key"])
+                .select("key", "y", "yp", "x", cols[attr])
+                .toPandas()
+            )
+            for _, r in fetched.iterrows():
+                meta[qid] = (p, r["key"])
+                queries.append(
+                    {"qid": qid, "tgt": tgt, "attr": attr,
+                     "t": float(r["y"] if tgt == 0 else r["yp"]), "x": r["x"],
+                     "code": int(r[cols[attr]])}
+                )
+                qid += 1
+        if not queries:
+            break
+        res = exact_nn_for(pts, n_attr=n_attr, dim_x=dim_x, queries=pd.DataFrame(queries))
+        for _, r in res.iterrows():
+            p, key = meta[int(r["qid"])]
+            st = state[p]
+            if float(r["d"]) > st["lb"] or (float(r["d"]) == st["lb"] and key < (st["best"][0] or "\uffff")):
+                st["lb"] = float(r["d"])
+                st["best"] = (key, r["nb_key"])
+        for p, st in state.items():
+            if st["cursor"] is None:
+                continue
+            upper = max(st["lb"], st["ub_rem"])
+            if not st["steps"] or st["steps"][-1][0] != st["n"]:
+                st["steps"].append((st["n"], st["lb"], upper))
+            if st["ub_rem"] <= st["lb"]:
+                st["done"], st["certified"] = True, True
+    out = {}
+    for p, st in state.items():
+        upper = st["lb"] if st["certified"] else max(st["lb"], st["ub_rem"])
+        out[p] = CertifiedResult(
+            lower=st["lb"], upper=upper, certified=st["certified"], n_searched=st["n"],
+            key=st["best"][0], nb_key=st["best"][1], steps=st["steps"],
+        )
+    return out

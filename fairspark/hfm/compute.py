@@ -1,0 +1,233 @@
+"""HFM distances of a points DataFrame by one of the four methods (METHODS §1).
+
+:func:`hfm_distances` is the library entry point; it is independent of
+:class:`~fairspark.prepare.PreparedData` (the audit adapts the prepared table with
+:func:`points_from_table`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from fairspark.audits.base import derive_seed
+from fairspark.hfm._kernels import sample_projections
+from fairspark.hfm._spark import (
+    TARGETS,
+    approx_scan,
+    certify,
+    exact_all,
+    pointwise_rows,
+    summarise_approx,
+    summarise_pointwise,
+)
+
+__all__ = ["DistanceResult", "hfm_distances", "make_projections", "points_from_table"]
+
+METHODS = ("exact", "approx", "pointwise", "certified")
+
+
+@dataclass
+class DistanceResult:
+    """D (target 0, label) or D_f (target 1, prediction) of one attribute.
+
+    Attributes
+    ----------
+    value : float
+        The method's value of the distance (for a non-certified run: the upper end).
+    lower, upper : float or None
+        Interval that certainly holds the exact distance (``None`` where the method
+        gives no guarantee beyond ``value >= exact``).
+    certified : bool
+        ``value`` is the exact distance.
+    avg : float
+        Averaged variant ``mean_p nn(p)`` (exact for ``exact``, else an upper bound).
+    avg_exact : bool
+        Whether ``avg`` is exact.
+    key, nb_key : str or None
+        Row keys of the witness pair.
+    extra : dict
+        Other numbers: ``approx``/``approx_avg`` (the paper's ApproxDist),
+        ``pointwise``/``pointwise_avg``, ``n_searched``, ``steps``.
+    """
+
+    value: float
+    lower: float | None
+    upper: float | None
+    certified: bool
+    avg: float
+    avg_exact: bool
+    key: str | None = None
+    nb_key: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def points_from_table(
+    df: DataFrame,
+    *,
+    key_col: str,
+    label_col: str,
+    pred_col: str,
+    x_col: str,
+    code_exprs: list[Column],
+) -> DataFrame:
+    """Select the points DataFrame (``key, y, yp, x, c0..``) from a prepared-like table.
+
+    Rows without a label are dropped (D and D_f are computed on the same labelled rows).
+
+    Parameters
+    ----------
+    df : DataFrame
+        Table with the key, label, prediction and feature-array columns.
+    key_col, label_col, pred_col, x_col : str
+        Column names.
+    code_exprs : list of Column
+        One integer group-code expression per audited attribute/view.
+
+    Returns
+    -------
+    DataFrame
+    """
+    return df.where(F.col(label_col).isNotNull()).select(
+        F.col(key_col).cast("string").alias("key"),
+        F.col(label_col).cast("double").alias("y"),
+        F.col(pred_col).cast("double").alias("yp"),
+        F.col(x_col).cast("array<double>").alias("x"),
+        *[e.cast("int").alias(f"c{i}") for i, e in enumerate(code_exprs)],
+    )
+
+
+def make_projections(*, dim: int, m1: int, sampler: str, seed: int) -> dict[int, np.ndarray]:
+    """Projection vectors per target, each from its own derived seed.
+
+    The same vectors serve every attribute (the sort does not depend on the groups),
+    so one scan per projection serves all attributes.
+    """
+    return {
+        tgt: sample_projections(
+            dim=dim, m1=m1, sampler=sampler, seed=derive_seed(seed, "hfm", "proj", TARGETS[tgt])
+        )
+        for tgt in (0, 1)
+    }
+
+
+def hfm_distances(
+    pts: DataFrame,
+    *,
+    n_attr: int,
+    dim_x: int,
+    n_rows: int,
+    method: str,
+    m2: int,
+    projections: dict[int, np.ndarray] | None = None,
+    num_partitions: int | None = None,
+    rows_per_partition: int = 200_000,
+    max_candidates: int = 20_000,
+    exact_block_rows: int = 20_000,
+) -> dict[tuple[int, int], DistanceResult]:
+    """D and D_f per attribute of a points DataFrame.
+
+    Parameters
+    ----------
+    pts : DataFrame
+        Points (``key, y, yp, x, c0..``), e.g. from :func:`points_from_table`.
+    n_attr : int
+        Number of code columns.
+    dim_x : int
+        Feature length.
+    n_rows : int
+        Number of rows of ``pts`` (sizes partitions and blocks).
+    method : {"exact", "approx", "pointwise", "certified"}
+        See METHODS §1.
+    m2 : int
+        Window per side (approx, pointwise, certified).
+    projections : dict, optional
+        Target -> ``(m1, 1 + dim_x)`` projection vectors (from :func:`make_projections`);
+        needed by every method but ``exact``.
+    num_partitions : int, optional
+        Range partitions per projection; default ``ceil(n_rows / rows_per_partition)``.
+        The result does not depend on it.
+    rows_per_partition : int
+        See ``num_partitions``.
+    max_candidates : int
+        Certification cap on exact searches per (target, attribute).
+    exact_block_rows : int
+        Rows per block of the ``exact`` block nested loop.
+
+    Returns
+    -------
+    dict
+        ``(target, attribute index) -> DistanceResult``.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown HFM method {method!r}; expected one of {METHODS}")
+    pairs = [(tgt, a) for tgt in (0, 1) for a in range(n_attr)]
+    out: dict[tuple[int, int], DistanceResult] = {}
+    if method == "exact":
+        n_blocks = max(1, math.ceil(n_rows / exact_block_rows))
+        rows = exact_all(pts, n_attr=n_attr, dim_x=dim_x, n_blocks=n_blocks)
+        summ = summarise_pointwise(rows, value_col="d")
+        for r in summ.itertuples():
+            out[(int(r.tgt), int(r.attr))] = DistanceResult(
+                value=float(r.D), lower=float(r.D), upper=float(r.D), certified=True,
+                avg=float(r.D_avg), avg_exact=True, key=r.key, nb_key=r.nb_key,
+            )
+        return out
+
+    if projections is None:
+        raise ValueError(f"method {method!r} needs projection vectors")
+    P = num_partitions or max(1, math.ceil(n_rows / rows_per_partition))
+    scan = approx_scan(
+        pts, n_attr=n_attr, dim_x=dim_x, projections=projections, m2=m2, num_partitions=P
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        ap = {(int(r.tgt), int(r.attr)): r for r in summarise_approx(scan).itertuples()}
+        if method == "approx":
+            for p, r in ap.items():
+                out[p] = DistanceResult(
+                    value=float(r.D), lower=None, upper=None, certified=False,
+                    avg=float(r.D_avg), avg_exact=False, key=r.key, nb_key=r.nb_key,
+                    extra={"approx": float(r.D), "approx_avg": float(r.D_avg), "projection": int(r.proj)},
+                )
+            return out
+        m1s = {tgt: int(projections[tgt].shape[0]) for tgt in (0, 1)}
+        ub_rows = pointwise_rows(scan, m1_by_tgt=m1s).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            pw = {(int(r.tgt), int(r.attr)): r for r in summarise_pointwise(ub_rows).itertuples()}
+            for p in pairs:
+                if p not in pw:
+                    continue
+                r, a = pw[p], ap[p]
+                out[p] = DistanceResult(
+                    value=float(r.D), lower=None, upper=None, certified=False,
+                    avg=float(r.D_avg), avg_exact=False, key=r.key, nb_key=r.nb_key,
+                    extra={"approx": float(a.D), "approx_avg": float(a.D_avg),
+                           "pointwise": float(r.D), "pointwise_avg": float(r.D_avg)},
+                )
+            if method == "pointwise":
+                return out
+            cert = certify(
+                pts, ub_rows, n_attr=n_attr, dim_x=dim_x, pairs=list(out),
+                max_candidates=max_candidates,
+            )
+            for p, c in cert.items():
+                res = out[p]
+                res.extra["n_searched"] = c.n_searched
+                res.extra["steps"] = c.steps
+                res.lower, res.upper, res.certified = c.lower, c.upper, c.certified
+                if c.certified:
+                    res.value = c.lower
+                    res.key, res.nb_key = c.key, c.nb_key
+                else:
+                    res.value = c.upper
+            return out
+        finally:
+            ub_rows.unpersist()
+    finally:
+        scan.unpersist()
