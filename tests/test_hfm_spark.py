@@ -1,0 +1,163 @@
+"""HFM on Spark against references computed here: naive Alg. 1-2, brute force, scipy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+from test_hfm_kernels import naive_approx_dist
+
+from fairspark.hfm._kernels import sample_projections
+from fairspark.hfm.compute import hfm_distances
+
+M2 = 3
+DX = 4
+
+
+def make_data(seed: int = 7, n: int = 2000):
+    """Adversarial rows: grid ties, exact duplicates, a 1-row group, a rare group."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 3, size=(n, DX)) / 2.0
+    X[: n // 4] = rng.random((n // 4, DX))
+    y = rng.integers(0, 2, n).astype(float)
+    yp = np.where(rng.random(n) < 0.8, y, 1 - y)
+    c0 = (rng.random(n) < 0.006).astype(int)  # rare group: most partitions hold < m2 of it
+    c1 = rng.integers(0, 3, n)
+    c1[c1 == 2] = 1
+    c1[17] = 2  # a group of one row
+    c2 = rng.integers(0, 4, n)  # multi-valued (any_other_value)
+    keys = np.array([f"r{i:05d}" for i in range(n)])
+    dup = rng.choice(n, 40, replace=False)  # duplicated rows share their key
+    idx = np.r_[np.arange(n), dup]
+    return keys[idx], y[idx], yp[idx], X[idx], np.column_stack([c0, c1, c2])[idx]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_data()
+
+
+@pytest.fixture(scope="module")
+def pts(spark, data):
+    keys, y, yp, X, C = data
+    rows = [
+        (str(keys[i]), float(y[i]), float(yp[i]), [float(v) for v in X[i]], *[int(c) for c in C[i]])
+        for i in range(len(keys))
+    ]
+    return spark.createDataFrame(
+        rows, "key string, y double, yp double, x array<double>, c0 int, c1 int, c2 int"
+    ).cache()
+
+
+@pytest.fixture(scope="module")
+def projections():
+    return {
+        0: sample_projections(dim=1 + DX, m1=3, sampler="uniform_l1", seed=1),
+        1: sample_projections(dim=1 + DX, m1=3, sampler="reference_sequential", seed=2),
+    }
+
+
+def brute(points, codes):
+    d = cdist(points, points)
+    d[codes[:, None] == codes[None, :]] = np.inf
+    return d.min(axis=1)
+
+
+@pytest.fixture(scope="module")
+def certified_runs(pts, data, projections):
+    n = len(data[0])
+    return {
+        P: hfm_distances(
+            pts.repartition(P), n_attr=3, dim_x=DX, n_rows=n, method="certified",
+            m2=M2, projections=projections, num_partitions=P,
+        )
+        for P in (1, 3, 8)
+    }
+
+
+def test_approx_and_pointwise_equal_naive_algorithm(certified_runs, data, projections):
+    keys, y, yp, X, C = data
+    res = certified_runs[3]
+    for tgt, t in ((0, y), (1, yp)):
+        V = np.column_stack([t, X])
+        for a in range(3):
+            approx, pointwise = naive_approx_dist(V, C[:, a], keys, projections[tgt], M2)
+            got = res[(tgt, a)].extra
+            assert got["approx"] == pytest.approx(approx, rel=1e-12, abs=1e-12), (tgt, a)
+            assert got["pointwise"] == pytest.approx(pointwise, rel=1e-12, abs=1e-12), (tgt, a)
+            exact = brute(V, C[:, a]).max()
+            assert exact - 1e-12 <= got["pointwise"] <= got["approx"] + 1e-12
+
+
+def test_certified_is_exact_with_candidate_count(certified_runs, data):
+    keys, y, yp, X, C = data
+    for tgt, t in ((0, y), (1, yp)):
+        V = np.column_stack([t, X])
+        for a in range(3):
+            nn = brute(V, C[:, a])
+            r = certified_runs[8][(tgt, a)]
+            assert r.certified
+            assert r.value == pytest.approx(nn.max(), rel=0, abs=1e-12)
+            assert r.lower == r.upper == r.value
+            assert r.extra["n_searched"] >= 1
+            # the witness pair realises the distance and crosses groups
+            i = int(np.flatnonzero(keys == r.key)[0])
+            j = int(np.flatnonzero(keys == r.nb_key)[0])
+            assert C[i, a] != C[j, a]
+            assert np.linalg.norm(V[i] - V[j]) == pytest.approx(r.value, abs=1e-12)
+            # every step's interval holds the exact value
+            for _, lo, hi in r.extra["steps"]:
+                assert lo - 1e-12 <= nn.max() <= hi + 1e-12
+
+
+def test_results_do_not_depend_on_partitioning(certified_runs):
+    base = certified_runs[1]
+    for P in (3, 8):
+        other = certified_runs[P]
+        assert set(other) == set(base)
+        for k, r in base.items():
+            o = other[k]
+            for name in ("approx", "approx_avg", "pointwise", "pointwise_avg"):
+                assert o.extra[name] == pytest.approx(r.extra[name], rel=1e-12, abs=0), (P, k, name)
+            assert o.value == pytest.approx(r.value, rel=1e-12, abs=0)
+            assert (o.key, o.nb_key) == (r.key, r.nb_key)
+
+
+def test_exact_equals_brute_force_and_scipy(pts, data):
+    from scipy.spatial.distance import directed_hausdorff
+
+    keys, y, yp, X, C = data
+    res = hfm_distances(
+        pts.repartition(3), n_attr=3, dim_x=DX, n_rows=len(keys), method="exact", m2=M2,
+        exact_block_rows=800,
+    )
+    for tgt, t in ((0, y), (1, yp)):
+        V = np.column_stack([t, X])
+        for a in range(3):
+            nn = brute(V, C[:, a])
+            r = res[(tgt, a)]
+            assert r.value == pytest.approx(nn.max(), abs=1e-12)
+            assert r.avg == pytest.approx(nn.mean(), rel=1e-12)
+            if a == 0:
+                s0, s1 = V[C[:, 0] == 0], V[C[:, 0] == 1]
+                hd = max(directed_hausdorff(s0, s1)[0], directed_hausdorff(s1, s0)[0])
+                assert r.value == pytest.approx(hd, abs=1e-9)
+
+
+def test_cap_gives_valid_interval_not_certified(pts, data, projections):
+    keys, y, yp, X, C = data
+    res = hfm_distances(
+        pts, n_attr=3, dim_x=DX, n_rows=len(keys), method="certified", m2=1,
+        projections={k: v[:1] for k, v in projections.items()}, num_partitions=2,
+        max_candidates=1,
+    )
+    seen_uncertified = False
+    for tgt, t in ((0, y), (1, yp)):
+        V = np.column_stack([t, X])
+        for a in range(3):
+            r = res[(tgt, a)]
+            exact = brute(V, C[:, a]).max()
+            assert r.lower - 1e-12 <= exact <= r.upper + 1e-12
+            assert r.extra["n_searched"] <= 1
+            seen_uncertified |= not r.certified
+    assert seen_uncertified
