@@ -47,3 +47,49 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared datasets not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+ADULT_COLS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
+              "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",
+              "hours_per_week", "native_country", "income"]
+
+
+@pytest.fixture(scope="session")
+def adult_pdf(shared_data):
+    """UCI Adult test part with a rule-based decision (independent of fairspark)."""
+    import numpy as np
+    import pandas as pd
+
+    df = pd.read_csv(shared_data / "adult/uci/adult.test", header=None, names=ADULT_COLS,
+                     skipinitialspace=True, na_values="?", skiprows=1).dropna()
+    df["income"] = df["income"].str.rstrip(".")
+    df = df.reset_index(drop=True)
+    df["row_id"] = np.arange(len(df)).astype(str)
+    # a transparent "model": favourable decision for degree holders working long hours
+    df["prediction"] = ((df["education_num"] >= 13) & (df["hours_per_week"] >= 40)).astype(int)
+    return df
+
+
+@pytest.fixture(scope="session")
+def compas_pdf(shared_data):
+    """ProPublica COMPAS two-year table with the standard filter."""
+    import pandas as pd
+
+    df = pd.read_csv(shared_data / "compas/compas-scores-two-years.csv")
+    df = df[(df.days_b_screening_arrest.between(-30, 30)) & (df.is_recid != -1)
+            & (df.c_charge_degree != "O") & (df.score_text != "N/A")]
+    keep = ["id", "sex", "age", "race", "juv_fel_count", "juv_misd_count", "priors_count",
+            "c_charge_degree", "decile_score", "two_year_recid"]
+    return df[keep].reset_index(drop=True)
+
+
+def write_parquet(pdf, path, *, n_files: int = 1) -> str:
+    """Write a pandas frame as a Parquet folder of ``n_files`` files (pyarrow, no Spark)."""
+    import numpy as np
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    for i, part in enumerate(np.array_split(np.arange(len(pdf)), n_files)):
+        pdf.iloc[part].to_parquet(path / f"part-{i:05d}.parquet", index=False,
+                                  coerce_timestamps="us", allow_truncated_timestamps=True)
+    return str(path)

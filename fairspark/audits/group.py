@@ -228,6 +228,10 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
     except ImportError:  # pragma: no cover - lands with the report work
         group_section = None
     if group_section is not None:
-        sections.append(group_section([r.__dict__ for r in rows], ci_level=params.ci_level,
-                                      min_group_size=params.min_group_size))
+        try:
+            sections.append(group_section([r.__dict__ for r in rows], ci_level=params.ci_level,
+                                          min_group_size=params.min_group_size))
+        except Exception as err:  # noqa: BLE001 - a plotting bug must not lose the numbers
+            log.warning("group report section could not be rendered: %s", err)
+            summary["report_error"] = f"{type(err).__name__}: {err}"
     return AuditOutcome(rows=rows, summary=summary, sections=sections)

@@ -1,0 +1,121 @@
+"""Config parsing: one typed object; unknown keys and wrong types name the key."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fairspark.config import load_config, parse_config
+from fairspark.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MINIMAL = {
+    "dataset": "t",
+    "input": {"path": "x.parquet"},
+    "columns": {
+        "sensitive": [{"column": "sex", "privileged": "Male"}],
+        "label": {"column": "y"},
+        "prediction": {"column": "p"},
+    },
+    "output": {"path": "out"},
+}
+
+
+def _with(**changes):
+    import copy
+
+    d = copy.deepcopy(MINIMAL)
+    for dotted, v in changes.items():
+        cur = d
+        parts = dotted.split("__")
+        for p in parts[:-1]:
+            cur = cur.setdefault(p, {})
+        cur[parts[-1]] = v
+    return d
+
+
+def test_minimal_config_gets_defaults():
+    c = parse_config(MINIMAL)
+    assert c.columns.features == "all_others"
+    assert c.columns.sensitive[0].privileged == ["Male"]
+    assert c.columns.label.positive == [1]
+    assert c.audits.group is not None and c.audits.group.ci_level == 0.95
+    assert list(c.audits.enabled()) == ["group"]
+    assert c.input.format == "parquet"
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(ConfigError, match=r"config key 'columns.lable': unknown key"):
+        parse_config(_with(columns__lable={"column": "y"}))
+    with pytest.raises(ConfigError, match=r"'audits.group.confidence'"):
+        parse_config(_with(audits__group={"confidence": 0.9}))
+
+
+def test_wrong_type_is_named_with_value():
+    with pytest.raises(ConfigError, match=r"config key 'audits.group.ci_level'.*got 'high'"):
+        parse_config(_with(audits__group={"ci_level": "high"}))
+    with pytest.raises(ConfigError, match=r"'audits.group.min_group_size'"):
+        parse_config(_with(audits__group={"min_group_size": [3]}))
+    with pytest.raises(ConfigError, match=r"'run_date'"):
+        parse_config(_with(run_date="yesterday"))
+
+
+def test_exactly_one_decision_and_one_source():
+    d = _with(columns__score={"column": "s", "threshold": 0.3})
+    with pytest.raises(ConfigError, match="exactly one of 'columns.prediction' or 'columns.score'"):
+        parse_config(d)
+    with pytest.raises(ConfigError, match="exactly one of 'input.path' or 'input.table'"):
+        parse_config(_with(input={"table": "db.t", "path": "x"}))
+
+
+def test_intersections_must_name_attributes():
+    with pytest.raises(ConfigError, match=r"\['sex', 'race'\].*\['race'\]"):
+        parse_config(_with(columns__intersections=[["sex", "race"]]))
+
+
+def test_overrides_apply_before_validation():
+    c = parse_config(MINIMAL, overrides={"run_date": "2026-01-02", "output.path": "/tmp/o",
+                                          "audits.group.ci_level": 0.9})
+    assert c.run_date == dt.date(2026, 1, 2)
+    assert c.output.path == "/tmp/o"
+    assert c.audits.group.ci_level == 0.9
+
+
+def test_config_hash_ignores_run_date_and_output_only():
+    a = parse_config(MINIMAL)
+    b = parse_config(MINIMAL, overrides={"run_date": "2026-01-02", "output.path": "/elsewhere"})
+    c = parse_config(MINIMAL, overrides={"audits.group.ci_level": 0.9})
+    assert a.config_hash() == b.config_hash()
+    assert a.config_hash() != c.config_hash()
+
+
+def test_malformed_yaml_names_the_line(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("dataset: x\ninput:\n  path: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"not valid YAML at line \d+"):
+        load_config(p)
+
+
+def test_top_level_must_be_mapping(tmp_path):
+    p = tmp_path / "list.yaml"
+    p.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(p)
+
+
+def test_missing_file():
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config("/nonexistent/fairspark.yaml")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "conf").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_config_parses(path):
+    raw = yaml.safe_load(path.read_text())
+    if "spark_defaults" in path.name:
+        pytest.skip("Spark defaults, not an audit config")
+    c = load_config(path)
+    assert c.dataset

@@ -1,0 +1,258 @@
+"""Every bad input gets its own message and exit code; nothing is written on exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import write_parquet
+
+from fairspark import cli
+from fairspark.audits import registry
+
+
+@pytest.fixture(scope="module")
+def small_table(tmp_path_factory):
+    rng = np.random.default_rng(5)
+    n = 400
+    pdf = pd.DataFrame({
+        "id": np.arange(n).astype(str),
+        "x1": rng.normal(size=n),
+        "x2": rng.integers(0, 5, n),
+        "city": rng.choice(["a", "b", "c"], n),
+        "sex": rng.choice(["M", "F"], n),
+        "region": rng.choice(["north", "south", "east"], n),
+        "y": rng.integers(0, 2, n),
+        "p": rng.integers(0, 2, n),
+        "when": pd.date_range("2026-01-01", periods=n, freq="h"),
+    })
+    base = tmp_path_factory.mktemp("small")
+    return pdf, base
+
+
+def _config(base: Path, inp: str, **over) -> dict:
+    cfg = {
+        "dataset": "small",
+        "run_date": "2026-11-29",
+        "input": {"path": inp},
+        "columns": {
+            "features": ["x1", "x2", "city"],
+            "sensitive": [{"column": "sex", "privileged": "M"},
+                          {"column": "region", "privileged": "north"}],
+            "label": {"column": "y", "positive": 1},
+            "prediction": {"column": "p", "positive": 1},
+            "row_key": "id",
+        },
+        "output": {"path": str(base / "out"), "report": False},
+    }
+    cfg.update(over)
+    return cfg
+
+
+def _run(spark, tmp_path, pdf, capsys, *, cfg_edit=None, raw_yaml=None, extra_args=()):
+    inp = write_parquet(pdf, tmp_path / "in")
+    cfg = _config(tmp_path, inp)
+    if cfg_edit:
+        cfg_edit(cfg)
+    p = tmp_path / "c.yaml"
+    p.write_text(raw_yaml if raw_yaml is not None else yaml.safe_dump(cfg))
+    code = cli.main(["audit", "--config", str(p), "-q", *extra_args], under_submit=True)
+    err = capsys.readouterr().err
+    return code, err, tmp_path / "out" / "run_date=2026-11-29"
+
+
+def _assert_input_error(code, err, out, *fragments):
+    assert code == 2, err
+    for f in fragments:
+        assert f in err, (f, err)
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_ok_run_exit_0(spark, small_table, tmp_path, capsys):
+    code, err, out = _run(spark, tmp_path, small_table[0], capsys)
+    assert code == 0, err
+    assert (out / "_SUCCESS").exists()
+
+
+def test_unknown_config_key(spark, small_table, tmp_path, capsys):
+    def edit(c):
+        c["audits"] = {"group": {"ci_levl": 0.9}}
+    _assert_input_error(*_run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit),
+                        "config key 'audits.group.ci_levl': unknown key")
+
+
+def test_wrong_config_type(spark, small_table, tmp_path, capsys):
+    def edit(c):
+        c["preparation"] = {"max_dropped_fraction": "lots"}
+    _assert_input_error(*_run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit),
+                        "config key 'preparation.max_dropped_fraction'", "'lots'")
+
+
+def test_malformed_yaml(spark, small_table, tmp_path, capsys):
+    _assert_input_error(
+        *_run(spark, tmp_path, small_table[0], capsys, raw_yaml="dataset: [x\ncolumns: {\n"),
+        "is not valid YAML at line")
+
+
+def test_missing_column_names_it_and_the_available_ones(spark, small_table, tmp_path, capsys):
+    def edit(c):
+        c["columns"]["label"]["column"] = "outcome"
+    _assert_input_error(*_run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit),
+                        "column 'outcome' (configured as label", "available columns: id, x1")
+
+
+def test_wrong_column_type(spark, small_table, tmp_path, capsys):
+    def edit(c):
+        c["columns"]["features"] = ["x1", "when"]
+    _assert_input_error(*_run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit),
+                        "feature column 'when' has type timestamp")
+    def edit2(c):
+        c["columns"].pop("prediction")
+        c["columns"]["score"] = {"column": "city", "threshold": 0.5}
+    _assert_input_error(*_run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit2),
+                        "score column 'city' has type string; expected a numeric type")
+
+
+def test_empty_after_filter(spark, small_table, tmp_path, capsys):
+    def edit(c):
+        c["input"]["where"] = "x2 > 100"
+    _assert_input_error(*_run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit),
+                        "has no rows after the filter 'input.where: x2 > 100'")
+
+
+def test_bad_where_filter(spark, small_table, tmp_path, capsys):
+    def edit(c):
+        c["input"]["where"] = "no_such_col > 1"
+    _assert_input_error(*_run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit),
+                        "config key 'input.where'")
+
+
+def test_nan_and_inf_in_features(spark, small_table, tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pdf = small_table[0].copy()
+    x1 = pdf["x1"].to_numpy().copy()
+    x1[3], x1[7], x1[9] = np.nan, np.inf, -np.inf
+    table = pa.Table.from_pandas(pdf.drop(columns=["when"]), preserve_index=False)
+    table = table.set_column(table.schema.get_field_index("x1"), "x1",
+                             pa.array(x1, from_pandas=False))  # a real NaN, not a null
+    (tmp_path / "in").mkdir()
+    pq.write_table(table, tmp_path / "in" / "part-0.parquet")
+    cfg = _config(tmp_path, str(tmp_path / "in"))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    code = cli.main(["audit", "--config", str(tmp_path / "c.yaml"), "-q"], under_submit=True)
+    _assert_input_error(code, capsys.readouterr().err, tmp_path / "out" / "run_date=2026-11-29",
+                        "feature columns hold NaN or infinite values: 'x1' (3 rows)")
+
+
+def test_too_many_null_rows(spark, small_table, tmp_path, capsys):
+    pdf = small_table[0].copy()
+    pdf["city"] = pdf["city"].where(np.arange(len(pdf)) % 5 != 0, None)
+    _assert_input_error(*_run(spark, tmp_path, pdf, capsys),
+                        "80 of 400 rows (20.0%) have a missing", "'city': 80")
+
+
+def test_few_null_rows_are_dropped_and_counted(spark, small_table, tmp_path, capsys):
+    pdf = small_table[0].copy()
+    pdf["sex"] = pdf["sex"].where(np.arange(len(pdf)) % 100 != 0, None)
+    code, err, out = _run(spark, tmp_path, pdf, capsys)
+    assert code == 0, err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["rows"]["dropped"] == {"total": 4, "null_sex": 4}
+    assert s["rows"]["audited"] == 396
+
+
+def test_single_group_attribute_fails_that_attribute_only(spark, small_table, tmp_path, capsys):
+    pdf = small_table[0].copy()
+    pdf["region"] = "north"
+    code, err, out = _run(spark, tmp_path, pdf, capsys)
+    assert code == 4, err
+    m = pd.read_parquet(out / "metrics.parquet")
+    bad = m[m.attribute == "region"]
+    assert (bad.status == "failed").all()
+    assert "attribute 'region' has a single group: all 400 rows are privileged" in bad.detail.iloc[0]
+    assert (m[(m.attribute == "sex") & (m.metric == "statistical_parity_difference")].status
+            == "ok").all()
+
+
+def test_no_positive_labels_fails_label_metrics(spark, small_table, tmp_path, capsys):
+    def edit(c):
+        c["columns"]["label"]["positive"] = 7  # a value that never occurs
+    code, err, out = _run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit)
+    assert code == 4, err
+    m = pd.read_parquet(out / "metrics.parquet")
+    tpr = m[(m.attribute == "sex") & (m.metric == "tpr_difference")].iloc[0]
+    assert tpr.status == "failed" and "favourable label" in tpr.detail
+    sp = m[(m.attribute == "sex") & (m.metric == "statistical_parity_difference")].iloc[0]
+    assert sp.status == "ok"
+
+
+def test_an_audit_that_raises_is_failed_and_others_complete(
+        spark, small_table, tmp_path, capsys, monkeypatch):
+    # a test hook: register an audit entry point that raises
+    monkeypatch.setitem(registry.AUDITS, "hfm", "test_exit_codes:_raising_audit")
+    def edit(c):
+        c["audits"] = {"group": {}, "hfm": {}}
+    code, err, out = _run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit)
+    assert code == 4
+    s = json.loads((out / "summary.json").read_text())
+    assert s["audits"]["hfm"]["status"] == "failed"
+    assert "RuntimeError: boom from a test hook" in s["audits"]["hfm"]["detail"]
+    assert s["audits"]["group"]["status"] == "ok"
+    assert s["exit_code"] == 4
+
+
+def _raising_audit(ctx, params):
+    raise RuntimeError("boom from a test hook")
+
+
+def test_unexpected_crash_exit_1(spark, small_table, tmp_path, capsys):
+    # the output location is a file, so publishing cannot create folders under it
+    (tmp_path / "out").write_text("not a folder")
+    code, err, out = _run(spark, tmp_path, small_table[0], capsys)
+    assert code == 1
+
+
+def test_rerun_replaces_the_date_and_keeps_others(spark, small_table, tmp_path, capsys):
+    pdf = small_table[0]
+    code, _, out = _run(spark, tmp_path, pdf, capsys)
+    assert code == 0
+    first = json.loads((out / "summary.json").read_text())["started_utc"]
+    code, _, _ = _run(spark, tmp_path, pdf, capsys, extra_args=("--run-date", "2026-11-28"))
+    assert code == 0
+    (out / "marker-from-first-run").write_text("x")
+    code, _, out2 = _run(spark, tmp_path, pdf, capsys)
+    assert code == 0 and out2 == out
+    assert not (out / "marker-from-first-run").exists()
+    assert (tmp_path / "out" / "run_date=2026-11-28" / "_SUCCESS").exists()
+    assert json.loads((out / "summary.json").read_text())["started_utc"] >= first
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert names == ["run_date=2026-11-28", "run_date=2026-11-29"]
+
+
+def test_java_check_reports_missing_java(monkeypatch):
+    from fairspark._java import check_java
+    from fairspark.errors import JavaVersionError
+
+    monkeypatch.setenv("JAVA_HOME", "/nonexistent-jdk")
+    with pytest.raises(JavaVersionError, match="no 'java' was found"):
+        check_java()
+
+
+def test_java_check_rejects_old_java(monkeypatch, tmp_path):
+    from fairspark._java import check_java
+    from fairspark.errors import JavaVersionError
+
+    fake = tmp_path / "jdk" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "java").write_text('#!/bin/sh\necho \'openjdk version "11.0.2" 2019-01-15\' >&2\n')
+    (fake / "java").chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    with pytest.raises(JavaVersionError, match="needs Java 17 or newer, found Java 11"):
+        check_java()
