@@ -8,7 +8,7 @@ import io
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 __all__ = ["figure_to_data_uri", "plt"]
 

@@ -1,0 +1,312 @@
+"""``report.html``: one self-contained page a person opens from disk.
+
+The page is rendered with Jinja2 from ``templates/report.html.j2`` with the CSS
+inlined. Order: the run's outcome and verdicts in words, a table of the audits,
+then every audit's sections (sorted by ``order``), then the input and run
+metadata. Figures are embedded as ``data:`` URIs
+(:func:`fairspark.report.figures.figure_to_data_uri`); any ``src``/``href`` or CSS
+``url()`` that is not a ``data:`` URI is removed from the page before it is written.
+
+Verdicts in words come from the audits: ``HEADLINES`` maps an audit name to a
+``"module:function"`` taking the long rows (and the summary) and returning sentences;
+an audit whose headline function is missing or fails gets none.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from fairspark._version import SCHEMA_VERSION, __version__
+
+__all__ = [
+    "HEADLINES",
+    "external_references",
+    "render_report",
+    "render_report_html",
+    "template_env",
+]
+
+log = logging.getLogger("fairspark")
+
+#: audit name -> "module:function(rows, summary) -> list[str]" giving verdicts in words.
+HEADLINES: dict[str, str] = {
+    "group": "fairspark.audits.group_report:headlines",
+}
+
+_TEMPLATES = Path(__file__).with_name("templates")
+
+# src= / href= attributes and CSS url(...) whose value is not a data: URI.
+_ATTR_RE = re.compile(
+    r"""\s(?:src|href|srcset|action|poster|xlink:href)\s*=\s*(?:"(?!data:)[^"]*"|'(?!data:)[^']*'|(?!["'])(?!data:)[^\s>]+)""",
+    re.IGNORECASE,
+)
+_CSS_URL_RE = re.compile(r"""url\(\s*(?!['"]?data:)[^)]*\)""", re.IGNORECASE)
+_IMPORT_RE = re.compile(r"@import[^;]*;", re.IGNORECASE)
+
+
+def template_env() -> jinja2.Environment:
+    """The Jinja2 environment of fairspark's report templates (autoescaping HTML).
+
+    Audits render their section fragments with it, from templates shipped in
+    ``fairspark/report/templates``.
+    """
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env
+
+
+def external_references(html: str) -> list[str]:
+    """Every ``src``/``href``/CSS ``url()``/``@import`` of ``html`` that is not ``data:``.
+
+    An empty list means the page loads nothing from outside itself.
+    """
+    found = [m.group(0).strip() for m in _ATTR_RE.finditer(html)]
+    found += [m.group(0) for m in _CSS_URL_RE.finditer(html)]
+    found += [m.group(0) for m in _IMPORT_RE.finditer(html)]
+    return found
+
+
+def _strip_external(html: str) -> tuple[str, int]:
+    n = len(external_references(html))
+    if n:
+        html = _ATTR_RE.sub("", html)
+        html = _CSS_URL_RE.sub("none", html)
+        html = _IMPORT_RE.sub("", html)
+    return html, n
+
+
+def _fmt_count(x: Any) -> str:
+    try:
+        return f"{int(x):,}"
+    except (TypeError, ValueError):
+        return "n/a" if x is None else str(x)
+
+
+def _fmt_value(x: Any) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, float):
+        if math.isnan(x):
+            return ""
+        return f"{x:.4g}"
+    if isinstance(x, dict | list):
+        return json.dumps(x, default=str, sort_keys=True)
+    return str(x)
+
+
+def _outcome(summary: Mapping[str, Any]) -> dict[str, str]:
+    code = summary.get("exit_code")
+    audits = summary.get("audits") or {}
+    failed = [n for n, a in audits.items() if (a or {}).get("status") == "failed"]
+    if code == 0 and not failed:
+        return {"kind": "ok", "text": f"All {len(audits)} audit(s) completed (exit code 0)."}
+    if failed:
+        return {"kind": "failed",
+                "text": f"{len(failed)} of {len(audits)} audit(s) failed: {', '.join(failed)} "
+                        f"(exit code {code}). The others completed and are reported below."}
+    return {"kind": "warn", "text": f"The run ended with exit code {code}."}
+
+
+def _facts(summary: Mapping[str, Any]) -> list[str]:
+    rows = summary.get("rows") or {}
+    inp = summary.get("input") or {}
+    source = inp.get("table") or inp.get("path") or "the input"
+    facts = []
+    read, audited = rows.get("read"), rows.get("audited")
+    if read is not None:
+        line = f"{_fmt_count(read)} rows read from {source}"
+        if inp.get("where"):
+            line += f" (filter: {inp['where']})"
+        facts.append(line + ".")
+    dropped = rows.get("dropped") or {}
+    if dropped:
+        parts = [f"{_fmt_count(n)} {reason}" for reason, n in dropped.items() if n]
+        if parts:
+            facts.append(f"{_fmt_count(sum(int(n) for n in dropped.values()))} rows dropped: "
+                         + "; ".join(parts) + ".")
+    if audited is not None:
+        line = f"{_fmt_count(audited)} rows audited"
+        unl = rows.get("unlabelled")
+        if unl:
+            line += (f", of which {_fmt_count(unl)} have no label yet (they count for selection "
+                     "rate, statistical parity and disparate impact only)")
+        facts.append(line + ".")
+    if rows.get("weighted"):
+        facts.append("Rows are weighted by the configured weight column.")
+    attrs = rows.get("attributes") or {}
+    for name, a in attrs.items():
+        priv = a.get("privileged") or []
+        if priv:
+            others = [v for v in (a.get("values") or {}) if v not in priv]
+            facts.append(f"{name}: privileged group {', '.join(map(str, priv))}; "
+                         f"compared with {', '.join(map(str, others)) or 'no other value'}.")
+    return facts
+
+
+def _headline_fn(audit: str) -> Callable[..., list[str]] | None:
+    target = HEADLINES.get(audit)
+    if not target:
+        return None
+    module, func = target.split(":")
+    try:
+        return getattr(importlib.import_module(module), func)
+    except Exception as err:  # noqa: BLE001 - a missing headline must not lose the report
+        log.warning("report: no headlines for audit %s (%s)", audit, err)
+        return None
+
+
+def _headlines(summary: Mapping[str, Any], rows: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    out = []
+    audits = list((summary.get("audits") or {}).keys()) or list(
+        dict.fromkeys(r.get("audit") for r in rows))
+    for name in audits:
+        info = (summary.get("audits") or {}).get(name) or {}
+        if info.get("status") == "failed" and not any(
+            r.get("audit") == name and r.get("status") != "failed" for r in rows
+        ):
+            out.append((name, [f"The {name} audit failed: {info.get('detail') or 'see the log'}."]))
+            continue
+        fn = _headline_fn(name)
+        if fn is None:
+            continue
+        try:
+            lines = fn([r for r in rows if r.get("audit") == name], summary=summary)
+        except Exception as err:  # noqa: BLE001
+            log.warning("report: headlines of %s failed: %s", name, err)
+            continue
+        if lines:
+            out.append((name, list(lines)))
+    return out
+
+
+def _audit_table(summary: Mapping[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for name, a in (summary.get("audits") or {}).items():
+        a = a or {}
+        secs = a.get("seconds")
+        out.append({
+            "name": name,
+            "status": a.get("status", "unknown"),
+            "seconds": f"{secs:.1f} s" if isinstance(secs, int | float) else "",
+            "n_rows": _fmt_count(sum(1 for r in rows if r.get("audit") == name)),
+            "detail": a.get("detail") or "",
+        })
+    return out
+
+
+def _metadata(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def items(d: Mapping[str, Any] | None, skip: Iterable[str] = ()) -> list[tuple[str, str]]:
+        return [(str(k), _fmt_value(v)) for k, v in (d or {}).items()
+                if k not in skip and v not in (None, "", {}, [])]
+
+    blocks = [
+        {"title": "Input", "entries": items(summary.get("input"))},
+        {"title": "Rows", "entries": items(summary.get("rows"), skip=("attributes",))},
+        {"title": "Run", "entries": [
+            (k, _fmt_value(summary.get(k)))
+            for k in ("run_date", "dataset", "config_hash", "started_utc", "exit_code", "command")
+            if summary.get(k) not in (None, "")
+        ] + items(summary.get("spark")) + [("seeds", _fmt_value(summary.get("seeds")))]},
+        {"title": "Versions", "entries": items(summary.get("versions"))},
+        {"title": "Stage timings (s)", "entries": items(summary.get("stage_timings"))},
+        {"title": "Audit parameters", "entries": [
+            (n, _fmt_value((a or {}).get("params"))) for n, a in (summary.get("audits") or {}).items()
+        ]},
+    ]
+    return [b for b in blocks if b["entries"]]
+
+
+def _ci_level(summary: Mapping[str, Any]) -> float:
+    params = ((summary.get("audits") or {}).get("group") or {}).get("params") or {}
+    try:
+        return float(params.get("ci_level", 0.95))
+    except (TypeError, ValueError):
+        return 0.95
+
+
+def _anchor(title: str, i: int) -> str:
+    return f"s{i}-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def render_report_html(
+    *, summary: Mapping[str, Any], rows: list[dict[str, Any]], sections: Iterable[Any]
+) -> str:
+    """The HTML text of ``report.html``.
+
+    Parameters
+    ----------
+    summary:
+        The ``summary.json`` dict of the run.
+    rows:
+        The long-format result rows (``metrics.parquet`` as dicts).
+    sections:
+        :class:`~fairspark.audits.base.ReportSection` objects (``title``, ``html``,
+        ``order``); their HTML is inserted as is, except that external references
+        are removed.
+
+    Returns
+    -------
+    str
+        A complete, self-contained HTML page.
+    """
+    env = template_env()
+    css = (_TEMPLATES / "report.css.j2").read_text(encoding="utf-8")
+    ordered = sorted(enumerate(sections), key=lambda t: (getattr(t[1], "order", 100), t[0]))
+    secs = [
+        {"title": s.title, "html": Markup(s.html), "anchor": _anchor(s.title, i)}
+        for i, (_, s) in enumerate(ordered)
+    ]
+    level = _ci_level(summary)
+    html = env.get_template("report.html.j2").render(
+        dataset=summary.get("dataset", "unnamed dataset"),
+        run_date=summary.get("run_date", ""),
+        config_hash=summary.get("config_hash", ""),
+        version=(summary.get("versions") or {}).get("fairspark", __version__),
+        schema_version=(summary.get("versions") or {}).get("schema", SCHEMA_VERSION),
+        css=Markup(css),
+        outcome=_outcome(summary),
+        facts=_facts(summary),
+        headlines=_headlines(summary, rows),
+        audits=_audit_table(summary, rows),
+        ci_pct=f"{level:.0%}" if level * 100 == round(level * 100) else f"{level:.1%}",
+        sections=secs,
+        metadata=_metadata(summary),
+    )
+    html, n = _strip_external(html)
+    if n:
+        log.warning("report: removed %d external reference(s) from audit sections", n)
+        html = html.replace("</main>", f'<p class="warn">{n} external reference(s) removed '
+                            "from audit sections: this report only embeds data: URIs.</p></main>",
+                            1)
+    return html
+
+
+def render_report(
+    *,
+    summary: Mapping[str, Any],
+    rows: list[dict[str, Any]],
+    sections: Iterable[Any],
+    path: str | Path,
+) -> None:
+    """Write ``report.html`` to ``path`` (a local file; see :func:`render_report_html`)."""
+    html = render_report_html(summary=summary, rows=rows, sections=sections)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".part")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(p)
