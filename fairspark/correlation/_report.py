@@ -96,21 +96,28 @@ def _graph(res: ModelResult) -> str:
     assert est is not None and cl is not None
     cn = res.clustered_metrics
     k = len(cl.clusters)
-    fig, ax = plt.subplots(figsize=(8, 8))
-    big = 3.0 if k > 1 else 0.0
+    fig, ax = plt.subplots(figsize=(9, 9))
+    big = 2.2 + 0.9 * k if k > 1 else 0.0
     for c, (piv, members) in enumerate(cl.clusters):
         cx, cy = big * math.cos(2 * math.pi * c / k), big * math.sin(2 * math.pi * c / k)
         others = [j for j in members if j != piv]
         for t, j in enumerate(others):
-            ang = 2 * math.pi * t / max(len(others), 1)
-            x, y = cx + 1.1 * math.cos(ang), cy + 1.1 * math.sin(ang)
+            ang = 2 * math.pi * (t + 0.25) / max(len(others), 1)
+            x, y = cx + 1.7 * math.cos(ang), cy + 1.7 * math.sin(ang)
             ax.plot([cx, x], [cy, y], color="grey", lw=1, zorder=1)
             rv = est.r[est.metrics.index(cn[piv]), est.metrics.index(cn[j])]
-            ax.text((cx + x) / 2, (cy + y) / 2, f"{rv:.2f}", fontsize=6, color="dimgrey")
-            ax.scatter([x], [y], s=260, color="white", edgecolor="black", zorder=2)
-            ax.text(x, y - 0.28, cn[j], fontsize=6, ha="center", va="top")
+            ax.text(cx + 0.55 * (x - cx), cy + 0.55 * (y - cy), f"{rv:.2f}", fontsize=6, color="dimgrey",
+                    ha="center", va="center", bbox={"fc": "white", "ec": "none", "pad": 0.5})
+            ax.scatter([x], [y], s=200, color="white", edgecolor="black", zorder=2)
+            ax.text(cx + 2.05 * math.cos(ang), cy + 2.05 * math.sin(ang), cn[j], fontsize=6,
+                    ha="left" if math.cos(ang) > 0.1 else ("right" if math.cos(ang) < -0.1 else "center"),
+                    va="center")
         ax.scatter([cx], [cy], s=420, color="orange", edgecolor="black", zorder=3)
-        ax.text(cx, cy + 0.3, cn[piv], fontsize=7, ha="center", va="bottom", weight="bold")
+        ax.text(cx, cy - 0.35, cn[piv], fontsize=7, ha="center", va="top", weight="bold", zorder=4,
+                bbox={"fc": "white", "ec": "orange", "pad": 1.0})
+    lim = big + 3.2
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
     ax.set_axis_off()
     ax.set_aspect("equal")
     ax.set_title(f"{res.attribute} / {res.model}: clusters (orange = representative), tau={cl.tau:.3g}", fontsize=9)

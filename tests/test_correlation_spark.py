@@ -1,0 +1,172 @@
+"""The correlation audit on Spark: sample, tasks, partition independence, audit rows."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fairspark.correlation import (
+    CorrelationParams,
+    correlation_audit,
+    draw_stratified_sample,
+    run_attempt,
+    run_oracle_tasks,
+    split_round,
+)
+from fairspark.correlation.audit import outcome_from_result
+
+
+def _prepared_like(n: int = 1200, seed: int = 7) -> pd.DataFrame:
+    """A table with the prepared-table columns, including unlabelled rows."""
+    rng = np.random.default_rng(seed)
+    x = rng.random((n, 3))
+    sex_priv = rng.random(n) < 0.5
+    race_priv = rng.random(n) < 0.7
+    logit = 4 * (x[:, 0] - 0.5) + 1.5 * (x[:, 1] - 0.5) + 0.8 * sex_priv
+    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(float)
+    label = np.where(rng.random(n) < 0.05, np.nan, y)
+    return pd.DataFrame({
+        "_fs_key": [f"k{i}" for i in range(n)],
+        "_fs_label": label,
+        "_fs_x": [list(r) for r in x],
+        "_fs_w": 1.0,
+        "_fs_s_0": np.where(sex_priv, "M", "F"),
+        "_fs_p_0": sex_priv,
+        "_fs_s_1": np.where(race_priv, "W", "B"),
+        "_fs_p_1": race_priv,
+    })
+
+
+@pytest.fixture(scope="module")
+def table_pdf():
+    return _prepared_like()
+
+
+def _df(spark, pdf, parts):
+    return spark.createDataFrame(pdf).repartition(parts)
+
+
+def test_stratified_sample_is_proportional_and_partition_independent(spark, table_pdf):
+    out = []
+    for parts in (1, 4):
+        s = draw_stratified_sample(_df(spark, table_pdf, parts), priv_cols=["_fs_p_0", "_fs_p_1"],
+                                   attributes=["sex", "race"], max_rows=500, seed=9)
+        out.append(s)
+    a, b = out
+    np.testing.assert_array_equal(a.x, b.x)
+    np.testing.assert_array_equal(a.priv, b.priv)
+    np.testing.assert_array_equal(a.y, b.y)
+    lab = table_pdf.dropna(subset=["_fs_label"])
+    assert a.population_rows == len(lab)
+    frac = 500 / len(lab)
+    strata = lab.groupby(["_fs_label", "_fs_p_0", "_fs_p_1"]).size()
+    expected = {k: max(1, int(np.floor(v * frac))) for k, v in strata.items()}
+    got = pd.DataFrame({"y": a.y, "p0": a.priv[:, 0], "p1": a.priv[:, 1]}).groupby(["y", "p0", "p1"]).size()
+    assert {k: int(v) for k, v in got.items()} == {(float(k[0]), k[1], k[2]): v for k, v in expected.items()}
+    assert len(a.y) <= 500
+    # the sample's cells of 'sex' add up to the per-attribute counts
+    assert a.population_cells["sex"].sum() == len(lab)
+
+
+def test_tasks_identical_for_1_and_4_partitions_and_equal_to_kernel(spark, table_pdf):
+    s = draw_stratified_sample(_df(spark, table_pdf, 2), priv_cols=["_fs_p_0", "_fs_p_1"],
+                               attributes=["sex", "race"], max_rows=600, seed=9)
+    kw = {"attributes": [0, 1], "models": ["logistic_regression", "linear_svm"], "seeds": [11, 12],
+              "n_samples": 12, "rounds": 2, "k": 150, "min_accuracy": 0.55, "attempt_cap": 60}
+    t1 = run_oracle_tasks(spark, s, partitions=1, **kw)
+    t4 = run_oracle_tasks(spark, s, partitions=4, **kw)
+    pd.testing.assert_frame_equal(t1.attempts, t4.attempts)
+    assert t1.shipped_as == "broadcast"
+    att = t1.attempts
+    assert set(att["status"]) <= {"accepted", "rejected", "failed"}
+    # every round reached 12 accepted models
+    acc = att[att.status == "accepted"].groupby(["attr", "model", "round"]).size()
+    assert len(acc) == 2 * 2 * 2 and (acc >= 12).all()
+    # a task row is exactly the plain kernel call with the same ids
+    for _, row in att.sample(5, random_state=0).iterrows():
+        data = s.for_attribute(int(row["attr"]))
+        seed = [11, 12][int(row["attr"])]
+        split = split_round(data, seed=seed, round_id=int(row["round"]), test_fraction=0.3)
+        ref = run_attempt(data, split, model=row["model"], seed=seed, round_id=int(row["round"]),
+                          attempt=int(row["attempt"]), k=150, min_accuracy=0.55)
+        assert ref.status == row["status"]
+        np.testing.assert_array_equal(ref.metrics, row[t1.metrics].to_numpy(float))
+
+
+def _rows(outcome, **match):
+    return [r for r in outcome.rows if all(getattr(r, k) == v for k, v in match.items())]
+
+
+def test_audit_rows_clusters_and_identities(spark, table_pdf):
+    params = CorrelationParams(n_samples=50, rounds=5, k=200, models=["linear_svm"], sample_rows=800, tau=0.6)
+    res = correlation_audit(spark, _df(spark, table_pdf, 3), attributes=[("sex", "_fs_p_0")],
+                            params=params, seed=42)
+    out = outcome_from_result(res)
+    r = _rows(out, metric="tpr_difference", metric_b="fnr_difference")[0]
+    assert r.status == "ok" and abs(r.value + 1) < 1e-9
+    assert r.lower == pytest.approx(-1, abs=1e-9) and r.upper == pytest.approx(-1, abs=1e-9)
+    assert "rounds=5" in r.detail
+    d = _rows(out, metric="statistical_parity_difference", metric_b="statistical_parity_difference")[0]
+    assert abs(d.value - 1) < 1e-9
+    # 20 x 20 matrix
+    assert len([x for x in out.rows if x.metric_b is not None and x.metric not in ("cluster", "representative")]) == 400
+    reps = _rows(out, metric="representative")
+    members = _rows(out, metric="cluster", status="ok")
+    assert reps and sum(x.value for x in reps) == len(members)
+    # every member's r* with its representative is at least tau
+    for m in members:
+        rep = m.detail.split("representative: ")[1].split(";")[0]
+        rv = _rows(out, metric=rep, metric_b=m.metric_b)[0].value
+        assert rv >= 0.6 - 1e-12
+    # E-Opp and FNR-dif are perfectly anti-correlated: never in one cluster
+    lab = {x.metric_b: x.value for x in members}
+    assert lab["tpr_difference"] != lab["fnr_difference"]
+    tau = _rows(out, metric="tau")[0]
+    assert tau.value == 0.6 and json.loads(tau.params)["n_samples"] == 50
+    accr = _rows(out, metric="acceptance_rate")[0]
+    assert 0 < accr.value <= 1 and "rounds used 5 of 5" in accr.detail
+    assert out.summary["status"] == "ok"
+    sec = out.sections[0]
+    assert "data:image/png;base64," in sec.html and "http" not in sec.html.replace("data:", "")
+
+
+def test_audit_failures_are_specific(spark, table_pdf):
+    pdf = table_pdf.copy()
+    # attribute 'race': no privileged row with the favourable label -> empty cell
+    pdf.loc[pdf["_fs_p_1"] & (pdf["_fs_label"] == 1.0), "_fs_p_1"] = False
+    pdf.loc[pdf.index[:3], "_fs_p_1"] = True
+    pdf.loc[pdf.index[:3], "_fs_label"] = 0.0
+    params = CorrelationParams(n_samples=10, rounds=2, k=100, min_accuracy=1.0,
+                               max_attempts_per_round=15, sample_rows=400)
+    res = correlation_audit(spark, _df(spark, pdf, 2), attributes=[("sex", "_fs_p_0"), ("race", "_fs_p_1")],
+                            params=params, seed=1)
+    out = outcome_from_result(res)
+    race = _rows(out, attribute="race")
+    assert len(race) == 1 and race[0].status == "failed"
+    assert "'privileged, favourable label'" in race[0].detail and "no labelled rows" in race[0].detail
+    sex = _rows(out, attribute="sex", metric="*")
+    assert sex[0].status == "failed"
+    assert sex[0].detail.startswith("every model rejected: 0 of 30 attempts accepted (min_accuracy=1.0;")
+    assert out.summary["status"] == "failed"
+
+
+def test_tau_search_rows(spark, table_pdf):
+    params = CorrelationParams(n_samples=30, rounds=3, k=200, models=["logistic_regression"],
+                               sample_rows=600, n_representatives=4)
+    out = outcome_from_result(correlation_audit(
+        spark, _df(spark, table_pdf, 2), attributes=[("sex", "_fs_p_0")], params=params, seed=3))
+    tau = _rows(out, metric="tau")[0]
+    assert tau.status == "ok" and "the largest r* threshold giving 4 clusters" in tau.detail
+    reps = _rows(out, metric="representative")
+    assert len(reps) == 4
+    # tau is one of the estimated off-diagonal r* values, and every member clears it
+    offdiag = {round(x.value, 12) for x in out.rows
+               if x.metric_b and x.metric not in ("cluster", "representative") and x.metric != x.metric_b
+               and x.value is not None}
+    assert round(tau.value, 12) in offdiag
+    for m in _rows(out, metric="cluster", status="ok"):
+        rep = m.detail.split("representative: ")[1].split(";")[0]
+        assert _rows(out, metric=rep, metric_b=m.metric_b)[0].value >= tau.value
