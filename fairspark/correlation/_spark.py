@@ -347,8 +347,10 @@ def run_oracle_tasks(
                 if nxt == 0:
                     n_new = n_samples
                 else:
+                    # generous, so that a second wave nearly always completes the round:
+                    # every wave is a Spark job with its own fixed cost
                     rate = max(acc / nxt, 0.02)
-                    n_new = math.ceil(need / rate * 1.1) + 2
+                    n_new = math.ceil(need / rate * 1.25 + 3 * math.sqrt(need / rate)) + 2
                 n_new = min(n_new, attempt_cap - nxt)
                 ranges.append((a, mi, r, nxt, n_new))
             if not ranges:

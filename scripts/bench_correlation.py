@@ -1,0 +1,181 @@
+"""Benchmark of the correlation audit's N x L trainings (METHODS §3, issue 6).
+
+The same numbered attempts (same bootstrap samples, same seeds, same models) are run
+
+1. through fairspark: ``mapInPandas`` tasks on a ``local[2]`` SparkSession;
+2. in a plain sequential Python loop (one process);
+3. in a 2-process joblib (loky) loop, one job per round;
+
+with BLAS/OpenMP pinned to one thread everywhere. It prints the wall-clock times,
+fairspark's parallel efficiency ``T_sequential / (2 x T_fairspark)`` and the joblib
+loop's, checks that the three give identical metric vectors, and extrapolates the
+nightly cost of the defaults (N = 1000, L = 30) from the measured time per training.
+
+Data: UCI Adult (``../shared/data``, fairness-comparison ``numerical-binsensitive``),
+features min-max scaled, ``sex`` as the attribute (1 = privileged), label
+``income-per-year``.
+
+Example::
+
+    python scripts/bench_correlation.py --n 200 --rounds 10 --k 1000 \\
+        --models logistic_regression
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_v] = "1"
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fairspark.audits.base import derive_seed
+from fairspark.correlation import (
+    OracleData,
+    draw_stratified_sample,
+    run_attempt,
+    run_oracle_tasks,
+    split_round,
+)
+
+
+def load_adult(shared: Path) -> pd.DataFrame:
+    """Adult as a table with the prepared-table columns."""
+    d = pd.read_csv(shared / "adult/fairness-comparison/preprocessed/adult_numerical-binsensitive.csv.gz")
+    y = d["income-per-year"].astype(float)
+    priv = d["sex"].astype(int) == 1
+    feats = d.drop(columns=["income-per-year", "sex", "race", "race-sex"]).astype(float)
+    lo, hi = feats.min(), feats.max()
+    span = (hi - lo).replace(0, 1.0)
+    x = ((feats - lo) / span).where(hi > lo, 0.0).to_numpy()
+    return pd.DataFrame({
+        "_fs_key": [str(i) for i in range(len(d))], "_fs_label": y, "_fs_x": list(x),
+        "_fs_w": 1.0, "_fs_p_0": priv,
+    })
+
+
+def _round_job(x, y, priv, w, ids, *, model, seed, k, min_accuracy):
+    from threadpoolctl import threadpool_limits
+
+    data = OracleData(x=x, y=y, priv=priv, w=w)
+    out = []
+    with threadpool_limits(limits=1):
+        splits: dict[int, object] = {}
+        for rnd, att in ids:
+            if rnd not in splits:
+                splits[rnd] = split_round(data, seed=seed, round_id=rnd, test_fraction=0.3)
+            res = run_attempt(data, splits[rnd], model=model, seed=seed, round_id=rnd, attempt=att,
+                              k=k, min_accuracy=min_accuracy)
+            out.append(res.metrics)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=200, help="N accepted models per round")
+    ap.add_argument("--rounds", type=int, default=10, help="L rounds")
+    ap.add_argument("--k", type=int, default=1000, help="bootstrap size K")
+    ap.add_argument("--models", nargs="+", default=["logistic_regression"])
+    ap.add_argument("--min-accuracy", type=float, default=0.5)
+    ap.add_argument("--sample-rows", type=int, default=20000)
+    ap.add_argument("--partitions", type=int, default=None)
+    ap.add_argument("--skip-joblib", action="store_true")
+    ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "data"))
+    ap.add_argument("--json", help="write the figures here")
+    args = ap.parse_args(argv)
+
+    from joblib import Parallel, delayed
+    from pyspark.sql import SparkSession
+    from threadpoolctl import threadpool_limits
+
+    spark = (
+        SparkSession.builder.master("local[2]").appName("bench-correlation")
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "4g")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.executorEnv.OMP_NUM_THREADS", "1")
+        .config("spark.executorEnv.OPENBLAS_NUM_THREADS", "1")
+        .config("spark.executorEnv.MKL_NUM_THREADS", "1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    pdf = load_adult(Path(args.shared))
+    df = spark.createDataFrame(pdf).cache()
+    df.count()
+    t0 = time.perf_counter()
+    sample = draw_stratified_sample(df, priv_cols=["_fs_p_0"], attributes=["sex"],
+                                    max_rows=args.sample_rows, seed=1)
+    t_sample = time.perf_counter() - t0
+    seed = derive_seed(0, "correlation", "sex")
+    report: dict = {"n": args.n, "rounds": args.rounds, "k": args.k, "sample_rows": len(sample.y),
+                    "features": int(sample.x.shape[1]), "sample_seconds": round(t_sample, 2),
+                    "cpus": os.cpu_count(), "models": {}}
+    print(f"sample: {len(sample.y)} rows x {sample.x.shape[1]} features in {t_sample:.1f}s")
+    data = sample.for_attribute(0)
+    for model in args.models:
+        t0 = time.perf_counter()
+        tab = run_oracle_tasks(spark, sample, attributes=[0], models=[model], seeds=[seed],
+                               n_samples=args.n, rounds=args.rounds, k=args.k,
+                               min_accuracy=args.min_accuracy, attempt_cap=5 * args.n,
+                               partitions=args.partitions)
+        t_fs = time.perf_counter() - t0
+        att = tab.attempts
+        ids = list(zip(att["round"].astype(int), att["attempt"].astype(int), strict=True))
+        fs_vals = att[tab.metrics].to_numpy(float)
+        n_fit = len(ids)
+
+        with threadpool_limits(limits=1):
+            t0 = time.perf_counter()
+            seq = _round_job(data.x, data.y, data.priv, data.w, ids, model=model, seed=seed, k=args.k,
+                             min_accuracy=args.min_accuracy)
+            t_seq = time.perf_counter() - t0
+        same_seq = bool(np.array_equal(np.array(seq), fs_vals, equal_nan=True))
+
+        t_job, same_job = None, None
+        if not args.skip_joblib:
+            by_round: dict[int, list] = {}
+            for rnd, a in ids:
+                by_round.setdefault(rnd, []).append((rnd, a))
+            t0 = time.perf_counter()
+            parts = Parallel(n_jobs=2, backend="loky")(
+                delayed(_round_job)(data.x, data.y, data.priv, data.w, chunk, model=model, seed=seed,
+                                    k=args.k, min_accuracy=args.min_accuracy)
+                for chunk in by_round.values()
+            )
+            t_job = time.perf_counter() - t0
+            job_vals = np.array([v for p in parts for v in p])
+            same_job = bool(np.array_equal(job_vals, fs_vals, equal_nan=True))
+        per_fit = t_seq / n_fit
+        nightly_1core = per_fit * 1000 * 30 * n_fit / (args.n * args.rounds)
+        eff = t_seq / (2 * t_fs)
+        row = {
+            "trainings": n_fit, "waves": tab.waves, "shipped_as": tab.shipped_as,
+            "t_fairspark": round(t_fs, 2), "t_sequential": round(t_seq, 2),
+            "t_joblib2": None if t_job is None else round(t_job, 2),
+            "efficiency_fairspark": round(eff, 3),
+            "efficiency_joblib2": None if t_job is None else round(t_seq / (2 * t_job), 3),
+            "seconds_per_training": round(per_fit, 5),
+            "identical_sequential": same_seq, "identical_joblib": same_job,
+            "nightly_defaults_minutes_2_cores": round(nightly_1core / 2 / eff / 60, 1),
+        }
+        report["models"][model] = row
+        print(json.dumps({model: row}, indent=1))
+    spark.stop()
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
