@@ -170,3 +170,38 @@ def test_tau_search_rows(spark, table_pdf):
     for m in _rows(out, metric="cluster", status="ok"):
         rep = m.detail.split("representative: ")[1].split(";")[0]
         assert _rows(out, metric=rep, metric_b=m.metric_b)[0].value >= tau.value
+
+
+def test_end_to_end_through_the_runner(spark, tmp_path):
+    from fairspark.config import parse_config
+    from fairspark.runner import run_audit_job
+
+    rng = np.random.default_rng(11)
+    n = 900
+    x1, x2 = rng.normal(size=n), rng.random(n)
+    sex = rng.choice(["M", "F"], n, p=[0.6, 0.4])
+    city = rng.choice(["a", "b", "c"], n)
+    logit = 1.5 * x1 + x2 + 0.5 * (sex == "M")
+    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
+    pdf = pd.DataFrame({"id": np.arange(n).astype(str), "x1": x1, "x2": x2, "city": city, "sex": sex,
+                        "y": y, "p": (logit > 0.5).astype(int)})
+    inp = tmp_path / "in"
+    inp.mkdir()
+    pdf.to_parquet(inp / "part-0.parquet", index=False)
+    cfg = parse_config({
+        "dataset": "toy", "run_date": "2026-11-29", "seed": 5, "input": {"path": str(inp)},
+        "columns": {"features": ["x1", "x2", "city"], "sensitive": [{"column": "sex", "privileged": "M"}],
+                    "label": {"column": "y", "positive": 1}, "prediction": {"column": "p", "positive": 1},
+                    "row_key": "id"},
+        "audits": {"group": None, "correlation": {"n_samples": 20, "rounds": 3, "k": 150,
+                                                  "models": ["linear_svm"], "n_representatives": 3}},
+        "output": {"path": str(tmp_path / "out"), "report": False},
+    })
+    result = run_audit_job(spark, cfg)
+    info = result.summary["audits"]["correlation"]
+    assert result.exit_code == 0, info
+    rows = [r for r in result.rows if r["audit"] == "correlation"]
+    pair = [r for r in rows if r["metric"] == "fnr_difference" and r["metric_b"] == "tpr_difference"][0]
+    assert abs(pair["value"] + 1) < 1e-9 and pair["model"] == "linear_svm" and pair["attribute"] == "sex"
+    assert len(info["attributes"]["sex"]["linear_svm"]["representatives"]) == 3
+    assert sum(r["metric"] == "representative" for r in rows) == 3
