@@ -4,20 +4,100 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from fairspark._params import AuditParams
 
+__all__ = ["MDFAParams"]
+
 
 class MDFAParams(AuditParams):
-    """Parameters of the mdfa audit; see ``docs/config.md``."""
+    """Parameters of the mdfa audit (METHODS §2); see ``docs/mdfa.md``.
+
+    Attributes
+    ----------
+    features:
+        Audit features (original column names); ``None`` means every feature of the
+        prepared table. The auditor may leave out features the model used.
+    sample_rows:
+        Cap of the sample stratified by s x y that is collected to the driver.
+    min_rows:
+        Fewer sampled rows than this fail the attribute (too little data to split).
+    target_group:
+        Which side of the binary view is the paper's ``s = +1`` (the group whose
+        over-representation among an outcome is searched): ``unprivileged`` (default,
+        as in the paper's COMPAS study where s = +1 is African-American) or
+        ``privileged``.
+    auditor:
+        Concept class of the certificate c (paper default for COMPAS: random forest
+        with 100 trees of depth 2; Fig. 1 uses an RBF SVM).
+    certificate_features:
+        ``representation`` (reference code: the balancing net's 8-unit layer) or
+        ``raw`` (the standardised audit features).
+    balancing:
+        ``mmd_net`` (paper) or ``uniform`` (no rebalancing, to show what it changes).
+    mmd_kernel:
+        Feature map of the MMD loss: ``linear`` (phi(x) = x, reference code) or
+        ``quadratic`` (x plus all pairwise products; matches second moments too,
+        a fairspark option).
+    epochs, batch_size, learning_rate, l2_grid, folds:
+        Training of the balancing net: Adam, ``epochs`` passes per candidate L2
+        strength, the strength with the lowest held-out MMD on one of ``folds``
+        folds is kept.
+    splits:
+        Number of random 70/30 train/test splits (paper: 100).
+    test_fraction:
+        Held-out share of each split.
+    worst_violation:
+        Run Algorithm 1 (worst violation) in every split.
+    violation_outcome:
+        Outcome value y of Algorithm 1: ``auto`` takes the y with the larger gamma in
+        each split, ``favourable`` (+1) or ``unfavourable`` (-1).
+    xi, alpha:
+        Algorithm 1's weight step and minimum subgroup mass.
+    wva_search:
+        ``sequential`` walks t = 1, 2, ... as in Alg. 1 (capped by
+        ``max_iterations``); ``bisection`` (default) finds the last t whose subgroup
+        mass is >= alpha by doubling and bisection. The fit at step t depends on t
+        only (weights u + t xi u), so both give the same t when the mass is
+        non-increasing in t; bisection needs O(log T) fits instead of T.
+    max_iterations:
+        Cap on t.
+    rule_depth:
+        Depth of the decision tree fitted to the certificate for readable rules.
+    partitions:
+        Spark tasks the splits are spread over (``None``: the default parallelism).
+    """
 
     features: list[str] | None = None
     sample_rows: int = Field(50_000, ge=10)
+    min_rows: int = Field(100, ge=10)
+    target_group: Literal["unprivileged", "privileged"] = "unprivileged"
     auditor: Literal["random_forest", "svm_rbf", "linear_svm", "logistic_regression"] = (
         "random_forest"
     )
+    certificate_features: Literal["representation", "raw"] = "representation"
     balancing: Literal["mmd_net", "uniform"] = "mmd_net"
+    mmd_kernel: Literal["linear", "quadratic"] = "linear"
+    epochs: int = Field(30, ge=1)
+    batch_size: int = Field(512, ge=8)
+    learning_rate: float = Field(1e-3, gt=0)
+    l2_grid: list[float] = Field(default_factory=lambda: [1e-4, 1e-3, 1e-2])
+    folds: int = Field(5, ge=2)
     splits: int = Field(100, ge=1)
+    test_fraction: float = Field(0.3, gt=0, lt=1)
+    worst_violation: bool = True
+    violation_outcome: Literal["auto", "favourable", "unfavourable"] = "auto"
     xi: float = Field(0.05, gt=0)
     alpha: float = Field(0.025, gt=0, lt=1)
+    wva_search: Literal["bisection", "sequential"] = "bisection"
+    max_iterations: int = Field(400, ge=1)
+    rule_depth: int = Field(3, ge=1, le=6)
+    partitions: int | None = Field(None, ge=1)
+
+    @field_validator("l2_grid")
+    @classmethod
+    def _grid(cls, v: list[float]) -> list[float]:
+        if not v or any(x < 0 for x in v):
+            raise ValueError("l2_grid needs at least one non-negative value")
+        return v

@@ -1,0 +1,147 @@
+"""The mdfa section of ``report.html`` (Jinja2 template in this package, data: URI figures)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from jinja2 import DictLoader, Environment, select_autoescape
+
+from fairspark.audits.base import ReportSection
+from fairspark.mdfa._template import SECTION_TEMPLATE
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fairspark.mdfa.audit import AttributeResult
+    from fairspark.mdfa.params import MDFAParams
+
+__all__ = ["render_section", "representative_split"]
+
+_ENV = Environment(
+    loader=DictLoader({"section.html.j2": SECTION_TEMPLATE}),
+    autoescape=select_autoescape(["html", "j2"]),
+)
+
+
+def _f(v: Any, nd: int = 4) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "n/a" if v is None or math.isnan(v) else ("+inf" if v > 0 else "-inf")
+    return f"{v:.{nd}f}"
+
+
+def representative_split(splits: pd.DataFrame) -> int | None:
+    """Index of the split whose delta is closest to the median delta (None: no delta)."""
+    d = pd.to_numeric(splits["delta"], errors="coerce")
+    ok = d[np.isfinite(d)]
+    if ok.empty:
+        return None
+    return int((ok - ok.median()).abs().idxmin())
+
+
+def _description_rows(res: AttributeResult) -> tuple[list[list[str]], str]:
+    desc = [json.loads(d) for d in res.splits["description"] if d and d != "{}"]
+    if not desc:
+        return [], ""
+    y_major = int(pd.to_numeric(res.splits["y_wv"], errors="coerce").dropna().mode().iloc[0])
+    pop = {s: res.stats.group_description(s) for s in (1, -1)}
+    rows = []
+    names = res.stats.desc_names
+
+    def sub(key: str, field: str, j: int | None) -> str:
+        vals = []
+        for d in desc:
+            g = d.get(key) or {}
+            if g.get(field) is None:
+                continue
+            vals.append(g[field] if j is None else g[field][j])
+        return _f(float(np.mean(vals)), 2) if vals else "n/a"
+
+    for j, name in enumerate(names):
+        cells = [name]
+        for s in (1, -1):
+            p = pop[s]
+            cells.append(f"{_f(p['mean'][j], 2)} ({_f(p['sd'][j], 2)})" if p["mean"] else "n/a")
+        for key in ("+1", "-1"):
+            cells.append(f"{sub(key, 'mean', j)} ({sub(key, 'sd', j)})")
+        rows.append(cells)
+    rate = [f"rate of Y={y_major:+d}"]
+    for s in (1, -1):
+        rate.append(_f(res.stats.rate(s=s, y=y_major), 3))
+    for key in ("+1", "-1"):
+        rate.append(sub(key, "rate", None))
+    size = ["rows (sub-population: held-out, per split)"]
+    size += [str(pop[s]["n"]) for s in (1, -1)]
+    size += [sub(k, "n", None) for k in ("+1", "-1")]
+    return rows + [rate, size], f"{y_major:+d}"
+
+
+def _figure(results: list[AttributeResult]) -> str | None:
+    from fairspark.report.figures import figure_to_data_uri, plt
+
+    if not results:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    ax = axes[0]
+    data = [pd.to_numeric(r.splits["gamma_max"], errors="coerce").dropna().to_numpy()
+            for r in results]
+    ax.boxplot(data, vert=True)
+    ax.set_xticks(range(1, len(results) + 1), [r.attribute for r in results])
+    ax.axhline(0.0, color="grey", lw=0.8, ls="--")
+    ax.set_ylabel("gamma (max over y)")
+    ax.set_title("certificate gamma over splits")
+    ax = axes[1]
+    for r in results:
+        k = representative_split(r.splits)
+        if k is None:
+            continue
+        tr = json.loads(r.splits.loc[k, "trace"])
+        ts = [d["t"] for d in tr if d.get("delta") is not None]
+        ds = [d["delta"] for d in tr if d.get("delta") is not None]
+        if ts:
+            ax.plot(ts, ds, marker="o", label=r.attribute)
+    ax.set_xlabel("Algorithm 1 iteration t (evaluated steps)")
+    ax.set_ylabel("delta (held-out, weighted)")
+    ax.set_title("delta across Algorithm 1 (median-delta split)")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    return figure_to_data_uri(fig)
+
+
+def render_section(
+    *, results: list[AttributeResult], params: MDFAParams, redact: list[str]
+) -> ReportSection:
+    """Render the mdfa report section for the audited attributes."""
+    from fairspark.mdfa.audit import verdict
+
+    items = []
+    for res in results:
+        a = res.aggregates
+        g = a["gamma_max"]
+        di = None
+        desc_rows, y_label = _description_rows(res)
+        if y_label:
+            y = int(y_label)
+            r_neg = res.stats.rate(s=-1, y=y)
+            di = res.stats.rate(s=1, y=y) / r_neg if r_neg > 0 else None
+        k = representative_split(res.splits)
+        items.append({
+            "attribute": res.attribute,
+            "target": res.target_label,
+            "g_pos": _f(a["gamma_pos"]["mean"]),
+            "g_neg": _f(a["gamma_neg"]["mean"]),
+            "g_max": f"{_f(g['mean'])} ({_f(g['sd'])}) [{_f(g['p2_5'])}, {_f(g['p97_5'])}]",
+            "verdict": verdict(g),
+            "delta": _f(a["delta"]["mean"], 3),
+            "dt_g": _f(a["dt_g"]["mean"], 3),
+            "di": _f(di, 3),
+            "desc_rows": desc_rows,
+            "y_label": y_label,
+            "rules": res.splits.loc[k, "rules"] if k is not None else "",
+            "fidelity": _f(res.splits.loc[k, "rule_fidelity"], 3) if k is not None else "",
+        })
+    html = _ENV.get_template("section.html.j2").render(
+        results=items, params=params, figure=_figure(results), redacted=sorted(redact)
+    )
+    return ReportSection(title="mdfa: multi-differential fairness", html=html, order=30)
