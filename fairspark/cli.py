@@ -80,13 +80,29 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return ov
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is now (test runners swap it)."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def _setup_logging(quiet: bool) -> None:
-    logging.basicConfig(
-        level=logging.WARNING if quiet else logging.INFO,
-        format="%(asctime)s fairspark %(levelname)s %(message)s",
-        datefmt="%H:%M:%S",
-        stream=sys.stderr,
-    )
+    # our own handler: under spark-submit the root logger may already be configured
+    logger = logging.getLogger("fairspark")
+    logger.setLevel(logging.WARNING if quiet else logging.INFO)
+    if not any(getattr(h, "_fairspark", False) for h in logger.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter(
+            "%(asctime)s fairspark %(levelname)s %(message)s", datefmt="%H:%M:%S"))
+        handler._fairspark = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+        logger.propagate = False
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
@@ -111,7 +127,12 @@ def _session(config, *, under_submit: bool):
     return spark
 
 
-def main(argv: Sequence[str] | None = None, *, under_submit: bool = False) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    under_submit: bool = False,
+    stop_session: bool | None = None,
+) -> int:
     """Parse arguments, run the audit job, and return the exit code.
 
     Exit codes: 0 ok, 2 bad config or input (nothing written), 4 an audit failed
@@ -169,7 +190,7 @@ def main(argv: Sequence[str] | None = None, *, under_submit: bool = False) -> in
         log.exception("unexpected error")
         return 1
     finally:
-        if spark is not None and not under_submit:
+        if spark is not None and (not under_submit if stop_session is None else stop_session):
             spark.stop()
 
 

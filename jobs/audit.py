@@ -11,4 +11,4 @@ import sys
 from fairspark.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:], under_submit=True))
+    sys.exit(main(sys.argv[1:], under_submit=True, stop_session=True))
