@@ -142,7 +142,7 @@ def main(
 
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0].startswith("--") and argv[0] not in ("--version", "--help", "-h"):
+    if not argv or (argv[0].startswith("--") and argv[0] not in ("--version", "--help", "-h")):
         argv = ["audit", *argv]
     args = parser.parse_args(argv)
     if args.command != "audit":
@@ -186,7 +186,7 @@ def main(
         log.error("%s", err)
         print(f"fairspark: error: {err}", file=sys.stderr, flush=True)
         return 2
-    except Exception:  # noqa: BLE001 - unexpected: traceback and exit 1
+    except Exception:
         log.exception("unexpected error")
         return 1
     finally:

@@ -72,7 +72,7 @@ def prepare_demo_input(spark: SparkSession, *, config: Config) -> str:
     from pyspark.ml.functions import vector_to_array
     from pyspark.sql import functions as F
 
-    fill = {c: "unknown" for c in CATEGORICAL + ["native_country"]}
+    fill = {c: "unknown" for c in [*CATEGORICAL, "native_country"]}
     train = load_adult(spark, part="train").fillna(fill)
     test = load_adult(spark, part="test").fillna(fill)
     test = test.withColumn("row_id", F.concat(F.lit("test-"), F.monotonically_increasing_id()))

@@ -261,7 +261,7 @@ def _check_roles(config: Config, types: dict[str, str]) -> None:
     for c, role in needed:
         if c not in types:
             raise MissingColumnError(c, role, available)
-    atomic = _NUMERIC + ("string", "boolean", "date", "timestamp")
+    atomic = (*_NUMERIC, "string", "boolean", "date", "timestamp")
     for c, role in needed:
         if types[c] not in atomic:
             raise ColumnTypeError(f"column {c!r} ({role}) has type {types[c]}; expected a scalar")
@@ -347,7 +347,8 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
 
     n = int(stats["n"] or 0)
     if n == 0:
-        where = f" after the filter 'input.where: {config.input.where}'" if config.input.where else ""
+        w = config.input.where
+        where = f" after the filter 'input.where: {w}'" if w else ""
         raise EmptyInputError(f"input {src!r} has no rows{where}")
     bad = {c: int(stats[f"nan::{c}"]) for c in floaty if stats[f"nan::{c}"]}
     if bad:
@@ -423,7 +424,7 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
             try:
                 priv = F.expr(s.privileged_expr)
                 df.select(priv).schema  # noqa: B018  (analyse now)
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:
                 raise ConfigError(
                     f"config key 'columns.sensitive[{i}].privileged_expr': "
                     f"{s.privileged_expr!r} is not a valid predicate: {str(err).splitlines()[0]}"
@@ -435,7 +436,7 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
             tname = types[s.column]
             priv = _isin(s.column, tname, s.privileged, f"columns.sensitive[{i}].privileged")  # type: ignore[arg-type]
             value = F.col(s.column).cast("string")
-            pvals = [str(_literal(v, "string" if tname == "string" else tname)) for v in s.privileged]  # type: ignore[union-attr]
+            pvals = [str(_literal(v, tname)) for v in s.privileged]  # type: ignore[union-attr]
             if tname == "boolean":
                 pvals = [str(v).lower() for v in pvals]
             attr_specs.append((s.attr, vcol, pcol, "values", pvals, [s.column]))

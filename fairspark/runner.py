@@ -88,7 +88,7 @@ def _run_one(name: str, ctx: AuditContext, params: Any) -> tuple[AuditOutcome, d
         log.warning("audit %s failed: %s", name, msg)
         row = MetricRow(audit=name, attribute="*", metric="*", status="failed", detail=msg)
         return AuditOutcome(rows=[row]), {"status": "failed", "detail": msg}
-    except Exception as err:  # noqa: BLE001 - one broken audit must not stop the others
+    except Exception as err:
         msg = f"{type(err).__name__}: {err}"
         log.error("audit %s raised %s\n%s", name, msg, traceback.format_exc())
         row = MetricRow(audit=name, attribute="*", metric="*", status="failed", detail=msg)

@@ -114,7 +114,7 @@ def test_missing_file():
 
 @pytest.mark.parametrize("path", sorted((ROOT / "conf").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_example_config_parses(path):
-    raw = yaml.safe_load(path.read_text())
+    yaml.safe_load(path.read_text())
     if "spark_defaults" in path.name:
         pytest.skip("Spark defaults, not an audit config")
     c = load_config(path)

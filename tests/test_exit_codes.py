@@ -176,7 +176,8 @@ def test_single_group_attribute_fails_that_attribute_only(spark, small_table, tm
     m = pd.read_parquet(out / "metrics.parquet")
     bad = m[m.attribute == "region"]
     assert (bad.status == "failed").all()
-    assert "attribute 'region' has a single group: all 400 rows are privileged" in bad.detail.iloc[0]
+    msg = "attribute 'region' has a single group: all 400 rows are privileged"
+    assert msg in bad.detail.iloc[0]
     assert (m[(m.attribute == "sex") & (m.metric == "statistical_parity_difference")].status
             == "ok").all()
 
@@ -199,7 +200,7 @@ def test_an_audit_that_raises_is_failed_and_others_complete(
     monkeypatch.setitem(registry.AUDITS, "hfm", "test_exit_codes:_raising_audit")
     def edit(c):
         c["audits"] = {"group": {}, "hfm": {}}
-    code, err, out = _run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit)
+    code, _err, out = _run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit)
     assert code == 4
     s = json.loads((out / "summary.json").read_text())
     assert s["audits"]["hfm"]["status"] == "failed"
@@ -215,7 +216,7 @@ def _raising_audit(ctx, params):
 def test_unexpected_crash_exit_1(spark, small_table, tmp_path, capsys):
     # the output location is a file, so publishing cannot create folders under it
     (tmp_path / "out").write_text("not a folder")
-    code, err, out = _run(spark, tmp_path, small_table[0], capsys)
+    code, _err, _out = _run(spark, tmp_path, small_table[0], capsys)
     assert code == 1
 
 

@@ -231,7 +231,7 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
         try:
             sections.append(group_section([r.__dict__ for r in rows], ci_level=params.ci_level,
                                           min_group_size=params.min_group_size))
-        except Exception as err:  # noqa: BLE001 - a plotting bug must not lose the numbers
+        except Exception as err:
             log.warning("group report section could not be rendered: %s", err)
             summary["report_error"] = f"{type(err).__name__}: {err}"
     return AuditOutcome(rows=rows, summary=summary, sections=sections)
