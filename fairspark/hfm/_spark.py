@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -553,7 +553,7 @@ def certify(
     dim_x: int,
     pairs: list[tuple[int, int]],
     max_candidates: int,
-    first_batch: int = 64,
+    first_batch: int = 256,
 ) -> dict[tuple[int, int], CertifiedResult]:
     """Exact D from per-row upper bounds plus exact searches for few rows (METHODS §1).
 
@@ -591,31 +591,48 @@ def certify(
         for p in pairs
     }
     while True:
-        queries = []
-        qid = 0
-        meta: dict[int, tuple[tuple[int, int], str]] = {}
-        for p, st in state.items():
-            if st["done"]:
-                continue
-            tgt, attr = p
-            size = min(st["batch"], byte_cap)
-            if st["n"] + 1 > max_candidates:
-                st["done"] = True
-                continue
-            size = min(size, max_candidates - st["n"])
-            cond = (F.col("tgt") == tgt) & (F.col("attr") == attr)
+        active = [p for p, st in state.items() if not st["done"]]
+        for p in active:
+            if state[p]["n"] >= max_candidates:
+                state[p]["done"] = True
+        active = [p for p in active if not state[p]["done"]]
+        if not active:
+            break
+        per_pair = max(1, byte_cap // len(active))
+        sizes: dict[tuple[int, int], int] = {}
+        cond = F.lit(False)
+        size_col = F.lit(0)
+        for p in active:
+            st, (tgt, attr) = state[p], p
+            sizes[p] = min(st["batch"], per_pair, max_candidates - st["n"])
+            c = (F.col("tgt") == tgt) & (F.col("attr") == attr)
             if math.isfinite(st["lb"]):
-                cond &= F.col("ub") > F.lit(st["lb"])
+                c &= F.col("ub") > F.lit(st["lb"])
             if st["cursor"] is not None:
                 cu, ck = st["cursor"]
-                cond &= (F.col("ub") < F.lit(cu)) | ((F.col("ub") == F.lit(cu)) & (F.col("key") > F.lit(ck)))
+                c &= (F.col("ub") < F.lit(cu)) | ((F.col("ub") == F.lit(cu)) & (F.col("key") > F.lit(ck)))
+            cond |= c
+            size_col = F.when((F.col("tgt") == tgt) & (F.col("attr") == attr), F.lit(sizes[p])).otherwise(size_col)
+        # one job for every pair: top rows by (ub desc, key asc), one more to know what is left
+        rank = F.row_number().over(
+            Window.partitionBy("tgt", "attr").orderBy(F.col("ub").desc(), F.col("key").asc())
+        )
+        cand_all = (
+            ub_rows.where(cond)
+            .select("tgt", "attr", "key", "ub")
+            .withColumn("rn", rank)
+            .where(F.col("rn") <= size_col + 1)
+            .toPandas()
+        )
+        wanted: dict[tuple[int, int], list[str]] = {}
+        for p in active:
+            st, (tgt, attr) = state[p], p
             cand = (
-                ub_rows.where(cond)
-                .orderBy(F.col("ub").desc(), F.col("key").asc())
-                .limit(size + 1)
-                .select("key", "ub")
-                .toPandas()
+                cand_all[(cand_all["tgt"] == tgt) & (cand_all["attr"] == attr)]
+                .sort_values("rn")
+                .reset_index(drop=True)
             )
+            size = sizes[p]
             if len(cand) == 0:
                 st["done"], st["certified"], st["ub_rem"] = True, True, -math.inf
                 continue
@@ -625,36 +642,39 @@ def certify(
             st["cursor"] = (float(cand["ub"].iloc[-1]), str(cand["key"].iloc[-1]))
             st["n"] += len(cand)
             st["batch"] *= 2
-            keys = cand["key"].tolist()
-            fetched = (
-                pts.where(F.col("key").isin(keys))
-                .dropDuplicates(["key"])
-                .select("key", "y", "yp", "x", cols[attr])
-                .toPandas()
-            )
-            for _, r in fetched.iterrows():
-                meta[qid] = (p, r["key"])
+            wanted[p] = cand["key"].tolist()
+        if not wanted:
+            break
+        all_keys = sorted({k for ks in wanted.values() for k in ks})
+        fetched = (
+            pts.where(F.col("key").isin(all_keys))
+            .dropDuplicates(["key"])
+            .select("key", "y", "yp", "x", *cols)
+            .toPandas()
+            .set_index("key")
+        )
+        queries, meta = [], {}
+        for p, ks in wanted.items():
+            tgt, attr = p
+            for k in ks:
+                r = fetched.loc[k]
+                meta[len(queries)] = (p, k)
                 queries.append(
-                    {"qid": qid, "tgt": tgt, "attr": attr,
+                    {"qid": len(queries), "tgt": tgt, "attr": attr,
                      "t": float(r["y"] if tgt == 0 else r["yp"]), "x": r["x"],
                      "code": int(r[cols[attr]])}
                 )
-                qid += 1
-        if not queries:
-            break
         res = exact_nn_for(pts, n_attr=n_attr, dim_x=dim_x, queries=pd.DataFrame(queries))
-        for _, r in res.iterrows():
-            p, key = meta[int(r["qid"])]
+        for r in res.itertuples():
+            p, key = meta[int(r.qid)]
             st = state[p]
-            if float(r["d"]) > st["lb"] or (float(r["d"]) == st["lb"] and key < (st["best"][0] or "\uffff")):
-                st["lb"] = float(r["d"])
-                st["best"] = (key, r["nb_key"])
-        for p, st in state.items():
-            if st["cursor"] is None:
-                continue
-            upper = max(st["lb"], st["ub_rem"])
-            if not st["steps"] or st["steps"][-1][0] != st["n"]:
-                st["steps"].append((st["n"], st["lb"], upper))
+            d = float(r.d)
+            if d > st["lb"] or (d == st["lb"] and key < (st["best"][0] or "\uffff")):
+                st["lb"] = d
+                st["best"] = (key, r.nb_key)
+        for p in wanted:
+            st = state[p]
+            st["steps"].append((st["n"], st["lb"], max(st["lb"], st["ub_rem"])))
             if st["ub_rem"] <= st["lb"]:
                 st["done"], st["certified"] = True, True
     out = {}
