@@ -27,7 +27,8 @@ def brute_nn(points, codes):
     for i in range(n):
         for j in range(n):
             if codes[i] != codes[j]:
-                d = math.sqrt(sum((points[i][k] - points[j][k]) ** 2 for k in range(points.shape[1])))
+                dim = points.shape[1]
+                d = math.sqrt(sum((points[i][k] - points[j][k]) ** 2 for k in range(dim)))
                 out[i] = min(out[i], d)
     return out
 
@@ -148,7 +149,9 @@ def test_nn_other_group_blocks_and_no_other_group():
     assert np.all(np.isinf(d)) and np.all(idx == -1)
 
 
-@pytest.mark.parametrize("n_codes,m2,dup", [(2, 1, True), (2, 3, True), (3, 2, True), (5, 4, False)])
+@pytest.mark.parametrize(
+    "n_codes,m2,dup", [(2, 1, True), (2, 3, True), (3, 2, True), (5, 4, False)]
+)
 def test_window_scan_equals_naive_algorithm(n_codes, m2, dup):
     rng = np.random.default_rng(100 + n_codes * 10 + m2)
     pts, codes, keys = adversarial(rng, 90, 4, n_codes=n_codes, dup=dup)

@@ -90,7 +90,9 @@ def sample_projections(*, dim: int, m1: int, sampler: str, seed: int) -> np.ndar
                 t -= abs(w[j, i])
             w[j, dim - 1] = t
     else:
-        raise ValueError(f"unknown sampler {sampler!r}; expected 'uniform_l1' or 'reference_sequential'")
+        raise ValueError(
+            f"unknown sampler {sampler!r}; expected 'uniform_l1' or 'reference_sequential'"
+        )
     return w
 
 

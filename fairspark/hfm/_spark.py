@@ -425,7 +425,8 @@ def exact_nn_for(
     q_groups = []
     for (tgt, attr), grp in queries.groupby(["tgt", "attr"]):
         Q = np.column_stack([grp["t"].to_numpy(np.float64), _stack(grp["x"], dim_x)])
-        q_groups.append((int(tgt), int(attr), grp["qid"].to_numpy(np.int64), Q, grp["code"].to_numpy()))
+        qids = grp["qid"].to_numpy(np.int64)
+        q_groups.append((int(tgt), int(attr), qids, Q, grp["code"].to_numpy()))
 
     def nn_part(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         _pin_threads()
@@ -610,9 +611,11 @@ def certify(
                 c &= F.col("ub") > F.lit(st["lb"])
             if st["cursor"] is not None:
                 cu, ck = st["cursor"]
-                c &= (F.col("ub") < F.lit(cu)) | ((F.col("ub") == F.lit(cu)) & (F.col("key") > F.lit(ck)))
+                after = (F.col("ub") == F.lit(cu)) & (F.col("key") > F.lit(ck))
+                c &= (F.col("ub") < F.lit(cu)) | after
             cond |= c
-            size_col = F.when((F.col("tgt") == tgt) & (F.col("attr") == attr), F.lit(sizes[p])).otherwise(size_col)
+            is_p = (F.col("tgt") == tgt) & (F.col("attr") == attr)
+            size_col = F.when(is_p, F.lit(sizes[p])).otherwise(size_col)
         # one job for every pair: top rows by (ub desc, key asc), one more to know what is left
         rank = F.row_number().over(
             Window.partitionBy("tgt", "attr").orderBy(F.col("ub").desc(), F.col("key").asc())

@@ -130,6 +130,7 @@ def hfm_distances(
     rows_per_partition: int = 200_000,
     max_candidates: int = 20_000,
     exact_block_rows: int = 20_000,
+    histogram_bins: int = 0,
 ) -> dict[tuple[int, int], DistanceResult]:
     """D and D_f per attribute of a points DataFrame.
 
@@ -159,6 +160,10 @@ def hfm_distances(
         Certification cap on exact searches per (target, attribute).
     exact_block_rows : int
         Rows per block of the ``exact`` block nested loop.
+    histogram_bins : int
+        When > 0 (and the method gives per-row values: exact, pointwise, certified),
+        ``extra["hist"]`` holds ``(edges, counts)`` of the per-row distances, with the
+        same edges for D and D_f of an attribute.
 
     Returns
     -------
@@ -172,12 +177,18 @@ def hfm_distances(
     if method == "exact":
         n_blocks = max(1, math.ceil(n_rows / exact_block_rows))
         rows = exact_all(pts, n_attr=n_attr, dim_x=dim_x, n_blocks=n_blocks)
-        summ = summarise_pointwise(rows, value_col="d")
-        for r in summ.itertuples():
-            out[(int(r.tgt), int(r.attr))] = DistanceResult(
-                value=float(r.D), lower=float(r.D), upper=float(r.D), certified=True,
-                avg=float(r.D_avg), avg_exact=True, key=r.key, nb_key=r.nb_key,
-            )
+        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            summ = summarise_pointwise(rows, value_col="d")
+            for r in summ.itertuples():
+                out[(int(r.tgt), int(r.attr))] = DistanceResult(
+                    value=float(r.D), lower=float(r.D), upper=float(r.D), certified=True,
+                    avg=float(r.D_avg), avg_exact=True, key=r.key, nb_key=r.nb_key,
+                )
+            if histogram_bins > 0:
+                _add_histograms(out, rows, "d", histogram_bins)
+        finally:
+            rows.unpersist()
         return out
 
     if projections is None:
@@ -193,7 +204,8 @@ def hfm_distances(
                 out[p] = DistanceResult(
                     value=float(r.D), lower=None, upper=None, certified=False,
                     avg=float(r.D_avg), avg_exact=False, key=r.key, nb_key=r.nb_key,
-                    extra={"approx": float(r.D), "approx_avg": float(r.D_avg), "projection": int(r.proj)},
+                    extra={"approx": float(r.D), "approx_avg": float(r.D_avg),
+                           "projection": int(r.proj)},
                 )
             return out
         m1s = {tgt: int(projections[tgt].shape[0]) for tgt in (0, 1)}
@@ -210,6 +222,8 @@ def hfm_distances(
                     extra={"approx": float(a.D), "approx_avg": float(a.D_avg),
                            "pointwise": float(r.D), "pointwise_avg": float(r.D_avg)},
                 )
+            if histogram_bins > 0:
+                _add_histograms(out, ub_rows, "ub", histogram_bins)
             if method == "pointwise":
                 return out
             cert = certify(
@@ -231,3 +245,27 @@ def hfm_distances(
             ub_rows.unpersist()
     finally:
         scan.unpersist()
+
+
+def _add_histograms(
+    out: dict[tuple[int, int], DistanceResult], rows: DataFrame, col: str, bins: int
+) -> None:
+    """Histogram of per-row distances (Spark aggregation; only bin counts come back)."""
+    tops: dict[int, float] = {}
+    for (_, attr), r in out.items():
+        tops[attr] = max(tops.get(attr, 0.0), r.extra.get("pointwise", r.value))
+    top_col = F.lit(0.0)
+    for attr, top in tops.items():
+        top_col = F.when(F.col("attr") == attr, F.lit(top if top > 0 else 1.0)).otherwise(top_col)
+    b = F.least(F.floor(F.col(col) / top_col * bins), F.lit(bins - 1)).cast("int")
+    counts = (
+        rows.groupBy("tgt", "attr", b.alias("bin"))
+        .agg(F.sum("mult").alias("n"))
+        .toPandas()
+    )
+    for (tgt, attr), res in out.items():
+        top = tops[attr] if tops[attr] > 0 else 1.0
+        c = np.zeros(bins)
+        sub = counts[(counts["tgt"] == tgt) & (counts["attr"] == attr)]
+        c[sub["bin"].to_numpy(int)] = sub["n"].to_numpy(float)
+        res.extra["hist"] = (np.linspace(0.0, top, bins + 1), c)
