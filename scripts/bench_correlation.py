@@ -52,17 +52,24 @@ from fairspark.correlation import (
 
 def load_adult(shared: Path) -> pd.DataFrame:
     """Adult as a table with the prepared-table columns."""
-    d = pd.read_csv(shared / "adult/fairness-comparison/preprocessed/adult_numerical-binsensitive.csv.gz")
+    d = pd.read_csv(
+        shared / "adult/fairness-comparison/preprocessed/adult_numerical-binsensitive.csv.gz"
+    )
     y = d["income-per-year"].astype(float)
     priv = d["sex"].astype(int) == 1
     feats = d.drop(columns=["income-per-year", "sex", "race", "race-sex"]).astype(float)
     lo, hi = feats.min(), feats.max()
     span = (hi - lo).replace(0, 1.0)
     x = ((feats - lo) / span).where(hi > lo, 0.0).to_numpy()
-    return pd.DataFrame({
-        "_fs_key": [str(i) for i in range(len(d))], "_fs_label": y, "_fs_x": list(x),
-        "_fs_w": 1.0, "_fs_p_0": priv,
-    })
+    return pd.DataFrame(
+        {
+            "_fs_key": [str(i) for i in range(len(d))],
+            "_fs_label": y,
+            "_fs_x": list(x),
+            "_fs_w": 1.0,
+            "_fs_p_0": priv,
+        }
+    )
 
 
 def _round_job(x, y, priv, w, ids, *, model, seed, k, min_accuracy):
@@ -75,8 +82,16 @@ def _round_job(x, y, priv, w, ids, *, model, seed, k, min_accuracy):
         for rnd, att in ids:
             if rnd not in splits:
                 splits[rnd] = split_round(data, seed=seed, round_id=rnd, test_fraction=0.3)
-            res = run_attempt(data, splits[rnd], model=model, seed=seed, round_id=rnd, attempt=att,
-                              k=k, min_accuracy=min_accuracy)
+            res = run_attempt(
+                data,
+                splits[rnd],
+                model=model,
+                seed=seed,
+                round_id=rnd,
+                attempt=att,
+                k=k,
+                min_accuracy=min_accuracy,
+            )
             out.append(res.metrics)
     return out
 
@@ -100,9 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     from threadpoolctl import threadpool_limits
 
     spark = (
-        SparkSession.builder.master("local[2]").appName("bench-correlation")
-        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "4g")
+        SparkSession.builder.master("local[2]")
+        .appName("bench-correlation")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "4g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.executorEnv.OMP_NUM_THREADS", "1")
         .config("spark.executorEnv.OPENBLAS_NUM_THREADS", "1")
@@ -114,21 +132,38 @@ def main(argv: list[str] | None = None) -> int:
     df = spark.createDataFrame(pdf).cache()
     df.count()
     t0 = time.perf_counter()
-    sample = draw_stratified_sample(df, priv_cols=["_fs_p_0"], attributes=["sex"],
-                                    max_rows=args.sample_rows, seed=1)
+    sample = draw_stratified_sample(
+        df, priv_cols=["_fs_p_0"], attributes=["sex"], max_rows=args.sample_rows, seed=1
+    )
     t_sample = time.perf_counter() - t0
     seed = derive_seed(0, "correlation", "sex")
-    report: dict = {"n": args.n, "rounds": args.rounds, "k": args.k, "sample_rows": len(sample.y),
-                    "features": int(sample.x.shape[1]), "sample_seconds": round(t_sample, 2),
-                    "cpus": os.cpu_count(), "models": {}}
+    report: dict = {
+        "n": args.n,
+        "rounds": args.rounds,
+        "k": args.k,
+        "sample_rows": len(sample.y),
+        "features": int(sample.x.shape[1]),
+        "sample_seconds": round(t_sample, 2),
+        "cpus": os.cpu_count(),
+        "models": {},
+    }
     print(f"sample: {len(sample.y)} rows x {sample.x.shape[1]} features in {t_sample:.1f}s")
     data = sample.for_attribute(0)
     for model in args.models:
         t0 = time.perf_counter()
-        tab = run_oracle_tasks(spark, sample, attributes=[0], models=[model], seeds=[seed],
-                               n_samples=args.n, rounds=args.rounds, k=args.k,
-                               min_accuracy=args.min_accuracy, attempt_cap=5 * args.n,
-                               partitions=args.partitions)
+        tab = run_oracle_tasks(
+            spark,
+            sample,
+            attributes=[0],
+            models=[model],
+            seeds=[seed],
+            n_samples=args.n,
+            rounds=args.rounds,
+            k=args.k,
+            min_accuracy=args.min_accuracy,
+            attempt_cap=5 * args.n,
+            partitions=args.partitions,
+        )
         t_fs = time.perf_counter() - t0
         att = tab.attempts
         ids = list(zip(att["round"].astype(int), att["attempt"].astype(int), strict=True))
@@ -137,8 +172,17 @@ def main(argv: list[str] | None = None) -> int:
 
         with threadpool_limits(limits=1):
             t0 = time.perf_counter()
-            seq = _round_job(data.x, data.y, data.priv, data.w, ids, model=model, seed=seed, k=args.k,
-                             min_accuracy=args.min_accuracy)
+            seq = _round_job(
+                data.x,
+                data.y,
+                data.priv,
+                data.w,
+                ids,
+                model=model,
+                seed=seed,
+                k=args.k,
+                min_accuracy=args.min_accuracy,
+            )
             t_seq = time.perf_counter() - t0
         same_seq = bool(np.array_equal(np.array(seq), fs_vals, equal_nan=True))
 
@@ -149,8 +193,17 @@ def main(argv: list[str] | None = None) -> int:
                 by_round.setdefault(rnd, []).append((rnd, a))
             t0 = time.perf_counter()
             parts = Parallel(n_jobs=2, backend="loky")(
-                delayed(_round_job)(data.x, data.y, data.priv, data.w, chunk, model=model, seed=seed,
-                                    k=args.k, min_accuracy=args.min_accuracy)
+                delayed(_round_job)(
+                    data.x,
+                    data.y,
+                    data.priv,
+                    data.w,
+                    chunk,
+                    model=model,
+                    seed=seed,
+                    k=args.k,
+                    min_accuracy=args.min_accuracy,
+                )
                 for chunk in by_round.values()
             )
             t_job = time.perf_counter() - t0
@@ -160,13 +213,17 @@ def main(argv: list[str] | None = None) -> int:
         nightly_1core = per_fit * 1000 * 30 * n_fit / (args.n * args.rounds)
         eff = t_seq / (2 * t_fs)
         row = {
-            "trainings": n_fit, "waves": tab.waves, "shipped_as": tab.shipped_as,
-            "t_fairspark": round(t_fs, 2), "t_sequential": round(t_seq, 2),
+            "trainings": n_fit,
+            "waves": tab.waves,
+            "shipped_as": tab.shipped_as,
+            "t_fairspark": round(t_fs, 2),
+            "t_sequential": round(t_seq, 2),
             "t_joblib2": None if t_job is None else round(t_job, 2),
             "efficiency_fairspark": round(eff, 3),
             "efficiency_joblib2": None if t_job is None else round(t_seq / (2 * t_job), 3),
             "seconds_per_training": round(per_fit, 5),
-            "identical_sequential": same_seq, "identical_joblib": same_job,
+            "identical_sequential": same_seq,
+            "identical_joblib": same_job,
             "nightly_defaults_minutes_2_cores": round(nightly_1core / 2 / eff / 60, 1),
         }
         report["models"][model] = row

@@ -60,9 +60,14 @@ def _reference_metrics(y, pred, priv, w) -> dict[str, float]:
         div = lambda a, b: a / b if b != 0 else np.nan
         return {
             "selection_rate": div(tp + fp, tp + fp + tn + fn),
-            "tpr": div(tp, tp + fn), "fpr": div(fp, fp + tn), "fnr": div(fn, tp + fn),
-            "ppv": div(tp, tp + fp), "npv": div(tn, tn + fn), "fdr": div(fp, tp + fp),
-            "for": div(fn, tn + fn), "error_rate": div(fp + fn, tp + fp + tn + fn),
+            "tpr": div(tp, tp + fn),
+            "fpr": div(fp, fp + tn),
+            "fnr": div(fn, tp + fn),
+            "ppv": div(tp, tp + fp),
+            "npv": div(tn, tn + fn),
+            "fdr": div(fp, tp + fp),
+            "for": div(fn, tn + fn),
+            "error_rate": div(fp + fn, tp + fp + tn + fn),
         }
 
     u, p = rates(~priv), rates(priv)
@@ -84,7 +89,9 @@ def _reference_attempt(d: OracleData, model: str, seed: int, round_id: int, atte
     rng = np.random.default_rng(derive_seed(seed, round_id, attempt))
     u = rng.random(4)
     sizes = np.rint(u / u.sum() * k).astype(int)
-    idx = np.concatenate([train[c][rng.integers(0, len(train[c]), size=sizes[c])] for c in range(4) if sizes[c]])
+    idx = np.concatenate(
+        [train[c][rng.integers(0, len(train[c]), size=sizes[c])] for c in range(4) if sizes[c]]
+    )
     rs = int(rng.integers(0, 2**31 - 1))
     if model == "logistic_regression":
         clf = LogisticRegression(max_iter=200, random_state=rs)
@@ -102,8 +109,16 @@ def test_oracle_equals_plain_sklearn_loop(model):
     seed = 1234
     for round_id, attempt in [(0, 0), (0, 7), (3, 2)]:
         split = split_round(d, seed=seed, round_id=round_id, test_fraction=0.3)
-        got = run_attempt(d, split, model=model, seed=seed, round_id=round_id, attempt=attempt,
-                          k=300, min_accuracy=0.0)
+        got = run_attempt(
+            d,
+            split,
+            model=model,
+            seed=seed,
+            round_id=round_id,
+            attempt=attempt,
+            k=300,
+            min_accuracy=0.0,
+        )
         acc, ref = _reference_attempt(d, model, seed, round_id, attempt, 300)
         assert got.status == "accepted"
         assert got.accuracy == pytest.approx(acc, abs=1e-12)
@@ -114,7 +129,9 @@ def test_oracle_equals_plain_sklearn_loop(model):
 def test_oracle_rejects_below_min_accuracy_and_names_reason():
     d = _toy()
     split = split_round(d, seed=1, round_id=0, test_fraction=0.3)
-    res = run_attempt(d, split, model="linear_svm", seed=1, round_id=0, attempt=0, k=200, min_accuracy=1.0)
+    res = run_attempt(
+        d, split, model="linear_svm", seed=1, round_id=0, attempt=0, k=200, min_accuracy=1.0
+    )
     assert res.status == "rejected"
     assert res.reason.startswith("accuracy ") and "< min_accuracy 1.0" in res.reason
 
@@ -126,7 +143,16 @@ def test_oracle_empty_cell_raises_specific_error():
     d2 = OracleData(x=d.x[keep], y=d.y[keep], priv=d.priv[keep], w=d.w[keep])
     split = split_round(d2, seed=1, round_id=0, test_fraction=0.3)
     with pytest.raises(EmptyCellError, match="privileged, favourable label"):
-        run_attempt(d2, split, model="logistic_regression", seed=1, round_id=0, attempt=0, k=200, min_accuracy=0)
+        run_attempt(
+            d2,
+            split,
+            model="logistic_regression",
+            seed=1,
+            round_id=0,
+            attempt=0,
+            k=200,
+            min_accuracy=0,
+        )
 
 
 def test_make_model_rejects_unknown_hyperparameter():
@@ -139,10 +165,14 @@ def test_make_model_rejects_unknown_hyperparameter():
 def test_identities_on_oracle_samples():
     d = _toy(weights=False)
     split = split_round(d, seed=5, round_id=0, test_fraction=0.3)
-    vals = np.array([
-        run_attempt(d, split, model="linear_svm", seed=5, round_id=0, attempt=a, k=200, min_accuracy=0).metrics
-        for a in range(40)
-    ])
+    vals = np.array(
+        [
+            run_attempt(
+                d, split, model="linear_svm", seed=5, round_id=0, attempt=a, k=200, min_accuracy=0
+            ).metrics
+            for a in range(40)
+        ]
+    )
     r, count, _ = pairwise_pearson(vals, names=DEFAULT_METRICS)
     i, j = DEFAULT_METRICS.index("tpr_difference"), DEFAULT_METRICS.index("fnr_difference")
     assert abs(r[i, j] + 1.0) < 1e-9
@@ -210,7 +240,7 @@ def _blocks(sizes, within, between=0.1):
     r = np.full((m, m), between)
     start = 0
     for s, w in zip(sizes, within, strict=True):
-        r[start:start + s, start:start + s] = w
+        r[start : start + s, start : start + s] = w
         start += s
     np.fill_diagonal(r, 1.0)
     return r
@@ -258,7 +288,13 @@ def test_tau_search_reports_tau_or_unreachable():
 # ---------------------------------------------------------------- params
 def test_params_defaults_and_errors():
     p = CorrelationParams()
-    assert (p.n_samples, p.rounds, p.min_accuracy, p.tau, p.attempt_cap) == (1000, 30, 0.5, 0.5, 5000)
+    assert (p.n_samples, p.rounds, p.min_accuracy, p.tau, p.attempt_cap) == (
+        1000,
+        30,
+        0.5,
+        0.5,
+        5000,
+    )
     assert CorrelationParams(n_representatives=3).tau is None
     with pytest.raises(ValueError, match="not both"):
         CorrelationParams(tau=0.4, n_representatives=3)

@@ -28,16 +28,18 @@ def _prepared_like(n: int = 1200, seed: int = 7) -> pd.DataFrame:
     logit = 4 * (x[:, 0] - 0.5) + 1.5 * (x[:, 1] - 0.5) + 0.8 * sex_priv
     y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(float)
     label = np.where(rng.random(n) < 0.05, np.nan, y)
-    return pd.DataFrame({
-        "_fs_key": [f"k{i}" for i in range(n)],
-        "_fs_label": label,
-        "_fs_x": [list(r) for r in x],
-        "_fs_w": 1.0,
-        "_fs_s_0": np.where(sex_priv, "M", "F"),
-        "_fs_p_0": sex_priv,
-        "_fs_s_1": np.where(race_priv, "W", "B"),
-        "_fs_p_1": race_priv,
-    })
+    return pd.DataFrame(
+        {
+            "_fs_key": [f"k{i}" for i in range(n)],
+            "_fs_label": label,
+            "_fs_x": [list(r) for r in x],
+            "_fs_w": 1.0,
+            "_fs_s_0": np.where(sex_priv, "M", "F"),
+            "_fs_p_0": sex_priv,
+            "_fs_s_1": np.where(race_priv, "W", "B"),
+            "_fs_p_1": race_priv,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +54,13 @@ def _df(spark, pdf, parts):
 def test_stratified_sample_is_proportional_and_partition_independent(spark, table_pdf):
     out = []
     for parts in (1, 4):
-        s = draw_stratified_sample(_df(spark, table_pdf, parts), priv_cols=["_fs_p_0", "_fs_p_1"],
-                                   attributes=["sex", "race"], max_rows=500, seed=9)
+        s = draw_stratified_sample(
+            _df(spark, table_pdf, parts),
+            priv_cols=["_fs_p_0", "_fs_p_1"],
+            attributes=["sex", "race"],
+            max_rows=500,
+            seed=9,
+        )
         out.append(s)
     a, b = out
     np.testing.assert_array_equal(a.x, b.x)
@@ -64,18 +71,37 @@ def test_stratified_sample_is_proportional_and_partition_independent(spark, tabl
     frac = 500 / len(lab)
     strata = lab.groupby(["_fs_label", "_fs_p_0", "_fs_p_1"]).size()
     expected = {k: max(1, int(np.floor(v * frac))) for k, v in strata.items()}
-    got = pd.DataFrame({"y": a.y, "p0": a.priv[:, 0], "p1": a.priv[:, 1]}).groupby(["y", "p0", "p1"]).size()
-    assert {k: int(v) for k, v in got.items()} == {(float(k[0]), k[1], k[2]): v for k, v in expected.items()}
+    got = (
+        pd.DataFrame({"y": a.y, "p0": a.priv[:, 0], "p1": a.priv[:, 1]})
+        .groupby(["y", "p0", "p1"])
+        .size()
+    )
+    assert {k: int(v) for k, v in got.items()} == {
+        (float(k[0]), k[1], k[2]): v for k, v in expected.items()
+    }
     assert len(a.y) <= 500
     # the sample's cells of 'sex' add up to the per-attribute counts
     assert a.population_cells["sex"].sum() == len(lab)
 
 
 def test_tasks_identical_for_1_and_4_partitions_and_equal_to_kernel(spark, table_pdf):
-    s = draw_stratified_sample(_df(spark, table_pdf, 2), priv_cols=["_fs_p_0", "_fs_p_1"],
-                               attributes=["sex", "race"], max_rows=600, seed=9)
-    kw = {"attributes": [0, 1], "models": ["logistic_regression", "linear_svm"], "seeds": [11, 12],
-              "n_samples": 12, "rounds": 2, "k": 150, "min_accuracy": 0.55, "attempt_cap": 60}
+    s = draw_stratified_sample(
+        _df(spark, table_pdf, 2),
+        priv_cols=["_fs_p_0", "_fs_p_1"],
+        attributes=["sex", "race"],
+        max_rows=600,
+        seed=9,
+    )
+    kw = {
+        "attributes": [0, 1],
+        "models": ["logistic_regression", "linear_svm"],
+        "seeds": [11, 12],
+        "n_samples": 12,
+        "rounds": 2,
+        "k": 150,
+        "min_accuracy": 0.55,
+        "attempt_cap": 60,
+    }
     t1 = run_oracle_tasks(spark, s, partitions=1, **kw)
     t4 = run_oracle_tasks(spark, s, partitions=4, **kw)
     pd.testing.assert_frame_equal(t1.attempts, t4.attempts)
@@ -90,8 +116,16 @@ def test_tasks_identical_for_1_and_4_partitions_and_equal_to_kernel(spark, table
         data = s.for_attribute(int(row["attr"]))
         seed = [11, 12][int(row["attr"])]
         split = split_round(data, seed=seed, round_id=int(row["round"]), test_fraction=0.3)
-        ref = run_attempt(data, split, model=row["model"], seed=seed, round_id=int(row["round"]),
-                          attempt=int(row["attempt"]), k=150, min_accuracy=0.55)
+        ref = run_attempt(
+            data,
+            split,
+            model=row["model"],
+            seed=seed,
+            round_id=int(row["round"]),
+            attempt=int(row["attempt"]),
+            k=150,
+            min_accuracy=0.55,
+        )
         assert ref.status == row["status"]
         np.testing.assert_array_equal(ref.metrics, row[t1.metrics].to_numpy(float))
 
@@ -101,18 +135,32 @@ def _rows(outcome, **match):
 
 
 def test_audit_rows_clusters_and_identities(spark, table_pdf):
-    params = CorrelationParams(n_samples=50, rounds=5, k=200, models=["linear_svm"], sample_rows=800, tau=0.6)
-    res = correlation_audit(spark, _df(spark, table_pdf, 3), attributes=[("sex", "_fs_p_0")],
-                            params=params, seed=42)
+    params = CorrelationParams(
+        n_samples=50, rounds=5, k=200, models=["linear_svm"], sample_rows=800, tau=0.6
+    )
+    res = correlation_audit(
+        spark, _df(spark, table_pdf, 3), attributes=[("sex", "_fs_p_0")], params=params, seed=42
+    )
     out = outcome_from_result(res)
     r = _rows(out, metric="tpr_difference", metric_b="fnr_difference")[0]
     assert r.status == "ok" and abs(r.value + 1) < 1e-9
     assert r.lower == pytest.approx(-1, abs=1e-9) and r.upper == pytest.approx(-1, abs=1e-9)
     assert "rounds=5" in r.detail
-    d = _rows(out, metric="statistical_parity_difference", metric_b="statistical_parity_difference")[0]
+    d = _rows(
+        out, metric="statistical_parity_difference", metric_b="statistical_parity_difference"
+    )[0]
     assert abs(d.value - 1) < 1e-9
     # 20 x 20 matrix
-    assert len([x for x in out.rows if x.metric_b is not None and x.metric not in ("cluster", "representative")]) == 400
+    assert (
+        len(
+            [
+                x
+                for x in out.rows
+                if x.metric_b is not None and x.metric not in ("cluster", "representative")
+            ]
+        )
+        == 400
+    )
     reps = _rows(out, metric="representative")
     members = _rows(out, metric="cluster", status="ok")
     assert reps and sum(x.value for x in reps) == len(members)
@@ -139,33 +187,57 @@ def test_audit_failures_are_specific(spark, table_pdf):
     pdf.loc[pdf["_fs_p_1"] & (pdf["_fs_label"] == 1.0), "_fs_p_1"] = False
     pdf.loc[pdf.index[:3], "_fs_p_1"] = True
     pdf.loc[pdf.index[:3], "_fs_label"] = 0.0
-    params = CorrelationParams(n_samples=10, rounds=2, k=100, min_accuracy=1.0,
-                               max_attempts_per_round=15, sample_rows=400)
-    res = correlation_audit(spark, _df(spark, pdf, 2), attributes=[("sex", "_fs_p_0"), ("race", "_fs_p_1")],
-                            params=params, seed=1)
+    params = CorrelationParams(
+        n_samples=10, rounds=2, k=100, min_accuracy=1.0, max_attempts_per_round=15, sample_rows=400
+    )
+    res = correlation_audit(
+        spark,
+        _df(spark, pdf, 2),
+        attributes=[("sex", "_fs_p_0"), ("race", "_fs_p_1")],
+        params=params,
+        seed=1,
+    )
     out = outcome_from_result(res)
     race = _rows(out, attribute="race")
     assert len(race) == 1 and race[0].status == "failed"
-    assert "'privileged, favourable label'" in race[0].detail and "no labelled rows" in race[0].detail
+    assert (
+        "'privileged, favourable label'" in race[0].detail and "no labelled rows" in race[0].detail
+    )
     sex = _rows(out, attribute="sex", metric="*")
     assert sex[0].status == "failed"
-    assert sex[0].detail.startswith("every model rejected: 0 of 30 attempts accepted (min_accuracy=1.0;")
+    assert sex[0].detail.startswith(
+        "every model rejected: 0 of 30 attempts accepted (min_accuracy=1.0;"
+    )
     assert out.summary["status"] == "failed"
 
 
 def test_tau_search_rows(spark, table_pdf):
-    params = CorrelationParams(n_samples=30, rounds=3, k=200, models=["logistic_regression"],
-                               sample_rows=600, n_representatives=4)
-    out = outcome_from_result(correlation_audit(
-        spark, _df(spark, table_pdf, 2), attributes=[("sex", "_fs_p_0")], params=params, seed=3))
+    params = CorrelationParams(
+        n_samples=30,
+        rounds=3,
+        k=200,
+        models=["logistic_regression"],
+        sample_rows=600,
+        n_representatives=4,
+    )
+    out = outcome_from_result(
+        correlation_audit(
+            spark, _df(spark, table_pdf, 2), attributes=[("sex", "_fs_p_0")], params=params, seed=3
+        )
+    )
     tau = _rows(out, metric="tau")[0]
     assert tau.status == "ok" and "the largest r* threshold giving 4 clusters" in tau.detail
     reps = _rows(out, metric="representative")
     assert len(reps) == 4
     # tau is one of the estimated off-diagonal r* values, and every member clears it
-    offdiag = {round(x.value, 12) for x in out.rows
-               if x.metric_b and x.metric not in ("cluster", "representative") and x.metric != x.metric_b
-               and x.value is not None}
+    offdiag = {
+        round(x.value, 12)
+        for x in out.rows
+        if x.metric_b
+        and x.metric not in ("cluster", "representative")
+        and x.metric != x.metric_b
+        and x.value is not None
+    }
     assert round(tau.value, 12) in offdiag
     for m in _rows(out, metric="cluster", status="ok"):
         rep = m.detail.split("representative: ")[1].split(";")[0]
@@ -183,25 +255,108 @@ def test_end_to_end_through_the_runner(spark, tmp_path):
     city = rng.choice(["a", "b", "c"], n)
     logit = 1.5 * x1 + x2 + 0.5 * (sex == "M")
     y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
-    pdf = pd.DataFrame({"id": np.arange(n).astype(str), "x1": x1, "x2": x2, "city": city, "sex": sex,
-                        "y": y, "p": (logit > 0.5).astype(int)})
+    pdf = pd.DataFrame(
+        {
+            "id": np.arange(n).astype(str),
+            "x1": x1,
+            "x2": x2,
+            "city": city,
+            "sex": sex,
+            "y": y,
+            "p": (logit > 0.5).astype(int),
+        }
+    )
     inp = tmp_path / "in"
     inp.mkdir()
     pdf.to_parquet(inp / "part-0.parquet", index=False)
-    cfg = parse_config({
-        "dataset": "toy", "run_date": "2026-11-29", "seed": 5, "input": {"path": str(inp)},
-        "columns": {"features": ["x1", "x2", "city"], "sensitive": [{"column": "sex", "privileged": "M"}],
-                    "label": {"column": "y", "positive": 1}, "prediction": {"column": "p", "positive": 1},
-                    "row_key": "id"},
-        "audits": {"group": None, "correlation": {"n_samples": 20, "rounds": 3, "k": 150,
-                                                  "models": ["linear_svm"], "n_representatives": 3}},
-        "output": {"path": str(tmp_path / "out"), "report": False},
-    })
+    cfg = parse_config(
+        {
+            "dataset": "toy",
+            "run_date": "2026-11-29",
+            "seed": 5,
+            "input": {"path": str(inp)},
+            "columns": {
+                "features": ["x1", "x2", "city"],
+                "sensitive": [{"column": "sex", "privileged": "M"}],
+                "label": {"column": "y", "positive": 1},
+                "prediction": {"column": "p", "positive": 1},
+                "row_key": "id",
+            },
+            "audits": {
+                "group": None,
+                "correlation": {
+                    "n_samples": 20,
+                    "rounds": 3,
+                    "k": 150,
+                    "models": ["linear_svm"],
+                    "n_representatives": 3,
+                },
+            },
+            "output": {"path": str(tmp_path / "out"), "report": False},
+        }
+    )
     result = run_audit_job(spark, cfg)
     info = result.summary["audits"]["correlation"]
     assert result.exit_code == 0, info
     rows = [r for r in result.rows if r["audit"] == "correlation"]
-    pair = [r for r in rows if r["metric"] == "fnr_difference" and r["metric_b"] == "tpr_difference"][0]
-    assert abs(pair["value"] + 1) < 1e-9 and pair["model"] == "linear_svm" and pair["attribute"] == "sex"
+    pair = next(
+        r for r in rows if r["metric"] == "fnr_difference" and r["metric_b"] == "tpr_difference"
+    )
+    assert (
+        abs(pair["value"] + 1) < 1e-9
+        and pair["model"] == "linear_svm"
+        and pair["attribute"] == "sex"
+    )
     assert len(info["attributes"]["sex"]["linear_svm"]["representatives"]) == 3
     assert sum(r["metric"] == "representative" for r in rows) == 3
+
+
+_LOCAL_CLUSTER_SCRIPT = """
+import sys
+sys.path[:0] = [{tests!r}, {root!r}]
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
+         .config("spark.executor.memory", "512m").config("spark.sql.shuffle.partitions", "4")
+         .config("spark.executorEnv.PYTHONPATH", {root!r}).getOrCreate())
+from test_correlation_spark import _prepared_like, _lc_run
+_lc_run(spark, 3).to_pickle({out!r})
+spark.stop()
+"""
+
+
+def _lc_run(spark, parts):
+    s = draw_stratified_sample(
+        spark.createDataFrame(_prepared_like()).repartition(parts),
+        priv_cols=["_fs_p_0"],
+        attributes=["sex"],
+        max_rows=500,
+        seed=9,
+    )
+    return run_oracle_tasks(
+        spark,
+        s,
+        attributes=[0],
+        models=["linear_svm"],
+        seeds=[11],
+        n_samples=10,
+        rounds=2,
+        k=100,
+        min_accuracy=0.5,
+        attempt_cap=40,
+    ).attempts
+
+
+@pytest.mark.skipif(
+    not __import__("os").environ.get("FAIRSPARK_LOCAL_CLUSTER"),
+    reason="starts a local-cluster (2 executor JVMs, ~90 s); set FAIRSPARK_LOCAL_CLUSTER=1",
+)
+def test_identical_under_local_cluster(spark, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "lc.pkl"
+    script = _LOCAL_CLUSTER_SCRIPT.format(tests=str(root / "tests"), root=str(root), out=str(out))
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=600, capture_output=True)
+    pd.testing.assert_frame_equal(pd.read_pickle(out), _lc_run(spark, 1))

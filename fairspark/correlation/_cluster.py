@@ -8,7 +8,14 @@ import numpy as np
 
 from fairspark.audits.base import derive_seed
 
-__all__ = ["Clustering", "TauSearch", "cluster_metrics", "pivot_clustering", "pivot_orders", "search_tau"]
+__all__ = [
+    "Clustering",
+    "TauSearch",
+    "cluster_metrics",
+    "pivot_clustering",
+    "pivot_orders",
+    "search_tau",
+]
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,9 @@ class Clustering:
         return len(self.clusters)
 
 
-def pivot_clustering(r: np.ndarray, *, tau: float, order: np.ndarray) -> list[tuple[int, tuple[int, ...]]]:
+def pivot_clustering(
+    r: np.ndarray, *, tau: float, order: np.ndarray
+) -> list[tuple[int, tuple[int, ...]]]:
     """One pass of the pivot algorithm with a given pivot order.
 
     The next pivot is the first unclustered metric in ``order``; every unclustered
@@ -59,7 +68,9 @@ def pivot_clustering(r: np.ndarray, *, tau: float, order: np.ndarray) -> list[tu
 
 def pivot_orders(m: int, *, repeats: int, seed: int) -> list[np.ndarray]:
     """R random pivot orders (uniform permutations), each from its own derived seed."""
-    return [np.random.default_rng(derive_seed(seed, "pivot", i)).permutation(m) for i in range(repeats)]
+    return [
+        np.random.default_rng(derive_seed(seed, "pivot", i)).permutation(m) for i in range(repeats)
+    ]
 
 
 def _best(r: np.ndarray, tau: float, orders: list[np.ndarray]) -> Clustering:
@@ -126,7 +137,9 @@ def search_tau(r: np.ndarray, *, k: int, repeats: int, seed: int) -> TauSearch:
         if len(cl) == k:
             chosen = cl
     if chosen is None:
-        counts = ", ".join(f"{c} (tau {lo:.3g}..{hi:.3g})" for c, (lo, hi) in sorted(reachable.items()))
+        counts = ", ".join(
+            f"{c} (tau {lo:.3g}..{hi:.3g})" for c, (lo, hi) in sorted(reachable.items())
+        )
         msg = (
             f"{k} representatives are not reachable with {m} metrics and {repeats} pivot "
             f"orders; reachable cluster counts: {counts}"

@@ -42,7 +42,7 @@ def pairwise_pearson(
     names = list(names) if names is not None else [f"m{i}" for i in range(m)]
     finite = np.isfinite(values)
     r = np.full((m, m), np.nan)
-    count = (finite.T.astype(np.int64) @ finite.astype(np.int64))
+    count = finite.T.astype(np.int64) @ finite.astype(np.int64)
     reason = np.full((m, m), None, dtype=object)
     for i in range(m):
         for j in range(i, m):
@@ -137,7 +137,9 @@ def estimate_correlations(
         total = np.where(defined, per_round, 0.0).sum(axis=0)
         r_star = np.where(n_rounds > 0, total / np.maximum(n_rounds, 1), np.nan)
         dev = np.where(defined, per_round - r_star, 0.0)
-        s = np.where(n_rounds > 1, np.sqrt((dev**2).sum(axis=0) / np.maximum(n_rounds - 1, 1)), np.nan)
+        s = np.where(
+            n_rounds > 1, np.sqrt((dev**2).sum(axis=0) / np.maximum(n_rounds - 1, 1)), np.nan
+        )
     z = float(norm.ppf(1 - (1 - ci_level) / 2))
     e = np.where(n_rounds > 1, z * s / np.sqrt(np.maximum(n_rounds, 1)), np.nan)
     reason = np.full((m, m), None, dtype=object)

@@ -263,7 +263,7 @@ def run_attempt(
             warnings.simplefilter("ignore")  # ConvergenceWarning on tiny bootstraps
             est.fit(data.x[idx], y_train)
             pred = est.predict(data.x[split.test])
-    except Exception as exc:  # noqa: BLE001 - one bad fit must not end the round
+    except Exception as exc:
         return AttemptResult("failed", f"{type(exc).__name__}: {exc}", np.nan, nan_vec)
     y_t, w_t, p_t = data.y[split.test], data.w[split.test], data.priv[split.test]
     unpriv = _group_counts(y_t[~p_t], pred[~p_t], w_t[~p_t])
@@ -273,5 +273,7 @@ def run_attempt(
     acc = float(cat["accuracy"])
     vec = np.array([float(cat[m]) for m in metrics], dtype=np.float64)
     if not acc >= min_accuracy:
-        return AttemptResult("rejected", f"accuracy {acc:.4f} < min_accuracy {min_accuracy}", acc, vec)
+        return AttemptResult(
+            "rejected", f"accuracy {acc:.4f} < min_accuracy {min_accuracy}", acc, vec
+        )
     return AttemptResult("accepted", None, acc, vec)

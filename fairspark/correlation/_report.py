@@ -35,18 +35,24 @@ covers the others.</p>
 {% if b.failed %}<p class="fs-failed">Failed: {{ b.failed }}</p>{% endif %}
 {% if b.reps %}
 <p>{{ b.tau_detail }}. Representatives ({{ b.reps | length }}):</p>
-<table class="fs-table"><tr><th>representative</th><th>cluster members (r* with the representative)</th></tr>
+<table class="fs-table"><tr><th>representative</th>
+<th>cluster members (r* with the representative)</th></tr>
 {% for rep, members in b.reps %}<tr><td><b>{{ rep }}</b></td><td>{{ members }}</td></tr>{% endfor %}
 </table>
 {% endif %}
-{% if b.excluded %}<p>Not clustered: {% for m, why in b.excluded.items() %}{{ m }} ({{ why }}){% if not loop.last %}; {% endif %}{% endfor %}</p>{% endif %}
+{% if b.excluded %}<p>Not clustered:
+{% for m, why in b.excluded.items() %}{{ m }} ({{ why }}){% if not loop.last %}; {% endif %}
+{% endfor %}</p>{% endif %}
 {% for title, uri in b.figures %}
-<figure><img src="{{ uri }}" alt="{{ title }}" style="max-width:100%"><figcaption>{{ title }}</figcaption></figure>
+<figure><img src="{{ uri }}" alt="{{ title }}" style="max-width:100%">
+<figcaption>{{ title }}</figcaption></figure>
 {% endfor %}
 {% if b.matrix %}
 <details><summary>Correlation table r* [lower, upper]</summary>
-<table class="fs-table" style="font-size:70%"><tr><th></th>{% for m in b.names %}<th>{{ m }}</th>{% endfor %}</tr>
-{% for m, cells in b.matrix %}<tr><th>{{ m }}</th>{% for c in cells %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}
+<table class="fs-table" style="font-size:70%"><tr><th></th>
+{% for m in b.names %}<th>{{ m }}</th>{% endfor %}</tr>
+{% for m, cells in b.matrix %}<tr><th>{{ m }}</th>
+{% for c in cells %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}
 </table></details>
 {% endif %}
 {% endfor %}
@@ -87,7 +93,9 @@ def _heatmap(res: ModelResult) -> str:
     for a, b in spans:
         ax.add_patch(plt.Rectangle((a - 0.5, a - 0.5), b - a, b - a, fill=False, lw=2, ec="black"))
     fig.colorbar(im, ax=ax, shrink=0.7, label="r*")
-    ax.set_title(f"{res.attribute} / {res.model}: r* (clusters outlined, * = representative)", fontsize=9)
+    ax.set_title(
+        f"{res.attribute} / {res.model}: r* (clusters outlined, * = representative)", fontsize=9
+    )
     return figure_to_data_uri(fig)
 
 
@@ -106,21 +114,48 @@ def _graph(res: ModelResult) -> str:
             x, y = cx + 1.7 * math.cos(ang), cy + 1.7 * math.sin(ang)
             ax.plot([cx, x], [cy, y], color="grey", lw=1, zorder=1)
             rv = est.r[est.metrics.index(cn[piv]), est.metrics.index(cn[j])]
-            ax.text(cx + 0.55 * (x - cx), cy + 0.55 * (y - cy), f"{rv:.2f}", fontsize=6, color="dimgrey",
-                    ha="center", va="center", bbox={"fc": "white", "ec": "none", "pad": 0.5})
+            ax.text(
+                cx + 0.55 * (x - cx),
+                cy + 0.55 * (y - cy),
+                f"{rv:.2f}",
+                fontsize=6,
+                color="dimgrey",
+                ha="center",
+                va="center",
+                bbox={"fc": "white", "ec": "none", "pad": 0.5},
+            )
             ax.scatter([x], [y], s=200, color="white", edgecolor="black", zorder=2)
-            ax.text(cx + 2.05 * math.cos(ang), cy + 2.05 * math.sin(ang), cn[j], fontsize=6,
-                    ha="left" if math.cos(ang) > 0.1 else ("right" if math.cos(ang) < -0.1 else "center"),
-                    va="center")
+            ax.text(
+                cx + 2.05 * math.cos(ang),
+                cy + 2.05 * math.sin(ang),
+                cn[j],
+                fontsize=6,
+                ha="left"
+                if math.cos(ang) > 0.1
+                else ("right" if math.cos(ang) < -0.1 else "center"),
+                va="center",
+            )
         ax.scatter([cx], [cy], s=420, color="orange", edgecolor="black", zorder=3)
-        ax.text(cx, cy - 0.35, cn[piv], fontsize=7, ha="center", va="top", weight="bold", zorder=4,
-                bbox={"fc": "white", "ec": "orange", "pad": 1.0})
+        ax.text(
+            cx,
+            cy - 0.35,
+            cn[piv],
+            fontsize=7,
+            ha="center",
+            va="top",
+            weight="bold",
+            zorder=4,
+            bbox={"fc": "white", "ec": "orange", "pad": 1.0},
+        )
     lim = big + 3.2
     ax.set_xlim(-lim, lim)
     ax.set_ylim(-lim, lim)
     ax.set_axis_off()
     ax.set_aspect("equal")
-    ax.set_title(f"{res.attribute} / {res.model}: clusters (orange = representative), tau={cl.tau:.3g}", fontsize=9)
+    ax.set_title(
+        f"{res.attribute} / {res.model}: clusters (orange = representative), tau={cl.tau:.3g}",
+        fontsize=9,
+    )
     return figure_to_data_uri(fig)
 
 
@@ -148,14 +183,24 @@ def correlation_section(result: CorrelationResult, *, order: int = 40) -> Report
     """Render the audit's report section (self-contained HTML, figures as data URIs)."""
     blocks = []
     for res in result.models:
-        b: dict = {"attribute": res.attribute, "model": res.model, "figures": [], "reps": [],
-                   "excluded": res.excluded, "failed": res.detail if res.status == "failed" else None,
-                   "tau_detail": res.tau_detail, "matrix": None, "names": []}
+        b: dict = {
+            "attribute": res.attribute,
+            "model": res.model,
+            "figures": [],
+            "reps": [],
+            "excluded": res.excluded,
+            "failed": res.detail if res.status == "failed" else None,
+            "tau_detail": res.tau_detail,
+            "matrix": None,
+            "names": [],
+        }
         sel = res.selection
         if sel is not None and sel.attempts:
-            b["acceptance"] = (f"{sel.accepted} of {sel.attempts} attempts accepted "
-                               f"({sel.accepted / sel.attempts:.1%}); rounds used {len(sel.values)} "
-                               f"of {result.params.rounds}")
+            b["acceptance"] = (
+                f"{sel.accepted} of {sel.attempts} attempts accepted "
+                f"({sel.accepted / sel.attempts:.1%}); rounds used {len(sel.values)} "
+                f"of {result.params.rounds}"
+            )
         est = res.estimate
         if est is not None:
             b["figures"].append(("Correlation heatmap", _heatmap(res)))
@@ -163,18 +208,39 @@ def correlation_section(result: CorrelationResult, *, order: int = 40) -> Report
                 cn = res.clustered_metrics
                 for piv, members in res.clustering.clusters:
                     pi = est.metrics.index(cn[piv])
-                    mem = ", ".join(f"{cn[j]} ({est.r[pi, est.metrics.index(cn[j])]:.2f})"
-                                    for j in members if j != piv) or "(alone)"
+                    mem = (
+                        ", ".join(
+                            f"{cn[j]} ({est.r[pi, est.metrics.index(cn[j])]:.2f})"
+                            for j in members
+                            if j != piv
+                        )
+                        or "(alone)"
+                    )
                     b["reps"].append((cn[piv], mem))
                 b["figures"].append(("Cluster graph", _graph(res)))
             b["names"] = est.metrics
-            b["matrix"] = [(m, [_cell(est.r[i, j], est.lower[i, j], est.upper[i, j])
-                                for j in range(len(est.metrics))]) for i, m in enumerate(est.metrics)]
+            b["matrix"] = [
+                (
+                    m,
+                    [
+                        _cell(est.r[i, j], est.lower[i, j], est.upper[i, j])
+                        for j in range(len(est.metrics))
+                    ],
+                )
+                for i, m in enumerate(est.metrics)
+            ]
         if sel is not None and sel.accuracies.size:
-            b["figures"].append(("Accuracy of the kept models", _accuracy_hist(res, result.params.min_accuracy)))
+            b["figures"].append(
+                ("Accuracy of the kept models", _accuracy_hist(res, result.params.min_accuracy))
+            )
         blocks.append(b)
     html = _ENV.from_string(_TEMPLATE).render(
-        p=result.params, sample_rows=result.sample_rows, population_rows=result.population_rows,
-        failed=result.failed_attributes, blocks=blocks,
+        p=result.params,
+        sample_rows=result.sample_rows,
+        population_rows=result.population_rows,
+        failed=result.failed_attributes,
+        blocks=blocks,
     )
-    return ReportSection(title="Representative fairness metrics (correlation)", html=html, order=order)
+    return ReportSection(
+        title="Representative fairness metrics (correlation)", html=html, order=order
+    )

@@ -106,25 +106,33 @@ def draw_stratified_sample(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    missing = [c for c in [label_col, features_col, *priv_cols, weight_col, key_col] if c and c not in df.columns]
+    missing = [
+        c
+        for c in [label_col, features_col, *priv_cols, weight_col, key_col]
+        if c and c not in df.columns
+    ]
     if missing:
         from fairspark.errors import MissingColumnError
 
         raise MissingColumnError(missing[0], "correlation input", df.columns)
     w_expr = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
-    flags = [F.coalesce(F.col(c).cast("boolean"), F.lit(False)).alias(f"_p{i}") for i, c in enumerate(priv_cols)]
-    base_df = (
-        df.where(F.col(label_col).isNotNull())
-        .select(
-            F.col(label_col).cast("double").alias("_y"),
-            F.col(features_col).alias("_x"),
-            w_expr.alias("_w"),
-            *flags,
-            *([F.col(key_col).cast("string").alias("_k")] if key_col else []),
-        )
+    flags = [
+        F.coalesce(F.col(c).cast("boolean"), F.lit(False)).alias(f"_p{i}")
+        for i, c in enumerate(priv_cols)
+    ]
+    base_df = df.where(F.col(label_col).isNotNull()).select(
+        F.col(label_col).cast("double").alias("_y"),
+        F.col(features_col).alias("_x"),
+        w_expr.alias("_w"),
+        *flags,
+        *([F.col(key_col).cast("string").alias("_k")] if key_col else []),
     )
     pcols = [f"_p{i}" for i in range(len(priv_cols))]
-    stratum = F.concat_ws("|", F.col("_y").cast("int").cast("string"), *[F.col(c).cast("int").cast("string") for c in pcols])
+    stratum = F.concat_ws(
+        "|",
+        F.col("_y").cast("int").cast("string"),
+        *[F.col(c).cast("int").cast("string") for c in pcols],
+    )
     key_cols = ["_k"] if key_col else ["_y", "_x", "_w", *pcols]
     ranked_df = base_df.select(
         "*",
@@ -132,12 +140,19 @@ def draw_stratified_sample(
         F.xxhash64(F.lit(int(seed)), *key_cols).alias("_h1"),
         F.xxhash64(F.lit(int(seed) + 1), "_y", "_x", "_w", *pcols).alias("_h2"),
     )
-    counts = {r["_stratum"]: int(r["n"]) for r in ranked_df.groupBy("_stratum").agg(F.count(F.lit(1)).alias("n")).collect()}
+    counts = {
+        r["_stratum"]: int(r["n"])
+        for r in ranked_df.groupBy("_stratum").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
     total = sum(counts.values())
     if total == 0:
         return OracleSample(
-            x=np.empty((0, 0)), y=np.empty(0), w=np.empty(0), priv=np.empty((0, len(priv_cols)), bool),
-            attributes=list(attributes), population_rows=0,
+            x=np.empty((0, 0)),
+            y=np.empty(0),
+            w=np.empty(0),
+            priv=np.empty((0, len(priv_cols)), bool),
+            attributes=list(attributes),
+            population_rows=0,
         )
     frac = min(1.0, max_rows / total)
     take = {s: max(1, math.floor(n * frac)) for s, n in counts.items()}
@@ -149,9 +164,15 @@ def draw_stratified_sample(
         .select("_stratum", "_h1", "_h2", "_y", "_x", "_w", *pcols)
         .toPandas()
     )
-    sample_pdf = sample_pdf.sort_values(["_stratum", "_h1", "_h2"], kind="mergesort").reset_index(drop=True)
+    sample_pdf = sample_pdf.sort_values(["_stratum", "_h1", "_h2"], kind="mergesort").reset_index(
+        drop=True
+    )
     n = len(sample_pdf)
-    x = np.vstack([np.asarray(v, dtype=np.float64) for v in sample_pdf["_x"]]) if n else np.empty((0, 0))
+    x = (
+        np.vstack([np.asarray(v, dtype=np.float64) for v in sample_pdf["_x"]])
+        if n
+        else np.empty((0, 0))
+    )
     priv = sample_pdf[pcols].to_numpy(dtype=bool) if pcols else np.empty((n, 0), bool)
     pop_cells: dict[str, np.ndarray] = {}
     for i, a in enumerate(attributes):
@@ -181,7 +202,7 @@ class _Shipped:
         try:
             self._bc = spark.sparkContext.broadcast(value)
             self.how = "broadcast"
-        except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        except Exception:
             self._value = value
             self.how = "closure"
 
@@ -206,7 +227,9 @@ _DATA_CACHE: dict[tuple[str, int], OracleData] = {}
 _SPLIT_CACHE: dict[tuple[str, int, int], RoundSplit] = {}
 
 
-def _cached_split(shipped: _Shipped, attr: int, round_id: int, seed: int, test_fraction: float) -> tuple[OracleData, RoundSplit]:
+def _cached_split(
+    shipped: _Shipped, attr: int, round_id: int, seed: int, test_fraction: float
+) -> tuple[OracleData, RoundSplit]:
     key = (shipped.token, attr)
     if key not in _DATA_CACHE:
         if len(_DATA_CACHE) > 16:
@@ -218,7 +241,9 @@ def _cached_split(shipped: _Shipped, attr: int, round_id: int, seed: int, test_f
     if skey not in _SPLIT_CACHE:
         if len(_SPLIT_CACHE) > 256:
             _SPLIT_CACHE.clear()
-        _SPLIT_CACHE[skey] = split_round(data, seed=seed, round_id=round_id, test_fraction=test_fraction)
+        _SPLIT_CACHE[skey] = split_round(
+            data, seed=seed, round_id=round_id, test_fraction=test_fraction
+        )
     return data, _SPLIT_CACHE[skey]
 
 
@@ -234,10 +259,21 @@ class _TaskSpec:
 
 
 def _result_columns(metrics: Sequence[str]) -> list[str]:
-    return ["attr", "model", "round", "attempt", "status", "reason", "accuracy", *[f"v{i}" for i in range(len(metrics))]]
+    return [
+        "attr",
+        "model",
+        "round",
+        "attempt",
+        "status",
+        "reason",
+        "accuracy",
+        *[f"v{i}" for i in range(len(metrics))],
+    ]
 
 
-def run_attempt_ids(shipped: _Shipped, spec: _TaskSpec, ranges: np.ndarray, ids: np.ndarray) -> pd.DataFrame:
+def run_attempt_ids(
+    shipped: _Shipped, spec: _TaskSpec, ranges: np.ndarray, ids: np.ndarray
+) -> pd.DataFrame:
     """Run the attempts with global ids ``ids`` (rows of ``ranges`` laid end to end).
 
     ``ranges`` rows are ``(attr, model_index, round, first_attempt, count)``.
@@ -251,19 +287,38 @@ def run_attempt_ids(shipped: _Shipped, spec: _TaskSpec, ranges: np.ndarray, ids:
         attempt = first + int(gid - starts[j])
         data, split = _cached_split(shipped, attr, rnd, spec.seeds[attr], spec.test_fraction)
         res = run_attempt(
-            data, split, model=spec.models[mi], seed=spec.seeds[attr], round_id=rnd, attempt=attempt,
-            k=spec.k, min_accuracy=spec.min_accuracy, metrics=spec.metrics,
+            data,
+            split,
+            model=spec.models[mi],
+            seed=spec.seeds[attr],
+            round_id=rnd,
+            attempt=attempt,
+            k=spec.k,
+            min_accuracy=spec.min_accuracy,
+            metrics=spec.metrics,
             model_params=spec.model_params.get(spec.models[mi]),
         )
-        rows.append((attr, spec.models[mi], rnd, attempt, res.status, res.reason, res.accuracy, *res.metrics.tolist()))
+        rows.append(
+            (
+                attr,
+                spec.models[mi],
+                rnd,
+                attempt,
+                res.status,
+                res.reason,
+                res.accuracy,
+                *res.metrics.tolist(),
+            )
+        )
     return pd.DataFrame(rows, columns=_result_columns(spec.metrics)).astype(
         {"attr": "int32", "round": "int32", "attempt": "int32", "accuracy": "float64"}
     )
 
 
 def _schema(metrics: Sequence[str]) -> str:
-    return "attr int, model string, round int, attempt int, status string, reason string, accuracy double, " + ", ".join(
-        f"v{i} double" for i in range(len(metrics))
+    return (
+        "attr int, model string, round int, attempt int, status string, reason string, "
+        "accuracy double, " + ", ".join(f"v{i} double" for i in range(len(metrics)))
     )
 
 
@@ -280,7 +335,7 @@ class AttemptTable:
 def _default_partitions(spark) -> int:
     try:
         return max(1, int(spark.sparkContext.defaultParallelism) * 4)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return 8
 
 
@@ -334,7 +389,9 @@ def run_oracle_tasks(
     n_parts = partitions or _default_partitions(spark)
     schema = _schema(metrics)
     # state per (attr, model_index, round): next attempt number, accepted so far
-    state = {(a, mi, r): [0, 0] for a in attributes for mi in range(len(models)) for r in range(rounds)}
+    state = {
+        (a, mi, r): [0, 0] for a in attributes for mi in range(len(models)) for r in range(rounds)
+    }
     frames: list[pd.DataFrame] = []
     waves = 0
     try:
@@ -359,7 +416,9 @@ def run_oracle_tasks(
             ranges_arr = np.asarray(ranges, dtype=np.int64)
             total = int(ranges_arr[:, 4].sum())
 
-            def task_fn(batches: Iterator[pd.DataFrame], _ranges=ranges_arr) -> Iterator[pd.DataFrame]:
+            def task_fn(
+                batches: Iterator[pd.DataFrame], _ranges=ranges_arr
+            ) -> Iterator[pd.DataFrame]:
                 from threadpoolctl import threadpool_limits
 
                 with threadpool_limits(limits=1):
@@ -372,12 +431,13 @@ def run_oracle_tasks(
                 .toPandas()
             )
             frames.append(wave_pdf)
-            for (a, mi, r, nxt, n_new) in ranges:
+            for a, mi, r, nxt, n_new in ranges:
                 st = state[(a, mi, r)]
                 st[0] = nxt + n_new
             acc_counts = (
                 wave_pdf[wave_pdf["status"] == "accepted"]
-                .groupby(["attr", "model", "round"]).size()
+                .groupby(["attr", "model", "round"])
+                .size()
             )
             for (a, mname, r), c in acc_counts.items():
                 state[(int(a), list(models).index(mname), int(r))][1] += int(c)
@@ -385,9 +445,13 @@ def run_oracle_tasks(
         shipped.release()
     cols = _result_columns(metrics)
     attempts = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
-    attempts = attempts.sort_values(["attr", "model", "round", "attempt"], kind="mergesort").reset_index(drop=True)
+    attempts = attempts.sort_values(
+        ["attr", "model", "round", "attempt"], kind="mergesort"
+    ).reset_index(drop=True)
     attempts = attempts.rename(columns={f"v{i}": m for i, m in enumerate(metrics)})
-    return AttemptTable(attempts=attempts, metrics=list(metrics), waves=waves, shipped_as=shipped.how)
+    return AttemptTable(
+        attempts=attempts, metrics=list(metrics), waves=waves, shipped_as=shipped.how
+    )
 
 
 @dataclass
@@ -403,7 +467,9 @@ class RoundSelection:
     accuracies: np.ndarray
 
 
-def select_rounds(attempts: pd.DataFrame, *, metrics: Sequence[str], n_samples: int, rounds: int) -> RoundSelection:
+def select_rounds(
+    attempts: pd.DataFrame, *, metrics: Sequence[str], n_samples: int, rounds: int
+) -> RoundSelection:
     """Keep the first ``n_samples`` accepted attempts (by attempt number) of each round.
 
     ``attempts`` holds the rows of one (attribute, model). A round with fewer accepted
