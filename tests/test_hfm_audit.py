@@ -1,0 +1,171 @@
+"""The hfm audit through the runner on real data, against brute force and scipy."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import write_parquet
+from scipy.spatial.distance import cdist, directed_hausdorff
+
+from fairspark.config import parse_config
+from fairspark.runner import run_audit_job
+
+COMPAS_NUM = ["age", "juv_fel_count", "juv_misd_count", "juv_other_count", "priors_count"]
+
+
+def scaled(pdf: pd.DataFrame, numeric: list[str], categorical: list[str]) -> np.ndarray:
+    """METHODS 'Common data model': min-max numeric (constant -> 0), one-hot categorical."""
+    cols = []
+    for c in numeric:
+        v = pdf[c].astype(float).to_numpy()
+        rng = v.max() - v.min()
+        cols.append((v - v.min()) / rng if rng > 0 else np.zeros_like(v))
+    for c in categorical:
+        for val in sorted(pdf[c].astype(str).unique()):
+            cols.append((pdf[c].astype(str) == val).to_numpy(float))
+    return np.column_stack(cols)
+
+
+def brute_nn(V: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    out = np.empty(len(V))
+    for s in range(0, len(V), 1000):
+        d = cdist(V[s:s + 1000], V)
+        d[groups[s:s + 1000, None] == groups[None, :]] = np.inf
+        out[s:s + 1000] = d.min(axis=1)
+    return out
+
+
+def hausdorff(V, groups):
+    a, b = V[groups], V[~groups]
+    return max(directed_hausdorff(a, b)[0], directed_hausdorff(b, a)[0])
+
+
+@pytest.fixture(scope="module")
+def compas_pdf(shared_data):
+    p = (shared_data / "compas/fairness-comparison/preprocessed"
+         / "propublica-recidivism_original.csv.gz")
+    df = pd.read_csv(p)
+    df["row_id"] = np.arange(len(df)).astype(str)
+    df["pred"] = (df["priors_count"] > 3).astype(int)  # a transparent rule as "model"
+    df["site"] = "A"  # a single-valued attribute
+    return df
+
+
+def _config(inp, out, *, features, categorical, sensitive, label, pred, hfm):
+    return parse_config({
+        "dataset": "hfm_test",
+        "run_date": "2026-11-29",
+        "input": {"path": inp},
+        "columns": {
+            "features": features, "categorical": categorical, "sensitive": sensitive,
+            "label": label, "prediction": pred, "row_key": "row_id",
+        },
+        "audits": {"group": {"enabled": False}, "hfm": hfm},
+        "output": {"path": out, "report": True},
+    })
+
+
+@pytest.fixture(scope="module")
+def compas_run(spark, compas_pdf, tmp_path_factory):
+    base = tmp_path_factory.mktemp("compas")
+    inp = write_parquet(compas_pdf, base / "in", n_files=3)
+    cfg = _config(
+        inp, str(base / "out"),
+        features=[*COMPAS_NUM, "c_charge_degree"], categorical=["c_charge_degree"],
+        sensitive=[{"column": "sex", "privileged": "Female"},
+                   {"column": "race", "privileged": "Caucasian"},
+                   {"column": "site", "privileged": "A"}],
+        label={"column": "two_year_recid", "positive": [0]},
+        pred={"column": "pred", "positive": [0]},
+        hfm={"method": "certified", "m1": 6, "redact_columns": ["priors_count"]},
+    )
+    return run_audit_job(spark, cfg), base
+
+
+def _row(rows, attribute, metric):
+    sel = rows[(rows.attribute == attribute) & (rows.metric == metric)]
+    assert len(sel) == 1, (attribute, metric, sel)
+    return sel.iloc[0]
+
+
+def test_compas_certified_equals_brute_force_and_scipy(compas_run, compas_pdf):
+    res, _base = compas_run
+    rows = pd.DataFrame(res.rows)
+    rows = rows[rows.audit == "hfm"]
+    X = scaled(compas_pdf, COMPAS_NUM, ["c_charge_degree"])
+    y = (compas_pdf["two_year_recid"] == 0).to_numpy(float)
+    yp = (compas_pdf["pred"] == 0).to_numpy(float)
+    expected = {}
+    for attr, priv in (("sex", "Female"), ("race", "Caucasian")):
+        g = (compas_pdf[attr] == priv).to_numpy()
+        for metric, t in (("D", y), ("D_f", yp)):
+            V = np.column_stack([t, X])
+            nn = brute_nn(V, g)
+            r = _row(rows, attr, metric)
+            assert r.status == "ok"
+            assert r.value == pytest.approx(nn.max(), abs=1e-9)
+            assert r.value == pytest.approx(hausdorff(V, g), abs=1e-9)
+            assert r.lower == r.upper == r.value
+            assert _row(rows, attr, f"{metric}_exact_searches").value >= 1
+            assert _row(rows, attr, f"{metric}_approx").value >= nn.max() - 1e-12
+            assert _row(rows, attr, f"{metric}_pointwise").value >= nn.max() - 1e-12
+            assert json.loads(r.params)["method"] == "certified"
+            expected[(attr, metric)] = nn.max()
+        d, d_f = expected[(attr, "D")], expected[(attr, "D_f")]
+        assert _row(rows, attr, "df").value == pytest.approx(d_f / d - 1, abs=1e-9)
+    agg = _row(rows, "*", "D")
+    assert agg.value == pytest.approx(max(expected[("sex", "D")], expected[("race", "D")]))
+
+
+def test_single_valued_attribute_fails_by_name(compas_run):
+    res, _ = compas_run
+    rows = pd.DataFrame(res.rows)
+    r = _row(rows[rows.audit == "hfm"], "site", "D")
+    assert r.status == "failed"
+    assert "'site'" in r.detail and "one group" in r.detail
+
+
+def test_report_section_and_redaction(compas_run):
+    res, base = compas_run
+    html = next((base / "out").rglob("report.html")).read_text()
+    assert "HFM: harmonic fairness via manifolds" in html
+    assert "certified exact" in html and "Witnesses" in html
+    assert "data:image/png;base64," in html
+    dr = pd.DataFrame(res.rows)
+    dr = dr[(dr.audit == "hfm") & (dr.metric == "DR")].iloc[0]
+    assert dr.status == "not_computed" and "model" in dr.detail
+    section = html[html.index("HFM: harmonic"):]
+    assert "<th>priors_count</th>" not in section  # redacted from witness values
+    assert "<th>age</th>" in section
+
+
+def test_adult_exact_equals_brute_force_and_scipy(spark, adult_pdf, tmp_path_factory):
+    pdf = adult_pdf.iloc[:2500].reset_index(drop=True)
+    base = tmp_path_factory.mktemp("adult_hfm")
+    inp = write_parquet(pdf, base / "in", n_files=2)
+    num = ["age", "education_num", "hours_per_week"]
+    cat = ["workclass", "occupation"]
+    cfg = _config(
+        inp, str(base / "out"), features=num + cat, categorical=cat,
+        sensitive=[{"column": "sex", "privileged": "Male"},
+                   {"column": "race", "privileged": "White"}],
+        label={"column": "income", "positive": ">50K"},
+        pred={"column": "prediction", "positive": [1]},
+        hfm={"method": "exact", "exact_block_rows": 1000},
+    )
+    res = run_audit_job(spark, cfg)
+    rows = pd.DataFrame(res.rows)
+    rows = rows[rows.audit == "hfm"]
+    X = scaled(pdf, num, cat)
+    for attr, priv in (("sex", "Male"), ("race", "White")):
+        g = (pdf[attr] == priv).to_numpy()
+        for metric, t in (("D", (pdf["income"] == ">50K").to_numpy(float)),
+                          ("D_f", (pdf["prediction"] == 1).to_numpy(float))):
+            V = np.column_stack([t, X])
+            nn = brute_nn(V, g)
+            assert _row(rows, attr, metric).value == pytest.approx(nn.max(), abs=1e-9)
+            assert _row(rows, attr, metric).value == pytest.approx(hausdorff(V, g), abs=1e-9)
+            assert _row(rows, attr, f"{metric}_avg").value == pytest.approx(nn.mean(), rel=1e-9)
