@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class StrictModel(BaseModel):
@@ -23,8 +23,12 @@ class AuditParams(StrictModel):
         sample is drawn when the table is larger); ``None`` means no cap.
     attributes:
         Sensitive attributes this audit looks at; ``None`` means all configured ones.
+    timeout_s:
+        Time budget in seconds; past it the audit ends as ``timed_out`` with what it
+        had (its last partial result) and the run goes on. ``None``: no budget.
     """
 
     enabled: bool = True
-    max_rows: int | None = None
+    max_rows: int | None = Field(None, ge=1)
     attributes: list[str] | None = None
+    timeout_s: float | None = Field(None, gt=0)

@@ -41,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--seed", type=int, help="base seed (overrides seed)")
     a.add_argument("--no-report", action="store_true", help="do not write report.html")
     a.add_argument(
+        "--no-fail-on-violation", action="store_true",
+        help="report violated limits but exit 0 (leave gating to a downstream task)",
+    )
+    a.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="override any config key, e.g. --set audits.group.ci_level=0.9 (YAML value)",
     )
@@ -127,6 +131,20 @@ def _session(config, *, under_submit: bool):
     return spark
 
 
+def _status_after_error(spark, config, code: int, message: str) -> None:
+    """Best effort: leave ``_status/run_date=D.json`` so a scheduler sees the failure."""
+    if spark is None or config is None:
+        return
+    try:
+        from fairspark.outputs import OutputLocation
+        from fairspark.runner import write_status
+
+        write_status(OutputLocation(spark, config.output.path), config.effective_run_date(),
+                     exit_code=code, error=message)
+    except Exception as err:  # noqa: BLE001
+        log.warning("could not write the status file: %s", err)
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -173,7 +191,8 @@ def main(
             prepare_demo_input(spark, config=config)
         from fairspark.runner import run_audit_job
 
-        result = run_audit_job(spark, config)
+        result = run_audit_job(
+            spark, config, fail_on_violation=False if args.no_fail_on_violation else None)
         print(f"fairspark: outputs in {result.output_dir}", flush=True)
         for name in ("metrics.parquet", "summary.json", "report.html"):
             print(f"  {result.output_dir}/{name}", flush=True)

@@ -191,6 +191,41 @@ class OutputConfig(StrictModel):
 
     path: str
     report: bool = True
+    table: str | None = None
+    trend_runs: int = Field(30, ge=0)
+
+
+class LimitRule(StrictModel):
+    """One limit on a headline number, e.g. ``|statistical_parity_difference| <= 0.1``."""
+
+    metric: str
+    audit: str | None = None
+    attribute: str | None = None
+    group: str | None = None
+    model: str | None = None
+    max: float | None = None
+    min: float | None = None
+    abs_max: float | None = Field(None, ge=0)
+    persistence: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> LimitRule:
+        if self.max is None and self.min is None and self.abs_max is None:
+            raise ValueError(f"limit on {self.metric!r} needs 'max', 'min' or 'abs_max'")
+        if self.abs_max is not None and (self.max is not None or self.min is not None):
+            raise ValueError(f"limit on {self.metric!r}: give 'abs_max' or 'min'/'max', not both")
+        if self.max is not None and self.min is not None and self.min > self.max:
+            raise ValueError(f"limit on {self.metric!r}: 'min' is above 'max'")
+        return self
+
+
+class LimitsConfig(StrictModel):
+    """Limits that gate the run (exit code 3 when one is violated)."""
+
+    rules: list[LimitRule] = Field(default_factory=list)
+    correction: Literal["holm", "bh", "none"] = "holm"
+    alpha: float = Field(0.05, gt=0, lt=1)
+    fail_on_violation: bool = True
 
 
 class SparkConfig(StrictModel):
@@ -214,6 +249,7 @@ class Config(StrictModel):
     output: OutputConfig
     spark: SparkConfig = Field(default_factory=SparkConfig)
     redact_columns: list[str] = Field(default_factory=list)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
     def config_hash(self) -> str:
         """A short hash of everything that can change the numbers (not run date or paths)."""

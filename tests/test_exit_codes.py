@@ -71,6 +71,10 @@ def _assert_input_error(code, err, out, *fragments):
         assert f in err, (f, err)
     assert "Traceback" not in err
     assert not out.exists()
+    status = out.parent / "_status" / "run_date=2026-11-29.json"
+    if status.exists():  # written whenever the config was readable
+        s = json.loads(status.read_text())
+        assert s["exit_code"] == 2 and s["output"] is None and fragments[0] in s["error"]
 
 
 def test_ok_run_exit_0(spark, small_table, tmp_path, capsys):
@@ -234,7 +238,9 @@ def test_rerun_replaces_the_date_and_keeps_others(spark, small_table, tmp_path, 
     assert (tmp_path / "out" / "run_date=2026-11-28" / "_SUCCESS").exists()
     assert json.loads((out / "summary.json").read_text())["started_utc"] >= first
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert names == ["run_date=2026-11-28", "run_date=2026-11-29"]
+    assert names == ["_status", "run_date=2026-11-28", "run_date=2026-11-29"]
+    status = json.loads((tmp_path / "out" / "_status" / "run_date=2026-11-29.json").read_text())
+    assert status["exit_code"] == 0 and status["output"].endswith("run_date=2026-11-29")
 
 
 def test_java_check_reports_missing_java(monkeypatch):

@@ -66,13 +66,34 @@ class AuditOutcome:
 
 @dataclass
 class AuditContext:
-    """Everything an audit may use. Audits never create a SparkSession."""
+    """Everything an audit may use. Audits never create a SparkSession.
+
+    ``deadline`` (a :func:`time.monotonic` value) is set when the audit has a time
+    budget; a long audit checks :meth:`time_left` between steps and hands its
+    best result so far to :meth:`report_partial`, which the runner publishes as
+    ``timed_out`` if the budget runs out.
+    """
 
     spark: SparkSession
     prepared: PreparedData
     config: Config
     run_date: dt.date
+    deadline: float | None = None
+    partial: AuditOutcome | None = None
+    cancelled: bool = False
 
     def seed_for(self, *parts: object) -> int:
         """A seed derived from the config's seed and the given labels."""
         return derive_seed(self.config.seed, *parts)
+
+    def time_left(self) -> float:
+        """Seconds left of the audit's budget (``inf`` without a budget)."""
+        import time
+
+        if self.cancelled:
+            return 0.0
+        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+
+    def report_partial(self, outcome: AuditOutcome) -> None:
+        """Record the best result so far (published as ``timed_out`` on a timeout)."""
+        self.partial = outcome

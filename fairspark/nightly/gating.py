@@ -1,0 +1,261 @@
+"""Limits that gate a nightly run, judged on each number's own uncertainty.
+
+Every limit rule (``limits.rules`` in the config) is checked against every result row
+it matches. A check is one of:
+
+- **statistical** (group metrics with confidence intervals, mdfa's band over splits,
+  correlation estimates): two one-sided tests from the row's interval. For a limit
+  ``value <= L`` the p-value of "violated" is ``1 - Phi((v - L) / se)`` and of "passed"
+  ``Phi((v - L) / se)``, with ``se`` taken from the interval's half-width on the side
+  facing the limit (``(v - lower) / z`` or ``(upper - v) / z``, z of the interval's
+  level). ``abs_max`` checks both sides (intersection-union: passed needs both).
+  The p-values of all statistical checks of a run form one family and are corrected
+  together (Holm, default, or Benjamini-Hochberg); a check is *violated* when its
+  "violated" hypothesis is rejected, *passed* when its "passed" hypothesis is, and
+  *inconclusive* otherwise. With ``correction: none`` and alpha = (1 - level) / 2, a
+  one-sided check is violated exactly when the interval lies entirely beyond the
+  limit, and passed exactly when it lies entirely within.
+- **bounds** (HFM): ``[lower, upper]`` is a certified interval (or the approximation,
+  an upper bound of the exact value): violated when it lies entirely outside the limit,
+  passed when entirely inside, inconclusive when it straddles. No correction: these
+  are not random.
+
+A violated check *gates* when it was also violated in the ``persistence - 1``
+previous published runs (from the history of ``metrics.parquet`` rows).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fairspark.audits.base import MetricRow
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from fairspark.config import LimitRule, LimitsConfig
+
+__all__ = ["Check", "adjust_pvalues", "evaluate_limits", "rule_text"]
+
+_BOUND_AUDITS = {"hfm"}
+_USABLE = {"ok", "inconclusive", "not_certified", "timed_out"}
+_N = NormalDist()
+
+
+def rule_text(rule: LimitRule) -> str:
+    """The limit in words, e.g. ``|x| <= 0.1`` or ``0 <= x <= 0.5``."""
+    if rule.abs_max is not None:
+        return f"|{rule.metric}| <= {rule.abs_max:g}"
+    if rule.min is not None and rule.max is not None:
+        return f"{rule.min:g} <= {rule.metric} <= {rule.max:g}"
+    if rule.max is not None:
+        return f"{rule.metric} <= {rule.max:g}"
+    return f"{rule.metric} >= {rule.min:g}"
+
+
+def adjust_pvalues(p: np.ndarray, method: str) -> np.ndarray:
+    """Holm (step-down FWER) or Benjamini-Hochberg (FDR) adjusted p-values."""
+    p = np.asarray(p, dtype=float)
+    m = len(p)
+    if m == 0 or method == "none":
+        return p.copy()
+    order = np.argsort(p, kind="mergesort")
+    ps = p[order]
+    if method == "holm":
+        adj = np.maximum.accumulate(np.minimum((m - np.arange(m)) * ps, 1.0))
+    elif method == "bh":
+        adj = np.minimum.accumulate(m / np.arange(m, 0, -1) * ps[::-1])[::-1]
+        adj = np.minimum(adj, 1.0)
+    else:
+        raise ValueError(f"unknown correction {method!r}")
+    out = np.empty(m)
+    out[order] = adj
+    return out
+
+
+@dataclass
+class Check:
+    """One rule applied to one result row."""
+
+    rule: LimitRule
+    row: dict[str, Any]
+    kind: str  # "statistical" | "bounds" | "point"
+    p_violated: float = 1.0
+    p_passed: float = 1.0
+    verdict: str = "inconclusive"
+    consecutive: int = 0
+    gates: bool = False
+
+    def same_check(self, history: pd.DataFrame) -> pd.DataFrame:
+        """This check's rows among earlier runs' ``limits`` rows."""
+        r = self.row
+
+        def eq(col: str, v: Any) -> Any:
+            return history[col].isna() if v is None else history[col] == v
+
+        return history[eq("attribute", r["attribute"]) & eq("group", r.get("group"))
+                       & eq("metric", r["metric"]) & eq("model", r.get("model"))
+                       & (history["metric_b"] == rule_text(self.rule))]
+
+
+def _level(row: dict[str, Any]) -> float:
+    try:
+        params = json.loads(row.get("params") or "{}")
+    except (TypeError, ValueError):
+        params = {}
+    for k in ("ci_level", "band_level", "level"):
+        if isinstance(params, dict) and k in params:
+            return float(params[k])
+    return 0.95
+
+
+def _one_sided(v: float, lo: float | None, hi: float | None, z: float, *, limit: float,
+               upper_limit: bool) -> tuple[float, float]:
+    """(p_violated, p_passed) for ``v <= limit`` (upper_limit) or ``v >= limit``."""
+    if upper_limit:
+        excess = v - limit  # > 0 looks like a violation
+        se = ((v - lo) if excess > 0 else (hi - v)) / z if lo is not None and hi is not None else 0
+    else:
+        excess = limit - v
+        se = ((hi - v) if excess > 0 else (v - lo)) / z if lo is not None and hi is not None else 0
+    if not se or se <= 0 or not math.isfinite(se):
+        return (0.0, 1.0) if excess > 0 else (1.0, 0.0) if excess < 0 else (1.0, 1.0)
+    t = excess / se
+    return 1.0 - _N.cdf(t), _N.cdf(t)
+
+
+def _statistical(check: Check) -> None:
+    r, rule = check.row, check.rule
+    v, lo, hi = r["value"], r.get("lower"), r.get("upper")
+    z = _N.inv_cdf(0.5 + _level(r) / 2)
+    sides: list[tuple[float, bool]] = []
+    if rule.abs_max is not None:
+        sides = [(rule.abs_max, True), (-rule.abs_max, False)]
+    else:
+        if rule.max is not None:
+            sides.append((rule.max, True))
+        if rule.min is not None:
+            sides.append((rule.min, False))
+    pv, pp = [], []
+    for limit, upper in sides:
+        a, b = _one_sided(v, lo, hi, z, limit=limit, upper_limit=upper)
+        pv.append(a)
+        pp.append(b)
+    check.p_violated = min(min(pv) * len(pv), 1.0)  # either side violated (Bonferroni)
+    check.p_passed = max(pp)  # every side passed (intersection-union)
+
+
+def _bounds(check: Check) -> None:
+    r, rule = check.row, check.rule
+    v = r["value"]
+    lo = r["lower"] if r.get("lower") is not None else v
+    hi = r["upper"] if r.get("upper") is not None else v
+    if rule.abs_max is not None:
+        outside = (lo > rule.abs_max) or (hi < -rule.abs_max)
+        inside = (-rule.abs_max <= lo) and (hi <= rule.abs_max)
+    else:
+        outside = (rule.max is not None and lo > rule.max) or (
+            rule.min is not None and hi < rule.min)
+        inside = (rule.max is None or hi <= rule.max) and (rule.min is None or lo >= rule.min)
+    check.verdict = "violated" if outside else "passed" if inside else "inconclusive"
+
+
+def _matches(rule: LimitRule, row: dict[str, Any]) -> bool:
+    if row["metric"] != rule.metric or row.get("metric_b"):
+        return False
+    if rule.audit is not None and row["audit"] != rule.audit:
+        return False
+    if rule.attribute is not None and row["attribute"] != rule.attribute:
+        return False
+    if rule.model is not None and row.get("model") != rule.model:
+        return False
+    group = rule.group
+    if group is None and row["audit"] == "group":
+        group = "unprivileged"
+    if group is not None and row.get("group") != group:
+        return False
+    if row.get("status") not in _USABLE or row.get("value") is None:
+        return False
+    return not (isinstance(row["value"], float) and math.isnan(row["value"]))
+
+
+def evaluate_limits(
+    rows: list[dict[str, Any]], *, limits: LimitsConfig, history: pd.DataFrame | None = None,
+) -> tuple[list[Check], list[MetricRow], list[str]]:
+    """Judge every limit rule against this run's rows.
+
+    Parameters
+    ----------
+    rows:
+        This run's long-format result rows.
+    limits:
+        ``config.limits``.
+    history:
+        Earlier runs' ``limits`` rows (columns run_date, attribute, group, metric,
+        metric_b, model, status, params) for the persistence rule; newest last.
+
+    Returns
+    -------
+    checks, result rows (audit ``limits``), and messages for rules that matched nothing.
+    """
+    checks: list[Check] = []
+    unmatched: list[str] = []
+    for rule in limits.rules:
+        found = [r for r in rows if _matches(rule, r)]
+        if not found:
+            unmatched.append(f"limit {rule_text(rule)} matched no result row"
+                             + (f" (attribute {rule.attribute!r})" if rule.attribute else ""))
+        for r in found:
+            kind = "bounds" if r["audit"] in _BOUND_AUDITS else "statistical"
+            checks.append(Check(rule=rule, row=r, kind=kind))
+    stat = [c for c in checks if c.kind == "statistical"]
+    for c in stat:
+        _statistical(c)
+    if stat:
+        pv = adjust_pvalues(np.array([c.p_violated for c in stat]), limits.correction)
+        pp = adjust_pvalues(np.array([c.p_passed for c in stat]), limits.correction)
+        for c, a, b in zip(stat, pv, pp, strict=True):
+            c.p_violated, c.p_passed = float(a), float(b)
+            c.verdict = ("violated" if a <= limits.alpha
+                         else "passed" if b <= limits.alpha else "inconclusive")
+    for c in checks:
+        if c.kind == "bounds":
+            _bounds(c)
+    # persistence: consecutive violations including this run
+    for c in checks:
+        c.consecutive = 0
+        if c.verdict != "violated":
+            continue
+        c.consecutive = 1
+        if history is not None and len(history) and c.rule.persistence > 1:
+            mine = c.same_check(history)
+            for _, st in mine.sort_values("run_date", ascending=False).iterrows():
+                if st["status"] != "violated":
+                    break
+                c.consecutive += 1
+        c.gates = c.consecutive >= c.rule.persistence
+    out = []
+    for c in checks:
+        r = c.row
+        if c.kind == "statistical":
+            how = (f"p(violated)={c.p_violated:.3g}, p(passed)={c.p_passed:.3g} "
+                   f"({limits.correction} over {len(stat)} checks, alpha={limits.alpha:g})")
+        else:
+            how = "judged on the certified/approximate bounds"
+        gate = (f"; violated {c.consecutive} run(s) in a row, gates at {c.rule.persistence}"
+                if c.verdict == "violated" else "")
+        out.append(MetricRow(
+            audit="limits", attribute=r["attribute"], group=r.get("group"), metric=r["metric"],
+            metric_b=rule_text(c.rule), model=r.get("model"), value=r["value"],
+            lower=r.get("lower"), upper=r.get("upper"), status=c.verdict,
+            detail=f"{rule_text(c.rule)} [{r['audit']}]: {c.verdict}; {how}{gate}",
+            params=json.dumps({"rule": c.rule.model_dump(mode="json"), "gates": c.gates,
+                               "kind": c.kind, "source_audit": r["audit"]}),
+        ))
+    return checks, out, unmatched
