@@ -68,8 +68,33 @@ def _config(inp, out, *, features, categorical, sensitive, label, pred, hfm):
     })
 
 
+DR_FEATURES = [*COMPAS_NUM, "c_charge_degree"]
+
+
 @pytest.fixture(scope="module")
-def compas_run(spark, compas_pdf, tmp_path_factory):
+def compas_model(compas_pdf, tmp_path_factory):
+    """A scikit-learn pipeline that uses sex and race, saved with joblib."""
+    import joblib
+    from sklearn.compose import ColumnTransformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    cat = ["c_charge_degree", "sex", "race"]
+    model = make_pipeline(
+        ColumnTransformer([("cat", OneHotEncoder(handle_unknown="ignore"), cat)],
+                          remainder="passthrough"),
+        LogisticRegression(max_iter=500),
+    )
+    X = compas_pdf[[*DR_FEATURES, "sex", "race"]]
+    model.fit(X, compas_pdf["two_year_recid"])
+    path = tmp_path_factory.mktemp("model") / "model.joblib"
+    joblib.dump(model, path)
+    return model, str(path)
+
+
+@pytest.fixture(scope="module")
+def compas_run(spark, compas_pdf, compas_model, tmp_path_factory):
     base = tmp_path_factory.mktemp("compas")
     inp = write_parquet(compas_pdf, base / "in", n_files=3)
     cfg = _config(
@@ -80,9 +105,10 @@ def compas_run(spark, compas_pdf, tmp_path_factory):
                    {"column": "site", "privileged": "A"}],
         label={"column": "two_year_recid", "positive": [0]},
         pred={"column": "pred", "positive": [0]},
-        hfm={"method": "certified", "m1": 6, "redact_columns": ["priors_count"]},
+        hfm={"method": "certified", "m1": 6, "redact_columns": ["priors_count"],
+             "dr_model": compas_model[1], "dr_ratio": 0.5},
     )
-    return run_audit_job(spark, cfg), base
+    return run_audit_job(spark, cfg), base, cfg
 
 
 def _row(rows, attribute, metric):
@@ -92,7 +118,7 @@ def _row(rows, attribute, metric):
 
 
 def test_compas_certified_equals_brute_force_and_scipy(compas_run, compas_pdf):
-    res, _base = compas_run
+    res, _base, _ = compas_run
     rows = pd.DataFrame(res.rows)
     rows = rows[rows.audit == "hfm"]
     X = scaled(compas_pdf, COMPAS_NUM, ["c_charge_degree"])
@@ -121,7 +147,7 @@ def test_compas_certified_equals_brute_force_and_scipy(compas_run, compas_pdf):
 
 
 def test_single_valued_attribute_fails_by_name(compas_run):
-    res, _ = compas_run
+    res, _, _ = compas_run
     rows = pd.DataFrame(res.rows)
     r = _row(rows[rows.audit == "hfm"], "site", "D")
     assert r.status == "failed"
@@ -129,14 +155,11 @@ def test_single_valued_attribute_fails_by_name(compas_run):
 
 
 def test_report_section_and_redaction(compas_run):
-    res, base = compas_run
+    _res, base, _ = compas_run
     html = next((base / "out").rglob("report.html")).read_text()
     assert "HFM: harmonic fairness via manifolds" in html
     assert "certified exact" in html and "Witnesses" in html
     assert "data:image/png;base64," in html
-    dr = pd.DataFrame(res.rows)
-    dr = dr[(dr.audit == "hfm") & (dr.metric == "DR")].iloc[0]
-    assert dr.status == "not_computed" and "model" in dr.detail
     section = html[html.index("HFM: harmonic"):]
     assert "<th>priors_count</th>" not in section  # redacted from witness values
     assert "<th>age</th>" in section
@@ -169,3 +192,38 @@ def test_adult_exact_equals_brute_force_and_scipy(spark, adult_pdf, tmp_path_fac
             assert _row(rows, attr, metric).value == pytest.approx(nn.max(), abs=1e-9)
             assert _row(rows, attr, metric).value == pytest.approx(hausdorff(V, g), abs=1e-9)
             assert _row(rows, attr, f"{metric}_avg").value == pytest.approx(nn.mean(), rel=1e-9)
+
+
+def test_dr_equals_direct_pandas_computation(spark, compas_run, compas_pdf, compas_model):
+    from fairspark.audits.base import derive_seed
+    from fairspark.hfm.dr import with_flip_uniforms
+
+    res, _, cfg = compas_run
+    rows = pd.DataFrame(res.rows)
+    dr = _row(rows[rows.audit == "hfm"], "*", "DR")
+    assert dr.status == "ok"
+    # the same random numbers (hash of key and derived seed), flipped here by hand
+    names = ["sex", "race", "site"]
+    seeds = [derive_seed(cfg.seed, "hfm", "dr", a) for a in names]
+    keys = spark.createDataFrame(compas_pdf[["row_id"]].rename(columns={"row_id": "_fs_key"}))
+    u = with_flip_uniforms(keys, seeds=seeds).toPandas().set_index("_fs_key")
+    u = u.loc[compas_pdf["row_id"]].reset_index(drop=True)
+    flipped = compas_pdf.copy()
+    priv = {"sex": ["Female"], "race": ["Caucasian"], "site": ["A"]}
+    for i, a in enumerate(names):
+        values = sorted(compas_pdf[a].astype(str).unique())
+        unpriv = [v for v in values if v not in priv[a]]
+        new = []
+        for v, uf, up in zip(compas_pdf[a], u[f"_u_flip_{i}"], u[f"_u_pick_{i}"], strict=True):
+            if uf >= 0.5:
+                new.append(v)
+            elif v in priv[a]:
+                new.append(unpriv[int(up * len(unpriv))] if unpriv else v)
+            else:
+                new.append(priv[a][int(up * len(priv[a]))])
+        flipped[a] = new
+    model = compas_model[0]
+    cols = [*DR_FEATURES, "sex", "race"]
+    changed = model.predict(compas_pdf[cols]) != model.predict(flipped[cols])
+    assert dr.value == pytest.approx(changed.mean(), abs=1e-12)
+    assert dr.lower < dr.value < dr.upper

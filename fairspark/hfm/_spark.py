@@ -361,7 +361,9 @@ def pointwise_rows(scan_df: DataFrame, *, m1_by_tgt: dict[int, int]) -> DataFram
 
     Columns ``tgt, attr, key, ub, nb_key, mult`` (``mult``: rows sharing the key).
     """
-    m1 = F.when(F.col("tgt") == 0, F.lit(m1_by_tgt[0])).otherwise(F.lit(m1_by_tgt[1]))
+    m1 = F.lit(0)
+    for tgt, m in m1_by_tgt.items():
+        m1 = F.when(F.col("tgt") == tgt, F.lit(m)).otherwise(m1)
     return (
         scan_df.groupBy("tgt", "attr", "key")
         .agg(F.min(F.struct("d", "nb_key")).alias("m"), F.count(F.lit(1)).alias("n"))
@@ -472,6 +474,7 @@ def exact_all(
     n_attr: int,
     dim_x: int,
     n_blocks: int,
+    targets: tuple[int, ...] = (0, 1),
 ) -> DataFrame:
     """Exact nn-other-group of every row: block nested loop over ``n_blocks^2`` pairs.
 
@@ -500,7 +503,7 @@ def exact_all(
         rdf = rdf.iloc[np.argsort(rdf["key"].to_numpy(dtype=str), kind="stable")]
         rkeys = rdf["key"].to_numpy()
         outs = []
-        for tgt in (0, 1):
+        for tgt in targets:
             Q, R = _points_of(qdf, tgt, dim_x), _points_of(rdf, tgt, dim_x)
             for a, c in enumerate(cols):
                 d, idx = nn_other_group(Q, qdf[c].to_numpy(), R, rdf[c].to_numpy())

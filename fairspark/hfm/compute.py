@@ -131,6 +131,7 @@ def hfm_distances(
     max_candidates: int = 20_000,
     exact_block_rows: int = 20_000,
     histogram_bins: int = 0,
+    targets: tuple[int, ...] = (0, 1),
 ) -> dict[tuple[int, int], DistanceResult]:
     """D and D_f per attribute of a points DataFrame.
 
@@ -164,6 +165,8 @@ def hfm_distances(
         When > 0 (and the method gives per-row values: exact, pointwise, certified),
         ``extra["hist"]`` holds ``(edges, counts)`` of the per-row distances, with the
         same edges for D and D_f of an attribute.
+    targets : tuple of int
+        Which distances: 0 = D (label), 1 = D_f (prediction).
 
     Returns
     -------
@@ -172,11 +175,11 @@ def hfm_distances(
     """
     if method not in METHODS:
         raise ValueError(f"unknown HFM method {method!r}; expected one of {METHODS}")
-    pairs = [(tgt, a) for tgt in (0, 1) for a in range(n_attr)]
+    pairs = [(tgt, a) for tgt in targets for a in range(n_attr)]
     out: dict[tuple[int, int], DistanceResult] = {}
     if method == "exact":
         n_blocks = max(1, math.ceil(n_rows / exact_block_rows))
-        rows = exact_all(pts, n_attr=n_attr, dim_x=dim_x, n_blocks=n_blocks)
+        rows = exact_all(pts, n_attr=n_attr, dim_x=dim_x, n_blocks=n_blocks, targets=targets)
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             summ = summarise_pointwise(rows, value_col="d")
@@ -193,6 +196,7 @@ def hfm_distances(
 
     if projections is None:
         raise ValueError(f"method {method!r} needs projection vectors")
+    projections = {t: projections[t] for t in targets}
     P = num_partitions or max(1, math.ceil(n_rows / rows_per_partition))
     scan = approx_scan(
         pts, n_attr=n_attr, dim_x=dim_x, projections=projections, m2=m2, num_partitions=P
@@ -208,7 +212,7 @@ def hfm_distances(
                            "projection": int(r.proj)},
                 )
             return out
-        m1s = {tgt: int(projections[tgt].shape[0]) for tgt in (0, 1)}
+        m1s = {tgt: int(projections[tgt].shape[0]) for tgt in targets}
         ub_rows = pointwise_rows(scan, m1_by_tgt=m1s).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             pw = {(int(r.tgt), int(r.attr)): r for r in summarise_pointwise(ub_rows).itertuples()}

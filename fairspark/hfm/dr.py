@@ -145,7 +145,7 @@ def dr_disagreements(
     The model is loaded with joblib on each task and called as
     ``model.predict(frame)`` where ``frame`` has the raw feature columns and one column
     per sensitive source column (values converted to numbers when all values are
-    numeric).
+    numeric); a model with ``feature_names_in_`` gets exactly those columns.
 
     Returns
     -------
@@ -178,6 +178,9 @@ def dr_disagreements(
                     flip_values(vals, u_flip=pdf[f"_u_flip_{i}"].to_numpy(),
                                 u_pick=pdf[f"_u_pick_{i}"].to_numpy(), privileged=priv,
                                 unprivileged=unpriv, ratio=ratio), numeric)
+            known = getattr(model, "feature_names_in_", None)
+            if known is not None:  # the columns the model was fitted on, in its order
+                orig, flipped = orig[list(known)], flipped[list(known)]
             a = np.asarray(model.predict(orig))
             b = np.asarray(model.predict(flipped))
             changed += int(np.sum(a != b))

@@ -1,0 +1,338 @@
+#!/usr/bin/env python
+"""Benchmark of HFM set distances: fairspark (Spark) against single-machine peers.
+
+One run, same data for every method, each cell with a time limit:
+
+- fairspark on Spark (``--master``, default local[2]): exact, approx, pointwise, certified
+- scipy ``directed_hausdorff`` both directions (EarlyBreak, single core)
+- a blocked numpy brute force (``cdist`` blocks, single core)
+- single-machine numpy ApproxDist (fairspark's kernel, same projections, single core)
+
+Prints time ratios against scipy and the relative error of each approximate method
+against the exact value, as a markdown table (``--out`` also writes it to a file).
+
+``--scale-check`` instead runs the whole HFM audit through the runner on a ~50 MB table
+(Adult replicated) with ``spark.driver.maxResultSize=1m``.
+
+Example::
+
+    python scripts/bench_hfm.py --sizes 10000 30000 --dims 10 100 \
+        --datasets uniform clustered adult --time-limit 120 --out docs/benchmarks_hfm.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SHARED = ROOT.parent / "shared" / "data"
+
+ADULT_COLS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
+              "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",
+              "hours_per_week", "native_country", "income"]
+
+
+# ----------------------------------------------------------------------------- data
+def make_data(kind: str, n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Points without the first coordinate: features X (n, d), label y, prediction yp, group."""
+    rng = np.random.default_rng(seed)
+    if kind == "uniform":
+        X = rng.random((n, d))
+        g = rng.random(n) < 0.3
+    elif kind == "clustered":
+        centres = rng.random((20, d))
+        lab = rng.integers(0, 20, n)
+        X = np.clip(centres[lab] + rng.normal(0, 0.03, (n, d)), 0, 1)
+        g = rng.random(n) < np.where(lab < 10, 0.6, 0.1)
+    elif kind == "adult":
+        X, g = _adult_features(d, n, rng)
+    else:
+        raise ValueError(kind)
+    score = X[:, : min(3, X.shape[1])].mean(axis=1) + 0.1 * g
+    y = (score + rng.normal(0, 0.1, n) > np.median(score)).astype(float)
+    yp = (score > np.median(score)).astype(float)
+    return X, np.column_stack([y, yp]), g.astype(int)
+
+
+def _adult_features(d: int, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    df = pd.read_csv(SHARED / "adult/uci/adult.data", header=None, names=ADULT_COLS,
+                     skipinitialspace=True, na_values="?").dropna()
+    num = ["age", "education_num", "hours_per_week", "capital_gain", "capital_loss", "fnlwgt"]
+    cat = ["workclass", "marital_status", "occupation", "relationship", "native_country",
+           "education"]
+    cols = [(df[c] - df[c].min()) / (df[c].max() - df[c].min()) for c in num]
+    for c in cat:
+        for v in sorted(df[c].unique()):
+            cols.append((df[c] == v).astype(float))
+    X = np.column_stack(cols)[:, :d]
+    g = (df["sex"] == "Male").to_numpy()
+    idx = rng.integers(0, len(df), n)  # replicated; tiny jitter keeps rows distinct
+    Xr = X[idx] + rng.normal(0, 1e-4, (n, X.shape[1]))
+    return Xr, g[idx]
+
+
+# ----------------------------------------------------------------------------- peers
+def scipy_hausdorff(V, g):
+    from scipy.spatial.distance import directed_hausdorff
+
+    a, b = V[g == 1], V[g == 0]
+    return max(directed_hausdorff(a, b, seed=0)[0], directed_hausdorff(b, a, seed=0)[0])
+
+
+def numpy_brute(V, g, block=2048):
+    from scipy.spatial.distance import cdist
+
+    best = 0.0
+    a, b = V[g == 1], V[g == 0]
+    for P, Q in ((a, b), (b, a)):
+        for s in range(0, len(P), block):
+            best = max(best, float(cdist(P[s:s + block], Q).min(axis=1).max()))
+    return best
+
+
+def numpy_approx(V, g, W, m2):
+    from fairspark.hfm._kernels import approx_dist_numpy
+
+    r = approx_dist_numpy(V, g, W, m2=m2)
+    return r["approx"]
+
+
+def _peer_worker(name, V, g, W, m2, q):
+    t = time.perf_counter()
+    fn = {"scipy": lambda: scipy_hausdorff(V, g), "numpy_brute": lambda: numpy_brute(V, g),
+          "numpy_approx": lambda: numpy_approx(V, g, W, m2)}[name]
+    v = fn()
+    q.put((v, time.perf_counter() - t))
+
+
+def run_peer(name, V, g, W, m2, limit):
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_peer_worker, args=(name, V, g, W, m2, q))
+    p.start()
+    p.join(limit)
+    if p.is_alive():
+        p.terminate()
+        p.join()
+        return None, None
+    return q.get() if not q.empty() else (None, None)
+
+
+# ----------------------------------------------------------------------------- spark
+def spark_session(master: str, extra: dict[str, str] | None = None):
+    from pyspark.sql import SparkSession
+
+    b = (SparkSession.builder.master(master).appName("bench_hfm")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "8")
+         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+         .config("spark.driver.memory", "6g"))
+    for k, v in (extra or {}).items():
+        b = b.config(k, v)
+    s = b.getOrCreate()
+    s.sparkContext.setLogLevel("ERROR")
+    return s
+
+
+def to_points_df(spark, X, Y, g, tmp):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = len(X)
+    path = Path(tmp) / f"pts_{n}_{X.shape[1]}_{os.getpid()}_{time.time_ns()}"
+    path.mkdir()
+    per = 50_000
+    for i, s in enumerate(range(0, n, per)):
+        sl = slice(s, s + per)
+        tbl = pa.table({
+            "key": pa.array([f"r{j:08d}" for j in range(s, min(n, s + per))]),
+            "y": pa.array(Y[sl, 0]), "yp": pa.array(Y[sl, 1]),
+            "x": pa.array(list(X[sl]), type=pa.list_(pa.float64())),
+            "c0": pa.array(g[sl].astype(np.int32)),
+        })
+        pq.write_table(tbl, path / f"part-{i:05d}.parquet")
+    return spark.read.parquet(str(path))
+
+
+def run_spark(spark, method, pts, n, d, W, m2, limit):
+    from fairspark.hfm.compute import hfm_distances
+
+    sc = spark.sparkContext
+    group = f"bench-{method}-{time.time_ns()}"
+    timer = threading.Timer(limit, lambda: sc.cancelJobGroup(group))
+    sc.setJobGroup(group, method, interruptOnCancel=True)
+    timer.start()
+    t = time.perf_counter()
+    try:
+        res = hfm_distances(pts, n_attr=1, dim_x=d, n_rows=n, method=method, m2=m2,
+                            projections=W, exact_block_rows=10_000, targets=(0,))
+        el = time.perf_counter() - t
+        return res[(0, 0)], el
+    except Exception as exc:  # noqa: BLE001 - a cancelled or failed cell is reported
+        el = time.perf_counter() - t
+        return ("timeout" if el >= limit * 0.95 else f"error: {type(exc).__name__}"), None
+    finally:
+        timer.cancel()
+        sc.setJobGroup("idle", "idle")
+
+
+def _warm_up(spark) -> None:
+    """Start the Python workers once so the first measured cell does not pay for it."""
+    from fairspark.hfm._kernels import sample_projections
+    from fairspark.hfm.compute import hfm_distances
+
+    X, Y, g = make_data("uniform", 200, 3, seed=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        pts = to_points_df(spark, X, Y, g, tmp)
+        W = sample_projections(dim=4, m1=2, sampler="uniform_l1", seed=0)
+        hfm_distances(pts, n_attr=1, dim_x=3, n_rows=200, method="certified", m2=2,
+                      projections={0: W}, targets=(0,))
+
+
+# ----------------------------------------------------------------------------- main
+def bench(args) -> str:
+    from fairspark.hfm._kernels import default_m2, sample_projections
+
+    spark = spark_session(args.master)
+    _warm_up(spark)
+    lines = []
+    hdr = ("| data | n | d | method | time (s) | time / scipy | value | rel. error vs exact "
+           "| note |")
+    lines += [hdr, "|" + "---|" * 9]
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in args.datasets:
+            for d in args.dims:
+                for n in args.sizes:
+                    X, Y, g = make_data(kind, n, d, seed=1)
+                    V = np.column_stack([Y[:, 0], X])  # D (label) only
+                    m2 = default_m2(n)
+                    W = sample_projections(dim=1 + X.shape[1], m1=args.m1,
+                                           sampler="uniform_l1", seed=2)
+                    dd = X.shape[1]
+                    cells: dict[str, tuple] = {}
+                    for peer in ("scipy", "numpy_brute", "numpy_approx"):
+                        cells[peer] = run_peer(peer, V, g, W, m2, args.time_limit)
+                        print(kind, n, dd, peer, cells[peer], flush=True)
+                    pts = to_points_df(spark, X, Y, g, tmp).cache()
+                    pts.count()
+                    for method in args.methods:
+                        r, el = run_spark(spark, method, pts, n, dd, {0: W, 1: W}, m2,
+                                          args.time_limit)
+                        if el is None:
+                            cells[f"spark_{method}"] = (None, None, r)
+                        else:
+                            note = ""
+                            if method == "certified":
+                                note = (f"{'certified' if r.certified else 'NOT certified'}, "
+                                        f"{r.extra.get('n_searched')} exact searches")
+                            cells[f"spark_{method}"] = (r.value, el, note)
+                        print(kind, n, dd, method, cells[f"spark_{method}"], flush=True)
+                    pts.unpersist()
+                    exact = None
+                    for k in ("scipy", "numpy_brute", "spark_exact", "spark_certified"):
+                        c = cells.get(k)
+                        if c and c[0] is not None and (k != "spark_certified" or
+                                                       "NOT" not in c[2]):
+                            exact = c[0]
+                            break
+                    t_scipy = cells["scipy"][1]
+                    for k, c in cells.items():
+                        v, el = c[0], c[1]
+                        note = c[2] if len(c) > 2 else ""
+                        ratio = f"{el / t_scipy:.3g}" if el and t_scipy else "n/a"
+                        err = (f"{(v - exact) / exact:.2e}" if v is not None and exact
+                               else "n/a")
+                        tt = f"{el:.2f}" if el else f"> {args.time_limit:g} (limit)"
+                        vv = f"{v:.6g}" if v is not None else "n/a"
+                        lines.append(f"| {kind} | {n} | {dd} | {k} | {tt} | {ratio} | {vv} | "
+                                     f"{err} | {note} |")
+    spark.stop()
+    return "\n".join(lines)
+
+
+def scale_check(args) -> str:
+    """The HFM audit on ~50 MB (Adult replicated) with spark.driver.maxResultSize=1m."""
+    from fairspark.config import parse_config
+    from fairspark.runner import run_audit_job
+
+    df = pd.read_csv(SHARED / "adult/uci/adult.data", header=None, names=ADULT_COLS,
+                     skipinitialspace=True, na_values="?").dropna().reset_index(drop=True)
+    rng = np.random.default_rng(0)
+    reps = args.scale_rows // len(df) + 1
+    big = pd.concat([df] * reps, ignore_index=True).iloc[: args.scale_rows].copy()
+    big["age"] = big["age"] + rng.integers(0, 3, len(big))  # not only exact copies
+    big["row_id"] = np.arange(len(big)).astype(str)
+    big["prediction"] = ((big["education_num"] >= 13) & (big["hours_per_week"] >= 40)).astype(int)
+    tmp = Path(tempfile.mkdtemp(prefix="hfm_scale_"))
+    inp = tmp / "in"
+    inp.mkdir()
+    for i, part in enumerate(np.array_split(np.arange(len(big)), 8)):
+        big.iloc[part].to_parquet(inp / f"part-{i:05d}.parquet", index=False)
+    mb = sum(f.stat().st_size for f in inp.iterdir()) / 1e6
+    mem_mb = big.memory_usage(deep=True).sum() / 1e6
+    spark = spark_session(args.master, {"spark.driver.maxResultSize": "1m"})
+    cfg = parse_config({
+        "dataset": "hfm_scale", "run_date": "2026-11-29", "input": {"path": str(inp)},
+        "columns": {
+            "features": ["age", "education_num", "hours_per_week", "capital_gain",
+                         "workclass", "occupation", "marital_status"],
+            "categorical": ["workclass", "occupation", "marital_status"],
+            "sensitive": [{"column": "sex", "privileged": "Male"},
+                          {"column": "race", "privileged": "White"}],
+            "label": {"column": "income", "positive": ">50K"},
+            "prediction": {"column": "prediction", "positive": [1]}, "row_key": "row_id",
+        },
+        "audits": {"group": {"enabled": False}, "hfm": {"method": args.scale_method,
+                                                          "m1": args.m1}},
+        "output": {"path": str(tmp / "out"), "report": True},
+    })
+    t = time.perf_counter()
+    res = run_audit_job(spark, cfg)
+    el = time.perf_counter() - t
+    rows = pd.DataFrame(res.rows)
+    rows = rows[(rows.audit == "hfm") & rows.metric.isin(["D", "D_f", "df"])]
+    spark.stop()
+    out = [f"rows={len(big)} parquet={mb:.1f} MB pandas in-memory={mem_mb:.1f} MB "
+           f"exit_code={res.exit_code} seconds={el:.1f}",
+           rows[["attribute", "metric", "value", "lower", "upper", "status"]].to_string()]
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--dims", type=int, nargs="+", default=[10, 100])
+    ap.add_argument("--datasets", nargs="+", default=["uniform", "clustered", "adult"])
+    ap.add_argument("--methods", nargs="+",
+                    default=["approx", "pointwise", "certified", "exact"])
+    ap.add_argument("--m1", type=int, default=25)
+    ap.add_argument("--time-limit", type=float, default=600.0)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--scale-check", action="store_true")
+    ap.add_argument("--scale-rows", type=int, default=400_000)
+    ap.add_argument("--scale-method", default="certified")
+    args = ap.parse_args(argv)
+    text = scale_check(args) if args.scale_check else bench(args)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
