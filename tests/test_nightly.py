@@ -1,0 +1,225 @@
+"""Limits, persistence, exit code 3, status file, time budgets, publish crashes, warehouse."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import write_parquet
+from scipy.stats import false_discovery_control, norm
+
+from fairspark import cli
+from fairspark.audits import registry
+from fairspark.audits.base import AuditOutcome, MetricRow
+from fairspark.config import LimitsConfig
+from fairspark.nightly.gating import adjust_pvalues, evaluate_limits
+
+
+def test_holm_by_hand_and_bh_against_scipy():
+    p = np.array([0.01, 0.04, 0.03, 0.005])
+    # Holm: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 -> 0.02, 0.03, 0.06, 0.04 -> cummax
+    expected = {0.005: 0.02, 0.01: 0.03, 0.03: 0.06, 0.04: 0.06}
+    got = adjust_pvalues(p, "holm")
+    assert [round(x, 12) for x in got] == [expected[x] for x in p]
+    rng = np.random.default_rng(1)
+    q = rng.uniform(0, 0.2, 25)
+    np.testing.assert_allclose(adjust_pvalues(q, "bh"), false_discovery_control(q), rtol=1e-12)
+
+
+def _row(value, lower, upper, *, audit="group", metric="statistical_parity_difference",
+         attribute="sex", group="unprivileged", level=0.95):
+    return {"audit": audit, "metric": metric, "attribute": attribute, "group": group,
+            "metric_b": None, "model": None, "value": value, "lower": lower, "upper": upper,
+            "status": "ok", "params": json.dumps({"ci_level": level})}
+
+
+def test_verdicts_follow_the_interval_without_correction():
+    # with correction none and alpha = (1 - level) / 2 a check is violated exactly when
+    # the whole interval is beyond the limit, passed when it is within
+    limits = LimitsConfig.model_validate({
+        "rules": [{"metric": "statistical_parity_difference", "abs_max": 0.1}],
+        "correction": "none", "alpha": 0.025})
+    rows = [_row(-0.20, -0.25, -0.15, attribute="a"),  # entirely below -0.1: violated
+            _row(0.02, -0.03, 0.07, attribute="b"),    # entirely within: passed
+            _row(0.09, 0.05, 0.13, attribute="c")]     # straddles 0.1: inconclusive
+    checks, out, unmatched = evaluate_limits(rows, limits=limits)
+    assert [c.verdict for c in checks] == ["violated", "passed", "inconclusive"]
+    assert [r.status for r in out] == ["violated", "passed", "inconclusive"]
+    assert not unmatched and all(r.audit == "limits" for r in out)
+    assert out[0].metric_b == "|statistical_parity_difference| <= 0.1"
+
+
+def test_holm_makes_borderline_violations_inconclusive():
+    # three checks whose interval just clears the limit: one-sided p ~ 0.02 each,
+    # significant alone (alpha 0.05) but not after Holm over 3 checks
+    z95 = norm.ppf(0.975)
+    se = 0.01
+    v = 0.1 + norm.ppf(0.98) * se
+    rows = [_row(v, v - z95 * se, v + z95 * se, attribute=a) for a in "abc"]
+    rule = {"metric": "statistical_parity_difference", "max": 0.1}
+    none = evaluate_limits(rows, limits=LimitsConfig.model_validate(
+        {"rules": [rule], "correction": "none"}))[0]
+    holm = evaluate_limits(rows, limits=LimitsConfig.model_validate(
+        {"rules": [rule], "correction": "holm"}))[0]
+    assert [c.verdict for c in none] == ["violated"] * 3
+    assert [c.verdict for c in holm] == ["inconclusive"] * 3
+    assert holm[0].p_violated == pytest.approx(min(3 * (1 - 0.98), 1), rel=1e-6)
+
+
+def test_hfm_bounds_are_judged_without_correction():
+    rule = {"metric": "df", "audit": "hfm", "max": 0.5}
+    rows = [_row(0.8, 0.7, 0.9, audit="hfm", metric="df", group="binary"),
+            _row(0.4, 0.3, 0.6, audit="hfm", metric="df", group="binary", attribute="race")]
+    checks, _, _ = evaluate_limits(rows, limits=LimitsConfig.model_validate({"rules": [rule]}))
+    assert [c.verdict for c in checks] == ["violated", "inconclusive"]
+    assert [c.kind for c in checks] == ["bounds", "bounds"]
+
+
+def test_rule_matching_nothing_is_reported():
+    limits = LimitsConfig.model_validate({"rules": [{"metric": "gamma", "max": 0.01}]})
+    checks, _, unmatched = evaluate_limits([_row(0.1, 0.0, 0.2)], limits=limits)
+    assert not checks and "gamma <= 0.01 matched no result row" in unmatched[0]
+
+
+# ---------------------------------------------------------------- through the job
+@pytest.fixture(scope="module")
+def biased_table(tmp_path_factory):
+    rng = np.random.default_rng(8)
+    n = 3000
+    sex = rng.choice(["M", "F"], n)
+    pdf = pd.DataFrame({
+        "id": np.arange(n).astype(str), "x": rng.normal(size=n), "sex": sex,
+        "y": rng.integers(0, 2, n),
+        # planted gap: men get the favourable decision far more often
+        "p": (rng.random(n) < np.where(sex == "M", 0.6, 0.3)).astype(int),
+    })
+    base = tmp_path_factory.mktemp("biased")
+    return write_parquet(pdf, base / "in"), pdf
+
+
+def _cfg(tmp_path, inp, **extra):
+    cfg = {
+        "dataset": "biased", "input": {"path": inp},
+        "columns": {"features": ["x"], "sensitive": [{"column": "sex", "privileged": "M"}],
+                    "label": {"column": "y"}, "prediction": {"column": "p"}, "row_key": "id"},
+        "output": {"path": str(tmp_path / "out")},
+    }
+    cfg.update(extra)
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(cfg))
+    return str(p)
+
+
+def _main(cfg, date, *extra):
+    return cli.main(["audit", "--config", cfg, "--run-date", date, "-q", *extra],
+                    under_submit=True)
+
+
+def test_violated_limit_exits_3_with_status_file_and_report(spark, biased_table, tmp_path):
+    inp, pdf = biased_table
+    limits = {"rules": [{"metric": "statistical_parity_difference", "abs_max": 0.1},
+                        {"metric": "disparate_impact", "min": 0.1}]}
+    cfg = _cfg(tmp_path, inp, limits=limits)
+    assert _main(cfg, "2026-11-01") == 3
+    out = tmp_path / "out"
+    status = json.loads((out / "_status" / "run_date=2026-11-01.json").read_text())
+    assert status["exit_code"] == 3 and status["limits"]["gates"] is True
+    m = pd.read_parquet(out / "run_date=2026-11-01" / "metrics.parquet")
+    lim = m[m.audit == "limits"].set_index("metric")
+    assert lim.loc["statistical_parity_difference", "status"] == "violated"
+    assert lim.loc["disparate_impact", "status"] == "passed"
+    html = (out / "run_date=2026-11-01" / "report.html").read_text()
+    assert "Limits" in html and "violated" in html
+    assert html.index("Limits") < html.index("Group metrics") if "Group metrics" in html else True
+    # the same run leaving gating to a downstream task
+    assert _main(cfg, "2026-11-02", "--no-fail-on-violation") == 0
+    status = json.loads((out / "_status" / "run_date=2026-11-02.json").read_text())
+    assert status["limits"]["violated"] == 1
+
+
+def test_persistence_gates_only_after_n_consecutive_violations(spark, biased_table, tmp_path):
+    inp, _ = biased_table
+    limits = {"rules": [{"metric": "statistical_parity_difference", "abs_max": 0.1,
+                         "persistence": 2}]}
+    cfg = _cfg(tmp_path, inp, limits=limits)
+    assert _main(cfg, "2026-11-01") == 0  # violated once: not yet
+    assert _main(cfg, "2026-11-02") == 3  # twice in a row: gates
+    m = pd.read_parquet(tmp_path / "out" / "run_date=2026-11-02" / "metrics.parquet")
+    row = m[m.audit == "limits"].iloc[0]
+    assert "violated 2 run(s) in a row, gates at 2" in row.detail
+    # trends: tonight's headline numbers are compared with the previous run
+    html = (tmp_path / "out" / "run_date=2026-11-02" / "report.html").read_text()
+    assert "Trends over previous runs" in html
+
+
+def _slow_audit(ctx, params):
+    ctx.report_partial(AuditOutcome(rows=[MetricRow(
+        audit="hfm", attribute="sex", metric="D", value=0.5, lower=0.4, upper=0.6,
+        status="not_certified", detail="interval after step 1")]))
+    def sleepy(it):
+        for pdf in it:
+            time.sleep(60)
+            yield pdf
+    ctx.spark.range(0, 4, 1, 2).mapInPandas(sleepy, "id long").count()
+    raise AssertionError("the Spark job should have been cancelled")
+
+
+def test_time_budget_keeps_partial_result_and_others_complete(
+        spark, biased_table, tmp_path, monkeypatch):
+    inp, _ = biased_table
+    monkeypatch.setitem(registry.AUDITS, "hfm", "test_nightly:_slow_audit")
+    cfg = _cfg(tmp_path, inp, audits={"group": {}, "hfm": {"timeout_s": 4}})
+    t0 = time.monotonic()
+    code = _main(cfg, "2026-11-03")
+    assert time.monotonic() - t0 < 55, "the sleeping Spark job was not cancelled"
+    assert code == 4
+    m = pd.read_parquet(tmp_path / "out" / "run_date=2026-11-03" / "metrics.parquet")
+    d = m[(m.audit == "hfm") & (m.metric == "D")].iloc[0]
+    assert d.status == "timed_out" and (d.lower, d.upper) == (0.4, 0.6)
+    assert "time budget of 4 s" in d.detail
+    s = json.loads((tmp_path / "out" / "run_date=2026-11-03" / "summary.json").read_text())
+    assert s["audits"]["hfm"]["status"] == "timed_out"
+    assert s["audits"]["group"]["status"] == "ok"
+
+
+def test_crash_while_publishing_keeps_previous_outputs(spark, biased_table, tmp_path,
+                                                       monkeypatch):
+    from fairspark.outputs import OutputLocation
+
+    inp, _ = biased_table
+    cfg = _cfg(tmp_path, inp)
+    assert _main(cfg, "2026-11-04") == 0
+    folder = tmp_path / "out" / "run_date=2026-11-04"
+    before = (folder / "summary.json").read_text()
+    real = OutputLocation.rename
+
+    def crash_on_publish(self, src, dst):  # test hook: fail moving the new run into place
+        if "_tmp-run_date" in src:
+            raise OSError("disk vanished (test hook)")
+        return real(self, src, dst)
+
+    monkeypatch.setattr(OutputLocation, "rename", crash_on_publish)
+    assert _main(cfg, "2026-11-04") == 1
+    assert (folder / "_SUCCESS").exists()
+    assert (folder / "summary.json").read_text() == before
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(("_tmp", "_old"))]
+
+
+def test_warehouse_table_is_idempotent_per_date(spark, biased_table, tmp_path):
+    inp, _ = biased_table
+    table = "fairspark_metrics_test"
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    cfg = _cfg(tmp_path, inp, output={"path": str(tmp_path / "out"), "table": table,
+                                      "report": False})
+    assert _main(cfg, "2026-11-05") == 0
+    n1 = spark.table(table).count()
+    assert _main(cfg, "2026-11-05") == 0  # rerun the same date
+    assert spark.table(table).count() == n1
+    assert _main(cfg, "2026-11-06") == 0
+    counts = {str(r["run_date"]): r["count"] for r in
+              spark.table(table).groupBy("run_date").count().collect()}
+    assert counts == {"2026-11-05": n1, "2026-11-06": n1}
