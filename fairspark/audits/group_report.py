@@ -168,7 +168,8 @@ def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str
     if di is not None and (di.get("status") or "ok") == "ok":
         v, hi = _num(di.get("value")), _num(di.get("upper"))
         if v is not None and v < _FOUR_FIFTHS:
-            sure = " even at the top of its interval" if hi is not None and hi < _FOUR_FIFTHS else ""
+            clear = hi is not None and hi < _FOUR_FIFTHS
+            sure = " even at the top of its interval" if clear else ""
             parts.append(f"disparate impact {_fmt(v)} is below the four-fifths threshold "
                          f"(0.8){sure}")
         elif v is not None and v > 1 / _FOUR_FIFTHS:
@@ -412,9 +413,10 @@ def group_section(
                     fair=0.0, xlabel=f"difference, value − privileged ({level} CI)",
                 )
         between = [
-            {"label": metric_label(m), "value": _fmt_small(_num(idx[(attr, "all", m)].get("value"))),
-             "ci": _ci(idx[(attr, "all", m)], signed=False)}
-            for m in ("between_group_gei", "between_group_theil") if (attr, "all", m) in idx
+            {"label": metric_label(m), "value": _fmt_small(_num(r.get("value"))),
+             "ci": _ci(r, signed=False)}
+            for m in ("between_group_gei", "between_group_theil")
+            if (r := idx.get((attr, "all", m))) is not None
         ]
         attrs.append({
             "name": attr,

@@ -77,7 +77,7 @@ class Interval(tuple):
 
     reason: str | None
 
-    def __new__(  # noqa: PYI034
+    def __new__(
         cls, lower: object, upper: object, reason: str | None = None
     ) -> Interval:
         self = super().__new__(cls, (_scalar(lower), _scalar(upper)))

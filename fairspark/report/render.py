@@ -43,8 +43,6 @@ HEADLINES: dict[str, str] = {
     "group": "fairspark.audits.group_report:headlines",
 }
 
-_TEMPLATES = Path(__file__).with_name("templates")
-
 # src= / href= attributes and CSS url(...) whose value is not a data: URI.
 _ATTR_RE = re.compile(
     r"""\s(?:src|href|srcset|action|poster|xlink:href)\s*=\s*(?:"(?!data:)[^"]*"|'(?!data:)[^']*'|(?!["'])(?!data:)[^\s>]+)""",
@@ -61,7 +59,8 @@ def template_env() -> jinja2.Environment:
     ``fairspark/report/templates``.
     """
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
+        # PackageLoader also reads templates from a zipped wheel (spark-submit --py-files).
+        loader=jinja2.PackageLoader("fairspark.report", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -170,7 +169,9 @@ def _headline_fn(audit: str) -> Callable[..., list[str]] | None:
         return None
 
 
-def _headlines(summary: Mapping[str, Any], rows: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+def _headlines(
+    summary: Mapping[str, Any], rows: list[dict[str, Any]]
+) -> list[tuple[str, list[str]]]:
     out = []
     audits = list((summary.get("audits") or {}).keys()) or list(
         dict.fromkeys(r.get("audit") for r in rows))
@@ -225,7 +226,8 @@ def _metadata(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"title": "Versions", "entries": items(summary.get("versions"))},
         {"title": "Stage timings (s)", "entries": items(summary.get("stage_timings"))},
         {"title": "Audit parameters", "entries": [
-            (n, _fmt_value((a or {}).get("params"))) for n, a in (summary.get("audits") or {}).items()
+            (n, _fmt_value((a or {}).get("params")))
+            for n, a in (summary.get("audits") or {}).items()
         ]},
     ]
     return [b for b in blocks if b["entries"]]
@@ -265,7 +267,7 @@ def render_report_html(
         A complete, self-contained HTML page.
     """
     env = template_env()
-    css = (_TEMPLATES / "report.css.j2").read_text(encoding="utf-8")
+    css, _, _ = env.loader.get_source(env, "report.css.j2")  # type: ignore[union-attr]
     ordered = sorted(enumerate(sections), key=lambda t: (getattr(t[1], "order", 100), t[0]))
     secs = [
         {"title": s.title, "html": Markup(s.html), "anchor": _anchor(s.title, i)}
