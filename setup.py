@@ -48,6 +48,7 @@ setup(
             "ruff>=0.4",
             "venv-pack>=0.2",
             "build>=1.0",
+            "selenium>=4.10",
         ],
     },
     entry_points={"console_scripts": ["fairspark=fairspark.cli:console_main"]},
