@@ -80,28 +80,24 @@ class SensitiveConfig(StrictModel):
         return self.name or self.column
 
 
-class LabelConfig(StrictModel):
+class _ColumnWithPositive(StrictModel):
+    """A column and the value(s) that mean the positive outcome."""
+
+    column: str
+    positive: list[Scalar] = Field(default_factory=lambda: [1])
+
+    @field_validator("positive", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str | int | float | bool) else v
+
+
+class LabelConfig(_ColumnWithPositive):
     """The ground-truth label column and its positive value(s)."""
 
-    column: str
-    positive: list[Scalar] = Field(default_factory=lambda: [1])
 
-    @field_validator("positive", mode="before")
-    @classmethod
-    def _listify(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str | int | float | bool) else v
-
-
-class PredictionConfig(StrictModel):
+class PredictionConfig(_ColumnWithPositive):
     """The model's decision: a prediction column with its positive value(s)."""
-
-    column: str
-    positive: list[Scalar] = Field(default_factory=lambda: [1])
-
-    @field_validator("positive", mode="before")
-    @classmethod
-    def _listify(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str | int | float | bool) else v
 
 
 class ScoreConfig(StrictModel):
