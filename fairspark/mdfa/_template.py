@@ -1,3 +1,4 @@
+# ruff: noqa: E501
 """Jinja2 template of the mdfa report section (kept in a module so no package data is needed)."""
 
 SECTION_TEMPLATE = r"""<div class="mdfa">

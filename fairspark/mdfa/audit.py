@@ -31,7 +31,7 @@ __all__ = ["AttributeResult", "audit_attribute", "run", "summarise_splits"]
 AUDIT = "mdfa"
 
 
-class AttributeFailure(Exception):
+class AttributeFailureError(Exception):
     """This attribute cannot be audited by mdfa (recorded as a failed row)."""
 
 
@@ -142,7 +142,7 @@ def audit_attribute(
 
     Raises
     ------
-    AttributeFailure
+    AttributeFailureError
         When the attribute cannot be audited (message names the attribute).
     """
     from pyspark.sql import functions as F
@@ -151,7 +151,7 @@ def audit_attribute(
 
     name = attr.name
     if not plan.x_idx:
-        raise AttributeFailure(
+        raise AttributeFailureError(
             f"mdfa cannot audit attribute {name!r}: every audit feature is constant "
             f"({plan.dropped_constant})"
         )
@@ -169,23 +169,23 @@ def audit_attribute(
     n_fav, n_all = stats.count(y=1), stats.count()
     target = _target_label(attr, params.target_group)
     if n_pos == 0 or n_neg == 0:
-        raise AttributeFailure(
+        raise AttributeFailureError(
             f"mdfa cannot audit attribute {name!r}: only one group is present "
             f"({int(n_pos)} rows in the target group {target}, {int(n_neg)} in the other)"
         )
     if n_fav == 0:
-        raise AttributeFailure(
+        raise AttributeFailureError(
             f"mdfa cannot audit attribute {name!r}: no row has a favourable decision "
             f"({int(n_all)} rows)"
         )
     if n_fav == n_all:
-        raise AttributeFailure(
+        raise AttributeFailureError(
             f"mdfa cannot audit attribute {name!r}: every row has a favourable decision "
             f"({int(n_all)} rows); the outcome does not vary"
         )
     needed = params.min_rows
     if n_all < needed or min(n_pos, n_neg) < 10:
-        raise AttributeFailure(
+        raise AttributeFailureError(
             f"mdfa cannot audit attribute {name!r}: {int(n_all)} rows "
             f"({int(n_pos)} in the target group, {int(n_neg)} in the other); it needs at "
             f"least min_rows={needed} rows and 10 per group"
@@ -209,7 +209,7 @@ def audit_attribute(
         + [xfull[:, i] for i in plan.desc_onehot_idx]
     ) if plan.desc_names else np.zeros((len(pdf), 0))
     if np.all(x.std(0) == 0):
-        raise AttributeFailure(
+        raise AttributeFailureError(
             f"mdfa cannot audit attribute {name!r}: every audit feature is constant in "
             "the sample"
         )
@@ -346,7 +346,7 @@ def run(ctx: AuditContext, params: MDFAParams) -> AuditOutcome:
         attr = prepared.attribute(name)
         try:
             res = audit_attribute(ctx, params, attr, plan)
-        except AttributeFailure as err:
+        except AttributeFailureError as err:
             rows.append(MetricRow(
                 audit=AUDIT, attribute=name, metric="gamma_max", status="failed",
                 detail=str(err), params=params_json,

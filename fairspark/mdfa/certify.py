@@ -312,13 +312,22 @@ def run_split(sample: MDFASample, *, split: int, seed: int, params: MDFAParams) 
     use_rep = params.certificate_features == "representation" and bal is not None
     z = bal.representation(xs) if use_rep else xs.astype(float)
 
-    c = fit_certificate(
-        params.auditor, z[tr], s[tr] * y[tr], w_tr, seed=derive_seed(seed, "cert")
-    )
-    c_te = c(z[te])
-    gamma_pos = certificate_gamma(c_te, s=s[te], y=y[te], w=w_te, y_value=1)
-    # the concept classes are symmetric: the certificate for y = -1 (target -S Y) is -c
-    gamma_neg = certificate_gamma(-c_te, s=s[te], y=y[te], w=w_te, y_value=-1)
+    tilt = params.certificate_tilt
+
+    def certificate(y_value: int) -> np.ndarray:
+        target = y_value * s[tr] * y[tr]
+        wt = w_tr * (1.0 + tilt * (target < 0)) if tilt > 0 else w_tr
+        c = fit_certificate(
+            params.auditor, z[tr], target, wt, seed=derive_seed(seed, "cert", y_value)
+        )
+        return c(z[te])
+
+    c_pos = certificate(1)
+    gamma_pos = certificate_gamma(c_pos, s=s[te], y=y[te], w=w_te, y_value=1)
+    # without tilt the concept classes are symmetric: the certificate for y = -1
+    # (target -S Y) is -c, so it is not fitted again
+    c_neg = certificate(-1) if tilt > 0 else -c_pos
+    gamma_neg = certificate_gamma(c_neg, s=s[te], y=y[te], w=w_te, y_value=-1)
     out: dict[str, Any] = {
         "split": int(split),
         "gamma_pos": gamma_pos,

@@ -34,6 +34,14 @@ class MDFAParams(AuditParams):
     certificate_features:
         ``representation`` (reference code: the balancing net's 8-unit layer) or
         ``raw`` (the standardised audit features).
+    certificate_tilt:
+        fairspark option (default 0 = the paper's fit): when fitting the certificate
+        for gamma, rows whose target r S Y is -1 weigh ``1 + certificate_tilt``. Where
+        the outcome carries no information on S (a tie in expectation) c then says -1
+        instead of fitting noise; those regions add nothing to gamma in expectation,
+        so the tilt lowers the variance of gamma (and makes a fair classifier give
+        about 0) without moving its expectation where the signal is clearer than the
+        tilt. Same idea as the first step of Algorithm 1.
     balancing:
         ``mmd_net`` (paper) or ``uniform`` (no rebalancing, to show what it changes).
     mmd_kernel:
@@ -77,6 +85,7 @@ class MDFAParams(AuditParams):
         "random_forest"
     )
     certificate_features: Literal["representation", "raw"] = "representation"
+    certificate_tilt: float = Field(0.0, ge=0.0, le=5.0)
     balancing: Literal["mmd_net", "uniform"] = "mmd_net"
     mmd_kernel: Literal["linear", "quadratic"] = "linear"
     epochs: int = Field(30, ge=1)

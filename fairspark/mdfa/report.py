@@ -74,7 +74,7 @@ def _description_rows(res: AttributeResult) -> tuple[list[list[str]], str]:
     size = ["rows (sub-population: held-out, per split)"]
     size += [str(pop[s]["n"]) for s in (1, -1)]
     size += [sub(k, "n", None) for k in ("+1", "-1")]
-    return rows + [rate, size], f"{y_major:+d}"
+    return [*rows, rate, size], f"{y_major:+d}"
 
 
 def _figure(results: list[AttributeResult]) -> str | None:

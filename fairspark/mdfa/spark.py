@@ -210,7 +210,10 @@ def stratified_sample(
         float(1 << 30)
     )
     base = df.select(
-        F.col(s_col).alias("_s"), F.col(y_col).alias("_y"), h.alias("_h"), F.col(key_col).alias("_k"),
+        F.col(s_col).alias("_s"),
+        F.col(y_col).alias("_y"),
+        h.alias("_h"),
+        F.col(key_col).alias("_k"),
         *columns,
     )
     factor = 1.2

@@ -1,0 +1,213 @@
+"""mdfa driver-side kernels, without Spark: generator, balancing, gamma, delta, Alg. 1."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+
+from fairspark.mdfa import (
+    MDFAParams,
+    MDFASample,
+    balanced_weights,
+    certificate_gamma,
+    fit_balancing,
+    make_synthetic,
+    run_split,
+    violation_delta,
+    worst_violation,
+)
+
+torch = pytest.importorskip("torch")
+torch.set_num_threads(1)
+
+
+# ----------------------------------------------------------------------- generator
+def test_generator_planted_values_match_closed_form():
+    """mu = 0: Pr_w = Pr, so gamma* -> Pr[G] nu / 4 and delta* -> -ln(1 - nu)."""
+    nu = 0.6
+    d = make_synthetic(n=200_000, nu=nu, mu=0.0, seed=11)
+    p_g = d.in_g.mean()
+    assert d.gamma == pytest.approx(p_g * nu / 4, abs=0.0015)
+    assert d.delta == pytest.approx(-math.log(1 - nu), abs=0.03)
+    # G is the unit disc where the audited logistic regression says -1 (x1 + x2 < 0)
+    disc = (d.x**2).sum(1) <= 1
+    assert np.mean(d.in_g[disc] == (d.x[disc].sum(1) < 0)) > 0.98
+    # outside G the outcome does not depend on s
+    out = ~d.in_g
+    r_pos = (d.y[out & (d.s > 0)] > 0).mean()
+    r_neg = (d.y[out & (d.s < 0)] > 0).mean()
+    assert abs(r_pos - r_neg) < 0.01
+
+
+def test_generator_fair_and_unbalanced():
+    d = make_synthetic(n=100_000, nu=0.0, mu=0.2, seed=5)
+    assert d.delta == pytest.approx(0.0, abs=1e-12)  # every G outcome is +1 in both groups
+    assert abs(d.gamma) < 0.003
+    # the imbalance: s = +1 is more frequent far from the line x1 + x2 = 0
+    q = (d.x.sum(1)) ** 2
+    assert (d.s[q > 4] > 0).mean() > (d.s[q < 0.1] > 0).mean() + 0.1
+    with pytest.raises(ValueError, match="nu must be in"):
+        make_synthetic(n=10, nu=1.0, seed=0)
+
+
+# ------------------------------------------------------------------------ gamma
+def test_certificate_gamma_by_hand():
+    # 8 rows, unit weights; s balanced (4 / 4), c independent of s (2 of each in c=1)
+    s = np.array([1, 1, 1, 1, -1, -1, -1, -1])
+    y = np.array([1, 1, -1, -1, 1, -1, -1, -1])
+    c = np.array([1, 1, -1, -1, 1, 1, -1, -1])
+    w = np.ones(8)
+    # Eq. (4) directly: Pr[G, Y=1] (Pr[S=+1 | G, Y=1] - 1/2)
+    # G = rows 0, 1, 4, 5; among them Y=1: rows 0, 1, 4 -> Pr = 3/8, Pr[S=+1|..] = 2/3
+    expected = 3 / 8 * (2 / 3 - 1 / 2)
+    assert certificate_gamma(c, s=s, y=y, w=w, y_value=1) == pytest.approx(expected)
+    # y = -1: target -S Y; Pr[G', Y=-1] (Pr[S=+1 | G', Y=-1] - 1/2) with G' = {c' = 1}
+    cneg = -c  # G' = rows 2, 3, 6, 7, all Y=-1; S=+1 in 2 of 4
+    assert certificate_gamma(cneg, s=s, y=y, w=w, y_value=-1) == pytest.approx(4 / 8 * 0.0)
+
+
+def test_balanced_weights_masses():
+    rng = np.random.default_rng(0)
+    s = np.where(rng.random(500) < 0.3, 1, -1)
+    u = rng.uniform(0.1, 9.0, 500)
+    w = balanced_weights(u, s)
+    assert w[s > 0].sum() == pytest.approx((s < 0).sum())
+    assert np.all(w[s < 0] == 1.0)
+    np.testing.assert_allclose(w[s > 0] / u[s > 0], w[s > 0][0] / u[s > 0][0])
+
+
+def test_violation_delta_by_hand():
+    s = np.array([1, 1, 1, -1, -1, -1, -1, 1])
+    y = np.array([1, 1, -1, 1, -1, -1, -1, 1])
+    g = np.array([1, 1, 1, 1, 1, 1, 1, 0], bool)
+    # in G: s=+1 -> 2 of 3 have Y=1; s=-1 -> 1 of 4
+    expected = math.log((2 / 3) / (1 / 4))
+    assert violation_delta(g, s=s, y=y, w=None, y_value=1) == pytest.approx(expected)
+    w = np.array([2.0, 1, 1, 3, 1, 1, 1, 5])
+    assert violation_delta(g, s=s, y=y, w=w, y_value=1) == pytest.approx(math.log(3 / 3))
+    assert violation_delta(np.zeros(8, bool), s=s, y=y, w=None, y_value=1) != violation_delta(
+        np.zeros(8, bool), s=s, y=y, w=None, y_value=1
+    )  # NaN for an empty subgroup
+
+
+# -------------------------------------------------------------------- balancing
+def _weighted_gap(x, s, w):
+    pos = s > 0
+    m1 = (w[pos, None] * x[pos]).sum(0) / w[pos].sum()
+    return np.abs(m1 - x[~pos].mean(0)).max()
+
+
+def test_balancing_net_reduces_mean_gap_and_is_deterministic():
+    rng = np.random.default_rng(3)
+    n = 3000
+    x = rng.standard_normal((n, 3)).astype(np.float32)
+    p = 1 / (1 + np.exp(-(1.2 * x[:, 0] - 0.8 * x[:, 1])))  # s depends on x
+    s = np.where(rng.random(n) < p, 1, -1)
+    res = fit_balancing(x, s, seed=7, epochs=30, l2_grid=[1e-3])
+    u = res.u(x)
+    assert np.all((u > 0) & (u < 10))
+    before = _weighted_gap(x, s, np.ones(n))
+    after = _weighted_gap(x, s, balanced_weights(u, s))
+    assert before > 0.5
+    assert after < 0.35 * before
+    again = fit_balancing(x, s, seed=7, epochs=30, l2_grid=[1e-3])
+    np.testing.assert_array_equal(again.u(x), u)
+    assert res.representation(x).shape == (n, 8)
+
+
+def test_quadratic_kernel_matches_second_moments():
+    """The linear kernel cannot see a variance imbalance; the quadratic option can."""
+    rng = np.random.default_rng(4)
+    n = 4000
+    x = rng.standard_normal((n, 2)).astype(np.float32)
+    q = x.sum(1) ** 2
+    s = np.where(rng.random(n) < 1 / (1 + np.exp(-0.8 * q + 0.8)), 1, -1)
+
+    def var_gap(w):
+        pos = s > 0
+        v = x.sum(1) ** 2
+        return abs((w[pos] * v[pos]).sum() / w[pos].sum() - v[~pos].mean())
+
+    lin = fit_balancing(x, s, seed=1, epochs=40, l2_grid=[1e-3], kernel="linear")
+    quad = fit_balancing(x, s, seed=1, epochs=40, l2_grid=[1e-3], kernel="quadratic")
+    g0 = var_gap(np.ones(n))
+    g_quad = var_gap(balanced_weights(quad.u(x), s))
+    assert g_quad < 0.5 * g0
+    assert g_quad < var_gap(balanced_weights(lin.u(x), s))
+
+
+# ---------------------------------------------------------------- Algorithm 1
+def _split(d, seed=0, frac=0.3):
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(len(d.s))
+    k = int(frac * len(perm))
+    return np.sort(perm[k:]), np.sort(perm[:k])
+
+
+def test_worst_violation_bisection_equals_sequential_and_finds_g():
+    d = make_synthetic(n=4000, nu=0.6, mu=0.0, seed=2)
+    tr, te = _split(d)
+    x = (d.x - d.x[tr].mean(0)) / d.x[tr].std(0)
+    kw = dict(
+        auditor="svm_rbf", z_tr=x[tr], s_tr=d.s[tr], y_tr=d.y[tr],
+        w_tr=balanced_weights(np.ones(len(tr)), d.s[tr]), z_te=x[te], s_te=d.s[te],
+        y_te=d.y[te], w_te=balanced_weights(np.ones(len(te)), d.s[te]), y_value=1,
+        xi=0.05, alpha=0.1, max_iterations=200, seed=1,
+    )
+    seq = worst_violation(search="sequential", **kw)
+    bis = worst_violation(search="bisection", **kw)
+    assert bis.t == seq.t
+    np.testing.assert_array_equal(bis.in_g_test, seq.in_g_test)
+    assert len(bis.trace) < len(seq.trace) / 2
+    # among Y = +1 rows the worst subgroup is (mostly) the planted region, and delta
+    # tracks the planted one (alpha = 0.1 is below G's mass among Y = +1, about 0.14)
+    g = bis.in_g_test
+    gy = g & (d.y[te] > 0)
+    assert (gy & d.in_g[te]).sum() / max(gy.sum(), 1) > 0.7
+    du = violation_delta(g, s=d.s[te], y=d.y[te], w=None, y_value=1)
+    assert du == pytest.approx(d.delta, rel=0.4)
+    assert bis.mass_train >= 0.1
+
+
+def test_run_split_is_a_function_of_its_seed():
+    d = make_synthetic(n=1200, nu=0.6, mu=0.2, seed=9)
+    smp = MDFASample(x=d.x, s=d.s, y=d.y, desc=d.x, feature_names=["x1", "x2"],
+                     desc_names=["x1", "x2"])
+    p = MDFAParams(auditor="svm_rbf", epochs=5, l2_grid=[1e-3], splits=1, alpha=0.1)
+    a = run_split(smp, split=0, seed=123, params=p)
+    b = run_split(smp, split=5, seed=123, params=p)
+    c = run_split(smp, split=0, seed=124, params=p)
+    for k in ("gamma_pos", "gamma_neg", "delta", "delta_unweighted", "t", "rules"):
+        assert a[k] == b[k]
+    assert a["gamma_pos"] != c["gamma_pos"]
+    assert a["gamma_max"] == max(a["gamma_pos"], a["gamma_neg"])
+    trace = json.loads(a["trace"])
+    assert [r["t"] for r in trace] == sorted(r["t"] for r in trace)
+    assert a["t"] == max(r["t"] for r in trace if r["mass"] >= p.alpha)
+
+
+def test_gamma_matches_plain_sklearn_loop_with_uniform_weights():
+    """Uniform balancing + raw features: the kernel equals a hand-written sklearn loop."""
+    d = make_synthetic(n=2000, nu=0.7, mu=0.0, seed=4)
+    smp = MDFASample(x=d.x, s=d.s, y=d.y, desc=d.x, feature_names=["x1", "x2"],
+                     desc_names=["x1", "x2"])
+    p = MDFAParams(auditor="logistic_regression", balancing="uniform",
+                   certificate_features="raw", worst_violation=False)
+    from fairspark.audits.base import derive_seed
+
+    got = run_split(smp, split=0, seed=77, params=p)
+    perm = np.random.default_rng(derive_seed(77, "split")).permutation(2000)
+    te, tr = np.sort(perm[:600]), np.sort(perm[600:])
+    mu, sd = d.x[tr].mean(0), d.x[tr].std(0)
+    z = ((d.x - mu) / sd).astype(np.float32).astype(float)
+    w_tr = np.where(d.s[tr] > 0, (d.s[tr] < 0).sum() / (d.s[tr] > 0).sum(), 1.0)
+    w_te = np.where(d.s[te] > 0, (d.s[te] < 0).sum() / (d.s[te] > 0).sum(), 1.0)
+    clf = LogisticRegression(C=1.0, max_iter=500).fit(z[tr], d.s[tr] * d.y[tr], sample_weight=w_tr)
+    c = clf.predict(z[te])
+    acc = (w_te * (c == d.s[te] * d.y[te])).sum() / w_te.sum()
+    rho = (w_te * (d.s[te] == d.y[te])).sum() / w_te.sum()
+    assert got["gamma_pos"] == pytest.approx((acc + rho - 1) / 4, abs=1e-9)
