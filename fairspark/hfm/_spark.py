@@ -257,6 +257,7 @@ def approx_scan(
     projections: dict[int, np.ndarray],
     m2: int,
     num_partitions: int,
+    persisted: list[DataFrame] | None = None,
 ) -> DataFrame:
     """Per-anchor AcceleDist values for every target, projection and attribute.
 
@@ -274,6 +275,9 @@ def approx_scan(
         Window per side.
     num_partitions : int
         Range partitions per projection.
+    persisted : list, optional
+        Intermediate DataFrames this function persists are appended here, for the
+        caller to unpersist once the result is materialised.
 
     Returns
     -------
@@ -289,6 +293,8 @@ def approx_scan(
     )
     if num_partitions > 1:
         summary = summary.persist()
+        if persisted is not None:
+            persisted.append(summary)
         counts = (
             summary.select("tgt", "proj", "pid", "attr", "code", "cnt").distinct().toPandas()
         )

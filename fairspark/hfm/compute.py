@@ -127,7 +127,7 @@ def hfm_distances(
     m2: int,
     projections: dict[int, np.ndarray] | None = None,
     num_partitions: int | None = None,
-    rows_per_partition: int = 200_000,
+    rows_per_partition: int = 50_000,
     max_candidates: int = 20_000,
     exact_block_rows: int = 20_000,
     histogram_bins: int = 0,
@@ -198,8 +198,10 @@ def hfm_distances(
         raise ValueError(f"method {method!r} needs projection vectors")
     projections = {t: projections[t] for t in targets}
     P = num_partitions or max(1, math.ceil(n_rows / rows_per_partition))
+    inner: list[DataFrame] = []
     scan = approx_scan(
-        pts, n_attr=n_attr, dim_x=dim_x, projections=projections, m2=m2, num_partitions=P
+        pts, n_attr=n_attr, dim_x=dim_x, projections=projections, m2=m2, num_partitions=P,
+        persisted=inner,
     ).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         ap = {(int(r.tgt), int(r.attr)): r for r in summarise_approx(scan).itertuples()}
@@ -249,6 +251,8 @@ def hfm_distances(
             ub_rows.unpersist()
     finally:
         scan.unpersist()
+        for d in inner:
+            d.unpersist()
 
 
 def _add_histograms(

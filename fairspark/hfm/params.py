@@ -56,7 +56,7 @@ class HFMParams(AuditParams):
     sampler: Literal["uniform_l1", "reference_sequential"] = "uniform_l1"
     max_candidates: int = Field(20_000, ge=1)
     num_partitions: int | None = Field(None, ge=1)
-    rows_per_partition: int = Field(200_000, ge=100)
+    rows_per_partition: int = Field(50_000, ge=100)
     exact_block_rows: int = Field(20_000, ge=10)
     redact_columns: list[str] = Field(default_factory=list)
     show_witness_values: bool = True
