@@ -106,6 +106,10 @@ def test_tasks_identical_for_1_and_4_partitions_and_equal_to_kernel(spark, table
     t4 = run_oracle_tasks(spark, s, partitions=4, **kw)
     pd.testing.assert_frame_equal(t1.attempts, t4.attempts)
     assert t1.shipped_as == "broadcast"
+    # without a broadcast (as under Spark Connect) the sample travels in the closure
+    tc = run_oracle_tasks(spark, s, partitions=3, shipping="closure", **kw)
+    assert tc.shipped_as == "closure"
+    pd.testing.assert_frame_equal(t1.attempts, tc.attempts)
     att = t1.attempts
     assert set(att["status"]) <= {"accepted", "rejected", "failed"}
     # every round reached 12 accepted models

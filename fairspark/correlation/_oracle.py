@@ -263,7 +263,7 @@ def run_attempt(
             warnings.simplefilter("ignore")  # ConvergenceWarning on tiny bootstraps
             est.fit(data.x[idx], y_train)
             pred = est.predict(data.x[split.test])
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - one bad fit must not end the round
         return AttemptResult("failed", f"{type(exc).__name__}: {exc}", np.nan, nan_vec)
     y_t, w_t, p_t = data.y[split.test], data.w[split.test], data.priv[split.test]
     unpriv = _group_counts(y_t[~p_t], pred[~p_t], w_t[~p_t])

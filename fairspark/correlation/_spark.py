@@ -195,16 +195,22 @@ def draw_stratified_sample(
 class _Shipped:
     """A value shipped to executors once: a broadcast, or the closure where there is none."""
 
-    def __init__(self, spark, value: Any):
+    def __init__(self, spark, value: Any, *, how: str = "auto"):
+        if how not in ("auto", "broadcast", "closure"):
+            raise ValueError(f"shipping must be auto, broadcast or closure, got {how!r}")
         self.token = uuid.uuid4().hex
         self._bc = None
         self._value = None
-        try:
-            self._bc = spark.sparkContext.broadcast(value)
-            self.how = "broadcast"
-        except Exception:
+        self.how = "closure"
+        if how != "closure":
+            try:
+                self._bc = spark.sparkContext.broadcast(value)
+                self.how = "broadcast"
+            except Exception:  # Spark Connect has no SparkContext
+                if how == "broadcast":
+                    raise
+        if self._bc is None:
             self._value = value
-            self.how = "closure"
 
     @property
     def value(self) -> Any:
@@ -335,7 +341,7 @@ class AttemptTable:
 def _default_partitions(spark) -> int:
     try:
         return max(1, int(spark.sparkContext.defaultParallelism) * 4)
-    except Exception:
+    except Exception:  # noqa: BLE001 - no SparkContext (Spark Connect)
         return 8
 
 
@@ -355,6 +361,7 @@ def run_oracle_tasks(
     metrics: Sequence[str] = DEFAULT_METRICS,
     model_params: Mapping[str, Mapping[str, Any]] | None = None,
     partitions: int | None = None,
+    shipping: str = "auto",
 ) -> AttemptTable:
     """Run the N x L (x models x attributes) oracle calls as ``mapInPandas`` tasks.
 
@@ -368,6 +375,8 @@ def run_oracle_tasks(
     n_samples, rounds, k, min_accuracy, attempt_cap, test_fraction : METHODS §3.
     metrics : catalogue metrics returned per attempt.
     partitions : Spark partitions of each wave (default: 4 x default parallelism).
+    shipping : ``auto`` (broadcast when the session has a SparkContext, else the task
+        closure), ``broadcast`` or ``closure``.
 
     Returns
     -------
@@ -385,7 +394,7 @@ def run_oracle_tasks(
         test_fraction=float(test_fraction),
     )
     payload = {"x": sample.x, "y": sample.y, "w": sample.w, "priv": sample.priv}
-    shipped = _Shipped(spark, payload)
+    shipped = _Shipped(spark, payload, how=shipping)
     n_parts = partitions or _default_partitions(spark)
     schema = _schema(metrics)
     # state per (attr, model_index, round): next attempt number, accepted so far

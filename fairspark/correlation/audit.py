@@ -189,6 +189,7 @@ def correlation_audit(
             metrics=metrics,
             model_params=params.model_params,
             partitions=params.partitions,
+            shipping=params.shipping,
         )
         waves, shipped_as = table.waves, table.shipped_as
         att = table.attempts

@@ -50,6 +50,10 @@ class CorrelationParams(AuditParams):
         Catalogue metrics to correlate (``None`` = the 20 of METHODS §3).
     partitions:
         Spark partitions of the training tasks (``None`` = default parallelism x 4).
+    shipping:
+        How the sample reaches the tasks: ``auto`` (a broadcast where the session has a
+        SparkContext, else inside the task closure, e.g. Spark Connect), ``broadcast``
+        or ``closure``.
     """
 
     models: list[ModelName] = Field(default_factory=lambda: ["logistic_regression"])
@@ -67,6 +71,7 @@ class CorrelationParams(AuditParams):
     repeats: int = Field(50, ge=1)
     metrics: list[str] | None = None
     partitions: int | None = Field(None, ge=1)
+    shipping: Literal["auto", "broadcast", "closure"] = "auto"
 
     @model_validator(mode="after")
     def _check(self) -> CorrelationParams:
