@@ -86,7 +86,7 @@ def _figure(results: list[AttributeResult]) -> str | None:
     ax = axes[0]
     data = [pd.to_numeric(r.splits["gamma_max"], errors="coerce").dropna().to_numpy()
             for r in results]
-    ax.boxplot(data, vert=True)
+    ax.boxplot(data)
     ax.set_xticks(range(1, len(results) + 1), [r.attribute for r in results])
     ax.axhline(0.0, color="grey", lw=0.8, ls="--")
     ax.set_ylabel("gamma (max over y)")

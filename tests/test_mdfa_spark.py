@@ -1,0 +1,192 @@
+"""mdfa on Spark: grouped stats, stratified capped sample, parallel splits, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import write_parquet
+from pyspark.sql import functions as F
+
+from fairspark.config import parse_config
+from fairspark.mdfa import (
+    MDFAParams,
+    MDFASample,
+    grouped_stats,
+    make_synthetic,
+    run_splits,
+    run_splits_local,
+    stratified_sample,
+)
+from fairspark.runner import run_audit_job
+
+FAST = {"epochs": 3, "l2_grid": [0.001], "splits": 2, "auditor": "logistic_regression",
+        "min_rows": 50}
+
+
+def _cells_pdf(seed: int = 0, n: int = 3000) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    s = np.where(rng.random(n) < 0.35, 1, -1)
+    y = np.where(rng.random(n) < np.where(s > 0, 0.3, 0.6), 1, -1)
+    return pd.DataFrame({
+        "_mdfa_s": s.astype("int32"), "_mdfa_y": y.astype("int32"),
+        "k": [f"r{i}" for i in range(n)], "a": rng.normal(2.0, 3.0, n),
+    })
+
+
+def test_grouped_stats_equal_pandas(spark):
+    pdf = _cells_pdf()
+    df = spark.createDataFrame(pdf).repartition(3)
+    st = grouped_stats(df, desc_cols=[F.col("a")], desc_names=["a"])
+    for s in (1, -1):
+        sub = pdf[pdf._mdfa_s == s]
+        d = st.group_description(s)
+        assert d["n"] == len(sub)
+        assert d["mean"][0] == pytest.approx(sub.a.mean(), rel=1e-9)
+        assert d["sd"][0] == pytest.approx(sub.a.std(ddof=0), rel=1e-7)
+        for y in (1, -1):
+            assert st.count(s=s, y=y) == ((pdf._mdfa_s == s) & (pdf._mdfa_y == y)).sum()
+        assert st.rate(s=s, y=1) == pytest.approx((sub._mdfa_y == 1).mean())
+
+
+def test_stratified_sample_is_proportional_capped_and_partition_free(spark):
+    pdf = _cells_pdf()
+    counts = pdf.groupby(["_mdfa_s", "_mdfa_y"]).size().to_dict()
+    counts = {(int(k[0]), int(k[1])): int(v) for k, v in counts.items()}
+    cap = 500
+    picks = []
+    for parts in (1, 4):
+        df = spark.createDataFrame(pdf).repartition(parts)
+        smp = stratified_sample(df, columns=[F.col("a")], key_col="k", cell_counts=counts,
+                                cap=cap, seed=42)
+        picks.append(smp)
+    assert len(picks[0]) == cap
+    assert list(picks[0]["_k"]) == list(picks[1]["_k"])
+    got = picks[0].groupby(["_s", "_y"]).size().to_dict()
+    total = sum(counts.values())
+    for cell, n in counts.items():
+        assert abs(got[cell] - cap * n / total) <= 1.0  # proportional allocation
+    # a different seed gives a different sample; below the cap every row comes back
+    other = stratified_sample(spark.createDataFrame(pdf), columns=[F.col("a")], key_col="k",
+                              cell_counts=counts, cap=cap, seed=43)
+    assert set(other["_k"]) != set(picks[0]["_k"])
+    full = stratified_sample(spark.createDataFrame(pdf), columns=[F.col("a")], key_col="k",
+                             cell_counts=counts, cap=10_000, seed=1)
+    assert sorted(full["_k"]) == sorted(pdf.k)
+
+
+def test_parallel_splits_equal_sequential_loop_for_any_partitioning(spark):
+    d = make_synthetic(n=800, nu=0.6, mu=0.2, seed=1)
+    smp = MDFASample(x=d.x, s=d.s, y=d.y, desc=d.x, feature_names=["x1", "x2"],
+                     desc_names=["x1", "x2"])
+    p = MDFAParams(auditor="logistic_regression", epochs=3, l2_grid=[1e-3], splits=5,
+                   alpha=0.1)
+    seeds = [11, 12, 13, 14, 15]
+    ref = run_splits_local(smp, seeds=seeds, params=p)
+    for parts in (1, 3):
+        got = run_splits(spark, smp, seeds=seeds, params=p, partitions=parts)
+        for col in ("gamma_pos", "gamma_neg", "delta", "delta_unweighted", "mass"):
+            np.testing.assert_array_equal(got[col].to_numpy(float), ref[col].to_numpy(float))
+        assert list(got["t"]) == list(ref["t"])
+        assert list(got["trace"]) == list(ref["trace"])
+
+
+# ------------------------------------------------------------ through the runner
+def _table(n: int = 1500, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x1, x2 = rng.normal(size=n), rng.uniform(0, 10, n)
+    grp = np.where(rng.random(n) < 0.4, "b", "a")
+    pred = ((x1 + 0.3 * (grp == "b") + rng.normal(0, 0.5, n)) > 0).astype(int)
+    return pd.DataFrame({
+        "id": np.arange(n).astype(str), "x1": x1, "x2": x2,
+        "colour": rng.choice(["red", "green", "blue"], n), "grp": grp,
+        "same": "only", "secret": rng.normal(size=n),
+        "label": rng.integers(0, 2, n), "pred": pred,
+    })
+
+
+def _cfg(inp: str, out: str, mdfa: dict, **cols) -> dict:
+    columns = {
+        "features": ["x1", "x2", "colour", "secret"], "categorical": ["colour"],
+        "sensitive": [{"column": "grp", "privileged": "a"},
+                      {"column": "same", "privileged": "only"}],
+        "label": {"column": "label", "positive": 1},
+        "prediction": {"column": "pred", "positive": 1}, "row_key": "id",
+    }
+    columns.update(cols)
+    return {
+        "dataset": "mdfa_toy", "run_date": "2026-11-29", "seed": 3, "input": {"path": inp},
+        "columns": columns, "audits": {"group": {}, "mdfa": mdfa},
+        "output": {"path": out, "report": True}, "redact_columns": ["secret"],
+    }
+
+
+@pytest.fixture(scope="module")
+def toy_run(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("mdfa_toy")
+    inp = write_parquet(_table(), base / "in", n_files=3)
+    cfg = _cfg(inp, str(base / "out"), {**FAST, "auditor": "random_forest", "splits": 3})
+    return run_audit_job(spark, parse_config(cfg)), base
+
+
+def test_runner_one_group_attribute_fails_others_complete(toy_run):
+    res, _ = toy_run
+    rows = pd.DataFrame(res.rows)
+    m = rows[rows.audit == "mdfa"]
+    bad = m[m.attribute == "same"]
+    assert list(bad.status) == ["failed"]
+    assert "'same'" in bad.detail.iloc[0] and "only one group" in bad.detail.iloc[0]
+    ok = m[m.attribute == "grp"].set_index("metric")
+    assert set(ok.index) >= {"gamma", "gamma_unfavourable", "gamma_max", "delta",
+                             "delta_unweighted", "DT_G", "DI", "subgroup_mass"}
+    assert (ok.loc[["gamma", "gamma_max"], "status"] == "ok").all()
+    g = ok.loc["gamma_max"]
+    assert g.lower <= g.value <= g.upper
+    params = json.loads(g.params)
+    assert params["splits"] == 3 and "x1" in params["features_used"]
+    # the group audit still ran
+    assert (rows[rows.audit == "group"].status == "ok").any()
+    assert res.summary["audits"]["mdfa"]["attributes"]["grp"]["status"] == "ok"
+
+
+def test_runner_di_matches_pandas_and_report_redacts(toy_run):
+    res, base = toy_run
+    rows = pd.DataFrame(res.rows)
+    di = rows[(rows.audit == "mdfa") & (rows.attribute == "grp") & (rows.metric == "DI")].iloc[0]
+    t = _table()
+    y_val = 1 if "Y=+1" in di.detail else 0
+    rate = lambda g: ((t.pred == y_val) & (t.grp == g)).sum() / (t.grp == g).sum()
+    assert di.value == pytest.approx(rate("b") / rate("a"))
+    html = next(base.glob("out/**/report.html")).read_text()
+    assert "mdfa: multi-differential fairness" in html
+    assert "data:image/png;base64," in html
+    section = html[html.index("mdfa: multi-differential"):]
+    assert "secret" not in section.split("Redacted columns not shown")[0]
+    assert "x1" in section
+
+
+@pytest.mark.parametrize(
+    ("mdfa", "cols", "message"),
+    [
+        ({"min_rows": 5000}, {}, "needs at least min_rows=5000"),
+        ({"features": ["x1"]}, {"prediction": {"column": "pred", "positive": 7}},
+         "no row has a favourable decision"),
+        ({"features": ["const"]}, {"features": ["x1", "const"], "categorical": []},
+         "every audit feature is constant"),
+    ],
+)
+def test_runner_bad_input_fails_the_attribute_with_a_message(spark, tmp_path, mdfa, cols, message):
+    t = _table(400)
+    t["const"] = 1.5
+    inp = write_parquet(t, tmp_path / "in")
+    cfg = _cfg(inp, str(tmp_path / "out"), {**FAST, **mdfa, "attributes": ["grp"]}, **cols)
+    cfg["output"]["report"] = False
+    res = run_audit_job(spark, parse_config(cfg))
+    rows = pd.DataFrame(res.rows)
+    m = rows[rows.audit == "mdfa"]
+    assert list(m.status) == ["failed"]
+    assert message in m.detail.iloc[0] and "'grp'" in m.detail.iloc[0]
+    assert res.exit_code == 4
+    assert (rows[rows.audit == "group"].status != "failed").any()
