@@ -199,3 +199,16 @@ def test_report_from_a_real_run(spark, tmp_path):
     assert re.search(r"<td>D</td>.*?inconclusive: only 8 rows", html, re.DOTALL)
     assert html.count("data:image/png;base64,") >= 2
     assert result.exit_code in (0, 4)
+
+
+def test_violated_limits_come_first(rows, summary):
+    limit = {"audit": "limits", "attribute": "sex", "group": "unprivileged",
+             "metric": "limit", "metric_b": "statistical_parity_difference",
+             "value": -0.18, "lower": -0.195, "upper": -0.165, "status": "violated",
+             "detail": None, "model": None, "params": '{"gates": true}'}
+    summary = {**summary, "exit_code": 3,
+               "audits": {"group": {"status": "ok", "params": {"ci_level": 0.95}}},
+               "limits": {"status": "violated", "gates": True, "checks": 1, "violated": 1}}
+    html = render_report_html(summary=summary, rows=[*rows, limit], sections=[])
+    assert "1 of 1 fairness limit(s) violated and gates the run (exit code 3)" in html
+    assert html.index("LIMIT VIOLATED") < html.index("(Female) receives")

@@ -40,6 +40,7 @@ log = logging.getLogger("fairspark")
 
 #: audit name -> "module:function(rows, summary) -> list[str]" giving verdicts in words.
 HEADLINES: dict[str, str] = {
+    "limits": "fairspark.nightly.report:headlines",
     "group": "fairspark.audits.group_report:headlines",
 }
 
@@ -111,13 +112,22 @@ def _fmt_value(x: Any) -> str:
 def _outcome(summary: Mapping[str, Any]) -> dict[str, str]:
     code = summary.get("exit_code")
     audits = summary.get("audits") or {}
-    failed = [n for n, a in audits.items() if (a or {}).get("status") == "failed"]
-    if code == 0 and not failed:
-        return {"kind": "ok", "text": f"All {len(audits)} audit(s) completed (exit code 0)."}
+    failed = [n for n, a in audits.items()
+              if (a or {}).get("status") in ("failed", "timed_out")]
+    limits = summary.get("limits") or {}
+    violated = limits.get("status") == "violated"
     if failed:
         return {"kind": "failed",
                 "text": f"{len(failed)} of {len(audits)} audit(s) failed: {', '.join(failed)} "
                         f"(exit code {code}). The others completed and are reported below."}
+    if violated:
+        gate = " and gates the run" if limits.get("gates") else ""
+        return {"kind": "failed",
+                "text": f"All {len(audits)} audit(s) completed; {limits.get('violated')} of "
+                        f"{limits.get('checks')} fairness limit(s) violated{gate} "
+                        f"(exit code {code})."}
+    if code == 0:
+        return {"kind": "ok", "text": f"All {len(audits)} audit(s) completed (exit code 0)."}
     return {"kind": "warn", "text": f"The run ended with exit code {code}."}
 
 
@@ -173,8 +183,9 @@ def _headlines(
     summary: Mapping[str, Any], rows: list[dict[str, Any]]
 ) -> list[tuple[str, list[str]]]:
     out = []
-    audits = list((summary.get("audits") or {}).keys()) or list(
-        dict.fromkeys(r.get("audit") for r in rows))
+    names = [*(summary.get("audits") or {}), *(r.get("audit") for r in rows)]
+    # limits first: a violated limit is the first thing a reader must see
+    audits = sorted(dict.fromkeys(n for n in names if n), key=lambda n: n != "limits")
     for name in audits:
         info = (summary.get("audits") or {}).get(name) or {}
         if info.get("status") == "failed" and not any(
