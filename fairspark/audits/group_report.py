@@ -140,7 +140,8 @@ def _level_pct(ci_level: float) -> str:
 
 
 def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str, Any]],
-                       level: str, unpriv_name: str | None) -> str:
+                       level: str, unpriv_name: str | None, *, full: bool = True) -> str:
+    """One attribute's verdict; ``full=False`` keeps selection, DI and equal opportunity."""
     failed = idx.get((attr, "None", "*"))
     if failed is not None and failed.get("status") == "failed":
         return f"{attr}: could not be audited: {failed.get('detail')}."
@@ -175,9 +176,10 @@ def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str
         elif v is not None and v > 1 / _FOUR_FIFTHS:
             parts.append(f"disparate impact {_fmt(v)} favours the unprivileged group beyond "
                          "the four-fifths rule (above 1.25)")
-    for metric, words in (("tpr_difference", "equal opportunity (true positive rate)"),
-                          ("average_odds_difference", "average odds"),
-                          ("ppv_difference", "predictive parity (precision)")):
+    label_metrics = [("tpr_difference", "equal opportunity (true positive rate)"),
+                     ("average_odds_difference", "average odds"),
+                     ("ppv_difference", "predictive parity (precision)")]
+    for metric, words in label_metrics if full else label_metrics[:1]:
         r = idx.get((attr, "unprivileged", metric))
         if r is None:
             continue
@@ -218,7 +220,9 @@ def headlines(rows: list[Mapping[str, Any]], *, summary: Mapping[str, Any] | Non
               ci_level: float | None = None) -> list[str]:
     """One verdict in words per audited attribute (binary view), for the report's top.
 
-    A gap is called clear only when its interval excludes the fair value.
+    Short form (selection rates, disparate impact, equal opportunity and the count of
+    inconclusive comparisons); the section repeats it with average odds and predictive
+    parity. A gap is called clear only when its interval excludes the fair value.
     """
     rows = [r for r in rows if r.get("audit", "group") == "group"]
     if ci_level is None:
@@ -226,7 +230,7 @@ def headlines(rows: list[Mapping[str, Any]], *, summary: Mapping[str, Any] | Non
         ci_level = float(params.get("ci_level", 0.95))
     idx = _index(rows)
     names = _unpriv_names(summary)
-    return [_attribute_verdict(a, idx, _level_pct(ci_level), names.get(a))
+    return [_attribute_verdict(a, idx, _level_pct(ci_level), names.get(a), full=False)
             for a in _attributes(rows)]
 
 

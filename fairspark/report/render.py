@@ -45,6 +45,10 @@ HEADLINES: dict[str, str] = {
 }
 
 # src= / href= attributes and CSS url(...) whose value is not a data: URI.
+_AUDIT_TITLES = {"group": "Group metrics", "limits": "Fairness limits",
+                 "hfm": "Individual fairness (HFM)", "mdfa": "mdfa",
+                 "correlation": "Representative metrics"}
+
 _ATTR_RE = re.compile(
     r"""\s(?:src|href|srcset|action|poster|xlink:href)\s*=\s*(?:"(?!data:)[^"]*"|'(?!data:)[^']*'|(?!["'])(?!data:)[^\s>]+)""",
     re.IGNORECASE,
@@ -132,38 +136,37 @@ def _outcome(summary: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _facts(summary: Mapping[str, Any]) -> list[str]:
+    """Two or three short lines: rows and groups (the details are at the end)."""
     rows = summary.get("rows") or {}
     inp = summary.get("input") or {}
     source = inp.get("table") or inp.get("path") or "the input"
     facts = []
-    read, audited = rows.get("read"), rows.get("audited")
-    if read is not None:
-        line = f"{_fmt_count(read)} rows read from {source}"
+    parts = []
+    if rows.get("read") is not None:
+        read = f"{_fmt_count(rows['read'])} rows read from {source}"
         if inp.get("where"):
-            line += f" (filter: {inp['where']})"
-        facts.append(line + ".")
-    dropped = rows.get("dropped") or {}
+            read += f" (filter: {inp['where']})"
+        parts.append(read)
+    dropped = {k: v for k, v in (rows.get("dropped") or {}).items() if v and k != "total"}
     if dropped:
-        parts = [f"{_fmt_count(n)} {reason}" for reason, n in dropped.items() if n]
-        if parts:
-            facts.append(f"{_fmt_count(sum(int(n) for n in dropped.values()))} rows dropped: "
-                         + "; ".join(parts) + ".")
-    if audited is not None:
-        line = f"{_fmt_count(audited)} rows audited"
-        unl = rows.get("unlabelled")
-        if unl:
-            line += (f", of which {_fmt_count(unl)} have no label yet (they count for selection "
-                     "rate, statistical parity and disparate impact only)")
-        facts.append(line + ".")
-    if rows.get("weighted"):
-        facts.append("Rows are weighted by the configured weight column.")
+        total = sum(int(n) for n in dropped.values())
+        parts.append(f"{_fmt_count(total)} dropped ("
+                     + ", ".join(f"{reason}: {_fmt_count(n)}" for reason, n in dropped.items())
+                     + ")")
+    if rows.get("audited") is not None:
+        audited = f"{_fmt_count(rows['audited'])} rows audited"
+        if rows.get("unlabelled"):
+            audited += (f", {_fmt_count(rows['unlabelled'])} of them without a label yet "
+                        "(they count for selection rate, statistical parity and disparate "
+                        "impact only)")
+        parts.append(audited)
+    if parts:
+        facts.append("; ".join(parts) + ("; rows are weighted." if rows.get("weighted") else "."))
     attrs = rows.get("attributes") or {}
-    for name, a in attrs.items():
-        priv = a.get("privileged") or []
-        if priv:
-            others = [v for v in (a.get("values") or {}) if v not in priv]
-            facts.append(f"{name}: privileged group {', '.join(map(str, priv))}; "
-                         f"compared with {', '.join(map(str, others)) or 'no other value'}.")
+    groups = [f"{name} = {', '.join(map(str, a.get('privileged') or []))}"
+              for name, a in attrs.items() if a.get("privileged")]
+    if groups:
+        facts.append("Privileged groups: " + "; ".join(groups) + ".")
     return facts
 
 
@@ -202,7 +205,7 @@ def _headlines(
             log.warning("report: headlines of %s failed: %s", name, err)
             continue
         if lines:
-            out.append((name, list(lines)))
+            out.append((_AUDIT_TITLES.get(name, name), list(lines)))
     return out
 
 
