@@ -82,6 +82,14 @@ def _stack(col: pd.Series, dim_x: int) -> np.ndarray:
     return np.vstack(col.to_numpy()).astype(np.float64, copy=False).reshape(len(col), dim_x)
 
 
+def _keys_at(keys: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Keys at indices; ``None`` where the index is -1 (no neighbour)."""
+    out = np.full(idx.shape[0], None, dtype=object)
+    ok = idx >= 0
+    out[ok] = np.asarray(keys, dtype=object)[idx[ok]]
+    return out
+
+
 def _sort_order(g: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return np.lexsort((np.asarray(keys, dtype=str), g))
 
@@ -240,7 +248,7 @@ def _make_scan_fn(n_attr: int, m2: int, dim_x: int):
                         "attr": a,
                         "key": keys[sel],
                         "d": d[sel],
-                        "nb_key": np.where(nb[sel] >= 0, keys[np.maximum(nb[sel], 0)], None),
+                        "nb_key": _keys_at(keys, nb[sel]),
                     }
                 )
             )
@@ -504,8 +512,10 @@ def exact_all(
 
     def block_pair(qdf: pd.DataFrame, rdf: pd.DataFrame) -> pd.DataFrame:
         _pin_threads()
-        if len(qdf) == 0 or len(rdf) == 0:
+        if len(qdf) == 0:
             return pd.DataFrame({"tgt": [], "attr": [], "key": [], "d": [], "nb_key": []})
+        if len(rdf) == 0:  # an empty reference block: queries still count once per block
+            rdf = qdf.iloc[:0]
         rdf = rdf.iloc[np.argsort(rdf["key"].to_numpy(dtype=str), kind="stable")]
         rkeys = rdf["key"].to_numpy()
         outs = []
@@ -520,7 +530,7 @@ def exact_all(
                             "attr": a,
                             "key": qdf["key"].to_numpy(),
                             "d": d,
-                            "nb_key": np.where(idx >= 0, rkeys[np.maximum(idx, 0)], None),
+                            "nb_key": _keys_at(rkeys, idx),
                         }
                     )
                 )
