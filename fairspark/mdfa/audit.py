@@ -97,6 +97,9 @@ def _plan_features(prepared: PreparedData, params: MDFAParams, redact: list[str]
 
 
 def _target_label(attr: AttributeInfo, target_group: str) -> str:
+    if attr.kind == "predicate":
+        truth = "false" if target_group == "unprivileged" else "true"
+        return f"{target_group} (privileged predicate {truth})"
     priv = [v for v in attr.values if v in attr.privileged_values]
     unpriv = [v for v in attr.values if v not in attr.privileged_values]
     side = unpriv if target_group == "unprivileged" else priv
