@@ -212,5 +212,5 @@ def test_violated_limits_come_first(rows, summary):
                "audits": {"group": {"status": "ok", "params": {"ci_level": 0.95}}},
                "limits": {"status": "violated", "gates": True, "checks": 1, "violated": 1}}
     html = render_report_html(summary=summary, rows=[*rows, limit], sections=[])
-    assert "1 of 1 fairness limit(s) violated and gates the run (exit code 3)" in html
+    assert "1 of 1 fairness limit(s) violated, which fails the run (exit code 3)" in html
     assert html.index("LIMIT VIOLATED") < html.index("(Female) receives")

@@ -125,7 +125,7 @@ def _outcome(summary: Mapping[str, Any]) -> dict[str, str]:
                 "text": f"{len(failed)} of {len(audits)} audit(s) failed: {', '.join(failed)} "
                         f"(exit code {code}). The others completed and are reported below."}
     if violated:
-        gate = " and gates the run" if limits.get("gates") else ""
+        gate = ", which fails the run" if code == 3 else ""
         return {"kind": "failed",
                 "text": f"All {len(audits)} audit(s) completed; {limits.get('violated')} of "
                         f"{limits.get('checks')} fairness limit(s) violated{gate} "
