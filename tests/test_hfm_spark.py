@@ -161,3 +161,18 @@ def test_cap_gives_valid_interval_not_certified(pts, data, projections):
             assert r.extra["n_searched"] <= 1
             seen_uncertified |= not r.certified
     assert seen_uncertified
+
+
+def test_exact_with_empty_blocks_and_duplicates(spark):
+    rng = np.random.default_rng(3)
+    X = rng.random((12, 2))
+    codes = np.array([0, 1] * 6)
+    rows = [(f"k{i}", 1.0, 0.0, [float(v) for v in X[i]], int(codes[i])) for i in range(12)]
+    rows += rows[:2]  # two duplicated rows (same key)
+    pts = spark.createDataFrame(rows, "key string, y double, yp double, x array<double>, c0 int")
+    res = hfm_distances(pts, n_attr=1, dim_x=2, n_rows=len(rows), method="exact", m2=1,
+                        exact_block_rows=1)  # 14 blocks: several are empty
+    V = np.column_stack([np.ones(14), np.r_[X, X[:2]]])
+    nn = brute(V, np.r_[codes, codes[:2]])
+    assert res[(0, 0)].value == pytest.approx(nn.max(), abs=1e-12)
+    assert res[(0, 0)].avg == pytest.approx(nn.mean(), rel=1e-12)

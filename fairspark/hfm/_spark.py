@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,9 +37,9 @@ from fairspark.hfm._kernels import nn_other_group, window_scan
 __all__ = [
     "CertifiedResult",
     "approx_scan",
+    "block_nn",
     "certify",
     "exact_all",
-    "exact_nn_for",
     "points_schema_check",
     "pointwise_rows",
     "summarise_approx",
@@ -48,8 +47,6 @@ __all__ = [
 ]
 
 TARGETS = ("label", "prediction")
-#: bytes of candidate points one certification step may bring to the driver
-_BATCH_BYTES = 400_000
 
 
 def _pin_threads() -> None:
@@ -412,74 +409,87 @@ def _points_of(pdf: pd.DataFrame, tgt: int, dim_x: int) -> np.ndarray:
     return np.column_stack([t.to_numpy(np.float64), _stack(pdf["x"], dim_x)])
 
 
-_NN_SCHEMA = "qid int, d double, nb_key string"
+_EXACT_SCHEMA = "tgt int, attr int, key string, d double, nb_key string"
 
 
-def exact_nn_for(
-    pts: DataFrame,
+def _nn_frame(tgt: int, attr: int, keys, d: np.ndarray, nb: np.ndarray) -> pd.DataFrame:
+    n = len(keys)
+    return pd.DataFrame({
+        "tgt": np.full(n, tgt, dtype=np.int32), "attr": np.full(n, attr, dtype=np.int32),
+        "key": pd.Series(np.asarray(keys, dtype=object), dtype=object),
+        "d": np.asarray(d, dtype=np.float64),
+        "nb_key": pd.Series(np.asarray(nb, dtype=object), dtype=object),
+    })
+
+
+def block_nn(
+    queries: DataFrame,
+    refs: DataFrame,
     *,
     n_attr: int,
     dim_x: int,
-    queries: pd.DataFrame,
-) -> pd.DataFrame:
-    """Exact nearest-other-group distance of a few query rows, in one pass over ``pts``.
+    n_qblocks: int,
+    n_rblocks: int,
+    targets: tuple[int, ...] = (0, 1),
+) -> DataFrame:
+    """Exact nn-other-group of query rows among reference rows: block nested loop.
 
-    Parameters
-    ----------
-    pts : DataFrame
-        Points DataFrame.
-    n_attr, dim_x : int
-        Number of code columns and feature length.
-    queries : pandas.DataFrame
-        Small (capped by the caller): ``qid, tgt, attr, t, x, code``.
+    Rows are hashed into blocks by key; each (query block, reference block) pair is one
+    cogroup task holding two blocks (memory per task ~ two blocks of rows). When the
+    queries carry ``q_tgt`` and ``q_attr``, each query row is searched only for that
+    (target, attribute); otherwise for every target and attribute.
 
     Returns
     -------
-    pandas.DataFrame
-        ``qid, d, nb_key`` (ties: smallest key).
+    DataFrame
+        ``tgt, attr, key, d, nb_key`` per query row and reference block (not collected;
+        take the minimum per query).
     """
-    q_groups = []
-    for (tgt, attr), grp in queries.groupby(["tgt", "attr"]):
-        Q = np.column_stack([grp["t"].to_numpy(np.float64), _stack(grp["x"], dim_x)])
-        qids = grp["qid"].to_numpy(np.int64)
-        q_groups.append((int(tgt), int(attr), qids, Q, grp["code"].to_numpy()))
-
-    def nn_part(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        _pin_threads()
-        best: dict[int, tuple[float, str]] = {}
-        for pdf in batches:
-            if len(pdf) == 0:
-                continue
-            pdf = pdf.iloc[np.argsort(pdf["key"].to_numpy(dtype=str), kind="stable")]
-            keys = pdf["key"].to_numpy()
-            for tgt, attr, qids, Q, qc in q_groups:
-                R = _points_of(pdf, tgt, dim_x)
-                d, idx = nn_other_group(Q, qc, R, pdf[f"c{attr}"].to_numpy())
-                for qid, dv, iv in zip(qids.tolist(), d.tolist(), idx.tolist(), strict=True):
-                    if iv < 0:
-                        continue
-                    cand = (dv, str(keys[iv]))
-                    if qid not in best or cand < best[qid]:
-                        best[qid] = cand
-        yield pd.DataFrame(
-            {
-                "qid": np.array(list(best), dtype=np.int32),
-                "d": [v[0] for v in best.values()],
-                "nb_key": [v[1] for v in best.values()],
-            }
-        )
-
-    return (
-        pts.select("key", "y", "yp", "x", *_code_cols(n_attr))
-        .mapInPandas(nn_part, _NN_SCHEMA)
-        .groupBy("qid")
-        .agg(F.min(F.struct("d", "nb_key")).alias("m"))
-        .select("qid", "m.d", "m.nb_key")
-        .toPandas()
+    cols = _code_cols(n_attr)
+    per_query = "q_tgt" in queries.columns
+    qcols = ["key", "y", "yp", "x", *cols, *(["q_tgt", "q_attr"] if per_query else [])]
+    rseq = F.explode(F.sequence(F.lit(0), F.lit(n_rblocks - 1)))
+    qseq = F.explode(F.sequence(F.lit(0), F.lit(n_qblocks - 1)))
+    left = (
+        queries.select(*qcols)
+        .withColumn("qb", F.pmod(F.xxhash64("key"), F.lit(n_qblocks)).cast("int"))
+        .withColumn("rb", rseq)
+    )
+    right = (
+        refs.select("key", "y", "yp", "x", *cols)
+        .withColumn("rb", F.pmod(F.xxhash64("key"), F.lit(n_rblocks)).cast("int"))
+        .withColumn("qb", qseq)
     )
 
+    def block_pair(qdf: pd.DataFrame, rdf: pd.DataFrame) -> pd.DataFrame:
+        _pin_threads()
+        if len(qdf) == 0:
+            return _nn_frame(0, 0, [], np.zeros(0), np.zeros(0, dtype=object))
+        if len(rdf) == 0:  # an empty reference block: queries still count once per block
+            rdf = qdf.iloc[:0]
+        rdf = rdf.iloc[np.argsort(rdf["key"].to_numpy(dtype=str), kind="stable")]
+        rkeys = rdf["key"].to_numpy()
+        outs = []
+        for tgt in targets:
+            R = _points_of(rdf, tgt, dim_x)
+            for a, c in enumerate(cols):
+                sub = qdf
+                if per_query:
+                    sub = qdf[(qdf["q_tgt"] == tgt) & (qdf["q_attr"] == a)]
+                    if len(sub) == 0:
+                        continue
+                Q = _points_of(sub, tgt, dim_x)
+                d, idx = nn_other_group(Q, sub[c].to_numpy(), R, rdf[c].to_numpy())
+                outs.append(_nn_frame(tgt, a, sub["key"].to_numpy(), d, _keys_at(rkeys, idx)))
+        if not outs:
+            return _nn_frame(0, 0, [], np.zeros(0), np.zeros(0, dtype=object))
+        return pd.concat(outs, ignore_index=True)
 
-_EXACT_SCHEMA = "tgt int, attr int, key string, d double, nb_key string"
+    return (
+        left.groupBy("qb", "rb")
+        .cogroup(right.groupBy("qb", "rb"))
+        .applyInPandas(block_pair, _EXACT_SCHEMA)
+    )
 
 
 def exact_all(
@@ -490,57 +500,17 @@ def exact_all(
     n_blocks: int,
     targets: tuple[int, ...] = (0, 1),
 ) -> DataFrame:
-    """Exact nn-other-group of every row: block nested loop over ``n_blocks^2`` pairs.
-
-    Rows are hashed into blocks by key; each (query block, reference block) pair is one
-    cogroup task holding two blocks (memory per task ~ 2 n / n_blocks rows); the
-    per-row minimum over reference blocks is then taken with a Spark aggregation.
+    """Exact nn-other-group of every row (:func:`block_nn` of the table with itself).
 
     Returns
     -------
     DataFrame
-        ``tgt, attr, key, d, nb_key, mult`` per distinct key (not collected).
+        ``tgt, attr, key, d, nb_key, mult`` per distinct key (not collected); ``mult`` is
+        the number of rows sharing the key.
     """
     points_schema_check(pts, n_attr)
-    cols = _code_cols(n_attr)
-    base = pts.select("key", "y", "yp", "x", *cols).withColumn(
-        "blk", F.pmod(F.xxhash64("key"), F.lit(n_blocks)).cast("int")
-    )
-    seq = F.explode(F.sequence(F.lit(0), F.lit(n_blocks - 1)))
-    left = base.withColumnRenamed("blk", "qb").withColumn("rb", seq)
-    right = base.withColumnRenamed("blk", "rb").withColumn("qb", seq)
-
-    def block_pair(qdf: pd.DataFrame, rdf: pd.DataFrame) -> pd.DataFrame:
-        _pin_threads()
-        if len(qdf) == 0:
-            return pd.DataFrame({"tgt": [], "attr": [], "key": [], "d": [], "nb_key": []})
-        if len(rdf) == 0:  # an empty reference block: queries still count once per block
-            rdf = qdf.iloc[:0]
-        rdf = rdf.iloc[np.argsort(rdf["key"].to_numpy(dtype=str), kind="stable")]
-        rkeys = rdf["key"].to_numpy()
-        outs = []
-        for tgt in targets:
-            Q, R = _points_of(qdf, tgt, dim_x), _points_of(rdf, tgt, dim_x)
-            for a, c in enumerate(cols):
-                d, idx = nn_other_group(Q, qdf[c].to_numpy(), R, rdf[c].to_numpy())
-                outs.append(
-                    pd.DataFrame(
-                        {
-                            "tgt": tgt,
-                            "attr": a,
-                            "key": qdf["key"].to_numpy(),
-                            "d": d,
-                            "nb_key": _keys_at(rkeys, idx),
-                        }
-                    )
-                )
-        return pd.concat(outs, ignore_index=True)
-
-    per_pair = (
-        left.groupBy("qb", "rb")
-        .cogroup(right.groupBy("qb", "rb"))
-        .applyInPandas(block_pair, _EXACT_SCHEMA)
-    )
+    per_pair = block_nn(pts, pts, n_attr=n_attr, dim_x=dim_x, n_qblocks=n_blocks,
+                        n_rblocks=n_blocks, targets=targets)
     return (
         per_pair.groupBy("tgt", "attr", "key")
         .agg(F.min(F.struct("d", "nb_key")).alias("m"), F.count(F.lit(1)).alias("n"))
@@ -571,9 +541,11 @@ def certify(
     *,
     n_attr: int,
     dim_x: int,
+    n_rows: int,
     pairs: list[tuple[int, int]],
     max_candidates: int,
-    first_batch: int = 256,
+    block_rows: int = 20_000,
+    first_batch: int = 1024,
 ) -> dict[tuple[int, int], CertifiedResult]:
     """Exact D from per-row upper bounds plus exact searches for few rows (METHODS §1).
 
@@ -581,7 +553,9 @@ def certify(
     rows whose upper bound is at most the lower bound can be discarded. The loop stops
     when no row left has ``ub > lower`` (certified: lower = upper = D) or when the next
     batch would exceed ``max_candidates`` exact searches (not certified; the interval is
-    ``[lower, upper]``).
+    ``[lower, upper]``). Candidates never travel to the driver: each step selects them
+    with a window rank and searches them with :func:`block_nn`; the driver receives a
+    few numbers per (target, attribute).
 
     Parameters
     ----------
@@ -589,42 +563,44 @@ def certify(
         Points DataFrame.
     ub_rows : DataFrame
         From :func:`pointwise_rows` (``tgt, attr, key, ub``); persisted by the caller.
-    n_attr, dim_x : int
-        Number of code columns and feature length.
+    n_attr, dim_x, n_rows : int
+        Number of code columns, feature length, rows of ``pts``.
     pairs : list of (tgt, attr)
         What to certify.
     max_candidates : int
         Cap on exact searches per (tgt, attr).
+    block_rows : int
+        Rows per block of the exact search.
     first_batch : int
-        Rows searched in the first step; later steps double it (bounded by bytes).
+        Rows searched in the first step; each later step searches four times more.
 
     Returns
     -------
     dict
         ``(tgt, attr) -> CertifiedResult``; ``steps`` lists ``(n_searched, lower, upper)``.
     """
-    cols = _code_cols(n_attr)
-    byte_cap = max(1, _BATCH_BYTES // (8 * (dim_x + 4) + 64))
+    n_rblocks = max(1, math.ceil(n_rows / block_rows))
     state: dict[tuple[int, int], dict] = {
         p: {"lb": -math.inf, "cursor": None, "n": 0, "batch": first_batch, "done": False,
             "certified": False, "ub_rem": math.inf, "best": (None, None), "steps": []}
         for p in pairs
     }
+    rank = F.row_number().over(
+        Window.partitionBy("tgt", "attr").orderBy(F.col("ub").desc(), F.col("key").asc())
+    )
     while True:
+        for st in state.values():
+            if not st["done"] and st["n"] >= max_candidates:
+                st["done"] = True
         active = [p for p, st in state.items() if not st["done"]]
-        for p in active:
-            if state[p]["n"] >= max_candidates:
-                state[p]["done"] = True
-        active = [p for p in active if not state[p]["done"]]
         if not active:
             break
-        per_pair = max(1, byte_cap // len(active))
         sizes: dict[tuple[int, int], int] = {}
         cond = F.lit(False)
         size_col = F.lit(0)
         for p in active:
             st, (tgt, attr) = state[p], p
-            sizes[p] = min(st["batch"], per_pair, max_candidates - st["n"])
+            sizes[p] = min(st["batch"], max_candidates - st["n"])
             c = (F.col("tgt") == tgt) & (F.col("attr") == attr)
             if math.isfinite(st["lb"]):
                 c &= F.col("ub") > F.lit(st["lb"])
@@ -635,66 +611,67 @@ def certify(
             cond |= c
             is_p = (F.col("tgt") == tgt) & (F.col("attr") == attr)
             size_col = F.when(is_p, F.lit(sizes[p])).otherwise(size_col)
-        # one job for every pair: top rows by (ub desc, key asc), one more to know what is left
-        rank = F.row_number().over(
-            Window.partitionBy("tgt", "attr").orderBy(F.col("ub").desc(), F.col("key").asc())
-        )
-        cand_all = (
+        ranked = (
             ub_rows.where(cond)
             .select("tgt", "attr", "key", "ub")
             .withColumn("rn", rank)
-            .where(F.col("rn") <= size_col + 1)
-            .toPandas()
+            .withColumn("size", size_col)
+            .where(F.col("rn") <= F.col("size") + 1)
+            .persist()
         )
-        wanted: dict[tuple[int, int], list[str]] = {}
-        for p in active:
-            st, (tgt, attr) = state[p], p
-            cand = (
-                cand_all[(cand_all["tgt"] == tgt) & (cand_all["attr"] == attr)]
-                .sort_values("rn")
-                .reset_index(drop=True)
-            )
-            size = sizes[p]
-            if len(cand) == 0:
-                st["done"], st["certified"], st["ub_rem"] = True, True, -math.inf
-                continue
-            more = len(cand) > size
-            st["ub_rem"] = float(cand["ub"].iloc[size]) if more else -math.inf
-            cand = cand.iloc[:size]
-            st["cursor"] = (float(cand["ub"].iloc[-1]), str(cand["key"].iloc[-1]))
-            st["n"] += len(cand)
-            st["batch"] *= 2
-            wanted[p] = cand["key"].tolist()
-        if not wanted:
-            break
-        all_keys = sorted({k for ks in wanted.values() for k in ks})
-        fetched = (
-            pts.where(F.col("key").isin(all_keys))
-            .dropDuplicates(["key"])
-            .select("key", "y", "yp", "x", *cols)
-            .toPandas()
-            .set_index("key")
-        )
-        queries, meta = [], {}
-        for p, ks in wanted.items():
-            tgt, attr = p
-            for k in ks:
-                r = fetched.loc[k]
-                meta[len(queries)] = (p, k)
-                queries.append(
-                    {"qid": len(queries), "tgt": tgt, "attr": attr,
-                     "t": float(r["y"] if tgt == 0 else r["yp"]), "x": r["x"],
-                     "code": int(r[cols[attr]])}
+        try:
+            info = (
+                ranked.groupBy("tgt", "attr")
+                .agg(
+                    F.sum(F.when(F.col("rn") <= F.col("size"), 1).otherwise(0)).alias("n"),
+                    F.max_by(F.struct("ub", "key"),
+                             F.when(F.col("rn") <= F.col("size"), F.col("rn"))).alias("last"),
+                    F.max(F.when(F.col("rn") == F.col("size") + 1, F.col("ub"))).alias("rem"),
                 )
-        res = exact_nn_for(pts, n_attr=n_attr, dim_x=dim_x, queries=pd.DataFrame(queries))
-        for r in res.itertuples():
-            p, key = meta[int(r.qid)]
-            st = state[p]
+                .toPandas()
+            )
+            got = {(int(r.tgt), int(r.attr)): r for r in info.itertuples()}
+            searching = []
+            for p in active:
+                st = state[p]
+                r = got.get(p)
+                if r is None or int(r.n) == 0:
+                    st["done"], st["certified"], st["ub_rem"] = True, True, -math.inf
+                    continue
+                st["ub_rem"] = -math.inf if pd.isna(r.rem) else float(r.rem)
+                st["cursor"] = (float(r.last["ub"]), str(r.last["key"]))
+                st["n"] += int(r.n)
+                st["batch"] *= 4
+                searching.append(p)
+            if not searching:
+                break
+            n_q = sum(int(got[p].n) for p in searching)
+            queries = (
+                ranked.where(F.col("rn") <= F.col("size"))
+                .select(F.col("tgt").alias("q_tgt"), F.col("attr").alias("q_attr"), "key")
+                .join(pts.dropDuplicates(["key"]), on="key", how="inner")
+            )
+            found = (
+                block_nn(queries, pts, n_attr=n_attr, dim_x=dim_x,
+                         n_qblocks=max(1, math.ceil(n_q / block_rows)), n_rblocks=n_rblocks,
+                         targets=tuple(sorted({p[0] for p in searching})))
+                .groupBy("tgt", "attr", "key")
+                .agg(F.min(F.struct("d", "nb_key")).alias("m"))
+                .groupBy("tgt", "attr")
+                .agg(F.min(F.struct((-F.col("m.d")).alias("nd"), F.col("key"),
+                                    F.col("m.nb_key").alias("nb_key"))).alias("w"))
+                .select("tgt", "attr", (-F.col("w.nd")).alias("d"), "w.key", "w.nb_key")
+                .toPandas()
+            )
+        finally:
+            ranked.unpersist()
+        for r in found.itertuples():
+            st = state[(int(r.tgt), int(r.attr))]
             d = float(r.d)
-            if d > st["lb"] or (d == st["lb"] and key < (st["best"][0] or "\uffff")):
+            if d > st["lb"] or (d == st["lb"] and r.key < (st["best"][0] or "\uffff")):
                 st["lb"] = d
-                st["best"] = (key, r.nb_key)
-        for p in wanted:
+                st["best"] = (r.key, r.nb_key)
+        for p in searching:
             st = state[p]
             st["steps"].append((st["n"], st["lb"], max(st["lb"], st["ub_rem"])))
             if st["ub_rem"] <= st["lb"]:

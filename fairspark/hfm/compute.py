@@ -233,8 +233,8 @@ def hfm_distances(
             if method == "pointwise":
                 return out
             cert = certify(
-                pts, ub_rows, n_attr=n_attr, dim_x=dim_x, pairs=list(out),
-                max_candidates=max_candidates,
+                pts, ub_rows, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows, pairs=list(out),
+                max_candidates=max_candidates, block_rows=exact_block_rows,
             )
             for p, c in cert.items():
                 res = out[p]
