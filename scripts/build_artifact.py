@@ -161,8 +161,9 @@ def build_env(dist: Path, pins: list[str], *, force: bool = False) -> Path:
         cache.mkdir(parents=True, exist_ok=True)
         tmp = cache / (ENV_NAME + ".part")
         excludes = [a for pat in EXCLUDES for a in ("--exclude", pat)]
-        _run(["venv-pack", "--prefix", str(venv_dir), "--output", str(tmp), "--format",
-              "tar.gz", "--compress-level", "1", "--force", "--quiet", *excludes])
+        _run([sys.executable, "-m", "venv_pack", "--prefix", str(venv_dir), "--output",
+              str(tmp), "--format", "tar.gz", "--compress-level", "1", "--force", "--quiet",
+              *excludes])
         tmp.replace(cached)
         (cache / "requirements.txt").write_text("\n".join(pins) + "\n", encoding="utf-8")
         shutil.rmtree(venv_dir, ignore_errors=True)
