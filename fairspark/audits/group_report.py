@@ -56,7 +56,8 @@ def metric_label(name: str) -> str:
     for kind in ("difference", "ratio"):
         if name.endswith(f"_{kind}"):
             rate = name[: -len(kind) - 1]
-            return f"{_ABBR.get(rate, rate)} {kind}{_ALIAS.get(rate, '')}"
+            text = f"{_ABBR.get(rate, rate)} {kind}{_ALIAS.get(rate, '')}"
+            return text[:1].upper() + text[1:]
     return name.replace("_", " ")
 
 
