@@ -296,7 +296,7 @@ def test_end_to_end_through_the_runner(spark, tmp_path):
                     "n_representatives": 3,
                 },
             },
-            "output": {"path": str(tmp_path / "out"), "report": False},
+            "output": {"path": str(tmp_path / "out"), "report": True},
         }
     )
     result = run_audit_job(spark, cfg)
@@ -313,6 +313,9 @@ def test_end_to_end_through_the_runner(spark, tmp_path):
     )
     assert len(info["attributes"]["sex"]["linear_svm"]["representatives"]) == 3
     assert sum(r["metric"] == "representative" for r in rows) == 3
+    html = next((tmp_path / "out").rglob("report.html")).read_text()
+    assert "Representative fairness metrics (correlation)" in html
+    assert "Cluster graph" in html and "Correlation heatmap" in html
 
 
 _LOCAL_CLUSTER_SCRIPT = """
