@@ -11,10 +11,10 @@ counts it aggregated in its single pass. Formulas and their justification are in
 - a **ratio** gets the MOVER-R interval with Wilson limits (Donner & Zou 2012), which,
   unlike Katz's log interval, is defined when the unprivileged rate is 0;
 - **average odds** gets MOVER for a sum of four independent rates;
-- **equalized odds** and the **absolute baselines** (dp, eo, pqp) fold the difference
-  intervals: ``|d|`` in ``[min |.|, max |.|]`` (0 when the interval holds 0); the max
-  of two gaps takes its lower limit from the gaps at level ``1 - (1-level)/2``
-  (both gaps can push it up) and its upper limit from the gaps at ``level``;
+- the **absolute baselines** (dp, eo, pqp) and **equalized odds** (a max of two
+  absolute gaps) get intervals for a parameter bounded by its fair value 0: the lower
+  limit is 0 unless a test interval excludes 0, then a one-sided signed limit; the
+  upper limit is the farther signed limit (:func:`_abs_limits`);
 - **GEI / Theil** (and their between-group parts) get a delta-method interval on the
   log scale, treating all groups' benefit cells as one multinomial sample.
 
@@ -224,14 +224,33 @@ def _mover_ratio(p1, l1, u1, p2, l2, u2):
     return np.where(ok, lo, np.nan), np.where(ok, np.where(a_hi > 0, hi, np.inf), np.nan)
 
 
-def _fold(lo, hi):
-    """Limits for ``|d|`` from limits ``[lo, hi]`` for ``d``."""
-    lo = np.asarray(lo, np.float64)
-    hi = np.asarray(hi, np.float64)
-    straddle = (lo <= 0.0) & (hi >= 0.0)
-    flo = np.where(straddle, 0.0, np.minimum(np.abs(lo), np.abs(hi)))
-    fhi = np.maximum(np.abs(lo), np.abs(hi))
-    return flo, fhi
+def _abs_limits(unpriv, priv, rate: str, *, alpha: float, test_alpha: float,
+                near_share: float, weights: Weights) -> tuple[np.ndarray, np.ndarray]:
+    """Limits for ``|p_u - p_p|`` (a gap whose fair value, 0, is on the boundary).
+
+    The lower limit is 0 unless the signed interval at two-sided level
+    ``1 - test_alpha`` excludes 0; then it is the signed limit nearer 0 at one-sided
+    level ``1 - near_share * alpha``. The upper limit is the farther signed limit at
+    one-sided level ``1 - (1 - near_share) * alpha``. Folding a plain equal-tailed
+    interval instead covers up to ``1 - alpha/2`` when the gap is a few standard errors
+    from 0 (docs/intervals.md).
+    """
+
+    def signed(two_sided_alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        z = z_value(1.0 - two_sided_alpha)
+        lu = _rate_limits(unpriv, rate, z, weights)
+        lp = _rate_limits(priv, rate, z, weights)
+        lo, hi = _mover_diff(*lu, *lp)
+        return lu[0] - lp[0], lo, hi
+
+    _, t_lo, t_hi = signed(test_alpha)
+    _, n_lo, n_hi = signed(2.0 * near_share * alpha)
+    _, f_lo, f_hi = signed(2.0 * (1.0 - near_share) * alpha)
+    lower = np.where(t_lo > 0.0, np.maximum(n_lo, 0.0),
+                     np.where(t_hi < 0.0, np.maximum(-n_hi, 0.0), 0.0))
+    upper = np.maximum(np.abs(f_lo), np.abs(f_hi))
+    ok = np.isfinite(t_lo) & np.isfinite(t_hi)
+    return np.where(ok, lower, np.nan), np.where(ok, upper, np.nan)
 
 
 # --------------------------------------------------------------------------- public
@@ -317,8 +336,6 @@ def comparison_intervals(
         a ``reason`` (scalar input).
     """
     z = z_value(level)
-    # Equalized odds takes its lower limit from the gaps at a Bonferroni level.
-    z_half = z_value(1.0 - (1.0 - level) / 2.0)
     needed = set(COMPARED_RATES) | {"selection_rate", "tpr", "fpr", "ppv"}
     lim_u = {r: _rate_limits(unpriv, r, z, weights) for r in needed}
     lim_p = {r: _rate_limits(priv, r, z, weights) for r in needed}
@@ -335,12 +352,10 @@ def comparison_intervals(
             return f"ratio undefined: {ratio_rate} of the privileged group is 0"
         return None
 
-    diffs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     out: dict[str, Interval] = {}
     for name, spec in CATALOGUE.items():
         if spec.kind == "difference":
             lo, hi = _mover_diff(*lim_u[spec.rate], *lim_p[spec.rate])
-            diffs[spec.rate] = (lo, hi)
             out[name] = _interval(lo, hi, reason_for((spec.rate,)))
         elif spec.kind == "ratio":
             lo, hi = _mover_ratio(*lim_u[spec.rate], *lim_p[spec.rate])
@@ -356,24 +371,24 @@ def comparison_intervals(
         np.clip(lo / 2.0, -1.0, 1.0), np.clip(hi / 2.0, -1.0, 1.0), reason_for(("tpr", "fpr"))
     )
 
-    # Equalized odds: max(|dTPR|, |dFPR|). The lower limit is pushed up by either gap, so
-    # it uses the gaps' limits at level 1 - alpha/2 (Bonferroni); the upper limit uses
-    # the gaps at `level`.
-    wide = {r: (_rate_limits(unpriv, r, z_half, weights), _rate_limits(priv, r, z_half, weights))
-            for r in ("tpr", "fpr")}
-    lo_t, _ = _fold(*_mover_diff(*wide["tpr"][0], *wide["tpr"][1]))
-    lo_f, _ = _fold(*_mover_diff(*wide["fpr"][0], *wide["fpr"][1]))
-    _, hi_t = _fold(*diffs["tpr"])
-    _, hi_f = _fold(*diffs["fpr"])
+    # Equalized odds: max(|dTPR|, |dFPR|). Either gap can push the lower limit up, so a
+    # gap counts as non-zero only when its interval at level 1 - alpha/2 excludes 0
+    # (Bonferroni over the two); its limits are then the `level` ones.
+    alpha = 1.0 - level
+    lo_t, hi_t = _abs_limits(unpriv, priv, "tpr", alpha=alpha, test_alpha=alpha / 2.0,
+                             near_share=0.5, weights=weights)
+    lo_f, hi_f = _abs_limits(unpriv, priv, "fpr", alpha=alpha, test_alpha=alpha / 2.0,
+                             near_share=0.5, weights=weights)
     out["equalized_odds_difference"] = _interval(
         np.maximum(lo_t, lo_f), np.maximum(hi_t, hi_f), reason_for(("tpr", "fpr"))
     )
 
+    # Absolute gaps: 80% of the error on the lower side, 20% on the upper side, which
+    # keeps the coverage within [1 - alpha, 1 - 0.8 alpha] for every gap size.
     for name, spec in BASELINES.items():
-        d = diffs.get(spec.rate)
-        if d is None:
-            d = _mover_diff(*lim_u[spec.rate], *lim_p[spec.rate])
-        out[name] = _interval(*_fold(*d), reason_for((spec.rate,)))
+        lo, hi = _abs_limits(unpriv, priv, spec.rate, alpha=alpha, test_alpha=alpha,
+                             near_share=0.8, weights=weights)
+        out[name] = _interval(lo, hi, reason_for((spec.rate,)))
     return out
 
 
