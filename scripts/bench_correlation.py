@@ -96,6 +96,69 @@ def _round_job(x, y, priv, w, ids, *, model, seed, k, min_accuracy):
     return out
 
 
+def cpu_probe(spark, sample, *, model: str, seed: int, k: int, n: int) -> dict:
+    """CPU seconds per training inside Spark tasks vs in this process.
+
+    Wall-clock efficiency needs an otherwise idle machine; CPU time per training does
+    not, so it separates fairspark's own overhead from other tenants' load.
+    """
+    from threadpoolctl import threadpool_limits
+
+    from fairspark.correlation._spark import _cached_split, _Shipped
+
+    shipped = _Shipped(spark, {"x": sample.x, "y": sample.y, "w": sample.w, "priv": sample.priv})
+
+    def fn(batches):
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1):
+            for b in batches:
+                data, split = _cached_split(shipped, 0, 0, seed, 0.3)
+                c0, w0 = time.process_time(), time.perf_counter()
+                for a in b["id"]:
+                    run_attempt(
+                        data,
+                        split,
+                        model=model,
+                        seed=seed,
+                        round_id=0,
+                        attempt=int(a),
+                        k=k,
+                        min_accuracy=0.0,
+                    )
+                yield pd.DataFrame(
+                    {
+                        "cpu": [time.process_time() - c0],
+                        "wall": [time.perf_counter() - w0],
+                        "n": [len(b)],
+                    }
+                )
+
+    task_df = spark.range(0, n, 1, numPartitions=2).mapInPandas(
+        fn, "cpu double, wall double, n long"
+    )
+    task_df.toPandas()  # warm the Python workers
+    r = task_df.toPandas()
+    data = sample.for_attribute(0)
+    split = split_round(data, seed=seed, round_id=0, test_fraction=0.3)
+    with threadpool_limits(limits=1):
+        c0, w0 = time.process_time(), time.perf_counter()
+        for a in range(n):
+            run_attempt(
+                data, split, model=model, seed=seed, round_id=0, attempt=a, k=k, min_accuracy=0.0
+            )
+        cpu_seq, wall_seq = time.process_time() - c0, time.perf_counter() - w0
+    shipped.release()
+    return {
+        "trainings": n,
+        "cpu_per_training_in_tasks": round(float(r["cpu"].sum()) / n, 5),
+        "cpu_per_training_sequential": round(cpu_seq / n, 5),
+        "cpu_overhead_in_tasks": round(float(r["cpu"].sum()) / cpu_seq - 1, 3),
+        "cpu_share_tasks": [round(c / w, 2) for c, w in zip(r["cpu"], r["wall"], strict=True)],
+        "cpu_share_sequential": round(cpu_seq / wall_seq, 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200, help="N accepted models per round")
@@ -107,6 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=None)
     ap.add_argument("--skip-joblib", action="store_true")
     ap.add_argument("--trials", type=int, default=2, help="repeats; best times are compared")
+    ap.add_argument(
+        "--cpu-probe",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also compare CPU seconds per training in tasks vs sequential (N fits)",
+    )
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args(argv)
@@ -234,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
             "nightly_defaults_minutes_2_cores": round(nightly_1core / 2 / eff / 60, 1),
             "nightly_defaults_minutes_1_core": round(nightly_1core / 60, 1),
         }
+        if args.cpu_probe:
+            row["cpu_probe"] = cpu_probe(
+                spark, sample, model=model, seed=seed, k=args.k, n=args.cpu_probe
+            )
         report["models"][model] = row
         print(json.dumps({model: row}, indent=1), flush=True)
     spark.stop()
