@@ -302,3 +302,27 @@ def test_params_defaults_and_errors():
         CorrelationParams(bogus=1)
     with pytest.raises(ValueError, match="unknown metrics"):
         CorrelationParams(metrics=["tpr_difference", "nope"])
+
+
+def test_constant_metric_is_left_out_of_the_clustering_with_its_reason():
+    from fairspark.correlation.audit import ModelResult, _cluster
+
+    rng = np.random.default_rng(4)
+    rounds = []
+    for _ in range(3):
+        a = rng.normal(size=40)
+        rounds.append(
+            np.column_stack(
+                [a, a + 0.1 * rng.normal(size=40), np.full(40, 0.0), rng.normal(size=40)]
+            )
+        )
+    est = estimate_correlations(rounds, metrics=["a", "a2", "flat", "b"], ci_level=0.95)
+    res = ModelResult(attribute="sex", model="knn", status="ok")
+    _cluster(est, CorrelationParams(tau=0.5, repeats=5), 0, res)
+    assert res.excluded == {
+        "flat": "not clustered: no defined correlation with another metric "
+        "(flat constant across the samples)"
+    }
+    assert res.clustered_metrics == ["a", "a2", "b"]
+    groups = {frozenset(res.clustered_metrics[j] for j in m) for _, m in res.clustering.clusters}
+    assert groups == {frozenset({"a", "a2"}), frozenset({"b"})}
