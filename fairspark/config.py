@@ -162,6 +162,7 @@ class GroupParams(AuditParams):
     ci_level: float = Field(0.95, gt=0, lt=1)
     min_group_size: int = Field(30, ge=1)
     multi_valued: bool = True
+    weights: Literal["sampling", "frequency"] = "sampling"
 
 
 class AuditsConfig(StrictModel):

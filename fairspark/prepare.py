@@ -8,6 +8,7 @@ columns of the prepared table.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -79,11 +80,15 @@ class AttributeInfo:
 
 @dataclass
 class PreparedData:
-    """The prepared table and what is known about it (see ``docs/architecture.md``)."""
+    """The prepared table and what is known about it (see ``docs/architecture.md``).
 
-    df: DataFrame
+    ``base_df`` (persisted) has every column but the encoded feature vector; ``df``
+    adds ``_fs_x`` and is built, fitted and persisted on first use, so a run whose
+    audits never read the features (the group audit alone) never pays for encoding.
+    """
+
+    base_df: DataFrame
     attributes: list[AttributeInfo]
-    feature_names: list[str]
     numeric_features: list[str]
     categorical_features: list[str]
     feature_min: dict[str, float]
@@ -95,6 +100,25 @@ class PreparedData:
     label_column: str = ""
     decision_column: str = ""
     weighted: bool = False
+    build_features: Callable[[], tuple[DataFrame, list[str]]] | None = None
+    _features: tuple[DataFrame, list[str]] | None = field(default=None, repr=False)
+
+    def _ensure_features(self) -> tuple[DataFrame, list[str]]:
+        if self._features is None:
+            if self.build_features is None:
+                raise RuntimeError("this PreparedData has no feature builder")
+            self._features = self.build_features()
+        return self._features
+
+    @property
+    def df(self) -> DataFrame:
+        """The prepared rows with the encoded feature vector ``_fs_x``."""
+        return self._ensure_features()[0]
+
+    @property
+    def feature_names(self) -> list[str]:
+        """Names of the entries of ``_fs_x`` (``col`` or ``col=value``)."""
+        return self._ensure_features()[1]
 
     @property
     def raw_feature_cols(self) -> list[str]:
@@ -108,19 +132,27 @@ class PreparedData:
                 return a
         raise KeyError(f"no sensitive attribute {name!r}; have {[a.name for a in self.attributes]}")
 
-    def capped_df(self, *, max_rows: int | None, seed: int) -> DataFrame:
+    def capped_df(self, *, max_rows: int | None, seed: int, features: bool = True) -> DataFrame:
         """The prepared rows, or a seeded Bernoulli sample of about ``max_rows``.
 
         The sample keeps a row when a hash of its key and the seed falls below
         ``max_rows / rows_audited``, so it does not depend on the partitioning.
+        ``features=False`` gives rows without ``_fs_x`` (no encoding needed).
         """
         from pyspark.sql import functions as F
 
+        df = self.df if features else self.base_df
         if max_rows is None or max_rows >= self.rows_audited:
-            return self.df
+            return df
         p = max_rows / self.rows_audited
         bucket = F.pmod(F.xxhash64(F.col(KEY), F.lit(int(seed))), F.lit(1 << 30))
-        return self.df.where(bucket < F.lit(int(p * (1 << 30))))
+        return df.where(bucket < F.lit(int(p * (1 << 30))))
+
+    def unpersist(self) -> None:
+        """Release the cached frames."""
+        self.base_df.unpersist()
+        if self._features is not None:
+            self._features[0].unpersist()
 
     def summary(self) -> dict[str, Any]:
         """Row counts and feature facts for ``summary.json``."""
@@ -133,7 +165,7 @@ class PreparedData:
             "features": {
                 "numeric": self.numeric_features,
                 "categorical": self.categorical_features,
-                "encoded_dimension": len(self.feature_names),
+                "encoded_dimension": len(self._features[1]) if self._features else None,
             },
             "attributes": {
                 a.name: {"values": a.values, "privileged": a.privileged_values, "kind": a.kind}
@@ -424,7 +456,7 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
             try:
                 priv = F.expr(s.privileged_expr)
                 df.select(priv).schema  # noqa: B018  (analyse now)
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - any analysis error is a config error
                 raise ConfigError(
                     f"config key 'columns.sensitive[{i}].privileged_expr': "
                     f"{s.privileged_expr!r} is not a valid predicate: {str(err).splitlines()[0]}"
@@ -457,58 +489,55 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
     if inter_cols:
         with_roles = with_roles.select("*", *inter_cols)
 
-    # numeric: min-max scaled with the audited rows' min/max (constant -> 0)
-    fmin = {c: float(stats[f"min::{c}"]) for c in numeric}
-    fmax = {c: float(stats[f"max::{c}"]) for c in numeric}
-    scaled_names = []
-    scaled_exprs = []
-    for k, c in enumerate(numeric):
-        lo, hi = fmin[c], fmax[c]
-        name = f"_fs_num_{k}"
-        if hi > lo:
-            e = (F.col(c).cast("double") - F.lit(lo)) / F.lit(hi - lo)
-        else:
-            e = F.lit(0.0)
-        scaled_exprs.append(e.alias(name))
-        scaled_names.append(name)
-    staged = with_roles.select("*", *scaled_exprs)
-    feature_names = list(numeric)
-    assembler_inputs = list(scaled_names)
-    stages = []
-    if categorical:
-        idx_cols = [f"_fs_idx_{k}" for k in range(len(categorical))]
-        ohe_cols = [f"_fs_ohe_{k}" for k in range(len(categorical))]
-        staged = staged.select(
-            "*", *[F.col(c).cast("string").alias(f"_fs_cat_{k}") for k, c in enumerate(categorical)]
-        )
-        stages.append(StringIndexer(
-            inputCols=[f"_fs_cat_{k}" for k in range(len(categorical))], outputCols=idx_cols,
-            stringOrderType="alphabetAsc", handleInvalid="error",
-        ))
-        stages.append(OneHotEncoder(inputCols=idx_cols, outputCols=ohe_cols, dropLast=False))
-        assembler_inputs += ohe_cols
-    stages.append(VectorAssembler(inputCols=assembler_inputs, outputCol="_fs_vec"))
-    model = Pipeline(stages=stages).fit(staged)
-    if categorical:
-        for c, labels in zip(categorical, model.stages[0].labelsArray, strict=True):
-            feature_names += [f"{c}={v}" for v in labels]
-    encoded = model.transform(staged)
     role_names = [KEY, LABEL, PRED, WEIGHT]
     s_cols = [c for spec in attr_specs for c in spec[1:3]]
-    out = encoded.select(
-        *role_names,
-        vector_to_array(F.col("_fs_vec")).alias(X),
-        *s_cols,
-        *numeric,
-        *categorical,
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    base = with_roles.select(*role_names, *s_cols, *numeric, *categorical).persist(
+        StorageLevel.MEMORY_AND_DISK)
+    fmin = {c: float(stats[f"min::{c}"]) for c in numeric}
+    fmax = {c: float(stats[f"max::{c}"]) for c in numeric}
+
+    def build_features() -> tuple[DataFrame, list[str]]:
+        """Min-max scale numeric features (constant -> 0), one-hot categorical ones."""
+        scaled_names, scaled_exprs = [], []
+        for k, c in enumerate(numeric):
+            lo, hi = fmin[c], fmax[c]
+            e = (F.col(c).cast("double") - F.lit(lo)) / F.lit(hi - lo) if hi > lo else F.lit(0.0)
+            scaled_exprs.append(e.alias(f"_fs_num_{k}"))
+            scaled_names.append(f"_fs_num_{k}")
+        staged = base.select("*", *scaled_exprs)
+        names = list(numeric)
+        assembler_inputs = list(scaled_names)
+        stages: list[Any] = []
+        if categorical:
+            cat_cols = [f"_fs_cat_{k}" for k in range(len(categorical))]
+            idx_cols = [f"_fs_idx_{k}" for k in range(len(categorical))]
+            ohe_cols = [f"_fs_ohe_{k}" for k in range(len(categorical))]
+            staged = staged.select(
+                "*", *[F.col(c).cast("string").alias(a) for c, a in zip(categorical, cat_cols,
+                                                                          strict=True)])
+            stages.append(StringIndexer(inputCols=cat_cols, outputCols=idx_cols,
+                                        stringOrderType="alphabetAsc", handleInvalid="error"))
+            stages.append(OneHotEncoder(inputCols=idx_cols, outputCols=ohe_cols, dropLast=False))
+            assembler_inputs += ohe_cols
+        stages.append(VectorAssembler(inputCols=assembler_inputs, outputCol="_fs_vec"))
+        model = Pipeline(stages=stages).fit(staged)
+        if categorical:
+            for c, labels in zip(categorical, model.stages[0].labelsArray, strict=True):
+                names += [f"{c}={v}" for v in labels]
+        encoded = model.transform(staged).select(
+            *role_names, vector_to_array(F.col("_fs_vec")).alias(X), *s_cols, *numeric,
+            *categorical,
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        log.info("features encoded: %d columns -> %d dimensions",
+                 len(numeric) + len(categorical), len(names))
+        return encoded, names
 
     # ---- observed values of each sensitive view (aggregate, capped) ----
     cap = max(prep.max_categories, 1000)
     attributes = []
     for name, vcol, pcol, kind, pvals, src_cols in attr_specs:
         counts = (
-            out.groupBy(vcol, pcol).count().orderBy(vcol).limit(cap + 1).collect()
+            base.groupBy(vcol, pcol).count().orderBy(vcol).limit(cap + 1).collect()
         )
         if len(counts) > cap:
             raise InvalidValueError(
@@ -521,14 +550,13 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
         attributes.append(AttributeInfo(name, vcol, pcol, values, pvals, kind, src_cols))
     audited = n - dropped_total
     log.info(
-        "prepared %d of %d rows (%d dropped, %d unlabelled); %d features encoded to %d dims",
-        audited, n, dropped_total, int(stats["unlabelled"] or 0),
-        len(numeric) + len(categorical), len(feature_names),
+        "prepared %d of %d rows (%d dropped, %d unlabelled); %d features",
+        audited, n, dropped_total, int(stats["unlabelled"] or 0), len(numeric) + len(categorical),
     )
     return PreparedData(
-        df=out,
+        base_df=base,
+        build_features=build_features,
         attributes=attributes,
-        feature_names=feature_names,
         numeric_features=numeric,
         categorical_features=categorical,
         feature_min=fmin,

@@ -287,7 +287,7 @@ def run_audit_job(
             raise
     # the timing of the write stage itself is recorded in the log; summary.json is
     # already published at this point.
-    prepared.df.unpersist()
+    prepared.unpersist()
     if config.output.table:
         with _stage("warehouse table", timings):
             from fairspark.nightly.warehouse import append_to_table

@@ -65,7 +65,8 @@ def _rate_rows(
         value, why = rate_with_reason(counts, name)
         lo = hi = None
         if iv is not None and why is None:
-            lo, hi = iv.rate_interval(counts, name, level=params.ci_level)
+            lo, hi = iv.rate_interval(counts, name, level=params.ci_level,
+                                      weights=params.weights)
         n = _support(counts, spec.denominator)
         status, detail = "ok", why
         if name in _LABEL_RATES and not label_ok:
@@ -88,7 +89,8 @@ def _comparison_rows(
 ) -> list[MetricRow]:
     iv = _intervals_module()
     values = compare_groups(unpriv, priv)
-    intervals = iv.comparison_intervals(unpriv, priv, level=params.ci_level) if iv else {}
+    intervals = (iv.comparison_intervals(unpriv, priv, level=params.ci_level,
+                                         weights=params.weights) if iv else {})
     rows = []
     for name, spec in {**CATALOGUE, **BASELINES}.items():
         value = _f(values[name])
@@ -121,7 +123,8 @@ def attribute_rows(
     attr: AttributeInfo, cells: pd.DataFrame, *, params: GroupParams, label_ok: bool
 ) -> tuple[list[MetricRow], dict[str, Any]]:
     """All rows of one sensitive view from the combination table ``cells``."""
-    pjson = json.dumps({"ci_level": params.ci_level, "min_group_size": params.min_group_size})
+    pjson = json.dumps({"ci_level": params.ci_level, "min_group_size": params.min_group_size,
+                        "weights": params.weights})
     priv_mask = cells[attr.priv_col].astype(bool).to_numpy()
     n_priv, n_unpriv = attr.n_privileged, attr.n_unprivileged
     if n_priv == 0 or n_unpriv == 0:
@@ -141,10 +144,15 @@ def attribute_rows(
     unpriv_values = [v for v in attr.values if v not in attr.privileged_values]
     groups = [marginal_counts(cells, values == v) for v in attr.values]
     between = inequality_indices(groups)
+    iv = _intervals_module()
+    between_ci = (iv.inequality_intervals(groups, level=params.ci_level, weights=params.weights)
+                  if iv else {})
     for key in ("between_group_gei", "between_group_theil"):
+        lo, hi = between_ci.get(key, (None, None))
         rows.append(MetricRow(
             audit="group", attribute=attr.name, group="all", metric=key,
-            value=_f(between[key]), status="ok" if label_ok else "failed",
+            value=_f(between[key]), lower=_f(lo), upper=_f(hi),
+            status="ok" if label_ok else "failed",
             detail=None if label_ok else "no labelled row has the favourable label",
             params=pjson,
         ))
@@ -195,7 +203,8 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
     prepared = ctx.prepared
     attrs = [a for a in prepared.attributes
              if params.attributes is None or a.name in params.attributes]
-    df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("group", "cap"))
+    df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("group", "cap"),
+                            features=False)
     group_cols = [c for a in attrs for c in (a.value_col, a.priv_col)]
     cells = cell_counts(df, group_cols=group_cols, label_col=LABEL, prediction_col=PRED,
                         weight_col=WEIGHT)
@@ -208,9 +217,14 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
         rows += a_rows
         summary["attributes"][a.name] = a_summary
     overall = inequality_indices([everyone])
+    iv = _intervals_module()
+    overall_ci = (iv.inequality_intervals([everyone], level=params.ci_level,
+                                          weights=params.weights) if iv else {})
     for key in ("gei", "theil"):
+        lo, hi = overall_ci.get(key, (None, None))
         rows.append(MetricRow(
             audit="group", attribute="*", group="all", metric=key, value=_f(overall[key]),
+            lower=_f(lo), upper=_f(hi),
             status="ok" if label_ok else "failed",
             detail=None if label_ok else "no labelled row has the favourable label",
             params=json.dumps({"alpha": 0.5 if key == "gei" else 1.0}),
@@ -231,7 +245,7 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
         try:
             sections.append(group_section([r.__dict__ for r in rows], ci_level=params.ci_level,
                                           min_group_size=params.min_group_size))
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - a plotting bug must not lose the numbers
             log.warning("group report section could not be rendered: %s", err)
             summary["report_error"] = f"{type(err).__name__}: {err}"
     return AuditOutcome(rows=rows, summary=summary, sections=sections)
