@@ -80,6 +80,30 @@ def test_stratified_sample_is_proportional_and_partition_independent(spark, tabl
         (float(k[0]), k[1], k[2]): v for k, v in expected.items()
     }
     assert len(a.y) <= 500
+    # the rows are each stratum's lowest xxhash64(seed, key): recomputed here without the
+    # hash prefilter the implementation uses
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    full = spark.createDataFrame(lab).select(
+        "*",
+        F.concat_ws(
+            "|",
+            F.col("_fs_label").cast("int").cast("string"),
+            F.col("_fs_p_0").cast("int").cast("string"),
+            F.col("_fs_p_1").cast("int").cast("string"),
+        ).alias("st"),
+        F.xxhash64(F.lit(9), F.col("_fs_key")).alias("h"),
+    )
+    ranked = full.withColumn("rn", F.row_number().over(Window.partitionBy("st").orderBy("h")))
+    exp = ranked.toPandas()
+    exp = exp[
+        exp.apply(
+            lambda r: r["rn"] <= expected[(r["_fs_label"], r["_fs_p_0"], r["_fs_p_1"])], axis=1
+        )
+    ]
+    exp = exp.sort_values(["st", "h"])
+    np.testing.assert_array_equal(a.x, np.vstack(exp["_fs_x"].to_numpy()))
     # the sample's cells of 'sex' add up to the per-attribute counts
     assert a.population_cells["sex"].sum() == len(lab)
 

@@ -158,12 +158,34 @@ def draw_stratified_sample(
     take = {s: max(1, math.floor(n * frac)) for s, n in counts.items()}
     take_map = F.create_map(*[x for s, t in sorted(take.items()) for x in (F.lit(s), F.lit(t))])
     win = Window.partitionBy("_stratum").orderBy("_h1", "_h2")
-    sample_pdf = (
-        ranked_df.withColumn("_rn", F.row_number().over(win))
-        .where(F.col("_rn") <= F.element_at(take_map, F.col("_stratum")))
-        .select("_stratum", "_h1", "_h2", "_y", "_x", "_w", *pcols)
-        .toPandas()
-    )
+
+    def ranked_sample(prefilter: bool) -> pd.DataFrame:
+        src_df = ranked_df
+        if prefilter:
+            # _h1 is uniform over the signed 64-bit range: keep the rows whose hash falls in
+            # the lowest p_s of it (with a margin), so a stratum's window sorts about
+            # take_s rows instead of the whole stratum. The smallest take_s hashes are the
+            # same either way whenever at least take_s rows pass (checked below).
+            thr = {}
+            for st, n_s in counts.items():
+                t_s = take[st]
+                p_s = min(1.0, (t_s + 6 * math.sqrt(t_s) + 20) / n_s)
+                thr[st] = min(2**63 - 1, math.floor(-(2**63) + p_s * 2.0**64))
+            thr_map = F.create_map(
+                *[x for st, v in sorted(thr.items()) for x in (F.lit(st), F.lit(v))]
+            )
+            src_df = ranked_df.where(F.col("_h1") <= F.element_at(thr_map, F.col("_stratum")))
+        return (
+            src_df.withColumn("_rn", F.row_number().over(win))
+            .where(F.col("_rn") <= F.element_at(take_map, F.col("_stratum")))
+            .select("_stratum", "_h1", "_h2", "_y", "_x", "_w", *pcols)
+            .toPandas()
+        )
+
+    sample_pdf = ranked_sample(prefilter=True)
+    got = sample_pdf.groupby("_stratum").size().to_dict()
+    if any(got.get(st, 0) < t for st, t in take.items()):  # rare: too few passed the filter
+        sample_pdf = ranked_sample(prefilter=False)
     sample_pdf = sample_pdf.sort_values(["_stratum", "_h1", "_h2"], kind="mergesort").reset_index(
         drop=True
     )
