@@ -93,7 +93,8 @@ def synthetic_delta_block(spark, *, splits: int) -> list[str]:
     return [*lines, ""]
 
 
-def compas_block(spark, *, splits: int, wv_splits: int, tmp: Path) -> list[str]:
+def compas_block(spark, *, splits: int, extra_splits: int, wv_splits: int,
+                 tmp: Path) -> list[str]:
     from fairspark.config import parse_config
     from fairspark.runner import run_audit_job
 
@@ -133,14 +134,15 @@ def compas_block(spark, *, splits: int, wv_splits: int, tmp: Path) -> list[str]:
              "per split). Paper (Table 1): race 0.0238 (0.0043), gender -0.0001 (0.0006).",
              "", "| setting | attribute | mean gamma(High) | sd | 2.5% | 97.5% | "
              "mean - 2 sd | seconds |", "|---|---|---|---|---|---|---|---|"]
-    settings = [("paper defaults (RF depth 2, representation, tilt 0)", {}),
-                ("uniform weights (no balancing)", {"balancing": "uniform"}),
+    settings = [("paper defaults (RF depth 2, representation, tilt 0)", {}, splits),
+                ("uniform weights (no balancing)", {"balancing": "uniform"}, extra_splits),
                 ("RF on raw features, tilt 0.3", {"certificate_features": "raw",
-                                                  "certificate_tilt": 0.3})]
-    for label, extra in settings:
+                                                  "certificate_tilt": 0.3}, extra_splits)]
+    for label0, extra, n_splits in settings:
+        label = f"{label0}, {n_splits} splits"
         t0 = time.time()
         res = run_audit_job(spark, parse_config(cfg(
-            {"splits": splits, "worst_violation": False, **extra}, "g")))
+            {"splits": n_splits, "worst_violation": False, **extra}, "g")))
         secs = time.time() - t0
         for attr in ("race", "sex"):
             a = res.summary["audits"]["mdfa"]["attributes"][attr]["gamma_neg"]
@@ -174,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--splits", type=int, default=100)
     ap.add_argument("--wv-splits", type=int, default=20)
+    ap.add_argument("--extra-splits", type=int, default=100,
+                    help="splits of the comparison settings (paper synthetic, COMPAS variants)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "mdfa_validation.md"))
     ap.add_argument("--tmp", default="/tmp/mdfa_validation")
     ap.add_argument("--skip-paper-synthetic", action="store_true")
@@ -183,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
     head = ["# mdfa validation", "",
             f"Command: `python scripts/mdfa_validation.py --splits {args.splits} "
-            f"--wv-splits {args.wv_splits}`; {platform.node()}, {os.cpu_count()} CPUs, "
+            f"--wv-splits {args.wv_splits} --extra-splits {args.extra_splits}`; "
+            f"{platform.node()}, {os.cpu_count()} CPUs, "
             f"Spark local[2], Python {sys.version.split()[0]}; started "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Generator seed 0, "
             "n = 5000, one sample per row; mean/sd/percentiles are over the splits.", ""]
@@ -198,14 +203,16 @@ def main(argv: list[str] | None = None) -> int:
     lines += synthetic_block(spark, splits=args.splits, setting=TEST_SETTING, name="tests",
                              configs=configs)
     flush()
-    if not args.skip_paper_synthetic:
-        lines += synthetic_block(spark, splits=args.splits, setting=PAPER_SETTING,
-                                 name="paper", configs=[(0.5, 0.0, {}), (0.0, 0.0, {})])
-        flush()
+    lines += compas_block(spark, splits=args.splits, extra_splits=args.extra_splits,
+                          wv_splits=args.wv_splits, tmp=Path(args.tmp))
+    flush()
+    lines += ["## Synthetic data, more settings", ""]
     lines += synthetic_delta_block(spark, splits=min(args.splits, args.wv_splits))
     flush()
-    lines += compas_block(spark, splits=args.splits, wv_splits=args.wv_splits,
-                          tmp=Path(args.tmp))
+    if not args.skip_paper_synthetic:
+        lines += synthetic_block(spark, splits=args.extra_splits, setting=PAPER_SETTING,
+                                 name="paper", configs=[(0.5, 0.0, {}), (0.0, 0.0, {})])
+        flush()
     lines += [f"Total {time.time() - t_start:.0f} s."]
     flush()
     spark.stop()
