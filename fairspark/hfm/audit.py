@@ -131,11 +131,15 @@ def _aggregate(results: list[tuple[DistanceResult, DistanceResult]]) -> tuple[
         best = max(rs, key=lambda r: r.value)
         lowers = [r.lower for r in rs]
         uppers = [r.upper for r in rs]
+        lo = None if any(v is None for v in lowers) else max(lowers)
+        hi = None if any(v is None for v in uppers) else max(uppers)
         out.append(DistanceResult(
             value=max(r.value for r in rs),
-            lower=None if any(v is None for v in lowers) else max(lowers),
-            upper=None if any(v is None for v in uppers) else max(uppers),
-            certified=all(r.certified for r in rs),
+            lower=lo,
+            upper=hi,
+            # the max is certified when its interval has collapsed, even if an
+            # attribute below it is not certified
+            certified=all(r.certified for r in rs) or (lo is not None and lo == hi),
             avg=sum(r.avg for r in rs) / len(rs),
             avg_exact=all(r.avg_exact for r in rs),
             key=best.key, nb_key=best.nb_key,
