@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
-from test_hfm_kernels import naive_approx_dist
+from test_hfm_kernels import naive_accele_dist, naive_approx_dist
 
 from fairspark.hfm._kernels import sample_projections
 from fairspark.hfm.compute import hfm_distances
@@ -87,6 +87,13 @@ def test_approx_and_pointwise_equal_naive_algorithm(certified_runs, data, projec
             assert got["pointwise"] == pytest.approx(pointwise, rel=1e-12, abs=1e-12), (tgt, a)
             exact = brute(V, C[:, a]).max()
             assert exact - 1e-12 <= got["pointwise"] <= got["approx"] + 1e-12
+            # candidates: distinct rows whose pointwise bound exceeds the exact D
+            per = np.min([naive_accele_dist(V, C[:, a], keys, w, M2)
+                          for w in projections[tgt]], axis=0)
+            lo = len(set(keys[per > exact + 1e-9]))
+            hi = len(set(keys[per > exact - 1e-9]))
+            assert lo <= got["n_candidates"] <= hi, (tgt, a)
+            assert got["n_searched"] >= got["n_candidates"]
 
 
 def test_certified_is_exact_with_candidate_count(certified_runs, data):

@@ -533,6 +533,7 @@ class CertifiedResult:
     key: str | None = None
     nb_key: str | None = None
     steps: list[tuple[int, float, float]] = field(default_factory=list)
+    n_above: int | None = None
 
 
 def certify(
@@ -676,11 +677,23 @@ def certify(
             st["steps"].append((st["n"], st["lb"], max(st["lb"], st["ub_rem"])))
             if st["ub_rem"] <= st["lb"]:
                 st["done"], st["certified"] = True, True
+    # rows whose upper bound exceeds the final lower bound: those that truly needed an
+    # exact search (the batches may have searched more)
+    above = F.lit(False)
+    for (tgt, attr), st in state.items():
+        if math.isfinite(st["lb"]):
+            above |= (F.col("tgt") == tgt) & (F.col("attr") == attr) & (F.col("ub") > st["lb"])
+    n_above = {
+        (int(r["tgt"]), int(r["attr"])): int(r["n"])
+        for r in ub_rows.where(above).groupBy("tgt", "attr").count()
+        .withColumnRenamed("count", "n").collect()
+    }
     out = {}
     for p, st in state.items():
         upper = st["lb"] if st["certified"] else max(st["lb"], st["ub_rem"])
         out[p] = CertifiedResult(
             lower=st["lb"], upper=upper, certified=st["certified"], n_searched=st["n"],
             key=st["best"][0], nb_key=st["best"][1], steps=st["steps"],
+            n_above=n_above.get(p, 0),
         )
     return out

@@ -72,7 +72,8 @@ def _rows_for(
         if r.key is not None:
             detail += f"; witness pair: {r.key} <-> {r.nb_key}"
         if "n_searched" in r.extra:
-            detail += f"; exact searches: {r.extra['n_searched']}"
+            detail += (f"; exact searches: {r.extra['n_searched']} "
+                       f"({r.extra.get('n_candidates')} rows had an upper bound above D)")
         if method in ("approx", "pointwise"):
             detail += "; an upper bound of the exact distance"
         rows.append(MetricRow(audit="hfm", attribute=name, group=group, metric=m,
@@ -99,7 +100,12 @@ def _rows_for(
             rows.append(MetricRow(
                 audit="hfm", attribute=name, group=group, metric=f"{m}_exact_searches",
                 value=float(r.extra["n_searched"]), status="ok",
-                detail="rows whose upper bound exceeded the lower bound (searched exactly)",
+                detail="rows searched exactly (certification works in batches)",
+                params=pjson))
+            rows.append(MetricRow(
+                audit="hfm", attribute=name, group=group, metric=f"{m}_candidates",
+                value=float(r.extra.get("n_candidates") or 0), status="ok",
+                detail="rows whose pointwise upper bound exceeds the final lower bound",
                 params=pjson))
     dfv = hfm_df(d.value, d_f.value)
     lo, hi = _df_interval(d, d_f)

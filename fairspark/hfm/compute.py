@@ -239,6 +239,7 @@ def hfm_distances(
             for p, c in cert.items():
                 res = out[p]
                 res.extra["n_searched"] = c.n_searched
+                res.extra["n_candidates"] = c.n_above
                 res.extra["steps"] = c.steps
                 res.lower, res.upper, res.certified = c.lower, c.upper, c.certified
                 if c.certified:

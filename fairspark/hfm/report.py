@@ -38,7 +38,8 @@ m1 = {{ m1 }}, m2 = {{ m2 }}, sampler = {{ sampler }}; {{ rows }} labelled rows
 <table class="metrics">
 <thead><tr><th>attribute</th><th>D</th><th>D_f</th><th>df</th><th>D_avg</th><th>D_f_avg</th>
 {% if show_approx %}<th>D (ApproxDist)</th><th>D_f (ApproxDist)</th>{% endif %}
-{% if show_searches %}<th>exact searches (D / D_f)</th>{% endif %}</tr></thead>
+{% if show_searches %}<th>exact searches (rows with bound above D), D / D_f</th>
+{% endif %}</tr></thead>
 <tbody>
 {% for a in attrs %}
 <tr><td>{{ a.name }}</td><td>{{ a.D }}</td><td>{{ a.D_f }}</td><td>{{ a.df }}</td>
@@ -149,7 +150,9 @@ def render_section(
     for name, (d, d_f) in results.items():
         from fairspark.hfm._kernels import hfm_df
 
-        searches = "/".join(str(r.extra.get("n_searched", "-")) for r in (d, d_f))
+        searches = " / ".join(
+            f"{r.extra.get('n_searched', '-')} ({r.extra.get('n_candidates', '-')})"
+            for r in (d, d_f))
         attrs.append({
             "name": name, "D": _fmt_interval(d), "D_f": _fmt_interval(d_f),
             "df": _fmt(hfm_df(d.value, d_f.value)), "D_avg": _fmt(d.avg),
