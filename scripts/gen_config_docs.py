@@ -1,0 +1,100 @@
+"""Regenerate the per-audit key tables of docs/config.md from the params models.
+
+The tables sit between ``<!-- BEGIN GENERATED AUDIT KEYS -->`` and
+``<!-- END GENERATED AUDIT KEYS -->``; descriptions come from each model's numpydoc
+``Attributes`` section, so the docstring is the single source. ``--check`` exits 1
+when the file is out of date (the test suite runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import typing
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "config.md"
+BEGIN, END = "<!-- BEGIN GENERATED AUDIT KEYS -->", "<!-- END GENERATED AUDIT KEYS -->"
+sys.path.insert(0, str(ROOT))
+
+
+def _attributes(doc: str) -> dict[str, str]:
+    """name -> description from a numpydoc ``Attributes`` section."""
+    m = re.search(r"Attributes\n\s*-+\n(.*?)(?:\n\s*\n\s*[A-Z][a-z]+\n\s*-+\n|\Z)", doc, re.S)
+    if not m:
+        return {}
+    out: dict[str, str] = {}
+    names: list[str] = []
+    for line in m.group(1).splitlines():
+        head = re.match(r"^    (\S[^:]*):\s*$", line)
+        if head:
+            names = [n.strip() for n in head.group(1).split(",")]
+            for n in names:
+                out[n] = ""
+        elif line.strip() and names:
+            for n in names:
+                out[n] = (out[n] + " " + line.strip()).strip()
+    return out
+
+
+def _type(annotation) -> str:
+    s = str(annotation).replace("typing.", "").replace("NoneType", "None")
+    s = re.sub(r"<class '([^']+)'>", r"\1", s)
+    return s.replace("|", "\\|")
+
+
+def _default(field) -> str:
+    if field.default_factory is not None:
+        return f"`{field.default_factory()!r}`"
+    if field.is_required():
+        return "required"
+    return f"`{field.default!r}`"
+
+
+def render() -> str:
+    from fairspark._params import AuditParams
+    from fairspark.config import AuditsConfig
+
+    common = set(AuditParams.model_fields)
+    parts = []
+    for name, f in AuditsConfig.model_fields.items():
+        if name == "group":
+            continue
+        model = next(a for a in typing.get_args(f.annotation) if isinstance(a, type))
+        docs = _attributes(model.__doc__ or "")
+        parts.append(f"### `audits.{name}`\n\nFrom `{model.__module__}.{model.__name__}`; "
+                     f"method details in [{name}.md]({name}.md).\n\n"
+                     "| key | type | default | meaning |\n| --- | --- | --- | --- |")
+        for key, field in model.model_fields.items():
+            if key in common:
+                continue
+            desc = docs.get(key, "").replace("|", "\\|")
+            parts.append(f"| `audits.{name}.{key}` | {_type(field.annotation)} | "
+                         f"{_default(field)} | {desc} |")
+        parts.append("")
+    return "\n".join(parts)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    text = DOC.read_text()
+    if BEGIN not in text:
+        raise SystemExit(f"{DOC} has no {BEGIN} marker")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = f"{head}{BEGIN}\n\n{render()}\n{END}{tail}"
+    if args.check:
+        if new != text:
+            print("docs/config.md is out of date: run python scripts/gen_config_docs.py")
+            return 1
+        return 0
+    DOC.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
