@@ -100,10 +100,13 @@ def _figure(results: list[AttributeResult]) -> str | None:
         ts = [d["t"] for d in tr if d.get("delta") is not None]
         ds = [d["delta"] for d in tr if d.get("delta") is not None]
         if ts:
-            ax.plot(ts, ds, marker="o", label=r.attribute)
+            line = ax.plot(ts, ds, marker="o", label=r.attribute)[0]
+            chosen = r.splits.loc[k, "t"]
+            if chosen is not None and not pd.isna(chosen):
+                ax.axvline(int(chosen), color=line.get_color(), ls=":", lw=1)
     ax.set_xlabel("Algorithm 1 iteration t (evaluated steps)")
     ax.set_ylabel("delta (held-out, weighted)")
-    ax.set_title("delta across Algorithm 1 (median-delta split)")
+    ax.set_title("delta across Algorithm 1 (median-delta split; dotted: answer)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
     return figure_to_data_uri(fig)
