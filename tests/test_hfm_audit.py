@@ -227,3 +227,28 @@ def test_dr_equals_direct_pandas_computation(spark, compas_run, compas_pdf, comp
     changed = model.predict(compas_pdf[cols]) != model.predict(flipped[cols])
     assert dr.value == pytest.approx(changed.mean(), abs=1e-12)
     assert dr.lower < dr.value < dr.upper
+
+
+def test_any_other_value_view_equals_brute_force(spark, compas_pdf, tmp_path_factory):
+    pdf = compas_pdf.iloc[:1500].reset_index(drop=True)
+    base = tmp_path_factory.mktemp("compas_aov")
+    inp = write_parquet(pdf, base / "in", n_files=2)
+    cfg = _config(
+        inp, str(base / "out"), features=COMPAS_NUM, categorical=[],
+        sensitive=[{"column": "race", "privileged": "Caucasian"}],
+        label={"column": "two_year_recid", "positive": [0]},
+        pred={"column": "pred", "positive": [0]},
+        hfm={"method": "certified", "view": "any_other_value", "m1": 4},
+    )
+    res = run_audit_job(spark, cfg)
+    rows = pd.DataFrame(res.rows)
+    rows = rows[rows.audit == "hfm"]
+    X = scaled(pdf, COMPAS_NUM, [])
+    codes = pd.factorize(pdf["race"])[0]
+    for metric, t in (("D", (pdf["two_year_recid"] == 0).to_numpy(float)),
+                      ("D_f", (pdf["pred"] == 0).to_numpy(float))):
+        V = np.column_stack([t, X])
+        nn = brute_nn(V, codes)  # nearest row whose race value differs
+        r = _row(rows, "race", metric)
+        assert r.group == "any_other_value"
+        assert r.value == pytest.approx(nn.max(), abs=1e-9)
