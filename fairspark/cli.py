@@ -185,6 +185,9 @@ def main(
         if not under_submit:
             check_java()
         spark = _session(config, under_submit=under_submit)
+        from fairspark._testing import arm_from_environment
+
+        arm_from_environment(spark)
         if demo:
             from fairspark.demo import prepare_demo_input
 

@@ -452,6 +452,9 @@ def run_oracle_tasks(
             ) -> Iterator[pd.DataFrame]:
                 from threadpoolctl import threadpool_limits
 
+                from fairspark._testing import maybe_fail_first_attempt
+
+                maybe_fail_first_attempt("correlation")
                 with threadpool_limits(limits=1):
                     for b in batches:
                         yield run_attempt_ids(shipped, spec, _ranges, b["id"].to_numpy())
