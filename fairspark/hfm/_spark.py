@@ -32,6 +32,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from fairspark._testing import maybe_fail_first_attempt
 from fairspark.hfm._kernels import nn_other_group, window_scan
 
 __all__ = [
@@ -227,6 +228,7 @@ def _make_scan_fn(n_attr: int, m2: int, dim_x: int):
     def scan(pdf: pd.DataFrame) -> pd.DataFrame:
         """AcceleDist on one range partition (its rows plus its halo rows)."""
         _pin_threads()
+        maybe_fail_first_attempt("hfm")
         order = _sort_order(pdf["g"].to_numpy(), pdf["key"].to_numpy())
         pdf = pdf.iloc[order].reset_index(drop=True)
         pts = np.column_stack([pdf["t"].to_numpy(np.float64), _stack(pdf["x"], dim_x)])
@@ -463,6 +465,7 @@ def block_nn(
 
     def block_pair(qdf: pd.DataFrame, rdf: pd.DataFrame) -> pd.DataFrame:
         _pin_threads()
+        maybe_fail_first_attempt("hfm")
         if len(qdf) == 0:
             return _nn_frame(0, 0, [], np.zeros(0), np.zeros(0, dtype=object))
         if len(rdf) == 0:  # an empty reference block: queries still count once per block
