@@ -318,11 +318,19 @@ def run_splits(
     def task(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(v, "1")
+        from threadpoolctl import threadpool_limits
+
+        from fairspark._testing import maybe_fail_first_attempt
+
+        maybe_fail_first_attempt("mdfa")
         smp, pdict, sds = shipped.value
         p = MDFAParams(**pdict)
-        for batch in batches:
-            rows = [run_split(smp, split=int(i), seed=sds[int(i)], params=p) for i in batch["id"]]
-            yield _frame(rows)
+        # BLAS/OpenMP pools may already exist in a reused worker: limit them here
+        with threadpool_limits(limits=1):
+            for batch in batches:
+                rows = [run_split(smp, split=int(i), seed=sds[int(i)], params=p)
+                        for i in batch["id"]]
+                yield _frame(rows)
 
     try:
         out = (
