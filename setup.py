@@ -22,7 +22,9 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["fairspark", "fairspark.*"]),
     package_data={
-        "fairspark": ["data/*.gz", "data/*.md", "data/*.names", "report/templates/*.j2", "conf/*.yaml"],
+        "fairspark": [
+            "data/*.gz", "data/*.md", "data/*.names", "report/templates/*.j2", "conf/*.yaml",
+        ],
     },
     include_package_data=True,
     install_requires=[

@@ -17,7 +17,7 @@ FAIL_FIRST_ATTEMPT_PROPERTY = "fairspark.test.failFirstAttempt"
 _ENV = "FAIRSPARK_TEST_FAIL_FIRST_ATTEMPT"
 
 
-class InjectedTaskFailure(RuntimeError):
+class InjectedTaskFailureError(RuntimeError):
     """Raised by the test hook; Spark retries the task."""
 
 
@@ -38,6 +38,6 @@ def maybe_fail_first_attempt(tag: str) -> None:
         return
     armed = tc.getLocalProperty(FAIL_FIRST_ATTEMPT_PROPERTY) or ""
     if tag in armed.split(",") and tc.partitionId() == 0 and tc.attemptNumber() == 0:
-        raise InjectedTaskFailure(
+        raise InjectedTaskFailureError(
             f"test hook: injected failure of the first attempt of a {tag} task "
             f"(stage {tc.stageId()}, partition 0)")

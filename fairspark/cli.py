@@ -199,10 +199,15 @@ def main(
         print(f"fairspark: outputs in {result.output_dir}", flush=True)
         for name in ("metrics.parquet", "summary.json", "report.html"):
             print(f"  {result.output_dir}/{name}", flush=True)
-        if result.exit_code:
-            failed = {k: v.get("detail") for k, v in result.summary["audits"].items()
-                      if v.get("status") == "failed"}
+        failed = {k: v.get("detail") for k, v in result.summary["audits"].items()
+                  if v.get("status") in ("failed", "timed_out")}
+        if failed:
             print(f"fairspark: some audits failed: {failed}", file=sys.stderr, flush=True)
+        limits = result.summary.get("limits") or {}
+        if limits.get("violated"):
+            print(f"fairspark: {limits['violated']} limit(s) violated: {limits.get('detail', '')}"
+                  + ("" if result.exit_code == 3 else " (not gating this run)"),
+                  file=sys.stderr, flush=True)
         return result.exit_code
     except FairsparkInputError as err:
         log.error("%s", err)

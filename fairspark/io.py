@@ -63,7 +63,7 @@ def read_input(spark: SparkSession, *, input_config: InputConfig) -> DataFrame:
                 f"config key 'input.where': {input_config.where!r} is not a valid filter "
                 f"on {src!r}: {first}"
             ) from None
-        except Exception as err:  # ParseException is not an AnalysisException in all versions
+        except Exception as err:  # noqa: BLE001 - a ParseException is no AnalysisException
             raise ConfigError(
                 f"config key 'input.where': {input_config.where!r} is not a valid filter: "
                 f"{str(err).splitlines()[0]}"

@@ -84,6 +84,9 @@ class OutputLocation:
         self._Path = jvm.org.apache.hadoop.fs.Path
         conf = spark.sparkContext._jsc.hadoopConfiguration()
         self._fs = self._Path(self.base).getFileSystem(conf)
+        # no .crc side files next to the outputs on a local disk
+        self._fs.setWriteChecksum(False)
+        self._fs.setVerifyChecksum(False)
 
     # -- small FS helpers --------------------------------------------------------
     def path(self, *parts: str) -> str:

@@ -18,7 +18,7 @@ same metrics are computed
 
 It checks that the three agree on the statistical parity difference and TPR
 difference of every view, and prints seconds, rows/s and each peer's time over
-fairspark's. Example (the figures in docs/benchmarks_group.md)::
+fairspark's. Example (the figures in docs/benchmarks.md)::
 
     python scripts/bench_group.py --rows 1000000 10000000
 """

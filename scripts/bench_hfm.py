@@ -17,7 +17,7 @@ against the exact value, as a markdown table (``--out`` also writes it to a file
 Example::
 
     python scripts/bench_hfm.py --sizes 10000 30000 --dims 10 100 \
-        --datasets uniform clustered adult --time-limit 120 --out docs/benchmarks_hfm.md
+        --datasets uniform clustered adult --time-limit 120 --out docs/benchmarks.md
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Both paths run the very same kernel (:func:`fairspark.mdfa.run_split`) with the 
 per-split seeds on the same collected sample, so the results are identical (checked)
 and only the wall time differs. Usage::
 
-    python scripts/benchmark_mdfa.py --rows 50000 --splits 100 --out docs/benchmarks_mdfa.md
+    python scripts/benchmark_mdfa.py --rows 50000 --splits 100 --out docs/benchmarks.md
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--auditor", default="random_forest")
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--worst-violation", action="store_true")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks_mdfa.md"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     args = ap.parse_args(argv)
 
     import torch

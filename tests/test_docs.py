@@ -28,7 +28,7 @@ def _keys(model: type[BaseModel], prefix: str = "") -> list[str]:
         subs = list(_models(f.annotation))
         if subs:
             for m in subs:
-                out += _keys(m, f"{key}." if not typing.get_origin(f.annotation) is list
+                out += _keys(m, f"{key}." if typing.get_origin(f.annotation) is not list
                              else f"{key}[].")
         else:
             out.append(key)

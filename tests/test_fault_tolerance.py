@@ -142,7 +142,7 @@ def test_injected_failures_and_killed_executors_do_not_change_results(spark, tab
         for c in key:
             df[c] = df[c].fillna("")
     m = ref.merge(got, on=key, how="outer", suffixes=("_ref", "_got"), indicator=True)
-    assert (m["_merge"] == "both").all(), m[m["_merge"] != "both"][key + ["_merge"]]
+    assert (m["_merge"] == "both").all(), m[m["_merge"] != "both"][[*key, "_merge"]]
     for audit in ("group", "hfm", "mdfa", "correlation"):
         assert (m["audit"] == audit).any(), audit
     for c in ("value", "lower", "upper"):

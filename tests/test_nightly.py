@@ -120,7 +120,7 @@ def _main(cfg, date, *extra):
 
 
 def test_violated_limit_exits_3_with_status_file_and_report(spark, biased_table, tmp_path):
-    inp, pdf = biased_table
+    inp, _pdf = biased_table
     limits = {"rules": [{"metric": "statistical_parity_difference", "abs_max": 0.1},
                         {"metric": "disparate_impact", "min": 0.1}]}
     cfg = _cfg(tmp_path, inp, limits=limits)

@@ -53,7 +53,7 @@ def report_path(spark, tmp_path_factory) -> Path:
 
 
 @pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                    reason="Debian chromium + chromium-driver not installed (.ci/run installs them)")
+                    reason="Debian chromium + chromium-driver missing (.ci/run installs them)")
 def test_report_renders_in_headless_chromium(report_path):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
