@@ -108,6 +108,8 @@ def compas_run(spark, compas_pdf, compas_model, tmp_path_factory):
         hfm={"method": "certified", "m1": 6, "redact_columns": ["priors_count"],
              "dr_model": compas_model[1], "dr_ratio": 0.5},
     )
+    # the run-wide setting applies to HFM witnesses as well as the audit's own
+    cfg = cfg.model_copy(update={"redact_columns": ["juv_misd_count"]})
     return run_audit_job(spark, cfg), base, cfg
 
 
@@ -162,7 +164,8 @@ def test_report_section_and_redaction(compas_run):
     assert "data:image/png;base64," in html
     section = html[html.index("HFM: harmonic"):]
     assert "<th>priors_count</th>" not in section  # redacted from witness values
-    assert "<th>age</th>" in section
+    assert "<th>juv_misd_count</th>" not in section  # run-wide redact_columns
+    assert "<th>age</th>" in section and "<th>juv_fel_count</th>" in section
 
 
 def test_adult_exact_equals_brute_force_and_scipy(spark, adult_pdf, tmp_path_factory):

@@ -201,6 +201,9 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     from fairspark.hfm.dr import discriminative_risk
     from fairspark.hfm.report import render_section
 
+    # the run-wide redact_columns apply here too, beside the audit's own
+    redact_all = sorted(set(params.redact_columns) | set(ctx.config.redact_columns or []))
+    params = params.model_copy(update={"redact_columns": redact_all})
     prepared = ctx.prepared
     pjson = json.dumps({"method": params.method, "view": params.view, "m1": params.m1,
                         "m2": params.m2, "sampler": params.sampler,
