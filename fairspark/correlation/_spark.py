@@ -21,9 +21,7 @@ Design (METHODS §3 "design card")
 
 from __future__ import annotations
 
-import contextlib
 import math
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fairspark._shipping import Shipped as _Shipped
 from fairspark.correlation._oracle import (
     CELLS,
     DEFAULT_METRICS,
@@ -212,42 +211,6 @@ def draw_stratified_sample(
         population_rows=total,
         population_cells=pop_cells,
     )
-
-
-class _Shipped:
-    """A value shipped to executors once: a broadcast, or the closure where there is none."""
-
-    def __init__(self, spark, value: Any, *, how: str = "auto"):
-        if how not in ("auto", "broadcast", "closure"):
-            raise ValueError(f"shipping must be auto, broadcast or closure, got {how!r}")
-        self.token = uuid.uuid4().hex
-        self._bc = None
-        self._value = None
-        self.how = "closure"
-        if how != "closure":
-            try:
-                self._bc = spark.sparkContext.broadcast(value)
-                self.how = "broadcast"
-            except Exception:  # Spark Connect has no SparkContext
-                if how == "broadcast":
-                    raise
-        if self._bc is None:
-            self._value = value
-
-    @property
-    def value(self) -> Any:
-        return self._bc.value if self._bc is not None else self._value
-
-    def release(self) -> None:
-        if self._bc is not None:
-            with contextlib.suppress(Exception):
-                self._bc.unpersist()
-
-    def __getstate__(self) -> dict:
-        return {"token": self.token, "_bc": self._bc, "_value": self._value, "how": self.how}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
 
 
 # Per-Python-worker caches: decoded views and round splits, keyed by shipment token.

@@ -19,7 +19,6 @@ Design (METHODS §2, design card)
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from fairspark._shipping import Shipped as _Shipped
 from fairspark.mdfa.certify import MDFASample, run_split
 from fairspark.mdfa.params import MDFAParams
 
@@ -242,27 +242,6 @@ def stratified_sample(
     )
     pdf = picked.toPandas()
     return pdf.sort_values(["_s", "_y", "_h", "_k"], kind="mergesort").reset_index(drop=True)
-
-
-class _Shipped:
-    """The sample, shipped once: a broadcast, or the task closure under Spark Connect."""
-
-    def __init__(self, spark: SparkSession, value: Any):
-        self._bc = None
-        self._value = None
-        try:
-            self._bc = spark.sparkContext.broadcast(value)
-        except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
-            self._value = value
-
-    @property
-    def value(self) -> Any:
-        return self._bc.value if self._bc is not None else self._value
-
-    def release(self) -> None:
-        if self._bc is not None:
-            with contextlib.suppress(Exception):
-                self._bc.unpersist()
 
 
 def _split_schema() -> str:
