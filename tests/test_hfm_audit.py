@@ -255,3 +255,71 @@ def test_any_other_value_view_equals_brute_force(spark, compas_pdf, tmp_path_fac
         r = _row(rows, "race", metric)
         assert r.group == "any_other_value"
         assert r.value == pytest.approx(nn.max(), abs=1e-9)
+
+
+def test_partial_intervals_while_certifying_contain_exact(spark, compas_pdf, tmp_path_factory,
+                                                          monkeypatch):
+    """Every interval handed to report_partial holds the exact D; a timeout publishes it."""
+    import types
+
+    from fairspark.audits.base import AuditContext
+    from fairspark.runner import _timed_out
+
+    seen = []
+    real = AuditContext.report_partial
+
+    def record(self, outcome):
+        seen.append(outcome)
+        real(self, outcome)
+
+    monkeypatch.setattr(AuditContext, "report_partial", record)
+    base = tmp_path_factory.mktemp("compas_partial")
+    inp = write_parquet(compas_pdf, base / "in", n_files=2)
+    # one projection: loose pointwise bounds
+    cfg = _config(
+        inp, str(base / "out"),
+        features=[*COMPAS_NUM, "c_charge_degree"], categorical=["c_charge_degree"],
+        sensitive=[{"column": "sex", "privileged": "Female"},
+                   {"column": "race", "privileged": "Caucasian"}],
+        label={"column": "two_year_recid", "positive": [0]},
+        pred={"column": "pred", "positive": [0]},
+        hfm={"method": "certified", "m1": 1, "m2": 1, "histogram_bins": 0},
+    )
+    res = run_audit_job(spark, cfg)
+    final = pd.DataFrame(res.rows)
+    X = scaled(compas_pdf, COMPAS_NUM, ["c_charge_degree"])
+    y = (compas_pdf["two_year_recid"] == 0).to_numpy(float)
+    yp = (compas_pdf["pred"] == 0).to_numpy(float)
+    exact = {}
+    for attr, priv in (("sex", "Female"), ("race", "Caucasian")):
+        g = (compas_pdf[attr] == priv).to_numpy()
+        for metric, t in (("D", y), ("D_f", yp)):
+            exact[(attr, metric)] = brute_nn(np.column_stack([t, X]), g).max()
+    for metric in ("D", "D_f"):
+        exact[("*", metric)] = max(exact[("sex", metric)], exact[("race", metric)])
+    assert len(seen) >= 2  # pointwise bounds, then each certification step
+    for key, ex in exact.items():
+        lows, ups = [], []
+        for outcome in seen:
+            r = _row(pd.DataFrame(outcome.rows), *key)
+            assert r.upper >= ex - 1e-9, (key, r.upper, ex)
+            if r.lower is not None and not pd.isna(r.lower):
+                assert r.lower <= ex + 1e-9, (key, r.lower, ex)
+                lows.append(r.lower)
+            ups.append(r.upper)
+        assert ups == sorted(ups, reverse=True), (key, ups)  # intervals only shrink
+        assert lows == sorted(lows), (key, lows)
+        fin = _row(final, *key)
+        assert fin.value == pytest.approx(ex, abs=1e-9)
+        assert (ups[-1], lows[-1]) == pytest.approx((fin.upper, fin.lower), abs=1e-12)
+    # the first partial has only the pointwise upper bound
+    first = _row(pd.DataFrame(seen[0].rows), "sex", "D")
+    assert pd.isna(first.lower) and first.status == "not_certified"
+    assert first.upper == first.value >= exact[("sex", "D")]
+    # what the runner publishes when the budget ends before certification finishes
+    out, info = _timed_out("hfm", types.SimpleNamespace(partial=seen[0]), 5.0)
+    pub = pd.DataFrame(out.rows)
+    assert info["status"] == "timed_out"
+    r = _row(pub, "sex", "D")
+    assert r.status == "timed_out" and r.upper >= exact[("sex", "D")]
+    assert "time budget of 5 s" in r.detail

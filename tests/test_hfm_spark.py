@@ -153,11 +153,13 @@ def test_exact_equals_brute_force_and_scipy(pts, data):
 
 def test_cap_gives_valid_interval_not_certified(pts, data, projections):
     keys, y, yp, X, C = data
+    snapshots = []
     res = hfm_distances(
         pts, n_attr=3, dim_x=DX, n_rows=len(keys), method="certified", m2=1,
         projections={k: v[:1] for k, v in projections.items()}, num_partitions=2,
-        max_candidates=1,
+        max_candidates=1, on_progress=snapshots.append,
     )
+    assert len(snapshots) == 2  # pointwise bounds, then the one capped step
     seen_uncertified = False
     for tgt, t in ((0, y), (1, yp)):
         V = np.column_stack([t, X])
@@ -167,6 +169,10 @@ def test_cap_gives_valid_interval_not_certified(pts, data, projections):
             assert r.lower - 1e-12 <= exact <= r.upper + 1e-12
             assert r.extra["n_searched"] <= 1
             seen_uncertified |= not r.certified
+            # the partial results: the pointwise bound alone, then the final interval
+            p0, p1 = (snap[(tgt, a)] for snap in snapshots)
+            assert p0.lower is None and p0.upper == p0.extra["pointwise"] >= exact - 1e-12
+            assert (p1.lower, p1.upper, p1.certified) == (r.lower, r.upper, r.certified)
     assert seen_uncertified
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -550,6 +551,7 @@ def certify(
     max_candidates: int,
     block_rows: int = 20_000,
     first_batch: int = 1024,
+    on_step: Callable[[dict[tuple[int, int], CertifiedResult]], None] | None = None,
 ) -> dict[tuple[int, int], CertifiedResult]:
     """Exact D from per-row upper bounds plus exact searches for few rows (METHODS §1).
 
@@ -577,6 +579,10 @@ def certify(
         Rows per block of the exact search.
     first_batch : int
         Rows searched in the first step; each later step searches four times more.
+    on_step : callable, optional
+        Called after every step with the current ``(tgt, attr) -> CertifiedResult``
+        (the interval so far; ``certified`` only where it has collapsed), so a caller
+        can keep the best interval when a time budget cuts the loop.
 
     Returns
     -------
@@ -680,6 +686,8 @@ def certify(
             st["steps"].append((st["n"], st["lb"], max(st["lb"], st["ub_rem"])))
             if st["ub_rem"] <= st["lb"]:
                 st["done"], st["certified"] = True, True
+        if on_step is not None:
+            on_step({p: _certified_result(st) for p, st in state.items()})
     # rows whose upper bound exceeds the final lower bound: those that truly needed an
     # exact search (the batches may have searched more)
     above = F.lit(False)
@@ -691,12 +699,12 @@ def certify(
         for r in ub_rows.where(above).groupBy("tgt", "attr").count()
         .withColumnRenamed("count", "n").collect()
     }
-    out = {}
-    for p, st in state.items():
-        upper = st["lb"] if st["certified"] else max(st["lb"], st["ub_rem"])
-        out[p] = CertifiedResult(
-            lower=st["lb"], upper=upper, certified=st["certified"], n_searched=st["n"],
-            key=st["best"][0], nb_key=st["best"][1], steps=st["steps"],
-            n_above=n_above.get(p, 0),
-        )
-    return out
+    return {p: _certified_result(st, n_above=n_above.get(p, 0)) for p, st in state.items()}
+
+
+def _certified_result(st: dict, *, n_above: int | None = None) -> CertifiedResult:
+    upper = st["lb"] if st["certified"] else max(st["lb"], st["ub_rem"])
+    return CertifiedResult(
+        lower=st["lb"], upper=upper, certified=st["certified"], n_searched=st["n"],
+        key=st["best"][0], nb_key=st["best"][1], steps=list(st["steps"]), n_above=n_above,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -72,8 +73,11 @@ def _rows_for(
         if r.key is not None:
             detail += f"; witness pair: {r.key} <-> {r.nb_key}"
         if "n_searched" in r.extra:
-            detail += (f"; exact searches: {r.extra['n_searched']} "
-                       f"({r.extra.get('n_candidates')} rows had an upper bound above D)")
+            detail += f"; exact searches: {r.extra['n_searched']}"
+            if r.extra.get("n_candidates") is not None:
+                detail += f" ({r.extra['n_candidates']} rows had an upper bound above D)"
+            elif not r.certified:
+                detail += " so far; certification still running"
         if method in ("approx", "pointwise"):
             detail += "; an upper bound of the exact distance"
         rows.append(MetricRow(audit="hfm", attribute=name, group=group, metric=m,
@@ -102,11 +106,12 @@ def _rows_for(
                 value=float(r.extra["n_searched"]), status="ok",
                 detail="rows searched exactly (certification works in batches)",
                 params=pjson))
-            rows.append(MetricRow(
-                audit="hfm", attribute=name, group=group, metric=f"{m}_candidates",
-                value=float(r.extra.get("n_candidates") or 0), status="ok",
-                detail="rows whose pointwise upper bound exceeds the final lower bound",
-                params=pjson))
+            if r.extra.get("n_candidates") is not None:
+                rows.append(MetricRow(
+                    audit="hfm", attribute=name, group=group, metric=f"{m}_candidates",
+                    value=float(r.extra["n_candidates"]), status="ok",
+                    detail="rows whose pointwise upper bound exceeds the final lower bound",
+                    params=pjson))
     dfv = hfm_df(d.value, d_f.value)
     lo, hi = _df_interval(d, d_f)
     st = "ok" if (d.certified and d_f.certified) or method in ("approx", "pointwise") else \
@@ -261,6 +266,14 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
             if params.method != "exact":
                 projections = make_projections(dim=1 + dim_x, m1=params.m1,
                                                sampler=params.sampler, seed=ctx.config.seed)
+            def progress(part: dict[tuple[int, int], DistanceResult]) -> None:
+                # keep the interval so far: a time budget that ends during
+                # certification publishes it (status timed_out) instead of nothing
+                so_far = {attrs[i].name: (part[(0, j)], part[(1, j)])
+                          for j, i in enumerate(valid)}
+                ctx.report_partial(_outcome(params, so_far, rows=rows, summary=summary,
+                                            pjson=pjson, witnesses={}))
+
             res = hfm_distances(
                 pts, n_attr=len(valid), dim_x=dim_x, n_rows=n, method=params.method, m2=m2,
                 projections=projections, num_partitions=params.num_partitions,
@@ -268,11 +281,43 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
                 max_candidates=params.max_candidates,
                 exact_block_rows=params.exact_block_rows,
                 histogram_bins=params.histogram_bins,
+                on_progress=progress if params.method == "certified" else None,
             )
         finally:
             pts.unpersist()
         for j, i in enumerate(valid):
             results[attrs[i].name] = (res[(0, j)], res[(1, j)])
+    witness_keys = {k for d, d_f in results.values() for r in (d, d_f)
+                    for k in (r.key, r.nb_key) if k is not None}
+    witnesses = _witness_values(ctx, params, witness_keys)
+    outcome = _outcome(params, results, rows=rows, summary=summary, pjson=pjson,
+                       witnesses=witnesses)
+    dr_rows, dr_summary = discriminative_risk(ctx, params, attrs)
+    outcome.rows += dr_rows
+    outcome.summary["dr"] = dr_summary
+    outcome.sections = [render_section(params=params, summary=outcome.summary,
+                                       results=results, rows=outcome.rows,
+                                       witnesses=witnesses)]
+    return outcome
+
+
+def _outcome(
+    params: HFMParams,
+    results: dict[str, tuple[DistanceResult, DistanceResult]],
+    *,
+    rows: list[MetricRow],
+    summary: dict[str, Any],
+    pjson: str,
+    witnesses: dict[str, dict],
+) -> AuditOutcome:
+    """Rows (per attribute and the aggregate) and summary of a set of distance results.
+
+    Used for the final result and for the partial results kept while certification runs.
+    """
+    from fairspark.hfm.report import render_section
+
+    rows = list(rows)
+    summary = copy.deepcopy(summary)
     for name, (d, d_f) in results.items():
         rows += _rows_for(name, params.view, d, d_f, params.method, pjson)
     if len(results) > 1:
@@ -283,9 +328,6 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
             for r in _rows_for("*", params.view, agg_d, agg_f, params.method, pjson)
             if r.metric in ("D", "D_f", "df", "D_avg", "D_f_avg", "df_avg")
         ]
-    witness_keys = {k for d, d_f in results.values() for r in (d, d_f)
-                    for k in (r.key, r.nb_key) if k is not None}
-    witnesses = _witness_values(ctx, params, witness_keys)
     for name, (d, d_f) in results.items():
         summary["attributes"][name] = {
             _NAMES[t]: {
@@ -297,9 +339,6 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
             for t, r in ((0, d), (1, d_f))
         }
         summary["attributes"][name]["df"] = hfm_df(d.value, d_f.value)
-    dr_rows, dr_summary = discriminative_risk(ctx, params, attrs)
-    rows += dr_rows
-    summary["dr"] = dr_summary
-    section = render_section(params=params, summary=summary, results=results,
-                             rows=rows, witnesses=witnesses)
+    section = render_section(params=params, summary=summary, results=results, rows=rows,
+                             witnesses=witnesses)
     return AuditOutcome(rows=rows, summary=summary, sections=[section])

@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,7 @@ from fairspark.audits.base import derive_seed
 from fairspark.hfm._kernels import sample_projections
 from fairspark.hfm._spark import (
     TARGETS,
+    CertifiedResult,
     approx_scan,
     certify,
     exact_all,
@@ -132,6 +135,7 @@ def hfm_distances(
     exact_block_rows: int = 20_000,
     histogram_bins: int = 0,
     targets: tuple[int, ...] = (0, 1),
+    on_progress: Callable[[dict[tuple[int, int], DistanceResult]], None] | None = None,
 ) -> dict[tuple[int, int], DistanceResult]:
     """D and D_f per attribute of a points DataFrame.
 
@@ -167,6 +171,12 @@ def hfm_distances(
         same edges for D and D_f of an attribute.
     targets : tuple of int
         Which distances: 0 = D (label), 1 = D_f (prediction).
+
+    on_progress : callable, optional
+        ``certified`` only: called with the results so far (copies) once the pointwise
+        bounds are known (``upper`` = pointwise value, ``lower`` unknown) and after every
+        certification step (``[lower, upper]`` so far), so that a caller whose time
+        budget runs out keeps a valid interval.
 
     Returns
     -------
@@ -232,21 +242,23 @@ def hfm_distances(
                 _add_histograms(out, ub_rows, "ub", histogram_bins)
             if method == "pointwise":
                 return out
+            step = None
+            if on_progress is not None:
+                first = {p: copy.deepcopy(r) for p, r in out.items()}
+                for r in first.values():
+                    r.upper = r.value  # the pointwise bound; no lower bound yet
+                on_progress(first)
+
+                def step(cert: dict[tuple[int, int], CertifiedResult]) -> None:
+                    snap = {p: copy.deepcopy(r) for p, r in out.items()}
+                    _apply_certification(snap, cert)
+                    on_progress(snap)
+
             cert = certify(
                 pts, ub_rows, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows, pairs=list(out),
-                max_candidates=max_candidates, block_rows=exact_block_rows,
+                max_candidates=max_candidates, block_rows=exact_block_rows, on_step=step,
             )
-            for p, c in cert.items():
-                res = out[p]
-                res.extra["n_searched"] = c.n_searched
-                res.extra["n_candidates"] = c.n_above
-                res.extra["steps"] = c.steps
-                res.lower, res.upper, res.certified = c.lower, c.upper, c.certified
-                if c.certified:
-                    res.value = c.lower
-                    res.key, res.nb_key = c.key, c.nb_key
-                else:
-                    res.value = c.upper
+            _apply_certification(out, cert)
             return out
         finally:
             ub_rows.unpersist()
@@ -254,6 +266,26 @@ def hfm_distances(
         scan.unpersist()
         for d in inner:
             d.unpersist()
+
+
+def _apply_certification(
+    out: dict[tuple[int, int], DistanceResult], cert: dict[tuple[int, int], CertifiedResult]
+) -> None:
+    """Put certification results (final or so far) into the distance results."""
+    for p, c in cert.items():
+        res = out[p]
+        res.extra["n_searched"] = c.n_searched
+        res.extra["n_candidates"] = c.n_above
+        res.extra["steps"] = c.steps
+        # the pointwise value bounds D from above before any remaining bound is known
+        upper = min(c.upper, res.extra.get("pointwise", math.inf))
+        lower = c.lower if math.isfinite(c.lower) else None
+        res.lower, res.upper, res.certified = lower, upper, c.certified
+        if c.certified:
+            res.value = c.lower
+            res.key, res.nb_key = c.key, c.nb_key
+        else:
+            res.value = upper
 
 
 def _add_histograms(

@@ -119,6 +119,10 @@ def _figure(name: str, d: DistanceResult, d_f: DistanceResult, method: str) -> d
             "caption": f"{name}: histogram of per-row distances ({exact})."}
 
 
+def _or_dash(v: Any) -> Any:
+    return "-" if v is None else v
+
+
 def render_section(
     *,
     params: HFMParams,
@@ -151,7 +155,7 @@ def render_section(
         from fairspark.hfm._kernels import hfm_df
 
         searches = " / ".join(
-            f"{r.extra.get('n_searched', '-')} ({r.extra.get('n_candidates', '-')})"
+            f"{r.extra.get('n_searched', '-')} ({_or_dash(r.extra.get('n_candidates'))})"
             for r in (d, d_f))
         attrs.append({
             "name": name, "D": _fmt_interval(d), "D_f": _fmt_interval(d_f),
