@@ -318,10 +318,16 @@ def parse_config(raw: Any, *, overrides: dict[str, Any] | None = None) -> Config
 def load_config(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Config:
     """Read and validate a YAML config file.
 
+    Unlike :func:`parse_config`, this also checks the local files the config names
+    (``audits.hfm.dr_model``), so a run started from a YAML file fails before any
+    output; :func:`parse_config` stays free of file access (the demo writes its model
+    after parsing its config).
+
     Raises
     ------
     ConfigError
-        When the file is missing, is not valid YAML, or is not a valid config.
+        When the file is missing, is not valid YAML, is not a valid config, or names a
+        local model that does not exist.
     """
     p = Path(path)
     if not p.is_file():
@@ -333,4 +339,7 @@ def load_config(path: str | Path, *, overrides: dict[str, Any] | None = None) ->
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or str(err)
         raise ConfigError(f"config file {str(p)!r} is not valid YAML{where}: {problem}") from None
-    return parse_config(raw, overrides=overrides)
+    config = parse_config(raw, overrides=overrides)
+    if config.audits.hfm is not None:
+        config.audits.hfm.check_dr_model()
+    return config

@@ -2,11 +2,78 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal
+from urllib.parse import urlparse
 
 from pydantic import Field
 
 from fairspark._params import AuditParams
+from fairspark.errors import ConfigError
+
+__all__ = ["HFMParams", "dr_model_kind", "local_path"]
+
+_KEY = "audits.hfm.dr_model"
+
+
+def local_path(path: str) -> str | None:
+    """The local filesystem path of ``path``, or ``None`` for a remote URI.
+
+    A plain path or a ``file:`` URI is local; any other scheme (``hdfs://``,
+    ``s3a://``, ``gs://``, ``abfss://``, ``dbfs:/`` ...) is remote. A one-letter scheme
+    is a Windows drive, not a URI.
+    """
+    u = urlparse(path)
+    if u.scheme in ("", "file") or len(u.scheme) == 1:
+        return u.path if u.scheme == "file" else path
+    return None
+
+
+def dr_model_kind(path: str, *, kind: str = "auto") -> Literal["sklearn", "spark"]:
+    """Which kind of model ``audits.hfm.dr_model`` names, checking what can be checked.
+
+    ``auto``: a remote URI is a Spark ML ``PipelineModel`` (joblib reads local files
+    only), decided without touching the store; a local directory is a Spark ML model,
+    a local file a joblib file. Local paths must exist and have the expected shape (a
+    file; a directory with a ``metadata/`` folder); remote ones are checked when the
+    model is loaded.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``audits.hfm.dr_model`` and the path, when a local path does not
+        exist or has the wrong shape, or a scikit-learn model is given as a remote URI.
+    """
+    local = local_path(path)
+    if local is None:
+        if kind == "sklearn":
+            raise ConfigError(
+                f"config key '{_KEY}': {path!r} is a remote URI, but a scikit-learn model is "
+                "read with joblib from a local file; copy it to a local path (shipped to the "
+                "executors, e.g. with --files) or save the model as a Spark ML PipelineModel"
+            )
+        return "spark"
+    if not os.path.exists(local):
+        raise ConfigError(f"config key '{_KEY}': {path!r} does not exist "
+                          f"(relative paths start at {os.getcwd()!r})")
+    is_dir = os.path.isdir(local)
+    if kind == "auto":
+        kind = "spark" if is_dir else "sklearn"
+    if kind == "sklearn" and is_dir:
+        raise ConfigError(
+            f"config key '{_KEY}': {path!r} is a directory, but 'audits.hfm.dr_model_kind' "
+            "is 'sklearn' (a joblib file)")
+    if kind == "spark":
+        if not is_dir:
+            raise ConfigError(
+                f"config key '{_KEY}': {path!r} is a file, but a Spark ML PipelineModel is a "
+                "directory (written by model.save(path))")
+        if not os.path.isdir(os.path.join(local, "metadata")):
+            raise ConfigError(
+                f"config key '{_KEY}': {path!r} is a directory without a 'metadata/' folder, "
+                "so it is not a saved Spark ML model (PipelineModel.save writes one); a "
+                "scikit-learn model is a single joblib file")
+    return kind  # type: ignore[return-value]
 
 
 class HFMParams(AuditParams):
@@ -40,9 +107,18 @@ class HFMParams(AuditParams):
     histogram_bins:
         Bins of the per-row distance plot (0: no plot).
     dr_model:
-        Path of a scikit-learn model saved with joblib (``predict`` on a pandas frame of
-        the raw feature and sensitive columns) for discriminative risk; ``None``: DR is
-        reported as not computed.
+        The model that discriminative risk calls: a Spark ML ``PipelineModel`` directory
+        (``model.save(path)``, any Hadoop path: local, ``hdfs://``, ``s3a://`` ...;
+        ``transform`` on the raw feature columns and the sensitive source columns in
+        their input types) or a scikit-learn model saved with joblib (a local file that
+        every executor can read; ``predict`` on a pandas frame of the same columns).
+        ``None``: DR is reported as not computed. A local path that does not exist or
+        has the wrong shape stops a run from a config file with exit code 2; a model
+        that cannot be loaded or applied gives a failed DR row with the reason.
+    dr_model_kind:
+        ``auto`` (default): a URI with a scheme other than ``file:`` is a Spark ML model
+        (decided without reading the store), a local directory is a Spark ML model, a
+        local file a joblib file; ``spark`` or ``sklearn`` say it explicitly.
     dr_ratio:
         Probability of flipping each sensitive attribute for DR.
     dr_level:
@@ -62,5 +138,17 @@ class HFMParams(AuditParams):
     show_witness_values: bool = True
     histogram_bins: int = Field(40, ge=0, le=500)
     dr_model: str | None = None
+    dr_model_kind: Literal["auto", "sklearn", "spark"] = "auto"
     dr_ratio: float = Field(0.5, gt=0, le=1)
     dr_level: float = Field(0.95, gt=0, lt=1)
+
+    def check_dr_model(self) -> None:
+        """Check ``dr_model`` before the run (local paths only; see :func:`dr_model_kind`).
+
+        Raises
+        ------
+        ConfigError
+            When the model path is wrong; the message names ``audits.hfm.dr_model``.
+        """
+        if self.enabled and self.dr_model is not None:
+            dr_model_kind(self.dr_model, kind=self.dr_model_kind)
