@@ -4,29 +4,50 @@
 probability ``ratio``: an unprivileged value becomes a privileged one, a privileged
 value becomes a random unprivileged one. The flips come from hashes of the row key and
 a derived seed, so they do not depend on partitioning; the model runs on the executors.
+
+Two kinds of model (``audits.hfm.dr_model``): a Spark ML ``PipelineModel``, applied with
+``transform`` to the rows and then to the same rows with the flipped sensitive columns
+(Spark column expressions, no join, no Python worker), and a scikit-learn model saved
+with joblib, called in ``mapInPandas``. Both flip exactly as :func:`flip_values` does.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.ml import PipelineModel
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from fairspark.audits.base import AuditContext, MetricRow
+from fairspark.errors import AuditError, ConfigError
+from fairspark.hfm.params import dr_model_kind
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.hfm.params import HFMParams
     from fairspark.prepare import AttributeInfo
 
-__all__ = ["discriminative_risk", "flip_values", "with_flip_uniforms", "wilson"]
+__all__ = [
+    "DRModelError", "discriminative_risk", "dr_disagreements", "dr_disagreements_spark",
+    "flip_column", "flip_values", "load_pipeline_model", "model_input_columns",
+    "prediction_col", "source_columns", "with_flip_uniforms", "wilson",
+]
+
+log = logging.getLogger("fairspark")
 
 KEY = "_fs_key"
+P0 = "_fs_p0"
 _SCALE = float(1 << 30)
+_MODEL_KEY = "audits.hfm.dr_model"
+
+
+class DRModelError(AuditError):
+    """The DR model cannot be loaded or applied to the prepared rows (a failed DR row)."""
 
 
 def wilson(k: float, n: float, level: float) -> tuple[float, float]:
@@ -43,13 +64,18 @@ def wilson(k: float, n: float, level: float) -> tuple[float, float]:
     return max(0.0, mid - half), min(1.0, mid + half)
 
 
+def _uniform(seed: int, salt: int) -> Column:
+    """A uniform in [0, 1) from a hash of the row key, the seed and a salt."""
+    h = F.pmod(F.xxhash64(F.col(KEY), F.lit(int(seed)), F.lit(salt)), F.lit(1 << 30))
+    return h.cast("double") / F.lit(_SCALE)
+
+
 def with_flip_uniforms(df: DataFrame, *, seeds: list[int]) -> DataFrame:
     """Add ``_u_flip_<i>`` and ``_u_pick_<i>`` in [0, 1) from hashes of the key and seed."""
     out = df
     for i, s in enumerate(seeds):
         for kind, salt in (("flip", 0), ("pick", 1)):
-            h = F.pmod(F.xxhash64(F.col(KEY), F.lit(int(s)), F.lit(salt)), F.lit(1 << 30))
-            out = out.withColumn(f"_u_{kind}_{i}", h.cast("double") / F.lit(_SCALE))
+            out = out.withColumn(f"_u_{kind}_{i}", _uniform(s, salt))
     return out
 
 
@@ -75,10 +101,42 @@ def flip_values(
         to_u = flip & is_priv
         values[to_u] = np.array(unprivileged, dtype=object)[
             np.minimum((pick[to_u] * len(unprivileged)).astype(int), len(unprivileged) - 1)]
-    to_p = flip & ~is_priv
-    values[to_p] = np.array(privileged, dtype=object)[
-        np.minimum((pick[to_p] * len(privileged)).astype(int), len(privileged) - 1)]
+    if privileged:  # no observed privileged value: unprivileged values stay
+        to_p = flip & ~is_priv
+        values[to_p] = np.array(privileged, dtype=object)[
+            np.minimum((pick[to_p] * len(privileged)).astype(int), len(privileged) - 1)]
     return values
+
+
+def flip_column(
+    value: Column,
+    *,
+    u_flip: Column,
+    u_pick: Column,
+    privileged: list[str],
+    unprivileged: list[str],
+    ratio: float,
+) -> Column:
+    """The flips of :func:`flip_values` as a Spark column expression (string values).
+
+    ``value`` holds the values as strings (the prepared ``_fs_s_<i>`` column); the
+    result is a string column. The pick index ``min(floor(u_pick * len), len - 1)`` is
+    computed in double precision like numpy's, so both give the same value per row.
+    """
+
+    def pick(options: list[str]) -> Column:
+        idx = F.least(F.floor(u_pick * F.lit(float(len(options)))).cast("int"),
+                      F.lit(len(options) - 1))
+        return F.element_at(F.array(*[F.lit(v) for v in options]), idx + F.lit(1))
+
+    flip = u_flip < F.lit(float(ratio))
+    is_priv = value.isin(list(privileged)) if privileged else F.lit(False)
+    out = F.when(~flip, value)
+    if unprivileged:
+        out = out.when(is_priv, pick(unprivileged))
+    if privileged:
+        out = out.when(~is_priv, pick(privileged))
+    return out.otherwise(value)
 
 
 def _typed(values: list[str]) -> Any:
@@ -98,12 +156,19 @@ def _cast_like(col: np.ndarray, numeric: bool) -> np.ndarray:
     return out
 
 
+def _failed(why: str) -> tuple[list[MetricRow], dict[str, Any]]:
+    return ([MetricRow(audit="hfm", attribute="*", metric="DR", status="failed", detail=why)],
+            {"status": "failed", "detail": why})
+
+
 def discriminative_risk(
     ctx: AuditContext, params: HFMParams, attrs: list[AttributeInfo]
 ) -> tuple[list[MetricRow], dict[str, Any]]:
     """DR rows (``attribute="*"``, metric ``DR``) and a summary entry.
 
-    Without ``params.dr_model`` the row is ``not_computed`` with the reason.
+    Without ``params.dr_model`` the row is ``not_computed`` with the reason; a model
+    that cannot be found, loaded or applied gives a ``failed`` row with the reason
+    (the HFM rows beside it are kept).
     """
     if params.dr_model is None:
         why = "no model configured (hfm.dr_model): DR needs a model it can call"
@@ -116,19 +181,267 @@ def discriminative_risk(
                            detail=why)], {"status": "not_computed", "detail": why})
     prepared = ctx.prepared
     seeds = [ctx.seed_for("hfm", "dr", a.name) for a in usable]
-    df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"))
-    out = dr_disagreements(
-        df, model_path=params.dr_model, attrs=usable, seeds=seeds, ratio=params.dr_ratio,
-        feature_cols=prepared.raw_feature_cols,
-    )
-    k, n = out
+    path = params.dr_model
+    dropped = 0
+    try:
+        kind = dr_model_kind(path, kind=params.dr_model_kind)
+        if kind == "spark":
+            model = load_pipeline_model(path)
+            df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"),
+                                    features=False)
+            k, n = dr_disagreements_spark(
+                df, model=model, attrs=usable, seeds=seeds, ratio=params.dr_ratio,
+                feature_cols=prepared.raw_feature_cols,
+                source_types=_source_types(ctx, usable), model_path=path,
+            )
+            dropped = df.count() - int(n)  # rows a stage with handleInvalid="skip" drops
+        else:
+            df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"))
+            k, n = dr_disagreements(
+                df, model_path=path, attrs=usable, seeds=seeds, ratio=params.dr_ratio,
+                feature_cols=prepared.raw_feature_cols,
+            )
+    except (ConfigError, DRModelError) as err:
+        log.warning("hfm: DR not computed: %s", err)
+        return _failed(str(err))
     lo, hi = wilson(k, n, params.dr_level)
     value = k / n if n else math.nan
     names = ", ".join(a.name for a in usable)
+    model_name = "Spark ML PipelineModel" if kind == "spark" else "scikit-learn model"
+    detail = (f"flipped: {names}; ratio={params.dr_ratio}; {int(k)} of {int(n)} "
+              f"predictions change; {model_name}")
+    if dropped:
+        detail += f"; {dropped} rows dropped by the model (not counted)"
     row = MetricRow(audit="hfm", attribute="*", metric="DR", value=value, lower=lo, upper=hi,
-                    status="ok", detail=f"flipped: {names}; ratio={params.dr_ratio}; "
-                                        f"{int(k)} of {int(n)} predictions change")
-    return [row], {"status": "ok", "value": value, "lower": lo, "upper": hi, "n": n}
+                    status="ok", detail=detail)
+    return [row], {"status": "ok", "value": value, "lower": lo, "upper": hi, "n": n,
+                   "model_kind": kind, **({"rows_dropped_by_model": dropped} if dropped else {})}
+
+
+def _flip_specs(attrs: list[AttributeInfo]) -> list[tuple[str, str, list[str], list[str], bool]]:
+    """Per attribute: value column, source column, sorted privileged and unprivileged values."""
+    specs = []
+    for a in attrs:
+        values = sorted(a.values)
+        priv = [v for v in values if v in a.privileged_values]
+        unpriv = [v for v in values if v not in a.privileged_values]
+        specs.append((a.value_col, a.source_columns[0], priv, unpriv, _typed(values) is not None))
+    return specs
+
+
+def _short(err: BaseException) -> str:
+    """The line of an exception's message that says what went wrong."""
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(err).__name__
+    # a Python worker's traceback ends with the exception; a JVM error starts with it
+    tb = [ln for ln in lines if ln.startswith("Traceback")]
+    line = lines[-1] if tb else lines[0]
+    return line if len(line) <= 500 else line[:497] + "..."
+
+
+def load_pipeline_model(path: str) -> PipelineModel:
+    """Load a saved Spark ML ``PipelineModel`` (on the driver, with the active session).
+
+    Raises
+    ------
+    DRModelError
+        Naming ``audits.hfm.dr_model`` and the path, when it cannot be loaded.
+    """
+    try:
+        return PipelineModel.load(path)
+    except Exception as err:  # noqa: BLE001 - whatever the reader raises, the model is unusable
+        why = f"{_short(err)}; save the fitted pipeline with PipelineModel.save(path)"
+    saved = _saved_class(path)
+    if saved is not None and saved != "org.apache.spark.ml.PipelineModel":
+        why = f"it holds a {saved}; save PipelineModel(stages=[model]) instead"
+    raise DRModelError(
+        f"config key '{_MODEL_KEY}': cannot load a Spark ML PipelineModel from {path!r}: {why}")
+
+
+def _saved_class(path: str) -> str | None:
+    """The class named in a saved Spark ML object's metadata, if it can be read."""
+    from pyspark import SparkContext
+    from pyspark.ml.util import DefaultParamsReader
+
+    try:
+        return str(DefaultParamsReader.loadMetadata(path, SparkContext.getOrCreate())["class"])
+    except Exception:  # noqa: BLE001 - only used to explain a failed load
+        return None
+
+
+def _source_types(ctx: AuditContext, attrs: list[AttributeInfo]) -> dict[str, Any]:
+    """The input table's Spark type of each sensitive source column (schema only, no scan).
+
+    The prepared table keeps sensitive values as strings; the model was fitted on the
+    input's types, so the flipped columns are cast back to them.
+    """
+    from fairspark.io import read_input
+
+    schema = read_input(ctx.spark, input_config=ctx.config.input).schema
+    return {a.source_columns[0]: schema[a.source_columns[0]].dataType for a in attrs
+            if a.source_columns[0] in schema.fieldNames()}
+
+
+def _param_cols(stage: Any, name: str) -> list[str]:
+    if not stage.hasParam(name):
+        return []
+    param = stage.getParam(name)
+    if not stage.isDefined(param):
+        return []
+    v = stage.getOrDefault(param)
+    return [v] if isinstance(v, str) else list(v or [])
+
+
+def model_input_columns(model: PipelineModel) -> list[str]:
+    """Columns a pipeline reads that none of its stages produces (from stage params).
+
+    Stages without column params (e.g. ``SQLTransformer``) are not seen, so this is
+    used to explain a failed ``transform``, not to reject a model up front.
+    """
+    needed: list[str] = []
+    produced: set[str] = set()
+
+    def walk(stages: list[Any]) -> None:
+        for st in stages:
+            if isinstance(st, PipelineModel):
+                walk(st.stages)
+                continue
+            for c in [*_param_cols(st, "inputCol"), *_param_cols(st, "inputCols"),
+                      *_param_cols(st, "featuresCol")]:
+                if c not in produced and c not in needed:
+                    needed.append(c)
+            for name in ("outputCol", "outputCols", "predictionCol", "probabilityCol",
+                         "rawPredictionCol"):
+                produced.update(_param_cols(st, name))
+
+    walk(list(model.stages))
+    return needed
+
+
+def prediction_col(model: PipelineModel) -> str:
+    """The prediction column of a pipeline: its last stage's ``predictionCol``."""
+    if not model.stages:
+        raise DRModelError(f"config key '{_MODEL_KEY}': the PipelineModel has no stages")
+    last = model.stages[-1]
+    if isinstance(last, PipelineModel):
+        return prediction_col(last)
+    return last.getPredictionCol() if hasattr(last, "getPredictionCol") else "prediction"
+
+
+def _transform(model: PipelineModel, df: DataFrame, *, model_path: str, inputs: list[str],
+               feature_cols: list[str], source_cols: list[str]) -> DataFrame:
+    """``model.transform(df)``, analysed now; a failure names the missing input columns."""
+    try:
+        out = model.transform(df)
+        out.schema  # noqa: B018  (analyse now, so a missing column fails here)
+        return out
+    except Exception as err:  # noqa: BLE001 - any analysis error means the model cannot run
+        missing = [c for c in model_input_columns(model) if c not in inputs]
+        if missing:
+            why = (f"the model needs the column(s) {missing}, which the prepared table does not "
+                   f"have; DR gives the model the feature columns {feature_cols} and the "
+                   f"sensitive columns {source_cols} (make a missing column a feature with "
+                   "'columns.features', or fit the model without it)")
+        else:
+            why = f"the model cannot transform the prepared rows: {_short(err)}"
+        raise DRModelError(f"config key '{_MODEL_KEY}' ({model_path!r}): {why}") from None
+
+
+def source_columns(
+    attrs: list[AttributeInfo],
+    *,
+    source_types: dict[str, Any],
+    seeds: list[int] | None = None,
+    ratio: float = 0.0,
+) -> dict[str, Column]:
+    """Sensitive source column -> its values for the model, flipped when ``seeds`` is given.
+
+    Built from each attribute's prepared value column (strings) and cast to
+    ``source_types[col]`` (string when absent); with ``seeds`` the values are first
+    flipped by :func:`flip_column` with the uniforms of :func:`with_flip_uniforms`
+    (attribute ``i`` uses ``seeds[i]``). Two attributes on one source column: the later
+    one wins, as in the scikit-learn path.
+    """
+    out: dict[str, Column] = {}
+    for i, (vcol, src, priv, unpriv, _numeric) in enumerate(_flip_specs(attrs)):
+        value = F.col(vcol)
+        if seeds is not None:
+            value = flip_column(value, u_flip=_uniform(seeds[i], 0), u_pick=_uniform(seeds[i], 1),
+                                privileged=priv, unprivileged=unpriv, ratio=ratio)
+        out[src] = value.cast(source_types.get(src, "string")).alias(src)
+    return out
+
+
+def dr_disagreements_spark(
+    df: DataFrame,
+    *,
+    model: PipelineModel,
+    attrs: list[AttributeInfo],
+    seeds: list[int],
+    ratio: float,
+    feature_cols: list[str],
+    source_types: dict[str, Any],
+    model_path: str = "<model>",
+) -> tuple[float, float]:
+    """Count rows whose Spark ML prediction changes under the flips, in one Spark job.
+
+    The rows get each sensitive source column back (the prepared string value cast to
+    ``source_types[col]``, the input's type; string when absent), are transformed once,
+    keep their input columns and the prediction as ``_fs_p0``, get their sensitive
+    columns replaced by the flips (:func:`flip_column`, uniforms from the row key and
+    ``seeds[i]``) and are transformed again; one aggregation counts the changes. No
+    join, and only the two counts reach the driver.
+
+    Parameters
+    ----------
+    df:
+        Prepared rows with ``_fs_key``, ``feature_cols`` and each attribute's value column.
+    model:
+        The fitted pipeline; its prediction column is :func:`prediction_col`.
+    attrs, seeds:
+        Attributes to flip (one source column each) and their seeds.
+    ratio:
+        Probability of flipping each attribute.
+    feature_cols:
+        The raw feature columns given to the model besides the sensitive ones.
+    source_types:
+        Spark type (a ``DataType`` or a type string) of each sensitive source column.
+    model_path:
+        Shown in error messages.
+
+    Returns
+    -------
+    (changed, rows)
+        ``rows`` counts the rows scored both ways.
+
+    Raises
+    ------
+    DRModelError
+        When the model cannot transform the rows (the message names missing columns).
+    """
+    originals = source_columns(attrs, source_types=source_types)
+    flips = source_columns(attrs, source_types=source_types, seeds=seeds, ratio=ratio)
+    srcs = list(originals)
+    vcols = list(dict.fromkeys(a.value_col for a in attrs))
+    base = df.select(KEY, *feature_cols, *vcols, *originals.values())
+    inputs = [KEY, *feature_cols, *vcols, *srcs]
+    pred = prediction_col(model)
+    kw = {"model_path": model_path, "inputs": inputs, "feature_cols": feature_cols,
+          "source_cols": srcs}
+    scored = _transform(model, base, **kw)
+    if pred not in scored.columns:
+        raise DRModelError(f"config key '{_MODEL_KEY}' ({model_path!r}): the model's output "
+                           f"has no prediction column {pred!r}")
+    flipped = scored.select(KEY, *feature_cols, *vcols, *flips.values(), F.col(pred).alias(P0))
+    rescored = _transform(model, flipped, **{**kw, "inputs": [*inputs, P0]})
+    changed = F.when(~F.col(P0).eqNullSafe(F.col(pred)), F.lit(1)).otherwise(F.lit(0))
+    try:
+        r = rescored.agg(F.sum(changed).alias("k"), F.count(F.lit(1)).alias("n")).collect()[0]
+    except Exception as err:  # noqa: BLE001 - a failing stage on the executors ends DR only
+        raise DRModelError(f"config key '{_MODEL_KEY}' ({model_path!r}): the model failed "
+                           f"while scoring: {_short(err)}") from None
+    return float(r["k"] or 0), float(r["n"] or 0)
 
 
 def dr_disagreements(
@@ -140,7 +453,7 @@ def dr_disagreements(
     ratio: float,
     feature_cols: list[str],
 ) -> tuple[float, float]:
-    """Count rows whose prediction changes under the flips, on the executors.
+    """Count rows whose scikit-learn prediction changes under the flips, on the executors.
 
     The model is loaded with joblib on each task and called as
     ``model.predict(frame)`` where ``frame`` has the raw feature columns and one column
@@ -151,12 +464,7 @@ def dr_disagreements(
     -------
     (changed, rows)
     """
-    specs = []
-    for a in attrs:
-        values = sorted(a.values)
-        priv = [v for v in values if v in a.privileged_values]
-        unpriv = [v for v in values if v not in a.privileged_values]
-        specs.append((a.value_col, a.source_columns[0], priv, unpriv, _typed(values) is not None))
+    specs = _flip_specs(attrs)
     cols = [KEY, *feature_cols, *[s[0] for s in specs]]
     base = with_flip_uniforms(df.select(*cols), seeds=seeds)
 
@@ -187,9 +495,13 @@ def dr_disagreements(
             total += len(pdf)
         yield pd.DataFrame({"changed": [changed], "n": [total]})
 
-    r = (
-        base.mapInPandas(predict_part, "changed long, n long")
-        .agg(F.sum("changed").alias("k"), F.sum("n").alias("n"))
-        .collect()[0]
-    )
+    try:
+        r = (
+            base.mapInPandas(predict_part, "changed long, n long")
+            .agg(F.sum("changed").alias("k"), F.sum("n").alias("n"))
+            .collect()[0]
+        )
+    except Exception as err:  # noqa: BLE001 - a failing model on the executors ends DR only
+        raise DRModelError(f"config key '{_MODEL_KEY}' ({model_path!r}): the scikit-learn "
+                           f"model failed on the executors: {_short(err)}") from None
     return float(r["k"] or 0), float(r["n"] or 0)
