@@ -338,3 +338,14 @@ def test_unknown_model_kind_is_rejected(compas_input, tmp_path):
     inp, _ = compas_input
     with pytest.raises(ConfigError, match="audits.hfm.dr_model_kind"):
         parse_config(_config(inp, str(tmp_path), hfm={"dr_model_kind": "onnx"}))
+
+
+def test_demo_saves_its_model_beside_its_input():
+    from fairspark.demo import demo_config
+
+    cfg = demo_config(overrides={"output.path": "/data/fs/out/demo"})
+    assert cfg.input.path == "/data/fs/out/demo/_input/adult_scored.parquet"
+    assert cfg.audits.hfm.dr_model == "/data/fs/out/demo/_input/adult_model"
+    cfg = demo_config(overrides={"input.path": "hdfs://nn/demo/scored.parquet"})
+    assert cfg.audits.hfm.dr_model == "hdfs://nn/demo/adult_model"
+    assert demo_config().audits.hfm.dr_model == "out/demo/_input/adult_model"
