@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from fairspark.audits.base import AuditContext, MetricRow
-from fairspark.errors import AuditError, ConfigError
+from fairspark.errors import AuditError, FairsparkInputError
 from fairspark.hfm.params import dr_model_kind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -201,7 +201,7 @@ def discriminative_risk(
                 df, model_path=path, attrs=usable, seeds=seeds, ratio=params.dr_ratio,
                 feature_cols=prepared.raw_feature_cols,
             )
-    except (ConfigError, DRModelError) as err:
+    except (FairsparkInputError, DRModelError) as err:  # a bad path, an unusable model
         log.warning("hfm: DR not computed: %s", err)
         return _failed(str(err))
     lo, hi = wilson(k, n, params.dr_level)
