@@ -180,6 +180,8 @@ def run_audit_job(
     timings: dict[str, float] = {}
     run_date = config.effective_run_date()
     started = time.time()
+    if config.audits.hfm is not None:  # also for runs built in code, not from a file
+        config.audits.hfm.check_dr_model()
     with _stage("read", timings):
         df = read_input(spark, input_config=config.input)
     with _stage("prepare", timings):

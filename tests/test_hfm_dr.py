@@ -334,6 +334,16 @@ def test_bad_dr_model_path_is_a_config_error(spark, compas_input, tmp_path, caps
     assert not (tmp_path / "out").exists()  # nothing written, not even a status file
 
 
+def test_run_built_in_code_checks_the_model_path_before_any_output(spark, compas_input,
+                                                                   tmp_path):
+    inp, _ = compas_input
+    path = str(tmp_path / "no" / "such_model")
+    cfg = parse_config(_config(inp, str(tmp_path / "out"), hfm={"dr_model": path}))
+    with pytest.raises(ConfigError, match="audits.hfm.dr_model.*does not exist"):
+        run_audit_job(spark, cfg)
+    assert not (tmp_path / "out").exists()
+
+
 def test_unknown_model_kind_is_rejected(compas_input, tmp_path):
     inp, _ = compas_input
     with pytest.raises(ConfigError, match="audits.hfm.dr_model_kind"):
