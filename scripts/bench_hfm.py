@@ -85,6 +85,34 @@ def _adult_features(d: int, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
     return Xr, g[idx]
 
 
+# Real tables at their natural size and dimension (fairness-comparison's
+# numerical-binsensitive files: one-hot features, sensitive columns binarised, 1 =
+# privileged). Features are min-max scaled; the sensitive and joint columns are left out.
+_FC = "{d}/fairness-comparison/preprocessed/{f}_numerical-binsensitive.csv.gz"
+REAL = {
+    "adult_sex": ("adult", "adult", "income-per-year", "sex", ["race", "sex", "race-sex"]),
+    "adult_race": ("adult", "adult", "income-per-year", "race", ["race", "sex", "race-sex"]),
+    "compas_race": ("compas", "propublica-recidivism", "two_year_recid", "race",
+                    ["race", "sex", "sex-race"]),
+    "compas_sex": ("compas", "propublica-recidivism", "two_year_recid", "sex",
+                   ["race", "sex", "sex-race"]),
+    "german_sex": ("german", "german", "credit", "sex", ["sex", "age", "sex-age"]),
+    "german_age": ("german", "german", "credit", "age", ["sex", "age", "sex-age"]),
+    "ricci_race": ("ricci", "ricci", "Class", "Race", ["Race"]),
+}
+
+
+def real_table(kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features, (label, label) and group of a real table (D only: prediction = label)."""
+    folder, stem, label, sens, drop = REAL[kind]
+    df = pd.read_csv(SHARED / _FC.format(d=folder, f=stem))
+    feats = df.drop(columns=[label, *drop]).astype(float)
+    lo, hi = feats.min(), feats.max()
+    X = ((feats - lo) / (hi - lo).where(hi > lo, 1.0)).to_numpy()
+    y = (df[label] == df[label].max() if stem != "german" else df[label] == 1).to_numpy(float)
+    return X, np.column_stack([y, y]), (df[sens] == 1).to_numpy(int)
+
+
 # ----------------------------------------------------------------------------- peers
 def scipy_hausdorff(V, g):
     from scipy.spatial.distance import directed_hausdorff
@@ -215,16 +243,21 @@ def bench(args) -> str:
     lines += [hdr, "|" + "---|" * 9]
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.datasets:
-            for d in args.dims:
-                for n in args.sizes:
-                    X, Y, g = make_data(kind, n, d, seed=1)
+            real = kind in REAL  # natural n and d
+            for d in ([None] if real else args.dims):
+                for n in ([None] if real else args.sizes):
+                    if real:
+                        X, Y, g = real_table(kind)
+                        n = len(X)
+                    else:
+                        X, Y, g = make_data(kind, n, d, seed=1)
                     V = np.column_stack([Y[:, 0], X])  # D (label) only
                     m2 = default_m2(n)
                     W = sample_projections(dim=1 + X.shape[1], m1=args.m1,
                                            sampler="uniform_l1", seed=2)
                     dd = X.shape[1]
                     cells: dict[str, tuple] = {}
-                    for peer in ("scipy", "numpy_brute", "numpy_approx"):
+                    for peer in args.peers:
                         cells[peer] = run_peer(peer, V, g, W, m2, args.time_limit)
                         print(kind, n, dd, peer, cells[peer], flush=True)
                     pts = to_points_df(spark, X, Y, g, tmp).cache()
@@ -249,7 +282,7 @@ def bench(args) -> str:
                                                        "NOT" not in c[2]):
                             exact = c[0]
                             break
-                    t_scipy = cells["scipy"][1]
+                    t_scipy = cells.get("scipy", (None, None))[1]
                     for k, c in cells.items():
                         v, el = c[0], c[1]
                         note = c[2] if len(c) > 2 else ""
@@ -316,9 +349,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--dims", type=int, nargs="+", default=[10, 100])
-    ap.add_argument("--datasets", nargs="+", default=["uniform", "clustered", "adult"])
+    ap.add_argument("--datasets", nargs="+", default=["uniform", "clustered", "adult"],
+                    choices=["uniform", "clustered", "adult", *REAL],
+                    help="synthetic kinds (sized by --sizes/--dims), adult replicated, or "
+                         "real tables at their natural size (e.g. compas_race)")
     ap.add_argument("--methods", nargs="+",
                     default=["approx", "pointwise", "certified", "exact"])
+    ap.add_argument("--peers", nargs="+", default=["scipy", "numpy_brute", "numpy_approx"],
+                    choices=["scipy", "numpy_brute", "numpy_approx"])
     ap.add_argument("--m1", type=int, default=25)
     ap.add_argument("--time-limit", type=float, default=600.0)
     ap.add_argument("--master", default="local[2]")
