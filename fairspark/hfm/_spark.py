@@ -453,13 +453,15 @@ def block_nn(
     qcols = ["key", "y", "yp", "x", *cols, *(["q_tgt", "q_attr"] if per_query else [])]
     rseq = F.explode(F.sequence(F.lit(0), F.lit(n_rblocks - 1)))
     qseq = F.explode(F.sequence(F.lit(0), F.lit(n_qblocks - 1)))
+    # fresh column ids on both sides: queries are often derived from refs (a self-join
+    # otherwise, which the analyzer may reject or resolve to the wrong side)
     left = (
-        queries.select(*qcols)
+        queries.select(*[F.col(c).alias(c) for c in qcols])
         .withColumn("qb", F.pmod(F.xxhash64("key"), F.lit(n_qblocks)).cast("int"))
         .withColumn("rb", rseq)
     )
     right = (
-        refs.select("key", "y", "yp", "x", *cols)
+        refs.select(*[F.col(c).alias(c) for c in ("key", "y", "yp", "x", *cols)])
         .withColumn("rb", F.pmod(F.xxhash64("key"), F.lit(n_rblocks)).cast("int"))
         .withColumn("qb", qseq)
     )
