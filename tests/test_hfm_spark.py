@@ -189,3 +189,59 @@ def test_exact_with_empty_blocks_and_duplicates(spark):
     nn = brute(V, np.r_[codes, codes[:2]])
     assert res[(0, 0)].value == pytest.approx(nn.max(), abs=1e-12)
     assert res[(0, 0)].avg == pytest.approx(nn.mean(), rel=1e-12)
+
+
+def test_certify_in_steps_matches_reference_policy(spark):
+    """Direct certify with tiny batches: every step, against brute force and a simulation."""
+    from fairspark.hfm._spark import certify
+
+    rng = np.random.default_rng(12)
+    n = 400
+    X = rng.random((n, 3))
+    y = rng.integers(0, 2, n).astype(float)
+    codes = (rng.random(n) < 0.3).astype(int)
+    keys = np.array([f"q{i:04d}" for i in range(n)])
+    V = np.column_stack([y, X])
+    nn = brute(V, codes)
+    D = nn.max()
+    # valid upper bounds with many ties (rounded up to 0.1), many of them above D
+    ub = np.ceil((nn + 3.0 * D * rng.random(n)) * 10) / 10
+    pts = spark.createDataFrame(
+        [(str(keys[i]), float(y[i]), 0.0, [float(v) for v in X[i]], int(codes[i]))
+         for i in range(n)],
+        "key string, y double, yp double, x array<double>, c0 int",
+    ).cache()
+    ub_rows = spark.createDataFrame(
+        [(0, 0, str(keys[i]), float(ub[i])) for i in range(n)],
+        "tgt int, attr int, key string, ub double",
+    ).cache()
+    calls = []
+    res = certify(pts, ub_rows, n_attr=1, dim_x=3, n_rows=n, pairs=[(0, 0)],
+                  max_candidates=n, block_rows=64, first_batch=4, on_step=calls.append)
+    r = res[(0, 0)]
+    # reference: rows by (ub desc, key); each step searches the planned batch, or all rows
+    # still above the bound when they are at most twice the planned batch
+    order = np.lexsort((keys, -ub))
+    lb, pos, plan, steps, beyond_plan = -np.inf, 0, 4, [], False
+    while True:
+        rest = [i for i in order[pos:] if ub[i] > lb]
+        if not rest:
+            break
+        size = len(rest) if len(rest) <= 2 * plan else plan
+        beyond_plan |= size > plan
+        lb = max(lb, nn[rest[:size]].max())
+        pos = int(np.flatnonzero(order == rest[size - 1])[0]) + 1
+        rem = ub[rest[size]] if size < len(rest) else -np.inf
+        steps.append((pos, lb, max(lb, rem)))
+        plan *= 4
+        if rem <= lb:
+            break
+    assert r.certified and r.lower == r.upper == pytest.approx(D, abs=1e-12)
+    assert len(steps) >= 3 and beyond_plan  # both batch rules are exercised
+    assert [s[0] for s in r.steps] == [s[0] for s in steps]
+    assert np.allclose([s[1:] for s in r.steps], [s[1:] for s in steps], rtol=0, atol=1e-12)
+    assert r.n_searched == steps[-1][0]
+    assert r.n_above == int((ub > D).sum())
+    assert r.key == min(keys[nn == D])
+    assert len(calls) == len(r.steps)
+    assert calls[-1][(0, 0)].certified

@@ -580,7 +580,10 @@ def certify(
     block_rows : int
         Rows per block of the exact search.
     first_batch : int
-        Rows searched in the first step; each later step searches four times more.
+        Rows planned for the first step; each later step plans four times more. When
+        the rows left with ``ub`` above the lower bound are at most twice the planned
+        batch, the step searches all of them (within ``max_candidates``), which saves
+        the step that would otherwise search the rest.
     on_step : callable, optional
         Called after every step with the current ``(tgt, attr) -> CertifiedResult``
         (the interval so far; ``certified`` only where it has collapsed), so a caller
@@ -597,9 +600,8 @@ def certify(
             "certified": False, "ub_rem": math.inf, "best": (None, None), "steps": []}
         for p in pairs
     }
-    rank = F.row_number().over(
-        Window.partitionBy("tgt", "attr").orderBy(F.col("ub").desc(), F.col("key").asc())
-    )
+    by_pair = Window.partitionBy("tgt", "attr")
+    rank = F.row_number().over(by_pair.orderBy(F.col("ub").desc(), F.col("key").asc()))
     while True:
         for st in state.values():
             if not st["done"] and st["n"] >= max_candidates:
@@ -607,12 +609,11 @@ def certify(
         active = [p for p, st in state.items() if not st["done"]]
         if not active:
             break
-        sizes: dict[tuple[int, int], int] = {}
         cond = F.lit(False)
-        size_col = F.lit(0)
+        plan_col = F.lit(0)
+        cap_col = F.lit(0)
         for p in active:
             st, (tgt, attr) = state[p], p
-            sizes[p] = min(st["batch"], max_candidates - st["n"])
             c = (F.col("tgt") == tgt) & (F.col("attr") == attr)
             if math.isfinite(st["lb"]):
                 c &= F.col("ub") > F.lit(st["lb"])
@@ -622,11 +623,23 @@ def certify(
                 c &= (F.col("ub") < F.lit(cu)) | after
             cond |= c
             is_p = (F.col("tgt") == tgt) & (F.col("attr") == attr)
-            size_col = F.when(is_p, F.lit(sizes[p])).otherwise(size_col)
+            left = max_candidates - st["n"]
+            plan_col = F.when(is_p, F.lit(min(st["batch"], left))).otherwise(plan_col)
+            cap_col = F.when(is_p, F.lit(left)).otherwise(cap_col)
+        # rows still above the lower bound ("rest"): when they are at most twice the
+        # planned batch, search them all now (one step instead of two)
+        rest = F.count(F.lit(1)).over(by_pair)
+        size_col = F.least(
+            F.col("cap"), F.when(F.col("rest") <= 2 * F.col("plan"), F.col("rest"))
+            .otherwise(F.col("plan"))
+        )
         ranked = (
             ub_rows.where(cond)
             .select("tgt", "attr", "key", "ub")
             .withColumn("rn", rank)
+            .withColumn("rest", rest)
+            .withColumn("plan", plan_col)
+            .withColumn("cap", cap_col)
             .withColumn("size", size_col)
             .where(F.col("rn") <= F.col("size") + 1)
             .persist()
