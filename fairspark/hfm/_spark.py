@@ -674,7 +674,11 @@ def certify(
             queries = (
                 ranked.where(F.col("rn") <= F.col("size"))
                 .select(F.col("tgt").alias("q_tgt"), F.col("attr").alias("q_attr"), "key")
-                .join(pts.dropDuplicates(["key"]), on="key", how="inner")
+                # join first, then drop duplicated keys among the few joined rows: a
+                # dropDuplicates of pts would aggregate the whole table every step
+                .join(pts.select("key", "y", "yp", "x", *_code_cols(n_attr)), on="key",
+                      how="inner")
+                .dropDuplicates(["q_tgt", "q_attr", "key"])
             )
             found = (
                 block_nn(queries, pts, n_attr=n_attr, dim_x=dim_x,
