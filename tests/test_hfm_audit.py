@@ -230,6 +230,17 @@ def test_dr_equals_direct_pandas_computation(spark, compas_run, compas_pdf, comp
     changed = model.predict(compas_pdf[cols]) != model.predict(flipped[cols])
     assert dr.value == pytest.approx(changed.mean(), abs=1e-12)
     assert dr.lower < dr.value < dr.upper
+    # each attribute flipped alone: the same flips of it, the others left as they are
+    base = model.predict(compas_pdf[cols])
+    for a in names:
+        alone = compas_pdf.copy()
+        alone[a] = flipped[a]
+        expect = (base != model.predict(alone[cols])).mean()
+        r = _row(rows[rows.audit == "hfm"], a, "DR")
+        assert r.status == "ok" and "only this attribute flipped" in r.detail
+        assert r.value == pytest.approx(expect, abs=1e-12), a
+    assert _row(rows[rows.audit == "hfm"], "site", "DR").value == 0.0  # nothing to flip to
+    assert set(res.summary["audits"]["hfm"]["dr"]["per_attribute"]) == set(names)
 
 
 def test_any_other_value_view_equals_brute_force(spark, compas_pdf, tmp_path_factory):

@@ -88,7 +88,7 @@ def compas_input(compas_small, tmp_path_factory):
 
 def _dr_row(rows: list[dict]) -> pd.Series:
     df = pd.DataFrame(rows)
-    sel = df[(df.audit == "hfm") & (df.metric == "DR")]
+    sel = df[(df.audit == "hfm") & (df.metric == "DR") & (df.attribute == "*")]
     assert len(sel) == 1, sel
     return sel.iloc[0]
 
@@ -149,6 +149,16 @@ def test_dr_with_spark_pipeline_equals_direct_scoring(spark, compas_small, compa
     assert dr.value == changed / len(pdf)
     assert f"{changed} of {len(pdf)} predictions change" in dr.detail
     assert dr.lower < dr.value < dr.upper
+    # each attribute flipped alone, with the same flips of it
+    rows = pd.DataFrame(res.rows)
+    base_pred = _predict(spark, model, pdf)
+    for a in ("race", "male"):
+        alone = pdf.copy()
+        alone[a] = flipped[a]
+        expect = int((base_pred != _predict(spark, model, alone)).sum())
+        r = rows[(rows.audit == "hfm") & (rows.metric == "DR") & (rows.attribute == a)].iloc[0]
+        assert r.status == "ok" and r.value == expect / len(pdf), a
+        assert f"{expect} of {len(pdf)} predictions change" in r.detail
 
 
 def _attrs(pdf: pd.DataFrame) -> list[AttributeInfo]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -164,7 +164,10 @@ def _failed(why: str) -> tuple[list[MetricRow], dict[str, Any]]:
 def discriminative_risk(
     ctx: AuditContext, params: HFMParams, attrs: list[AttributeInfo]
 ) -> tuple[list[MetricRow], dict[str, Any]]:
-    """DR rows (``attribute="*"``, metric ``DR``) and a summary entry.
+    """DR rows (metric ``DR``) and a summary entry.
+
+    ``attribute="*"``: every usable attribute flipped; with several attributes, also
+    one row per attribute flipped alone (same seeds, so the same flips of it).
 
     Without ``params.dr_model`` the row is ``not_computed`` with the reason; a model
     that cannot be found, loaded or applied gives a ``failed`` row with the reason
@@ -183,39 +186,67 @@ def discriminative_risk(
     seeds = [ctx.seed_for("hfm", "dr", a.name) for a in usable]
     path = params.dr_model
     dropped = 0
+    # the joint DR (every attribute flipped), then, with several attributes, each one
+    # flipped alone (the others get probability 0 but still reach the model) with the
+    # same seed, so its flips are the joint run's flips of it
+    subsets = [list(range(len(usable)))]
+    if len(usable) > 1:
+        subsets += [[i] for i in range(len(usable))]
+
+    def ratios(sub: list[int]) -> list[float]:
+        return [params.dr_ratio if i in sub else 0.0 for i in range(len(usable))]
+
+    counts: list[tuple[float, float]] = []
     try:
         kind = dr_model_kind(path, kind=params.dr_model_kind)
         if kind == "spark":
             model = load_pipeline_model(path)
             df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"),
                                     features=False)
-            k, n = dr_disagreements_spark(
-                df, model=model, attrs=usable, seeds=seeds, ratio=params.dr_ratio,
-                feature_cols=prepared.raw_feature_cols,
-                source_types=_source_types(ctx, usable), model_path=path,
-            )
-            dropped = df.count() - int(n)  # rows a stage with handleInvalid="skip" drops
+            types = _source_types(ctx, usable)
+            for sub in subsets:
+                counts.append(dr_disagreements_spark(
+                    df, model=model, attrs=usable, seeds=seeds, ratio=ratios(sub),
+                    feature_cols=prepared.raw_feature_cols, source_types=types,
+                    model_path=path,
+                ))
+            dropped = df.count() - int(counts[0][1])  # rows a stage with handleInvalid="skip" drops
         else:
             df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"))
-            k, n = dr_disagreements(
-                df, model_path=path, attrs=usable, seeds=seeds, ratio=params.dr_ratio,
-                feature_cols=prepared.raw_feature_cols,
-            )
+            for sub in subsets:
+                counts.append(dr_disagreements(
+                    df, model_path=path, attrs=usable, seeds=seeds, ratio=ratios(sub),
+                    feature_cols=prepared.raw_feature_cols,
+                ))
     except (FairsparkInputError, DRModelError) as err:  # a bad path, an unusable model
         log.warning("hfm: DR not computed: %s", err)
         return _failed(str(err))
-    lo, hi = wilson(k, n, params.dr_level)
-    value = k / n if n else math.nan
-    names = ", ".join(a.name for a in usable)
     model_name = "Spark ML PipelineModel" if kind == "spark" else "scikit-learn model"
-    detail = (f"flipped: {names}; ratio={params.dr_ratio}; {int(k)} of {int(n)} "
-              f"predictions change; {model_name}")
-    if dropped:
-        detail += f"; {dropped} rows dropped by the model (not counted)"
-    row = MetricRow(audit="hfm", attribute="*", metric="DR", value=value, lower=lo, upper=hi,
-                    status="ok", detail=detail)
-    return [row], {"status": "ok", "value": value, "lower": lo, "upper": hi, "n": n,
-                   "model_kind": kind, **({"rows_dropped_by_model": dropped} if dropped else {})}
+    rows: list[MetricRow] = []
+    per_attribute: dict[str, dict[str, float]] = {}
+    for sub, (k, n) in zip(subsets, counts, strict=True):
+        lo, hi = wilson(k, n, params.dr_level)
+        value = k / n if n else math.nan
+        names = ", ".join(usable[i].name for i in sub)
+        joint = len(sub) > 1 or len(subsets) == 1
+        detail = (f"{'flipped' if joint else 'only this attribute flipped'}: {names}; "
+                  f"ratio={params.dr_ratio}; {int(k)} of {int(n)} predictions change; "
+                  f"{model_name}")
+        if dropped:
+            detail += f"; {dropped} rows dropped by the model (not counted)"
+        attribute = "*" if sub is subsets[0] else usable[sub[0]].name
+        rows.append(MetricRow(audit="hfm", attribute=attribute, metric="DR", value=value,
+                              lower=lo, upper=hi, status="ok", detail=detail))
+        if attribute != "*":
+            per_attribute[attribute] = {"value": value, "lower": lo, "upper": hi}
+    joint_row = rows[0]
+    summary: dict[str, Any] = {
+        "status": "ok", "value": joint_row.value, "lower": joint_row.lower,
+        "upper": joint_row.upper, "n": counts[0][1], "model_kind": kind,
+        **({"rows_dropped_by_model": dropped} if dropped else {}),
+        **({"per_attribute": per_attribute} if per_attribute else {}),
+    }
+    return rows, summary
 
 
 def _flip_specs(attrs: list[AttributeInfo]) -> list[tuple[str, str, list[str], list[str], bool]]:
@@ -348,27 +379,38 @@ def _transform(model: PipelineModel, df: DataFrame, *, model_path: str, inputs: 
         raise DRModelError(f"config key '{_MODEL_KEY}' ({model_path!r}): {why}") from None
 
 
+def _ratios(ratio: float | Sequence[float], n: int) -> list[float]:
+    """One flip probability per attribute (a single value applies to all)."""
+    if isinstance(ratio, int | float):
+        return [float(ratio)] * n
+    out = [float(r) for r in ratio]
+    if len(out) != n:
+        raise ValueError(f"{len(out)} flip probabilities for {n} attributes")
+    return out
+
+
 def source_columns(
     attrs: list[AttributeInfo],
     *,
     source_types: dict[str, Any],
     seeds: list[int] | None = None,
-    ratio: float = 0.0,
+    ratio: float | Sequence[float] = 0.0,
 ) -> dict[str, Column]:
     """Sensitive source column -> its values for the model, flipped when ``seeds`` is given.
 
     Built from each attribute's prepared value column (strings) and cast to
     ``source_types[col]`` (string when absent); with ``seeds`` the values are first
     flipped by :func:`flip_column` with the uniforms of :func:`with_flip_uniforms`
-    (attribute ``i`` uses ``seeds[i]``). Two attributes on one source column: the later
-    one wins, as in the scikit-learn path.
+    (attribute ``i`` uses ``seeds[i]`` and ``ratio`` or ``ratio[i]``). Two attributes on
+    one source column: the later one wins, as in the scikit-learn path.
     """
     out: dict[str, Column] = {}
+    ratios = _ratios(ratio, len(attrs))
     for i, (vcol, src, priv, unpriv, _numeric) in enumerate(_flip_specs(attrs)):
         value = F.col(vcol)
         if seeds is not None:
             value = flip_column(value, u_flip=_uniform(seeds[i], 0), u_pick=_uniform(seeds[i], 1),
-                                privileged=priv, unprivileged=unpriv, ratio=ratio)
+                                privileged=priv, unprivileged=unpriv, ratio=ratios[i])
         out[src] = value.cast(source_types.get(src, "string")).alias(src)
     return out
 
@@ -379,7 +421,7 @@ def dr_disagreements_spark(
     model: PipelineModel,
     attrs: list[AttributeInfo],
     seeds: list[int],
-    ratio: float,
+    ratio: float | Sequence[float],
     feature_cols: list[str],
     source_types: dict[str, Any],
     model_path: str = "<model>",
@@ -402,7 +444,7 @@ def dr_disagreements_spark(
     attrs, seeds:
         Attributes to flip (one source column each) and their seeds.
     ratio:
-        Probability of flipping each attribute.
+        Probability of flipping each attribute (or one per attribute; 0 keeps it).
     feature_cols:
         The raw feature columns given to the model besides the sensitive ones.
     source_types:
@@ -450,7 +492,7 @@ def dr_disagreements(
     model_path: str,
     attrs: list[AttributeInfo],
     seeds: list[int],
-    ratio: float,
+    ratio: float | Sequence[float],
     feature_cols: list[str],
 ) -> tuple[float, float]:
     """Count rows whose scikit-learn prediction changes under the flips, on the executors.
@@ -465,6 +507,7 @@ def dr_disagreements(
     (changed, rows)
     """
     specs = _flip_specs(attrs)
+    ratios = _ratios(ratio, len(attrs))
     cols = [KEY, *feature_cols, *[s[0] for s in specs]]
     base = with_flip_uniforms(df.select(*cols), seeds=seeds)
 
@@ -485,7 +528,7 @@ def dr_disagreements(
                 flipped[src] = _cast_like(
                     flip_values(vals, u_flip=pdf[f"_u_flip_{i}"].to_numpy(),
                                 u_pick=pdf[f"_u_pick_{i}"].to_numpy(), privileged=priv,
-                                unprivileged=unpriv, ratio=ratio), numeric)
+                                unprivileged=unpriv, ratio=ratios[i]), numeric)
             known = getattr(model, "feature_names_in_", None)
             if known is not None:  # the columns the model was fitted on, in its order
                 orig, flipped = orig[list(known)], flipped[list(known)]

@@ -179,6 +179,10 @@ def render_section(
         r = dr_rows[0]
         dr = (f"{_fmt(r.value)} [{_fmt(r.lower)}, {_fmt(r.upper)}]" if r.status == "ok"
               else f"{r.status}: {r.detail}")
+        alone = [f"{a.attribute} {_fmt(a.value)} [{_fmt(a.lower)}, {_fmt(a.upper)}]"
+                 for a in dr_rows[1:] if a.status == "ok"]
+        if r.status == "ok" and alone:
+            dr += " with every attribute flipped; one attribute flipped: " + "; ".join(alone)
     witness_cols = sorted({c for v in witnesses.values() for c in v})
     html = _TEMPLATE.render(
         method=params.method, method_text=_METHOD_TEXT[params.method], view=params.view,
