@@ -204,7 +204,6 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
         attributes (``attribute="*"``), a summary with witnesses, and a report section.
     """
     from fairspark.hfm.dr import discriminative_risk
-    from fairspark.hfm.report import render_section
 
     # the run-wide redact_columns apply here too, beside the audit's own
     redact_all = sorted(set(params.redact_columns) | set(ctx.config.redact_columns or []))
@@ -271,6 +270,9 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
                 # certification publishes it (status timed_out) instead of nothing
                 so_far = {attrs[i].name: (part[(0, j)], part[(1, j)])
                           for j, i in enumerate(valid)}
+                for pair in so_far.values():  # no plots: this runs after every step
+                    for r in pair:
+                        r.extra.pop("hist", None)
                 ctx.report_partial(_outcome(params, so_far, rows=rows, summary=summary,
                                             pjson=pjson, witnesses={}))
 
@@ -290,15 +292,9 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     witness_keys = {k for d, d_f in results.values() for r in (d, d_f)
                     for k in (r.key, r.nb_key) if k is not None}
     witnesses = _witness_values(ctx, params, witness_keys)
-    outcome = _outcome(params, results, rows=rows, summary=summary, pjson=pjson,
-                       witnesses=witnesses)
     dr_rows, dr_summary = discriminative_risk(ctx, params, attrs)
-    outcome.rows += dr_rows
-    outcome.summary["dr"] = dr_summary
-    outcome.sections = [render_section(params=params, summary=outcome.summary,
-                                       results=results, rows=outcome.rows,
-                                       witnesses=witnesses)]
-    return outcome
+    return _outcome(params, results, rows=rows, summary=summary, pjson=pjson,
+                    witnesses=witnesses, dr_rows=dr_rows, dr_summary=dr_summary)
 
 
 def _outcome(
@@ -309,10 +305,14 @@ def _outcome(
     summary: dict[str, Any],
     pjson: str,
     witnesses: dict[str, dict],
+    dr_rows: list[MetricRow] | None = None,
+    dr_summary: dict[str, Any] | None = None,
 ) -> AuditOutcome:
-    """Rows (per attribute and the aggregate) and summary of a set of distance results.
+    """Rows (per attribute, the aggregate, DR), summary and report section of a set of
+    distance results.
 
-    Used for the final result and for the partial results kept while certification runs.
+    Used for the final result and for the partial results kept while certification runs
+    (those have no DR).
     """
     from fairspark.hfm.report import render_section
 
@@ -339,6 +339,9 @@ def _outcome(
             for t, r in ((0, d), (1, d_f))
         }
         summary["attributes"][name]["df"] = hfm_df(d.value, d_f.value)
+    if dr_summary is not None:
+        rows += dr_rows or []
+        summary["dr"] = dr_summary
     section = render_section(params=params, summary=summary, results=results, rows=rows,
                              witnesses=witnesses)
     return AuditOutcome(rows=rows, summary=summary, sections=[section])

@@ -196,28 +196,26 @@ def discriminative_risk(
     def ratios(sub: list[int]) -> list[float]:
         return [params.dr_ratio if i in sub else 0.0 for i in range(len(usable))]
 
-    counts: list[tuple[float, float]] = []
     try:
         kind = dr_model_kind(path, kind=params.dr_model_kind)
         if kind == "spark":
             model = load_pipeline_model(path)
             df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"),
                                     features=False)
-            types = _source_types(ctx, usable)
-            for sub in subsets:
-                counts.append(dr_disagreements_spark(
-                    df, model=model, attrs=usable, seeds=seeds, ratio=ratios(sub),
-                    feature_cols=prepared.raw_feature_cols, source_types=types,
-                    model_path=path,
-                ))
+            counts = _spark_counts(
+                df, model=model, attrs=usable, seeds=seeds,
+                settings=[ratios(sub) for sub in subsets],
+                feature_cols=prepared.raw_feature_cols,
+                source_types=_source_types(ctx, usable), model_path=path,
+            )
             dropped = df.count() - int(counts[0][1])  # rows a stage with handleInvalid="skip" drops
         else:
             df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"))
-            for sub in subsets:
-                counts.append(dr_disagreements(
-                    df, model_path=path, attrs=usable, seeds=seeds, ratio=ratios(sub),
-                    feature_cols=prepared.raw_feature_cols,
-                ))
+            counts = _sklearn_counts(
+                df, model_path=path, attrs=usable, seeds=seeds,
+                settings=[ratios(sub) for sub in subsets],
+                feature_cols=prepared.raw_feature_cols,
+            )
     except (FairsparkInputError, DRModelError) as err:  # a bad path, an unusable model
         log.warning("hfm: DR not computed: %s", err)
         return _failed(str(err))
@@ -462,28 +460,56 @@ def dr_disagreements_spark(
     DRModelError
         When the model cannot transform the rows (the message names missing columns).
     """
+    return _spark_counts(df, model=model, attrs=attrs, seeds=seeds, settings=[ratio],
+                         feature_cols=feature_cols, source_types=source_types,
+                         model_path=model_path)[0]
+
+
+def _spark_counts(
+    df: DataFrame,
+    *,
+    model: PipelineModel,
+    attrs: list[AttributeInfo],
+    seeds: list[int],
+    settings: Sequence[float | Sequence[float]],
+    feature_cols: list[str],
+    source_types: dict[str, Any],
+    model_path: str,
+) -> list[tuple[float, float]]:
+    """:func:`dr_disagreements_spark` for several flip settings in one job.
+
+    The original rows are scored once (``_fs_p0``); each setting's flipped rows are
+    scored in turn in the same plan (``_fs_p1``, ...), and one aggregation counts the
+    changes of every setting.
+    """
     originals = source_columns(attrs, source_types=source_types)
-    flips = source_columns(attrs, source_types=source_types, seeds=seeds, ratio=ratio)
     srcs = list(originals)
     vcols = list(dict.fromkeys(a.value_col for a in attrs))
-    base = df.select(KEY, *feature_cols, *vcols, *originals.values())
-    inputs = [KEY, *feature_cols, *vcols, *srcs]
+    keep = [KEY, *feature_cols, *vcols]
+    inputs = [*keep, *srcs]
     pred = prediction_col(model)
-    kw = {"model_path": model_path, "inputs": inputs, "feature_cols": feature_cols,
-          "source_cols": srcs}
-    scored = _transform(model, base, **kw)
+    kw = {"model_path": model_path, "feature_cols": feature_cols, "source_cols": srcs}
+    scored = _transform(model, df.select(*keep, *originals.values()), inputs=inputs, **kw)
     if pred not in scored.columns:
         raise DRModelError(f"config key '{_MODEL_KEY}' ({model_path!r}): the model's output "
                            f"has no prediction column {pred!r}")
-    flipped = scored.select(KEY, *feature_cols, *vcols, *flips.values(), F.col(pred).alias(P0))
-    rescored = _transform(model, flipped, **{**kw, "inputs": [*inputs, P0]})
-    changed = F.when(~F.col(P0).eqNullSafe(F.col(pred)), F.lit(1)).otherwise(F.lit(0))
+    done = [P0]
+    cur = scored.select(*keep, F.col(pred).alias(P0))
+    for j, ratio in enumerate(settings, start=1):
+        flips = source_columns(attrs, source_types=source_types, seeds=seeds, ratio=ratio)
+        rescored = _transform(model, cur.select(*keep, *done, *flips.values()),
+                              inputs=[*inputs, *done], **kw)
+        cur = rescored.select(*keep, *done, F.col(pred).alias(f"_fs_p{j}"))
+        done.append(f"_fs_p{j}")
+    aggs = [F.sum(F.when(~F.col(P0).eqNullSafe(F.col(c)), 1).otherwise(0)).alias(c)
+            for c in done[1:]]
     try:
-        r = rescored.agg(F.sum(changed).alias("k"), F.count(F.lit(1)).alias("n")).collect()[0]
+        r = cur.agg(F.count(F.lit(1)).alias("_n"), *aggs).collect()[0]
     except Exception as err:  # noqa: BLE001 - a failing stage on the executors ends DR only
         raise DRModelError(f"config key '{_MODEL_KEY}' ({model_path!r}): the model failed "
                            f"while scoring: {_short(err)}") from None
-    return float(r["k"] or 0), float(r["n"] or 0)
+    n = float(r["_n"] or 0)
+    return [(float(r[c] or 0), n) for c in done[1:]]
 
 
 def dr_disagreements(
@@ -506,45 +532,69 @@ def dr_disagreements(
     -------
     (changed, rows)
     """
+    return _sklearn_counts(df, model_path=model_path, attrs=attrs, seeds=seeds,
+                           settings=[ratio], feature_cols=feature_cols)[0]
+
+
+def _sklearn_counts(
+    df: DataFrame,
+    *,
+    model_path: str,
+    attrs: list[AttributeInfo],
+    seeds: list[int],
+    settings: Sequence[float | Sequence[float]],
+    feature_cols: list[str],
+) -> list[tuple[float, float]]:
+    """:func:`dr_disagreements` for several flip settings in one pass (originals scored
+    once per batch)."""
     specs = _flip_specs(attrs)
-    ratios = _ratios(ratio, len(attrs))
+    all_ratios = [_ratios(r, len(attrs)) for r in settings]
     cols = [KEY, *feature_cols, *[s[0] for s in specs]]
     base = with_flip_uniforms(df.select(*cols), seeds=seeds)
+    outs = [f"c{j}" for j in range(len(settings))]
 
     def predict_part(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         import joblib
 
         model = joblib.load(model_path)
-        changed = 0
+        known = getattr(model, "feature_names_in_", None)
+
+        def predict(frame: pd.DataFrame) -> np.ndarray:
+            if known is not None:  # the columns the model was fitted on, in its order
+                frame = frame[list(known)]
+            return np.asarray(model.predict(frame))
+
+        changed = [0] * len(settings)
         total = 0
         for pdf in batches:
             if len(pdf) == 0:
                 continue
             orig = pdf[feature_cols].copy()
-            flipped = pdf[feature_cols].copy()
-            for i, (vcol, src, priv, unpriv, numeric) in enumerate(specs):
-                vals = pdf[vcol].to_numpy(dtype=object)
-                orig[src] = _cast_like(vals, numeric)
-                flipped[src] = _cast_like(
-                    flip_values(vals, u_flip=pdf[f"_u_flip_{i}"].to_numpy(),
-                                u_pick=pdf[f"_u_pick_{i}"].to_numpy(), privileged=priv,
-                                unprivileged=unpriv, ratio=ratios[i]), numeric)
-            known = getattr(model, "feature_names_in_", None)
-            if known is not None:  # the columns the model was fitted on, in its order
-                orig, flipped = orig[list(known)], flipped[list(known)]
-            a = np.asarray(model.predict(orig))
-            b = np.asarray(model.predict(flipped))
-            changed += int(np.sum(a != b))
+            for vcol, src, _priv, _unpriv, numeric in specs:
+                orig[src] = _cast_like(pdf[vcol].to_numpy(dtype=object), numeric)
+            a = predict(orig)
+            for j, ratios in enumerate(all_ratios):
+                flipped = orig.copy()
+                for i, (vcol, src, priv, unpriv, numeric) in enumerate(specs):
+                    flipped[src] = _cast_like(
+                        flip_values(pdf[vcol].to_numpy(dtype=object),
+                                    u_flip=pdf[f"_u_flip_{i}"].to_numpy(),
+                                    u_pick=pdf[f"_u_pick_{i}"].to_numpy(), privileged=priv,
+                                    unprivileged=unpriv, ratio=ratios[i]), numeric)
+                changed[j] += int(np.sum(a != predict(flipped)))
             total += len(pdf)
-        yield pd.DataFrame({"changed": [changed], "n": [total]})
+        yield pd.DataFrame({**{c: [k] for c, k in zip(outs, changed, strict=True)},
+                            "n": [total]})
 
+    schema = ", ".join([*(f"{c} long" for c in outs), "n long"])
     try:
         r = (
-            base.mapInPandas(predict_part, "changed long, n long")
-            .agg(F.sum("changed").alias("k"), F.sum("n").alias("n"))
+            base.mapInPandas(predict_part, schema)
+            .agg(*(F.sum(c).alias(c) for c in outs), F.sum("n").alias("n"))
             .collect()[0]
         )
     except Exception as err:  # noqa: BLE001 - a failing model on the executors ends DR only
         raise DRModelError(f"config key '{_MODEL_KEY}' ({model_path!r}): the scikit-learn "
                            f"model failed on the executors: {_short(err)}") from None
-    return float(r["k"] or 0), float(r["n"] or 0)
+    n = float(r["n"] or 0)
+    return [(float(r[c] or 0), n) for c in outs]
