@@ -95,3 +95,18 @@ def write_parquet(pdf, path, *, n_files: int = 1) -> str:
         pdf.iloc[part].to_parquet(path / f"part-{i:05d}.parquet", index=False,
                                   coerce_timestamps="us", allow_truncated_timestamps=True)
     return str(path)
+
+
+def synthetic_scored(*, n: int, seed: int):
+    """A small scored table: features x1, x2, city; sensitive sex; label y; decision p."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    x1, x2 = rng.normal(size=n), rng.random(n)
+    sex = rng.choice(["M", "F"], n, p=[0.6, 0.4])
+    city = rng.choice(["a", "b", "c"], n)
+    logit = 1.5 * x1 + x2 + 0.5 * (sex == "M")
+    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
+    return pd.DataFrame({"id": np.arange(n).astype(str), "x1": x1, "x2": x2, "city": city,
+                         "sex": sex, "y": y, "p": (logit > 0.5).astype(int)})

@@ -23,10 +23,10 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import synthetic_scored
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = next(
@@ -72,16 +72,8 @@ def test_artifact_contents(artifact):
 
 
 def _table(path: Path) -> dict[str, float]:
-    rng = np.random.default_rng(17)
-    n = 900
-    x1, x2 = rng.normal(size=n), rng.random(n)
-    sex = rng.choice(["M", "F"], n, p=[0.6, 0.4])
-    city = rng.choice(["a", "b", "c"], n)
-    logit = 1.5 * x1 + x2 + 0.5 * (sex == "M")
-    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
-    p = (logit > 0.5).astype(int)
-    pdf = pd.DataFrame({"id": np.arange(n).astype(str), "x1": x1, "x2": x2, "city": city,
-                        "sex": sex, "y": y, "p": p})
+    pdf = synthetic_scored(n=900, seed=17)
+    sex, y, p = pdf["sex"].to_numpy(), pdf["y"].to_numpy(), pdf["p"].to_numpy()
     path.mkdir()
     pdf.to_parquet(path / "part-0.parquet", index=False)
     f, m = sex == "F", sex == "M"

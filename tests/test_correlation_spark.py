@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import synthetic_scored
 
 from fairspark.correlation import (
     CorrelationParams,
@@ -276,24 +277,7 @@ def test_end_to_end_through_the_runner(spark, tmp_path):
     from fairspark.config import parse_config
     from fairspark.runner import run_audit_job
 
-    rng = np.random.default_rng(11)
-    n = 900
-    x1, x2 = rng.normal(size=n), rng.random(n)
-    sex = rng.choice(["M", "F"], n, p=[0.6, 0.4])
-    city = rng.choice(["a", "b", "c"], n)
-    logit = 1.5 * x1 + x2 + 0.5 * (sex == "M")
-    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
-    pdf = pd.DataFrame(
-        {
-            "id": np.arange(n).astype(str),
-            "x1": x1,
-            "x2": x2,
-            "city": city,
-            "sex": sex,
-            "y": y,
-            "p": (logit > 0.5).astype(int),
-        }
-    )
+    pdf = synthetic_scored(n=900, seed=11)
     inp = tmp_path / "in"
     inp.mkdir()
     pdf.to_parquet(inp / "part-0.parquet", index=False)

@@ -68,6 +68,19 @@ def _config(inp, out, *, features, categorical, sensitive, label, pred, hfm):
     })
 
 
+def _compas_config(inp, out, *, hfm, sites=False):
+    """COMPAS audited on sex and race (and the single-valued ``site``)."""
+    sensitive = [{"column": "sex", "privileged": "Female"},
+                 {"column": "race", "privileged": "Caucasian"}]
+    if sites:
+        sensitive.append({"column": "site", "privileged": "A"})
+    return _config(
+        inp, out, features=[*COMPAS_NUM, "c_charge_degree"], categorical=["c_charge_degree"],
+        sensitive=sensitive, label={"column": "two_year_recid", "positive": [0]},
+        pred={"column": "pred", "positive": [0]}, hfm=hfm,
+    )
+
+
 DR_FEATURES = [*COMPAS_NUM, "c_charge_degree"]
 
 
@@ -97,14 +110,8 @@ def compas_model(compas_pdf, tmp_path_factory):
 def compas_run(spark, compas_pdf, compas_model, tmp_path_factory):
     base = tmp_path_factory.mktemp("compas")
     inp = write_parquet(compas_pdf, base / "in", n_files=3)
-    cfg = _config(
-        inp, str(base / "out"),
-        features=[*COMPAS_NUM, "c_charge_degree"], categorical=["c_charge_degree"],
-        sensitive=[{"column": "sex", "privileged": "Female"},
-                   {"column": "race", "privileged": "Caucasian"},
-                   {"column": "site", "privileged": "A"}],
-        label={"column": "two_year_recid", "positive": [0]},
-        pred={"column": "pred", "positive": [0]},
+    cfg = _compas_config(
+        inp, str(base / "out"), sites=True,
         hfm={"method": "certified", "m1": 6, "redact_columns": ["priors_count"],
              "dr_model": compas_model[1], "dr_ratio": 0.5},
     )
@@ -287,15 +294,8 @@ def test_partial_intervals_while_certifying_contain_exact(spark, compas_pdf, tmp
     base = tmp_path_factory.mktemp("compas_partial")
     inp = write_parquet(compas_pdf, base / "in", n_files=2)
     # one projection: loose pointwise bounds
-    cfg = _config(
-        inp, str(base / "out"),
-        features=[*COMPAS_NUM, "c_charge_degree"], categorical=["c_charge_degree"],
-        sensitive=[{"column": "sex", "privileged": "Female"},
-                   {"column": "race", "privileged": "Caucasian"}],
-        label={"column": "two_year_recid", "positive": [0]},
-        pred={"column": "pred", "positive": [0]},
-        hfm={"method": "certified", "m1": 1, "m2": 1, "histogram_bins": 0},
-    )
+    cfg = _compas_config(inp, str(base / "out"),
+                         hfm={"method": "certified", "m1": 1, "m2": 1, "histogram_bins": 0})
     res = run_audit_job(spark, cfg)
     final = pd.DataFrame(res.rows)
     X = scaled(compas_pdf, COMPAS_NUM, ["c_charge_degree"])
