@@ -24,6 +24,7 @@ setup(
     package_data={
         "fairspark": [
             "data/*.gz", "data/*.md", "data/*.names", "report/templates/*.j2", "conf/*.yaml",
+            "*/templates/*.j2",
         ],
     },
     include_package_data=True,

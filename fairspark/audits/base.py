@@ -7,13 +7,18 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fairspark.errors import AuditError
+from fairspark.status import Status
+
 if TYPE_CHECKING:  # pragma: no cover
     import datetime as dt
+    from collections.abc import Iterable
 
     from pyspark.sql import SparkSession
 
+    from fairspark._params import AuditParams
     from fairspark.config import Config
-    from fairspark.prepare import PreparedData
+    from fairspark.prepare import AttributeInfo, PreparedData
 
 __all__ = ["AuditContext", "AuditOutcome", "MetricRow", "ReportSection", "derive_seed"]
 
@@ -41,7 +46,7 @@ class MetricRow:
     model: str | None = None
     lower: float | None = None
     upper: float | None = None
-    status: str = "ok"
+    status: Status = Status.OK
     detail: str | None = None
     params: str | None = None
 
@@ -57,11 +62,17 @@ class ReportSection:
 
 @dataclass
 class AuditOutcome:
-    """What an audit returns: long rows, a nested summary, report sections."""
+    """What an audit returns: long rows, a nested summary and its typed result.
+
+    ``result`` is whatever the audit's ``SPEC.render`` needs to draw its report
+    section (the audit's own result type); the runner renders it in isolation and
+    fills ``sections``. An audit does not render inside ``run``.
+    """
 
     rows: list[MetricRow] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     sections: list[ReportSection] = field(default_factory=list)
+    result: Any = None
 
 
 @dataclass
@@ -97,3 +108,27 @@ class AuditContext:
     def report_partial(self, outcome: AuditOutcome) -> None:
         """Record the best result so far (published as ``timed_out`` on a timeout)."""
         self.partial = outcome
+
+    def attributes(self, params: AuditParams) -> list[AttributeInfo]:
+        """The prepared sensitive views an audit looks at, in configured order.
+
+        ``params.attributes`` names them (``None``: all). Unknown names are a config
+        error when the config is loaded, so here they can only come from a config
+        built around the validation; they raise :class:`AuditError`.
+        """
+        views = list(self.prepared.attributes)
+        if params.attributes is None:
+            return views
+        by_name = {a.name: a for a in views}
+        unknown = [n for n in params.attributes if n not in by_name]
+        if unknown:
+            raise AuditError(f"attributes {unknown} are not sensitive attributes "
+                             f"(configured: {sorted(by_name)})")
+        return [by_name[n] for n in dict.fromkeys(params.attributes)]
+
+    def redacted(self, extra: Iterable[str] = ()) -> set[str]:
+        """Columns whose raw values must not appear in any output.
+
+        The run-wide ``redact_columns`` plus an audit's own ``extra`` list.
+        """
+        return {*(getattr(self.config, "redact_columns", None) or []), *extra}
