@@ -1,0 +1,16 @@
+"""The ``correlation`` audit's entry in the registry."""
+
+from __future__ import annotations
+
+from fairspark.audits.spec import AuditSpec
+from fairspark.correlation.params import CorrelationParams
+
+SPEC = AuditSpec(
+    name="correlation",
+    params=CorrelationParams,
+    run="fairspark.correlation.audit:run",
+    render="fairspark.correlation.report:render",
+    title="Representative metrics",
+    order=40,
+    headline_metrics=("representative",),
+)

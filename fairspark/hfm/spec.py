@@ -1,0 +1,16 @@
+"""The ``hfm`` audit's entry in the registry."""
+
+from __future__ import annotations
+
+from fairspark.audits.spec import AuditSpec
+from fairspark.hfm.params import HFMParams
+
+SPEC = AuditSpec(
+    name="hfm",
+    params=HFMParams,
+    run="fairspark.hfm.audit:run",
+    render="fairspark.hfm.report:render",
+    title="Individual fairness (HFM)",
+    order=30,
+    headline_metrics=("D", "D_f", "df"),
+)

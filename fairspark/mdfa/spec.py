@@ -1,0 +1,16 @@
+"""The ``mdfa`` audit's entry in the registry."""
+
+from __future__ import annotations
+
+from fairspark.audits.spec import AuditSpec
+from fairspark.mdfa.params import MDFAParams
+
+SPEC = AuditSpec(
+    name="mdfa",
+    params=MDFAParams,
+    run="fairspark.mdfa.audit:run",
+    render="fairspark.mdfa.report:render",
+    title="mdfa",
+    order=35,
+    headline_metrics=("gamma",),
+)
