@@ -32,3 +32,11 @@ class AuditParams(StrictModel):
     max_rows: int | None = Field(None, ge=1)
     attributes: list[str] | None = None
     timeout_s: float | None = Field(None, gt=0)
+
+    def check_files(self) -> None:
+        """Check the local files these params name; raise ``ConfigError`` naming the key.
+
+        Called when a config file is loaded and again when a run starts, so a run
+        built in code fails the same way (exit 2, nothing written). Nothing to check
+        by default.
+        """

@@ -142,6 +142,10 @@ class HFMParams(AuditParams):
     dr_ratio: float = Field(0.5, gt=0, le=1)
     dr_level: float = Field(0.95, gt=0, lt=1)
 
+    def check_files(self) -> None:
+        """The audit contract's file check: ``dr_model`` (see :meth:`check_dr_model`)."""
+        self.check_dr_model()
+
     def check_dr_model(self) -> None:
         """Check ``dr_model`` before the run (local paths only; see :func:`dr_model_kind`).
 
