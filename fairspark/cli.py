@@ -111,24 +111,12 @@ def _setup_logging(quiet: bool) -> None:
 
 
 def _session(config, *, under_submit: bool):
-    from pyspark.sql import SparkSession
+    from fairspark.session import build_session
 
-    builder = SparkSession.builder.appName(config.spark.app_name)
-    if not under_submit:
-        builder = builder.master(config.spark.master)
-        defaults = {
-            "spark.ui.showConsoleProgress": "false",
-            "spark.sql.session.timeZone": "UTC",
-            "spark.sql.execution.arrow.pyspark.enabled": "true",
-            "spark.executorEnv.OMP_NUM_THREADS": "1",
-            "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
-            "spark.executorEnv.MKL_NUM_THREADS": "1",
-        }
-        for k, v in {**defaults, **{k: str(v) for k, v in config.spark.conf.items()}}.items():
-            builder = builder.config(k, v)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+    if under_submit:  # spark-submit already configured the session
+        return build_session(master=None, app_name=config.spark.app_name)
+    return build_session(master=config.spark.master, app_name=config.spark.app_name,
+                         conf=config.spark.conf)
 
 
 def _status_after_error(spark, config, code: int, message: str) -> None:
@@ -157,6 +145,8 @@ def main(
     (the others are published), 1 unexpected crash.
     """
     from fairspark.errors import FairsparkInputError
+    from fairspark.runner import exit_code_for
+    from fairspark.status import FAILED_STATUSES, ExitCode
 
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -165,7 +155,7 @@ def main(
     args = parser.parse_args(argv)
     if args.command != "audit":
         parser.print_help()
-        return 2
+        return int(ExitCode.INPUT)
     _setup_logging(args.quiet)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     spark = None
@@ -200,22 +190,22 @@ def main(
         for name in ("metrics.parquet", "summary.json", "report.html"):
             print(f"  {result.output_dir}/{name}", flush=True)
         failed = {k: v.get("detail") for k, v in result.summary["audits"].items()
-                  if v.get("status") in ("failed", "timed_out")}
+                  if v.get("status") in FAILED_STATUSES}
         if failed:
             print(f"fairspark: some audits failed: {failed}", file=sys.stderr, flush=True)
         limits = result.summary.get("limits") or {}
         if limits.get("violated"):
             print(f"fairspark: {limits['violated']} limit(s) violated: {limits.get('detail', '')}"
-                  + ("" if result.exit_code == 3 else " (not gating this run)"),
+                  + ("" if result.exit_code == ExitCode.VIOLATION else " (not gating this run)"),
                   file=sys.stderr, flush=True)
         return result.exit_code
     except FairsparkInputError as err:
         log.error("%s", err)
         print(f"fairspark: error: {err}", file=sys.stderr, flush=True)
-        return 2
-    except Exception:
+        return int(exit_code_for(err))
+    except Exception as err:
         log.exception("unexpected error")
-        return 1
+        return int(exit_code_for(err))
     finally:
         if spark is not None and (not under_submit if stop_session is None else stop_session):
             spark.stop()

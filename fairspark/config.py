@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, create_model, field_validator, model_validator
 
 from fairspark._params import AuditParams, StrictModel
-from fairspark.correlation.params import CorrelationParams
+from fairspark.audits.registry import specs
 from fairspark.errors import ConfigError
-from fairspark.hfm.params import HFMParams
-from fairspark.mdfa.params import MDFAParams
+from fairspark.group.params import GroupParams
 
 Scalar = str | int | float | bool
 
@@ -143,6 +142,10 @@ class ColumnsConfig(StrictModel):
                 )
         return self
 
+    def attribute_names(self) -> list[str]:
+        """The names of every audited view: each sensitive attribute, then intersections."""
+        return [s.attr for s in self.sensitive] + ["*".join(c) for c in self.intersections]
+
     @property
     def decision_column(self) -> str:
         """The column that holds the prediction or the score."""
@@ -156,31 +159,38 @@ class PreparationConfig(StrictModel):
     max_categories: int = Field(200, ge=2)
 
 
-class GroupParams(AuditParams):
-    """Parameters of the group-metric audit (``group``)."""
+class _AuditsBase(StrictModel):
+    """Which audits run; a section that is present is enabled unless it says otherwise.
 
-    ci_level: float = Field(0.95, gt=0, lt=1)
-    min_group_size: int = Field(30, ge=1)
-    multi_valued: bool = True
-    weights: Literal["sampling", "frequency"] = "sampling"
-
-
-class AuditsConfig(StrictModel):
-    """Which audits run; a section that is present is enabled unless it says otherwise."""
-
-    group: GroupParams | None = Field(default_factory=GroupParams)
-    hfm: HFMParams | None = None
-    mdfa: MDFAParams | None = None
-    correlation: CorrelationParams | None = None
+    One optional field per registered audit (``fairspark.audits.registry``), typed by
+    its ``SPEC.params``; an audit whose spec says ``enabled_by_default`` runs without
+    a section.
+    """
 
     def enabled(self) -> dict[str, AuditParams]:
         """The enabled audits, in run order."""
         out: dict[str, AuditParams] = {}
-        for name in ("group", "hfm", "mdfa", "correlation"):
+        for name in specs():
             p = getattr(self, name)
             if p is not None and p.enabled:
                 out[name] = p
         return out
+
+    def present(self) -> dict[str, AuditParams]:
+        """Every audit section of the config (enabled or not), in run order."""
+        return {n: getattr(self, n) for n in specs() if getattr(self, n) is not None}
+
+
+AuditsConfig = create_model(  # one field per registered audit
+    "AuditsConfig",
+    __base__=_AuditsBase,
+    __doc__=_AuditsBase.__doc__,
+    **{
+        name: (spec.params | None,
+               Field(default_factory=spec.params) if spec.enabled_by_default else None)
+        for name, spec in specs().items()
+    },
+)
 
 
 class OutputConfig(StrictModel):
@@ -248,6 +258,25 @@ class Config(StrictModel):
     redact_columns: list[str] = Field(default_factory=list)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
+    def check_attributes(self) -> None:
+        """Every audit's ``attributes`` must name configured views (the one rule).
+
+        Called when a config is parsed and again when a run starts (for configs built
+        in code).
+
+        Raises
+        ------
+        ConfigError
+            Naming the audit's key and the unknown name.
+        """
+        known = self.columns.attribute_names()
+        for name, params in self.audits.present().items():
+            for a in params.attributes or []:
+                if a not in known:
+                    raise ConfigError(
+                        f"config key 'audits.{name}.attributes': {a!r} is not a sensitive "
+                        f"attribute or intersection (configured: {known})")
+
     def config_hash(self) -> str:
         """A short hash of everything that can change the numbers (not run date or paths)."""
         d = self.model_dump(mode="json", exclude={"run_date", "output", "spark"})
@@ -310,9 +339,11 @@ def parse_config(raw: Any, *, overrides: dict[str, Any] | None = None) -> Config
         if v is not None:
             _set_dotted(data, k, v)
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as err:
         raise ConfigError(_format_validation_error(err)) from None
+    config.check_attributes()
+    return config
 
 
 def load_config(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Config:
@@ -340,6 +371,6 @@ def load_config(path: str | Path, *, overrides: dict[str, Any] | None = None) ->
         problem = getattr(err, "problem", None) or str(err)
         raise ConfigError(f"config file {str(p)!r} is not valid YAML{where}: {problem}") from None
     config = parse_config(raw, overrides=overrides)
-    if config.audits.hfm is not None:
-        config.audits.hfm.check_dr_model()
+    for params in config.audits.present().values():
+        params.check_files()
     return config

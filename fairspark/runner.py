@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import html as _html
 import json
 import logging
 import platform
@@ -26,29 +27,37 @@ import time
 import traceback
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, ReportSection
-from fairspark.audits.registry import get_audit
+from fairspark.audits.registry import get_spec
 from fairspark.errors import AuditError, FairsparkInputError
 from fairspark.io import read_input
 from fairspark.outputs import OutputLocation, summary_json, to_long_rows
 from fairspark.prepare import prepare
+from fairspark.status import FAILED_STATUSES, ExitCode, Status, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
+    from fairspark.audits.spec import AuditSpec
     from fairspark.config import Config
+    from fairspark.prepare import PreparedData
 
 __all__ = [
     "EXIT_AUDIT_FAILED", "EXIT_CRASH", "EXIT_INPUT", "EXIT_OK", "EXIT_VIOLATION", "RunResult",
-    "run_audit_job", "write_status",
+    "exit_code_for", "run_audit_job", "write_status",
 ]
 
 log = logging.getLogger("fairspark")
 
-EXIT_OK, EXIT_CRASH, EXIT_INPUT, EXIT_VIOLATION, EXIT_AUDIT_FAILED = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_CRASH, EXIT_INPUT, EXIT_VIOLATION, EXIT_AUDIT_FAILED = (
+    ExitCode.OK, ExitCode.CRASH, ExitCode.INPUT, ExitCode.VIOLATION, ExitCode.AUDIT_FAILED)
+
+#: the statuses a timed-out audit's partial rows are relabelled from
+_PARTIAL_STATUSES = (Status.OK, Status.NOT_CERTIFIED, Status.INCONCLUSIVE)
 
 
 class RunResult:
@@ -60,6 +69,15 @@ class RunResult:
         self.output_dir = output_dir
         self.rows = rows
         self.summary = summary
+
+
+@dataclass
+class _AuditsDone:
+    """The rows, sections and ``summary.json`` entries of every audit that ran."""
+
+    rows: list[MetricRow] = field(default_factory=list)
+    sections: list[ReportSection] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -89,62 +107,78 @@ def _versions(spark: SparkSession) -> dict[str, str]:
     }
 
 
-def _run_one(name: str, ctx: AuditContext, params: Any) -> tuple[AuditOutcome, dict[str, Any]]:
+def _failed(name: str, msg: str) -> tuple[AuditOutcome, dict[str, Any]]:
+    row = MetricRow(audit=name, attribute="*", metric="*", status=Status.FAILED, detail=msg)
+    return AuditOutcome(rows=[row]), {"status": Status.FAILED, "detail": msg}
+
+
+def _run_one(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[AuditOutcome, dict]:
     """Run one audit; a failure becomes a failed outcome instead of an exception."""
+    name = spec.name
     try:
-        outcome = get_audit(name)(ctx, params)
+        outcome = spec.run_fn()(ctx, params)
     except AuditError as err:
-        msg = str(err)
-        log.warning("audit %s failed: %s", name, msg)
-        row = MetricRow(audit=name, attribute="*", metric="*", status="failed", detail=msg)
-        return AuditOutcome(rows=[row]), {"status": "failed", "detail": msg}
+        log.warning("audit %s failed: %s", name, err)
+        return _failed(name, str(err))
     except Exception as err:  # noqa: BLE001 - one broken audit must not stop the others
         msg = f"{type(err).__name__}: {err}"
         log.error("audit %s raised %s\n%s", name, msg, traceback.format_exc())
-        row = MetricRow(audit=name, attribute="*", metric="*", status="failed", detail=msg)
-        return AuditOutcome(rows=[row]), {"status": "failed", "detail": msg}
-    failed = [r for r in outcome.rows if r.status == "failed"]
-    status = outcome.summary.get("status") or ("failed" if failed else "ok")
-    if failed and status == "ok":
-        status = "failed"
+        return _failed(name, msg)
+    failed = [r for r in outcome.rows if r.status == Status.FAILED]
+    status = outcome.summary.get("status") or (Status.FAILED if failed else Status.OK)
+    if failed and status == Status.OK:
+        status = Status.FAILED
     info = {**outcome.summary, "status": status}
     if failed and "detail" not in info:
         info["detail"] = "; ".join(dict.fromkeys(f"{r.attribute}: {r.detail}" for r in failed))
     return outcome, info
 
 
-def _timed_out(name: str, ctx: AuditContext, budget: float) -> tuple[AuditOutcome, dict[str, Any]]:
+def _timed_out(name: str, ctx: AuditContext, budget: float) -> tuple[AuditOutcome, dict]:
     msg = f"audit {name} ran past its time budget of {budget:g} s"
     partial = ctx.partial
     if partial is None:
-        row = MetricRow(audit=name, attribute="*", metric="*", status="timed_out",
+        row = MetricRow(audit=name, attribute="*", metric="*", status=Status.TIMED_OUT,
                         detail=f"{msg}; no partial result")
-        return AuditOutcome(rows=[row]), {"status": "timed_out", "detail": msg}
+        return AuditOutcome(rows=[row]), {"status": Status.TIMED_OUT, "detail": msg}
     rows = []
     for r in partial.rows:
-        if r.status in ("ok", "not_certified", "inconclusive"):
-            r = dataclasses.replace(r, status="timed_out",
+        if r.status in _PARTIAL_STATUSES:
+            r = dataclasses.replace(r, status=Status.TIMED_OUT,
                                     detail=(r.detail + "; " if r.detail else "") + msg)
         rows.append(r)
-    info = {**partial.summary, "status": "timed_out", "detail": f"{msg}; partial result kept"}
-    return AuditOutcome(rows=rows, summary=partial.summary, sections=partial.sections), info
+    info = {**partial.summary, "status": Status.TIMED_OUT,
+            "detail": f"{msg}; partial result kept"}
+    return dataclasses.replace(partial, rows=rows), info
 
 
-def _run_with_budget(name: str, ctx: AuditContext, params: Any) -> tuple[AuditOutcome, dict]:
-    """Run an audit; past ``params.timeout_s`` cancel its Spark jobs and keep its partial."""
-    budget = getattr(params, "timeout_s", None)
-    if budget is None:
-        return _run_one(name, ctx, params)
+def _run_with_budget(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[AuditOutcome, dict]:
+    """Run an audit in its own Spark job group; past ``params.timeout_s`` cancel it.
+
+    Every audit's Spark jobs carry the job group ``fairspark-<audit>-<id>`` (the
+    status tracker and the Spark UI show which audit a stage belongs to). With a
+    budget the audit runs in a thread; when the budget runs out its job group is
+    cancelled and its last partial result is kept.
+    """
     from pyspark import InheritableThread
 
+    name = spec.name
+    budget = getattr(params, "timeout_s", None)
     sc = ctx.spark.sparkContext
     group = f"fairspark-{name}-{uuid.uuid4().hex[:8]}"
+    if budget is None:
+        sc.setJobGroup(group, f"fairspark audit {name}", interruptOnCancel=True)
+        try:
+            return _run_one(spec, ctx, params)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
     ctx.deadline = time.monotonic() + budget
     box: dict[str, Any] = {}
 
     def target() -> None:
         sc.setJobGroup(group, f"fairspark audit {name}", interruptOnCancel=True)
-        box["result"] = _run_one(name, ctx, params)
+        box["result"] = _run_one(spec, ctx, params)
 
     thread = InheritableThread(target=target, daemon=True)
     thread.start()
@@ -156,6 +190,151 @@ def _run_with_budget(name: str, ctx: AuditContext, params: Any) -> tuple[AuditOu
     sc.cancelJobGroup(group)
     thread.join(30.0)  # let it unwind; a thread stuck in driver-side Python is abandoned
     return _timed_out(name, ctx, budget)
+
+
+def _render(spec: AuditSpec, outcome: AuditOutcome, ctx: AuditContext, params: Any,
+            info: dict[str, Any]) -> list[ReportSection]:
+    """The audit's report sections, rendered in isolation from its numbers.
+
+    A rendering error keeps every row and summary entry, records ``report_error`` in
+    the audit's summary and puts a short notice where the section would be.
+    """
+    if spec.render is None or outcome.result is None:
+        return list(outcome.sections)
+    try:
+        return [*outcome.sections, *spec.render_fn()(outcome, ctx=ctx, params=params)]
+    except Exception as err:  # noqa: BLE001 - a plotting bug must not lose the numbers
+        msg = f"{type(err).__name__}: {err}"
+        log.warning("report section of %s could not be rendered: %s", spec.name, msg)
+        info["report_error"] = msg
+        note = (f'<p class="warn">This section could not be rendered ({_html.escape(msg)}); '
+                "the audit's numbers are in metrics.parquet and summary.json.</p>")
+        return [*outcome.sections, ReportSection(title=spec.title, html=note, order=spec.order)]
+
+
+def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float]) -> _AuditsDone:
+    """Run every enabled audit in isolation, each with a fresh context."""
+    done = _AuditsDone()
+    for name, params in config.audits.enabled().items():
+        spec = get_spec(name)
+        t0 = time.perf_counter()
+        actx = dataclasses.replace(ctx)
+        with _stage(f"audit {name}", timings):
+            outcome, info = _run_with_budget(spec, actx, params)
+        info["seconds"] = round(time.perf_counter() - t0, 3)
+        info["params"] = params.model_dump(mode="json")
+        done.sections += _render(spec, outcome, actx, params, info)
+        done.info[name] = info
+        done.rows += outcome.rows
+    return done
+
+
+def _check_before_run(config: Config) -> None:
+    """The config checks of :func:`~fairspark.config.load_config`, for runs built in code."""
+    config.check_attributes()
+    for params in config.audits.present().values():
+        params.check_files()
+
+
+def _limits(config: Config, rows: list[MetricRow], run_date: Any, history: Any,
+            sections: list[ReportSection]) -> tuple[dict[str, Any], bool]:
+    """Judge the configured limits; add their rows and section; return (summary, gates)."""
+    if not config.limits.rules:
+        return {}, False
+    from fairspark.nightly.gating import evaluate_limits
+    from fairspark.nightly.report import limits_section
+
+    long_now = _long(rows, config, run_date)
+    checks, limit_rows, unmatched = evaluate_limits(long_now, limits=config.limits,
+                                                    history=history)
+    rows += limit_rows
+    sections.append(limits_section(checks, [r.__dict__ for r in limit_rows], unmatched))
+    gating = any(c.gates for c in checks)
+    verdicts = [c.verdict for c in checks]
+    info: dict[str, Any] = {
+        "status": Verdict.VIOLATED if Verdict.VIOLATED in verdicts else
+                  Verdict.INCONCLUSIVE if Verdict.INCONCLUSIVE in verdicts else Verdict.PASSED,
+        "gates": gating,
+        "checks": len(checks),
+        "violated": verdicts.count(Verdict.VIOLATED),
+        "passed": verdicts.count(Verdict.PASSED),
+        "inconclusive": verdicts.count(Verdict.INCONCLUSIVE),
+        "unmatched": unmatched,
+        "correction": config.limits.correction,
+        "alpha": config.limits.alpha,
+    }
+    if gating:
+        info["detail"] = "; ".join(
+            f"{r.metric_b} ({r.attribute})" for r, c in zip(limit_rows, checks, strict=True)
+            if c.gates)
+    return info, gating
+
+
+def _long(rows: list[MetricRow], config: Config, run_date: Any) -> list[dict[str, Any]]:
+    return to_long_rows(
+        rows, run_date=run_date, dataset=config.dataset, config_hash=config.config_hash(),
+        version=__version__, schema_version=SCHEMA_VERSION,
+    )
+
+
+def _exit_code(done: _AuditsDone, *, gating: bool, fail: bool) -> ExitCode:
+    if any(i["status"] in FAILED_STATUSES for i in done.info.values()):
+        return ExitCode.AUDIT_FAILED
+    return ExitCode.VIOLATION if gating and fail else ExitCode.OK
+
+
+def _trend_section(config: Config, history: Any, long_rows: list[dict[str, Any]],
+                   run_date: Any) -> ReportSection | None:
+    try:
+        from fairspark.nightly.report import trend_frame, trend_section
+
+        return trend_section(trend_frame(history, long_rows, run_date=run_date.isoformat(),
+                                         config_hash=config.config_hash(), version=__version__))
+    except Exception as err:  # noqa: BLE001 - a trend plot must not lose tonight's numbers
+        log.warning("trend section could not be rendered: %s", err)
+        return None
+
+
+def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *, run_date: Any,
+             started: float, done: _AuditsDone, limits_info: dict[str, Any],
+             exit_code: int, timings: dict[str, float]) -> dict[str, Any]:
+    return {
+        "run_date": run_date.isoformat(),
+        "dataset": config.dataset,
+        "config_hash": config.config_hash(),
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "versions": _versions(spark),
+        "input": {
+            "path": config.input.path, "table": config.input.table,
+            "format": config.input.format, "where": config.input.where,
+            "label": prepared.label_column, "decision": prepared.decision_column,
+            "favourable": config.columns.favourable,
+        },
+        "rows": prepared.summary(),
+        "seeds": {"seed": config.seed},
+        "audits": done.info,
+        **({"limits": limits_info} if limits_info else {}),
+        "exit_code": int(exit_code),
+        "stage_timings": timings,
+        "spark": {"master": spark.sparkContext.master, "app_id": spark.sparkContext.applicationId},
+        "command": " ".join(sys.argv),
+    }
+
+
+def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[str, Any],
+             long_rows: list[dict[str, Any]], sections: list[ReportSection]) -> str:
+    """Write the run to a staging folder and publish it for the date."""
+    staging = out.staging(run_date)
+    try:
+        out.write_metrics(staging, long_rows)
+        if config.output.report:
+            _write_report(out, staging, summary, long_rows, sections)
+        out.write_text(f"{staging}/summary.json", summary_json(summary))
+        return out.publish(staging, run_date)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            out.delete(staging)
+        raise
 
 
 def run_audit_job(
@@ -180,113 +359,28 @@ def run_audit_job(
     timings: dict[str, float] = {}
     run_date = config.effective_run_date()
     started = time.time()
-    if config.audits.hfm is not None:  # also for runs built in code, not from a file
-        config.audits.hfm.check_dr_model()
+    _check_before_run(config)
     with _stage("read", timings):
         df = read_input(spark, input_config=config.input)
     with _stage("prepare", timings):
         prepared = prepare(df, config=config)
     ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=run_date)
-
-    rows: list[MetricRow] = []
-    sections: list[ReportSection] = []
-    audits_info: dict[str, Any] = {}
-    for name, params in config.audits.enabled().items():
-        t0 = time.perf_counter()
-        actx = dataclasses.replace(ctx)
-        with _stage(f"audit {name}", timings):
-            outcome, info = _run_with_budget(name, actx, params)
-        info["seconds"] = round(time.perf_counter() - t0, 3)
-        info["params"] = params.model_dump(mode="json")
-        audits_info[name] = info
-        rows += outcome.rows
-        sections += outcome.sections
+    done = _run_audits(ctx, config, timings)
 
     out = OutputLocation(spark, config.output.path)
     history = _history(out, config, run_date)
-    long_now = to_long_rows(
-        rows, run_date=run_date, dataset=config.dataset, config_hash=config.config_hash(),
-        version=__version__, schema_version=SCHEMA_VERSION,
-    )
-    limits_info: dict[str, Any] = {}
-    gating = False
-    if config.limits.rules:
-        from fairspark.nightly.gating import evaluate_limits
-        from fairspark.nightly.report import limits_section
-
-        checks, limit_rows, unmatched = evaluate_limits(
-            long_now, limits=config.limits, history=history)
-        rows += limit_rows
-        sections.append(limits_section(checks, [r.__dict__ for r in limit_rows], unmatched))
-        gating = any(c.gates for c in checks)
-        verdicts = [c.verdict for c in checks]
-        limits_info = {
-            "status": "violated" if "violated" in verdicts else
-                      "inconclusive" if "inconclusive" in verdicts else "passed",
-            "gates": gating,
-            "checks": len(checks),
-            "violated": verdicts.count("violated"),
-            "passed": verdicts.count("passed"),
-            "inconclusive": verdicts.count("inconclusive"),
-            "unmatched": unmatched,
-            "correction": config.limits.correction,
-            "alpha": config.limits.alpha,
-        }
-        if gating:
-            limits_info["detail"] = "; ".join(
-                f"{r.metric_b} ({r.attribute})" for r, c in zip(limit_rows, checks, strict=True)
-                if c.gates)
+    rows, sections = done.rows, done.sections
+    limits_info, gating = _limits(config, rows, run_date, history, sections)
     fail = config.limits.fail_on_violation if fail_on_violation is None else fail_on_violation
-    any_failed = any(i["status"] in ("failed", "timed_out") for i in audits_info.values())
-    exit_code = (EXIT_AUDIT_FAILED if any_failed
-                 else EXIT_VIOLATION if gating and fail else EXIT_OK)
-    long_rows = to_long_rows(
-        rows, run_date=run_date, dataset=config.dataset, config_hash=config.config_hash(),
-        version=__version__, schema_version=SCHEMA_VERSION,
-    )
-    try:
-        from fairspark.nightly.report import trend_frame, trend_section
-
-        sec = trend_section(trend_frame(history, long_rows, run_date=run_date.isoformat(),
-                                        config_hash=config.config_hash(), version=__version__))
-        if sec is not None:
-            sections.append(sec)
-    except Exception as err:  # noqa: BLE001 - a trend plot must not lose tonight's numbers
-        log.warning("trend section could not be rendered: %s", err)
-    summary: dict[str, Any] = {
-        "run_date": run_date.isoformat(),
-        "dataset": config.dataset,
-        "config_hash": config.config_hash(),
-        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "versions": _versions(spark),
-        "input": {
-            "path": config.input.path, "table": config.input.table,
-            "format": config.input.format, "where": config.input.where,
-            "label": prepared.label_column, "decision": prepared.decision_column,
-            "favourable": config.columns.favourable,
-        },
-        "rows": prepared.summary(),
-        "seeds": {"seed": config.seed},
-        "audits": audits_info,
-        **({"limits": limits_info} if limits_info else {}),
-        "exit_code": exit_code,
-        "stage_timings": timings,
-        "spark": {"master": spark.sparkContext.master, "app_id": spark.sparkContext.applicationId},
-        "command": " ".join(sys.argv),
-    }
-
+    exit_code = _exit_code(done, gating=gating, fail=fail)
+    long_rows = _long(rows, config, run_date)
+    trend = _trend_section(config, history, long_rows, run_date)
+    if trend is not None:
+        sections.append(trend)
+    summary = _summary(spark, config, prepared, run_date=run_date, started=started, done=done,
+                       limits_info=limits_info, exit_code=exit_code, timings=timings)
     with _stage("write", timings):
-        staging = out.staging(run_date)
-        try:
-            out.write_metrics(staging, long_rows)
-            if config.output.report:
-                _write_report(out, staging, summary, long_rows, sections)
-            out.write_text(f"{staging}/summary.json", summary_json(summary))
-            final = out.publish(staging, run_date)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                out.delete(staging)
-            raise
+        final = _publish(out, config, run_date, summary, long_rows, sections)
     # the timing of the write stage itself is recorded in the log; summary.json is
     # already published at this point.
     prepared.unpersist()
@@ -297,7 +391,7 @@ def run_audit_job(
             append_to_table(spark, table=config.output.table, folder=final, run_date=run_date)
     write_status(out, run_date, exit_code=exit_code, summary=summary)
     log.info("outputs published to %s (exit code %d)", final, exit_code)
-    return RunResult(exit_code, final, long_rows, summary)
+    return RunResult(int(exit_code), final, long_rows, summary)
 
 
 def _history(out: OutputLocation, config: Config, run_date: Any):
@@ -320,11 +414,10 @@ def write_status(out: OutputLocation, run_date: Any, *, exit_code: int,
     audits = (summary or {}).get("audits") or {}
     status = {
         "run_date": str(run_date),
-        "exit_code": exit_code,
-        "meaning": {0: "ok", 1: "crash", 2: "bad config or input", 3: "limit violated",
-                    4: "audit failed"}.get(exit_code, "unknown"),
+        "exit_code": int(exit_code),
+        "meaning": ExitCode(exit_code).meaning if exit_code in set(ExitCode) else "unknown",
         "failed_audits": {k: v.get("detail") for k, v in audits.items()
-                          if v.get("status") in ("failed", "timed_out")},
+                          if v.get("status") in FAILED_STATUSES},
         "limits": (summary or {}).get("limits"),
         "error": error,
         "output": out.path(f"run_date={run_date}") if exit_code in (0, 3, 4) else None,
@@ -339,17 +432,14 @@ def write_status(out: OutputLocation, run_date: Any, *, exit_code: int,
 
 def _write_report(out: OutputLocation, staging: str, summary: dict[str, Any],
                   long_rows: list[dict[str, Any]], sections: list[ReportSection]) -> None:
-    try:
-        from fairspark.report.render import render_report_html
-    except ImportError:  # pragma: no cover - lands with the report work
-        log.warning("report renderer not available; report.html not written")
-        return
+    from fairspark.report.render import render_report_html
+
     html = render_report_html(summary=summary, rows=long_rows, sections=sections)
     out.write_text(f"{staging}/report.html", html)
 
 
-def exit_code_for(exc: BaseException) -> int:
-    """The exit code of an exception that ended a run."""
+def exit_code_for(exc: BaseException) -> ExitCode:
+    """The exit code of an exception that ended a run: 2 for bad config or input, else 1."""
     if isinstance(exc, FairsparkInputError):
-        return EXIT_INPUT
-    return EXIT_CRASH
+        return ExitCode.INPUT
+    return ExitCode.CRASH

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 import pytest
 
 from fairspark.audits.base import ReportSection
-from fairspark.audits.group_report import group_section, headlines
+from fairspark.group.report import group_section, headlines
 from fairspark.report.render import (
     external_references,
     render_report,

@@ -7,9 +7,10 @@ metadata. Figures are embedded as ``data:`` URIs
 (:func:`fairspark.report.figures.figure_to_data_uri`); any ``src``/``href`` or CSS
 ``url()`` that is not a ``data:`` URI is removed from the page before it is written.
 
-Verdicts in words come from the audits: ``HEADLINES`` maps an audit name to a
-``"module:function"`` taking the long rows (and the summary) and returning sentences;
-an audit whose headline function is missing or fails gets none.
+Verdicts in words come from the audits: each audit's ``SPEC.headlines`` (and, for the
+limits, ``HEADLINES``) is a ``"module:function"`` taking the long rows (and the
+summary) and returning sentences; an audit whose headline function is missing or
+fails gets none. Titles come from ``SPEC.title``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import jinja2
 from markupsafe import Markup
 
 from fairspark._version import SCHEMA_VERSION, __version__
+from fairspark.status import FAILED_STATUSES, Status
 
 __all__ = [
     "HEADLINES",
@@ -38,16 +40,27 @@ __all__ = [
 
 log = logging.getLogger("fairspark")
 
-#: audit name -> "module:function(rows, summary) -> list[str]" giving verdicts in words.
+#: headline functions of the parts of a run that are not audits (audits: SPEC.headlines)
 HEADLINES: dict[str, str] = {
     "limits": "fairspark.nightly.report:headlines",
-    "group": "fairspark.audits.group_report:headlines",
 }
 
-# src= / href= attributes and CSS url(...) whose value is not a data: URI.
-_AUDIT_TITLES = {"group": "Group metrics", "limits": "Fairness limits",
-                 "hfm": "Individual fairness (HFM)", "mdfa": "mdfa",
-                 "correlation": "Representative metrics"}
+_TITLES = {"limits": "Fairness limits"}
+
+
+def _title(name: str) -> str:
+    from fairspark.audits.registry import specs
+
+    spec = specs().get(name)
+    return spec.title if spec is not None else _TITLES.get(name, name)
+
+
+def _headline_target(name: str) -> str | None:
+    from fairspark.audits.registry import specs
+
+    spec = specs().get(name)
+    return spec.headlines if spec is not None else HEADLINES.get(name)
+
 
 _ATTR_RE = re.compile(
     r"""\s(?:src|href|srcset|action|poster|xlink:href)\s*=\s*(?:"(?!data:)[^"]*"|'(?!data:)[^']*'|(?!["'])(?!data:)[^\s>]+)""",
@@ -117,7 +130,7 @@ def _outcome(summary: Mapping[str, Any]) -> dict[str, str]:
     code = summary.get("exit_code")
     audits = summary.get("audits") or {}
     failed = [n for n, a in audits.items()
-              if (a or {}).get("status") in ("failed", "timed_out")]
+              if (a or {}).get("status") in FAILED_STATUSES]
     limits = summary.get("limits") or {}
     violated = limits.get("status") == "violated"
     if failed:
@@ -171,7 +184,7 @@ def _facts(summary: Mapping[str, Any]) -> list[str]:
 
 
 def _headline_fn(audit: str) -> Callable[..., list[str]] | None:
-    target = HEADLINES.get(audit)
+    target = _headline_target(audit)
     if not target:
         return None
     module, func = target.split(":")
@@ -191,8 +204,8 @@ def _headlines(
     audits = sorted(dict.fromkeys(n for n in names if n), key=lambda n: n != "limits")
     for name in audits:
         info = (summary.get("audits") or {}).get(name) or {}
-        if info.get("status") == "failed" and not any(
-            r.get("audit") == name and r.get("status") != "failed" for r in rows
+        if info.get("status") == Status.FAILED and not any(
+            r.get("audit") == name and r.get("status") != Status.FAILED for r in rows
         ):
             out.append((name, [f"The {name} audit failed: {info.get('detail') or 'see the log'}."]))
             continue
@@ -205,7 +218,7 @@ def _headlines(
             log.warning("report: headlines of %s failed: %s", name, err)
             continue
         if lines:
-            out.append((_AUDIT_TITLES.get(name, name), list(lines)))
+            out.append((_title(name), list(lines)))
     return out
 
 

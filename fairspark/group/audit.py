@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fairspark._values import nan_to_none as _f
+from fairspark._values import params_json
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow
+from fairspark.columns import LABEL, PRED, WEIGHT
+from fairspark.group.results import GroupResult
+from fairspark.metrics import _intervals as iv
 from fairspark.metrics._core import (
     BASELINES,
     CATALOGUE,
@@ -20,12 +23,12 @@ from fairspark.metrics._core import (
     rate_with_reason,
 )
 from fairspark.metrics._spark import cell_counts, marginal_counts
-from fairspark.prepare import LABEL, PRED, WEIGHT
+from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from fairspark.config import GroupParams
+    from fairspark.group.params import GroupParams
     from fairspark.prepare import AttributeInfo
 
 __all__ = ["run", "attribute_rows"]
@@ -36,21 +39,6 @@ _LABEL_RATES = {"tpr", "fpr", "fnr", "tnr", "ppv", "npv", "fdr", "for", "error_r
                 "accuracy", "base_rate"}
 
 
-def _intervals_module():
-    try:
-        from fairspark.metrics import _intervals
-    except ImportError:  # pragma: no cover - lands with the intervals work
-        return None
-    return _intervals
-
-
-def _f(x: Any) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return None if math.isnan(x) else x
-
-
 def _support(counts: dict[str, float], cells: tuple[str, ...]) -> int:
     return int(sum(counts[f"{c}_n"] for c in cells))
 
@@ -59,22 +47,21 @@ def _rate_rows(
     attr: str, group: str, counts: dict[str, float], params: GroupParams, label_ok: bool,
     pjson: str,
 ) -> list[MetricRow]:
-    iv = _intervals_module()
     rows = []
     for name, spec in RATES.items():
         value, why = rate_with_reason(counts, name)
         lo = hi = None
-        if iv is not None and why is None:
+        if why is None:
             lo, hi = iv.rate_interval(counts, name, level=params.ci_level,
                                       weights=params.weights)
         n = _support(counts, spec.denominator)
-        status, detail = "ok", why
+        status, detail = Status.OK, why
         if name in _LABEL_RATES and not label_ok:
-            status, detail = "failed", "no labelled row has the favourable label"
+            status, detail = Status.FAILED, "no labelled row has the favourable label"
         elif why:
-            status = "ok"
+            status = Status.OK
         elif n < params.min_group_size:
-            status = "inconclusive"
+            status = Status.INCONCLUSIVE
             detail = f"only {n} {spec.denominator_name} (minimum {params.min_group_size})"
         rows.append(MetricRow(
             audit="group", attribute=attr, group=group, metric=name, value=_f(value),
@@ -87,19 +74,18 @@ def _comparison_rows(
     attr: str, group: str, unpriv: dict[str, float], priv: dict[str, float],
     params: GroupParams, label_ok: bool, pjson: str,
 ) -> list[MetricRow]:
-    iv = _intervals_module()
     values = compare_groups(unpriv, priv)
-    intervals = (iv.comparison_intervals(unpriv, priv, level=params.ci_level,
-                                         weights=params.weights) if iv else {})
+    intervals = iv.comparison_intervals(unpriv, priv, level=params.ci_level,
+                                        weights=params.weights)
     rows = []
     for name, spec in {**CATALOGUE, **BASELINES}.items():
         value = _f(values[name])
         rate_names = (spec.rate,) if spec.rate else ("tpr", "fpr")
         needs_label = any(r in _LABEL_RATES for r in rate_names)
         detail = None if value is not None else comparison_reason(unpriv, priv, name)
-        status = "ok"
+        status = Status.OK
         if needs_label and not label_ok:
-            status, detail, value = "failed", "no labelled row has the favourable label", None
+            status, detail, value = Status.FAILED, "no labelled row has the favourable label", None
         elif value is not None:
             small = []
             for r in rate_names:
@@ -109,7 +95,7 @@ def _comparison_rows(
                     if k < params.min_group_size:
                         small.append(f"{k} {RATES[r].denominator_name} in the {side} group")
             if small:
-                status = "inconclusive"
+                status = Status.INCONCLUSIVE
                 detail = f"only {'; '.join(small)} (minimum {params.min_group_size})"
         lo, hi = intervals.get(name, (None, None))
         rows.append(MetricRow(
@@ -123,8 +109,8 @@ def attribute_rows(
     attr: AttributeInfo, cells: pd.DataFrame, *, params: GroupParams, label_ok: bool
 ) -> tuple[list[MetricRow], dict[str, Any]]:
     """All rows of one sensitive view from the combination table ``cells``."""
-    pjson = json.dumps({"ci_level": params.ci_level, "min_group_size": params.min_group_size,
-                        "weights": params.weights})
+    pjson = params_json({"ci_level": params.ci_level, "min_group_size": params.min_group_size,
+                         "weights": params.weights})
     priv_mask = cells[attr.priv_col].astype(bool).to_numpy()
     n_priv, n_unpriv = attr.n_privileged, attr.n_unprivileged
     if n_priv == 0 or n_unpriv == 0:
@@ -133,8 +119,8 @@ def attribute_rows(
             f"attribute {attr.name!r} has a single group: all {n_priv + n_unpriv} rows are "
             f"{which} (values: {sorted(attr.values)}; privileged: {attr.privileged_values})"
         )
-        return [MetricRow(audit="group", attribute=attr.name, metric="*", status="failed",
-                          detail=msg, params=pjson)], {"status": "failed", "detail": msg}
+        return [MetricRow(audit="group", attribute=attr.name, metric="*", status=Status.FAILED,
+                          detail=msg, params=pjson)], {"status": Status.FAILED, "detail": msg}
     priv = marginal_counts(cells, priv_mask)
     unpriv = marginal_counts(cells, ~priv_mask)
     rows = _rate_rows(attr.name, "privileged", priv, params, label_ok, pjson)
@@ -144,15 +130,13 @@ def attribute_rows(
     unpriv_values = [v for v in attr.values if v not in attr.privileged_values]
     groups = [marginal_counts(cells, values == v) for v in attr.values]
     between = inequality_indices(groups)
-    iv = _intervals_module()
-    between_ci = (iv.inequality_intervals(groups, level=params.ci_level, weights=params.weights)
-                  if iv else {})
+    between_ci = iv.inequality_intervals(groups, level=params.ci_level, weights=params.weights)
     for key in ("between_group_gei", "between_group_theil"):
         lo, hi = between_ci.get(key, (None, None))
         rows.append(MetricRow(
             audit="group", attribute=attr.name, group="all", metric=key,
             value=_f(between[key]), lower=_f(lo), upper=_f(hi),
-            status="ok" if label_ok else "failed",
+            status=Status.OK if label_ok else Status.FAILED,
             detail=None if label_ok else "no labelled row has the favourable label",
             params=pjson,
         ))
@@ -166,7 +150,7 @@ def attribute_rows(
                 rows += _rate_rows(attr.name, v, marginal_counts(cells, values == v), params,
                                    label_ok, pjson)
     summary = {
-        "status": "ok",
+        "status": Status.OK,
         "n_privileged": n_priv,
         "n_unprivileged": n_unpriv,
         "privileged_values": attr.privileged_values,
@@ -201,8 +185,7 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
         between-group GEI/Theil) plus overall GEI and Theil under attribute ``*``.
     """
     prepared = ctx.prepared
-    attrs = [a for a in prepared.attributes
-             if params.attributes is None or a.name in params.attributes]
+    attrs = ctx.attributes(params)
     df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("group", "cap"),
                             features=False)
     group_cols = [c for a in attrs for c in (a.value_col, a.priv_col)]
@@ -217,35 +200,24 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
         rows += a_rows
         summary["attributes"][a.name] = a_summary
     overall = inequality_indices([everyone])
-    iv = _intervals_module()
-    overall_ci = (iv.inequality_intervals([everyone], level=params.ci_level,
-                                          weights=params.weights) if iv else {})
+    overall_ci = iv.inequality_intervals([everyone], level=params.ci_level,
+                                         weights=params.weights)
     for key in ("gei", "theil"):
         lo, hi = overall_ci.get(key, (None, None))
         rows.append(MetricRow(
             audit="group", attribute="*", group="all", metric=key, value=_f(overall[key]),
             lower=_f(lo), upper=_f(hi),
-            status="ok" if label_ok else "failed",
+            status=Status.OK if label_ok else Status.FAILED,
             detail=None if label_ok else "no labelled row has the favourable label",
-            params=json.dumps({"alpha": 0.5 if key == "gei" else 1.0}),
+            params=params_json(alpha=0.5 if key == "gei" else 1.0),
         ))
     summary["overall"] = {"gei": _f(overall["gei"]), "theil": _f(overall["theil"])}
     summary["labelled_rows"] = int(sum(everyone[f"{c}_n"] for c in ("tp", "fp", "tn", "fn")))
     summary["favourable_labels"] = int(everyone["tp_n"] + everyone["fn_n"])
-    failed = [r for r in rows if r.status == "failed"]
-    summary["status"] = "failed" if failed else "ok"
+    failed = [r for r in rows if r.status == Status.FAILED]
+    summary["status"] = Status.FAILED if failed else Status.OK
     if failed:
         summary["detail"] = "; ".join(dict.fromkeys(r.detail for r in failed if r.detail))
-    sections = []
-    try:
-        from fairspark.audits.group_report import group_section
-    except ImportError:  # pragma: no cover - lands with the report work
-        group_section = None
-    if group_section is not None:
-        try:
-            sections.append(group_section([r.__dict__ for r in rows], ci_level=params.ci_level,
-                                          min_group_size=params.min_group_size))
-        except Exception as err:  # noqa: BLE001 - a plotting bug must not lose the numbers
-            log.warning("group report section could not be rendered: %s", err)
-            summary["report_error"] = f"{type(err).__name__}: {err}"
-    return AuditOutcome(rows=rows, summary=summary, sections=sections)
+    result = GroupResult(rows=[r.__dict__ for r in rows], ci_level=params.ci_level,
+                         min_group_size=params.min_group_size)
+    return AuditOutcome(rows=rows, summary=summary, result=result)

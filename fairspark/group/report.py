@@ -1,9 +1,9 @@
 """The group audit's part of ``report.html``: verdicts, tables with intervals, charts.
 
-:func:`group_section` turns the group audit's long rows into one
-:class:`~fairspark.audits.base.ReportSection`; :func:`headlines` gives the verdicts in
-words that open the report. Both read only the rows, so they can be re-rendered from
-a published ``metrics.parquet``.
+:func:`render` (the spec's renderer) and :func:`group_section` turn the group audit's
+long rows into one :class:`~fairspark.audits.base.ReportSection`; :func:`headlines`
+gives the verdicts in words that open the report. Both read only the rows, so they
+can be re-rendered from a published ``metrics.parquet``.
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fairspark.audits.base import ReportSection
+from fairspark.audits.base import AuditOutcome, ReportSection
 from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
 from fairspark.report.figures import figure_to_data_uri, plt
-from fairspark.report.render import template_env
+from fairspark.report.sections import render_template
+from fairspark.status import Status
 
-__all__ = ["group_section", "headlines", "metric_label"]
+__all__ = ["group_section", "headlines", "metric_label", "render"]
 
 #: rates shown per group (the others are in metrics.parquet)
 GROUP_RATES: tuple[str, ...] = ("selection_rate", "base_rate", "tpr", "fpr", "ppv", "accuracy")
@@ -359,6 +360,59 @@ def _value_table(idx, attr: str, values: list[str]) -> dict[str, Any]:
     return {"header": [metric_label(m) for m in VALUE_METRICS], "rows": body}
 
 
+def _value_chart(idx, attr: str, values: list[str], level: str) -> str | None:
+    v_rows = []
+    for v in values:
+        for m in ("statistical_parity_difference", "tpr_difference"):
+            r = idx.get((attr, v, m))
+            if r is not None:
+                v_rows.append({**r, "_label": f"{v}: {metric_label(m).split(' (')[0]}"})
+    v_entries = _chart_entries(v_rows)
+    if not v_entries:
+        return None
+    return _interval_chart(
+        v_entries, title=f"{attr}: each value vs the privileged group", level=level,
+        fair=0.0, xlabel=f"difference, value − privileged ({level} CI)",
+    )
+
+
+def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str) -> dict[str, Any]:
+    """Everything the template shows for one attribute."""
+    a_rows = [r for r in rows if r.get("attribute") == attr]
+    groups = list(dict.fromkeys(str(r.get("group")) for r in a_rows
+                                if r.get("metric") in RATES))
+    values = [g for g in dict.fromkeys(str(r.get("group")) for r in a_rows
+                                       if r.get("metric") in CATALOGUE)
+              if g != "unprivileged"]
+    failed = [r for r in a_rows if r.get("metric") == "*" and r.get("status") == Status.FAILED]
+    signed_rows = [idx[(attr, "unprivileged", m)] for m in CATALOGUE
+                   if _signed(m) and (attr, "unprivileged", m) in idx]
+    chart = None
+    entries = _chart_entries(signed_rows)
+    if entries:
+        chart = _interval_chart(
+            entries, title=f"{attr}: unprivileged vs privileged", level=level, fair=0.0,
+            xlabel=f"difference, unprivileged − privileged ({level} CI)",
+        )
+    between = [
+        {"label": metric_label(m), "value": _fmt_small(_num(r.get("value"))),
+         "ci": _ci(r, signed=False)}
+        for m in ("between_group_gei", "between_group_theil")
+        if (r := idx.get((attr, "all", m))) is not None
+    ]
+    return {
+        "name": attr,
+        "failed": [r.get("detail") for r in failed],
+        "verdict": _attribute_verdict(attr, idx, level, None) if not failed else None,
+        "chart": chart,
+        "comparisons": _comparison_table(idx, attr, "unprivileged"),
+        "rates": _rate_table(idx, attr, groups) if groups else None,
+        "by_value": _value_table(idx, attr, values) if values else None,
+        "value_chart": _value_chart(idx, attr, values, level) if values else None,
+        "between": between,
+    }
+
+
 def group_section(
     rows: list[Mapping[str, Any]], *, ci_level: float, min_group_size: int
 ) -> ReportSection:
@@ -385,64 +439,25 @@ def group_section(
     rows = [dict(r) for r in rows if r.get("audit", "group") == "group"]
     level = _level_pct(ci_level)
     idx = _index(rows)
-    attrs = []
-    for attr in _attributes(rows):
-        a_rows = [r for r in rows if r.get("attribute") == attr]
-        groups = list(dict.fromkeys(str(r.get("group")) for r in a_rows
-                                    if r.get("metric") in RATES))
-        values = [g for g in dict.fromkeys(str(r.get("group")) for r in a_rows
-                                           if r.get("metric") in CATALOGUE)
-                  if g != "unprivileged"]
-        failed = [r for r in a_rows if r.get("metric") == "*" and r.get("status") == "failed"]
-        signed_rows = [idx[(attr, "unprivileged", m)] for m in CATALOGUE
-                       if _signed(m) and (attr, "unprivileged", m) in idx]
-        chart = None
-        entries = _chart_entries(signed_rows)
-        if entries:
-            chart = _interval_chart(
-                entries, title=f"{attr}: unprivileged vs privileged", level=level, fair=0.0,
-                xlabel=f"difference, unprivileged − privileged ({level} CI)",
-            )
-        value_chart = None
-        if values:
-            v_rows = []
-            for v in values:
-                for m in ("statistical_parity_difference", "tpr_difference"):
-                    r = idx.get((attr, v, m))
-                    if r is not None:
-                        v_rows.append({**r, "_label": f"{v}: {metric_label(m).split(' (')[0]}"})
-            v_entries = _chart_entries(v_rows)
-            if v_entries:
-                value_chart = _interval_chart(
-                    v_entries, title=f"{attr}: each value vs the privileged group", level=level,
-                    fair=0.0, xlabel=f"difference, value − privileged ({level} CI)",
-                )
-        between = [
-            {"label": metric_label(m), "value": _fmt_small(_num(r.get("value"))),
-             "ci": _ci(r, signed=False)}
-            for m in ("between_group_gei", "between_group_theil")
-            if (r := idx.get((attr, "all", m))) is not None
-        ]
-        attrs.append({
-            "name": attr,
-            "failed": [r.get("detail") for r in failed],
-            "verdict": _attribute_verdict(attr, idx, level, None) if not failed else None,
-            "chart": chart,
-            "comparisons": _comparison_table(idx, attr, "unprivileged"),
-            "rates": _rate_table(idx, attr, groups) if groups else None,
-            "by_value": _value_table(idx, attr, values) if values else None,
-            "value_chart": value_chart,
-            "between": between,
-        })
+    attrs = [_attribute_view(attr, rows, idx, level) for attr in _attributes(rows)]
     overall = [
         {"label": metric_label(m), "value": _fmt(_num(r.get("value"))),
          "ci": _ci(r, signed=False), "status": r.get("status") or "ok",
          "detail": r.get("detail") or ""}
         for m in ("gei", "theil") if (r := idx.get(("*", "all", m))) is not None
     ]
-    n_inc = sum(1 for r in rows if r.get("status") == "inconclusive")
-    html = template_env().get_template("group_section.html.j2").render(
+    n_inc = sum(1 for r in rows if r.get("status") == Status.INCONCLUSIVE)
+    html = render_template(
+        "fairspark.group", "section.html.j2",
         attrs=attrs, overall=overall, level=level, min_group_size=min_group_size,
         n_inconclusive=n_inc,
     )
     return ReportSection(title="Group fairness metrics", html=html, order=10)
+
+
+def render(outcome: AuditOutcome, *, ctx: Any = None, params: Any = None) -> list[ReportSection]:
+    """The spec's renderer: the group section from the audit's :class:`GroupResult`."""
+    res = outcome.result
+    if res is None:
+        return []
+    return [group_section(res.rows, ci_level=res.ci_level, min_group_size=res.min_group_size)]

@@ -1,0 +1,19 @@
+"""The ``group`` audit's entry in the registry."""
+
+from __future__ import annotations
+
+from fairspark.audits.spec import AuditSpec
+from fairspark.group.params import GroupParams
+
+SPEC = AuditSpec(
+    name="group",
+    params=GroupParams,
+    run="fairspark.group.audit:run",
+    render="fairspark.group.report:render",
+    headlines="fairspark.group.report:headlines",
+    title="Group metrics",
+    order=10,
+    headline_metrics=("statistical_parity_difference", "disparate_impact",
+                      "equal_opportunity_difference", "average_odds_difference"),
+    enabled_by_default=True,
+)
