@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -173,7 +174,8 @@ def _slow_audit(ctx, params):
 def test_time_budget_keeps_partial_result_and_others_complete(
         spark, biased_table, tmp_path, monkeypatch):
     inp, _ = biased_table
-    monkeypatch.setitem(registry.AUDITS, "hfm", "test_nightly:_slow_audit")
+    monkeypatch.setitem(registry.specs(), "hfm", dataclasses.replace(
+        registry.get_spec("hfm"), run="test_nightly:_slow_audit", render=None))
     cfg = _cfg(tmp_path, inp, audits={"group": {}, "hfm": {"timeout_s": 4}})
     t0 = time.monotonic()
     code = _main(cfg, "2026-11-03")
