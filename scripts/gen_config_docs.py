@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import typing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,14 +54,14 @@ def _default(field) -> str:
 
 def render() -> str:
     from fairspark._params import AuditParams
-    from fairspark.config import AuditsConfig
+    from fairspark.audits.registry import specs
 
     common = set(AuditParams.model_fields)
     parts = []
-    for name, f in AuditsConfig.model_fields.items():
-        if name == "group":
+    for name, spec in specs().items():
+        if name == "group":  # documented by hand with the catalogue
             continue
-        model = next(a for a in typing.get_args(f.annotation) if isinstance(a, type))
+        model = spec.params
         docs = _attributes(model.__doc__ or "")
         parts.append(f"### `audits.{name}`\n\nFrom `{model.__module__}.{model.__name__}`; "
                      f"method details in [{name}.md]({name}.md).\n\n"
