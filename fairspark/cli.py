@@ -133,6 +133,51 @@ def _status_after_error(spark, config, code: int, message: str) -> None:
         log.warning("could not write the status file: %s", err)
 
 
+def _load(args: argparse.Namespace):
+    """The config of the run (the bundled demo's without ``--config``) and whether it is it."""
+    from fairspark.config import load_config
+
+    overrides = config_overrides(args)
+    if args.config:
+        return load_config(args.config, overrides=overrides), False
+    from fairspark.demo import demo_config
+
+    return demo_config(overrides=overrides), True
+
+
+def _start(config, *, under_submit: bool, demo: bool):
+    """The session of the run (after the Java check), with the demo's input written."""
+    from fairspark._java import check_java
+    from fairspark._testing import arm_from_environment
+
+    if not under_submit:
+        check_java()
+    spark = _session(config, under_submit=under_submit)
+    arm_from_environment(spark)
+    if demo:
+        from fairspark.demo import prepare_demo_input
+
+        prepare_demo_input(spark, config=config)
+    return spark
+
+
+def _print_result(result) -> None:
+    from fairspark.status import FAILED_STATUSES, ExitCode
+
+    print(f"fairspark: outputs in {result.output_dir}", flush=True)
+    for name in ("metrics.parquet", "summary.json", "report.html"):
+        print(f"  {result.output_dir}/{name}", flush=True)
+    failed = {k: v.get("detail") for k, v in result.summary["audits"].items()
+              if v.get("status") in FAILED_STATUSES}
+    if failed:
+        print(f"fairspark: some audits failed: {failed}", file=sys.stderr, flush=True)
+    limits = result.summary.get("limits") or {}
+    if limits.get("violated"):
+        print(f"fairspark: {limits['violated']} limit(s) violated: {limits.get('detail', '')}"
+              + ("" if result.exit_code == ExitCode.VIOLATION else " (not gating this run)"),
+              file=sys.stderr, flush=True)
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -141,12 +186,13 @@ def main(
 ) -> int:
     """Parse arguments, run the audit job, and return the exit code.
 
-    Exit codes: 0 ok, 2 bad config or input (nothing written), 4 an audit failed
-    (the others are published), 1 unexpected crash.
+    Exit codes (:class:`~fairspark.status.ExitCode`): 0 ok, 2 bad config or input
+    (nothing written), 4 an audit failed (the others are published), 3 a limit gates,
+    1 unexpected crash.
     """
     from fairspark.errors import FairsparkInputError
     from fairspark.runner import exit_code_for
-    from fairspark.status import FAILED_STATUSES, ExitCode
+    from fairspark.status import ExitCode
 
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -158,53 +204,24 @@ def main(
         return int(ExitCode.INPUT)
     _setup_logging(args.quiet)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    spark = None
+    spark = config = None
     try:
-        from fairspark._java import check_java
-        from fairspark.config import load_config
-
-        overrides = config_overrides(args)
-        if args.config:
-            config = load_config(args.config, overrides=overrides)
-            demo = False
-        else:
-            from fairspark.demo import demo_config
-
-            config = demo_config(overrides=overrides)
-            demo = True
-        if not under_submit:
-            check_java()
-        spark = _session(config, under_submit=under_submit)
-        from fairspark._testing import arm_from_environment
-
-        arm_from_environment(spark)
-        if demo:
-            from fairspark.demo import prepare_demo_input
-
-            prepare_demo_input(spark, config=config)
+        config, demo = _load(args)
+        spark = _start(config, under_submit=under_submit, demo=demo)
         from fairspark.runner import run_audit_job
 
         result = run_audit_job(
             spark, config, fail_on_violation=False if args.no_fail_on_violation else None)
-        print(f"fairspark: outputs in {result.output_dir}", flush=True)
-        for name in ("metrics.parquet", "summary.json", "report.html"):
-            print(f"  {result.output_dir}/{name}", flush=True)
-        failed = {k: v.get("detail") for k, v in result.summary["audits"].items()
-                  if v.get("status") in FAILED_STATUSES}
-        if failed:
-            print(f"fairspark: some audits failed: {failed}", file=sys.stderr, flush=True)
-        limits = result.summary.get("limits") or {}
-        if limits.get("violated"):
-            print(f"fairspark: {limits['violated']} limit(s) violated: {limits.get('detail', '')}"
-                  + ("" if result.exit_code == ExitCode.VIOLATION else " (not gating this run)"),
-                  file=sys.stderr, flush=True)
+        _print_result(result)
         return result.exit_code
     except FairsparkInputError as err:
         log.error("%s", err)
         print(f"fairspark: error: {err}", file=sys.stderr, flush=True)
+        _status_after_error(spark, config, exit_code_for(err), str(err))
         return int(exit_code_for(err))
     except Exception as err:
         log.exception("unexpected error")
+        _status_after_error(spark, config, exit_code_for(err), f"{type(err).__name__}: {err}")
         return int(exit_code_for(err))
     finally:
         if spark is not None and (not under_submit if stop_session is None else stop_session):
