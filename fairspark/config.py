@@ -277,6 +277,36 @@ class Config(StrictModel):
                         f"config key 'audits.{name}.attributes': {a!r} is not a sensitive "
                         f"attribute or intersection (configured: {known})")
 
+    def check_limits(self) -> None:
+        """Every limit names a metric (and attribute) that an enabled audit can produce.
+
+        A misspelled metric would otherwise match no row and turn gating off.
+
+        Raises
+        ------
+        ConfigError
+            Naming the rule's key, the unknown name and the closest known names.
+        """
+        import difflib
+
+        enabled = self.audits.enabled()
+        for i, rule in enumerate(self.limits.rules):
+            key = f"limits.rules[{i}]"
+            if rule.audit is not None and rule.audit not in enabled:
+                raise ConfigError(f"config key '{key}.audit': {rule.audit!r} is not an enabled "
+                                  f"audit (enabled: {list(enabled)})")
+            names = sorted({m for a in ([rule.audit] if rule.audit else enabled)
+                            for m in specs()[a].metrics})
+            if rule.metric not in names:
+                close = difflib.get_close_matches(rule.metric, names, n=3, cutoff=0.6)
+                hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+                raise ConfigError(f"config key '{key}.metric': {rule.metric!r} is not a metric "
+                                  f"of the enabled audits{hint}")
+            known = [*self.columns.attribute_names(), "*"]
+            if rule.attribute is not None and rule.attribute not in known:
+                raise ConfigError(f"config key '{key}.attribute': {rule.attribute!r} is not a "
+                                  f"sensitive attribute or intersection (configured: {known})")
+
     def config_hash(self) -> str:
         """A short hash of everything that can change the numbers (not run date or paths)."""
         d = self.model_dump(mode="json", exclude={"run_date", "output", "spark"})
@@ -343,6 +373,7 @@ def parse_config(raw: Any, *, overrides: dict[str, Any] | None = None) -> Config
     except ValidationError as err:
         raise ConfigError(_format_validation_error(err)) from None
     config.check_attributes()
+    config.check_limits()
     return config
 
 

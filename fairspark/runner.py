@@ -232,6 +232,7 @@ def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float]) ->
 def _check_before_run(config: Config) -> None:
     """The config checks of :func:`~fairspark.config.load_config`, for runs built in code."""
     config.check_attributes()
+    config.check_limits()
     for params in config.audits.present().values():
         params.check_files()
 

@@ -119,3 +119,30 @@ def test_every_example_config_parses(path):
         pytest.skip("Spark defaults, not an audit config")
     c = load_config(path)
     assert c.dataset
+
+
+def test_misspelled_limit_metric_is_a_config_error_with_the_closest_name():
+    raw = _with(limits={"rules": [{"metric": "statistical_parity_diference", "abs_max": 0.1}]})
+    with pytest.raises(ConfigError, match=r"'limits.rules\[0\].metric': "
+                       r"'statistical_parity_diference' is not a metric of the enabled audits; "
+                       r"did you mean 'statistical_parity_difference'"):
+        parse_config(raw)
+
+
+def test_limit_on_a_metric_of_an_audit_that_does_not_run_is_a_config_error():
+    raw = _with(limits={"rules": [{"metric": "gamma", "max": 0.01}]})
+    with pytest.raises(ConfigError, match=r"'gamma' is not a metric of the enabled audits"):
+        parse_config(raw)
+    raw["audits"] = {"group": {}, "mdfa": {}}
+    assert parse_config(raw).limits.rules[0].metric == "gamma"
+    raw["limits"]["rules"][0]["audit"] = "hfm"
+    with pytest.raises(ConfigError, match=r"'limits.rules\[0\].audit': 'hfm' is not an enabled"):
+        parse_config(raw)
+
+
+def test_limit_on_an_unknown_attribute_is_a_config_error():
+    raw = _with(limits={"rules": [{"metric": "disparate_impact", "min": 0.8,
+                                   "attribute": "gender"}]})
+    with pytest.raises(ConfigError, match=r"'limits.rules\[0\].attribute': 'gender' is not a "
+                                          r"sensitive attribute"):
+        parse_config(raw)

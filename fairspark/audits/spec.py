@@ -47,6 +47,9 @@ class AuditSpec:
         verdicts in words at the top of the report, or ``None``.
     headline_metrics:
         The metric names a reader (and a limit) looks at first.
+    metrics:
+        Every metric name the audit's rows can carry (the ``metric`` column); a limit
+        on any other name is a config error.
     title:
         The report title of the audit.
     order:
@@ -63,6 +66,7 @@ class AuditSpec:
     render: str | None = None
     headlines: str | None = None
     headline_metrics: tuple[str, ...] = field(default_factory=tuple)
+    metrics: tuple[str, ...] = field(default_factory=tuple)
     enabled_by_default: bool = False
 
     def run_fn(self) -> Callable[..., Any]:

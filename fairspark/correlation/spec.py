@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fairspark.audits.spec import AuditSpec
 from fairspark.correlation.params import CorrelationParams
+from fairspark.metrics._core import CATALOGUE
 
 SPEC = AuditSpec(
     name="correlation",
@@ -13,4 +14,6 @@ SPEC = AuditSpec(
     title="Representative metrics",
     order=40,
     headline_metrics=("representative",),
+    metrics=(*CATALOGUE, "representative", "cluster", "tau", "model_accuracy",
+             "acceptance_rate"),
 )

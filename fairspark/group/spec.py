@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fairspark.audits.spec import AuditSpec
 from fairspark.group.params import GroupParams
+from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
 
 SPEC = AuditSpec(
     name="group",
@@ -15,5 +16,7 @@ SPEC = AuditSpec(
     order=10,
     headline_metrics=("statistical_parity_difference", "disparate_impact",
                       "equal_opportunity_difference", "average_odds_difference"),
+    metrics=(*RATES, *CATALOGUE, *BASELINES, "gei", "theil", "between_group_gei",
+             "between_group_theil"),
     enabled_by_default=True,
 )

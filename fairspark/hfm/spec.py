@@ -13,4 +13,9 @@ SPEC = AuditSpec(
     title="Individual fairness (HFM)",
     order=30,
     headline_metrics=("D", "D_f", "df"),
+    metrics=(
+        *(f"{m}{suffix}" for suffix in ("", "_avg", "_approx", "_pointwise")
+          for m in ("D", "D_f", "df")),
+        "D_candidates", "D_f_candidates", "D_exact_searches", "D_f_exact_searches", "DR",
+    ),
 )

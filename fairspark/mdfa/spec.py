@@ -13,4 +13,6 @@ SPEC = AuditSpec(
     title="mdfa",
     order=35,
     headline_metrics=("gamma",),
+    metrics=("gamma", "gamma_max", "gamma_unfavourable", "delta", "delta_unweighted", "DT_G",
+             "DI", "subgroup_mass"),
 )
