@@ -12,6 +12,7 @@ import argparse
 import datetime as dt
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -78,9 +79,12 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
             raise ConfigError(f"--set {item!r}: the value is not valid YAML") from None
     if args.run_date:
         try:
+            if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", args.run_date):
+                raise ValueError
             dt.date.fromisoformat(args.run_date)
         except ValueError:
-            raise ConfigError(f"--run-date {args.run_date!r}: expected YYYY-MM-DD") from None
+            raise ConfigError(f"--run-date {args.run_date!r}: expected a date as YYYY-MM-DD "
+                              "(e.g. 2026-11-29)") from None
     return ov
 
 

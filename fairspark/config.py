@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -257,6 +258,15 @@ class Config(StrictModel):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     redact_columns: list[str] = Field(default_factory=list)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+
+    @field_validator("run_date", mode="before")
+    @classmethod
+    def _iso_date(cls, v: Any) -> Any:
+        if isinstance(v, _dt.date) or v is None:
+            return v
+        if isinstance(v, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v.strip()):
+            return v.strip()
+        raise ValueError(f"expected a date as YYYY-MM-DD, got {v!r}")
 
     def check_attributes(self) -> None:
         """Every audit's ``attributes`` must name configured views (the one rule).

@@ -146,3 +146,19 @@ def test_limit_on_an_unknown_attribute_is_a_config_error():
     with pytest.raises(ConfigError, match=r"'limits.rules\[0\].attribute': 'gender' is not a "
                                           r"sensitive attribute"):
         parse_config(raw)
+
+
+@pytest.mark.parametrize("bad", ["20261129", "2026-11-29T00:00", "29.11.2026", 20261129])
+def test_run_date_must_be_yyyy_mm_dd(bad):
+    with pytest.raises(ConfigError, match=r"'run_date'.*YYYY-MM-DD"):
+        parse_config(_with(run_date=bad))
+    assert parse_config(_with(run_date="2026-11-29")).run_date == dt.date(2026, 11, 29)
+
+
+@pytest.mark.parametrize("bad", ["20261129", "2026-13-01"])
+def test_cli_run_date_flag_must_be_yyyy_mm_dd(bad):
+    from fairspark.cli import build_parser, config_overrides
+
+    args = build_parser().parse_args(["audit", "--run-date", bad])
+    with pytest.raises(ConfigError, match=r"--run-date .*expected a date as YYYY-MM-DD"):
+        config_overrides(args)
