@@ -100,7 +100,7 @@ def project(points: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Project points on ``w`` with a fixed summation order.
 
     ``g = t * w_0 + (((0 + x_1 w_1) + x_2 w_2) + ...)``: the same order the Spark SQL
-    expression of :mod:`fairspark.hfm._spark` uses, so both give identical bits and the
+    expression of :mod:`fairspark.hfm._spark.approx` uses, so both give identical bits and the
     same sort order.
 
     Parameters
@@ -169,27 +169,39 @@ def window_scan(
     if n == 0:
         return dist, nb
     pos = np.arange(n)
-    offs = np.arange(-m2, m2)
-    dim = max(1, points.shape[1])
-    chunk = max(1, _BLOCK_DOUBLES // (2 * m2 * dim))
     for c in np.unique(codes[anchor_mask]):
         other = pos[codes != c]
         anchors = pos[(codes == c) & anchor_mask]
         if other.size == 0 or anchors.size == 0:
             continue
-        k = np.searchsorted(other, anchors)  # other-group points strictly left of each anchor
-        for s in range(0, anchors.size, chunk):
-            a = anchors[s : s + chunk]
-            ci = k[s : s + chunk, None] + offs[None, :]
-            valid = (ci >= 0) & (ci < other.size)
-            cand = other[np.clip(ci, 0, other.size - 1)]
-            d = pair_distance(points[a][:, None, :], points[cand])
-            d[~valid] = np.inf
-            j = np.argmin(d, axis=1)
-            r = np.arange(a.size)
-            dist[a] = d[r, j]
-            nb[a] = np.where(np.isfinite(d[r, j]), cand[r, j], -1)
+        _scan_code(points, anchors, other, m2=m2, dist=dist, nb=nb)
     return dist, nb
+
+
+def _scan_code(
+    points: np.ndarray, anchors: np.ndarray, other: np.ndarray, *, m2: int,
+    dist: np.ndarray, nb: np.ndarray,
+) -> None:
+    """:func:`window_scan` for the anchors of one code; fills ``dist`` and ``nb`` in place.
+
+    ``anchors`` and ``other`` are sorted positions (anchors of the code, points of every
+    other code); the anchors are done in chunks that bound the temporary memory.
+    """
+    offs = np.arange(-m2, m2)
+    dim = max(1, points.shape[1])
+    chunk = max(1, _BLOCK_DOUBLES // (2 * m2 * dim))
+    k = np.searchsorted(other, anchors)  # other-group points strictly left of each anchor
+    for s in range(0, anchors.size, chunk):
+        a = anchors[s : s + chunk]
+        ci = k[s : s + chunk, None] + offs[None, :]
+        valid = (ci >= 0) & (ci < other.size)
+        cand = other[np.clip(ci, 0, other.size - 1)]
+        d = pair_distance(points[a][:, None, :], points[cand])
+        d[~valid] = np.inf
+        j = np.argmin(d, axis=1)
+        r = np.arange(a.size)
+        dist[a] = d[r, j]
+        nb[a] = np.where(np.isfinite(d[r, j]), cand[r, j], -1)
 
 
 def nn_other_group(
@@ -236,32 +248,44 @@ def nn_other_group(
     coef = 4.0 * (dim + 4) * _EPS
     for qs in range(0, nq, bq):
         qsl = slice(qs, qs + bq)
-        qb, qnb, qcb = q[qsl], qn[qsl], qcodes[qsl]
         for rs in range(0, nr, br):
             rsl = slice(rs, rs + br)
-            rb, rnb, rcb = r[rsl], rn[rsl], rcodes[rsl]
-            s = qnb[:, None] + rnb[None, :] - 2.0 * (qb @ rb.T)
-            same = qcb[:, None] == rcb[None, :]
-            s[same] = np.inf
-            m = s.min(axis=1)
-            tol = coef * (qnb + rnb.max()) + 1e-300
-            cand = s <= (m + 2.0 * tol)[:, None]
-            cand &= ~same
-            qi, ri = np.nonzero(cand)
-            if qi.size == 0:
-                continue
-            d = pair_distance(qb[qi], rb[ri])
-            # per query: smallest distance, then smallest reference index
-            order = np.lexsort((ri, d, qi))
-            qi, ri, d = qi[order], ri[order], d[order]
-            first = np.ones(qi.size, dtype=bool)
-            first[1:] = qi[1:] != qi[:-1]
-            qi, ri, d = qi[first], ri[first], d[first]
+            qi, ri, d = _nn_block(q[qsl], qn[qsl], qcodes[qsl], r[rsl], rn[rsl], rcodes[rsl],
+                                  coef=coef)
             gq = qi + qs
             better = d < best[gq]
             best[gq[better]] = d[better]
             bidx[gq[better]] = ri[better] + rs
     return best, bidx
+
+
+def _nn_block(
+    qb: np.ndarray, qnb: np.ndarray, qcb: np.ndarray, rb: np.ndarray, rnb: np.ndarray,
+    rcb: np.ndarray, *, coef: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Nearest other-group reference of each query within one (query, reference) block.
+
+    ``qnb``/``rnb`` are the squared norms and ``coef`` the relative rounding bound of the
+    norm shortcut. Returns block-local query indices, reference indices and direct
+    distances (only queries with a candidate; ties to the smallest reference index).
+    """
+    s = qnb[:, None] + rnb[None, :] - 2.0 * (qb @ rb.T)
+    same = qcb[:, None] == rcb[None, :]
+    s[same] = np.inf
+    m = s.min(axis=1)
+    tol = coef * (qnb + rnb.max()) + 1e-300
+    cand = s <= (m + 2.0 * tol)[:, None]
+    cand &= ~same
+    qi, ri = np.nonzero(cand)
+    if qi.size == 0:
+        return qi, ri, np.zeros(0)
+    d = pair_distance(qb[qi], rb[ri])
+    # per query: smallest distance, then smallest reference index
+    order = np.lexsort((ri, d, qi))
+    qi, ri, d = qi[order], ri[order], d[order]
+    first = np.ones(qi.size, dtype=bool)
+    first[1:] = qi[1:] != qi[:-1]
+    return qi[first], ri[first], d[first]
 
 
 def exact_nn_numpy(points: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from pyspark import StorageLevel
@@ -21,8 +19,6 @@ from pyspark.sql import functions as F
 from fairspark.audits.base import derive_seed
 from fairspark.hfm._kernels import sample_projections
 from fairspark.hfm._spark import (
-    TARGETS,
-    CertifiedResult,
     approx_scan,
     certify,
     exact_all,
@@ -30,45 +26,14 @@ from fairspark.hfm._spark import (
     summarise_approx,
     summarise_pointwise,
 )
+from fairspark.hfm.results import TARGETS, CertifiedResult, DistanceResult
 
 __all__ = ["DistanceResult", "hfm_distances", "make_projections", "points_from_table"]
 
+Pair = tuple[int, int]
+Progress = Callable[[dict[Pair, DistanceResult]], None]
+
 METHODS = ("exact", "approx", "pointwise", "certified")
-
-
-@dataclass
-class DistanceResult:
-    """D (target 0, label) or D_f (target 1, prediction) of one attribute.
-
-    Attributes
-    ----------
-    value : float
-        The method's value of the distance (for a non-certified run: the upper end).
-    lower, upper : float or None
-        Interval that certainly holds the exact distance (``None`` where the method
-        gives no guarantee beyond ``value >= exact``).
-    certified : bool
-        ``value`` is the exact distance.
-    avg : float
-        Averaged variant ``mean_p nn(p)`` (exact for ``exact``, else an upper bound).
-    avg_exact : bool
-        Whether ``avg`` is exact.
-    key, nb_key : str or None
-        Row keys of the witness pair.
-    extra : dict
-        Other numbers: ``approx``/``approx_avg`` (the paper's ApproxDist),
-        ``pointwise``/``pointwise_avg``, ``n_searched``, ``steps``.
-    """
-
-    value: float
-    lower: float | None
-    upper: float | None
-    certified: bool
-    avg: float
-    avg_exact: bool
-    key: str | None = None
-    nb_key: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def points_from_table(
@@ -135,9 +100,11 @@ def hfm_distances(
     exact_block_rows: int = 20_000,
     histogram_bins: int = 0,
     targets: tuple[int, ...] = (0, 1),
-    on_progress: Callable[[dict[tuple[int, int], DistanceResult]], None] | None = None,
-) -> dict[tuple[int, int], DistanceResult]:
+    on_progress: Progress | None = None,
+) -> dict[Pair, DistanceResult]:
     """D and D_f per attribute of a points DataFrame.
+
+    (Its length is its parameter documentation; each method is a helper.)
 
     Parameters
     ----------
@@ -185,25 +152,10 @@ def hfm_distances(
     """
     if method not in METHODS:
         raise ValueError(f"unknown HFM method {method!r}; expected one of {METHODS}")
-    pairs = [(tgt, a) for tgt in targets for a in range(n_attr)]
-    out: dict[tuple[int, int], DistanceResult] = {}
     if method == "exact":
         n_blocks = max(1, math.ceil(n_rows / exact_block_rows))
-        rows = exact_all(pts, n_attr=n_attr, dim_x=dim_x, n_blocks=n_blocks, targets=targets)
-        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            summ = summarise_pointwise(rows, value_col="d")
-            for r in summ.itertuples():
-                out[(int(r.tgt), int(r.attr))] = DistanceResult(
-                    value=float(r.D), lower=float(r.D), upper=float(r.D), certified=True,
-                    avg=float(r.D_avg), avg_exact=True, key=r.key, nb_key=r.nb_key,
-                )
-            if histogram_bins > 0:
-                _add_histograms(out, rows, "d", histogram_bins)
-        finally:
-            rows.unpersist()
-        return out
-
+        return _exact_distances(pts, n_attr=n_attr, dim_x=dim_x, n_blocks=n_blocks,
+                                targets=targets, histogram_bins=histogram_bins)
     if projections is None:
         raise ValueError(f"method {method!r} needs projection vectors")
     projections = {t: projections[t] for t in targets}
@@ -216,60 +168,123 @@ def hfm_distances(
     try:
         ap = {(int(r.tgt), int(r.attr)): r for r in summarise_approx(scan).itertuples()}
         if method == "approx":
-            for p, r in ap.items():
-                out[p] = DistanceResult(
-                    value=float(r.D), lower=None, upper=None, certified=False,
-                    avg=float(r.D_avg), avg_exact=False, key=r.key, nb_key=r.nb_key,
-                    extra={"approx": float(r.D), "approx_avg": float(r.D_avg),
-                           "projection": int(r.proj)},
-                )
-            return out
-        m1s = {tgt: int(projections[tgt].shape[0]) for tgt in targets}
-        ub_rows = pointwise_rows(scan, m1_by_tgt=m1s).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            pw = {(int(r.tgt), int(r.attr)): r for r in summarise_pointwise(ub_rows).itertuples()}
-            for p in pairs:
-                if p not in pw:
-                    continue
-                r, a = pw[p], ap[p]
-                out[p] = DistanceResult(
-                    value=float(r.D), lower=None, upper=None, certified=False,
-                    avg=float(r.D_avg), avg_exact=False, key=r.key, nb_key=r.nb_key,
-                    extra={"approx": float(a.D), "approx_avg": float(a.D_avg),
-                           "pointwise": float(r.D), "pointwise_avg": float(r.D_avg)},
-                )
-            if histogram_bins > 0:
-                _add_histograms(out, ub_rows, "ub", histogram_bins)
-            if method == "pointwise":
-                return out
-            step = None
-            if on_progress is not None:
-                first = {p: copy.deepcopy(r) for p, r in out.items()}
-                for r in first.values():
-                    r.upper = r.value  # the pointwise bound; no lower bound yet
-                on_progress(first)
-
-                def step(cert: dict[tuple[int, int], CertifiedResult]) -> None:
-                    snap = {p: copy.deepcopy(r) for p, r in out.items()}
-                    _apply_certification(snap, cert)
-                    on_progress(snap)
-
-            cert = certify(
-                pts, ub_rows, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows, pairs=list(out),
-                max_candidates=max_candidates, block_rows=exact_block_rows, on_step=step,
-            )
-            _apply_certification(out, cert)
-            return out
-        finally:
-            ub_rows.unpersist()
+            return _approx_distances(ap)
+        return _bounded_distances(
+            pts, scan, ap, method=method, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows,
+            m1s={tgt: int(projections[tgt].shape[0]) for tgt in targets}, targets=targets,
+            max_candidates=max_candidates, exact_block_rows=exact_block_rows,
+            histogram_bins=histogram_bins, on_progress=on_progress,
+        )
     finally:
         scan.unpersist()
         for d in inner:
             d.unpersist()
 
 
+def _bounded_distances(
+    pts: DataFrame, scan: DataFrame, ap: dict[Pair, object], *, method: str, n_attr: int,
+    dim_x: int, n_rows: int, m1s: dict[int, int], targets: tuple[int, ...],
+    max_candidates: int, exact_block_rows: int, histogram_bins: int,
+    on_progress: Progress | None,
+) -> dict[Pair, DistanceResult]:
+    """The ``pointwise`` and ``certified`` methods from the window scans."""
+    ub_rows = pointwise_rows(scan, m1_by_tgt=m1s).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        pairs = [(tgt, a) for tgt in targets for a in range(n_attr)]
+        out = _pointwise_distances(ub_rows, ap, pairs)
+        if histogram_bins > 0:
+            _add_histograms(out, ub_rows, "ub", histogram_bins)
+        if method == "pointwise":
+            return out
+        cert = certify(
+            pts, ub_rows, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows, pairs=list(out),
+            max_candidates=max_candidates, block_rows=exact_block_rows,
+            on_step=_progress_steps(out, on_progress),
+        )
+        _apply_certification(out, cert)
+        return out
+    finally:
+        ub_rows.unpersist()
+
+
+def _exact_distances(
+    pts: DataFrame, *, n_attr: int, dim_x: int, n_blocks: int, targets: tuple[int, ...],
+    histogram_bins: int,
+) -> dict[Pair, DistanceResult]:
+    """The ``exact`` method: every row's exact nn by the block nested loop."""
+    out: dict[Pair, DistanceResult] = {}
+    rows = exact_all(pts, n_attr=n_attr, dim_x=dim_x, n_blocks=n_blocks, targets=targets)
+    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        summ = summarise_pointwise(rows, value_col="d")
+        for r in summ.itertuples():
+            out[(int(r.tgt), int(r.attr))] = DistanceResult(
+                value=float(r.D), lower=float(r.D), upper=float(r.D), certified=True,
+                avg=float(r.D_avg), avg_exact=True, key=r.key, nb_key=r.nb_key,
+            )
+        if histogram_bins > 0:
+            _add_histograms(out, rows, "d", histogram_bins)
+    finally:
+        rows.unpersist()
+    return out
+
+
+def _approx_distances(ap: dict[Pair, object]) -> dict[Pair, DistanceResult]:
+    """The ``approx`` method: the paper's ApproxDist per (target, attribute)."""
+    out: dict[Pair, DistanceResult] = {}
+    for p, r in ap.items():
+        out[p] = DistanceResult(
+            value=float(r.D), lower=None, upper=None, certified=False,
+            avg=float(r.D_avg), avg_exact=False, key=r.key, nb_key=r.nb_key,
+            extra={"approx": float(r.D), "approx_avg": float(r.D_avg),
+                   "projection": int(r.proj)},
+        )
+    return out
+
+
+def _pointwise_distances(
+    ub_rows: DataFrame, ap: dict[Pair, object], pairs: list[Pair]
+) -> dict[Pair, DistanceResult]:
+    """The ``pointwise`` method (max over rows of the per-row bound), ApproxDist beside."""
+    out: dict[Pair, DistanceResult] = {}
+    pw = {(int(r.tgt), int(r.attr)): r for r in summarise_pointwise(ub_rows).itertuples()}
+    for p in pairs:
+        if p not in pw:
+            continue
+        r, a = pw[p], ap[p]
+        out[p] = DistanceResult(
+            value=float(r.D), lower=None, upper=None, certified=False,
+            avg=float(r.D_avg), avg_exact=False, key=r.key, nb_key=r.nb_key,
+            extra={"approx": float(a.D), "approx_avg": float(a.D_avg),
+                   "pointwise": float(r.D), "pointwise_avg": float(r.D_avg)},
+        )
+    return out
+
+
+def _progress_steps(
+    out: dict[Pair, DistanceResult], on_progress: Progress | None
+) -> Callable[[dict[Pair, CertifiedResult]], None] | None:
+    """Report the pointwise bounds now; the certification step callback that follows.
+
+    Both hand ``on_progress`` copies, so the caller may keep (or change) them.
+    """
+    if on_progress is None:
+        return None
+    first = {p: copy.deepcopy(r) for p, r in out.items()}
+    for r in first.values():
+        r.upper = r.value  # the pointwise bound; no lower bound yet
+    on_progress(first)
+
+    def step(cert: dict[Pair, CertifiedResult]) -> None:
+        snap = {p: copy.deepcopy(r) for p, r in out.items()}
+        _apply_certification(snap, cert)
+        on_progress(snap)
+
+    return step
+
+
 def _apply_certification(
-    out: dict[tuple[int, int], DistanceResult], cert: dict[tuple[int, int], CertifiedResult]
+    out: dict[Pair, DistanceResult], cert: dict[Pair, CertifiedResult]
 ) -> None:
     """Put certification results (final or so far) into the distance results."""
     for p, c in cert.items():
@@ -289,7 +304,7 @@ def _apply_certification(
 
 
 def _add_histograms(
-    out: dict[tuple[int, int], DistanceResult], rows: DataFrame, col: str, bins: int
+    out: dict[Pair, DistanceResult], rows: DataFrame, col: str, bins: int
 ) -> None:
     """Histogram of per-row distances (Spark aggregation; only bin counts come back)."""
     tops: dict[int, float] = {}
