@@ -1,33 +1,43 @@
-"""The ``hfm`` audit: D, D_f, df per sensitive attribute (METHODS §1)."""
+"""The ``hfm`` audit: D, D_f, df per sensitive attribute (METHODS §1).
+
+:func:`run` computes the numbers and returns them with an
+:class:`~fairspark.hfm.results.HFMResult`; ``fairspark.hfm.report.render`` draws the
+report section from it.
+"""
 
 from __future__ import annotations
 
 import copy
-import json
 import logging
-import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
+from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow
+from fairspark.columns import KEY, LABEL, PRED, X
 from fairspark.errors import AuditError
 from fairspark.hfm._kernels import default_m2, hfm_df
-from fairspark.hfm.compute import DistanceResult, hfm_distances, make_projections, points_from_table
+from fairspark.hfm.compute import hfm_distances, make_projections, points_from_table
+from fairspark.hfm.dr import discriminative_risk
+from fairspark.hfm.results import DistanceResult, HFMResult
+from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import Column
+    from pyspark.sql import Column, DataFrame
 
     from fairspark.hfm.params import HFMParams
     from fairspark.prepare import AttributeInfo
 
-__all__ = ["run", "attribute_codes"]
+__all__ = ["attribute_codes", "run"]
 
 log = logging.getLogger("fairspark")
 
-KEY, LABEL, PRED, X = "_fs_key", "_fs_label", "_fs_pred", "_fs_x"
 _NAMES = {0: "D", 1: "D_f"}
+_BOUND_METHODS = ("approx", "pointwise")  # methods whose values are upper bounds only
+Pairs = dict[str, tuple[DistanceResult, DistanceResult]]
 
 
 def attribute_codes(attr: AttributeInfo, view: str) -> tuple[Column, dict[int, str]]:
@@ -43,12 +53,6 @@ def attribute_codes(attr: AttributeInfo, view: str) -> tuple[Column, dict[int, s
     return (F.array_position(arr, F.col(attr.value_col)) - 1).cast("int"), dict(enumerate(values))
 
 
-def _f(x: float | None) -> float | None:
-    if x is None:
-        return None
-    return None if math.isnan(x) else float(x)
-
-
 def _df_interval(d: DistanceResult, d_f: DistanceResult) -> tuple[float | None, float | None]:
     if d.lower is None or d_f.lower is None:
         return None, None
@@ -57,85 +61,96 @@ def _df_interval(d: DistanceResult, d_f: DistanceResult) -> tuple[float | None, 
     return lo, hi
 
 
-def _rows_for(
-    name: str, group: str, d: DistanceResult, d_f: DistanceResult, method: str, pjson: str
-) -> list[MetricRow]:
-    rows: list[MetricRow] = []
+def _distance_detail(r: DistanceResult, method: str) -> str:
+    detail = f"method={method}"
+    if r.key is not None:
+        detail += f"; witness pair: {r.key} <-> {r.nb_key}"
+    if "n_searched" in r.extra:
+        detail += f"; exact searches: {r.extra['n_searched']}"
+        if r.extra.get("n_candidates") is not None:
+            detail += f" ({r.extra['n_candidates']} rows had an upper bound above D)"
+        elif not r.certified:
+            detail += " so far; certification still running"
+    if method in _BOUND_METHODS:
+        detail += "; an upper bound of the exact distance"
+    return detail
 
-    def status(r: DistanceResult) -> str:
-        if method in ("exact", "certified"):
-            return "ok" if r.certified else "not_certified"
-        return "ok"
 
-    for tgt, r in ((0, d), (1, d_f)):
-        m = _NAMES[tgt]
-        detail = f"method={method}"
-        if r.key is not None:
-            detail += f"; witness pair: {r.key} <-> {r.nb_key}"
-        if "n_searched" in r.extra:
-            detail += f"; exact searches: {r.extra['n_searched']}"
-            if r.extra.get("n_candidates") is not None:
-                detail += f" ({r.extra['n_candidates']} rows had an upper bound above D)"
-            elif not r.certified:
-                detail += " so far; certification still running"
-        if method in ("approx", "pointwise"):
-            detail += "; an upper bound of the exact distance"
-        rows.append(MetricRow(audit="hfm", attribute=name, group=group, metric=m,
-                              value=_f(r.value), lower=_f(r.lower), upper=_f(r.upper),
-                              status=status(r), detail=detail, params=pjson))
-        rows.append(MetricRow(
-            audit="hfm", attribute=name, group=group, metric=f"{m}_avg", value=_f(r.avg),
-            upper=None if r.avg_exact else _f(r.avg),
-            lower=_f(r.avg) if r.avg_exact else None, status="ok",
+def _distance_rows(row: Callable[..., MetricRow], m: str, r: DistanceResult,
+                   method: str) -> list[MetricRow]:
+    """Rows of one distance ``m`` (D or D_f): value, average, the bounds beside it."""
+    status = Status.OK
+    if method in ("exact", "certified") and not r.certified:
+        status = Status.NOT_CERTIFIED
+    rows = [
+        row(metric=m, value=nan_to_none(r.value), lower=nan_to_none(r.lower),
+            upper=nan_to_none(r.upper), status=status, detail=_distance_detail(r, method)),
+        row(metric=f"{m}_avg", value=nan_to_none(r.avg),
+            upper=None if r.avg_exact else nan_to_none(r.avg),
+            lower=nan_to_none(r.avg) if r.avg_exact else None, status=Status.OK,
             detail="exact mean of nn(p)" if r.avg_exact else
             "upper bound of mean nn(p) (" + (
                 "min over projections of the mean" if method == "approx"
-                else "mean of per-row pointwise bounds") + ")",
-            params=pjson))
-        for extra, label in (("approx", "approx"), ("pointwise", "pointwise")):
-            if extra in r.extra and method not in (extra,):
-                rows.append(MetricRow(
-                    audit="hfm", attribute=name, group=group, metric=f"{m}_{label}",
-                    value=_f(r.extra[extra]), status="ok",
-                    detail=("the paper's ApproxDist (Alg. 1-2)" if extra == "approx"
-                            else "max over rows of the min over projections"),
-                    params=pjson))
-        if "n_searched" in r.extra:
-            rows.append(MetricRow(
-                audit="hfm", attribute=name, group=group, metric=f"{m}_exact_searches",
-                value=float(r.extra["n_searched"]), status="ok",
-                detail="rows searched exactly (certification works in batches)",
-                params=pjson))
-            if r.extra.get("n_candidates") is not None:
-                rows.append(MetricRow(
-                    audit="hfm", attribute=name, group=group, metric=f"{m}_candidates",
-                    value=float(r.extra["n_candidates"]), status="ok",
-                    detail="rows whose pointwise upper bound exceeds the final lower bound",
-                    params=pjson))
-    dfv = hfm_df(d.value, d_f.value)
+                else "mean of per-row pointwise bounds") + ")"),
+    ]
+    for extra, detail in (("approx", "the paper's ApproxDist (Alg. 1-2)"),
+                          ("pointwise", "max over rows of the min over projections")):
+        if extra in r.extra and method != extra:
+            rows.append(row(metric=f"{m}_{extra}", value=nan_to_none(r.extra[extra]),
+                            status=Status.OK, detail=detail))
+    if "n_searched" in r.extra:
+        rows.append(row(metric=f"{m}_exact_searches", value=float(r.extra["n_searched"]),
+                        status=Status.OK,
+                        detail="rows searched exactly (certification works in batches)"))
+        if r.extra.get("n_candidates") is not None:
+            rows.append(row(
+                metric=f"{m}_candidates", value=float(r.extra["n_candidates"]),
+                status=Status.OK,
+                detail="rows whose pointwise upper bound exceeds the final lower bound"))
+    return rows
+
+
+def _df_rows(row: Callable[..., MetricRow], d: DistanceResult, d_f: DistanceResult,
+             method: str) -> list[MetricRow]:
+    """Rows of ``df = D_f / D - 1``: value with interval, averaged and ApproxDist variants."""
     lo, hi = _df_interval(d, d_f)
-    st = "ok" if (d.certified and d_f.certified) or method in ("approx", "pointwise") else \
-        "not_certified"
+    certified = (d.certified and d_f.certified) or method in _BOUND_METHODS
     detail = f"df = D_f / D - 1 (method={method})"
     if d.value == 0.0:
         detail += "; D = 0: " + ("0/0 -> 0" if d_f.value == 0.0 else "D_f > 0 -> +inf")
-    if method in ("approx", "pointwise"):
+    if method in _BOUND_METHODS:
         detail += "; ratio of two upper bounds: not a bound of the exact df"
-    rows.append(MetricRow(audit="hfm", attribute=name, group=group, metric="df", value=dfv,
-                          lower=_f(lo), upper=_f(hi), status=st, detail=detail, params=pjson))
-    rows.append(MetricRow(audit="hfm", attribute=name, group=group, metric="df_avg",
-                          value=hfm_df(d.avg, d_f.avg), status="ok",
-                          detail="D_f_avg / D_avg - 1", params=pjson))
+    rows = [
+        row(metric="df", value=hfm_df(d.value, d_f.value), lower=nan_to_none(lo),
+            upper=nan_to_none(hi), status=Status.OK if certified else Status.NOT_CERTIFIED,
+            detail=detail),
+        row(metric="df_avg", value=hfm_df(d.avg, d_f.avg), status=Status.OK,
+            detail="D_f_avg / D_avg - 1"),
+    ]
     if "approx" in d.extra and "approx" in d_f.extra and method != "approx":
-        rows.append(MetricRow(audit="hfm", attribute=name, group=group, metric="df_approx",
-                              value=hfm_df(d.extra["approx"], d_f.extra["approx"]),
-                              status="ok", detail="df from the paper's ApproxDist values",
-                              params=pjson))
+        rows.append(row(metric="df_approx", value=hfm_df(d.extra["approx"], d_f.extra["approx"]),
+                        status=Status.OK, detail="df from the paper's ApproxDist values"))
     return rows
+
+
+def _rows_for(
+    name: str, group: str, d: DistanceResult, d_f: DistanceResult, method: str,
+    pjson: str | None,
+) -> list[MetricRow]:
+    """The long rows of one attribute (or of the aggregate ``*``)."""
+
+    def row(**kw: Any) -> MetricRow:
+        return MetricRow(audit="hfm", attribute=name, group=group, params=pjson, **kw)
+
+    rows: list[MetricRow] = []
+    for tgt, r in ((0, d), (1, d_f)):
+        rows += _distance_rows(row, _NAMES[tgt], r, method)
+    return rows + _df_rows(row, d, d_f, method)
 
 
 def _aggregate(results: list[tuple[DistanceResult, DistanceResult]]) -> tuple[
         DistanceResult, DistanceResult]:
+    """D and D_f over attributes: the max of the distances, the mean of the averages."""
     out = []
     for tgt in (0, 1):
         rs = [pair[tgt] for pair in results]
@@ -160,16 +175,16 @@ def _aggregate(results: list[tuple[DistanceResult, DistanceResult]]) -> tuple[
     return out[0], out[1]
 
 
-def _witness_values(ctx: AuditContext, params: HFMParams, keys: set[str]) -> dict[str, dict]:
+def _witness_values(ctx: AuditContext, params: HFMParams, keys: set[str],
+                    redacted: list[str]) -> dict[str, dict]:
+    """Raw values of the witness rows (only those rows reach the driver)."""
     if not keys or not params.show_witness_values:
         return {}
     prepared = ctx.prepared
-    redact = set(params.redact_columns)
-    cols = [c for c in prepared.raw_feature_cols if c not in redact]
+    cols = [c for c in prepared.raw_feature_cols if c not in set(redacted)]
     attr_cols = [a.value_col for a in prepared.attributes]
-    df = prepared.df
     fetched = (
-        df.where(F.col(KEY).isin(sorted(keys)))
+        prepared.df.where(F.col(KEY).isin(sorted(keys)))
         .dropDuplicates([KEY])
         .select(KEY, LABEL, PRED, *attr_cols, *cols)
         .limit(len(keys))
@@ -184,6 +199,39 @@ def _witness_values(ctx: AuditContext, params: HFMParams, keys: set[str]) -> dic
         out[key]["label"] = out[key].pop(LABEL)
         out[key]["prediction"] = out[key].pop(PRED)
     return out
+
+
+def _one_sided(
+    attrs: list[AttributeInfo], codes: list[tuple[Column, dict[int, str]]], pts_all: DataFrame,
+    *, view: str, pjson: str | None,
+) -> tuple[int, list[int], list[MetricRow]]:
+    """Labelled rows, the attributes with rows on both sides, failed rows for the others."""
+    agg = pts_all.agg(
+        F.count(F.lit(1)).alias("n"),
+        *[F.collect_set(f"c{i}").alias(f"s{i}") for i in range(len(attrs))],
+    ).collect()[0]
+    n = int(agg["n"])
+    if n == 0:
+        raise AuditError("hfm: no labelled row to audit (D needs the label)")
+    valid: list[int] = []
+    failed: list[MetricRow] = []
+    for i, a in enumerate(attrs):
+        present = sorted(agg[f"s{i}"])
+        if len(present) >= 2:
+            valid.append(i)
+            continue
+        names = [codes[i][1].get(c, str(c)) for c in present]
+        failed.append(MetricRow(
+            audit="hfm", attribute=a.name, group=view, metric="D", status=Status.FAILED,
+            detail=(f"attribute {a.name!r}: all {n} labelled rows are in one group "
+                    f"({', '.join(names) or 'none'}); HFM needs rows on both sides"),
+            params=pjson))
+    return n, valid, failed
+
+
+def _params_json(params: HFMParams, m2: int | None) -> str | None:
+    return params_json(method=params.method, view=params.view, m1=params.m1, m2=m2,
+                       sampler=params.sampler, max_candidates=params.max_candidates)
 
 
 def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
@@ -201,121 +249,99 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     AuditOutcome
         Rows per attribute (``D``, ``D_f``, ``df``, averaged variants, the paper's
         ApproxDist values and the certification counts beside them), the aggregate over
-        attributes (``attribute="*"``), a summary with witnesses, and a report section.
+        attributes (``attribute="*"``), DR, a summary with witnesses, and an
+        :class:`~fairspark.hfm.results.HFMResult` for the report section.
     """
-    from fairspark.hfm.dr import discriminative_risk
-
-    # the run-wide redact_columns apply here too, beside the audit's own
-    redact_all = sorted(set(params.redact_columns) | set(ctx.config.redact_columns or []))
-    params = params.model_copy(update={"redact_columns": redact_all})
-    prepared = ctx.prepared
-    pjson = json.dumps({"method": params.method, "view": params.view, "m1": params.m1,
-                        "m2": params.m2, "sampler": params.sampler,
-                        "max_candidates": params.max_candidates}, sort_keys=True)
-    attrs = list(prepared.attributes)
-    rows: list[MetricRow] = []
-    if params.attributes is not None:
-        known = {a.name for a in attrs}
-        for name in params.attributes:
-            if name not in known:
-                rows.append(MetricRow(audit="hfm", attribute=name, metric="D", status="failed",
-                                      detail=f"attribute {name!r} is not configured "
-                                             f"(configured: {sorted(known)})", params=pjson))
-        attrs = [a for a in attrs if a.name in set(params.attributes)]
+    redacted = sorted(ctx.redacted(params.redact_columns))
+    attrs = ctx.attributes(params)
     if not attrs:
         raise AuditError("hfm: no sensitive attribute to audit")
-    df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"))
+    df = ctx.prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"))
     codes = [attribute_codes(a, params.view) for a in attrs]
     pts_all = points_from_table(df, key_col=KEY, label_col=LABEL, pred_col=PRED, x_col=X,
                                 code_exprs=[c for c, _ in codes])
-    agg = pts_all.agg(
-        F.count(F.lit(1)).alias("n"),
-        *[F.collect_set(f"c{i}").alias(f"s{i}") for i in range(len(attrs))],
-    ).collect()[0]
-    n = int(agg["n"])
-    if n == 0:
-        raise AuditError("hfm: no labelled row to audit (D needs the label)")
-    valid: list[int] = []
-    for i, a in enumerate(attrs):
-        present = sorted(agg[f"s{i}"])
-        if len(present) < 2:
-            names = [codes[i][1].get(c, str(c)) for c in present]
-            rows.append(MetricRow(
-                audit="hfm", attribute=a.name, group=params.view, metric="D", status="failed",
-                detail=(f"attribute {a.name!r}: all {n} labelled rows are in one group "
-                        f"({', '.join(names) or 'none'}); HFM needs rows on both sides"),
-                params=pjson))
-        else:
-            valid.append(i)
-    summary: dict[str, Any] = {"method": params.method, "view": params.view, "rows": n,
-                               "rows_unlabelled_skipped": prepared.rows_unlabelled,
-                               "attributes": {}}
-    results: dict[str, tuple[DistanceResult, DistanceResult]] = {}
+    n, valid, rows = _one_sided(attrs, codes, pts_all, view=params.view,
+                                pjson=_params_json(params, params.m2))
     m2 = params.m2 or default_m2(n)
-    summary.update({"m1": params.m1, "m2": m2, "sampler": params.sampler})
-    pjson = json.dumps({**json.loads(pjson), "m2": m2}, sort_keys=True)
-    if valid:
-        pts = points_from_table(
-            df, key_col=KEY, label_col=LABEL, pred_col=PRED, x_col=X,
-            code_exprs=[codes[i][0] for i in valid],
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            dim_x = len(prepared.feature_names)
-            projections = None
-            if params.method != "exact":
-                projections = make_projections(dim=1 + dim_x, m1=params.m1,
-                                               sampler=params.sampler, seed=ctx.config.seed)
-            def progress(part: dict[tuple[int, int], DistanceResult]) -> None:
-                # keep the interval so far: a time budget that ends during
-                # certification publishes it (status timed_out) instead of nothing
-                so_far = {attrs[i].name: (part[(0, j)], part[(1, j)])
-                          for j, i in enumerate(valid)}
-                for pair in so_far.values():  # no plots: this runs after every step
-                    for r in pair:
-                        r.extra.pop("hist", None)
-                ctx.report_partial(_outcome(params, so_far, rows=rows, summary=summary,
-                                            pjson=pjson, witnesses={}))
+    summary: dict[str, Any] = {"method": params.method, "view": params.view, "rows": n,
+                               "rows_unlabelled_skipped": ctx.prepared.rows_unlabelled,
+                               "attributes": {}, "m1": params.m1, "m2": m2,
+                               "sampler": params.sampler}
+    pjson = _params_json(params, m2)
 
-            res = hfm_distances(
-                pts, n_attr=len(valid), dim_x=dim_x, n_rows=n, method=params.method, m2=m2,
-                projections=projections, num_partitions=params.num_partitions,
-                rows_per_partition=params.rows_per_partition,
-                max_candidates=params.max_candidates,
-                exact_block_rows=params.exact_block_rows,
-                histogram_bins=params.histogram_bins,
-                on_progress=progress if params.method == "certified" else None,
-            )
-        finally:
-            pts.unpersist()
-        for j, i in enumerate(valid):
-            results[attrs[i].name] = (res[(0, j)], res[(1, j)])
+    def progress(so_far: Pairs) -> None:
+        # keep the interval so far: a time budget that ends during certification
+        # publishes it (status timed_out) instead of nothing
+        ctx.report_partial(_outcome(params, so_far, rows=rows, summary=summary, pjson=pjson,
+                                    result=HFMResult(so_far, redacted=redacted, partial=True)))
+
+    results: Pairs = {}
+    if valid:
+        results = _distances(ctx, params, df, codes=codes, valid=valid, n=n, m2=m2,
+                             names=[attrs[i].name for i in valid], on_progress=progress)
     witness_keys = {k for d, d_f in results.values() for r in (d, d_f)
                     for k in (r.key, r.nb_key) if k is not None}
-    witnesses = _witness_values(ctx, params, witness_keys)
+    witnesses = _witness_values(ctx, params, witness_keys, redacted)
     dr_rows, dr_summary = discriminative_risk(ctx, params, attrs)
     return _outcome(params, results, rows=rows, summary=summary, pjson=pjson,
-                    witnesses=witnesses, dr_rows=dr_rows, dr_summary=dr_summary)
+                    result=HFMResult(results, witnesses=witnesses, redacted=redacted),
+                    dr_rows=dr_rows, dr_summary=dr_summary)
+
+
+def _distances(
+    ctx: AuditContext, params: HFMParams, df: DataFrame, *,
+    codes: list[tuple[Column, dict[int, str]]], valid: list[int], n: int, m2: int,
+    names: list[str], on_progress: Callable[[Pairs], None],
+) -> Pairs:
+    """D and D_f of the attributes with rows on both sides (``valid``), by name.
+
+    ``on_progress`` gets the intervals so far while ``certified`` runs.
+    """
+    pts = points_from_table(
+        df, key_col=KEY, label_col=LABEL, pred_col=PRED, x_col=X,
+        code_exprs=[codes[i][0] for i in valid],
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+
+    def by_name(res: dict[tuple[int, int], DistanceResult]) -> Pairs:
+        return {name: (res[(0, j)], res[(1, j)]) for j, name in enumerate(names)}
+
+    try:
+        dim_x = len(ctx.prepared.feature_names)
+        projections = None
+        if params.method != "exact":
+            projections = make_projections(dim=1 + dim_x, m1=params.m1,
+                                           sampler=params.sampler, seed=ctx.config.seed)
+        res = hfm_distances(
+            pts, n_attr=len(valid), dim_x=dim_x, n_rows=n, method=params.method, m2=m2,
+            projections=projections, num_partitions=params.num_partitions,
+            rows_per_partition=params.rows_per_partition,
+            max_candidates=params.max_candidates,
+            exact_block_rows=params.exact_block_rows,
+            histogram_bins=params.histogram_bins,
+            on_progress=(lambda part: on_progress(by_name(part)))
+            if params.method == "certified" else None,
+        )
+    finally:
+        pts.unpersist()
+    return by_name(res)
 
 
 def _outcome(
     params: HFMParams,
-    results: dict[str, tuple[DistanceResult, DistanceResult]],
+    results: Pairs,
     *,
     rows: list[MetricRow],
     summary: dict[str, Any],
-    pjson: str,
-    witnesses: dict[str, dict],
+    pjson: str | None,
+    result: HFMResult,
     dr_rows: list[MetricRow] | None = None,
     dr_summary: dict[str, Any] | None = None,
 ) -> AuditOutcome:
-    """Rows (per attribute, the aggregate, DR), summary and report section of a set of
-    distance results.
+    """Rows (per attribute, the aggregate, DR) and summary of a set of distance results.
 
     Used for the final result and for the partial results kept while certification runs
     (those have no DR).
     """
-    from fairspark.hfm.report import render_section
-
     rows = list(rows)
     summary = copy.deepcopy(summary)
     for name, (d, d_f) in results.items():
@@ -342,6 +368,4 @@ def _outcome(
     if dr_summary is not None:
         rows += dr_rows or []
         summary["dr"] = dr_summary
-    section = render_section(params=params, summary=summary, results=results, rows=rows,
-                             witnesses=witnesses)
-    return AuditOutcome(rows=rows, summary=summary, sections=[section])
+    return AuditOutcome(rows=rows, summary=summary, result=result)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,8 +25,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from fairspark.audits.base import AuditContext, MetricRow
+from fairspark.columns import KEY
 from fairspark.errors import AuditError, FairsparkInputError
 from fairspark.hfm.params import dr_model_kind
+from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.hfm.params import HFMParams
@@ -40,7 +42,6 @@ __all__ = [
 
 log = logging.getLogger("fairspark")
 
-KEY = "_fs_key"
 P0 = "_fs_p0"
 _SCALE = float(1 << 30)
 _MODEL_KEY = "audits.hfm.dr_model"
@@ -156,9 +157,10 @@ def _cast_like(col: np.ndarray, numeric: bool) -> np.ndarray:
     return out
 
 
-def _failed(why: str) -> tuple[list[MetricRow], dict[str, Any]]:
-    return ([MetricRow(audit="hfm", attribute="*", metric="DR", status="failed", detail=why)],
-            {"status": "failed", "detail": why})
+def _dr_row(status: Status, why: str) -> tuple[list[MetricRow], dict[str, Any]]:
+    """The one DR row (and summary entry) of a DR that is not computed or failed."""
+    return ([MetricRow(audit="hfm", attribute="*", metric="DR", status=status, detail=why)],
+            {"status": status, "detail": why})
 
 
 def discriminative_risk(
@@ -174,51 +176,59 @@ def discriminative_risk(
     (the HFM rows beside it are kept).
     """
     if params.dr_model is None:
-        why = "no model configured (hfm.dr_model): DR needs a model it can call"
-        return ([MetricRow(audit="hfm", attribute="*", metric="DR", status="not_computed",
-                           detail=why)], {"status": "not_computed", "detail": why})
+        return _dr_row(Status.NOT_COMPUTED,
+                       "no model configured (hfm.dr_model): DR needs a model it can call")
     usable = [a for a in attrs if a.kind == "values" and len(a.source_columns) == 1]
     if not usable:
-        why = "no sensitive attribute with a single source column to flip"
-        return ([MetricRow(audit="hfm", attribute="*", metric="DR", status="not_computed",
-                           detail=why)], {"status": "not_computed", "detail": why})
-    prepared = ctx.prepared
-    seeds = [ctx.seed_for("hfm", "dr", a.name) for a in usable]
-    path = params.dr_model
-    dropped = 0
+        return _dr_row(Status.NOT_COMPUTED,
+                       "no sensitive attribute with a single source column to flip")
     # the joint DR (every attribute flipped), then, with several attributes, each one
     # flipped alone (the others get probability 0 but still reach the model) with the
     # same seed, so its flips are the joint run's flips of it
     subsets = [list(range(len(usable)))]
     if len(usable) > 1:
         subsets += [[i] for i in range(len(usable))]
-
-    def ratios(sub: list[int]) -> list[float]:
-        return [params.dr_ratio if i in sub else 0.0 for i in range(len(usable))]
-
+    settings = [[params.dr_ratio if i in sub else 0.0 for i in range(len(usable))]
+                for sub in subsets]
     try:
-        kind = dr_model_kind(path, kind=params.dr_model_kind)
-        if kind == "spark":
-            model = load_pipeline_model(path)
-            df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"),
-                                    features=False)
-            counts = _spark_counts(
-                df, model=model, attrs=usable, seeds=seeds,
-                settings=[ratios(sub) for sub in subsets],
-                feature_cols=prepared.raw_feature_cols,
-                source_types=_source_types(ctx, usable), model_path=path,
-            )
-            dropped = df.count() - int(counts[0][1])  # rows a stage with handleInvalid="skip" drops
-        else:
-            df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"))
-            counts = _sklearn_counts(
-                df, model_path=path, attrs=usable, seeds=seeds,
-                settings=[ratios(sub) for sub in subsets],
-                feature_cols=prepared.raw_feature_cols,
-            )
+        kind, counts, dropped = _dr_counts(ctx, params, usable, settings)
     except (FairsparkInputError, DRModelError) as err:  # a bad path, an unusable model
         log.warning("hfm: DR not computed: %s", err)
-        return _failed(str(err))
+        return _dr_row(Status.FAILED, str(err))
+    return _dr_outcome(params, usable, subsets, counts, kind=kind, dropped=dropped)
+
+
+def _dr_counts(
+    ctx: AuditContext, params: HFMParams, usable: list[AttributeInfo],
+    settings: list[list[float]],
+) -> tuple[str, list[tuple[float, float]], int]:
+    """Model kind, ``(changed, rows)`` per flip setting, rows the model dropped."""
+    prepared = ctx.prepared
+    seeds = [ctx.seed_for("hfm", "dr", a.name) for a in usable]
+    path = params.dr_model
+    kind = dr_model_kind(path, kind=params.dr_model_kind)
+    if kind == "spark":
+        model = load_pipeline_model(path)
+        df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"),
+                                features=False)
+        counts = _spark_counts(
+            df, model=model, attrs=usable, seeds=seeds, settings=settings,
+            feature_cols=prepared.raw_feature_cols,
+            source_types=_source_types(ctx, usable), model_path=path,
+        )
+        # rows a stage with handleInvalid="skip" drops
+        return kind, counts, df.count() - int(counts[0][1])
+    df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"))
+    counts = _sklearn_counts(df, model_path=path, attrs=usable, seeds=seeds,
+                             settings=settings, feature_cols=prepared.raw_feature_cols)
+    return kind, counts, 0
+
+
+def _dr_outcome(
+    params: HFMParams, usable: list[AttributeInfo], subsets: list[list[int]],
+    counts: list[tuple[float, float]], *, kind: str, dropped: int,
+) -> tuple[list[MetricRow], dict[str, Any]]:
+    """DR rows with Wilson intervals and the summary entry, from the counts."""
     model_name = "Spark ML PipelineModel" if kind == "spark" else "scikit-learn model"
     rows: list[MetricRow] = []
     per_attribute: dict[str, dict[str, float]] = {}
@@ -234,12 +244,12 @@ def discriminative_risk(
             detail += f"; {dropped} rows dropped by the model (not counted)"
         attribute = "*" if sub is subsets[0] else usable[sub[0]].name
         rows.append(MetricRow(audit="hfm", attribute=attribute, metric="DR", value=value,
-                              lower=lo, upper=hi, status="ok", detail=detail))
+                              lower=lo, upper=hi, status=Status.OK, detail=detail))
         if attribute != "*":
             per_attribute[attribute] = {"value": value, "lower": lo, "upper": hi}
     joint_row = rows[0]
     summary: dict[str, Any] = {
-        "status": "ok", "value": joint_row.value, "lower": joint_row.lower,
+        "status": Status.OK, "value": joint_row.value, "lower": joint_row.lower,
         "upper": joint_row.upper, "n": counts[0][1], "model_kind": kind,
         **({"rows_dropped_by_model": dropped} if dropped else {}),
         **({"per_attribute": per_attribute} if per_attribute else {}),
@@ -536,22 +546,12 @@ def dr_disagreements(
                            settings=[ratio], feature_cols=feature_cols)[0]
 
 
-def _sklearn_counts(
-    df: DataFrame,
-    *,
-    model_path: str,
-    attrs: list[AttributeInfo],
-    seeds: list[int],
-    settings: Sequence[float | Sequence[float]],
-    feature_cols: list[str],
-) -> list[tuple[float, float]]:
-    """:func:`dr_disagreements` for several flip settings in one pass (originals scored
-    once per batch)."""
-    specs = _flip_specs(attrs)
-    all_ratios = [_ratios(r, len(attrs)) for r in settings]
-    cols = [KEY, *feature_cols, *[s[0] for s in specs]]
-    base = with_flip_uniforms(df.select(*cols), seeds=seeds)
-    outs = [f"c{j}" for j in range(len(settings))]
+def _make_predict_part(
+    *, model_path: str, specs: list[tuple[str, str, list[str], list[str], bool]],
+    all_ratios: list[list[float]], feature_cols: list[str], outs: list[str],
+) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+    """The ``mapInPandas`` function of :func:`_sklearn_counts`: changed predictions per
+    flip setting and rows, one line per task (the originals scored once per batch)."""
 
     def predict_part(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         import joblib
@@ -564,7 +564,7 @@ def _sklearn_counts(
                 frame = frame[list(known)]
             return np.asarray(model.predict(frame))
 
-        changed = [0] * len(settings)
+        changed = [0] * len(all_ratios)
         total = 0
         for pdf in batches:
             if len(pdf) == 0:
@@ -586,6 +586,27 @@ def _sklearn_counts(
         yield pd.DataFrame({**{c: [k] for c, k in zip(outs, changed, strict=True)},
                             "n": [total]})
 
+    return predict_part
+
+
+def _sklearn_counts(
+    df: DataFrame,
+    *,
+    model_path: str,
+    attrs: list[AttributeInfo],
+    seeds: list[int],
+    settings: Sequence[float | Sequence[float]],
+    feature_cols: list[str],
+) -> list[tuple[float, float]]:
+    """:func:`dr_disagreements` for several flip settings in one pass (originals scored
+    once per batch)."""
+    specs = _flip_specs(attrs)
+    cols = [KEY, *feature_cols, *[s[0] for s in specs]]
+    base = with_flip_uniforms(df.select(*cols), seeds=seeds)
+    outs = [f"c{j}" for j in range(len(settings))]
+    predict_part = _make_predict_part(
+        model_path=model_path, specs=specs, all_ratios=[_ratios(r, len(attrs)) for r in settings],
+        feature_cols=feature_cols, outs=outs)
     schema = ", ".join([*(f"{c} long" for c in outs), "n long"])
     try:
         r = (
