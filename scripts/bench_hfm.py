@@ -162,18 +162,11 @@ def run_peer(name, V, g, W, m2, limit):
 
 # ----------------------------------------------------------------------------- spark
 def spark_session(master: str, extra: dict[str, str] | None = None):
-    from pyspark.sql import SparkSession
+    from fairspark.session import build_session
 
-    b = (SparkSession.builder.master(master).appName("bench_hfm")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "8")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-         .config("spark.driver.memory", "6g"))
-    for k, v in (extra or {}).items():
-        b = b.config(k, v)
-    s = b.getOrCreate()
-    s.sparkContext.setLogLevel("ERROR")
-    return s
+    conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8",
+            "spark.driver.memory": "6g", **(extra or {})}
+    return build_session(master=master, app_name="bench_hfm", conf=conf, log_level="ERROR")
 
 
 def to_points_df(spark, X, Y, g, tmp):

@@ -6,9 +6,12 @@ a rare group, a multi-valued attribute) for several partition counts, and return
 number as JSON. The output must be identical (1e-12 relative) for every partition count
 and on every cluster shape, e.g.::
 
-    python -m fairspark.hfm.checks --master 'local[2]' > a.json
-    spark-submit --master 'local-cluster[2,1,1024]' fairspark/hfm/checks.py > b.json
-    python -m fairspark.hfm.checks --compare a.json b.json
+    python scripts/hfm_checks.py --master 'local[2]' > a.json
+    spark-submit --master 'local-cluster[2,1,1024]' scripts/hfm_checks.py > b.json
+    python scripts/hfm_checks.py --compare a.json b.json
+
+A command-line tool, so it lives beside the other scripts and not in the library; it
+imports ``fairspark`` (installed, or the repository root on ``PYTHONPATH``).
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 __all__ = ["compare_fingerprints", "fingerprint", "synthetic_points"]
 
@@ -118,13 +124,11 @@ def main(argv: list[str] | None = None) -> int:
             problems = compare_fingerprints(json.load(fa), json.load(fb))
         print("\n".join(problems) or "identical")
         return 1 if problems else 0
-    from pyspark.sql import SparkSession
+    from fairspark.session import build_session
 
-    b = SparkSession.builder.appName("hfm-fingerprint")
-    if args.master:
-        b = b.master(args.master)
-    spark = b.config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    # no --master: the one spark-submit (or pyspark's default) sets
+    spark = build_session(master=args.master, app_name="hfm-fingerprint", log_level="ERROR",
+                          conf={"spark.sql.execution.arrow.pyspark.enabled": "true"})
     try:
         fp = fingerprint(spark)
     finally:
