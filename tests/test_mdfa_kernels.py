@@ -182,12 +182,13 @@ def test_run_split_is_a_function_of_its_seed():
     b = run_split(smp, split=5, seed=123, params=p)
     c = run_split(smp, split=0, seed=124, params=p)
     for k in ("gamma_pos", "gamma_neg", "delta", "delta_unweighted", "t", "rules"):
-        assert a[k] == b[k]
-    assert a["gamma_pos"] != c["gamma_pos"]
-    assert a["gamma_max"] == max(a["gamma_pos"], a["gamma_neg"])
-    trace = json.loads(a["trace"])
+        assert getattr(a, k) == getattr(b, k)
+    assert (a.split, b.split) == (0, 5)
+    assert a.gamma_pos != c.gamma_pos
+    assert a.gamma_max == max(a.gamma_pos, a.gamma_neg)
+    trace = json.loads(a.trace)
     assert [r["t"] for r in trace] == sorted(r["t"] for r in trace)
-    assert a["t"] == max(r["t"] for r in trace if r["mass"] >= p.alpha)
+    assert a.t == max(r["t"] for r in trace if r["mass"] >= p.alpha)
 
 
 def test_gamma_matches_plain_sklearn_loop_with_uniform_weights():
@@ -210,4 +211,25 @@ def test_gamma_matches_plain_sklearn_loop_with_uniform_weights():
     c = clf.predict(z[te])
     acc = (w_te * (c == d.s[te] * d.y[te])).sum() / w_te.sum()
     rho = (w_te * (d.s[te] == d.y[te])).sum() / w_te.sum()
-    assert got["gamma_pos"] == pytest.approx((acc + rho - 1) / 4, abs=1e-9)
+    assert got.gamma_pos == pytest.approx((acc + rho - 1) / 4, abs=1e-9)
+    # without Algorithm 1 its fields keep their empty values
+    assert (got.y_wv, got.delta, got.t, got.trace, got.rules) == (None, None, None, "[]", "")
+
+
+# ------------------------------------------------------------- the split table
+def test_split_table_columns_and_types_come_from_split_result():
+    import dataclasses
+
+    from fairspark.mdfa import SplitResult, split_frame, split_schema
+
+    names = [f.name for f in dataclasses.fields(SplitResult)]
+    assert split_schema().split(", ")[:3] == ["split int", "gamma_pos double", "gamma_neg double"]
+    assert [c.split(" ")[0] for c in split_schema().split(", ")] == names
+    assert "trace string" in split_schema() and "y_wv int" in split_schema()
+    pdf = split_frame([SplitResult(split=1, gamma_pos=0.1, gamma_neg=-0.1, gamma_max=0.1),
+                       SplitResult(split=0, gamma_pos=0.2, gamma_neg=0.0, gamma_max=0.2, y_wv=-1,
+                                   delta=float("inf"), t=3, trace="[{}]")])
+    assert list(pdf.columns) == names
+    assert str(pdf["y_wv"].dtype) == "Int32" and pdf["y_wv"].isna().tolist() == [True, False]
+    assert pdf["delta"].dtype == "float64" and np.isnan(pdf["delta"][0])
+    assert list(pdf["trace"]) == ["[]", "[{}]"]

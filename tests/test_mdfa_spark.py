@@ -1,7 +1,9 @@
-"""mdfa on Spark: grouped stats, stratified capped sample, parallel splits, bad input."""
+"""mdfa on Spark: grouped stats, stratified capped sample, parallel splits, bad input,
+time budget."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -10,17 +12,25 @@ import pytest
 from conftest import write_parquet
 from pyspark.sql import functions as F
 
+from fairspark.audits.base import AuditContext
 from fairspark.config import parse_config
+from fairspark.io import read_input
 from fairspark.mdfa import (
     MDFAParams,
+    MDFAResult,
     MDFASample,
+    SplitResult,
+    collect_sample,
     grouped_stats,
     make_synthetic,
+    render,
+    run,
     run_splits,
     run_splits_local,
-    stratified_sample,
 )
+from fairspark.prepare import prepare
 from fairspark.runner import run_audit_job
+from fairspark.status import Status
 
 FAST = {"epochs": 3, "l2_grid": [0.001], "splits": 2, "auditor": "logistic_regression",
         "min_rows": 50}
@@ -59,8 +69,8 @@ def test_stratified_sample_is_proportional_capped_and_partition_free(spark):
     picks = []
     for parts in (1, 4):
         df = spark.createDataFrame(pdf).repartition(parts)
-        smp = stratified_sample(df, columns=[F.col("a")], key_col="k", cell_counts=counts,
-                                cap=cap, seed=42)
+        smp = collect_sample(df, columns=[F.col("a")], key_col="k", counts=counts,
+                             cap=cap, seed=42)
         picks.append(smp)
     assert len(picks[0]) == cap
     assert list(picks[0]["_k"]) == list(picks[1]["_k"])
@@ -69,11 +79,11 @@ def test_stratified_sample_is_proportional_capped_and_partition_free(spark):
     for cell, n in counts.items():
         assert abs(got[cell] - cap * n / total) <= 1.0  # proportional allocation
     # a different seed gives a different sample; below the cap every row comes back
-    other = stratified_sample(spark.createDataFrame(pdf), columns=[F.col("a")], key_col="k",
-                              cell_counts=counts, cap=cap, seed=43)
+    other = collect_sample(spark.createDataFrame(pdf), columns=[F.col("a")], key_col="k",
+                           counts=counts, cap=cap, seed=43)
     assert set(other["_k"]) != set(picks[0]["_k"])
-    full = stratified_sample(spark.createDataFrame(pdf), columns=[F.col("a")], key_col="k",
-                             cell_counts=counts, cap=10_000, seed=1)
+    full = collect_sample(spark.createDataFrame(pdf), columns=[F.col("a")], key_col="k",
+                          counts=counts, cap=10_000, seed=1)
     assert sorted(full["_k"]) == sorted(pdf.k)
 
 
@@ -85,6 +95,7 @@ def test_parallel_splits_equal_sequential_loop_for_any_partitioning(spark):
                    alpha=0.1)
     seeds = [11, 12, 13]
     ref = run_splits_local(smp, seeds=seeds, params=p)
+    assert list(ref.columns) == [f.name for f in dataclasses.fields(SplitResult)]
     for parts in (1, 3):
         got = run_splits(spark, smp, seeds=seeds, params=p, partitions=parts)
         for col in ("gamma_pos", "gamma_neg", "delta", "delta_unweighted", "mass"):
@@ -163,6 +174,8 @@ def test_runner_di_matches_pandas_and_report_redacts(toy_run):
     assert "mdfa: multi-differential fairness" in html
     assert "data:image/png;base64," in html
     section = html[html.index("mdfa: multi-differential"):]
+    # the report's DI is the DI of metrics.parquet (computed once)
+    assert f"<td>{di.value:.3f}</td></tr>" in section
     assert "secret" not in section.split("Redacted columns not shown")[0]
     assert "x1" in section
 
@@ -190,3 +203,56 @@ def test_runner_bad_input_fails_the_attribute_with_a_message(spark, tmp_path, md
     assert message in m.detail.iloc[0] and "'grp'" in m.detail.iloc[0]
     assert res.exit_code == 4
     assert (rows[rows.audit == "group"].status != "failed").any()
+
+
+# ------------------------------------------------------------------ time budget
+def _context(spark, tmp_path) -> tuple[AuditContext, MDFAParams]:
+    inp = write_parquet(_table(400), tmp_path / "in")
+    cfg = parse_config(_cfg(inp, str(tmp_path / "out"),
+                            {**FAST, "attributes": ["grp", "same", "grp"]}))
+    prepared = prepare(read_input(spark, input_config=cfg.input), config=cfg)
+    ctx = AuditContext(spark=spark, prepared=prepared, config=cfg,
+                       run_date=cfg.effective_run_date())
+    return ctx, cfg.audits.mdfa
+
+
+def test_time_budget_is_checked_between_attributes_and_partials_are_reported(spark, tmp_path):
+    ctx, params = _context(spark, tmp_path)
+    partials = []
+    ctx.report_partial = partials.append
+    ctx.time_left = lambda: 0.0 if partials else float("inf")  # spent after attribute 1
+    out = run(ctx, params)
+    assert len(partials) == 1
+    part = partials[0]
+    assert isinstance(part.result, MDFAResult)
+    assert [r.attribute for r in part.result.attributes] == ["grp"]
+    assert {r.attribute for r in part.rows} == {"grp"}
+    assert {r.status for r in part.rows} <= {Status.OK, Status.INCONCLUSIVE}
+    assert part.result.redacted == ["secret"]
+    # the partial is drawn like a final result
+    (section,) = render(part, ctx=ctx, params=params)
+    assert section.order == 35 and "grp" in section.html
+    # the attribute not reached is timed out; grp is listed once
+    late = [r for r in out.rows if r.attribute == "same"]
+    assert [(r.status, r.metric) for r in late] == [(Status.TIMED_OUT, "gamma_max")]
+    assert "time budget" in late[0].detail
+    assert out.summary["status"] == Status.TIMED_OUT
+    assert list(out.summary["attributes"]) == ["grp", "same"]
+    assert out.rows[: len(part.rows)] == part.rows
+
+
+def test_time_budget_is_checked_before_the_splits(spark, tmp_path, monkeypatch):
+    ctx, params = _context(spark, tmp_path)
+    checks = []
+    ctx.time_left = lambda: checks.append(1) or (float("inf") if len(checks) == 1 else 0.0)
+    ctx.report_partial = lambda outcome: pytest.fail("no attribute finished")
+
+    def no_splits(*args, **kwargs):
+        raise AssertionError("the splits ran past the budget")
+
+    monkeypatch.setattr("fairspark.mdfa.audit.run_splits", no_splits)
+    out = run(ctx, params)
+    assert [(r.attribute, r.status) for r in out.rows] == [
+        ("grp", Status.TIMED_OUT), ("same", Status.TIMED_OUT)]
+    assert out.result.attributes == []
+    assert render(out, ctx=ctx, params=params) == []

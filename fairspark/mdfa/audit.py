@@ -1,38 +1,49 @@
-"""The ``mdfa`` audit entry point: ``run(ctx, params) -> AuditOutcome`` (METHODS §2)."""
+"""The ``mdfa`` audit entry point: ``run(ctx, params) -> AuditOutcome`` (METHODS §2).
+
+``run`` computes numbers only (rows, summary and an :class:`~.results.MDFAResult`);
+the report section is drawn from that result by :func:`fairspark.mdfa.report.render`.
+"""
 
 from __future__ import annotations
 
-import json
-import math
+import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditOutcome, MetricRow
+from fairspark.columns import KEY, PRED, WEIGHT, X
 from fairspark.errors import AuditError
+from fairspark.mdfa._spark import collect_sample, grouped_stats, run_splits, with_mdfa_columns
 from fairspark.mdfa.certify import MDFASample
 from fairspark.mdfa.params import MDFAParams
-from fairspark.mdfa.spark import (
-    GroupedStats,
-    grouped_stats,
-    run_splits,
-    stratified_sample,
-    with_mdfa_columns,
-)
+from fairspark.mdfa.results import AttributeResult, GroupedStats, MDFAResult, Spread, verdict
+from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
     from fairspark.audits.base import AuditContext
     from fairspark.prepare import AttributeInfo, PreparedData
 
-__all__ = ["AttributeResult", "audit_attribute", "run", "summarise_splits"]
+__all__ = ["AttributeFailureError", "audit_attribute", "run", "summarise_splits"]
 
 AUDIT = "mdfa"
+
+#: the per-split numbers summarised over splits
+_SPREAD_COLUMNS = ("gamma_pos", "gamma_neg", "gamma_max", "delta", "delta_unweighted", "dt_g",
+                   "mass")
 
 
 class AttributeFailureError(Exception):
     """This attribute cannot be audited by mdfa (recorded as a failed row)."""
+
+
+class _OutOfTimeError(Exception):
+    """The audit's time budget ran out at a step boundary."""
 
 
 @dataclass
@@ -47,21 +58,9 @@ class FeaturePlan:
     desc_onehot_idx: list[int]
 
 
-@dataclass
-class AttributeResult:
-    """Everything mdfa found for one attribute."""
-
-    attribute: str
-    target_label: str
-    splits: pd.DataFrame
-    stats: GroupedStats
-    sample_rows: int
-    features: list[str]
-    dropped_constant: list[str]
-    aggregates: dict[str, Any] = field(default_factory=dict)
-
-
-def _plan_features(prepared: PreparedData, params: MDFAParams, redact: list[str]) -> FeaturePlan:
+def _plan_features(
+    prepared: PreparedData, params: MDFAParams, redact: set[str]
+) -> FeaturePlan:
     """Map the configured audit features to ``_fs_x`` dimensions; pick description columns."""
     available = prepared.raw_feature_cols
     wanted = list(params.features) if params.features is not None else list(available)
@@ -107,70 +106,23 @@ def _target_label(attr: AttributeInfo, target_group: str) -> str:
     return f"{target_group} ({shown})"
 
 
-def _pct(v: np.ndarray, q: float) -> float | None:
-    v = v[np.isfinite(v)]
-    return float(np.percentile(v, q)) if len(v) else None
+def summarise_splits(splits: pd.DataFrame) -> dict[str, Spread]:
+    """The :class:`~.results.Spread` over splits of each per-split number."""
+    return {
+        col: Spread.of(pd.to_numeric(splits[col], errors="coerce").to_numpy(dtype=float))
+        for col in _SPREAD_COLUMNS
+    }
 
 
-def _mean(v: np.ndarray) -> float | None:
-    v = v[np.isfinite(v)]
-    return float(np.mean(v)) if len(v) else None
+def _check_time(ctx: AuditContext) -> None:
+    if ctx.time_left() <= 0:
+        raise _OutOfTimeError
 
 
-def _sd(v: np.ndarray) -> float | None:
-    v = v[np.isfinite(v)]
-    return float(np.std(v, ddof=1)) if len(v) > 1 else None
-
-
-def summarise_splits(splits: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """Mean, sd, 2.5/97.5 percentiles and finite counts of each per-split number."""
-    out: dict[str, dict[str, Any]] = {}
-    for col in ("gamma_pos", "gamma_neg", "gamma_max", "delta", "delta_unweighted", "dt_g", "mass"):
-        v = pd.to_numeric(splits[col], errors="coerce").to_numpy(dtype=float)
-        out[col] = {
-            "mean": _mean(v),
-            "sd": _sd(v),
-            "p2_5": _pct(v, 2.5),
-            "p97_5": _pct(v, 97.5),
-            "n": int(np.isfinite(v).sum()),
-            "n_inf": int(np.isinf(v).sum()),
-        }
-    return out
-
-
-def audit_attribute(
-    ctx: AuditContext, params: MDFAParams, attr: AttributeInfo, plan: FeaturePlan
-) -> AttributeResult:
-    """Grouped stats, stratified sample and the parallel splits for one attribute.
-
-    Raises
-    ------
-    AttributeFailureError
-        When the attribute cannot be audited (message names the attribute).
-    """
-    from pyspark.sql import functions as F
-
-    from fairspark.prepare import KEY, PRED, WEIGHT, X
-
-    name = attr.name
-    if not plan.x_idx:
-        raise AttributeFailureError(
-            f"mdfa cannot audit attribute {name!r}: every audit feature is constant "
-            f"({plan.dropped_constant})"
-        )
-    prepared = ctx.prepared
-    base = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for(AUDIT, "max_rows"))
-    df = with_mdfa_columns(
-        base, priv_col=attr.priv_col, prediction_col=PRED, target_group=params.target_group
-    )
-    desc_cols = [F.col(c) for c in plan.desc_numeric] + [F.col(X)[i] for i in plan.desc_onehot_idx]
-    weight_col = WEIGHT if prepared.weighted else None
-    stats = grouped_stats(
-        df, desc_cols=desc_cols, desc_names=plan.desc_names, weight_col=weight_col
-    )
+def _check_counts(stats: GroupedStats, *, name: str, target: str, min_rows: int) -> None:
+    """Raise :class:`AttributeFailureError` when the cells cannot support mdfa."""
     n_pos, n_neg = stats.count(s=1), stats.count(s=-1)
     n_fav, n_all = stats.count(y=1), stats.count()
-    target = _target_label(attr, params.target_group)
     if n_pos == 0 or n_neg == 0:
         raise AttributeFailureError(
             f"mdfa cannot audit attribute {name!r}: only one group is present "
@@ -186,24 +138,28 @@ def audit_attribute(
             f"mdfa cannot audit attribute {name!r}: every row has a favourable decision "
             f"({int(n_all)} rows); the outcome does not vary"
         )
-    needed = params.min_rows
-    if n_all < needed or min(n_pos, n_neg) < 10:
+    if n_all < min_rows or min(n_pos, n_neg) < 10:
         raise AttributeFailureError(
             f"mdfa cannot audit attribute {name!r}: {int(n_all)} rows "
             f"({int(n_pos)} in the target group, {int(n_neg)} in the other); it needs at "
-            f"least min_rows={needed} rows and 10 per group"
+            f"least min_rows={min_rows} rows and 10 per group"
         )
-    counts = {
-        (int(r.s), int(r.y)): int(r.n) for r in stats.cells.itertuples(index=False)
-    }
-    pdf = stratified_sample(
+
+
+def _sample(
+    df: DataFrame, *, name: str, plan: FeaturePlan, stats: GroupedStats, cap: int, seed: int
+) -> MDFASample:
+    """Collect the stratified sample of one attribute as an :class:`MDFASample`."""
+    from pyspark.sql import functions as F
+
+    pdf = collect_sample(
         df,
         columns=[F.col(X).alias("_x")] + [F.col(c).cast("double").alias(f"_d{j}")
                                           for j, c in enumerate(plan.desc_numeric)],
         key_col=KEY,
-        cell_counts=counts,
-        cap=params.sample_rows,
-        seed=ctx.seed_for(AUDIT, name, "sample"),
+        counts=stats.cell_counts(),
+        cap=cap,
+        seed=seed,
     )
     xfull = np.asarray(pdf["_x"].tolist(), dtype=float)
     x = xfull[:, plan.x_idx]
@@ -216,7 +172,7 @@ def audit_attribute(
             f"mdfa cannot audit attribute {name!r}: every audit feature is constant in "
             "the sample"
         )
-    sample = MDFASample(
+    return MDFASample(
         x=x,
         s=pdf["_s"].to_numpy(dtype=int),
         y=pdf["_y"].to_numpy(dtype=int),
@@ -224,18 +180,60 @@ def audit_attribute(
         feature_names=plan.names,
         desc_names=plan.desc_names,
     )
+
+
+def _violation_summary(res: AttributeResult) -> None:
+    """Fill the outcome counts of Algorithm 1, the majority outcome and DI (once)."""
+    ywv = pd.to_numeric(res.splits["y_wv"], errors="coerce").dropna()
+    if not len(ywv):
+        return
+    counts = ywv.astype(int).value_counts()
+    res.y_counts = {int(k): int(v) for k, v in counts.items()}
+    res.y_major = int(counts.idxmax())
+    r_neg = res.stats.rate(s=-1, y=res.y_major)
+    res.di = nan_to_none(res.stats.rate(s=1, y=res.y_major) / r_neg if r_neg > 0 else None)
+
+
+def audit_attribute(
+    ctx: AuditContext, params: MDFAParams, attr: AttributeInfo, plan: FeaturePlan
+) -> AttributeResult:
+    """Grouped stats, stratified sample and the parallel splits for one attribute.
+
+    Raises
+    ------
+    AttributeFailureError
+        When the attribute cannot be audited (message names the attribute).
+    """
+    from pyspark.sql import functions as F
+
+    name = attr.name
+    if not plan.x_idx:
+        raise AttributeFailureError(
+            f"mdfa cannot audit attribute {name!r}: every audit feature is constant "
+            f"({plan.dropped_constant})"
+        )
+    prepared = ctx.prepared
+    base = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for(AUDIT, "max_rows"))
+    df = with_mdfa_columns(
+        base, priv_col=attr.priv_col, prediction_col=PRED, target_group=params.target_group
+    )
+    desc_cols = [F.col(c) for c in plan.desc_numeric] + [F.col(X)[i] for i in plan.desc_onehot_idx]
+    stats = grouped_stats(df, desc_cols=desc_cols, desc_names=plan.desc_names,
+                          weight_col=WEIGHT if prepared.weighted else None)
+    target = _target_label(attr, params.target_group)
+    _check_counts(stats, name=name, target=target, min_rows=params.min_rows)
+    _check_time(ctx)
+    sample = _sample(df, name=name, plan=plan, stats=stats, cap=params.sample_rows,
+                     seed=ctx.seed_for(AUDIT, name, "sample"))
+    _check_time(ctx)
     seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.splits)]
     splits = run_splits(ctx.spark, sample, seeds=seeds, params=params)
     res = AttributeResult(
-        attribute=name,
-        target_label=target,
-        splits=splits,
-        stats=stats,
-        sample_rows=len(pdf),
-        features=plan.names,
-        dropped_constant=plan.dropped_constant,
+        attribute=name, target_label=target, splits=splits, stats=stats,
+        sample_rows=len(sample.s), features=plan.names, dropped_constant=plan.dropped_constant,
+        aggregates=summarise_splits(splits),
     )
-    res.aggregates = summarise_splits(splits)
+    _violation_summary(res)
     return res
 
 
@@ -243,72 +241,104 @@ def _fmt(v: float | None, nd: int = 4) -> str:
     return "n/a" if v is None else f"{v:.{nd}f}"
 
 
-def verdict(agg: dict[str, Any]) -> str:
-    """Words for gamma_max: evidence when mean - 2 sd > 0."""
-    m, sd = agg.get("mean"), agg.get("sd")
-    if m is None:
-        return "not computed"
-    if sd is None:
-        return "one split only: no spread to judge"
-    if m - 2 * sd > 0:
-        return "evidence of multi-differential unfairness (mean - 2 sd > 0)"
-    return "no evidence of multi-differential unfairness (mean - 2 sd <= 0)"
-
-
-def _rows_for(res: AttributeResult, params_json: str) -> list[MetricRow]:
-    a = res.aggregates
-    rows: list[MetricRow] = []
+def _note(res: AttributeResult) -> str:
     note = (
         f"s=+1 is the {res.target_label}; {len(res.splits)} splits of a {res.sample_rows}-row "
         f"sample; lower/upper = 2.5/97.5 percentiles over splits"
     )
     if res.dropped_constant:
         note += f"; constant features left out: {res.dropped_constant}"
+    return note
+
+
+def _gamma_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
+    note, rows = _note(res), []
     for metric, key, what in (
         ("gamma", "gamma_pos", "gamma(y=+1, favourable)"),
         ("gamma_unfavourable", "gamma_neg", "gamma(y=-1, unfavourable)"),
         ("gamma_max", "gamma_max", "max over y of gamma(y)"),
     ):
-        g = a[key]
+        g = res.aggregates[key]
+        judged = f"{verdict(g)}; " if key == "gamma_max" else ""
         rows.append(MetricRow(
             audit=AUDIT, attribute=res.attribute, group=res.target_label, metric=metric,
-            value=g["mean"], lower=g["p2_5"], upper=g["p97_5"],
-            detail=f"{what}: mean {_fmt(g['mean'])}, sd {_fmt(g['sd'])}; "
-            f"{verdict(g) if key == 'gamma_max' else ''}{'; ' if key == 'gamma_max' else ''}{note}",
-            params=params_json,
-        ))
-    ywv = pd.to_numeric(res.splits["y_wv"], errors="coerce").dropna()
-    if len(ywv):
-        counts = ywv.astype(int).value_counts()
-        y_major = int(counts.idxmax())
-        y_note = ", ".join(f"y={k:+d} in {v}" for k, v in counts.items())
-        for metric, key in (("delta", "delta"), ("delta_unweighted", "delta_unweighted"),
-                            ("DT_G", "dt_g"), ("subgroup_mass", "mass")):
-            g = a[key]
-            status = "ok" if g["mean"] is not None else "inconclusive"
-            extra = f"; {g['n_inf']} splits infinite (excluded)" if g["n_inf"] else ""
-            rows.append(MetricRow(
-                audit=AUDIT, attribute=res.attribute, group=res.target_label, metric=metric,
-                value=g["mean"], lower=g["p2_5"], upper=g["p97_5"], status=status,
-                detail=f"worst violation (Alg. 1) for {y_note} splits; mean {_fmt(g['mean'])}, "
-                f"sd {_fmt(g['sd'])}, {g['n']} finite splits{extra}; {note}",
-                params=params_json,
-            ))
-        di = res.stats.rate(s=1, y=y_major) / res.stats.rate(s=-1, y=y_major) \
-            if res.stats.rate(s=-1, y=y_major) > 0 else float("nan")
-        rows.append(MetricRow(
-            audit=AUDIT, attribute=res.attribute, group=res.target_label, metric="DI",
-            value=None if math.isnan(di) else di,
-            status="ok" if not math.isnan(di) else "inconclusive",
-            detail=f"Pr[Y={y_major:+d} | S=+1] / Pr[Y={y_major:+d} | S=-1] over all audited "
-            f"rows (aggregate counterpart of DT_G); {note}",
-            params=params_json,
+            value=g.mean, lower=g.p2_5, upper=g.p97_5,
+            detail=f"{what}: mean {_fmt(g.mean)}, sd {_fmt(g.sd)}; {judged}{note}",
+            params=pjson,
         ))
     return rows
 
 
+def _violation_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
+    """Rows of Algorithm 1's worst violation and DI (none when it did not run)."""
+    if res.y_major is None:
+        return []
+    note, rows = _note(res), []
+    y_note = ", ".join(f"y={k:+d} in {v}" for k, v in res.y_counts.items())
+    for metric, key in (("delta", "delta"), ("delta_unweighted", "delta_unweighted"),
+                        ("DT_G", "dt_g"), ("subgroup_mass", "mass")):
+        g = res.aggregates[key]
+        extra = f"; {g.n_inf} splits infinite (excluded)" if g.n_inf else ""
+        rows.append(MetricRow(
+            audit=AUDIT, attribute=res.attribute, group=res.target_label, metric=metric,
+            value=g.mean, lower=g.p2_5, upper=g.p97_5,
+            status=Status.OK if g.mean is not None else Status.INCONCLUSIVE,
+            detail=f"worst violation (Alg. 1) for {y_note} splits; mean {_fmt(g.mean)}, "
+            f"sd {_fmt(g.sd)}, {g.n} finite splits{extra}; {note}",
+            params=pjson,
+        ))
+    y = res.y_major
+    rows.append(MetricRow(
+        audit=AUDIT, attribute=res.attribute, group=res.target_label, metric="DI",
+        value=res.di, status=Status.OK if res.di is not None else Status.INCONCLUSIVE,
+        detail=f"Pr[Y={y:+d} | S=+1] / Pr[Y={y:+d} | S=-1] over all audited "
+        f"rows (aggregate counterpart of DT_G); {note}",
+        params=pjson,
+    ))
+    return rows
+
+
+@dataclass
+class _Progress:
+    """What the audit has so far: rows, summary and results of the finished attributes."""
+
+    redacted: list[str]
+    rows: list[MetricRow] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=lambda: {"attributes": {}})
+    results: list[AttributeResult] = field(default_factory=list)
+
+    def failed(self, name: str, reason: str, pjson: str | None, status: Status) -> None:
+        self.rows.append(MetricRow(audit=AUDIT, attribute=name, metric="gamma_max",
+                                   status=status, detail=reason, params=pjson))
+        self.summary["attributes"][name] = {"status": status, "reason": reason}
+
+    def done(self, res: AttributeResult, pjson: str | None) -> None:
+        self.results.append(res)
+        self.rows += _gamma_rows(res, pjson) + _violation_rows(res, pjson)
+        self.summary["attributes"][res.attribute] = {
+            "status": Status.OK,
+            "target_group": res.target_label,
+            "sample_rows": res.sample_rows,
+            "splits": len(res.splits),
+            "verdict": verdict(res.aggregates["gamma_max"]),
+            **{k: v.as_dict() for k, v in res.aggregates.items()},
+        }
+
+    def outcome(self) -> AuditOutcome:
+        """The outcome so far (copies: later attributes do not change a reported one)."""
+        return AuditOutcome(
+            rows=list(self.rows), summary=copy.deepcopy(self.summary),
+            result=MDFAResult(attributes=list(self.results), redacted=list(self.redacted)),
+        )
+
+
 def run(ctx: AuditContext, params: MDFAParams) -> AuditOutcome:
     """Run mdfa on every selected attribute of ``ctx.prepared``.
+
+    With a time budget it checks ``ctx.time_left()`` before each attribute and
+    between the driver steps of one, and hands the finished attributes to
+    ``ctx.report_partial`` after each; when the budget is spent the attributes not
+    finished get a ``timed_out`` row.
 
     Parameters
     ----------
@@ -322,52 +352,28 @@ def run(ctx: AuditContext, params: MDFAParams) -> AuditOutcome:
     AuditOutcome
         Rows gamma, gamma_unfavourable, gamma_max, delta, delta_unweighted, DT_G,
         subgroup_mass and DI per attribute (failed rows for attributes mdfa cannot
-        audit), a summary and the report section.
+        audit), a summary and the :class:`~.results.MDFAResult` the report draws.
     """
-    from fairspark.mdfa.report import render_section
-
-    prepared = ctx.prepared
-    redact = list(getattr(ctx.config, "redact_columns", []) or [])
-    plan = _plan_features(prepared, params, redact)
-    names = params.attributes or [a.name for a in prepared.attributes]
-    known = {a.name for a in prepared.attributes}
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise AuditError(
-            f"mdfa: attributes {unknown} are not sensitive attributes (configured: "
-            f"{sorted(known)})"
-        )
-    params_json = json.dumps(
-        {**params.model_dump(mode="json"), "features_used": plan.names,
-         "constant_features_dropped": plan.dropped_constant},
-        sort_keys=True,
-    )
-    rows: list[MetricRow] = []
-    results: list[AttributeResult] = []
-    summary: dict[str, Any] = {"attributes": {}}
-    for name in names:
-        attr = prepared.attribute(name)
+    redacted = ctx.redacted()
+    plan = _plan_features(ctx.prepared, params, redacted)
+    attrs = ctx.attributes(params)
+    pjson = params_json(params.model_dump(mode="json"), features_used=plan.names,
+                        constant_features_dropped=plan.dropped_constant)
+    progress = _Progress(redacted=sorted(redacted))
+    for k, attr in enumerate(attrs):
         try:
-            res = audit_attribute(ctx, params, attr, plan)
+            _check_time(ctx)
+            progress.done(audit_attribute(ctx, params, attr, plan), pjson)
         except AttributeFailureError as err:
-            rows.append(MetricRow(
-                audit=AUDIT, attribute=name, metric="gamma_max", status="failed",
-                detail=str(err), params=params_json,
-            ))
-            summary["attributes"][name] = {"status": "failed", "reason": str(err)}
-            continue
-        results.append(res)
-        rows += _rows_for(res, params_json)
-        summary["attributes"][name] = {
-            "status": "ok",
-            "target_group": res.target_label,
-            "sample_rows": res.sample_rows,
-            "splits": len(res.splits),
-            "verdict": verdict(res.aggregates["gamma_max"]),
-            **{k: v for k, v in res.aggregates.items()},
-        }
-    sections = [render_section(results=results, params=params, redact=redact)] if results else []
-    failed = [n for n, v in summary["attributes"].items() if v["status"] == "failed"]
-    if failed and len(failed) == len(names):
-        summary["status"] = "failed"
-    return AuditOutcome(rows=rows, summary=summary, sections=sections)
+            progress.failed(attr.name, str(err), pjson, Status.FAILED)
+        except _OutOfTimeError:
+            for late in attrs[k:]:
+                progress.failed(late.name, f"mdfa: time budget spent before attribute "
+                                f"{late.name!r} finished", pjson, Status.TIMED_OUT)
+            progress.summary["status"] = Status.TIMED_OUT
+            break
+        ctx.report_partial(progress.outcome())
+    statuses = [v["status"] for v in progress.summary["attributes"].values()]
+    if statuses and all(s == Status.FAILED for s in statuses):
+        progress.summary["status"] = Status.FAILED
+    return progress.outcome()

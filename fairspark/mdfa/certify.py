@@ -1,11 +1,12 @@
 """Driver-side kernels of mdfa: certificate gamma, worst violation (Alg. 1), one split.
 
 Everything here is plain numpy / scikit-learn / torch; the Spark tasks of
-:mod:`fairspark.mdfa.spark` call :func:`run_split` unchanged.
+:mod:`fairspark.mdfa._spark` call :func:`run_split` unchanged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable
@@ -18,12 +19,15 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.svm import SVC, LinearSVC
 from sklearn.tree import DecisionTreeClassifier, export_text
 
+from fairspark._values import nan_to_none
 from fairspark.audits.base import derive_seed
 from fairspark.mdfa.balance import balanced_weights, fit_balancing
 from fairspark.mdfa.params import MDFAParams
+from fairspark.mdfa.results import SplitResult
 
 __all__ = [
     "MDFASample",
+    "WorstViolation",
     "certificate_gamma",
     "fit_certificate",
     "make_auditor",
@@ -154,6 +158,88 @@ class WorstViolation:
     trace: list[dict[str, float]]
 
 
+@dataclass
+class _Part:
+    """One side (training or held-out) of a split: certificate features, s, y, weights."""
+
+    z: np.ndarray
+    s: np.ndarray
+    y: np.ndarray
+    w: np.ndarray
+
+
+class _WVASteps:
+    """The fits of Algorithm 1 by step t, each fitted once, and the trace of the steps.
+
+    At step t the rows with Y = y and S = -1 weigh ``u_i (1 + xi t)``, the others
+    ``u_i``; a step records its training mass and held-out delta in :attr:`trace`.
+    """
+
+    def __init__(
+        self, *, auditor: str, train: _Part, test: _Part, y_value: int, xi: float, seed: int
+    ):
+        self.auditor, self.train, self.test = auditor, train, test
+        self.y_value, self.xi, self.seed = y_value, xi, seed
+        r = 1 if y_value > 0 else -1
+        self.target = r * train.s * train.y
+        self.boosted = (train.y == y_value) & (train.s < 0)
+        self.cache: dict[int, tuple[float, Predictor]] = {}
+        self.trace: list[dict[str, float]] = []
+
+    def at(self, t: int) -> tuple[float, Predictor]:
+        """Training mass of G_t = {c_t = 1} among Y = y, and c_t."""
+        if t not in self.cache:
+            tr, te = self.train, self.test
+            wt = tr.w * (1.0 + self.xi * t * self.boosted)
+            c = fit_certificate(self.auditor, tr.z, self.target, wt,
+                                seed=derive_seed(self.seed, "wva", t))
+            g_tr = c(tr.z) == 1
+            mass = float(np.sum(tr.w[g_tr & (tr.y == self.y_value)]) / np.sum(tr.w))
+            g_te = c(te.z) == 1
+            d = violation_delta(g_te, s=te.s, y=te.y, w=te.w, y_value=self.y_value)
+            self.trace.append({"t": t, "mass": mass, "delta": d})
+            self.cache[t] = (mass, c)
+        return self.cache[t]
+
+
+def _last_good_step(ok: Callable[[int], bool], *, search: str, max_iterations: int) -> int:
+    """The last t in 1..max_iterations with ``ok(t)`` (0: none), walking or bisecting.
+
+    ``sequential`` tries t = 1, 2, ... until the first failure; ``bisection`` doubles t
+    until a failure (or max_iterations), then bisects between the last success and it.
+    Both give the same t when ``ok`` holds on a prefix of the steps.
+    """
+    good = 0
+    if search == "sequential":
+        t = 1
+        while t <= max_iterations and ok(t):
+            good = t
+            t += 1
+        return good
+    bad = None
+    t = 1
+    while t <= max_iterations:
+        if ok(t):
+            good = t
+            t *= 2
+        else:
+            bad = t
+            break
+    if bad is None and good < max_iterations:
+        if ok(max_iterations):
+            good = max_iterations
+        else:
+            bad = max_iterations
+    if bad is not None:
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            if ok(mid):
+                good = mid
+            else:
+                bad = mid
+    return good
+
+
 def worst_violation(
     *,
     auditor: str,
@@ -181,57 +267,17 @@ def worst_violation(
     whose mass is >= alpha; the trace records every evaluated t with the held-out
     delta (Alg. 1 line 4, u-weighted).
     """
-    r = 1 if y_value > 0 else -1
-    target = r * s_tr * y_tr
-    boosted = (y_tr == y_value) & (s_tr < 0)
-    cache: dict[int, tuple[float, Predictor]] = {}
-    trace: list[dict[str, float]] = []
-
-    def at(t: int) -> tuple[float, Predictor]:
-        if t not in cache:
-            wt = w_tr * (1.0 + xi * t * boosted)
-            c = fit_certificate(auditor, z_tr, target, wt, seed=derive_seed(seed, "wva", t))
-            g_tr = c(z_tr) == 1
-            mass = float(np.sum(w_tr[g_tr & (y_tr == y_value)]) / np.sum(w_tr))
-            g_te = c(z_te) == 1
-            d = violation_delta(g_te, s=s_te, y=y_te, w=w_te, y_value=y_value)
-            trace.append({"t": t, "mass": mass, "delta": d})
-            cache[t] = (mass, c)
-        return cache[t]
-
-    good = 0
-    if at(0)[0] < alpha:
-        return WorstViolation(0, at(0)[0], np.zeros(len(z_te), bool), None, trace)
-    if search == "sequential":
-        t = 1
-        while t <= max_iterations and at(t)[0] >= alpha:
-            good = t
-            t += 1
-    else:
-        bad = None
-        t = 1
-        while t <= max_iterations:
-            if at(t)[0] >= alpha:
-                good = t
-                t *= 2
-            else:
-                bad = t
-                break
-        if bad is None and good < max_iterations:
-            if at(max_iterations)[0] >= alpha:
-                good = max_iterations
-            else:
-                bad = max_iterations
-        if bad is not None:
-            while bad - good > 1:
-                mid = (good + bad) // 2
-                if at(mid)[0] >= alpha:
-                    good = mid
-                else:
-                    bad = mid
-    mass, c = at(good)
-    trace.sort(key=lambda d: d["t"])
-    return WorstViolation(good, mass, c(z_te) == 1, c, trace)
+    steps = _WVASteps(
+        auditor=auditor, train=_Part(z_tr, s_tr, y_tr, w_tr), test=_Part(z_te, s_te, y_te, w_te),
+        y_value=y_value, xi=xi, seed=seed,
+    )
+    if steps.at(0)[0] < alpha:
+        return WorstViolation(0, steps.at(0)[0], np.zeros(len(z_te), bool), None, steps.trace)
+    good = _last_good_step(lambda t: steps.at(t)[0] >= alpha, search=search,
+                           max_iterations=max_iterations)
+    mass, c = steps.at(good)
+    steps.trace.sort(key=lambda d: d["t"])
+    return WorstViolation(good, mass, c(z_te) == 1, c, steps.trace)
 
 
 def _group_description(
@@ -250,11 +296,126 @@ def _group_description(
     return out
 
 
-def _nan_to_none(v: float) -> float | None:
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+@dataclass
+class _SplitState:
+    """One split after balancing: row indices, certificate features and weights."""
+
+    train: _Part
+    test: _Part
+    te: np.ndarray
+    l2: float | None
+    mmd: float | None
 
 
-def run_split(sample: MDFASample, *, split: int, seed: int, params: MDFAParams) -> dict:
+def _balance_split(sample: MDFASample, *, seed: int, params: MDFAParams) -> _SplitState:
+    """Split the rows, standardise x on the training part, balance, pick the features z."""
+    x, s, y = sample.x, sample.s.astype(int), sample.y.astype(int)
+    n = len(s)
+    rng = np.random.default_rng(derive_seed(seed, "split"))
+    perm = rng.permutation(n)
+    n_te = round(params.test_fraction * n)
+    te, tr = np.sort(perm[:n_te]), np.sort(perm[n_te:])
+    mean = x[tr].mean(0)
+    sd = x[tr].std(0)
+    sd[sd == 0] = 1.0
+    xs = ((x - mean) / sd).astype(np.float32)
+    bal = None
+    u, l2, mmd = np.ones(n), None, None
+    if params.balancing == "mmd_net":
+        bal = fit_balancing(
+            xs[tr], s[tr], seed=derive_seed(seed, "balance"), kernel=params.mmd_kernel,
+            epochs=params.epochs, batch_size=params.batch_size,
+            learning_rate=params.learning_rate, l2_grid=params.l2_grid, folds=params.folds,
+        )
+        u, l2, mmd = bal.u(xs), bal.l2, bal.heldout_loss
+    use_rep = params.certificate_features == "representation" and bal is not None
+    z = bal.representation(xs) if use_rep else xs.astype(float)
+    return _SplitState(
+        train=_Part(z[tr], s[tr], y[tr], balanced_weights(u[tr], s[tr])),
+        test=_Part(z[te], s[te], y[te], balanced_weights(u[te], s[te])),
+        te=te, l2=l2, mmd=mmd,
+    )
+
+
+def _certificate_gammas(st: _SplitState, *, seed: int, params: MDFAParams) -> tuple[float, float]:
+    """Held-out gamma(+1) and gamma(-1) of the certificates fitted on the training part."""
+    tr, te, tilt = st.train, st.test, params.certificate_tilt
+
+    def certificate(y_value: int) -> np.ndarray:
+        target = y_value * tr.s * tr.y
+        wt = tr.w * (1.0 + tilt * (target < 0)) if tilt > 0 else tr.w
+        c = fit_certificate(
+            params.auditor, tr.z, target, wt, seed=derive_seed(seed, "cert", y_value)
+        )
+        return c(te.z)
+
+    c_pos = certificate(1)
+    gamma_pos = certificate_gamma(c_pos, s=te.s, y=te.y, w=te.w, y_value=1)
+    # without tilt the concept classes are symmetric: the certificate for y = -1
+    # (target -S Y) is -c, so it is not fitted again
+    c_neg = certificate(-1) if tilt > 0 else -c_pos
+    gamma_neg = certificate_gamma(c_neg, s=te.s, y=te.y, w=te.w, y_value=-1)
+    return gamma_pos, gamma_neg
+
+
+def _violation_outcome(params: MDFAParams, gamma_pos: float, gamma_neg: float) -> int:
+    if params.violation_outcome == "favourable":
+        return 1
+    if params.violation_outcome == "unfavourable":
+        return -1
+    return 1 if gamma_pos >= gamma_neg else -1
+
+
+def _rules(
+    desc: np.ndarray, in_g: np.ndarray, *, names: list[str], seed: int, depth: int
+) -> tuple[str, float | None]:
+    """A depth-limited decision tree fitted to the subgroup: its text and fidelity."""
+    if not (in_g.any() and (~in_g).any() and desc.shape[1] > 0):
+        return "", None
+    tree = DecisionTreeClassifier(
+        max_depth=depth, random_state=derive_seed(seed, "rules") % (2**32)
+    ).fit(desc, in_g)
+    text = export_text(tree, feature_names=list(names), decimals=2)
+    return text, float(np.mean(tree.predict(desc) == in_g))
+
+
+def _with_violation(
+    out: SplitResult, st: _SplitState, sample: MDFASample, *, seed: int, params: MDFAParams
+) -> SplitResult:
+    """``out`` with Algorithm 1's worst violation, its description and rules."""
+    y_value = _violation_outcome(params, out.gamma_pos, out.gamma_neg)
+    tr, te = st.train, st.test
+    wv = worst_violation(
+        auditor=params.auditor, z_tr=tr.z, s_tr=tr.s, y_tr=tr.y, w_tr=tr.w,
+        z_te=te.z, s_te=te.s, y_te=te.y, w_te=te.w, y_value=y_value, xi=params.xi,
+        alpha=params.alpha, search=params.wva_search, max_iterations=params.max_iterations,
+        seed=seed,
+    )
+    g = wv.in_g_test
+    du = violation_delta(g, s=te.s, y=te.y, w=None, y_value=y_value)
+    desc = sample.desc[st.te]
+    rules, fidelity = _rules(desc, g, names=sample.desc_names, seed=seed,
+                             depth=params.rule_depth)
+    trace = [{k: nan_to_none(v) if isinstance(v, float) else v for k, v in d.items()}
+             for d in wv.trace]
+    return dataclasses.replace(
+        out,
+        y_wv=y_value,
+        delta=nan_to_none(violation_delta(g, s=te.s, y=te.y, w=te.w, y_value=y_value)),
+        delta_unweighted=nan_to_none(du),
+        dt_g=math.exp(du) if np.isfinite(du) else nan_to_none(du),
+        mass=wv.mass_train,
+        t=wv.t,
+        trace=json.dumps(trace),
+        description=json.dumps(_group_description(desc, te.s, te.y, g, y_value)),
+        rules=rules,
+        rule_fidelity=fidelity,
+    )
+
+
+def run_split(
+    sample: MDFASample, *, split: int, seed: int, params: MDFAParams
+) -> SplitResult:
     """One random train/test split of mdfa: balance, certify, worst violation, describe.
 
     Parameters
@@ -271,128 +432,16 @@ def run_split(sample: MDFASample, *, split: int, seed: int, params: MDFAParams) 
 
     Returns
     -------
-    dict
-        Scalars (gamma_pos, gamma_neg, gamma_max, y_wv, delta, delta_unweighted,
-        dt_g, mass, t, l2, mmd) and JSON strings (trace, description, rules).
+    SplitResult
+        The gammas, and with ``params.worst_violation`` Algorithm 1's answer.
     """
     import torch
 
     torch.set_num_threads(1)
-    x, s, y = sample.x, sample.s.astype(int), sample.y.astype(int)
-    n = len(s)
-    rng = np.random.default_rng(derive_seed(seed, "split"))
-    perm = rng.permutation(n)
-    n_te = round(params.test_fraction * n)
-    te, tr = np.sort(perm[:n_te]), np.sort(perm[n_te:])
-    mean = x[tr].mean(0)
-    sd = x[tr].std(0)
-    sd[sd == 0] = 1.0
-    xs = ((x - mean) / sd).astype(np.float32)
-
-    if params.balancing == "mmd_net":
-        bal = fit_balancing(
-            xs[tr],
-            s[tr],
-            seed=derive_seed(seed, "balance"),
-            kernel=params.mmd_kernel,
-            epochs=params.epochs,
-            batch_size=params.batch_size,
-            learning_rate=params.learning_rate,
-            l2_grid=params.l2_grid,
-            folds=params.folds,
-        )
-        u = bal.u(xs)
-        l2, mmd = bal.l2, bal.heldout_loss
-    else:
-        u = np.ones(n)
-        l2 = mmd = None
-        bal = None
-    w_tr = balanced_weights(u[tr], s[tr])
-    w_te = balanced_weights(u[te], s[te])
-    use_rep = params.certificate_features == "representation" and bal is not None
-    z = bal.representation(xs) if use_rep else xs.astype(float)
-
-    tilt = params.certificate_tilt
-
-    def certificate(y_value: int) -> np.ndarray:
-        target = y_value * s[tr] * y[tr]
-        wt = w_tr * (1.0 + tilt * (target < 0)) if tilt > 0 else w_tr
-        c = fit_certificate(
-            params.auditor, z[tr], target, wt, seed=derive_seed(seed, "cert", y_value)
-        )
-        return c(z[te])
-
-    c_pos = certificate(1)
-    gamma_pos = certificate_gamma(c_pos, s=s[te], y=y[te], w=w_te, y_value=1)
-    # without tilt the concept classes are symmetric: the certificate for y = -1
-    # (target -S Y) is -c, so it is not fitted again
-    c_neg = certificate(-1) if tilt > 0 else -c_pos
-    gamma_neg = certificate_gamma(c_neg, s=s[te], y=y[te], w=w_te, y_value=-1)
-    out: dict[str, Any] = {
-        "split": int(split),
-        "gamma_pos": gamma_pos,
-        "gamma_neg": gamma_neg,
-        "gamma_max": max(gamma_pos, gamma_neg),
-        "l2": l2,
-        "mmd": mmd,
-        "y_wv": None,
-        "delta": None,
-        "delta_unweighted": None,
-        "dt_g": None,
-        "mass": None,
-        "t": None,
-        "trace": "[]",
-        "description": "{}",
-        "rules": "",
-        "rule_fidelity": None,
-    }
+    st = _balance_split(sample, seed=seed, params=params)
+    gamma_pos, gamma_neg = _certificate_gammas(st, seed=seed, params=params)
+    out = SplitResult(split=int(split), gamma_pos=gamma_pos, gamma_neg=gamma_neg,
+                      gamma_max=max(gamma_pos, gamma_neg), l2=st.l2, mmd=st.mmd)
     if not params.worst_violation:
         return out
-    if params.violation_outcome == "favourable":
-        y_value = 1
-    elif params.violation_outcome == "unfavourable":
-        y_value = -1
-    else:
-        y_value = 1 if gamma_pos >= gamma_neg else -1
-    wv = worst_violation(
-        auditor=params.auditor,
-        z_tr=z[tr],
-        s_tr=s[tr],
-        y_tr=y[tr],
-        w_tr=w_tr,
-        z_te=z[te],
-        s_te=s[te],
-        y_te=y[te],
-        w_te=w_te,
-        y_value=y_value,
-        xi=params.xi,
-        alpha=params.alpha,
-        search=params.wva_search,
-        max_iterations=params.max_iterations,
-        seed=seed,
-    )
-    g = wv.in_g_test
-    du = violation_delta(g, s=s[te], y=y[te], w=None, y_value=y_value)
-    out.update(
-        y_wv=y_value,
-        delta=violation_delta(g, s=s[te], y=y[te], w=w_te, y_value=y_value),
-        delta_unweighted=du,
-        dt_g=math.exp(du) if np.isfinite(du) else (du if not math.isnan(du) else None),
-        mass=wv.mass_train,
-        t=wv.t,
-        trace=json.dumps([{k: _nan_to_none(v) for k, v in d.items()} for d in wv.trace]),
-        description=json.dumps(
-            _group_description(sample.desc[te], s[te], y[te], g, y_value)
-        ),
-    )
-    if g.any() and (~g).any() and sample.desc.shape[1] > 0:
-        tree = DecisionTreeClassifier(
-            max_depth=params.rule_depth, random_state=derive_seed(seed, "rules") % (2**32)
-        ).fit(sample.desc[te], g)
-        out["rules"] = export_text(tree, feature_names=list(sample.desc_names), decimals=2)
-        out["rule_fidelity"] = float(np.mean(tree.predict(sample.desc[te]) == g))
-    for k in ("delta", "delta_unweighted", "dt_g"):
-        v = out[k]
-        if v is not None and isinstance(v, float) and math.isnan(v):
-            out[k] = None
-    return out
+    return _with_violation(out, st, sample, seed=seed, params=params)

@@ -1,4 +1,8 @@
-"""The mdfa section of ``report.html`` (Jinja2 template in this package, data: URI figures)."""
+"""The mdfa section of ``report.html``: ``render(outcome, *, ctx, params)``.
+
+Drawn from the audit's :class:`~fairspark.mdfa.results.MDFAResult` with the package's
+template ``templates/section.html.j2``; figures are ``data:`` URIs.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +12,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from jinja2 import DictLoader, Environment, select_autoescape
 
 from fairspark.audits.base import ReportSection
-from fairspark.mdfa._template import SECTION_TEMPLATE
+from fairspark.mdfa.results import AttributeResult, MDFAResult, verdict
+from fairspark.mdfa.spec import SPEC
+from fairspark.report.sections import render_template
 
 if TYPE_CHECKING:  # pragma: no cover
-    from fairspark.mdfa.audit import AttributeResult
+    from fairspark.audits.base import AuditContext, AuditOutcome
     from fairspark.mdfa.params import MDFAParams
 
-__all__ = ["render_section", "representative_split"]
+__all__ = ["TITLE", "render", "render_section", "representative_split"]
 
-_ENV = Environment(
-    loader=DictLoader({"section.html.j2": SECTION_TEMPLATE}),
-    autoescape=select_autoescape(["html", "j2"]),
-)
+#: the section's heading in report.html
+TITLE = "mdfa: multi-differential fairness"
 
 
 def _f(v: Any, nd: int = 4) -> str:
@@ -41,10 +44,11 @@ def representative_split(splits: pd.DataFrame) -> int | None:
 
 
 def _description_rows(res: AttributeResult) -> tuple[list[list[str]], str]:
+    """Population and sub-population description of ``res`` (y = its majority outcome)."""
     desc = [json.loads(d) for d in res.splits["description"] if d and d != "{}"]
-    if not desc:
+    if not desc or res.y_major is None:
         return [], ""
-    y_major = int(pd.to_numeric(res.splits["y_wv"], errors="coerce").dropna().mode().iloc[0])
+    y_major = res.y_major
     pop = {s: res.stats.group_description(s) for s in (1, -1)}
     rows = []
     names = res.stats.desc_names
@@ -112,39 +116,61 @@ def _figure(results: list[AttributeResult]) -> str | None:
     return figure_to_data_uri(fig)
 
 
-def render_section(
-    *, results: list[AttributeResult], params: MDFAParams, redact: list[str]
-) -> ReportSection:
-    """Render the mdfa report section for the audited attributes."""
-    from fairspark.mdfa.audit import verdict
+def _item(res: AttributeResult) -> dict[str, Any]:
+    """The template's view of one attribute."""
+    a = res.aggregates
+    g = a["gamma_max"]
+    desc_rows, y_label = _description_rows(res)
+    k = representative_split(res.splits)
+    return {
+        "attribute": res.attribute,
+        "target": res.target_label,
+        "g_pos": _f(a["gamma_pos"].mean),
+        "g_neg": _f(a["gamma_neg"].mean),
+        "g_max": f"{_f(g.mean)} ({_f(g.sd)}) [{_f(g.p2_5)}, {_f(g.p97_5)}]",
+        "verdict": verdict(g),
+        "delta": _f(a["delta"].mean, 3),
+        "dt_g": _f(a["dt_g"].mean, 3),
+        # the DI of metrics.parquet, computed once by the audit
+        "di": _f(res.di if y_label else None, 3),
+        "desc_rows": desc_rows,
+        "y_label": y_label,
+        "rules": res.splits.loc[k, "rules"] if k is not None else "",
+        "fidelity": _f(res.splits.loc[k, "rule_fidelity"], 3) if k is not None else "",
+    }
 
-    items = []
-    for res in results:
-        a = res.aggregates
-        g = a["gamma_max"]
-        di = None
-        desc_rows, y_label = _description_rows(res)
-        if y_label:
-            y = int(y_label)
-            r_neg = res.stats.rate(s=-1, y=y)
-            di = res.stats.rate(s=1, y=y) / r_neg if r_neg > 0 else None
-        k = representative_split(res.splits)
-        items.append({
-            "attribute": res.attribute,
-            "target": res.target_label,
-            "g_pos": _f(a["gamma_pos"]["mean"]),
-            "g_neg": _f(a["gamma_neg"]["mean"]),
-            "g_max": f"{_f(g['mean'])} ({_f(g['sd'])}) [{_f(g['p2_5'])}, {_f(g['p97_5'])}]",
-            "verdict": verdict(g),
-            "delta": _f(a["delta"]["mean"], 3),
-            "dt_g": _f(a["dt_g"]["mean"], 3),
-            "di": _f(di, 3),
-            "desc_rows": desc_rows,
-            "y_label": y_label,
-            "rules": res.splits.loc[k, "rules"] if k is not None else "",
-            "fidelity": _f(res.splits.loc[k, "rule_fidelity"], 3) if k is not None else "",
-        })
-    html = _ENV.get_template("section.html.j2").render(
-        results=items, params=params, figure=_figure(results), redacted=sorted(redact)
+
+def render_section(*, result: MDFAResult, params: MDFAParams) -> ReportSection:
+    """The mdfa report section for the audited attributes of ``result``."""
+    html = render_template(
+        "fairspark.mdfa", "section.html.j2",
+        results=[_item(res) for res in result.attributes], params=params,
+        figure=_figure(result.attributes), redacted=result.redacted,
     )
-    return ReportSection(title="mdfa: multi-differential fairness", html=html, order=30)
+    return ReportSection(title=TITLE, html=html, order=SPEC.order)
+
+
+def render(
+    outcome: AuditOutcome, *, ctx: AuditContext | None = None, params: MDFAParams
+) -> list[ReportSection]:
+    """The report sections of an mdfa outcome (``SPEC.render``).
+
+    Parameters
+    ----------
+    outcome:
+        What :func:`fairspark.mdfa.audit.run` returned (or handed to
+        ``report_partial``); its ``result`` is an :class:`MDFAResult`.
+    ctx:
+        The audit context (unused: the result carries what the section shows).
+    params:
+        The ``audits.mdfa`` section of the config.
+
+    Returns
+    -------
+    list of ReportSection
+        One section, or none when no attribute could be audited.
+    """
+    result = outcome.result
+    if not isinstance(result, MDFAResult) or not result.attributes:
+        return []
+    return [render_section(result=result, params=params)]

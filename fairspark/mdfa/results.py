@@ -1,0 +1,255 @@
+"""Result types of mdfa: one split, the grouped statistics, one attribute, the audit.
+
+They hold numbers only; :mod:`fairspark.mdfa.audit` fills them and
+:mod:`fairspark.mdfa.report` draws them, so neither imports the other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "AttributeResult",
+    "GroupedStats",
+    "MDFAResult",
+    "SplitResult",
+    "Spread",
+    "split_frame",
+    "split_schema",
+    "verdict",
+]
+
+#: Spark type of each :class:`SplitResult` annotation (``X | None`` is nullable ``X``)
+_SPARK_TYPES = {"int": "int", "float": "double", "str": "string"}
+
+
+@dataclass
+class SplitResult:
+    """What one random train/test split of mdfa found (one row of the split table).
+
+    Its fields, in order, are the columns (and, through their annotations, the Spark
+    types) of the table :func:`fairspark.mdfa.run_splits` returns.
+
+    Attributes
+    ----------
+    split:
+        Split number (recorded only).
+    gamma_pos, gamma_neg, gamma_max:
+        Held-out certificate gamma for y = +1, y = -1 and their maximum.
+    l2, mmd:
+        L2 strength chosen for the balancing net and its held-out MMD (None: uniform).
+    y_wv:
+        Outcome y of Algorithm 1 (None: Algorithm 1 not run).
+    delta, delta_unweighted, dt_g:
+        Worst violation: weighted log-ratio (Alg. 1 line 4), unweighted log-ratio and
+        the ratio itself (DT_G); None where undefined.
+    mass, t:
+        Training mass of the worst subgroup and the step t it was found at.
+    trace:
+        JSON list of the evaluated steps ``{"t", "mass", "delta"}``.
+    description:
+        JSON of the subgroup's description per group (``"+1"``/``"-1"``).
+    rules, rule_fidelity:
+        Readable rules of the subgroup (a small decision tree) and their agreement
+        with the certificate on the held-out rows.
+    """
+
+    split: int
+    gamma_pos: float
+    gamma_neg: float
+    gamma_max: float
+    l2: float | None = None
+    mmd: float | None = None
+    y_wv: int | None = None
+    delta: float | None = None
+    delta_unweighted: float | None = None
+    dt_g: float | None = None
+    mass: float | None = None
+    t: int | None = None
+    trace: str = "[]"
+    description: str = "{}"
+    rules: str = ""
+    rule_fidelity: float | None = None
+
+
+def _spark_type(annotation: str) -> str:
+    return _SPARK_TYPES[annotation.removesuffix(" | None")]
+
+
+def split_schema() -> str:
+    """The Spark DDL schema of the split table, from the fields of :class:`SplitResult`."""
+    return ", ".join(
+        f"{f.name} {_spark_type(str(f.type))}" for f in dataclasses.fields(SplitResult)
+    )
+
+
+def split_frame(splits: list[SplitResult]) -> pd.DataFrame:
+    """The split table: one row per split, one typed column per field of SplitResult."""
+    fields = dataclasses.fields(SplitResult)
+    pdf = pd.DataFrame([dataclasses.astuple(r) for r in splits], columns=[f.name for f in fields])
+    for f in fields:
+        kind = _spark_type(str(f.type))
+        if kind == "double":
+            pdf[f.name] = pd.to_numeric(pdf[f.name], errors="coerce").astype("float64")
+        elif kind == "int":
+            pdf[f.name] = pd.array(pdf[f.name], dtype="Int32")
+        else:
+            pdf[f.name] = pdf[f.name].astype("object")
+    return pdf
+
+
+@dataclass
+class Spread:
+    """Mean, sd, 2.5/97.5 percentiles over the finite per-split values of one number.
+
+    ``n`` counts the finite values, ``n_inf`` the infinite ones (left out of the rest).
+    """
+
+    mean: float | None
+    sd: float | None
+    p2_5: float | None
+    p97_5: float | None
+    n: int
+    n_inf: int
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> Spread:
+        """The spread of ``values`` (NaN and +-inf left out)."""
+        v = values[np.isfinite(values)]
+        return cls(
+            mean=float(np.mean(v)) if len(v) else None,
+            sd=float(np.std(v, ddof=1)) if len(v) > 1 else None,
+            p2_5=float(np.percentile(v, 2.5)) if len(v) else None,
+            p97_5=float(np.percentile(v, 97.5)) if len(v) else None,
+            n=int(np.isfinite(values).sum()),
+            n_inf=int(np.isinf(values).sum()),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary.json form."""
+        return dataclasses.asdict(self)
+
+
+def verdict(spread: Spread) -> str:
+    """Words for gamma_max: evidence when mean - 2 sd > 0."""
+    m, sd = spread.mean, spread.sd
+    if m is None:
+        return "not computed"
+    if sd is None:
+        return "one split only: no spread to judge"
+    if m - 2 * sd > 0:
+        return "evidence of multi-differential unfairness (mean - 2 sd > 0)"
+    return "no evidence of multi-differential unfairness (mean - 2 sd <= 0)"
+
+
+@dataclass
+class GroupedStats:
+    """Aggregates of one attribute over the whole audited table.
+
+    Attributes
+    ----------
+    cells:
+        One row per (s, y) with ``n`` (rows), ``w`` (weight sum) and, per description
+        column ``j``, ``sum_j`` and ``sq_j``.
+    desc_names:
+        Names of the description columns.
+    """
+
+    cells: pd.DataFrame
+    desc_names: list[str]
+
+    def count(self, *, s: int | None = None, y: int | None = None, weighted: bool = False) -> float:
+        """Rows (or weight) in the cells matching s and y (None: any)."""
+        m = np.ones(len(self.cells), dtype=bool)
+        if s is not None:
+            m &= self.cells["s"].to_numpy() == s
+        if y is not None:
+            m &= self.cells["y"].to_numpy() == y
+        return float(self.cells.loc[m, "w" if weighted else "n"].sum())
+
+    def cell_counts(self) -> dict[tuple[int, int], int]:
+        """Rows per (s, y) cell."""
+        return {(int(r.s), int(r.y)): int(r.n) for r in self.cells.itertuples(index=False)}
+
+    def group_description(self, s: int) -> dict[str, Any]:
+        """Means and standard deviations (population) of the description columns in group s."""
+        c = self.cells[self.cells["s"] == s]
+        n = float(c["n"].sum())
+        if n == 0:
+            return {"n": 0, "mean": None, "sd": None}
+        means, sds = [], []
+        for j in range(len(self.desc_names)):
+            m = float(c[f"sum_{j}"].sum()) / n
+            var = max(float(c[f"sq_{j}"].sum()) / n - m * m, 0.0)
+            means.append(m)
+            sds.append(var**0.5)
+        return {"n": int(n), "mean": means, "sd": sds}
+
+    def rate(self, *, s: int, y: int) -> float:
+        """Weighted Pr[Y = y | S = s] (NaN for an empty group)."""
+        den = self.count(s=s, weighted=True)
+        return self.count(s=s, y=y, weighted=True) / den if den > 0 else float("nan")
+
+
+@dataclass
+class AttributeResult:
+    """Everything mdfa found for one attribute.
+
+    Attributes
+    ----------
+    attribute, target_label:
+        The attribute's name and words for its s = +1 group.
+    splits:
+        The split table (:func:`split_frame`), ordered by split.
+    stats:
+        Grouped statistics over all audited rows.
+    sample_rows:
+        Rows of the collected sample.
+    features, dropped_constant:
+        Audit features used and constant ones left out.
+    aggregates:
+        :class:`Spread` over splits of gamma_pos, gamma_neg, gamma_max, delta,
+        delta_unweighted, dt_g and mass.
+    y_counts:
+        Outcome y of Algorithm 1 -> number of splits that used it, most frequent
+        first (empty when Algorithm 1 did not run).
+    y_major:
+        The most frequent of them (None when Algorithm 1 did not run).
+    di:
+        ``Pr[Y=y_major | S=+1] / Pr[Y=y_major | S=-1]`` over all audited rows (the
+        aggregate counterpart of DT_G), None where undefined. Computed once: the
+        DI row of metrics.parquet and the report show this value.
+    """
+
+    attribute: str
+    target_label: str
+    splits: pd.DataFrame
+    stats: GroupedStats
+    sample_rows: int
+    features: list[str]
+    dropped_constant: list[str]
+    aggregates: dict[str, Spread] = field(default_factory=dict)
+    y_counts: dict[int, int] = field(default_factory=dict)
+    y_major: int | None = None
+    di: float | None = None
+
+
+@dataclass
+class MDFAResult:
+    """The typed result of the mdfa audit (``AuditOutcome.result``), drawn by the report.
+
+    Attributes
+    ----------
+    attributes:
+        Results of the attributes mdfa could audit, in configured order.
+    redacted:
+        Columns left out of every description (sorted).
+    """
+
+    attributes: list[AttributeResult] = field(default_factory=list)
+    redacted: list[str] = field(default_factory=list)
