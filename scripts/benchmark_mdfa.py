@@ -18,9 +18,6 @@ from pathlib import Path
 
 import numpy as np
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -35,13 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     args = ap.parse_args(argv)
 
-    import torch
-    from pyspark.sql import SparkSession
+    import torch  # noqa: F401 - loaded first, so pin_threads limits its pool too
 
-    from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_splits
-    from fairspark.mdfa.spark import run_splits_local
+    from fairspark._threads import pin_threads
+    from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_splits, run_splits_local
+    from fairspark.session import build_session
 
-    torch.set_num_threads(1)
+    pin_threads()  # the sequential peer gets one thread, as each Spark task does
     d = make_synthetic(n=args.rows, nu=0.5, mu=0.2, seed=0)
     smp = MDFASample(x=d.x, s=d.s, y=d.y, desc=d.x, feature_names=["x1", "x2"],
                      desc_names=["x1", "x2"])
@@ -49,11 +46,8 @@ def main(argv: list[str] | None = None) -> int:
                    worst_violation=args.worst_violation, sample_rows=args.rows)
     seeds = [1000 + k for k in range(args.splits)]
 
-    spark = (SparkSession.builder.master(f"local[{args.cores}]").appName("mdfa-bench")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-             .config("spark.executorEnv.OMP_NUM_THREADS", "1").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = build_session(master=f"local[{args.cores}]", app_name="mdfa-bench",
+                          conf={"spark.ui.enabled": "false"}, log_level="ERROR")
     # warm the Python workers (imports of torch / scikit-learn) outside the timing: Spark
     # reuses them across jobs, as it does across the attributes of one audit
     warm = MDFAParams(splits=args.cores, epochs=1, l2_grid=[1e-3], worst_violation=False,

@@ -18,9 +18,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
-
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 
@@ -31,14 +28,13 @@ QUAD = {"mmd_kernel": "quadratic", "epochs": 60}
 
 
 def _spark():
-    from pyspark.sql import SparkSession
+    from fairspark.session import build_session
 
-    s = (SparkSession.builder.master("local[2]").appName("mdfa-validation")
-         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-         .config("spark.driver.memory", "2g").getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    return s
+    return build_session(
+        master="local[2]", app_name="mdfa-validation", log_level="ERROR",
+        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
+              "spark.driver.memory": "2g"},
+    )
 
 
 def _stats(v: np.ndarray) -> str:
@@ -182,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tmp", default="/tmp/mdfa_validation")
     ap.add_argument("--skip-paper-synthetic", action="store_true")
     args = ap.parse_args(argv)
+    from fairspark._threads import pin_threads
+
+    pin_threads()  # the driver's numeric libraries too: Spark runs one task per core
     out = Path(args.out)
     spark = _spark()
     t_start = time.time()
