@@ -8,6 +8,8 @@ message and the other audits go on (exit code 4).
 
 from __future__ import annotations
 
+import re
+
 
 class FairsparkError(Exception):
     """Base class of every error fairspark raises on purpose."""
@@ -53,3 +55,41 @@ class JavaVersionError(FairsparkInputError):
 
 class AuditError(FairsparkError):
     """An audit cannot run on this data; recorded as ``status=failed`` (exit code 4)."""
+
+
+class InputReadError(FairsparkInputError):
+    """The input table cannot be read: a corrupt or truncated file, a missing path."""
+
+
+#: Spark error classes (and Java exceptions) that mean the input files cannot be read
+_READ_FAILURES = re.compile(
+    r"\[(FAILED_READ_FILE[\w.]*|PATH_NOT_FOUND|UNABLE_TO_INFER_SCHEMA|CANNOT_READ_FILE_FOOTER)\]"
+    r"|ParquetDecodingException|is not a Parquet file|CorruptedFileException"
+    r"|ORC[\w.]*Exception: Malformed"
+)
+
+
+def input_read_error(err: BaseException, *, source: str) -> InputReadError | None:
+    """An :class:`InputReadError` for a Spark error that says the input is unreadable.
+
+    Returns ``None`` for any other error. The message keeps only the first line that
+    names the cause (Spark's error class line), not the Java trace.
+    """
+    text = str(err)
+    m = _READ_FAILURES.search(text)
+    if not m:
+        return None
+    line = next((ln.strip() for ln in text.splitlines() if m.group(0) in ln), m.group(0))
+    line = re.sub(r"^(?::\s*)?(org\.apache\.spark\.)?\w*Exception:\s*", "", line)
+    return InputReadError(f"cannot read input {source}: {line[:400]}")
+
+
+def out_of_memory_hint(err: BaseException) -> str | None:
+    """One line naming the setting to raise when a Spark error is an out-of-memory error."""
+    text = str(err)
+    if "OutOfMemoryError" not in text:
+        return None
+    return ("Spark ran out of memory (java.lang.OutOfMemoryError); raise "
+            "spark.driver.memory for a local run (config key spark.conf, or --set "
+            "'spark.conf.spark.driver.memory=16g') or spark.executor.memory on a cluster, "
+            "or lower the audits' max_rows")

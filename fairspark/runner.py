@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, ReportSection
 from fairspark.audits.registry import get_spec
-from fairspark.errors import AuditError, FairsparkInputError
+from fairspark.errors import AuditError, FairsparkInputError, input_read_error
 from fairspark.io import read_input
 from fairspark.outputs import OutputLocation, summary_json, to_long_rows
 from fairspark.prepare import prepare
@@ -122,6 +122,9 @@ def _run_one(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[AuditOutc
         return _failed(name, str(err))
     except Exception as err:  # noqa: BLE001 - one broken audit must not stop the others
         msg = f"{type(err).__name__}: {err}"
+        if ctx.cancelled:  # its jobs were cancelled at the time budget: expected, one line
+            log.info("audit %s stopped after its Spark jobs were cancelled", name)
+            return _failed(name, f"cancelled at the time budget: {msg.splitlines()[0][:200]}")
         log.error("audit %s raised %s\n%s", name, msg, traceback.format_exc())
         return _failed(name, msg)
     failed = [r for r in outcome.rows if r.status == Status.FAILED]
@@ -227,6 +230,20 @@ def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float]) ->
         done.info[name] = info
         done.rows += outcome.rows
     return done
+
+
+@contextlib.contextmanager
+def _input_errors(config: Config) -> Iterator[None]:
+    """Turn Spark's "cannot read this file" errors into an input error (exit 2)."""
+    try:
+        yield
+    except FairsparkInputError:
+        raise
+    except Exception as err:
+        mapped = input_read_error(err, source=config.input.path or str(config.input.table))
+        if mapped is None:
+            raise
+        raise mapped from None
 
 
 def _check_before_run(config: Config) -> None:
@@ -361,9 +378,9 @@ def run_audit_job(
     run_date = config.effective_run_date()
     started = time.time()
     _check_before_run(config)
-    with _stage("read", timings):
+    with _input_errors(config), _stage("read", timings):
         df = read_input(spark, input_config=config.input)
-    with _stage("prepare", timings):
+    with _input_errors(config), _stage("prepare", timings):
         prepared = prepare(df, config=config)
     ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=run_date)
     done = _run_audits(ctx, config, timings)

@@ -265,3 +265,36 @@ def test_java_check_rejects_old_java(monkeypatch, tmp_path):
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
     with pytest.raises(JavaVersionError, match="needs Java 17 or newer, found Java 11"):
         check_java()
+
+
+def test_truncated_parquet_input_is_an_input_error(spark, small_table, tmp_path, capsys):
+    inp = Path(write_parquet(small_table[0], tmp_path / "in"))
+    part = next(inp.glob("*.parquet"))
+    data = part.read_bytes()
+    part.write_bytes(data[: len(data) // 2])
+    cfg = _config(tmp_path, str(inp))
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(cfg))
+    code = cli.main(["audit", "--config", str(p), "-q"], under_submit=True)
+    err = capsys.readouterr().err
+    _assert_input_error(code, err, tmp_path / "out" / "run_date=2026-11-29",
+                        f"cannot read input {inp}", "FAILED_READ_FILE")
+
+
+def test_out_of_memory_gets_one_line_naming_the_setting():
+    from fairspark.errors import out_of_memory_hint
+
+    err = RuntimeError("An error occurred while calling o123.collect.\n"
+                       ": java.lang.OutOfMemoryError: Java heap space\n\tat java.base/...")
+    hint = out_of_memory_hint(err)
+    assert hint is not None and "spark.driver.memory" in hint and "\n" not in hint
+    assert out_of_memory_hint(RuntimeError("AnalysisException: no such column")) is None
+
+
+def test_local_session_memory_is_sized_from_the_machine():
+    from fairspark.cli import local_driver_memory
+
+    kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+               if line.startswith("MemTotal:"))
+    expected = min(max(kib * 1024 // 2 // 2**30, 1), 32)
+    assert local_driver_memory() == f"{expected}g"
