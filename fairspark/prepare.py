@@ -2,7 +2,18 @@
 
 Everything here runs on Spark; the driver only receives aggregates (counts, minima,
 maxima, distinct categories under a cap). See ``docs/architecture.md`` for the
-columns of the prepared table.
+columns of the prepared table; their names are declared in :mod:`fairspark.columns`.
+
+:func:`prepare` runs in steps, each a short function over small state objects:
+
+1. :func:`_plan_columns`: schema checks, the feature split (:class:`_ColumnPlan`);
+2. :func:`_collect_stats`: one aggregation pass (:class:`InputStats`), then
+   :func:`_check_stats` raises for unusable input;
+3. :func:`_role_columns` and :func:`_views`: the derived role and sensitive-view
+   columns (:class:`_View`), persisted as ``base_df``;
+4. :func:`_attribute_info`: the observed values of each view;
+5. :class:`_FeatureEncoder`: min-max scaling and one-hot encoding, run the first time
+   an audit reads ``PreparedData.df``.
 """
 
 from __future__ import annotations
@@ -12,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fairspark.columns import KEY, LABEL, PRED, WEIGHT, X, priv_col, value_col
 from fairspark.errors import (
     ColumnTypeError,
     ConfigError,
@@ -23,20 +35,22 @@ from fairspark.errors import (
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-    from fairspark.config import Config
+    from fairspark.config import ColumnsConfig, Config, SensitiveConfig
 
-__all__ = ["AttributeInfo", "PreparedData", "prepare", "KEY", "LABEL", "PRED", "WEIGHT", "X"]
+# KEY ... X are re-exported for code that imported them from here; they are declared
+# in fairspark.columns.
+__all__ = ["AttributeInfo", "InputStats", "PreparedData", "prepare",
+           "KEY", "LABEL", "PRED", "WEIGHT", "X"]
 
 log = logging.getLogger("fairspark")
 
-KEY = "_fs_key"
-LABEL = "_fs_label"
-PRED = "_fs_pred"
-WEIGHT = "_fs_w"
-X = "_fs_x"
-
 _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 _CATEGORICAL_OK = ("string", "boolean", "tinyint", "smallint", "int", "bigint", "date")
+_FLOATING = ("float", "double")
+#: the prepared role columns, in the order of the prepared table
+_ROLE_COLUMNS = (KEY, LABEL, PRED, WEIGHT)
+#: rank column of the capped sample (dropped again); no input column is called so
+_CAP_RANK = "_fs_cap_rank"
 
 
 @dataclass
@@ -133,20 +147,24 @@ class PreparedData:
         raise KeyError(f"no sensitive attribute {name!r}; have {[a.name for a in self.attributes]}")
 
     def capped_df(self, *, max_rows: int | None, seed: int, features: bool = True) -> DataFrame:
-        """The prepared rows, or a seeded Bernoulli sample of about ``max_rows``.
+        """The prepared rows, or a seeded hash sample of about ``max_rows``.
 
-        The sample keeps a row when a hash of its key and the seed falls below
-        ``max_rows / rows_audited``, so it does not depend on the partitioning.
-        ``features=False`` gives rows without ``_fs_x`` (no encoding needed).
+        The sample is :func:`fairspark.sampling.stratified_sample` with one stratum and
+        ``exact=False``: a row is kept when ``pmod(xxhash64(key, seed), 2^30)`` falls
+        below ``max_rows / rows_audited`` of the range, so it does not depend on the
+        partitioning. ``features=False`` gives rows without ``_fs_x`` (no encoding
+        needed).
         """
-        from pyspark.sql import functions as F
+        from fairspark.sampling import stratified_sample
 
         df = self.df if features else self.base_df
         if max_rows is None or max_rows >= self.rows_audited:
             return df
-        p = max_rows / self.rows_audited
-        bucket = F.pmod(F.xxhash64(F.col(KEY), F.lit(int(seed))), F.lit(1 << 30))
-        return df.where(bucket < F.lit(int(p * (1 << 30))))
+        sample = stratified_sample(
+            df, strata=[], key_col=KEY, cap=max_rows, seed=seed, exact=False,
+            counts={(): self.rows_audited}, rank_col=_CAP_RANK,
+        )
+        return sample.drop(_CAP_RANK)
 
     def unpersist(self) -> None:
         """Release the cached frames."""
@@ -172,6 +190,89 @@ class PreparedData:
                 for a in self.attributes
             },
         }
+
+
+# --------------------------------------------------------------------------- state
+
+
+@dataclass(frozen=True)
+class _ColumnPlan:
+    """What the schema checks decided: column types and the features by kind."""
+
+    types: dict[str, str]
+    numeric: list[str]
+    categorical: list[str]
+    #: columns whose null drops the row: decision, sensitive, features, weight
+    required: list[str]
+
+    @property
+    def floating(self) -> list[str]:
+        """Numeric features of a floating type (they may hold NaN or infinity)."""
+        return [c for c in self.numeric if self.types[c] in _FLOATING]
+
+    @property
+    def features(self) -> list[str]:
+        """Every feature column, numeric ones first."""
+        return [*self.numeric, *self.categorical]
+
+
+@dataclass(frozen=True)
+class InputStats:
+    """The one aggregation pass over the input table, as plain numbers.
+
+    Attributes
+    ----------
+    rows:
+        Rows read (after ``input.where``).
+    dropped:
+        Rows with a null in a required column (dropped before the audits).
+    unlabelled:
+        Kept rows whose label is null.
+    nulls:
+        Required column -> rows where it is null (columns with none left out).
+    non_finite:
+        Floating feature -> rows where it is NaN or infinite (none left out).
+    categories:
+        Categorical feature -> approximate distinct values among kept rows.
+    feature_min, feature_max:
+        Numeric feature -> its minimum and maximum over kept rows (NaN when none).
+    negative_weights, non_finite_weights:
+        Rows with a negative resp. NaN/infinite weight (0 without a weight column).
+    nan_scores:
+        Rows with a NaN score (0 without a floating score column).
+    """
+
+    rows: int
+    dropped: int
+    unlabelled: int
+    nulls: dict[str, int]
+    non_finite: dict[str, int]
+    categories: dict[str, int]
+    feature_min: dict[str, float]
+    feature_max: dict[str, float]
+    negative_weights: int = 0
+    non_finite_weights: int = 0
+    nan_scores: int = 0
+
+    @property
+    def audited(self) -> int:
+        """Rows left to audit."""
+        return self.rows - self.dropped
+
+
+@dataclass(frozen=True)
+class _View:
+    """A sensitive view before its values are counted (see :class:`AttributeInfo`)."""
+
+    name: str
+    value_col: str
+    priv_col: str
+    kind: str
+    privileged_values: list[str]
+    source_columns: list[str]
+
+
+# --------------------------------------------------------------------------- schema
 
 
 def _typename(dtype: Any) -> str:
@@ -221,33 +322,34 @@ def _isin(col: str, dtype_name: str, values: list[Any], key: str) -> Column:
     return F.col(col).isin(lits)
 
 
-def _resolve_features(config: Config, types: dict[str, str]) -> tuple[list[str], list[str]]:
-    cols = config.columns
+def _selected_features(cols: ColumnsConfig, types: dict[str, str]) -> list[str]:
+    """The feature columns: ``all_others`` or the listed ones, checked against the roles."""
     sensitive_cols = [s.column for s in cols.sensitive]
     role_cols = set(sensitive_cols) | {cols.label.column, cols.decision_column}
     role_cols |= {c for c in (cols.weight, cols.row_key) if c}
     if cols.features == "all_others":
-        feats = [c for c in types if c not in role_cols and c not in cols.exclude]
-    else:
-        feats = list(cols.features)
-        for f in feats:
-            if f in sensitive_cols:
-                raise ConfigError(
-                    f"config key 'columns.features': {f!r} is a sensitive attribute; "
-                    "sensitive attributes are never features of the audit"
-                )
-            if f in role_cols:
-                raise ConfigError(
-                    f"config key 'columns.features': {f!r} is the label, decision, weight "
-                    "or row key column, not a feature"
-                )
-            if f not in types:
-                raise MissingColumnError(f, "feature", list(types))
-    for c in cols.categorical:
-        if c not in feats:
+        return [c for c in types if c not in role_cols and c not in cols.exclude]
+    feats = list(cols.features)
+    for f in feats:
+        if f in sensitive_cols:
             raise ConfigError(
-                f"config key 'columns.categorical': {c!r} is not among the features {feats}"
+                f"config key 'columns.features': {f!r} is a sensitive attribute; "
+                "sensitive attributes are never features of the audit"
             )
+        if f in role_cols:
+            raise ConfigError(
+                f"config key 'columns.features': {f!r} is the label, decision, weight "
+                "or row key column, not a feature"
+            )
+        if f not in types:
+            raise MissingColumnError(f, "feature", list(types))
+    return feats
+
+
+def _split_features(
+    cols: ColumnsConfig, types: dict[str, str], feats: list[str]
+) -> tuple[list[str], list[str]]:
+    """Numeric and categorical features (``columns.categorical`` forces the latter)."""
     numeric, categorical = [], []
     for f in feats:
         t = types[f]
@@ -268,6 +370,18 @@ def _resolve_features(config: Config, types: dict[str, str]) -> tuple[list[str],
                 "feature (expected numeric, string or boolean); list it under "
                 "'columns.exclude' or give 'columns.features' explicitly"
             )
+    return numeric, categorical
+
+
+def _resolve_features(config: Config, types: dict[str, str]) -> tuple[list[str], list[str]]:
+    cols = config.columns
+    feats = _selected_features(cols, types)
+    for c in cols.categorical:
+        if c not in feats:
+            raise ConfigError(
+                f"config key 'columns.categorical': {c!r} is not among the features {feats}"
+            )
+    numeric, categorical = _split_features(cols, types, feats)
     if not feats:
         raise ConfigError("no feature columns: 'columns.features' selects nothing")
     return numeric, categorical
@@ -308,6 +422,364 @@ def _check_roles(config: Config, types: dict[str, str]) -> None:
         )
 
 
+
+def _plan_columns(df: DataFrame, config: Config) -> _ColumnPlan:
+    """Check the configured roles against the schema and split the features."""
+    cols = config.columns
+    types = {f.name: _typename(f.dataType) for f in df.schema.fields}
+    _check_roles(config, types)
+    numeric, categorical = _resolve_features(config, types)
+    required = [cols.decision_column, *[s.column for s in cols.sensitive], *numeric,
+                *categorical]
+    if cols.weight:
+        required.append(cols.weight)
+    return _ColumnPlan(types=types, numeric=numeric, categorical=categorical,
+                       required=list(dict.fromkeys(required)))
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def _any_null(plan: _ColumnPlan) -> Column:
+    """True for a row that is dropped: a required column is null."""
+    from pyspark.sql import functions as F
+
+    any_null = F.lit(False)
+    for c in plan.required:
+        any_null = any_null | F.col(c).isNull()
+    return any_null
+
+
+def _count_where(cond: Column, alias: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.sum(F.when(cond, 1).otherwise(0)).alias(alias)
+
+
+def _stat_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
+    """The aggregations of the one pass; :meth:`InputStats` reads them back by alias."""
+    from pyspark.sql import functions as F
+
+    cols = config.columns
+    any_null = _any_null(plan)
+    keep = ~any_null
+    aggs = [F.count(F.lit(1)).alias("n"), _count_where(any_null, "dropped")]
+    aggs += [_count_where(F.col(c).isNull(), f"null::{c}") for c in plan.required]
+    for c in plan.floating:
+        bad = F.isnan(F.col(c)) | F.col(c).isin(float("inf"), float("-inf"))
+        aggs.append(_count_where(bad, f"nan::{c}"))
+    for c in plan.numeric:
+        aggs.append(F.min(F.when(keep, F.col(c).cast("double"))).alias(f"min::{c}"))
+        aggs.append(F.max(F.when(keep, F.col(c).cast("double"))).alias(f"max::{c}"))
+    for c in plan.categorical:
+        aggs.append(F.approx_count_distinct(F.when(keep, F.col(c))).alias(f"card::{c}"))
+    if cols.weight:
+        w = F.col(cols.weight).cast("double")
+        aggs.append(_count_where(w < 0, "neg::weight"))
+        aggs.append(_count_where(F.isnan(w) | w.isin(float("inf")), "nan::weight"))
+    if cols.score and plan.types[cols.score.column] in _FLOATING:
+        aggs.append(_count_where(F.isnan(F.col(cols.score.column)), "nan::score"))
+    aggs.append(_count_where(keep & F.col(cols.label.column).isNull(), "unlabelled"))
+    return aggs
+
+
+def _collect_stats(df: DataFrame, plan: _ColumnPlan, config: Config) -> InputStats:
+    """Run the one aggregation pass and read its row into :class:`InputStats`."""
+    row = df.agg(*_stat_columns(plan, config)).collect()[0].asDict()
+
+    def count(alias: str) -> int:
+        return int(row.get(alias) or 0)
+
+    def number(alias: str) -> float:
+        v = row[alias]
+        return float(v) if v is not None else float("nan")
+
+    def nonzero(prefix: str, names: list[str]) -> dict[str, int]:
+        return {c: count(f"{prefix}::{c}") for c in names if row[f"{prefix}::{c}"]}
+
+    return InputStats(
+        rows=count("n"),
+        dropped=count("dropped"),
+        unlabelled=count("unlabelled"),
+        nulls=nonzero("null", plan.required),
+        non_finite=nonzero("nan", plan.floating),
+        categories={c: count(f"card::{c}") for c in plan.categorical},
+        feature_min={c: number(f"min::{c}") for c in plan.numeric},
+        feature_max={c: number(f"max::{c}") for c in plan.numeric},
+        negative_weights=count("neg::weight"),
+        non_finite_weights=count("nan::weight"),
+        nan_scores=count("nan::score"),
+    )
+
+
+def _check_values(stats: InputStats, config: Config, src: str | None) -> None:
+    """Raise for an empty input or NaN/infinite features, weights or scores."""
+    cols = config.columns
+    if stats.rows == 0:
+        w = config.input.where
+        where = f" after the filter 'input.where: {w}'" if w else ""
+        raise EmptyInputError(f"input {src!r} has no rows{where}")
+    if stats.non_finite:
+        shown = ", ".join(f"{c!r} ({k} rows)" for c, k in stats.non_finite.items())
+        raise InvalidValueError(
+            f"feature columns hold NaN or infinite values: {shown}; fix the input or list "
+            "these columns under 'columns.exclude'"
+        )
+    if cols.weight and (stats.negative_weights or stats.non_finite_weights):
+        raise InvalidValueError(
+            f"weight column {cols.weight!r} holds {stats.negative_weights} negative and "
+            f"{stats.non_finite_weights} NaN/infinite values; weights must be finite and >= 0"
+        )
+    if stats.nan_scores:
+        raise InvalidValueError(
+            f"score column {cols.score.column!r} holds {stats.nan_scores} NaN values"  # type: ignore[union-attr]
+        )
+
+
+def _check_stats(stats: InputStats, config: Config) -> None:
+    """Raise :class:`~fairspark.errors.FairsparkInputError` for input not fit to audit."""
+    prep = config.preparation
+    src = config.input.table or config.input.path
+    _check_values(stats, config, src)
+    n, dropped_total, dropped = stats.rows, stats.dropped, stats.nulls
+    if stats.audited == 0:
+        raise EmptyInputError(
+            f"no rows left to audit in {src!r}: all {n} rows have a missing value "
+            f"(nulls per column: {dropped})"
+        )
+    if dropped_total / n > prep.max_dropped_fraction:
+        raise InvalidValueError(
+            f"{dropped_total} of {n} rows ({dropped_total / n:.1%}) have a missing prediction, "
+            f"sensitive value or feature, more than 'preparation.max_dropped_fraction' = "
+            f"{prep.max_dropped_fraction}; nulls per column: {dropped}"
+        )
+    for c, card in stats.categories.items():
+        if card > prep.max_categories:
+            raise InvalidValueError(
+                f"categorical feature {c!r} has about {card} distinct values, "
+                f"more than 'preparation.max_categories' = {prep.max_categories}; exclude it or "
+                "raise the limit"
+            )
+
+
+# --------------------------------------------------------------------------- columns
+
+
+def _label_column(config: Config, types: dict[str, str]) -> Column:
+    """1.0 for a favourable label, 0.0 for an unfavourable one, null when unknown."""
+    from pyspark.sql import functions as F
+
+    lab = config.columns.label
+    label_pos = _isin(lab.column, types[lab.column], lab.positive, "columns.label.positive")
+    label_fav = label_pos if config.columns.favourable == "positive" else ~label_pos
+    return (
+        F.when(F.col(lab.column).isNull(), F.lit(None).cast("double"))
+        .when(label_fav, F.lit(1.0))
+        .otherwise(F.lit(0.0))
+    )
+
+
+def _decision_column(config: Config, types: dict[str, str]) -> Column:
+    """1.0 for a favourable decision (prediction or thresholded score), else 0.0."""
+    from pyspark.sql import functions as F
+
+    cols = config.columns
+    if cols.prediction:
+        p = cols.prediction
+        pred_pos = _isin(p.column, types[p.column], p.positive, "columns.prediction.positive")
+    else:
+        pred_pos = F.col(cols.score.column).cast("double") >= F.lit(float(cols.score.threshold))  # type: ignore[union-attr]
+    pred_fav = pred_pos if cols.favourable == "positive" else ~pred_pos
+    return F.when(pred_fav, F.lit(1.0)).otherwise(F.lit(0.0))
+
+
+def _role_columns(df: DataFrame, config: Config, types: dict[str, str]) -> list[Column]:
+    """Key, label, decision and weight, aliased to their prepared names."""
+    from pyspark.sql import functions as F
+
+    cols = config.columns
+    weight_expr = F.col(cols.weight).cast("double") if cols.weight else F.lit(1.0)
+    if cols.row_key:
+        key_expr = F.col(cols.row_key).cast("string")
+    else:
+        key_expr = F.xxhash64(*[F.col(c) for c in df.columns]).cast("string")
+    return [
+        key_expr.alias(KEY),
+        _label_column(config, types).alias(LABEL),
+        _decision_column(config, types).alias(PRED),
+        weight_expr.alias(WEIGHT),
+    ]
+
+
+def _predicate_view(df: DataFrame, i: int, s: SensitiveConfig) -> tuple[_View, Column, Column]:
+    """An attribute defined by ``privileged_expr``: values ``privileged``/``unprivileged``."""
+    from pyspark.sql import functions as F
+
+    try:
+        priv = F.expr(s.privileged_expr)
+        df.select(priv).schema  # noqa: B018  (analyse now)
+    except Exception as err:  # noqa: BLE001 - any analysis error is a config error
+        raise ConfigError(
+            f"config key 'columns.sensitive[{i}].privileged_expr': "
+            f"{s.privileged_expr!r} is not a valid predicate: {str(err).splitlines()[0]}"
+        ) from None
+    priv = F.coalesce(priv.cast("boolean"), F.lit(False))
+    value = F.when(priv, F.lit("privileged")).otherwise(F.lit("unprivileged"))
+    view = _View(s.attr, value_col(i), priv_col(i), "predicate", ["privileged"], [s.column])
+    return view, value, priv
+
+
+def _values_view(i: int, s: SensitiveConfig, types: dict[str, str]) -> tuple[_View, Column, Column]:
+    """An attribute defined by its privileged values."""
+    from pyspark.sql import functions as F
+
+    tname = types[s.column]
+    priv = _isin(s.column, tname, s.privileged, f"columns.sensitive[{i}].privileged")  # type: ignore[arg-type]
+    value = F.col(s.column).cast("string")
+    pvals = [str(_literal(v, tname)) for v in s.privileged]  # type: ignore[union-attr]
+    if tname == "boolean":
+        pvals = [str(v).lower() for v in pvals]
+    view = _View(s.attr, value_col(i), priv_col(i), "values", pvals, [s.column])
+    return view, value, priv
+
+
+def _intersection_views(cols: ColumnsConfig) -> list[tuple[_View, Column, Column]]:
+    """Each configured intersection: values joined by ``|``, privileged when all are.
+
+    Their privileged values are only known once the values are counted
+    (:func:`_attribute_info`).
+    """
+    from pyspark.sql import functions as F
+
+    name_to_idx = {s.attr: i for i, s in enumerate(cols.sensitive)}
+    out = []
+    for j, combo in enumerate(cols.intersections):
+        idx = [name_to_idx[a] for a in combo]
+        value = F.concat_ws("|", *[F.col(value_col(i)) for i in idx])
+        priv = F.lit(True)
+        for i in idx:
+            priv = priv & F.col(priv_col(i))
+        src_cols = [cols.sensitive[i].column for i in idx]
+        view = _View("*".join(combo), value_col(f"x{j}"), priv_col(f"x{j}"), "intersection",
+                     [], src_cols)
+        out.append((view, value, priv))
+    return out
+
+
+def _with_views(df: DataFrame, kept: DataFrame, config: Config,
+                types: dict[str, str]) -> tuple[DataFrame, list[_View]]:
+    """``kept`` with the role and sensitive-view columns; the views in output order."""
+    cols = config.columns
+    derived = _role_columns(df, config, types)
+    views: list[_View] = []
+    for i, s in enumerate(cols.sensitive):
+        if s.privileged_expr is not None:
+            view, value, priv = _predicate_view(df, i, s)
+        else:
+            view, value, priv = _values_view(i, s, types)
+        views.append(view)
+        derived += [value.alias(view.value_col), priv.alias(view.priv_col)]
+    with_roles = kept.select(*kept.columns, *derived)
+    inter = _intersection_views(cols)
+    if inter:
+        with_roles = with_roles.select(
+            "*", *[c for v, value, priv in inter
+                   for c in (value.alias(v.value_col), priv.alias(v.priv_col))])
+    return with_roles, views + [v for v, _, _ in inter]
+
+
+def _attribute_info(base: DataFrame, view: _View, cap: int) -> AttributeInfo:
+    """Count the observed values of ``view`` (at most ``cap`` of them)."""
+    vcol, pcol = view.value_col, view.priv_col
+    counts = base.groupBy(vcol, pcol).count().orderBy(vcol).limit(cap + 1).collect()
+    if len(counts) > cap:
+        raise InvalidValueError(
+            f"sensitive attribute {view.name!r} has more than {cap} distinct values; "
+            "is it an identifier column?"
+        )
+    values = {str(r[vcol]): int(r["count"]) for r in counts}
+    pvals = view.privileged_values
+    if view.kind == "intersection":
+        pvals = sorted({str(r[vcol]) for r in counts if r[pcol]})
+    return AttributeInfo(view.name, vcol, pcol, values, pvals, view.kind,
+                         view.source_columns)
+
+
+# --------------------------------------------------------------------------- features
+
+
+@dataclass
+class _FeatureEncoder:
+    """Builds ``PreparedData.df``: min-max scaled numeric features (constant -> 0) and
+    one-hot categorical ones, assembled into ``_fs_x`` (fitted on Spark)."""
+
+    base: DataFrame
+    numeric: list[str]
+    categorical: list[str]
+    feature_min: dict[str, float]
+    feature_max: dict[str, float]
+    #: the sensitive-view columns carried into the encoded table, in order
+    view_cols: list[str]
+
+    def _scaled(self) -> tuple[DataFrame, list[str]]:
+        from pyspark.sql import functions as F
+
+        names, exprs = [], []
+        for k, c in enumerate(self.numeric):
+            lo, hi = self.feature_min[c], self.feature_max[c]
+            e = (F.col(c).cast("double") - F.lit(lo)) / F.lit(hi - lo) if hi > lo else F.lit(0.0)
+            exprs.append(e.alias(f"_fs_num_{k}"))
+            names.append(f"_fs_num_{k}")
+        return self.base.select("*", *exprs), names
+
+    def _one_hot_stages(self, staged: DataFrame) -> tuple[DataFrame, list[Any], list[str]]:
+        """Categorical features as strings, indexed alphabetically and one-hot encoded."""
+        from pyspark.ml.feature import OneHotEncoder, StringIndexer
+        from pyspark.sql import functions as F
+
+        k_range = range(len(self.categorical))
+        cat_cols = [f"_fs_cat_{k}" for k in k_range]
+        idx_cols = [f"_fs_idx_{k}" for k in k_range]
+        ohe_cols = [f"_fs_ohe_{k}" for k in k_range]
+        staged = staged.select(
+            "*", *[F.col(c).cast("string").alias(a)
+                   for c, a in zip(self.categorical, cat_cols, strict=True)])
+        stages = [StringIndexer(inputCols=cat_cols, outputCols=idx_cols,
+                                stringOrderType="alphabetAsc", handleInvalid="error"),
+                  OneHotEncoder(inputCols=idx_cols, outputCols=ohe_cols, dropLast=False)]
+        return staged, stages, ohe_cols
+
+    def __call__(self) -> tuple[DataFrame, list[str]]:
+        """The persisted encoded table and the names of the entries of ``_fs_x``."""
+        from pyspark import StorageLevel
+        from pyspark.ml import Pipeline
+        from pyspark.ml.feature import VectorAssembler
+        from pyspark.ml.functions import vector_to_array
+        from pyspark.sql import functions as F
+
+        staged, assembler_inputs = self._scaled()
+        names = list(self.numeric)
+        stages: list[Any] = []
+        if self.categorical:
+            staged, stages, ohe_cols = self._one_hot_stages(staged)
+            assembler_inputs += ohe_cols
+        stages.append(VectorAssembler(inputCols=assembler_inputs, outputCol="_fs_vec"))
+        model = Pipeline(stages=stages).fit(staged)
+        if self.categorical:
+            for c, labels in zip(self.categorical, model.stages[0].labelsArray, strict=True):
+                names += [f"{c}={v}" for v in labels]
+        encoded = model.transform(staged).select(
+            *_ROLE_COLUMNS, vector_to_array(F.col("_fs_vec")).alias(X), *self.view_cols,
+            *self.numeric, *self.categorical,
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        log.info("features encoded: %d columns -> %d dimensions",
+                 len(self.numeric) + len(self.categorical), len(names))
+        return encoded, names
+
+
+# --------------------------------------------------------------------------- prepare
+
+
 def prepare(df: DataFrame, *, config: Config) -> PreparedData:
     """Check the schema, drop rows with missing values, encode and scale the features.
 
@@ -331,241 +803,41 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
         categorical column with too many values, or no rows to audit.
     """
     from pyspark import StorageLevel
-    from pyspark.ml import Pipeline
-    from pyspark.ml.feature import OneHotEncoder, StringIndexer, VectorAssembler
-    from pyspark.ml.functions import vector_to_array
-    from pyspark.sql import functions as F
 
     cols = config.columns
-    prep = config.preparation
-    types = {f.name: _typename(f.dataType) for f in df.schema.fields}
-    _check_roles(config, types)
-    numeric, categorical = _resolve_features(config, types)
-    src = config.input.table or config.input.path
+    plan = _plan_columns(df, config)
+    stats = _collect_stats(df, plan, config)
+    _check_stats(stats, config)
 
-    # ---- one aggregation pass: counts, nulls, NaN/inf, min/max, cardinalities ----
-    sens_cols = [s.column for s in cols.sensitive]
-    required = [cols.decision_column, *sens_cols, *numeric, *categorical]
-    if cols.weight:
-        required.append(cols.weight)
-    required = list(dict.fromkeys(required))
-    any_null = F.lit(False)
-    for c in required:
-        any_null = any_null | F.col(c).isNull()
-    keep = ~any_null
-    aggs = [F.count(F.lit(1)).alias("n"), F.sum(F.when(any_null, 1).otherwise(0)).alias("dropped")]
-    for c in required:
-        aggs.append(F.sum(F.when(F.col(c).isNull(), 1).otherwise(0)).alias(f"null::{c}"))
-    floaty = [c for c in numeric if types[c] in ("float", "double")]
-    for c in floaty:
-        bad = F.isnan(F.col(c)) | F.col(c).isin(float("inf"), float("-inf"))
-        aggs.append(F.sum(F.when(bad, 1).otherwise(0)).alias(f"nan::{c}"))
-    for c in numeric:
-        aggs.append(F.min(F.when(keep, F.col(c).cast("double"))).alias(f"min::{c}"))
-        aggs.append(F.max(F.when(keep, F.col(c).cast("double"))).alias(f"max::{c}"))
-    for c in categorical:
-        aggs.append(F.approx_count_distinct(F.when(keep, F.col(c))).alias(f"card::{c}"))
-    if cols.weight:
-        w = F.col(cols.weight).cast("double")
-        aggs.append(F.sum(F.when(w < 0, 1).otherwise(0)).alias("neg::weight"))
-        aggs.append(F.sum(F.when(F.isnan(w) | w.isin(float("inf")), 1).otherwise(0))
-                    .alias("nan::weight"))
-    if cols.score and types[cols.score.column] in ("float", "double"):
-        aggs.append(F.sum(F.when(F.isnan(F.col(cols.score.column)), 1).otherwise(0))
-                    .alias("nan::score"))
-    aggs.append(F.sum(F.when(keep & F.col(cols.label.column).isNull(), 1).otherwise(0))
-                .alias("unlabelled"))
-    stats = df.agg(*aggs).collect()[0].asDict()
-
-    n = int(stats["n"] or 0)
-    if n == 0:
-        w = config.input.where
-        where = f" after the filter 'input.where: {w}'" if w else ""
-        raise EmptyInputError(f"input {src!r} has no rows{where}")
-    bad = {c: int(stats[f"nan::{c}"]) for c in floaty if stats[f"nan::{c}"]}
-    if bad:
-        shown = ", ".join(f"{c!r} ({k} rows)" for c, k in bad.items())
-        raise InvalidValueError(
-            f"feature columns hold NaN or infinite values: {shown}; fix the input or list "
-            "these columns under 'columns.exclude'"
-        )
-    if cols.weight and (stats["neg::weight"] or stats["nan::weight"]):
-        raise InvalidValueError(
-            f"weight column {cols.weight!r} holds {int(stats['neg::weight'])} negative and "
-            f"{int(stats['nan::weight'])} NaN/infinite values; weights must be finite and >= 0"
-        )
-    if stats.get("nan::score"):
-        raise InvalidValueError(
-            f"score column {cols.score.column!r} holds {int(stats['nan::score'])} NaN values"  # type: ignore[union-attr]
-        )
-    dropped_total = int(stats["dropped"] or 0)
-    dropped = {c: int(stats[f"null::{c}"]) for c in required if stats[f"null::{c}"]}
-    if n - dropped_total == 0:
-        raise EmptyInputError(
-            f"no rows left to audit in {src!r}: all {n} rows have a missing value "
-            f"(nulls per column: {dropped})"
-        )
-    if dropped_total / n > prep.max_dropped_fraction:
-        raise InvalidValueError(
-            f"{dropped_total} of {n} rows ({dropped_total / n:.1%}) have a missing prediction, "
-            f"sensitive value or feature, more than 'preparation.max_dropped_fraction' = "
-            f"{prep.max_dropped_fraction}; nulls per column: {dropped}"
-        )
-    for c in categorical:
-        if int(stats[f"card::{c}"] or 0) > prep.max_categories:
-            raise InvalidValueError(
-                f"categorical feature {c!r} has about {int(stats[f'card::{c}'])} distinct values, "
-                f"more than 'preparation.max_categories' = {prep.max_categories}; exclude it or "
-                "raise the limit"
-            )
-
-    # ---- derived columns ----
-    kept = df.where(keep)
-    lab = cols.label
-    fav_is_pos = cols.favourable == "positive"
-    label_pos = _isin(lab.column, types[lab.column], lab.positive, "columns.label.positive")
-    label_fav = label_pos if fav_is_pos else ~label_pos
-    label_expr = (
-        F.when(F.col(lab.column).isNull(), F.lit(None).cast("double"))
-        .when(label_fav, F.lit(1.0))
-        .otherwise(F.lit(0.0))
-    )
-    if cols.prediction:
-        p = cols.prediction
-        pred_pos = _isin(p.column, types[p.column], p.positive, "columns.prediction.positive")
-    else:
-        pred_pos = F.col(cols.score.column).cast("double") >= F.lit(float(cols.score.threshold))  # type: ignore[union-attr]
-    pred_fav = pred_pos if fav_is_pos else ~pred_pos
-    pred_expr = F.when(pred_fav, F.lit(1.0)).otherwise(F.lit(0.0))
-    weight_expr = F.col(cols.weight).cast("double") if cols.weight else F.lit(1.0)
-    if cols.row_key:
-        key_expr = F.col(cols.row_key).cast("string")
-    else:
-        key_expr = F.xxhash64(*[F.col(c) for c in df.columns]).cast("string")
-
-    derived = [
-        key_expr.alias(KEY),
-        label_expr.alias(LABEL),
-        pred_expr.alias(PRED),
-        weight_expr.alias(WEIGHT),
-    ]
-    attr_specs: list[tuple[str, str, str, str, list[str], list[str]]] = []
-    for i, s in enumerate(cols.sensitive):
-        vcol, pcol = f"_fs_s_{i}", f"_fs_p_{i}"
-        if s.privileged_expr is not None:
-            try:
-                priv = F.expr(s.privileged_expr)
-                df.select(priv).schema  # noqa: B018  (analyse now)
-            except Exception as err:  # noqa: BLE001 - any analysis error is a config error
-                raise ConfigError(
-                    f"config key 'columns.sensitive[{i}].privileged_expr': "
-                    f"{s.privileged_expr!r} is not a valid predicate: {str(err).splitlines()[0]}"
-                ) from None
-            priv = F.coalesce(priv.cast("boolean"), F.lit(False))
-            value = F.when(priv, F.lit("privileged")).otherwise(F.lit("unprivileged"))
-            attr_specs.append((s.attr, vcol, pcol, "predicate", ["privileged"], [s.column]))
-        else:
-            tname = types[s.column]
-            priv = _isin(s.column, tname, s.privileged, f"columns.sensitive[{i}].privileged")  # type: ignore[arg-type]
-            value = F.col(s.column).cast("string")
-            pvals = [str(_literal(v, tname)) for v in s.privileged]  # type: ignore[union-attr]
-            if tname == "boolean":
-                pvals = [str(v).lower() for v in pvals]
-            attr_specs.append((s.attr, vcol, pcol, "values", pvals, [s.column]))
-        derived += [value.alias(vcol), priv.alias(pcol)]
-    with_roles = kept.select(*kept.columns, *derived)
-    name_to_idx = {s.attr: i for i, s in enumerate(cols.sensitive)}
-    inter_cols = []
-    for j, combo in enumerate(cols.intersections):
-        vcol, pcol = f"_fs_s_x{j}", f"_fs_p_x{j}"
-        idx = [name_to_idx[a] for a in combo]
-        value = F.concat_ws("|", *[F.col(f"_fs_s_{i}") for i in idx])
-        priv = F.lit(True)
-        for i in idx:
-            priv = priv & F.col(f"_fs_p_{i}")
-        inter_cols += [value.alias(vcol), priv.alias(pcol)]
-        src_cols = [cols.sensitive[i].column for i in idx]
-        attr_specs.append(("*".join(combo), vcol, pcol, "intersection", [], src_cols))
-    if inter_cols:
-        with_roles = with_roles.select("*", *inter_cols)
-
-    role_names = [KEY, LABEL, PRED, WEIGHT]
-    s_cols = [c for spec in attr_specs for c in spec[1:3]]
-    base = with_roles.select(*role_names, *s_cols, *numeric, *categorical).persist(
+    kept = df.where(~_any_null(plan))
+    with_views, views = _with_views(df, kept, config, plan.types)
+    view_cols = [c for v in views for c in (v.value_col, v.priv_col)]
+    base = with_views.select(*_ROLE_COLUMNS, *view_cols, *plan.features).persist(
         StorageLevel.MEMORY_AND_DISK)
-    fmin = {c: float(stats[f"min::{c}"]) for c in numeric}
-    fmax = {c: float(stats[f"max::{c}"]) for c in numeric}
+    fmin = {c: stats.feature_min[c] for c in plan.numeric}
+    fmax = {c: stats.feature_max[c] for c in plan.numeric}
+    encoder = _FeatureEncoder(base, plan.numeric, plan.categorical, fmin, fmax,
+                              view_cols=view_cols)
 
-    def build_features() -> tuple[DataFrame, list[str]]:
-        """Min-max scale numeric features (constant -> 0), one-hot categorical ones."""
-        scaled_names, scaled_exprs = [], []
-        for k, c in enumerate(numeric):
-            lo, hi = fmin[c], fmax[c]
-            e = (F.col(c).cast("double") - F.lit(lo)) / F.lit(hi - lo) if hi > lo else F.lit(0.0)
-            scaled_exprs.append(e.alias(f"_fs_num_{k}"))
-            scaled_names.append(f"_fs_num_{k}")
-        staged = base.select("*", *scaled_exprs)
-        names = list(numeric)
-        assembler_inputs = list(scaled_names)
-        stages: list[Any] = []
-        if categorical:
-            cat_cols = [f"_fs_cat_{k}" for k in range(len(categorical))]
-            idx_cols = [f"_fs_idx_{k}" for k in range(len(categorical))]
-            ohe_cols = [f"_fs_ohe_{k}" for k in range(len(categorical))]
-            staged = staged.select(
-                "*", *[F.col(c).cast("string").alias(a) for c, a in zip(categorical, cat_cols,
-                                                                          strict=True)])
-            stages.append(StringIndexer(inputCols=cat_cols, outputCols=idx_cols,
-                                        stringOrderType="alphabetAsc", handleInvalid="error"))
-            stages.append(OneHotEncoder(inputCols=idx_cols, outputCols=ohe_cols, dropLast=False))
-            assembler_inputs += ohe_cols
-        stages.append(VectorAssembler(inputCols=assembler_inputs, outputCol="_fs_vec"))
-        model = Pipeline(stages=stages).fit(staged)
-        if categorical:
-            for c, labels in zip(categorical, model.stages[0].labelsArray, strict=True):
-                names += [f"{c}={v}" for v in labels]
-        encoded = model.transform(staged).select(
-            *role_names, vector_to_array(F.col("_fs_vec")).alias(X), *s_cols, *numeric,
-            *categorical,
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-        log.info("features encoded: %d columns -> %d dimensions",
-                 len(numeric) + len(categorical), len(names))
-        return encoded, names
-
-    # ---- observed values of each sensitive view (aggregate, capped) ----
-    cap = max(prep.max_categories, 1000)
-    attributes = []
-    for name, vcol, pcol, kind, pvals, src_cols in attr_specs:
-        counts = (
-            base.groupBy(vcol, pcol).count().orderBy(vcol).limit(cap + 1).collect()
-        )
-        if len(counts) > cap:
-            raise InvalidValueError(
-                f"sensitive attribute {name!r} has more than {cap} distinct values; "
-                "is it an identifier column?"
-            )
-        values = {str(r[vcol]): int(r["count"]) for r in counts}
-        if kind == "intersection":
-            pvals = sorted({str(r[vcol]) for r in counts if r[pcol]})
-        attributes.append(AttributeInfo(name, vcol, pcol, values, pvals, kind, src_cols))
-    audited = n - dropped_total
+    cap = max(config.preparation.max_categories, 1000)
+    attributes = [_attribute_info(base, v, cap) for v in views]
     log.info(
         "prepared %d of %d rows (%d dropped, %d unlabelled); %d features",
-        audited, n, dropped_total, int(stats["unlabelled"] or 0), len(numeric) + len(categorical),
+        stats.audited, stats.rows, stats.dropped, stats.unlabelled, len(plan.features),
     )
     return PreparedData(
         base_df=base,
-        build_features=build_features,
+        build_features=encoder,
         attributes=attributes,
-        numeric_features=numeric,
-        categorical_features=categorical,
+        numeric_features=plan.numeric,
+        categorical_features=plan.categorical,
         feature_min=fmin,
         feature_max=fmax,
-        rows_read=n,
-        rows_audited=audited,
-        rows_unlabelled=int(stats["unlabelled"] or 0),
-        dropped={"total": dropped_total, **{f"null_{c}": k for c, k in dropped.items()}},
-        label_column=lab.column,
+        rows_read=stats.rows,
+        rows_audited=stats.audited,
+        rows_unlabelled=stats.unlabelled,
+        dropped={"total": stats.dropped, **{f"null_{c}": k for c, k in stats.nulls.items()}},
+        label_column=cols.label.column,
         decision_column=cols.decision_column,
         weighted=cols.weight is not None,
     )
