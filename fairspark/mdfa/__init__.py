@@ -8,71 +8,46 @@ Modules: ``params`` (config model), ``spec`` (registry entry), ``audit`` (``run`
 ``results`` (result types), ``_spark`` (Spark side), ``certify`` and ``balance``
 (numpy/torch kernels), ``report`` (section, template in ``templates/``),
 ``synthetic`` (generator).
+
+The names below are imported on first use, so loading ``fairspark.mdfa.spec`` (which
+the registry does when the config is read) does not import torch or scikit-learn.
 """
 
 from __future__ import annotations
 
-from fairspark.mdfa._spark import (
-    collect_sample,
-    grouped_stats,
-    run_splits,
-    run_splits_local,
-    with_mdfa_columns,
-)
-from fairspark.mdfa.audit import run, summarise_splits
-from fairspark.mdfa.balance import BalancingNet, balanced_weights, fit_balancing
-from fairspark.mdfa.certify import (
-    MDFASample,
-    WorstViolation,
-    certificate_gamma,
-    fit_certificate,
-    make_auditor,
-    run_split,
-    violation_delta,
-    worst_violation,
-)
-from fairspark.mdfa.params import MDFAParams
-from fairspark.mdfa.report import render
-from fairspark.mdfa.results import (
-    AttributeResult,
-    GroupedStats,
-    MDFAResult,
-    SplitResult,
-    Spread,
-    split_frame,
-    split_schema,
-)
-from fairspark.mdfa.synthetic import SyntheticData, make_synthetic, planted_gamma
+import importlib
+from typing import Any
 
-__all__ = [
-    "AttributeResult",
-    "BalancingNet",
-    "GroupedStats",
-    "MDFAParams",
-    "MDFAResult",
-    "MDFASample",
-    "SplitResult",
-    "Spread",
-    "SyntheticData",
-    "WorstViolation",
-    "balanced_weights",
-    "certificate_gamma",
-    "collect_sample",
-    "fit_balancing",
-    "fit_certificate",
-    "grouped_stats",
-    "make_auditor",
-    "make_synthetic",
-    "planted_gamma",
-    "render",
-    "run",
-    "run_split",
-    "run_splits",
-    "run_splits_local",
-    "split_frame",
-    "split_schema",
-    "summarise_splits",
-    "violation_delta",
-    "with_mdfa_columns",
-    "worst_violation",
-]
+#: public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(
+        ["collect_sample", "grouped_stats", "run_splits", "run_splits_local",
+         "with_mdfa_columns"], "fairspark.mdfa._spark"),
+    **dict.fromkeys(["run", "summarise_splits"], "fairspark.mdfa.audit"),
+    **dict.fromkeys(["BalancingNet", "balanced_weights", "fit_balancing"],
+                    "fairspark.mdfa.balance"),
+    **dict.fromkeys(
+        ["MDFASample", "WorstViolation", "certificate_gamma", "fit_certificate",
+         "make_auditor", "run_split", "violation_delta", "worst_violation"],
+        "fairspark.mdfa.certify"),
+    "MDFAParams": "fairspark.mdfa.params",
+    "render": "fairspark.mdfa.report",
+    **dict.fromkeys(
+        ["AttributeResult", "GroupedStats", "MDFAResult", "SplitResult", "Spread",
+         "split_frame", "split_schema"], "fairspark.mdfa.results"),
+    **dict.fromkeys(["SyntheticData", "make_synthetic", "planted_gamma"],
+                    "fairspark.mdfa.synthetic"),
+}
+
+__all__ = sorted(_EXPORTS)  # resolved by __getattr__
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fairspark.mdfa' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
