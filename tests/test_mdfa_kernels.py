@@ -233,3 +233,39 @@ def test_split_table_columns_and_types_come_from_split_result():
     assert str(pdf["y_wv"].dtype) == "Int32" and pdf["y_wv"].isna().tolist() == [True, False]
     assert pdf["delta"].dtype == "float64" and np.isnan(pdf["delta"][0])
     assert list(pdf["trace"]) == ["[]", "[{}]"]
+
+
+def test_di_is_computed_once_for_the_rows_and_the_report_on_a_tie():
+    """Algorithm 1 chose y = -1 in one split and y = +1 in the other: the DI row and the
+    report's DI and description use the same y (the report once took the smaller y)."""
+    import pandas as pd
+
+    from fairspark.mdfa import AttributeResult, GroupedStats, SplitResult, split_frame
+    from fairspark.mdfa.audit import _violation_rows, _violation_summary, summarise_splits
+    from fairspark.mdfa.report import _item
+
+    cells = pd.DataFrame({"s": [1, 1, -1, -1], "y": [1, -1, 1, -1], "n": [30, 70, 60, 40],
+                          "w": [30.0, 70.0, 60.0, 40.0]})
+    group = {"n": 3, "mean": [], "sd": [], "rate": 0.5}
+    desc = json.dumps({"+1": group, "-1": group})
+    splits = split_frame([
+        SplitResult(split=k, gamma_pos=0.1, gamma_neg=0.2, gamma_max=0.2, y_wv=y, delta=0.5,
+                    delta_unweighted=0.4, dt_g=1.5, mass=0.1, t=1, description=desc)
+        for k, y in enumerate((1, -1))
+    ])
+    res = AttributeResult(attribute="a", target_label="t", splits=splits,
+                          stats=GroupedStats(cells=cells, desc_names=[]), sample_rows=200,
+                          features=["x"], dropped_constant=[],
+                          aggregates=summarise_splits(splits))
+    _violation_summary(res)
+    assert res.y_counts == {1: 1, -1: 1} or res.y_counts == {-1: 1, 1: 1}
+    # by hand: Pr[Y=y | S=+1] / Pr[Y=y | S=-1] from the cells
+    expected = {1: (30 / 100) / (60 / 100), -1: (70 / 100) / (40 / 100)}
+    assert res.di == pytest.approx(expected[res.y_major])
+    (di_row,) = [r for r in _violation_rows(res, None) if r.metric == "DI"]
+    assert di_row.value == res.di
+    assert f"Pr[Y={res.y_major:+d} | S=+1]" in di_row.detail
+    item = _item(res)
+    assert item["di"] == f"{res.di:.3f}"
+    assert item["y_label"] == f"{res.y_major:+d}"
+    assert item["desc_rows"][0][0] == f"rate of Y={res.y_major:+d}"
