@@ -246,6 +246,33 @@ def _input_errors(config: Config) -> Iterator[None]:
         raise mapped from None
 
 
+def _scrub_redacted(done: _AuditsDone, prepared: PreparedData, config: Config) -> None:
+    """The one redaction layer every audit passes through.
+
+    Audits leave redacted columns out of what they show (``ctx.redacted()``); on top of
+    that, the encoded names of a redacted categorical column (``col=value``) are
+    replaced by ``col=<redacted>`` in every row's text, every summary entry and every
+    section, so no value of a redacted column reaches an output by way of a feature
+    name.
+    """
+    built = prepared._features[1] if prepared._features is not None else []
+    names = sorted({n for n in built if "=" in n and n.split("=", 1)[0] in
+                    set(config.redact_columns)}, key=len, reverse=True)
+    if not names:
+        return
+
+    def clean(text: str) -> str:
+        for n in names:
+            text = text.replace(n, n.split("=", 1)[0] + "=<redacted>")
+        return text
+
+    done.rows[:] = [dataclasses.replace(r, detail=clean(r.detail) if r.detail else r.detail,
+                                        params=clean(r.params) if r.params else r.params)
+                    for r in done.rows]
+    done.info.update(json.loads(clean(json.dumps(done.info, default=str))))
+    done.sections[:] = [dataclasses.replace(sec, html=clean(sec.html)) for sec in done.sections]
+
+
 def _check_before_run(config: Config) -> None:
     """The config checks of :func:`~fairspark.config.load_config`, for runs built in code."""
     config.check_attributes()
@@ -384,6 +411,7 @@ def run_audit_job(
         prepared = prepare(df, config=config)
     ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=run_date)
     done = _run_audits(ctx, config, timings)
+    _scrub_redacted(done, prepared, config)
 
     out = OutputLocation(spark, config.output.path)
     history = _history(out, config, run_date)
