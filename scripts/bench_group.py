@@ -34,16 +34,17 @@ import tempfile
 import time
 from pathlib import Path
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+from fairspark._threads import pin_threads
+
+pin_threads()  # one BLAS/OpenMP thread for every peer, as in the Spark tasks
+
 import numpy as np
 import pandas as pd
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from fairspark.metrics import CELLS, compare_groups
 from fairspark.metrics._intervals import comparison_intervals, rate_interval
@@ -54,19 +55,14 @@ RATE_NAMES = ("selection_rate", "tpr", "fpr", "fnr", "tnr", "ppv", "npv", "fdr",
 
 
 def _spark(driver_memory: str):
-    from pyspark.sql import SparkSession
+    from fairspark.session import build_session
 
-    spark = (
-        SparkSession.builder.master("local[2]").appName("bench-group")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
+    return build_session(
+        master="local[2]", app_name="bench-group",
+        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8",
+              "spark.driver.memory": driver_memory},
+        log_level="ERROR",
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def make_table(spark, n: int, path: str) -> None:

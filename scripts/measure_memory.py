@@ -36,21 +36,18 @@ AUDIT_PARAMS = {
 def _one(audit: str, rows: int, dim: int) -> dict:
     import numpy as np
     import pandas as pd
-    from pyspark.sql import SparkSession
-
     sys.path.insert(0, str(ROOT))
     from fairspark.config import parse_config
     from fairspark.runner import run_audit_job
+    from fairspark.session import build_session
 
-    spark = (
-        SparkSession.builder.master("local[2]").appName(f"mem-{audit}-{rows}")
-        .config("spark.ui.enabled", "true").config("spark.ui.port", "4077")
-        .config("spark.executor.processTreeMetrics.enabled", "true")
-        .config("spark.executor.metrics.pollingInterval", "100ms")
-        .config("spark.driver.memory", "3g")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.executorEnv.OMP_NUM_THREADS", "1")
-        .getOrCreate()
+    # the REST API below reads the executor's peak memory: UI on, process-tree metrics
+    spark = build_session(
+        master="local[2]", app_name=f"mem-{audit}-{rows}",
+        conf={"spark.ui.enabled": "true", "spark.ui.port": "4077",
+              "spark.executor.processTreeMetrics.enabled": "true",
+              "spark.executor.metrics.pollingInterval": "100ms",
+              "spark.driver.memory": "3g", "spark.sql.shuffle.partitions": "4"},
     )
     rng = np.random.default_rng(1)
     pdf = pd.DataFrame(rng.random((rows, dim)), columns=[f"x{i}" for i in range(dim)])

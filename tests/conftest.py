@@ -9,36 +9,36 @@ from pathlib import Path
 
 import pytest
 
+from fairspark._threads import pin_threads
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
+# one BLAS/OpenMP thread in this process and (through the environment) in the
+# Python workers Spark starts from it: the suite shares two cores
+pin_threads()
 
 
 @pytest.fixture(scope="session")
 def spark():
-    from pyspark.sql import SparkSession
+    from fairspark.session import build_session
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("fairspark-tests")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="fairspark-warehouse-"))
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.executorEnv.OMP_NUM_THREADS", "1")
-        .config("spark.executorEnv.OPENBLAS_NUM_THREADS", "1")
-        .config("spark.executorEnv.MKL_NUM_THREADS", "1")
-        .getOrCreate()
+    # build_session adds the settings every fairspark session has (UTC, Arrow, one
+    # BLAS thread per task, no console progress); these are the test-only ones
+    session = build_session(
+        master="local[2]",
+        app_name="fairspark-tests",
+        conf={
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "2",
+            "spark.ui.enabled": "false",
+            "spark.driver.memory": "2g",
+            "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="fairspark-warehouse-"),
+        },
+        log_level="ERROR",
     )
-    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
 
