@@ -13,9 +13,27 @@ __all__ = ["Shipped"]
 
 
 class Shipped:
-    """A value shipped to executors once: a broadcast, or the closure where there is none."""
+    """A value shipped to executors once: a broadcast, or the closure where there is none.
 
-    def __init__(self, spark, value: Any, *, how: str = "auto"):
+    Parameters
+    ----------
+    spark:
+        The session (a Spark Connect session has no SparkContext, so no broadcast).
+    value:
+        What the tasks read (picklable; numpy arrays of a capped sample).
+    how:
+        ``auto`` (a broadcast where possible, else the closure), ``broadcast`` (an
+        error where there is no SparkContext) or ``closure``.
+
+    Attributes
+    ----------
+    token:
+        A fresh id per shipment; Python workers key their caches by it.
+    how:
+        How the value travels: ``broadcast`` or ``closure``.
+    """
+
+    def __init__(self, spark: Any, value: Any, *, how: str = "auto") -> None:
         if how not in ("auto", "broadcast", "closure"):
             raise ValueError(f"shipping must be auto, broadcast or closure, got {how!r}")
         self.token = uuid.uuid4().hex
@@ -34,15 +52,17 @@ class Shipped:
 
     @property
     def value(self) -> Any:
+        """The shipped value (on an executor: read from the broadcast or the closure)."""
         return self._bc.value if self._bc is not None else self._value
 
     def release(self) -> None:
+        """Drop the broadcast's executor copies (nothing to do for a closure)."""
         if self._bc is not None:
             with contextlib.suppress(Exception):
                 self._bc.unpersist()
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         return {"token": self.token, "_bc": self._bc, "_value": self._value, "how": self.how}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
