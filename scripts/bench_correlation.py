@@ -30,16 +30,18 @@ import sys
 import time
 from pathlib import Path
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_v] = "1"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+from fairspark._threads import pin_threads, single_thread
+
+pin_threads()  # one BLAS/OpenMP thread here too, as in the Spark tasks
 
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
+from fairspark._shipping import Shipped
 from fairspark.audits.base import derive_seed
 from fairspark.correlation import (
     OracleData,
@@ -48,6 +50,8 @@ from fairspark.correlation import (
     run_oracle_tasks,
     split_round,
 )
+from fairspark.correlation._spark import _cached_split
+from fairspark.session import build_session
 
 
 def load_adult(shared: Path) -> pd.DataFrame:
@@ -73,11 +77,9 @@ def load_adult(shared: Path) -> pd.DataFrame:
 
 
 def _round_job(x, y, priv, w, ids, *, model, seed, k, min_accuracy):
-    from threadpoolctl import threadpool_limits
-
     data = OracleData(x=x, y=y, priv=priv, w=w)
     out = []
-    with threadpool_limits(limits=1):
+    with single_thread():
         splits: dict[int, object] = {}
         for rnd, att in ids:
             if rnd not in splits:
@@ -102,16 +104,10 @@ def cpu_probe(spark, sample, *, model: str, seed: int, k: int, n: int) -> dict:
     Wall-clock efficiency needs an otherwise idle machine; CPU time per training does
     not, so it separates fairspark's own overhead from other tenants' load.
     """
-    from threadpoolctl import threadpool_limits
-
-    from fairspark.correlation._spark import _cached_split, _Shipped
-
-    shipped = _Shipped(spark, {"x": sample.x, "y": sample.y, "w": sample.w, "priv": sample.priv})
+    shipped = Shipped(spark, {"x": sample.x, "y": sample.y, "w": sample.w, "priv": sample.priv})
 
     def fn(batches):
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1):
+        with single_thread():
             for b in batches:
                 data, split = _cached_split(shipped, 0, 0, seed, 0.3)
                 c0, w0 = time.process_time(), time.perf_counter()
@@ -141,7 +137,7 @@ def cpu_probe(spark, sample, *, model: str, seed: int, k: int, n: int) -> dict:
     r = task_df.toPandas()
     data = sample.for_attribute(0)
     split = split_round(data, seed=seed, round_id=0, test_fraction=0.3)
-    with threadpool_limits(limits=1):
+    with single_thread():
         c0, w0 = time.process_time(), time.perf_counter()
         for a in range(n):
             run_attempt(
@@ -182,22 +178,17 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from joblib import Parallel, delayed
-    from pyspark.sql import SparkSession
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("bench-correlation")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.executorEnv.OMP_NUM_THREADS", "1")
-        .config("spark.executorEnv.OPENBLAS_NUM_THREADS", "1")
-        .config("spark.executorEnv.MKL_NUM_THREADS", "1")
-        .getOrCreate()
+    spark = build_session(
+        master="local[2]",
+        app_name="bench-correlation",
+        conf={
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "4",
+            "spark.driver.memory": "4g",
+        },
+        log_level="ERROR",
     )
-    spark.sparkContext.setLogLevel("ERROR")
     pdf = load_adult(Path(args.shared))
     df = spark.createDataFrame(pdf).cache()
     df.count()
