@@ -305,7 +305,9 @@ def test_params_defaults_and_errors():
 
 
 def test_constant_metric_is_left_out_of_the_clustering_with_its_reason():
-    from fairspark.correlation.audit import ModelResult, _cluster
+    from fairspark.correlation.audit import _cluster
+    from fairspark.correlation.results import ModelResult
+    from fairspark.status import Status
 
     rng = np.random.default_rng(4)
     rounds = []
@@ -317,7 +319,7 @@ def test_constant_metric_is_left_out_of_the_clustering_with_its_reason():
             )
         )
     est = estimate_correlations(rounds, metrics=["a", "a2", "flat", "b"], ci_level=0.95)
-    res = ModelResult(attribute="sex", model="knn", status="ok")
+    res = ModelResult(attribute="sex", model="knn", status=Status.OK)
     _cluster(est, CorrelationParams(tau=0.5, repeats=5), 0, res)
     assert res.excluded == {
         "flat": "not clustered: no defined correlation with another metric "

@@ -10,14 +10,17 @@ import pytest
 from conftest import synthetic_scored
 
 from fairspark.correlation import (
+    BudgetExhaustedError,
     CorrelationParams,
     correlation_audit,
     draw_stratified_sample,
+    estimate_correlations,
     run_attempt,
     run_oracle_tasks,
     split_round,
 )
 from fairspark.correlation.audit import outcome_from_result
+from fairspark.correlation.report import render
 
 
 def _prepared_like(n: int = 1200, seed: int = 7) -> pd.DataFrame:
@@ -52,6 +55,43 @@ def _df(spark, pdf, parts):
     return spark.createDataFrame(pdf).repartition(parts)
 
 
+def _largest_remainder(counts: dict, cap: int) -> dict:
+    """Proportional quotas summing to ``cap``: floors, then the largest remainders."""
+    total = sum(counts.values())
+    if total <= cap:
+        return dict(counts)
+    exact = {k: cap * n / total for k, n in counts.items()}
+    quota = {k: int(np.floor(v)) for k, v in exact.items()}
+    by_remainder = sorted(exact, key=lambda k: (quota[k] - exact[k], k))
+    for k in by_remainder[: cap - sum(quota.values())]:
+        quota[k] += 1
+    return quota
+
+
+def _reference_sample(spark, lab: pd.DataFrame, *, cap: int, seed: int) -> pd.DataFrame:
+    """The expected sample by brute force: every labelled row ranked, no pre-filter.
+
+    Strata label x flags; rank pmod(xxhash64(key, seed), 2^30) (Spark's xxhash64 is the
+    only thing taken from Spark); each stratum's quota of lowest (rank, key).
+    """
+    from pyspark.sql import functions as F
+
+    h = (
+        spark.createDataFrame(lab[["_fs_key"]])
+        .select("_fs_key", F.xxhash64(F.col("_fs_key"), F.lit(seed)).alias("h"))
+        .toPandas()
+    )
+    ref = lab.merge(h, on="_fs_key", how="left", validate="one_to_one")
+    ref["rank"] = ref["h"].to_numpy() % (1 << 30)  # Python's % is Spark's pmod here
+    strata = ["_fs_label", "_fs_p_0", "_fs_p_1"]
+    quota = _largest_remainder(ref.groupby(strata).size().to_dict(), cap)
+    ref = ref.sort_values([*strata, "rank", "_fs_key"], kind="mergesort")
+    ref["pos"] = ref.groupby(strata).cumcount()
+    keys = ref[strata].itertuples(index=False, name=None)
+    keep = [pos < quota[k] for k, pos in zip(keys, ref["pos"], strict=True)]
+    return ref[keep]
+
+
 def test_stratified_sample_is_proportional_and_partition_independent(spark, table_pdf):
     out = []
     for parts in (1, 4):
@@ -69,44 +109,31 @@ def test_stratified_sample_is_proportional_and_partition_independent(spark, tabl
     np.testing.assert_array_equal(a.y, b.y)
     lab = table_pdf.dropna(subset=["_fs_label"])
     assert a.population_rows == len(lab)
-    frac = 500 / len(lab)
-    strata = lab.groupby(["_fs_label", "_fs_p_0", "_fs_p_1"]).size()
-    expected = {k: max(1, int(np.floor(v * frac))) for k, v in strata.items()}
-    got = (
-        pd.DataFrame({"y": a.y, "p0": a.priv[:, 0], "p1": a.priv[:, 1]})
-        .groupby(["y", "p0", "p1"])
-        .size()
-    )
-    assert {k: int(v) for k, v in got.items()} == {
-        (float(k[0]), k[1], k[2]): v for k, v in expected.items()
-    }
-    assert len(a.y) <= 500
-    # the rows are each stratum's lowest xxhash64(seed, key): recomputed here without the
-    # hash prefilter the implementation uses
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    # exactly the cap, allocated by largest remainder (not at least one row per stratum)
+    assert len(a.y) == 500
+    ref = _reference_sample(spark, lab, cap=500, seed=9)
+    np.testing.assert_array_equal(a.x, np.vstack(ref["_fs_x"].to_numpy()))
+    np.testing.assert_array_equal(a.y, ref["_fs_label"].to_numpy())
+    np.testing.assert_array_equal(a.priv, ref[["_fs_p_0", "_fs_p_1"]].to_numpy(bool))
+    # the population cells of 'sex' are counted from the whole labelled table
+    cells = 2 * lab["_fs_p_0"].astype(int) + lab["_fs_label"].astype(int)
+    np.testing.assert_array_equal(a.population_cells["sex"], np.bincount(cells, minlength=4))
 
-    full = spark.createDataFrame(lab).select(
-        "*",
-        F.concat_ws(
-            "|",
-            F.col("_fs_label").cast("int").cast("string"),
-            F.col("_fs_p_0").cast("int").cast("string"),
-            F.col("_fs_p_1").cast("int").cast("string"),
-        ).alias("st"),
-        F.xxhash64(F.lit(9), F.col("_fs_key")).alias("h"),
+
+def test_a_small_stratum_can_get_no_row_and_the_audit_says_so(spark, table_pdf):
+    """Largest remainder gives a 1-row stratum no quota at a small cap; the row names it."""
+    pdf = table_pdf.dropna(subset=["_fs_label"]).copy()
+    # race: privileged rows are all unfavourable ...
+    pdf["_fs_p_1"] = (pdf["_fs_label"] == 0.0) & (np.arange(len(pdf)) % 2 == 0)
+    pdf.loc[pdf.index[1], ["_fs_label", "_fs_p_1"]] = (1.0, True)  # ... but for one row
+    params = CorrelationParams(n_samples=10, rounds=2, k=100, sample_rows=100)
+    res = correlation_audit(
+        spark, _df(spark, pdf, 2), attributes=[("race", "_fs_p_1")], params=params, seed=1
     )
-    ranked = full.withColumn("rn", F.row_number().over(Window.partitionBy("st").orderBy("h")))
-    exp = ranked.toPandas()
-    exp = exp[
-        exp.apply(
-            lambda r: r["rn"] <= expected[(r["_fs_label"], r["_fs_p_0"], r["_fs_p_1"])], axis=1
-        )
-    ]
-    exp = exp.sort_values(["st", "h"])
-    np.testing.assert_array_equal(a.x, np.vstack(exp["_fs_x"].to_numpy()))
-    # the sample's cells of 'sex' add up to the per-attribute counts
-    assert a.population_cells["sex"].sum() == len(lab)
+    assert res.sample_cells["race"][3] == 0 and not res.models
+    why = res.failed_attributes["race"]
+    assert "'privileged, favourable label'" in why
+    assert "the labelled table has" in why and "'privileged, favourable label': 1" in why
 
 
 def test_tasks_identical_for_1_and_4_partitions_and_equal_to_kernel(spark, table_pdf):
@@ -206,8 +233,12 @@ def test_audit_rows_clusters_and_identities(spark, table_pdf):
     accr = _rows(out, metric="acceptance_rate")[0]
     assert 0 < accr.value <= 1 and "rounds used 5 of 5" in accr.detail
     assert out.summary["status"] == "ok"
-    sec = out.sections[0]
+    # run() computes numbers only; SPEC.render draws the section from outcome.result
+    assert out.sections == [] and out.result is res
+    (sec,) = render(out, ctx=None, params=params)
+    assert (sec.title, sec.order) == ("Representative fairness metrics (correlation)", 40)
     assert "data:image/png;base64," in sec.html and "http" not in sec.html.replace("data:", "")
+    assert "Cluster graph" in sec.html and "Partial result" not in sec.html
 
 
 def test_audit_failures_are_specific(spark, table_pdf):
@@ -273,6 +304,133 @@ def test_tau_search_rows(spark, table_pdf):
         assert _rows(out, metric=rep, metric_b=m.metric_b)[0].value >= tau.value
 
 
+class _Clock:
+    """A time budget that runs out when the first partial result is handed over."""
+
+    def __init__(self):
+        self.left = 60.0
+        self.partials = []
+
+    def time_left(self) -> float:
+        return self.left
+
+    def report_partial(self, outcome) -> None:
+        self.partials.append(outcome)
+        self.left = 0.0
+
+
+def test_time_budget_hands_over_complete_rounds_and_stops(spark, table_pdf):
+    from types import SimpleNamespace
+
+    from fairspark.audits.base import AuditContext
+    from fairspark.correlation.audit import run
+
+    params = CorrelationParams(
+        n_samples=10,
+        rounds=4,
+        k=100,
+        models=["linear_svm"],
+        min_accuracy=0.62,
+        sample_rows=600,
+        tau=0.6,
+        repeats=5,
+    )
+    df = _df(spark, table_pdf, 2)
+    full = correlation_audit(spark, df, attributes=[("sex", "_fs_p_0")], params=params, seed=7)
+    full_sel = full.models[0].selection
+    # rounds 0 and 2 reach 10 accepted models in wave 1, rounds 1 and 3 need wave 2
+    assert full.waves >= 2 and not full.partial
+
+    clock = _Clock()
+    ctx = AuditContext(
+        spark=spark,
+        prepared=SimpleNamespace(
+            attributes=[SimpleNamespace(name="sex", priv_col="_fs_p_0")],
+            capped_df=lambda *, max_rows, seed: df,
+        ),
+        config=SimpleNamespace(seed=7),
+        run_date=None,
+    )
+    ctx.time_left = clock.time_left
+    ctx.report_partial = clock.report_partial
+    with pytest.raises(BudgetExhaustedError, match=r"after 1 wave\(s\)"):
+        run(ctx, params)
+    (outcome,) = clock.partials
+    part = outcome.result
+    assert part.partial and part.waves == 1
+    sel = part.models[0].selection
+    # the rounds complete after wave 1 are rounds of the full run with the same models;
+    # the others are still running, none is dropped
+    assert sel.round_ids and sel.pending, "wave 1 should complete some rounds, not all"
+    assert sorted(sel.round_ids + sel.pending) == list(range(4)) and not sel.dropped
+    for r, v in zip(sel.round_ids, sel.values, strict=True):
+        np.testing.assert_array_equal(v, full_sel.values[full_sel.round_ids.index(r)])
+    ref = estimate_correlations(sel.values, metrics=full.metrics, ci_level=0.95)
+    np.testing.assert_array_equal(part.models[0].estimate.r, ref.r)
+    acc = _rows(outcome, metric="acceptance_rate")[0]
+    assert f"rounds used {len(sel.round_ids)} of 4" in acc.detail
+    assert f"{len(sel.pending)} rounds still running" in acc.detail
+    assert outcome.summary["attributes"]["sex"]["linear_svm"]["rounds_pending"] == len(sel.pending)
+    # the runner renders the partial outcome like a final one, marked as partial
+    (sec,) = render(outcome, ctx=ctx, params=params)
+    assert "Partial result" in sec.html and "Correlation heatmap" in sec.html
+
+
+def test_partial_with_no_complete_round_is_not_computed_not_failed():
+    from fairspark.correlation._spark import OracleSample
+    from fairspark.correlation.audit import _AuditRun, _model_rows
+    from fairspark.correlation.results import CorrelationResult
+
+    params = CorrelationParams(n_samples=3, rounds=2, k=20, min_accuracy=0.5)
+    attempts = pd.DataFrame(
+        {
+            "attr": 0,
+            "model": "logistic_regression",
+            "round": [0, 0, 1],
+            "attempt": [0, 1, 0],
+            "status": ["accepted", "rejected", "accepted"],
+            "reason": [None, "accuracy 0.4000 < min_accuracy 0.5", None],
+            "accuracy": 0.6,
+            **{m: 0.1 for m in ["spd", "di"]},
+        }
+    )
+    state = _AuditRun(
+        params=params,
+        metrics=["spd", "di"],
+        seed=1,
+        names=["sex"],
+        sample=OracleSample(
+            x=np.zeros((0, 0)),
+            y=np.zeros(0),
+            w=np.zeros(0),
+            priv=np.zeros((0, 1), bool),
+            attributes=["sex"],
+            population_rows=9,
+        ),
+        failed={},
+        cells={"sex": [1, 1, 1, 1]},
+    )
+    res = state.model_result(attempts, 0, "logistic_regression")
+    assert res.status == "not_computed" and res.selection.pending == [0, 1]
+    assert res.detail.startswith("no round complete yet: 2 of 2 rounds still running")
+    assert "every model rejected" not in res.detail
+    result = CorrelationResult(
+        params=params,
+        metrics=["spd", "di"],
+        failed_attributes={},
+        models=[res],
+        sample_rows=0,
+        population_rows=9,
+        sample_cells={},
+        waves=1,
+        shipped_as="broadcast",
+        partial=True,
+    )
+    (star,) = [r for r in _model_rows(res, result) if r.metric == "*"]
+    assert star.status == "not_computed"
+    assert not result.failed
+
+
 def test_end_to_end_through_the_runner(spark, tmp_path):
     from fairspark.config import parse_config
     from fairspark.runner import run_audit_job
@@ -329,10 +487,10 @@ def test_end_to_end_through_the_runner(spark, tmp_path):
 _LOCAL_CLUSTER_SCRIPT = """
 import sys
 sys.path[:0] = [{tests!r}, {root!r}]
-from pyspark.sql import SparkSession
-spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
-         .config("spark.executor.memory", "512m").config("spark.sql.shuffle.partitions", "4")
-         .config("spark.executorEnv.PYTHONPATH", {root!r}).getOrCreate())
+from fairspark.session import build_session
+spark = build_session(master="local-cluster[2,1,1024]", app_name="test-correlation-lc", conf={{
+    "spark.ui.enabled": "false", "spark.executor.memory": "512m",
+    "spark.sql.shuffle.partitions": "4", "spark.executorEnv.PYTHONPATH": {root!r}}})
 from test_correlation_spark import _prepared_like, _lc_run
 _lc_run(spark, 3).to_pickle({out!r})
 spark.stop()

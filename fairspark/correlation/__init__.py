@@ -1,7 +1,8 @@
 """Representative fairness metrics by correlation estimation (METHODS §3, seed 002).
 
 The public surface: the numpy kernels (sampling oracle, estimation, clustering) that the
-Spark tasks run and tests call directly, the Spark functions, and the audit entry.
+Spark tasks run and tests call directly, the Spark functions, the result types and the
+audit entry. The report section (``report.render``, matplotlib) is not imported here.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from fairspark.correlation._oracle import (
     DEFAULT_METRICS,
     MODEL_NAMES,
     AttemptResult,
+    AttemptStatus,
     EmptyCellError,
     OracleData,
     RoundSplit,
@@ -34,25 +36,22 @@ from fairspark.correlation._oracle import (
 from fairspark.correlation._spark import (
     AttemptTable,
     OracleSample,
-    RoundSelection,
     draw_stratified_sample,
     run_oracle_tasks,
     select_rounds,
 )
-from fairspark.correlation.audit import (
-    CorrelationResult,
-    ModelResult,
-    correlation_audit,
-    run,
-)
+from fairspark.correlation.audit import BudgetExhaustedError, correlation_audit, run
 from fairspark.correlation.params import CorrelationParams
+from fairspark.correlation.results import CorrelationResult, ModelResult, RoundSelection
 
 __all__ = [
     "CELLS",
     "DEFAULT_METRICS",
     "MODEL_NAMES",
     "AttemptResult",
+    "AttemptStatus",
     "AttemptTable",
+    "BudgetExhaustedError",
     "Clustering",
     "CorrelationEstimate",
     "CorrelationParams",

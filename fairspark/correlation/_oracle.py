@@ -27,6 +27,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_METRICS",
     "MODEL_NAMES",
     "AttemptResult",
+    "AttemptStatus",
     "EmptyCellError",
     "OracleData",
     "RoundSplit",
@@ -68,6 +70,14 @@ _MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "linear_svm": {"max_iter": 2000},
     "mlp": {"hidden_layer_sizes": (16,), "max_iter": 200},
 }
+
+
+class AttemptStatus(StrEnum):
+    """What became of one attempt of the sampling oracle."""
+
+    ACCEPTED = "accepted"  #: test accuracy at least ``min_accuracy``
+    REJECTED = "rejected"  #: accuracy below ``min_accuracy``, or a single-class bootstrap
+    FAILED = "failed"  #: the estimator raised
 
 
 class EmptyCellError(ValueError):
@@ -118,7 +128,7 @@ class AttemptResult:
     ``reason`` says why when not accepted. ``metrics`` follows the requested names.
     """
 
-    status: str
+    status: AttemptStatus
     reason: str | None
     accuracy: float
     metrics: np.ndarray
@@ -239,6 +249,27 @@ def run_attempt(
         A cell has no training rows but the draw asks rows from it.
     """
     rng = np.random.default_rng(derive_seed(seed, round_id, attempt))
+    idx = _bootstrap(split, rng, k=k, round_id=round_id)
+    random_state = int(rng.integers(0, 2**31 - 1))
+    nan_vec = np.full(len(metrics), np.nan)
+    y_train = data.y[idx]
+    if len(np.unique(y_train)) < 2:
+        return AttemptResult(
+            AttemptStatus.REJECTED, "training sample has a single class", np.nan, nan_vec
+        )
+    est = make_model(model, model_params, random_state=random_state)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # ConvergenceWarning on tiny bootstraps
+            est.fit(data.x[idx], y_train)
+            pred = est.predict(data.x[split.test])
+    except Exception as exc:  # noqa: BLE001 - one bad fit must not end the round
+        return AttemptResult(AttemptStatus.FAILED, f"{type(exc).__name__}: {exc}", np.nan, nan_vec)
+    return _judge(data, split, pred, metrics=metrics, min_accuracy=min_accuracy)
+
+
+def _bootstrap(split: RoundSplit, rng: np.random.Generator, *, k: int, round_id: int) -> np.ndarray:
+    """Row indices of one attempt's training sample: ``rint(w_c K)`` draws from cell c."""
     u = rng.random(len(CELLS))
     sizes = np.rint(u / u.sum() * k).astype(np.int64)
     parts = []
@@ -251,20 +282,18 @@ def run_attempt(
                 "Algorithm 2 draws from every group x label cell"
             )
         parts.append(rows[rng.integers(0, len(rows), size=sizes[c])])
-    random_state = int(rng.integers(0, 2**31 - 1))
-    nan_vec = np.full(len(metrics), np.nan)
-    idx = np.concatenate(parts) if parts else np.empty(0, np.int64)
-    y_train = data.y[idx]
-    if len(np.unique(y_train)) < 2:
-        return AttemptResult("rejected", "training sample has a single class", np.nan, nan_vec)
-    est = make_model(model, model_params, random_state=random_state)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # ConvergenceWarning on tiny bootstraps
-            est.fit(data.x[idx], y_train)
-            pred = est.predict(data.x[split.test])
-    except Exception as exc:  # noqa: BLE001 - one bad fit must not end the round
-        return AttemptResult("failed", f"{type(exc).__name__}: {exc}", np.nan, nan_vec)
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+
+def _judge(
+    data: OracleData,
+    split: RoundSplit,
+    pred: np.ndarray,
+    *,
+    metrics: Sequence[str],
+    min_accuracy: float,
+) -> AttemptResult:
+    """Accuracy and metric vector of a model's test-set predictions; accept or reject."""
     y_t, w_t, p_t = data.y[split.test], data.w[split.test], data.priv[split.test]
     unpriv = _group_counts(y_t[~p_t], pred[~p_t], w_t[~p_t])
     priv = _group_counts(y_t[p_t], pred[p_t], w_t[p_t])
@@ -274,6 +303,6 @@ def run_attempt(
     vec = np.array([float(cat[m]) for m in metrics], dtype=np.float64)
     if not acc >= min_accuracy:
         return AttemptResult(
-            "rejected", f"accuracy {acc:.4f} < min_accuracy {min_accuracy}", acc, vec
+            AttemptStatus.REJECTED, f"accuracy {acc:.4f} < min_accuracy {min_accuracy}", acc, vec
         )
-    return AttemptResult("accepted", None, acc, vec)
+    return AttemptResult(AttemptStatus.ACCEPTED, None, acc, vec)

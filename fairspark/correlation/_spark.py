@@ -2,10 +2,11 @@
 
 Design (METHODS §3 "design card")
 ---------------------------------
-1. Spark draws one stratified sample of the labelled rows, strata = label x every
-   attribute's privileged flag, proportional allocation capped at ``sample_rows``.
-   Rows are ranked inside their stratum by a seeded ``xxhash64`` of the row key, so the
-   sample does not depend on partitioning (``sampleBy`` would).
+1. Spark draws one stratified sample of the labelled rows with the one sampler
+   (:func:`fairspark.sampling.stratified_sample`): strata = label x every attribute's
+   privileged flag, proportional (largest-remainder) allocation of ``sample_rows``,
+   rows ranked inside their stratum by a seeded hash of the row key, so the sample
+   does not depend on partitioning (``sampleBy`` would).
 2. The sample (numpy arrays) is shipped to the executors once: a Spark broadcast when
    the session has a SparkContext, otherwise (Spark Connect) inside the task function's
    closure, which Spark serialises once per job, not per row. Python workers cache the
@@ -22,32 +23,40 @@ Design (METHODS §3 "design card")
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from fairspark._shipping import Shipped as _Shipped
+from fairspark import columns
+from fairspark._shipping import Shipped
 from fairspark.correlation._oracle import (
-    CELLS,
     DEFAULT_METRICS,
+    AttemptStatus,
     OracleData,
     RoundSplit,
     run_attempt,
     split_round,
 )
+from fairspark.correlation.results import RoundSelection
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "AttemptTable",
     "OracleSample",
+    "RoundSelection",
     "draw_stratified_sample",
+    "run_attempt_ids",
     "run_oracle_tasks",
     "select_rounds",
 ]
 
 
+# ---------------------------------------------------------------- the stratified sample
 @dataclass
 class OracleSample:
     """The capped stratified sample every training task reads.
@@ -58,6 +67,7 @@ class OracleSample:
     priv : (n, a) privileged flags, one column per attribute.
     attributes : attribute names, in column order of ``priv``.
     population_rows : labelled rows in the table (before the cap).
+    population_cells : attribute -> labelled rows per group x label cell (``CELLS`` order).
     """
 
     x: np.ndarray
@@ -73,15 +83,58 @@ class OracleSample:
         return OracleData(x=self.x, y=self.y, priv=self.priv[:, i], w=self.w)
 
 
+def _labelled_df(
+    df: DataFrame,
+    *,
+    priv_cols: Sequence[str],
+    label_col: str,
+    features_col: str,
+    weight_col: str | None,
+    key_col: str,
+) -> DataFrame:
+    """The labelled rows as ``_y, _x, _w, _p0.._p<a-1>, _k`` (a null flag is False)."""
+    from pyspark.sql import functions as F
+
+    from fairspark.errors import MissingColumnError
+
+    wanted = [label_col, features_col, *priv_cols, weight_col, key_col]
+    missing = [c for c in wanted if c and c not in df.columns]
+    if missing:
+        raise MissingColumnError(missing[0], "correlation input", df.columns)
+    w_expr = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
+    flags = [
+        F.coalesce(F.col(c).cast("boolean"), F.lit(False)).alias(f"_p{i}")
+        for i, c in enumerate(priv_cols)
+    ]
+    return df.where(F.col(label_col).isNotNull()).select(
+        F.col(label_col).cast("double").alias("_y"),
+        F.col(features_col).alias("_x"),
+        w_expr.alias("_w"),
+        *flags,
+        F.col(key_col).cast("string").alias("_k"),
+    )
+
+
+def _population_cells(
+    counts: Mapping[tuple, int], attributes: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """Rows per group x label cell of each attribute, from the (label, *flags) counts."""
+    cells = {a: np.zeros(4, dtype=np.int64) for a in attributes}
+    for (y, *flags), n in counts.items():
+        for a, flag in zip(attributes, flags, strict=True):
+            cells[a][2 * int(bool(flag)) + int(y > 0.5)] += n
+    return cells
+
+
 def draw_stratified_sample(
-    df,
+    df: DataFrame,
     *,
     priv_cols: Sequence[str],
     attributes: Sequence[str],
-    label_col: str = "_fs_label",
-    features_col: str = "_fs_x",
-    weight_col: str | None = "_fs_w",
-    key_col: str | None = "_fs_key",
+    label_col: str = columns.LABEL,
+    features_col: str = columns.X,
+    weight_col: str | None = columns.WEIGHT,
+    key_col: str = columns.KEY,
     max_rows: int,
     seed: int,
 ) -> OracleSample:
@@ -92,134 +145,75 @@ def draw_stratified_sample(
     df : Spark DataFrame with the prepared-table columns.
     priv_cols, attributes : privileged-flag columns and the attribute names.
     label_col, features_col, weight_col, key_col : column names; ``weight_col=None``
-        means weight 1, ``key_col=None`` ranks rows by a hash of the used columns.
-    max_rows : cap on the sample's rows (proportional allocation per stratum; every
-        non-empty stratum keeps at least one row).
+        means weight 1.
+    max_rows : cap on the sample's rows.
     seed : seed of the ranking hash.
 
     Returns
     -------
     OracleSample
-        Rows ordered by (stratum, hash), independent of the table's partitioning.
+        :func:`fairspark.sampling.stratified_sample` of the labelled rows with strata
+        label x privileged flags and the row key as the hash key: each stratum's
+        largest-remainder quota of ``max_rows``, its rows of lowest
+        ``pmod(xxhash64(key, seed), 2^30)`` (ties by key). Rows are ordered by
+        (label, flags, rank, key), independent of the table's partitioning.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    from fairspark.sampling import stratified_sample, stratum_counts
 
-    missing = [
-        c
-        for c in [label_col, features_col, *priv_cols, weight_col, key_col]
-        if c and c not in df.columns
-    ]
-    if missing:
-        from fairspark.errors import MissingColumnError
-
-        raise MissingColumnError(missing[0], "correlation input", df.columns)
-    w_expr = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
-    flags = [
-        F.coalesce(F.col(c).cast("boolean"), F.lit(False)).alias(f"_p{i}")
-        for i, c in enumerate(priv_cols)
-    ]
-    base_df = df.where(F.col(label_col).isNotNull()).select(
-        F.col(label_col).cast("double").alias("_y"),
-        F.col(features_col).alias("_x"),
-        w_expr.alias("_w"),
-        *flags,
-        *([F.col(key_col).cast("string").alias("_k")] if key_col else []),
+    labelled_df = _labelled_df(
+        df,
+        priv_cols=priv_cols,
+        label_col=label_col,
+        features_col=features_col,
+        weight_col=weight_col,
+        key_col=key_col,
     )
-    pcols = [f"_p{i}" for i in range(len(priv_cols))]
-    stratum = F.concat_ws(
-        "|",
-        F.col("_y").cast("int").cast("string"),
-        *[F.col(c).cast("int").cast("string") for c in pcols],
-    )
-    key_cols = ["_k"] if key_col else ["_y", "_x", "_w", *pcols]
-    ranked_df = base_df.select(
-        "*",
-        stratum.alias("_stratum"),
-        F.xxhash64(F.lit(int(seed)), *key_cols).alias("_h1"),
-        F.xxhash64(F.lit(int(seed) + 1), "_y", "_x", "_w", *pcols).alias("_h2"),
-    )
-    counts = {
-        r["_stratum"]: int(r["n"])
-        for r in ranked_df.groupBy("_stratum").agg(F.count(F.lit(1)).alias("n")).collect()
-    }
-    total = sum(counts.values())
-    if total == 0:
-        return OracleSample(
-            x=np.empty((0, 0)),
-            y=np.empty(0),
-            w=np.empty(0),
-            priv=np.empty((0, len(priv_cols)), bool),
-            attributes=list(attributes),
-            population_rows=0,
+    strata = ["_y", *[f"_p{i}" for i in range(len(priv_cols))]]
+    counts = stratum_counts(labelled_df, strata)
+    if sum(counts.values()) == 0:
+        return _to_oracle_sample(pd.DataFrame(columns=strata), attributes, counts)
+    sample_pdf = (
+        stratified_sample(
+            labelled_df, strata=strata, key_col="_k", cap=max_rows, seed=seed, counts=counts
         )
-    frac = min(1.0, max_rows / total)
-    take = {s: max(1, math.floor(n * frac)) for s, n in counts.items()}
-    take_map = F.create_map(*[x for s, t in sorted(take.items()) for x in (F.lit(s), F.lit(t))])
-    win = Window.partitionBy("_stratum").orderBy("_h1", "_h2")
-
-    def ranked_sample(prefilter: bool) -> pd.DataFrame:
-        src_df = ranked_df
-        if prefilter:
-            # _h1 is uniform over the signed 64-bit range: keep the rows whose hash falls in
-            # the lowest p_s of it (with a margin), so a stratum's window sorts about
-            # take_s rows instead of the whole stratum. The smallest take_s hashes are the
-            # same either way whenever at least take_s rows pass (checked below).
-            thr = {}
-            for st, n_s in counts.items():
-                t_s = take[st]
-                p_s = min(1.0, (t_s + 6 * math.sqrt(t_s) + 20) / n_s)
-                thr[st] = min(2**63 - 1, math.floor(-(2**63) + p_s * 2.0**64))
-            thr_map = F.create_map(
-                *[x for st, v in sorted(thr.items()) for x in (F.lit(st), F.lit(v))]
-            )
-            src_df = ranked_df.where(F.col("_h1") <= F.element_at(thr_map, F.col("_stratum")))
-        return (
-            src_df.withColumn("_rn", F.row_number().over(win))
-            .where(F.col("_rn") <= F.element_at(take_map, F.col("_stratum")))
-            .select("_stratum", "_h1", "_h2", "_y", "_x", "_w", *pcols)
-            .toPandas()
-        )
-
-    sample_pdf = ranked_sample(prefilter=True)
-    got = sample_pdf.groupby("_stratum").size().to_dict()
-    if any(got.get(st, 0) < t for st, t in take.items()):  # rare: too few passed the filter
-        sample_pdf = ranked_sample(prefilter=False)
-    sample_pdf = sample_pdf.sort_values(["_stratum", "_h1", "_h2"], kind="mergesort").reset_index(
-        drop=True
+        .select(*strata, "_h", "_k", "_x", "_w")
+        .toPandas()
+        .sort_values([*strata, "_h", "_k"], kind="mergesort")
+        .reset_index(drop=True)
     )
+    return _to_oracle_sample(sample_pdf, attributes, counts)
+
+
+def _to_oracle_sample(
+    sample_pdf: pd.DataFrame, attributes: Sequence[str], counts: Mapping[tuple, int]
+) -> OracleSample:
+    """The collected sample (``_y, _p<i>.., _x, _w``) as numpy arrays."""
     n = len(sample_pdf)
+    pcols = [f"_p{i}" for i in range(len(attributes))]
     x = (
         np.vstack([np.asarray(v, dtype=np.float64) for v in sample_pdf["_x"]])
         if n
         else np.empty((0, 0))
     )
-    priv = sample_pdf[pcols].to_numpy(dtype=bool) if pcols else np.empty((n, 0), bool)
-    pop_cells: dict[str, np.ndarray] = {}
-    for i, a in enumerate(attributes):
-        cells = np.zeros(4, dtype=np.int64)
-        for s, c in counts.items():
-            parts = s.split("|")
-            cells[2 * int(parts[1 + i]) + int(parts[0])] += c
-        pop_cells[a] = cells
     return OracleSample(
         x=x,
         y=sample_pdf["_y"].to_numpy(np.float64),
-        w=sample_pdf["_w"].to_numpy(np.float64),
-        priv=priv,
+        w=sample_pdf["_w"].to_numpy(np.float64) if n else np.empty(0),
+        priv=sample_pdf[pcols].to_numpy(dtype=bool) if n else np.empty((0, len(pcols)), bool),
         attributes=list(attributes),
-        population_rows=total,
-        population_cells=pop_cells,
+        population_rows=sum(counts.values()),
+        population_cells=_population_cells(counts, attributes) if n else {},
     )
 
 
+# ---------------------------------------------------------------- the task side
 # Per-Python-worker caches: decoded views and round splits, keyed by shipment token.
 _DATA_CACHE: dict[tuple[str, int], OracleData] = {}
 _SPLIT_CACHE: dict[tuple[str, int, int], RoundSplit] = {}
 
 
 def _cached_split(
-    shipped: _Shipped, attr: int, round_id: int, seed: int, test_fraction: float
+    shipped: Shipped, attr: int, round_id: int, seed: int, test_fraction: float
 ) -> tuple[OracleData, RoundSplit]:
     key = (shipped.token, attr)
     if key not in _DATA_CACHE:
@@ -262,8 +256,15 @@ def _result_columns(metrics: Sequence[str]) -> list[str]:
     ]
 
 
+def _schema(metrics: Sequence[str]) -> str:
+    return (
+        "attr int, model string, round int, attempt int, status string, reason string, "
+        "accuracy double, " + ", ".join(f"v{i} double" for i in range(len(metrics)))
+    )
+
+
 def run_attempt_ids(
-    shipped: _Shipped, spec: _TaskSpec, ranges: np.ndarray, ids: np.ndarray
+    shipped: Shipped, spec: _TaskSpec, ranges: np.ndarray, ids: np.ndarray
 ) -> pd.DataFrame:
     """Run the attempts with global ids ``ids`` (rows of ``ranges`` laid end to end).
 
@@ -295,7 +296,7 @@ def run_attempt_ids(
                 spec.models[mi],
                 rnd,
                 attempt,
-                res.status,
+                str(res.status),
                 res.reason,
                 res.accuracy,
                 *res.metrics.tolist(),
@@ -306,13 +307,24 @@ def run_attempt_ids(
     )
 
 
-def _schema(metrics: Sequence[str]) -> str:
-    return (
-        "attr int, model string, round int, attempt int, status string, reason string, "
-        "accuracy double, " + ", ".join(f"v{i} double" for i in range(len(metrics)))
-    )
+def _wave_task(
+    shipped: Shipped, spec: _TaskSpec, ranges: np.ndarray
+) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+    """The ``mapInPandas`` function of one wave (BLAS/OpenMP on one thread)."""
+
+    def task_fn(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        from fairspark._testing import maybe_fail_first_attempt
+        from fairspark._threads import single_thread
+
+        maybe_fail_first_attempt("correlation")
+        with single_thread():
+            for b in batches:
+                yield run_attempt_ids(shipped, spec, ranges, b["id"].to_numpy())
+
+    return task_fn
 
 
+# ---------------------------------------------------------------- the waves
 @dataclass
 class AttemptTable:
     """Every attempt run, as a pandas DataFrame (bounded by the config, not the table)."""
@@ -323,7 +335,77 @@ class AttemptTable:
     shipped_as: str
 
 
-def _default_partitions(spark) -> int:
+@dataclass
+class _RoundState:
+    """Progress of one (attribute, model, round) over the waves."""
+
+    next_attempt: int = 0
+    accepted: int = 0
+
+    def wave_size(self, *, n_samples: int, attempt_cap: int) -> int:
+        """Attempts the next wave runs for this round (0: complete or at the cap)."""
+        need = n_samples - self.accepted
+        if need <= 0 or self.next_attempt >= attempt_cap:
+            return 0
+        if self.next_attempt == 0:
+            n_new = n_samples
+        else:
+            # generous, so that a second wave nearly always completes the round:
+            # every wave is a Spark job with its own fixed cost
+            rate = max(self.accepted / self.next_attempt, 0.02)
+            n_new = math.ceil(need / rate * 1.25 + 3 * math.sqrt(need / rate)) + 2
+        return min(n_new, attempt_cap - self.next_attempt)
+
+
+@dataclass
+class _Waves:
+    """The rounds of every (attribute, model) and the attempts run so far."""
+
+    models: tuple[str, ...]
+    metrics: tuple[str, ...]
+    n_samples: int
+    attempt_cap: int
+    rounds: dict[tuple[int, int, int], _RoundState]
+    frames: list[pd.DataFrame] = field(default_factory=list)
+
+    def plan(self) -> np.ndarray:
+        """Rows ``(attr, model_index, round, first_attempt, count)`` of the next wave."""
+        ranges = []
+        for (a, mi, r), st in self.rounds.items():
+            n_new = st.wave_size(n_samples=self.n_samples, attempt_cap=self.attempt_cap)
+            if n_new:
+                ranges.append((a, mi, r, st.next_attempt, n_new))
+        return np.asarray(ranges, dtype=np.int64).reshape(-1, 5)
+
+    def record(self, ranges: np.ndarray, wave_pdf: pd.DataFrame) -> None:
+        """Account for a finished wave."""
+        self.frames.append(wave_pdf)
+        for a, mi, r, first, count in ranges.tolist():
+            self.rounds[(a, mi, r)].next_attempt = first + count
+        accepted = wave_pdf[wave_pdf["status"] == AttemptStatus.ACCEPTED]
+        for (a, name, r), c in accepted.groupby(["attr", "model", "round"]).size().items():
+            self.rounds[(int(a), self.models.index(name), int(r))].accepted += int(c)
+
+    def table(self, shipped_as: str) -> AttemptTable:
+        """The attempts so far, sorted by (attr, model, round, attempt)."""
+        cols = _result_columns(self.metrics)
+        attempts = (
+            pd.concat(self.frames, ignore_index=True) if self.frames else pd.DataFrame(columns=cols)
+        )
+        attempts = (
+            attempts.sort_values(["attr", "model", "round", "attempt"], kind="mergesort")
+            .reset_index(drop=True)
+            .rename(columns={f"v{i}": m for i, m in enumerate(self.metrics)})
+        )
+        return AttemptTable(
+            attempts=attempts,
+            metrics=list(self.metrics),
+            waves=len(self.frames),
+            shipped_as=shipped_as,
+        )
+
+
+def _default_partitions(spark: SparkSession) -> int:
     try:
         return max(1, int(spark.sparkContext.defaultParallelism) * 4)
     except Exception:  # noqa: BLE001 - no SparkContext (Spark Connect)
@@ -331,7 +413,7 @@ def _default_partitions(spark) -> int:
 
 
 def run_oracle_tasks(
-    spark,
+    spark: SparkSession,
     sample: OracleSample,
     *,
     attributes: Sequence[int],
@@ -347,6 +429,7 @@ def run_oracle_tasks(
     model_params: Mapping[str, Mapping[str, Any]] | None = None,
     partitions: int | None = None,
     shipping: str = "auto",
+    on_wave: Callable[[AttemptTable], None] | None = None,
 ) -> AttemptTable:
     """Run the N x L (x models x attributes) oracle calls as ``mapInPandas`` tasks.
 
@@ -362,143 +445,112 @@ def run_oracle_tasks(
     partitions : Spark partitions of each wave (default: 4 x default parallelism).
     shipping : ``auto`` (broadcast when the session has a SparkContext, else the task
         closure), ``broadcast`` or ``closure``.
+    on_wave : called with the attempts so far after every wave but the last (a time
+        budget's partial result); an exception it raises ends the run.
 
     Returns
     -------
     AttemptTable
         One row per attempt run, sorted by (attr, model, round, attempt).
+
+    Notes
+    -----
+    Over 60 lines only by this docstring and the keyword-only parameters; the waves
+    run in :func:`_run_waves`.
     """
-    metrics = tuple(metrics)
     spec = _TaskSpec(
         models=tuple(models),
         model_params={m: dict(v) for m, v in (model_params or {}).items()},
         seeds=tuple(int(s) for s in seeds),
-        metrics=metrics,
+        metrics=tuple(metrics),
         k=int(k),
         min_accuracy=float(min_accuracy),
         test_fraction=float(test_fraction),
     )
+    keys = [(a, mi, r) for a in attributes for mi in range(len(models)) for r in range(rounds)]
+    waves = _Waves(
+        models=spec.models,
+        metrics=spec.metrics,
+        n_samples=n_samples,
+        attempt_cap=attempt_cap,
+        rounds={key: _RoundState() for key in keys},
+    )
     payload = {"x": sample.x, "y": sample.y, "w": sample.w, "priv": sample.priv}
-    shipped = _Shipped(spark, payload, how=shipping)
-    n_parts = partitions or _default_partitions(spark)
-    schema = _schema(metrics)
-    # state per (attr, model_index, round): next attempt number, accepted so far
-    state = {
-        (a, mi, r): [0, 0] for a in attributes for mi in range(len(models)) for r in range(rounds)
-    }
-    frames: list[pd.DataFrame] = []
-    waves = 0
+    shipped = Shipped(spark, payload, how=shipping)
     try:
-        while True:
-            ranges = []
-            for (a, mi, r), (nxt, acc) in state.items():
-                need = n_samples - acc
-                if need <= 0 or nxt >= attempt_cap:
-                    continue
-                if nxt == 0:
-                    n_new = n_samples
-                else:
-                    # generous, so that a second wave nearly always completes the round:
-                    # every wave is a Spark job with its own fixed cost
-                    rate = max(acc / nxt, 0.02)
-                    n_new = math.ceil(need / rate * 1.25 + 3 * math.sqrt(need / rate)) + 2
-                n_new = min(n_new, attempt_cap - nxt)
-                ranges.append((a, mi, r, nxt, n_new))
-            if not ranges:
-                break
-            waves += 1
-            ranges_arr = np.asarray(ranges, dtype=np.int64)
-            total = int(ranges_arr[:, 4].sum())
-
-            def task_fn(
-                batches: Iterator[pd.DataFrame], _ranges=ranges_arr
-            ) -> Iterator[pd.DataFrame]:
-                from threadpoolctl import threadpool_limits
-
-                from fairspark._testing import maybe_fail_first_attempt
-
-                maybe_fail_first_attempt("correlation")
-                with threadpool_limits(limits=1):
-                    for b in batches:
-                        yield run_attempt_ids(shipped, spec, _ranges, b["id"].to_numpy())
-
-            wave_pdf = (
-                spark.range(0, total, 1, numPartitions=max(1, min(n_parts, total)))
-                .mapInPandas(task_fn, schema=schema)
-                .toPandas()
-            )
-            frames.append(wave_pdf)
-            for a, mi, r, nxt, n_new in ranges:
-                st = state[(a, mi, r)]
-                st[0] = nxt + n_new
-            acc_counts = (
-                wave_pdf[wave_pdf["status"] == "accepted"]
-                .groupby(["attr", "model", "round"])
-                .size()
-            )
-            for (a, mname, r), c in acc_counts.items():
-                state[(int(a), list(models).index(mname), int(r))][1] += int(c)
+        _run_waves(spark, shipped, spec, waves, partitions or _default_partitions(spark), on_wave)
     finally:
         shipped.release()
-    cols = _result_columns(metrics)
-    attempts = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
-    attempts = attempts.sort_values(
-        ["attr", "model", "round", "attempt"], kind="mergesort"
-    ).reset_index(drop=True)
-    attempts = attempts.rename(columns={f"v{i}": m for i, m in enumerate(metrics)})
-    return AttemptTable(
-        attempts=attempts, metrics=list(metrics), waves=waves, shipped_as=shipped.how
-    )
+    return waves.table(shipped.how)
 
 
-@dataclass
-class RoundSelection:
-    """The kept samples of one (attribute, model): first N accepted per complete round."""
+def _run_waves(
+    spark: SparkSession,
+    shipped: Shipped,
+    spec: _TaskSpec,
+    waves: _Waves,
+    n_parts: int,
+    on_wave: Callable[[AttemptTable], None] | None,
+) -> None:
+    """Run waves of attempts until every round is complete or at the attempt cap."""
+    ranges = waves.plan()
+    while len(ranges):
+        total = int(ranges[:, 4].sum())
+        wave_pdf = (
+            spark.range(0, total, 1, numPartitions=max(1, min(n_parts, total)))
+            .mapInPandas(_wave_task(shipped, spec, ranges), schema=_schema(spec.metrics))
+            .toPandas()
+        )
+        waves.record(ranges, wave_pdf)
+        ranges = waves.plan()
+        if len(ranges) and on_wave is not None:
+            on_wave(waves.table(shipped.how))
 
-    values: list[np.ndarray]
-    round_ids: list[int]
-    dropped: dict[int, str]
-    attempts: int  #: attempts up to each round's N-th acceptance (all, for dropped rounds)
-    accepted: int
-    rejected_reasons: dict[str, int]
-    accuracies: np.ndarray
 
-
+# ---------------------------------------------------------------- the kept rounds
 def select_rounds(
-    attempts: pd.DataFrame, *, metrics: Sequence[str], n_samples: int, rounds: int
+    attempts: pd.DataFrame,
+    *,
+    metrics: Sequence[str],
+    n_samples: int,
+    rounds: int,
+    attempt_cap: int | None = None,
 ) -> RoundSelection:
     """Keep the first ``n_samples`` accepted attempts (by attempt number) of each round.
 
     ``attempts`` holds the rows of one (attribute, model). A round with fewer accepted
-    attempts (it hit the attempt cap) is dropped and its reason recorded.
+    attempts is dropped, with its reason, once it has run ``attempt_cap`` attempts
+    (always when ``attempt_cap`` is None); before that it is pending (a partial run).
     """
     metrics = list(metrics)
-    values, ids, accs = [], [], []
+    values, ids, accs, pending = [], [], [], []
     dropped: dict[int, str] = {}
     reasons: dict[str, int] = {}
     used_attempts = accepted = 0
     for r in range(rounds):
         rd = attempts[attempts["round"] == r].sort_values("attempt", kind="mergesort")
-        ok = rd[rd["status"] == "accepted"]
+        ok = rd[rd["status"] == AttemptStatus.ACCEPTED]
         if len(ok) >= n_samples:
             # the round's attempts up to its N-th acceptance: what Algorithm 2 needed,
             # independent of how many attempts the waves ran beyond it
             rd = rd[rd["attempt"] <= ok["attempt"].iloc[n_samples - 1]]
         used_attempts += len(rd)
-        accepted += int((rd["status"] == "accepted").sum())
-        for why in rd.loc[rd["status"] != "accepted", "reason"]:
+        accepted += int((rd["status"] == AttemptStatus.ACCEPTED).sum())
+        for why in rd.loc[rd["status"] != AttemptStatus.ACCEPTED, "reason"]:
             key = "accuracy below min_accuracy" if str(why).startswith("accuracy") else str(why)
             reasons[key] = reasons.get(key, 0) + 1
-        if len(ok) < n_samples:
+        if len(ok) >= n_samples:
+            kept = ok.iloc[:n_samples]
+            values.append(kept[metrics].to_numpy(np.float64))
+            accs.append(kept["accuracy"].to_numpy(np.float64))
+            ids.append(r)
+        elif attempt_cap is not None and len(rd) < attempt_cap:
+            pending.append(r)
+        else:
             dropped[r] = (
                 f"round {r}: {len(ok)} of {len(rd)} attempts accepted, fewer than "
                 f"n_samples={n_samples} within the attempt cap"
             )
-            continue
-        kept = ok.iloc[:n_samples]
-        values.append(kept[metrics].to_numpy(np.float64))
-        accs.append(kept["accuracy"].to_numpy(np.float64))
-        ids.append(r)
     return RoundSelection(
         values=values,
         round_ids=ids,
@@ -507,8 +559,5 @@ def select_rounds(
         accepted=accepted,
         rejected_reasons=reasons,
         accuracies=np.concatenate(accs) if accs else np.empty(0),
+        pending=pending,
     )
-
-
-__all__ += ["RoundSelection", "run_attempt_ids"]
-_ = CELLS

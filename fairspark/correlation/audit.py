@@ -12,69 +12,98 @@ catalogue metric i          metric j     r*_ij, r* - e, r* + e; rounds and pair 
 ``acceptance_rate``         --           accepted / attempts; rejection reasons
 ``model_accuracy``          --           mean, 2.5 % and 97.5 % quantiles (kept models)
 =========================== ============ ==================================================
+
+``run`` computes numbers only; the report section comes from
+:func:`fairspark.correlation.report.render` (``SPEC.render``).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fairspark import columns
+from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, derive_seed
-from fairspark.correlation._cluster import Clustering, cluster_metrics, search_tau
+from fairspark.correlation._cluster import cluster_metrics, search_tau
 from fairspark.correlation._estimate import CorrelationEstimate, estimate_correlations
 from fairspark.correlation._oracle import CELLS, DEFAULT_METRICS, make_model
 from fairspark.correlation._spark import (
-    RoundSelection,
+    AttemptTable,
+    OracleSample,
     draw_stratified_sample,
     run_oracle_tasks,
     select_rounds,
 )
 from fairspark.correlation.params import CorrelationParams
+from fairspark.correlation.results import CorrelationResult, ModelResult, RoundSelection
 from fairspark.errors import AuditError
+from fairspark.status import Status
 
-__all__ = ["CorrelationResult", "ModelResult", "correlation_audit", "outcome_from_result", "run"]
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "BudgetExhaustedError",
+    "correlation_audit",
+    "outcome_from_result",
+    "outcome_rows",
+    "outcome_summary",
+    "run",
+]
 
 AUDIT = "correlation"
 
 
-@dataclass
-class ModelResult:
-    """Everything computed for one (attribute, model family)."""
-
-    attribute: str
-    model: str
-    status: str
-    detail: str | None = None
-    selection: RoundSelection | None = None
-    estimate: CorrelationEstimate | None = None
-    clustering: Clustering | None = None
-    clustered_metrics: list[str] = field(default_factory=list)
-    excluded: dict[str, str] = field(default_factory=dict)
-    tau_detail: str | None = None
+class BudgetExhaustedError(AuditError):
+    """The time budget ran out between waves; the partial result was handed over."""
 
 
-@dataclass
-class CorrelationResult:
-    """Result of :func:`correlation_audit`: per-attribute failures and per-model results."""
+# ---------------------------------------------------------------- computing the result
+def _check_models(params: CorrelationParams) -> None:
+    """Bad hyperparameters fail here, once, not inside every task."""
+    for model in params.models:
+        try:
+            make_model(model, params.model_params.get(model), random_state=0)
+        except (ValueError, TypeError) as exc:
+            raise AuditError(f"correlation: {exc}") from exc
 
-    params: CorrelationParams
-    metrics: list[str]
-    failed_attributes: dict[str, str]
-    models: list[ModelResult]
-    sample_rows: int
-    population_rows: int
-    sample_cells: dict[str, list[int]]
-    waves: int
-    shipped_as: str
+
+def _empty_cell_detail(name: str, counts: np.ndarray, population: np.ndarray | None) -> str:
+    empty = [c for c in range(4) if counts[c] == 0]
+    detail = (
+        f"attribute {name!r}: cell(s) {', '.join(repr(CELLS[c]) for c in empty)} have no "
+        f"labelled rows (cell counts {dict(zip(CELLS, counts.tolist(), strict=True))}); the "
+        "sampling oracle (Algorithm 2) bootstraps from every group x label cell"
+    )
+    if population is not None and any(population[c] > 0 for c in empty):
+        pop = dict(zip(CELLS, population.tolist(), strict=True))
+        detail += f"; the labelled table has {pop}: a larger sample_rows may reach them"
+    return detail
+
+
+def _cell_failures(
+    sample: OracleSample, names: Sequence[str]
+) -> tuple[dict[str, str], dict[str, list[int]]]:
+    """Attributes with an empty group x label cell in the sample, and every cell count."""
+    failed: dict[str, str] = {}
+    cells: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        counts = sample.for_attribute(i).cell_counts()
+        cells[name] = counts.tolist()
+        if (counts == 0).any():
+            failed[name] = _empty_cell_detail(name, counts, sample.population_cells.get(name))
+    return failed, cells
 
 
 def _cluster(
     est: CorrelationEstimate, params: CorrelationParams, seed: int, res: ModelResult
 ) -> None:
+    """Cluster the metrics with a defined correlation; record the others in ``excluded``."""
     names = est.metrics
     off = est.r.copy()
     np.fill_diagonal(off, np.nan)
@@ -87,7 +116,8 @@ def _cluster(
                 f"({rs[0] if rs else 'undefined'})"
             )
     if len(keep) == 0:
-        res.status, res.detail = "failed", "no metric has a defined correlation with another one"
+        res.status = Status.FAILED
+        res.detail = "no metric has a defined correlation with another one"
         return
     sub = est.r[np.ix_(keep, keep)]
     res.clustered_metrics = [names[i] for i in keep]
@@ -95,7 +125,7 @@ def _cluster(
         found = search_tau(sub, k=params.n_representatives, repeats=params.repeats, seed=seed)
         res.tau_detail = found.message
         if found.clustering is None:
-            res.status, res.detail = "failed", found.message
+            res.status, res.detail = Status.FAILED, found.message
             return
         res.clustering = found.clustering
     else:
@@ -107,17 +137,106 @@ def _cluster(
         )
 
 
+def _no_round_detail(sel: RoundSelection, params: CorrelationParams) -> str:
+    """Why no round of a (attribute, model) reached N accepted models."""
+    reasons = "; ".join(f"{k}: {v}" for k, v in sorted(sel.rejected_reasons.items()))
+    if sel.pending:
+        return (
+            f"no round complete yet: {len(sel.pending)} of {params.rounds} rounds still "
+            f"running ({sel.accepted} of {sel.attempts} attempts accepted so far)"
+        )
+    if sel.accepted == 0:
+        return (
+            f"every model rejected: 0 of {sel.attempts} attempts accepted "
+            f"(min_accuracy={params.min_accuracy}; {reasons})"
+        )
+    return (
+        f"no round reached n_samples={params.n_samples} accepted models within "
+        f"{params.attempt_cap} attempts ({sel.accepted} of {sel.attempts} "
+        f"accepted; {reasons})"
+    )
+
+
+@dataclass
+class _AuditRun:
+    """One run of the audit: what is known before the oracle tasks start."""
+
+    params: CorrelationParams
+    metrics: list[str]
+    seed: int
+    names: list[str]
+    sample: OracleSample
+    failed: dict[str, str]
+    cells: dict[str, list[int]]
+
+    @property
+    def ok_attributes(self) -> list[int]:
+        """Indices of the attributes whose four cells all have sample rows."""
+        return [i for i, n in enumerate(self.names) if n not in self.failed]
+
+    def model_result(self, attempts: Any, i: int, model: str) -> ModelResult:
+        """Kept rounds, r* and clusters of attribute ``i`` and ``model``."""
+        p = self.params
+        sub = attempts[(attempts["attr"] == i) & (attempts["model"] == model)]
+        sel = select_rounds(
+            sub,
+            metrics=self.metrics,
+            n_samples=p.n_samples,
+            rounds=p.rounds,
+            attempt_cap=p.attempt_cap,
+        )
+        res = ModelResult(attribute=self.names[i], model=model, status=Status.OK, selection=sel)
+        if not sel.values:
+            res.status = Status.NOT_COMPUTED if sel.pending else Status.FAILED
+            res.detail = _no_round_detail(sel, p)
+            return res
+        res.estimate = estimate_correlations(sel.values, metrics=self.metrics, ci_level=p.ci_level)
+        _cluster(res.estimate, p, derive_seed(self.seed, AUDIT, "pivot", self.names[i], model), res)
+        return res
+
+    def result(self, table: AttemptTable | None, *, partial: bool = False) -> CorrelationResult:
+        """The audit's result from the attempts run (``None``: no attribute to run)."""
+        models = []
+        if table is not None:
+            models = [
+                self.model_result(table.attempts, i, model)
+                for i in self.ok_attributes
+                for model in self.params.models
+            ]
+        return CorrelationResult(
+            params=self.params,
+            metrics=self.metrics,
+            failed_attributes=self.failed,
+            models=models,
+            sample_rows=len(self.sample.y),
+            population_rows=self.sample.population_rows,
+            sample_cells=self.cells,
+            waves=table.waves if table is not None else 0,
+            shipped_as=table.shipped_as if table is not None else "none",
+            partial=partial,
+        )
+
+
+def _check_budget(time_left: Callable[[], float] | None, waves: int) -> None:
+    if time_left is not None and time_left() <= 0:
+        raise BudgetExhaustedError(
+            f"correlation: time budget used up after {waves} wave(s) of oracle tasks"
+        )
+
+
 def correlation_audit(
-    spark,
-    df,
+    spark: SparkSession,
+    df: DataFrame,
     *,
     attributes: Sequence[tuple[str, str]],
     params: CorrelationParams,
     seed: int,
-    label_col: str = "_fs_label",
-    features_col: str = "_fs_x",
-    weight_col: str | None = "_fs_w",
-    key_col: str | None = "_fs_key",
+    label_col: str = columns.LABEL,
+    features_col: str = columns.X,
+    weight_col: str | None = columns.WEIGHT,
+    key_col: str = columns.KEY,
+    time_left: Callable[[], float] | None = None,
+    report_partial: Callable[[CorrelationResult], None] | None = None,
 ) -> CorrelationResult:
     """Sample models, estimate metric correlations and cluster them, for each attribute.
 
@@ -129,17 +248,27 @@ def correlation_audit(
     params : the audit parameters.
     seed : the run's base seed; every random draw derives from it.
     label_col, features_col, weight_col, key_col : prepared-table column names.
+    time_left : seconds left of a time budget (``AuditContext.time_left``); checked
+        after the sample and after every wave of oracle tasks.
+    report_partial : receives the result of the rounds complete after each wave but
+        the last, while ``time_left`` is finite.
 
     Returns
     -------
     CorrelationResult
+
+    Raises
+    ------
+    BudgetExhaustedError
+        ``time_left`` reached 0 before the last wave.
+
+    Notes
+    -----
+    Over 60 lines only by this docstring and the keyword-only parameters; the steps
+    are :func:`draw_stratified_sample`, :func:`_cell_failures`, :func:`_oracle_tasks`
+    and :meth:`_AuditRun.result`.
     """
-    metrics = list(params.metrics or DEFAULT_METRICS)
-    for model in params.models:  # bad hyperparameters fail here, not inside every task
-        try:
-            make_model(model, params.model_params.get(model), random_state=0)
-        except (ValueError, TypeError) as exc:
-            raise AuditError(f"correlation: {exc}") from exc
+    _check_models(params)
     names = [a for a, _ in attributes]
     sample = draw_stratified_sample(
         df,
@@ -154,218 +283,223 @@ def correlation_audit(
     )
     if sample.population_rows == 0:
         raise AuditError("correlation: the table has no labelled row; models cannot be trained")
-    failed: dict[str, str] = {}
-    cells: dict[str, list[int]] = {}
-    ok_attrs = []
-    for i, name in enumerate(names):
-        counts = sample.for_attribute(i).cell_counts()
-        cells[name] = counts.tolist()
-        empty = [CELLS[c] for c in range(4) if counts[c] == 0]
-        if empty:
-            failed[name] = (
-                f"attribute {name!r}: cell(s) {', '.join(repr(e) for e in empty)} have no labelled "
-                f"rows (cell counts {dict(zip(CELLS, counts.tolist(), strict=True))}); "
-                "the sampling "
-                "oracle (Algorithm 2) bootstraps from every group x label cell"
-            )
-        else:
-            ok_attrs.append(i)
-    seeds = [derive_seed(seed, AUDIT, n) for n in names]
-    results: list[ModelResult] = []
-    waves, shipped_as = 0, "none"
-    if ok_attrs:
-        table = run_oracle_tasks(
-            spark,
-            sample,
-            attributes=ok_attrs,
-            models=params.models,
-            seeds=seeds,
-            n_samples=params.n_samples,
-            rounds=params.rounds,
-            k=params.k,
-            min_accuracy=params.min_accuracy,
-            attempt_cap=params.attempt_cap,
-            test_fraction=params.test_fraction,
-            metrics=metrics,
-            model_params=params.model_params,
-            partitions=params.partitions,
-            shipping=params.shipping,
-        )
-        waves, shipped_as = table.waves, table.shipped_as
-        att = table.attempts
-        for i in ok_attrs:
-            for model in params.models:
-                sub = att[(att["attr"] == i) & (att["model"] == model)]
-                sel = select_rounds(
-                    sub, metrics=metrics, n_samples=params.n_samples, rounds=params.rounds
-                )
-                res = ModelResult(attribute=names[i], model=model, status="ok", selection=sel)
-                results.append(res)
-                if not sel.values:
-                    reasons = "; ".join(
-                        f"{k}: {v}" for k, v in sorted(sel.rejected_reasons.items())
-                    )
-                    if sel.accepted == 0:
-                        res.detail = (
-                            f"every model rejected: 0 of {sel.attempts} attempts accepted "
-                            f"(min_accuracy={params.min_accuracy}; {reasons})"
-                        )
-                    else:
-                        res.detail = (
-                            f"no round reached n_samples={params.n_samples} accepted models within "
-                            f"{params.attempt_cap} attempts ({sel.accepted} of {sel.attempts} "
-                            f"accepted; {reasons})"
-                        )
-                    res.status = "failed"
-                    continue
-                res.estimate = estimate_correlations(
-                    sel.values, metrics=metrics, ci_level=params.ci_level
-                )
-                _cluster(
-                    res.estimate, params, derive_seed(seed, AUDIT, "pivot", names[i], model), res
-                )
-    return CorrelationResult(
+    failed, cells = _cell_failures(sample, names)
+    state = _AuditRun(
         params=params,
-        metrics=metrics,
-        failed_attributes=failed,
-        models=results,
-        sample_rows=len(sample.y),
-        population_rows=sample.population_rows,
-        sample_cells=cells,
-        waves=waves,
-        shipped_as=shipped_as,
+        metrics=list(params.metrics or DEFAULT_METRICS),
+        seed=seed,
+        names=names,
+        sample=sample,
+        failed=failed,
+        cells=cells,
+    )
+    if not state.ok_attributes:
+        return state.result(None)
+    _check_budget(time_left, 0)
+
+    def on_wave(table: AttemptTable) -> None:
+        if report_partial is not None and time_left is not None and math.isfinite(time_left()):
+            report_partial(state.result(table, partial=True))
+        _check_budget(time_left, table.waves)
+
+    return state.result(_oracle_tasks(spark, state, on_wave=on_wave))
+
+
+def _oracle_tasks(
+    spark: SparkSession, state: _AuditRun, *, on_wave: Callable[[AttemptTable], None]
+) -> AttemptTable:
+    """Every attempt of the oracle for the attributes with four non-empty cells."""
+    p = state.params
+    return run_oracle_tasks(
+        spark,
+        state.sample,
+        attributes=state.ok_attributes,
+        models=p.models,
+        seeds=[derive_seed(state.seed, AUDIT, n) for n in state.names],
+        n_samples=p.n_samples,
+        rounds=p.rounds,
+        k=p.k,
+        min_accuracy=p.min_accuracy,
+        attempt_cap=p.attempt_cap,
+        test_fraction=p.test_fraction,
+        metrics=state.metrics,
+        model_params=p.model_params,
+        partitions=p.partitions,
+        shipping=p.shipping,
+        on_wave=on_wave,
     )
 
 
-def _f(v: Any) -> float | None:
-    if v is None:
-        return None
-    v = float(v)
-    return v if np.isfinite(v) else None
+# ---------------------------------------------------------------- long rows and summary
+@dataclass(frozen=True)
+class _RowMaker:
+    """Rows of one (attribute, model family), sharing its ``params`` JSON."""
+
+    attribute: str
+    model: str
+    params: str | None
+
+    def __call__(self, metric: str, **kw: Any) -> MetricRow:
+        return MetricRow(
+            audit=AUDIT,
+            attribute=self.attribute,
+            metric=metric,
+            model=self.model,
+            params=self.params,
+            **kw,
+        )
+
+
+def _row_maker(res: ModelResult, result: CorrelationResult) -> _RowMaker:
+    p = result.params
+    pj = params_json(
+        model=res.model,
+        model_params=p.model_params.get(res.model, {}),
+        n_samples=p.n_samples,
+        rounds=p.rounds,
+        k=p.k,
+        min_accuracy=p.min_accuracy,
+        ci_level=p.ci_level,
+        tau=p.tau,
+        n_representatives=p.n_representatives,
+        repeats=p.repeats,
+        sample_rows=result.sample_rows,
+    )
+    return _RowMaker(attribute=res.attribute, model=res.model, params=pj)
+
+
+def _selection_rows(row: _RowMaker, sel: RoundSelection, rounds: int) -> list[MetricRow]:
+    reasons = ", ".join(f"{k}: {v}" for k, v in sorted(sel.rejected_reasons.items())) or "none"
+    dropped = "; ".join(sel.dropped.values())
+    detail = (
+        f"accepted {sel.accepted} of {sel.attempts} attempts; rejected: {reasons}; "
+        f"rounds used {len(sel.values)} of {rounds}"
+    )
+    if sel.pending:
+        detail += f"; {len(sel.pending)} rounds still running"
+    if dropped:
+        detail += f"; dropped: {dropped}"
+    rows = [row("acceptance_rate", value=sel.acceptance_rate, detail=detail)]
+    if sel.accuracies.size:
+        q = np.quantile(sel.accuracies, [0.025, 0.975])
+        rows.append(
+            row(
+                "model_accuracy",
+                value=float(sel.accuracies.mean()),
+                lower=float(q[0]),
+                upper=float(q[1]),
+                detail=(
+                    f"test-set accuracy of the {sel.accuracies.size} kept models: "
+                    "mean, 2.5% and 97.5% quantiles"
+                ),
+            )
+        )
+    return rows
+
+
+def _matrix_rows(row: _RowMaker, est: CorrelationEstimate) -> list[MetricRow]:
+    rows = []
+    for i, a in enumerate(est.metrics):
+        for j, b in enumerate(est.metrics):
+            r = est.r[i, j]
+            detail = (
+                f"rounds={int(est.rounds[i, j])}; samples with both defined per round: "
+                f"{int(est.n_min[i, j])}..{int(est.n_max[i, j])}"
+            )
+            if est.reason[i, j]:
+                detail += f"; {est.reason[i, j]}"
+            rows.append(
+                row(
+                    a,
+                    metric_b=b,
+                    value=nan_to_none(r),
+                    lower=nan_to_none(est.lower[i, j]),
+                    upper=nan_to_none(est.upper[i, j]),
+                    status=Status.OK if np.isfinite(r) else Status.NOT_COMPUTED,
+                    detail=detail,
+                )
+            )
+    return rows
+
+
+def _cluster_rows(row: _RowMaker, res: ModelResult, est: CorrelationEstimate) -> list[MetricRow]:
+    rows = [
+        row("cluster", metric_b=m, status=Status.NOT_COMPUTED, detail=why)
+        for m, why in res.excluded.items()
+    ]
+    cl = res.clustering
+    if cl is None:
+        return [*rows, row("tau", status=Status.FAILED, detail=res.detail or res.tau_detail)]
+    names = res.clustered_metrics
+    rows.append(row("tau", value=cl.tau, detail=res.tau_detail))
+    for c, (piv, members) in enumerate(cl.clusters, start=1):
+        pname = names[piv]
+        represented = ", ".join(names[j] for j in members)
+        rows.append(
+            row(
+                "representative",
+                metric_b=pname,
+                value=float(len(members)),
+                detail=f"cluster {c}; represents: {represented}",
+            )
+        )
+        pi = est.metrics.index(pname)
+        for j in members:
+            r = est.r[pi, est.metrics.index(names[j])]
+            rows.append(
+                row(
+                    "cluster",
+                    metric_b=names[j],
+                    value=float(c),
+                    detail=f"representative: {pname}; r*={r:.4f}",
+                )
+            )
+    return rows
+
+
+def _model_rows(res: ModelResult, result: CorrelationResult) -> list[MetricRow]:
+    row = _row_maker(res, result)
+    rows = []
+    if res.selection is not None:
+        rows += _selection_rows(row, res.selection, result.params.rounds)
+    if res.estimate is None:
+        return [*rows, row("*", status=res.status, detail=res.detail)]
+    return [*rows, *_matrix_rows(row, res.estimate), *_cluster_rows(row, res, res.estimate)]
 
 
 def outcome_rows(result: CorrelationResult) -> list[MetricRow]:
     """The long-format rows of a :class:`CorrelationResult` (see the module table)."""
-    p = result.params
-    rows: list[MetricRow] = []
-    for name, why in result.failed_attributes.items():
-        rows.append(MetricRow(audit=AUDIT, attribute=name, metric="*", status="failed", detail=why))
+    rows = [
+        MetricRow(audit=AUDIT, attribute=name, metric="*", status=Status.FAILED, detail=why)
+        for name, why in result.failed_attributes.items()
+    ]
     for res in result.models:
-        pj = json.dumps(
-            {
-                "model": res.model,
-                "model_params": p.model_params.get(res.model, {}),
-                "n_samples": p.n_samples,
-                "rounds": p.rounds,
-                "k": p.k,
-                "min_accuracy": p.min_accuracy,
-                "ci_level": p.ci_level,
-                "tau": p.tau,
-                "n_representatives": p.n_representatives,
-                "repeats": p.repeats,
-                "sample_rows": result.sample_rows,
-            },
-            sort_keys=True,
-        )
-
-        def row(metric: str, _res: ModelResult = res, _pj: str = pj, **kw: Any) -> MetricRow:
-            return MetricRow(
-                audit=AUDIT,
-                attribute=_res.attribute,
-                metric=metric,
-                model=_res.model,
-                params=_pj,
-                **kw,
-            )
-
-        sel = res.selection
-        if sel is not None:
-            reasons = (
-                ", ".join(f"{k}: {v}" for k, v in sorted(sel.rejected_reasons.items())) or "none"
-            )
-            dropped = "; ".join(sel.dropped.values())
-            rows.append(
-                row(
-                    "acceptance_rate",
-                    value=sel.accepted / sel.attempts if sel.attempts else None,
-                    detail=(
-                        f"accepted {sel.accepted} of {sel.attempts} attempts; rejected: {reasons}; "
-                        f"rounds used {len(sel.values)} of {p.rounds}"
-                        + (f"; dropped: {dropped}" if dropped else "")
-                    ),
-                )
-            )
-            if sel.accuracies.size:
-                q = np.quantile(sel.accuracies, [0.025, 0.975])
-                rows.append(
-                    row(
-                        "model_accuracy",
-                        value=float(sel.accuracies.mean()),
-                        lower=float(q[0]),
-                        upper=float(q[1]),
-                        detail=(
-                            f"test-set accuracy of the {sel.accuracies.size} kept models: "
-                            "mean, 2.5% and 97.5% quantiles"
-                        ),
-                    )
-                )
-        if res.status == "failed" and res.estimate is None:
-            rows.append(row("*", status="failed", detail=res.detail))
-            continue
-        est = res.estimate
-        assert est is not None
-        for i, a in enumerate(est.metrics):
-            for j, b in enumerate(est.metrics):
-                r = est.r[i, j]
-                ok = bool(np.isfinite(r))
-                detail = (
-                    f"rounds={int(est.rounds[i, j])}; samples with both defined per round: "
-                    f"{int(est.n_min[i, j])}..{int(est.n_max[i, j])}"
-                )
-                if est.reason[i, j]:
-                    detail += f"; {est.reason[i, j]}"
-                rows.append(
-                    row(
-                        a,
-                        metric_b=b,
-                        value=_f(r),
-                        lower=_f(est.lower[i, j]),
-                        upper=_f(est.upper[i, j]),
-                        status="ok" if ok else "not_computed",
-                        detail=detail,
-                    )
-                )
-        for m, why in res.excluded.items():
-            rows.append(row("cluster", metric_b=m, status="not_computed", detail=why))
-        if res.clustering is None:
-            rows.append(row("tau", status="failed", detail=res.detail or res.tau_detail))
-            continue
-        cl = res.clustering
-        names = res.clustered_metrics
-        idx = {m: est.metrics.index(m) for m in names}
-        rows.append(row("tau", value=cl.tau, detail=res.tau_detail))
-        for c, (piv, members) in enumerate(cl.clusters, start=1):
-            pname = names[piv]
-            rows.append(
-                row(
-                    "representative",
-                    metric_b=pname,
-                    value=float(len(members)),
-                    detail=f"cluster {c}; represents: {', '.join(names[j] for j in members)}",
-                )
-            )
-            for j in members:
-                rows.append(
-                    row(
-                        "cluster",
-                        metric_b=names[j],
-                        value=float(c),
-                        detail=(
-                            f"representative: {pname}; r*={est.r[idx[pname], idx[names[j]]]:.4f}"
-                        ),
-                    )
-                )
+        rows += _model_rows(res, result)
     return rows
+
+
+def _model_summary(res: ModelResult) -> dict[str, Any]:
+    d: dict[str, Any] = {"status": res.status}
+    if res.detail:
+        d["detail"] = res.detail
+    s = res.selection
+    if s is not None:
+        d.update(
+            attempts=s.attempts,
+            accepted=s.accepted,
+            rounds_used=len(s.values),
+            acceptance_rate=s.acceptance_rate,
+        )
+        if s.pending:
+            d["rounds_pending"] = len(s.pending)
+    if res.clustering is not None:
+        n = res.clustered_metrics
+        d["tau"] = res.clustering.tau
+        d["representatives"] = [n[p] for p in res.clustering.representatives]
+        d["clusters"] = {n[p]: [n[j] for j in mem] for p, mem in res.clustering.clusters}
+    if res.excluded:
+        d["excluded"] = res.excluded
+    return d
 
 
 def outcome_summary(result: CorrelationResult) -> dict[str, Any]:
@@ -381,73 +515,35 @@ def outcome_summary(result: CorrelationResult) -> dict[str, Any]:
         "attributes": {},
     }
     for name, why in result.failed_attributes.items():
-        out["attributes"][name] = {"status": "failed", "detail": why}
+        out["attributes"][name] = {"status": Status.FAILED, "detail": why}
     for res in result.models:
-        d: dict[str, Any] = {"status": res.status}
-        if res.detail:
-            d["detail"] = res.detail
-        if res.selection is not None:
-            s = res.selection
-            d.update(
-                attempts=s.attempts,
-                accepted=s.accepted,
-                rounds_used=len(s.values),
-                acceptance_rate=(s.accepted / s.attempts) if s.attempts else None,
-            )
-        if res.clustering is not None:
-            n = res.clustered_metrics
-            d["tau"] = res.clustering.tau
-            d["representatives"] = [n[p] for p in res.clustering.representatives]
-            d["clusters"] = {n[p]: [n[j] for j in mem] for p, mem in res.clustering.clusters}
-        if res.excluded:
-            d["excluded"] = res.excluded
-        out["attributes"].setdefault(res.attribute, {})[res.model] = d
-    bad = bool(result.failed_attributes) or any(r.status == "failed" for r in result.models)
-    out["status"] = "failed" if bad else "ok"
+        out["attributes"].setdefault(res.attribute, {})[res.model] = _model_summary(res)
+    out["status"] = Status.FAILED if result.failed else Status.OK
     return out
 
 
 def outcome_from_result(result: CorrelationResult) -> AuditOutcome:
-    """Rows, summary and report section of a :class:`CorrelationResult`."""
-    from fairspark.correlation._report import correlation_section
-
-    return AuditOutcome(
-        rows=outcome_rows(result),
-        summary=outcome_summary(result),
-        sections=[correlation_section(result)],
-    )
+    """Rows, summary and the result itself (the report renders it, ``SPEC.render``)."""
+    return AuditOutcome(rows=outcome_rows(result), summary=outcome_summary(result), result=result)
 
 
 def run(ctx: AuditContext, params: CorrelationParams) -> AuditOutcome:
-    """Entry point of the ``correlation`` audit (``fairspark.audits.registry``)."""
-    prepared = ctx.prepared
-    have = [a.name for a in prepared.attributes]
-    wanted = params.attributes if params.attributes is not None else have
-    unknown = [a for a in wanted if a not in have]
-    attrs = [a for a in prepared.attributes if a.name in wanted]
+    """Entry point of the ``correlation`` audit (``fairspark.correlation.spec.SPEC``).
+
+    With a time budget, the rounds complete after each wave of oracle tasks go to
+    ``ctx.report_partial``; past the budget no further wave starts.
+    """
+    attrs = ctx.attributes(params)
     if not attrs:
-        raise AuditError(f"correlation: none of the attributes {wanted} is configured; have {have}")
-    df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for(AUDIT, "cap"))
+        raise AuditError("correlation: no sensitive attribute to audit")
+    df = ctx.prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for(AUDIT, "cap"))
     result = correlation_audit(
         ctx.spark,
         df,
         attributes=[(a.name, a.priv_col) for a in attrs],
         params=params,
         seed=ctx.config.seed,
-        weight_col="_fs_w",
-        key_col="_fs_key",
+        time_left=ctx.time_left,
+        report_partial=lambda partial: ctx.report_partial(outcome_from_result(partial)),
     )
-    outcome = outcome_from_result(result)
-    for a in unknown:
-        outcome.rows.insert(
-            0,
-            MetricRow(
-                audit=AUDIT,
-                attribute=a,
-                metric="*",
-                status="failed",
-                detail=f"attribute {a!r} is not a configured sensitive attribute; have {have}",
-            ),
-        )
-        outcome.summary["status"] = "failed"
-    return outcome
+    return outcome_from_result(result)

@@ -1,65 +1,31 @@
-"""Report section of the correlation audit: heatmap, cluster graph, table, acceptance."""
+"""Report section of the correlation audit: heatmap, cluster graph, table, acceptance.
+
+The runner calls :func:`render` (``SPEC.render``) on the audit's outcome inside its own
+error isolation; the HTML comes from ``templates/section.html.j2``.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-from jinja2 import Environment, select_autoescape
 
-from fairspark.audits.base import ReportSection
+from fairspark.audits.base import AuditOutcome, ReportSection
+from fairspark.correlation.results import CorrelationResult, ModelResult
 from fairspark.report.figures import figure_to_data_uri, plt
+from fairspark.report.sections import render_template
+from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
-    from fairspark.correlation.audit import CorrelationResult, ModelResult
+    from fairspark.audits.base import AuditContext
+    from fairspark.correlation.params import CorrelationParams
 
-__all__ = ["correlation_section"]
+__all__ = ["TITLE", "correlation_section", "render"]
 
-# Kept in the module (not a package data file) so the section renders from any install.
-_TEMPLATE = """
-<div class="fs-correlation">
-<p>Correlations between fairness metrics, estimated by training
-{{ p.n_samples }} accepted models per round over {{ p.rounds }} rounds (bootstrap size
-K = {{ p.k }}, models rejected below accuracy {{ p.min_accuracy }}) on a stratified
-sample of {{ sample_rows }} of {{ population_rows }} labelled rows. Intervals are
-r* &plusmn; z&middot;s/&radic;L at {{ (p.ci_level * 100) | round(1) }}%. Metrics in one
-cluster move together (r* &ge; tau with the representative); watching the representatives
-covers the others.</p>
-{% for name, why in failed.items() %}
-<p class="fs-failed"><b>{{ name }}</b>: failed &mdash; {{ why }}</p>
-{% endfor %}
-{% for b in blocks %}
-<h3>{{ b.attribute }} &mdash; {{ b.model }}</h3>
-{% if b.acceptance %}<p>Acceptance: {{ b.acceptance }}</p>{% endif %}
-{% if b.failed %}<p class="fs-failed">Failed: {{ b.failed }}</p>{% endif %}
-{% if b.reps %}
-<p>{{ b.tau_detail }}. Representatives ({{ b.reps | length }}):</p>
-<table class="fs-table"><tr><th>representative</th>
-<th>cluster members (r* with the representative)</th></tr>
-{% for rep, members in b.reps %}<tr><td><b>{{ rep }}</b></td><td>{{ members }}</td></tr>{% endfor %}
-</table>
-{% endif %}
-{% if b.excluded %}<p>Not clustered:
-{% for m, why in b.excluded.items() %}{{ m }} ({{ why }}){% if not loop.last %}; {% endif %}
-{% endfor %}</p>{% endif %}
-{% for title, uri in b.figures %}
-<figure><img src="{{ uri }}" alt="{{ title }}" style="max-width:100%">
-<figcaption>{{ title }}</figcaption></figure>
-{% endfor %}
-{% if b.matrix %}
-<details><summary>Correlation table r* [lower, upper]</summary>
-<table class="fs-table" style="font-size:70%"><tr><th></th>
-{% for m in b.names %}<th>{{ m }}</th>{% endfor %}</tr>
-{% for m, cells in b.matrix %}<tr><th>{{ m }}</th>
-{% for c in cells %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}
-</table></details>
-{% endif %}
-{% endfor %}
-</div>
-"""
-
-_ENV = Environment(autoescape=select_autoescape(default=True, default_for_string=True))
+#: the section's title in ``report.html``
+TITLE = "Representative fairness metrics (correlation)"
 
 
 def _order(res: ModelResult) -> tuple[list[str], list[tuple[int, int]], set[str]]:
@@ -179,68 +145,117 @@ def _cell(r: float, lo: float, hi: float) -> str:
     return f"{r:.2f} [{lo:.2f}, {hi:.2f}]"
 
 
+@dataclass
+class _Block:
+    """What the template shows for one (attribute, model family)."""
+
+    attribute: str
+    model: str
+    acceptance: str | None = None
+    failed: str | None = None
+    note: str | None = None
+    tau_detail: str | None = None
+    reps: list[tuple[str, str]] = field(default_factory=list)
+    excluded: dict[str, str] = field(default_factory=dict)
+    figures: list[tuple[str, str]] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    matrix: list[tuple[str, list[str]]] | None = None
+
+
+def _representatives(res: ModelResult) -> list[tuple[str, str]]:
+    """Each representative with its members and their r* with it."""
+    est, cl = res.estimate, res.clustering
+    assert est is not None and cl is not None
+    cn = res.clustered_metrics
+    out = []
+    for piv, members in cl.clusters:
+        pi = est.metrics.index(cn[piv])
+        mem = ", ".join(
+            f"{cn[j]} ({est.r[pi, est.metrics.index(cn[j])]:.2f})" for j in members if j != piv
+        )
+        out.append((cn[piv], mem or "(alone)"))
+    return out
+
+
+def _block(res: ModelResult, result: CorrelationResult) -> _Block:
+    b = _Block(
+        attribute=res.attribute,
+        model=res.model,
+        excluded=res.excluded,
+        failed=res.detail if res.status == Status.FAILED else None,
+        note=res.detail if res.status == Status.NOT_COMPUTED else None,
+        tau_detail=res.tau_detail,
+    )
+    sel = res.selection
+    if sel is not None and sel.attempts:
+        b.acceptance = (
+            f"{sel.accepted} of {sel.attempts} attempts accepted "
+            f"({sel.accepted / sel.attempts:.1%}); rounds used {len(sel.values)} "
+            f"of {result.params.rounds}"
+        )
+    est = res.estimate
+    if est is not None:
+        b.figures.append(("Correlation heatmap", _heatmap(res)))
+        if res.clustering is not None:
+            b.reps = _representatives(res)
+            b.figures.append(("Cluster graph", _graph(res)))
+        b.names = est.metrics
+        b.matrix = [
+            (
+                m,
+                [
+                    _cell(est.r[i, j], est.lower[i, j], est.upper[i, j])
+                    for j in range(len(est.metrics))
+                ],
+            )
+            for i, m in enumerate(est.metrics)
+        ]
+    if sel is not None and sel.accuracies.size:
+        hist = _accuracy_hist(res, result.params.min_accuracy)
+        b.figures.append(("Accuracy of the kept models", hist))
+    return b
+
+
 def correlation_section(result: CorrelationResult, *, order: int = 40) -> ReportSection:
     """Render the audit's report section (self-contained HTML, figures as data URIs)."""
-    blocks = []
-    for res in result.models:
-        b: dict = {
-            "attribute": res.attribute,
-            "model": res.model,
-            "figures": [],
-            "reps": [],
-            "excluded": res.excluded,
-            "failed": res.detail if res.status == "failed" else None,
-            "tau_detail": res.tau_detail,
-            "matrix": None,
-            "names": [],
-        }
-        sel = res.selection
-        if sel is not None and sel.attempts:
-            b["acceptance"] = (
-                f"{sel.accepted} of {sel.attempts} attempts accepted "
-                f"({sel.accepted / sel.attempts:.1%}); rounds used {len(sel.values)} "
-                f"of {result.params.rounds}"
-            )
-        est = res.estimate
-        if est is not None:
-            b["figures"].append(("Correlation heatmap", _heatmap(res)))
-            if res.clustering is not None:
-                cn = res.clustered_metrics
-                for piv, members in res.clustering.clusters:
-                    pi = est.metrics.index(cn[piv])
-                    mem = (
-                        ", ".join(
-                            f"{cn[j]} ({est.r[pi, est.metrics.index(cn[j])]:.2f})"
-                            for j in members
-                            if j != piv
-                        )
-                        or "(alone)"
-                    )
-                    b["reps"].append((cn[piv], mem))
-                b["figures"].append(("Cluster graph", _graph(res)))
-            b["names"] = est.metrics
-            b["matrix"] = [
-                (
-                    m,
-                    [
-                        _cell(est.r[i, j], est.lower[i, j], est.upper[i, j])
-                        for j in range(len(est.metrics))
-                    ],
-                )
-                for i, m in enumerate(est.metrics)
-            ]
-        if sel is not None and sel.accuracies.size:
-            b["figures"].append(
-                ("Accuracy of the kept models", _accuracy_hist(res, result.params.min_accuracy))
-            )
-        blocks.append(b)
-    html = _ENV.from_string(_TEMPLATE).render(
+    html = render_template(
+        "fairspark.correlation",
+        "section.html.j2",
         p=result.params,
         sample_rows=result.sample_rows,
         population_rows=result.population_rows,
         failed=result.failed_attributes,
-        blocks=blocks,
+        blocks=[_block(res, result) for res in result.models],
+        partial=result.partial,
     )
-    return ReportSection(
-        title="Representative fairness metrics (correlation)", html=html, order=order
-    )
+    return ReportSection(title=TITLE, html=html, order=order)
+
+
+def render(
+    outcome: AuditOutcome,
+    *,
+    ctx: AuditContext | None = None,
+    params: CorrelationParams | None = None,
+) -> list[ReportSection]:
+    """``SPEC.render``: the section of the outcome's :class:`CorrelationResult`.
+
+    Parameters
+    ----------
+    outcome:
+        What :func:`fairspark.correlation.audit.run` returned (or handed to
+        ``ctx.report_partial``); its ``result`` is drawn.
+    ctx, params:
+        The audit's context and parameters (the result carries the parameters it
+        was computed with, so neither is needed here).
+
+    Returns
+    -------
+    list of ReportSection
+        One section, titled :data:`TITLE`, at ``SPEC.order``; none without a result.
+    """
+    from fairspark.correlation.spec import SPEC
+
+    result = outcome.result
+    if not isinstance(result, CorrelationResult):
+        return []
+    return [correlation_section(result, order=SPEC.order)]

@@ -1,0 +1,99 @@
+"""Result types of the correlation audit (METHODS §3).
+
+They live apart from ``audit.py`` (which computes them) and ``report.py`` (which draws
+them), so neither imports the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fairspark.correlation._cluster import Clustering
+from fairspark.correlation._estimate import CorrelationEstimate
+from fairspark.correlation.params import CorrelationParams
+from fairspark.status import Status
+
+__all__ = ["CorrelationResult", "ModelResult", "RoundSelection"]
+
+
+@dataclass
+class RoundSelection:
+    """The kept samples of one (attribute, model): first N accepted per complete round.
+
+    Attributes
+    ----------
+    values : one (N, m) array of metric vectors per kept round.
+    round_ids : the kept rounds, in order.
+    dropped : round -> why it was dropped (it hit the attempt cap below N accepted).
+    attempts : attempts up to each kept round's N-th acceptance (all, for other rounds).
+    accepted : accepted attempts among them.
+    rejected_reasons : reason -> count of the attempts not accepted.
+    accuracies : test-set accuracy of every kept model.
+    pending : rounds still running (a partial result handed out between waves).
+    """
+
+    values: list[np.ndarray]
+    round_ids: list[int]
+    dropped: dict[int, str]
+    attempts: int
+    accepted: int
+    rejected_reasons: dict[str, int]
+    accuracies: np.ndarray
+    pending: list[int] = field(default_factory=list)
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """``accepted / attempts`` (``None`` before any attempt)."""
+        return self.accepted / self.attempts if self.attempts else None
+
+
+@dataclass
+class ModelResult:
+    """Everything computed for one (attribute, model family)."""
+
+    attribute: str
+    model: str
+    status: Status
+    detail: str | None = None
+    selection: RoundSelection | None = None
+    estimate: CorrelationEstimate | None = None
+    clustering: Clustering | None = None
+    clustered_metrics: list[str] = field(default_factory=list)
+    excluded: dict[str, str] = field(default_factory=dict)
+    tau_detail: str | None = None
+
+
+@dataclass
+class CorrelationResult:
+    """Result of :func:`~fairspark.correlation.audit.correlation_audit`.
+
+    Attributes
+    ----------
+    params : the audit parameters.
+    metrics : the correlated catalogue metrics, in matrix order.
+    failed_attributes : attribute -> why it could not be audited (an empty cell).
+    models : one :class:`ModelResult` per (attribute, model family).
+    sample_rows, population_rows : rows of the stratified sample / labelled rows.
+    sample_cells : attribute -> sample rows per group x label cell (``CELLS`` order).
+    waves : Spark jobs of oracle tasks run.
+    shipped_as : how the sample reached the tasks (``broadcast``, ``closure``, ``none``).
+    partial : True for a result handed out between waves (rounds still running).
+    """
+
+    params: CorrelationParams
+    metrics: list[str]
+    failed_attributes: dict[str, str]
+    models: list[ModelResult]
+    sample_rows: int
+    population_rows: int
+    sample_cells: dict[str, list[int]]
+    waves: int
+    shipped_as: str
+    partial: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """Whether an attribute or a model family failed."""
+        return bool(self.failed_attributes) or any(r.status == Status.FAILED for r in self.models)
