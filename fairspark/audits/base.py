@@ -110,7 +110,7 @@ class AuditContext:
         self.partial = outcome
 
     def attributes(self, params: AuditParams) -> list[AttributeInfo]:
-        """The prepared sensitive views an audit looks at, in configured order.
+        """The prepared sensitive views an audit looks at, in the prepared table's order.
 
         ``params.attributes`` names them (``None``: all). Unknown names are a config
         error when the config is loaded, so here they can only come from a config
@@ -124,7 +124,8 @@ class AuditContext:
         if unknown:
             raise AuditError(f"attributes {unknown} are not sensitive attributes "
                              f"(configured: {sorted(by_name)})")
-        return [by_name[n] for n in dict.fromkeys(params.attributes)]
+        wanted = set(params.attributes)
+        return [a for a in views if a.name in wanted]
 
     def redacted(self, extra: Iterable[str] = ()) -> set[str]:
         """Columns whose raw values must not appear in any output.

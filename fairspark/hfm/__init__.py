@@ -12,37 +12,36 @@ Public surface:
   :func:`sample_projections`, :func:`project`, :func:`hfm_df`, :func:`default_m2`.
 - :class:`HFMParams` - the audit's config model; the audit is ``SPEC`` in
   ``fairspark.hfm.spec`` (``fairspark.hfm.audit:run``, ``fairspark.hfm.report:render``).
+
+The names below are imported on first use, so loading ``fairspark.hfm.spec`` (which
+the registry does when the config is read) imports only the params model.
 """
 
 from __future__ import annotations
 
-from fairspark.hfm._kernels import (
-    approx_dist_numpy,
-    default_m2,
-    exact_nn_numpy,
-    hfm_df,
-    nn_other_group,
-    project,
-    sample_projections,
-    window_scan,
-)
-from fairspark.hfm.compute import hfm_distances, make_projections, points_from_table
-from fairspark.hfm.params import HFMParams
-from fairspark.hfm.results import DistanceResult, HFMResult
+import importlib
+from typing import Any
 
-__all__ = [
-    "DistanceResult",
-    "HFMParams",
-    "HFMResult",
-    "approx_dist_numpy",
-    "default_m2",
-    "exact_nn_numpy",
-    "hfm_df",
-    "hfm_distances",
-    "make_projections",
-    "nn_other_group",
-    "points_from_table",
-    "project",
-    "sample_projections",
-    "window_scan",
-]
+#: public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(
+        ["approx_dist_numpy", "default_m2", "exact_nn_numpy", "hfm_df", "nn_other_group",
+         "project", "sample_projections", "window_scan"], "fairspark.hfm._kernels"),
+    **dict.fromkeys(["hfm_distances", "make_projections", "points_from_table"],
+                    "fairspark.hfm.compute"),
+    "HFMParams": "fairspark.hfm.params",
+    **dict.fromkeys(["DistanceResult", "HFMResult"], "fairspark.hfm.results"),
+}
+
+__all__ = sorted(_EXPORTS)  # resolved by __getattr__
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fairspark.hfm' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
