@@ -20,6 +20,8 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from fairspark._values import nan_to_none
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
@@ -48,13 +50,6 @@ def rows_schema():
     return T.StructType([T.StructField(c, fields.get(c, s), True) for c in ROW_COLUMNS])
 
 
-def _num(x: Any) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return x if not math.isnan(x) else None
-
-
 def to_long_rows(
     rows: list[MetricRow], *, run_date: dt.date, dataset: str, config_hash: str,
     version: str, schema_version: int,
@@ -66,7 +61,7 @@ def to_long_rows(
         d.update(run_date=run_date, dataset=dataset, config_hash=config_hash,
                  fairspark_version=version, schema_version=schema_version)
         for k in ("value", "lower", "upper"):
-            d[k] = _num(d[k])
+            d[k] = nan_to_none(d[k])
         out.append({c: d.get(c) for c in ROW_COLUMNS})
     return out
 

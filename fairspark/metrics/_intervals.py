@@ -38,6 +38,7 @@ both equal the row count.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal
 
@@ -309,6 +310,77 @@ def comparison_support(
     return out
 
 
+@dataclass(frozen=True)
+class _GroupLimits:
+    """``(point, lower, upper)`` of each needed rate in both groups, at one level."""
+
+    unpriv: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+    priv: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+    @classmethod
+    def of(cls, unpriv: Mapping[str, object], priv: Mapping[str, object], z: float,
+           weights: Weights) -> _GroupLimits:
+        needed = set(COMPARED_RATES) | {"selection_rate", "tpr", "fpr", "ppv"}
+        return cls({r: _rate_limits(unpriv, r, z, weights) for r in needed},
+                   {r: _rate_limits(priv, r, z, weights) for r in needed})
+
+    @property
+    def scalar(self) -> bool:
+        """Scalar counts (reasons are given in words only then)."""
+        return all(np.ndim(v[0]) == 0 for v in self.unpriv.values())
+
+    def reason(self, rates: tuple[str, ...], ratio_rate: str | None = None) -> str | None:
+        """Why an interval over ``rates`` is undefined (``None`` when it is defined)."""
+        if not self.scalar:
+            return None
+        for r in rates:
+            for side, lim in (("unprivileged", self.unpriv), ("privileged", self.priv)):
+                if not np.isfinite(lim[r][0]):
+                    return f"{r} undefined in the {side} group: no {RATES[r].denominator_name}"
+        if ratio_rate is not None and self.priv[ratio_rate][0] == 0:
+            return f"ratio undefined: {ratio_rate} of the privileged group is 0"
+        return None
+
+
+def _catalogue_intervals(lims: _GroupLimits) -> dict[str, Interval]:
+    """MOVER-D for the differences, MOVER-R for the ratios of the catalogue."""
+    out: dict[str, Interval] = {}
+    for name, spec in CATALOGUE.items():
+        if spec.kind == "difference":
+            lo, hi = _mover_diff(*lims.unpriv[spec.rate], *lims.priv[spec.rate])
+            out[name] = _interval(lo, hi, lims.reason((spec.rate,)))
+        elif spec.kind == "ratio":
+            lo, hi = _mover_ratio(*lims.unpriv[spec.rate], *lims.priv[spec.rate])
+            out[name] = _interval(lo, hi, lims.reason((spec.rate,), spec.rate))
+    return out
+
+
+def _average_odds_interval(lims: _GroupLimits) -> Interval:
+    """MOVER for ``(TPR_u - TPR_p + FPR_u - FPR_p) / 2``, four independent rates."""
+    (tu, tul, tuu), (tp_, tpl, tpu) = lims.unpriv["tpr"], lims.priv["tpr"]
+    (fu, ful, fuu), (fp_, fpl, fpu) = lims.unpriv["fpr"], lims.priv["fpr"]
+    s = (tu - tp_) + (fu - fp_)
+    lo = s - np.sqrt((tu - tul) ** 2 + (tpu - tp_) ** 2 + (fu - ful) ** 2 + (fpu - fp_) ** 2)
+    hi = s + np.sqrt((tuu - tu) ** 2 + (tp_ - tpl) ** 2 + (fuu - fu) ** 2 + (fp_ - fpl) ** 2)
+    return _interval(np.clip(lo / 2.0, -1.0, 1.0), np.clip(hi / 2.0, -1.0, 1.0),
+                     lims.reason(("tpr", "fpr")))
+
+
+def _equalized_odds_interval(unpriv: Mapping[str, object], priv: Mapping[str, object], *,
+                             alpha: float, weights: Weights, reason: str | None) -> Interval:
+    """``max(|dTPR|, |dFPR|)``.
+
+    Either gap can push the lower limit up, so a gap counts as non-zero only when its
+    interval at level ``1 - alpha/2`` excludes 0 (Bonferroni over the two); its limits
+    are then the ``level`` ones.
+    """
+    lo_t, hi_t = _abs_limits(unpriv, priv, "tpr", alpha=alpha, test_alpha=alpha / 2.0,
+                             near_share=0.5, weights=weights)
+    lo_f, hi_f = _abs_limits(unpriv, priv, "fpr", alpha=alpha, test_alpha=alpha / 2.0,
+                             near_share=0.5, weights=weights)
+    return _interval(np.maximum(lo_t, lo_f), np.maximum(hi_t, hi_f), reason)
+
+
 def comparison_intervals(
     unpriv: Mapping[str, object],
     priv: Mapping[str, object],
@@ -335,61 +407,59 @@ def comparison_intervals(
         :data:`~fairspark.metrics._core.BASELINES`. Undefined intervals are NaN with
         a ``reason`` (scalar input).
     """
-    z = z_value(level)
-    needed = set(COMPARED_RATES) | {"selection_rate", "tpr", "fpr", "ppv"}
-    lim_u = {r: _rate_limits(unpriv, r, z, weights) for r in needed}
-    lim_p = {r: _rate_limits(priv, r, z, weights) for r in needed}
-    scalar = all(np.ndim(v[0]) == 0 for v in lim_u.values())
-
-    def reason_for(rates: tuple[str, ...], ratio_rate: str | None = None) -> str | None:
-        if not scalar:
-            return None
-        for r in rates:
-            for side, lim in (("unprivileged", lim_u), ("privileged", lim_p)):
-                if not np.isfinite(lim[r][0]):
-                    return f"{r} undefined in the {side} group: no {RATES[r].denominator_name}"
-        if ratio_rate is not None and lim_p[ratio_rate][0] == 0:
-            return f"ratio undefined: {ratio_rate} of the privileged group is 0"
-        return None
-
-    out: dict[str, Interval] = {}
-    for name, spec in CATALOGUE.items():
-        if spec.kind == "difference":
-            lo, hi = _mover_diff(*lim_u[spec.rate], *lim_p[spec.rate])
-            out[name] = _interval(lo, hi, reason_for((spec.rate,)))
-        elif spec.kind == "ratio":
-            lo, hi = _mover_ratio(*lim_u[spec.rate], *lim_p[spec.rate])
-            out[name] = _interval(lo, hi, reason_for((spec.rate,), spec.rate))
-
-    # Average odds: MOVER for (TPR_u - TPR_p + FPR_u - FPR_p) / 2, four independent rates.
-    (tu, tul, tuu), (tp_, tpl, tpu) = lim_u["tpr"], lim_p["tpr"]
-    (fu, ful, fuu), (fp_, fpl, fpu) = lim_u["fpr"], lim_p["fpr"]
-    s = (tu - tp_) + (fu - fp_)
-    lo = s - np.sqrt((tu - tul) ** 2 + (tpu - tp_) ** 2 + (fu - ful) ** 2 + (fpu - fp_) ** 2)
-    hi = s + np.sqrt((tuu - tu) ** 2 + (tp_ - tpl) ** 2 + (fuu - fu) ** 2 + (fp_ - fpl) ** 2)
-    out["average_odds_difference"] = _interval(
-        np.clip(lo / 2.0, -1.0, 1.0), np.clip(hi / 2.0, -1.0, 1.0), reason_for(("tpr", "fpr"))
-    )
-
-    # Equalized odds: max(|dTPR|, |dFPR|). Either gap can push the lower limit up, so a
-    # gap counts as non-zero only when its interval at level 1 - alpha/2 excludes 0
-    # (Bonferroni over the two); its limits are then the `level` ones.
+    lims = _GroupLimits.of(unpriv, priv, z_value(level), weights)
+    out = _catalogue_intervals(lims)
+    out["average_odds_difference"] = _average_odds_interval(lims)
     alpha = 1.0 - level
-    lo_t, hi_t = _abs_limits(unpriv, priv, "tpr", alpha=alpha, test_alpha=alpha / 2.0,
-                             near_share=0.5, weights=weights)
-    lo_f, hi_f = _abs_limits(unpriv, priv, "fpr", alpha=alpha, test_alpha=alpha / 2.0,
-                             near_share=0.5, weights=weights)
-    out["equalized_odds_difference"] = _interval(
-        np.maximum(lo_t, lo_f), np.maximum(hi_t, hi_f), reason_for(("tpr", "fpr"))
-    )
-
+    out["equalized_odds_difference"] = _equalized_odds_interval(
+        unpriv, priv, alpha=alpha, weights=weights, reason=lims.reason(("tpr", "fpr")))
     # Absolute gaps: 80% of the error on the lower side, 20% on the upper side, which
     # keeps the coverage within [1 - alpha, 1 - 0.8 alpha] for every gap size.
     for name, spec in BASELINES.items():
         lo, hi = _abs_limits(unpriv, priv, spec.rate, alpha=alpha, test_alpha=alpha,
                              near_share=0.8, weights=weights)
-        out[name] = _interval(lo, hi, reason_for((spec.rate,)))
+        out[name] = _interval(lo, hi, lims.reason((spec.rate,)))
     return out
+
+
+_INEQUALITY_KEYS = ("gei", "theil", "between_group_gei", "between_group_theil")
+
+
+def _benefit_shares(groups: list[Mapping[str, object]],
+                    weights: Weights) -> tuple[np.ndarray, float, float]:
+    """The groups' benefit cells (fn, correct, fp) as counts, their total and ``n_eff``."""
+    cells = [("fn",), ("tp", "tn"), ("fp",)]
+    x = np.array([[float(_cells_sum(g, cs, "")) for cs in cells] for g in groups])
+    labelled = ("tp", "fp", "tn", "fn")
+    n_eff = float(sum(effective_n(g, labelled, weights="frequency") for g in groups))
+    if weights == "sampling":
+        w = sum(float(_cells_sum(g, labelled, "")) for g in groups)
+        w2 = sum(float(_cells_sum(g, labelled, "_w2")) for g in groups)
+        n_eff = w * w / w2 if w2 > 0 else 0.0
+    return x, float(x.sum()), n_eff
+
+
+def _share_gradients(pi: np.ndarray, alpha: float) -> tuple[dict[str, float],
+                                                            dict[str, np.ndarray]]:
+    """The indices at the shares ``pi`` and their gradients (central differences)."""
+
+    def f(shares: np.ndarray) -> dict[str, float]:
+        gs = [{"fn": s[0], "tp": s[1], "tn": 0.0, "fp": s[2]} for s in shares]
+        return {k: float(v) for k, v in inequality_indices(gs, alpha=alpha).items()}
+
+    h = 1e-6
+    grads = {k: np.zeros_like(pi) for k in _INEQUALITY_KEYS}
+    for idx in np.ndindex(pi.shape):
+        if pi[idx] <= 0:
+            continue  # an empty cell has no sampling variance at first order
+        up, dn = pi.copy(), pi.copy()
+        step = h * max(pi[idx], 1e-3)
+        up[idx] += step
+        dn[idx] -= min(step, pi[idx])
+        fu, fd = f(up), f(dn)
+        for k in _INEQUALITY_KEYS:
+            grads[k][idx] = (fu[k] - fd[k]) / (up[idx] - dn[idx])
+    return f(pi), grads
 
 
 def inequality_intervals(
@@ -412,40 +482,15 @@ def inequality_intervals(
     rows; below that treat these intervals as rough.
     """
     z = z_value(level)
-    keys = ("gei", "theil", "between_group_gei", "between_group_theil")
-    cells = [("fn",), ("tp", "tn"), ("fp",)]
+    keys = _INEQUALITY_KEYS
     if any(np.ndim(g.get(c, 0.0)) for g in groups for c in CELLS):
         return {k: _interval(_NAN, _NAN, "intervals for array input not supported")
                 for k in keys}
-    x = np.array([[float(_cells_sum(g, cs, "")) for cs in cells] for g in groups])
-    labelled = ("tp", "fp", "tn", "fn")
-    n_eff = float(sum(effective_n(g, labelled, weights="frequency") for g in groups))
-    if weights == "sampling":
-        w = sum(float(_cells_sum(g, labelled, "")) for g in groups)
-        w2 = sum(float(_cells_sum(g, labelled, "_w2")) for g in groups)
-        n_eff = w * w / w2 if w2 > 0 else 0.0
-    total = x.sum()
+    x, total, n_eff = _benefit_shares(groups, weights)
     if total <= 0 or n_eff <= 0:
         return {k: _interval(_NAN, _NAN, "no labelled rows") for k in keys}
     pi = x / total
-
-    def f(shares: np.ndarray) -> dict[str, float]:
-        gs = [{"fn": s[0], "tp": s[1], "tn": 0.0, "fp": s[2]} for s in shares]
-        return {k: float(v) for k, v in inequality_indices(gs, alpha=alpha).items()}
-
-    base = f(pi)
-    h = 1e-6
-    grads = {k: np.zeros_like(pi) for k in keys}
-    for idx in np.ndindex(pi.shape):
-        if pi[idx] <= 0:
-            continue  # an empty cell has no sampling variance at first order
-        up, dn = pi.copy(), pi.copy()
-        step = h * max(pi[idx], 1e-3)
-        up[idx] += step
-        dn[idx] -= min(step, pi[idx])
-        fu, fd = f(up), f(dn)
-        for k in keys:
-            grads[k][idx] = (fu[k] - fd[k]) / (up[idx] - dn[idx])
+    base, grads = _share_gradients(pi, alpha)
     out: dict[str, Interval] = {}
     for k in keys:
         v = base[k]

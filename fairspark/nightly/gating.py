@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fairspark.audits.base import MetricRow
+from fairspark.status import Status, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -44,7 +45,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Check", "adjust_pvalues", "evaluate_limits", "rule_text"]
 
 _BOUND_AUDITS = {"hfm"}
-_USABLE = {"ok", "inconclusive", "not_certified", "timed_out"}
+#: statuses of rows whose value a limit may judge
+_USABLE = frozenset({Status.OK, Status.INCONCLUSIVE, Status.NOT_CERTIFIED, Status.TIMED_OUT})
 _N = NormalDist()
 
 
@@ -88,7 +90,7 @@ class Check:
     kind: str  # "statistical" | "bounds" | "point"
     p_violated: float = 1.0
     p_passed: float = 1.0
-    verdict: str = "inconclusive"
+    verdict: Verdict = Verdict.INCONCLUSIVE
     consecutive: int = 0
     gates: bool = False
 
@@ -102,6 +104,19 @@ class Check:
         return history[eq("attribute", r["attribute"]) & eq("group", r.get("group"))
                        & eq("metric", r["metric"]) & eq("model", r.get("model"))
                        & (history["metric_b"] == rule_text(self.rule))]
+
+    def persistence(self, history: pd.DataFrame | None) -> int:
+        """Violations in a row, this run included (0 unless this run is violated)."""
+        if self.verdict != Verdict.VIOLATED:
+            return 0
+        consecutive = 1
+        if history is not None and len(history) and self.rule.persistence > 1:
+            mine = self.same_check(history)
+            for _, st in mine.sort_values("run_date", ascending=False).iterrows():
+                if st["status"] != Verdict.VIOLATED:
+                    break
+                consecutive += 1
+        return consecutive
 
 
 def _level(row: dict[str, Any]) -> float:
@@ -163,7 +178,8 @@ def _bounds(check: Check) -> None:
         outside = (rule.max is not None and lo > rule.max) or (
             rule.min is not None and hi < rule.min)
         inside = (rule.max is None or hi <= rule.max) and (rule.min is None or lo >= rule.min)
-    check.verdict = "violated" if outside else "passed" if inside else "inconclusive"
+    check.verdict = (Verdict.VIOLATED if outside else Verdict.PASSED if inside
+                     else Verdict.INCONCLUSIVE)
 
 
 def _matches(rule: LimitRule, row: dict[str, Any]) -> bool:
@@ -185,6 +201,57 @@ def _matches(rule: LimitRule, row: dict[str, Any]) -> bool:
     return not (isinstance(row["value"], float) and math.isnan(row["value"]))
 
 
+def _find_checks(
+    rules: list[LimitRule], rows: list[dict[str, Any]]
+) -> tuple[list[Check], list[str]]:
+    """One check per (rule, matching row); messages for rules that matched nothing."""
+    checks: list[Check] = []
+    unmatched: list[str] = []
+    for rule in rules:
+        found = [r for r in rows if _matches(rule, r)]
+        if not found:
+            unmatched.append(f"limit {rule_text(rule)} matched no result row"
+                             + (f" (attribute {rule.attribute!r})" if rule.attribute else ""))
+        for r in found:
+            kind = "bounds" if r["audit"] in _BOUND_AUDITS else "statistical"
+            checks.append(Check(rule=rule, row=r, kind=kind))
+    return checks, unmatched
+
+
+def _judge_statistical(stat: list[Check], limits: LimitsConfig) -> None:
+    """p-values of the statistical checks, corrected as one family, then verdicts."""
+    for c in stat:
+        _statistical(c)
+    if not stat:
+        return
+    pv = adjust_pvalues(np.array([c.p_violated for c in stat]), limits.correction)
+    pp = adjust_pvalues(np.array([c.p_passed for c in stat]), limits.correction)
+    for c, a, b in zip(stat, pv, pp, strict=True):
+        c.p_violated, c.p_passed = float(a), float(b)
+        c.verdict = (Verdict.VIOLATED if a <= limits.alpha
+                     else Verdict.PASSED if b <= limits.alpha else Verdict.INCONCLUSIVE)
+
+
+def _limit_row(c: Check, limits: LimitsConfig, n_statistical: int) -> MetricRow:
+    """The ``limits`` result row of one check."""
+    r = c.row
+    if c.kind == "statistical":
+        how = (f"p(violated)={c.p_violated:.3g}, p(passed)={c.p_passed:.3g} "
+               f"({limits.correction} over {n_statistical} checks, alpha={limits.alpha:g})")
+    else:
+        how = "judged on the certified/approximate bounds"
+    gate = (f"; violated {c.consecutive} run(s) in a row, gates at {c.rule.persistence}"
+            if c.verdict == Verdict.VIOLATED else "")
+    return MetricRow(
+        audit="limits", attribute=r["attribute"], group=r.get("group"), metric=r["metric"],
+        metric_b=rule_text(c.rule), model=r.get("model"), value=r["value"],
+        lower=r.get("lower"), upper=r.get("upper"), status=c.verdict,
+        detail=f"{rule_text(c.rule)} [{r['audit']}]: {c.verdict}; {how}{gate}",
+        params=json.dumps({"rule": c.rule.model_dump(mode="json"), "gates": c.gates,
+                           "kind": c.kind, "source_audit": r["audit"]}),
+    )
+
+
 def evaluate_limits(
     rows: list[dict[str, Any]], *, limits: LimitsConfig, history: pd.DataFrame | None = None,
 ) -> tuple[list[Check], list[MetricRow], list[str]]:
@@ -204,58 +271,13 @@ def evaluate_limits(
     -------
     checks, result rows (audit ``limits``), and messages for rules that matched nothing.
     """
-    checks: list[Check] = []
-    unmatched: list[str] = []
-    for rule in limits.rules:
-        found = [r for r in rows if _matches(rule, r)]
-        if not found:
-            unmatched.append(f"limit {rule_text(rule)} matched no result row"
-                             + (f" (attribute {rule.attribute!r})" if rule.attribute else ""))
-        for r in found:
-            kind = "bounds" if r["audit"] in _BOUND_AUDITS else "statistical"
-            checks.append(Check(rule=rule, row=r, kind=kind))
+    checks, unmatched = _find_checks(limits.rules, rows)
     stat = [c for c in checks if c.kind == "statistical"]
-    for c in stat:
-        _statistical(c)
-    if stat:
-        pv = adjust_pvalues(np.array([c.p_violated for c in stat]), limits.correction)
-        pp = adjust_pvalues(np.array([c.p_passed for c in stat]), limits.correction)
-        for c, a, b in zip(stat, pv, pp, strict=True):
-            c.p_violated, c.p_passed = float(a), float(b)
-            c.verdict = ("violated" if a <= limits.alpha
-                         else "passed" if b <= limits.alpha else "inconclusive")
+    _judge_statistical(stat, limits)
     for c in checks:
         if c.kind == "bounds":
             _bounds(c)
-    # persistence: consecutive violations including this run
     for c in checks:
-        c.consecutive = 0
-        if c.verdict != "violated":
-            continue
-        c.consecutive = 1
-        if history is not None and len(history) and c.rule.persistence > 1:
-            mine = c.same_check(history)
-            for _, st in mine.sort_values("run_date", ascending=False).iterrows():
-                if st["status"] != "violated":
-                    break
-                c.consecutive += 1
+        c.consecutive = c.persistence(history)
         c.gates = c.consecutive >= c.rule.persistence
-    out = []
-    for c in checks:
-        r = c.row
-        if c.kind == "statistical":
-            how = (f"p(violated)={c.p_violated:.3g}, p(passed)={c.p_passed:.3g} "
-                   f"({limits.correction} over {len(stat)} checks, alpha={limits.alpha:g})")
-        else:
-            how = "judged on the certified/approximate bounds"
-        gate = (f"; violated {c.consecutive} run(s) in a row, gates at {c.rule.persistence}"
-                if c.verdict == "violated" else "")
-        out.append(MetricRow(
-            audit="limits", attribute=r["attribute"], group=r.get("group"), metric=r["metric"],
-            metric_b=rule_text(c.rule), model=r.get("model"), value=r["value"],
-            lower=r.get("lower"), upper=r.get("upper"), status=c.verdict,
-            detail=f"{rule_text(c.rule)} [{r['audit']}]: {c.verdict}; {how}{gate}",
-            params=json.dumps({"rule": c.rule.model_dump(mode="json"), "gates": c.gates,
-                               "kind": c.kind, "source_audit": r["audit"]}),
-        ))
-    return checks, out, unmatched
+    return checks, [_limit_row(c, limits, len(stat)) for c in checks], unmatched

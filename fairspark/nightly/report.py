@@ -11,6 +11,7 @@ from markupsafe import escape
 
 from fairspark.audits.base import ReportSection
 from fairspark.nightly.history import HEADLINE_METRICS
+from fairspark.status import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.nightly.gating import Check
@@ -35,7 +36,7 @@ def headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[st
     if not checks:
         return out
     gating = [r for r in checks if json.loads(r.get("params") or "{}").get("gates")]
-    violated = [r for r in checks if r["status"] == "violated"]
+    violated = [r for r in checks if r["status"] == Verdict.VIOLATED]
     for r in gating:
         out.append(f"LIMIT VIOLATED: {r['metric_b']} for {r['attribute']}"
                    f"{'/' + r['group'] if r.get('group') else ''} "
@@ -45,8 +46,8 @@ def headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[st
     if waiting:
         out.append(f"{len(waiting)} limit(s) violated but not yet for the configured number "
                    "of consecutive runs.")
-    n_pass = sum(r["status"] == "passed" for r in checks)
-    n_inc = sum(r["status"] == "inconclusive" for r in checks)
+    n_pass = sum(r["status"] == Verdict.PASSED for r in checks)
+    n_inc = sum(r["status"] == Verdict.INCONCLUSIVE for r in checks)
     out.append(f"{len(checks)} limit check(s): {len(violated)} violated, {n_pass} passed, "
                f"{n_inc} inconclusive (the interval straddles the limit).")
     return out
@@ -55,12 +56,12 @@ def headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[st
 def limits_section(checks: list[Check], rows: list[dict[str, Any]],
                    unmatched: list[str]) -> ReportSection:
     """A table of every limit check, violated ones first."""
-    order = {"violated": 0, "inconclusive": 1, "passed": 2}
+    order = {Verdict.VIOLATED: 0, Verdict.INCONCLUSIVE: 1, Verdict.PASSED: 2}
     body = []
     for r in sorted(rows, key=lambda r: (order.get(r["status"], 3), r["attribute"])):
         gates = json.loads(r.get("params") or "{}").get("gates")
-        cls = "bad" if r["status"] == "violated" else "warn" if r["status"] == "inconclusive" \
-            else "good"
+        cls = ("bad" if r["status"] == Verdict.VIOLATED
+               else "warn" if r["status"] == Verdict.INCONCLUSIVE else "good")
         body.append(
             f"<tr class='{cls}'><td>{escape(r['metric_b'])}</td><td>{escape(r['attribute'])}"
             f"</td><td>{escape(r.get('group') or '')}</td><td>{_fmt(r['value'])}</td>"
