@@ -93,3 +93,12 @@ def out_of_memory_hint(err: BaseException) -> str | None:
             "spark.driver.memory for a local run (config key spark.conf, or --set "
             "'spark.conf.spark.driver.memory=16g') or spark.executor.memory on a cluster, "
             "or lower the audits' max_rows")
+
+
+class TimeBudgetExhaustedError(AuditError):
+    """An audit saw its time budget run out between steps (``ctx.time_left() <= 0``).
+
+    Raised by the audit after it handed its best result so far to
+    ``ctx.report_partial``; the runner publishes that partial result as ``timed_out``,
+    exactly as when the runner itself stops the audit at the budget.
+    """

@@ -33,7 +33,12 @@ from typing import TYPE_CHECKING, Any
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, ReportSection
 from fairspark.audits.registry import get_spec
-from fairspark.errors import AuditError, FairsparkInputError, input_read_error
+from fairspark.errors import (
+    AuditError,
+    FairsparkInputError,
+    TimeBudgetExhaustedError,
+    input_read_error,
+)
 from fairspark.io import read_input
 from fairspark.outputs import OutputLocation, summary_json, to_long_rows
 from fairspark.prepare import prepare
@@ -117,6 +122,9 @@ def _run_one(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[AuditOutc
     name = spec.name
     try:
         outcome = spec.run_fn()(ctx, params)
+    except TimeBudgetExhaustedError:
+        log.info("audit %s stopped at its time budget", name)
+        return _timed_out(name, ctx, getattr(params, "timeout_s", None) or 0.0)
     except AuditError as err:
         log.warning("audit %s failed: %s", name, err)
         return _failed(name, str(err))

@@ -41,7 +41,7 @@ from fairspark.correlation._spark import (
 )
 from fairspark.correlation.params import CorrelationParams
 from fairspark.correlation.results import CorrelationResult, ModelResult, RoundSelection
-from fairspark.errors import AuditError
+from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,7 +59,7 @@ __all__ = [
 AUDIT = "correlation"
 
 
-class BudgetExhaustedError(AuditError):
+class BudgetExhaustedError(TimeBudgetExhaustedError):
     """The time budget ran out between waves; the partial result was handed over."""
 
 
