@@ -3,78 +3,77 @@
 The public surface: the numpy kernels (sampling oracle, estimation, clustering) that the
 Spark tasks run and tests call directly, the Spark functions, the result types and the
 audit entry. The report section (``report.render``, matplotlib) is not imported here.
+
+The names below are imported on first use, so loading ``fairspark.correlation.spec``
+(which the registry does when the config is read) imports only the params model.
 """
 
 from __future__ import annotations
 
-from fairspark.correlation._cluster import (
-    Clustering,
-    TauSearch,
-    cluster_metrics,
-    pivot_clustering,
-    pivot_orders,
-    search_tau,
-)
-from fairspark.correlation._estimate import (
-    CorrelationEstimate,
-    estimate_correlations,
-    pairwise_pearson,
-)
-from fairspark.correlation._oracle import (
-    CELLS,
-    DEFAULT_METRICS,
-    MODEL_NAMES,
-    AttemptResult,
-    AttemptStatus,
-    EmptyCellError,
-    OracleData,
-    RoundSplit,
-    make_model,
-    run_attempt,
-    split_round,
-)
-from fairspark.correlation._spark import (
-    AttemptTable,
-    OracleSample,
-    draw_stratified_sample,
-    run_oracle_tasks,
-    select_rounds,
-)
-from fairspark.correlation.audit import BudgetExhaustedError, correlation_audit, run
-from fairspark.correlation.params import CorrelationParams
-from fairspark.correlation.results import CorrelationResult, ModelResult, RoundSelection
+import importlib
+from typing import Any
 
-__all__ = [
-    "CELLS",
-    "DEFAULT_METRICS",
-    "MODEL_NAMES",
-    "AttemptResult",
-    "AttemptStatus",
-    "AttemptTable",
-    "BudgetExhaustedError",
-    "Clustering",
-    "CorrelationEstimate",
-    "CorrelationParams",
-    "CorrelationResult",
-    "EmptyCellError",
-    "ModelResult",
-    "OracleData",
-    "OracleSample",
-    "RoundSelection",
-    "RoundSplit",
-    "TauSearch",
-    "cluster_metrics",
-    "correlation_audit",
-    "draw_stratified_sample",
-    "estimate_correlations",
-    "make_model",
-    "pairwise_pearson",
-    "pivot_clustering",
-    "pivot_orders",
-    "run",
-    "run_attempt",
-    "run_oracle_tasks",
-    "search_tau",
-    "select_rounds",
-    "split_round",
-]
+#: public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(
+        [
+            "Clustering",
+            "TauSearch",
+            "cluster_metrics",
+            "pivot_clustering",
+            "pivot_orders",
+            "search_tau",
+        ],
+        "fairspark.correlation._cluster",
+    ),
+    **dict.fromkeys(
+        ["CorrelationEstimate", "estimate_correlations", "pairwise_pearson"],
+        "fairspark.correlation._estimate",
+    ),
+    **dict.fromkeys(
+        [
+            "AttemptResult",
+            "AttemptStatus",
+            "CELLS",
+            "DEFAULT_METRICS",
+            "EmptyCellError",
+            "MODEL_NAMES",
+            "OracleData",
+            "RoundSplit",
+            "make_model",
+            "run_attempt",
+            "split_round",
+        ],
+        "fairspark.correlation._oracle",
+    ),
+    **dict.fromkeys(
+        [
+            "AttemptTable",
+            "OracleSample",
+            "draw_stratified_sample",
+            "run_oracle_tasks",
+            "select_rounds",
+        ],
+        "fairspark.correlation._spark",
+    ),
+    **dict.fromkeys(
+        ["BudgetExhaustedError", "correlation_audit", "run"], "fairspark.correlation.audit"
+    ),
+    **dict.fromkeys(["CorrelationParams"], "fairspark.correlation.params"),
+    **dict.fromkeys(
+        ["CorrelationResult", "ModelResult", "RoundSelection"], "fairspark.correlation.results"
+    ),
+}
+
+__all__ = sorted(_EXPORTS)  # resolved by __getattr__
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fairspark.correlation' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
