@@ -29,6 +29,7 @@ __all__ = [
     "Config",
     "GroupParams",
     "InputConfig",
+    "ModelConfig",
     "load_config",
     "parse_config",
 ]
@@ -153,6 +154,19 @@ class ColumnsConfig(StrictModel):
         return self.prediction.column if self.prediction else self.score.column  # type: ignore[union-attr]
 
 
+class ModelConfig(StrictModel):
+    """What the audited model is and decides, in the reader's words (report only).
+
+    Descriptive only: these keys do not change a number and stay out of the config hash.
+    """
+
+    name: str | None = None
+    version: str | None = None
+    description: str | None = None
+    decision: str | None = None
+    favourable: str | None = None
+
+
 class PreparationConfig(StrictModel):
     """How the prepared table is built."""
 
@@ -252,6 +266,7 @@ class Config(StrictModel):
     seed: int = 0
     input: InputConfig
     columns: ColumnsConfig
+    model: ModelConfig | None = None
     preparation: PreparationConfig = Field(default_factory=PreparationConfig)
     audits: AuditsConfig = Field(default_factory=AuditsConfig)
     output: OutputConfig
@@ -319,7 +334,7 @@ class Config(StrictModel):
 
     def config_hash(self) -> str:
         """A short hash of everything that can change the numbers (not run date or paths)."""
-        d = self.model_dump(mode="json", exclude={"run_date", "output", "spark"})
+        d = self.model_dump(mode="json", exclude={"run_date", "output", "spark", "model"})
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
