@@ -18,18 +18,28 @@ from fairspark.report.render import (
 
 
 class _Refs(HTMLParser):
-    """Collect every tag and every attribute that can load something."""
+    """Collect every tag, every attribute that can load something, ids and headings."""
 
     def __init__(self) -> None:
         super().__init__()
         self.tags: list[str] = []
         self.refs: list[tuple[str, str, str]] = []
+        self.ids: set[str] = set()
+        self.headings: list[int] = []
 
     def handle_starttag(self, tag, attrs):
         self.tags.append(tag)
+        if re.fullmatch(r"h[1-6]", tag):
+            self.headings.append(int(tag[1]))
         for k, v in attrs:
+            if k == "id":
+                self.ids.add(v or "")
             if k in ("src", "href", "srcset", "action", "poster", "data"):
                 self.refs.append((tag, k, v or ""))
+
+    def loads(self) -> list[tuple[str, str, str]]:
+        """References that load something (in-page #fragments load nothing)."""
+        return [r for r in self.refs if not r[2].startswith("#")]
 
 
 def _parse(html: str) -> _Refs:
@@ -101,16 +111,20 @@ def test_report_is_self_contained_and_ordered(tmp_path, rows, summary):
     render_report(summary=summary, rows=rows, sections=[later, sec, earlier], path=path)
     html = path.read_text(encoding="utf-8")
     parsed = _parse(html)
-    assert parsed.refs, "the charts are images"
-    assert all(v.startswith("data:") for _, _, v in parsed.refs), parsed.refs
+    assert parsed.loads(), "the charts are images"
+    assert all(v.startswith("data:") for _, _, v in parsed.loads()), parsed.refs
+    # every in-page link lands on an element of the page
+    frags = [v[1:] for _, _, v in parsed.refs if v.startswith("#")]
+    assert frags and set(frags) <= parsed.ids, set(frags) - parsed.ids
     assert not {"script", "link", "iframe", "object"} & set(parsed.tags)
     assert "<style>" in html and external_references(html) == []
     # PNG charts really are PNGs
-    for _, _, v in parsed.refs:
+    for _, _, v in parsed.loads():
         assert base64.b64decode(v.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
-    # order: outcome and verdicts, then sections by `order`, metadata last
+    # order: outcome and verdicts, then sections by `order`, metadata last (after the toc)
+    html = html[html.index("<main>"):]
     pos = [html.index(s) for s in (
-        "2 of 2 audit(s) failed",
+        "Decision", "What was audited",
         "Verdicts", "EARLIER-SECTION", "Group fairness metrics", "LATER-SECTION",
         "Input and run", "Stage timings",
     )]
@@ -157,7 +171,7 @@ def test_external_references_are_removed(summary):
     )
     html = render_report_html(summary=summary, rows=[], sections=[bad])
     assert external_references(html) == []
-    refs = _parse(html).refs
+    refs = _parse(html).loads()
     assert refs == [("img", "src", "data:image/png;base64,AAAA")]
     assert "external reference(s) removed" in html
 
@@ -214,3 +228,202 @@ def test_violated_limits_come_first(rows, summary):
     html = render_report_html(summary=summary, rows=[*rows, limit], sections=[])
     assert "1 of 1 fairness limit(s) violated, which fails the run (exit code 3)" in html
     assert html.index("LIMIT VIOLATED") < html.index("(Female) receives")
+
+
+# ------------------------------------------------------------------ the decision box
+
+
+def _limit(attr, metric, value, lower, upper, status, rule, gates=True):
+    import json
+
+    rule = {"metric": metric, "min": None, "max": None, "abs_max": None, **rule}
+    bound = (f">= {rule['min']}" if rule["min"] is not None else f"<= {rule['max']}"
+             if rule["max"] is not None else f"<= {rule['abs_max']}")
+    name = f"|{metric}|" if rule["abs_max"] is not None else metric
+    return {"audit": "limits", "attribute": attr, "group": "unprivileged", "metric": metric,
+            "metric_b": f"{name} {bound}", "value": value, "lower": lower, "upper": upper,
+            "status": status, "detail": "p(violated)=0", "model": None,
+            "params": json.dumps({"rule": rule, "gates": gates, "source_audit": "group"})}
+
+
+def _other(audit, attr, group, metric, value, lower=None, upper=None, detail=None):
+    return {"audit": audit, "attribute": attr, "group": group, "metric": metric,
+            "value": value, "lower": lower, "upper": upper, "status": "ok",
+            "detail": detail, "metric_b": None, "model": None, "params": None}
+
+
+@pytest.fixture()
+def decision_rows(rows):
+    return [
+        *[r for r in rows if r["attribute"] != "zip"],
+        _limit("sex", "disparate_impact", 0.40, 0.36, 0.44, "violated", {"min": 0.8}),
+        _limit("sex", "statistical_parity_difference", -0.18, -0.195, -0.165, "violated",
+               {"abs_max": 0.1}),
+        _limit("race", "statistical_parity_difference", -0.09, -0.11, -0.07, "inconclusive",
+               {"abs_max": 0.1}, gates=False),
+        _other("hfm", "sex", "binary", "D", 2.0, 2.0, 2.0),
+        _other("hfm", "sex", "binary", "D_f", 2.5, 2.5, 2.5),
+        _other("hfm", "sex", "binary", "df", 0.25, 0.25, 0.25),
+        _other("hfm", "race", "binary", "df", -0.01, -0.01, -0.01),
+        _other("mdfa", "sex", "unprivileged (Female)", "gamma_max", 0.043, 0.038, 0.051,
+               detail="max over y of gamma(y): evidence of multi-differential unfairness"),
+        _other("mdfa", "race", "unprivileged (Other)", "gamma_max", 0.002, -0.01, 0.01,
+               detail="max over y of gamma(y): no evidence (mean - 2 sd <= 0)"),
+    ]
+
+
+def _ok_summary(summary, **extra):
+    return {**summary, "exit_code": 0,
+            "audits": {"group": {"status": "ok", "params": {"ci_level": 0.95}},
+                       "hfm": {"status": "ok"}, "mdfa": {"status": "ok"}}, **extra}
+
+
+@pytest.mark.parametrize(("exit_code", "limits", "failed", "expected"), [
+    (3, {"status": "violated", "gates": True, "checks": 2, "violated": 2}, False,
+     "This run gates: exit code 3. 2 violated limit(s) fail the pipeline"),
+    (0, {"status": "violated", "gates": True, "checks": 2, "violated": 2}, False,
+     "This run does not gate (exit code 0), although 2 limit(s) are violated"),
+    (0, {"status": "violated", "gates": False, "checks": 2, "violated": 1}, False,
+     "not yet for their required number of consecutive runs"),
+    (0, None, False, "no fairness limits are configured"),
+    (0, {"status": "passed", "gates": False, "checks": 2, "violated": 0, "passed": 2}, False,
+     "no configured limit is violated (2 passed, 0 inconclusive)"),
+    (4, None, True, "This run fails (exit code 4): the hfm audit(s) failed"),
+])
+def test_the_decision_box_says_whether_the_run_gates(summary, exit_code, limits, failed,
+                                                      expected):
+    s = _ok_summary(summary)
+    s["exit_code"] = exit_code
+    if limits:
+        s["limits"] = limits
+    if failed:
+        s["audits"]["hfm"] = {"status": "failed", "detail": "no numeric feature"}
+    html = render_report_html(summary=s, rows=[], sections=[])
+    box = html[html.index('id="decision"'):html.index('id="audited"')]
+    assert expected in box
+
+
+def _decision_rows_of(html):
+    """(status, attribute, text) of every row of the decision table, in page order."""
+    box = html[html.index('<table class="decision">'):]
+    box = box[:box.index("</table>")]
+    out = []
+    for tr in re.findall(r'<tr class="row-([a-z]+)">(.*?)</tr>', box, re.DOTALL):
+        cells = [re.sub(r"<[^>]+>", "", c).strip()
+                 for c in re.findall(r"<td[^>]*>(.*?)</td>", tr[1], re.DOTALL)]
+        out.append((tr[0], cells[1], " | ".join(cells)))
+    return out
+
+
+def test_decision_lines_rank_and_measure_the_distance_to_the_limit(decision_rows, summary):
+    s = _ok_summary(summary, limits={"status": "violated", "gates": True, "checks": 3,
+                                     "violated": 2, "inconclusive": 1})
+    html = render_report_html(summary=s, rows=decision_rows, sections=[])
+    lines = _decision_rows_of(html)
+    statuses = [st for st, _, _ in lines]
+    rank = ["violated", "failed", "evidence", "inconclusive", "passed", "ok"]
+    assert statuses == sorted(statuses, key=rank.index), statuses
+    by = {(st, attr, "hfm" in t, "mdfa" in t, "disparate" in t): t for st, attr, t in lines}
+    # DI 0.40 against a minimum of 0.8: 0.4 below, the whole interval [0.36, 0.44] too
+    di = by[("violated", "sex", False, False, True)]
+    assert "0.4 below the minimum 0.8 (whole interval below)" in di and "gates" in di
+    spd = next(t for st, a, t in lines if st == "violated" and "statistical" in t)
+    assert "|value| 0.18 is 0.08 beyond the limit ±0.1 (whole interval beyond)" in spd
+    inc = next(t for st, a, t in lines if st == "inconclusive")
+    assert "race" in inc and "0.01 within the limit ±0.1" in inc
+    # hfm: df = 2.5 / 2.0 - 1 = +0.25 -> the decisions separate the groups 25% more
+    hfm = by[("evidence", "sex", True, False, False)]
+    assert "25.0% more than the labels" in hfm
+    assert ("ok", "race", True, False, False) in by
+    # mdfa: the verdict in the detail decides evidence / ok, gamma is printed
+    assert "gamma 0.043" in by[("evidence", "sex", False, True, False)]
+    assert ("ok", "race", False, True, False) in by
+    # the group line of race (no limit on its group metrics... but one limit covers race)
+    assert not any(st == "evidence" and "group:" in t and a == "sex" for st, a, t in lines)
+    assert "not shown, this run carries no previous run" in html
+
+
+def test_change_since_the_previous_run(decision_rows, summary):
+    from fairspark.report.decision import item_key
+
+    prev = {"run_date": "2026-11-28", "items": {
+        # DI was 0.1 below its minimum, now 0.4: worse
+        item_key("limit on group", "sex", "disparate_impact"): {"status": "violated",
+                                                                "excess": 0.1},
+        # SPD was violated by 0.2, now by 0.08: better
+        item_key("limit on group", "sex", "statistical_parity_difference"): {
+            "status": "violated", "excess": 0.2},
+        # mdfa sex had no evidence before: new
+        item_key("mdfa", "sex", "gamma_max"): {"status": "ok", "excess": 0.001},
+        # hfm race was evidence before, fine now: resolved
+        item_key("hfm", "race", "df"): {"status": "evidence", "excess": 0.05},
+    }}
+    s = _ok_summary(summary, previous=prev)
+    html = render_report_html(summary=s, rows=decision_rows, sections=[])
+    assert "since 2026-11-28" in html
+    cells = [t.split(" | ") for _, _, t in _decision_rows_of(html)]
+
+    def change(attr, check):
+        (hit,) = [c[4] for c in cells if c[1] == attr and c[2].startswith(check)]
+        return hit
+
+    assert change("sex", "limit on group: disparate") == "worse"
+    assert change("sex", "limit on group: |statistical") == "better"
+    assert change("sex", "mdfa: gamma") == "new"
+    assert change("race", "hfm: D, D_f, df") == "resolved"
+    assert change("sex", "hfm: D, D_f, df") == "new"  # bad now, absent before
+
+
+def test_what_was_audited_up_front(summary):
+    s = {**summary, "model": {"name": "credit-scoring", "version": "2026.11.2",
+                              "decision": "approve the loan", "favourable": "approved"},
+         "input": {**summary["input"], "label": "defaulted", "decision": "pred",
+                   "favourable": "positive"}}
+    html = render_report_html(summary=s, rows=[], sections=[])
+    box = html[html.index('id="audited"'):html.index('id="summary"')]
+    text = re.sub(r"<[^>]+>", " ", box)
+    text = re.sub(r"\s+", " ", text)
+    assert "credit-scoring version 2026.11.2" in text
+    assert "approve the loan (column pred); favourable outcome: approved" in text
+    assert "Label column defaulted" in text
+    assert "where region = &#39;EU&#39;" in text
+    assert "988 audited of 1,000 read; 12 dropped (null sensitive value: 12)" in text
+    assert "Male (privileged): 588; Female: 400" in text
+    # it comes right after the decision box, before the verdicts
+    assert html.index('id="decision"') < html.index('id="audited"') < html.index("Verdicts</h3>")
+
+
+def test_heading_outline_has_no_jumps(rows, summary):
+    sec = group_section(rows, ci_level=0.95, min_group_size=30)
+    jumpy = ReportSection(title="Jumpy", order=40,
+                          html="<h4>deep</h4><p>x</p><h5>deeper</h5><h4>back</h4>")
+    html = render_report_html(summary=summary, rows=rows, sections=[sec, jumpy])
+    levels = _parse(html).headings
+    assert levels[0] == 1
+    assert all(b <= a + 1 for a, b in zip(levels, levels[1:], strict=False)), levels
+    assert "<h3>deep</h3>" in html and "<h4>deeper</h4>" in html and "<h3>back</h3>" in html
+
+
+def test_every_table_has_a_caption(rows, summary):
+    sec = group_section(rows, ci_level=0.95, min_group_size=30)
+    html = render_report_html(summary=summary, rows=rows, sections=[sec])
+    tables = re.findall(r"<table\b.*?</table>", html, re.DOTALL)
+    assert tables
+    missing = [t[:80] for t in tables if "<caption" not in t]
+    assert not missing, missing
+
+
+def test_figure_text_is_at_least_nine_points():
+    from matplotlib.text import Text
+
+    from fairspark.report import figures
+
+    fig, ax = figures.plt.subplots()
+    ax.set_title("tiny", fontsize=5)
+    ax.tick_params(labelsize=4)
+    ax.plot([0, 1], [0, 1], label="line")
+    ax.legend(fontsize=3)
+    texts = fig.findobj(Text)
+    figures.figure_to_data_uri(fig)
+    sizes = [t.get_fontsize() for t in texts if t.get_text()]
+    assert sizes and min(sizes) >= 9

@@ -28,6 +28,7 @@ import jinja2
 from markupsafe import Markup
 
 from fairspark._version import SCHEMA_VERSION, __version__
+from fairspark.report.decision import audited_facts, decision_box
 from fairspark.status import FAILED_STATUSES, Status
 
 __all__ = [
@@ -62,10 +63,12 @@ def _headline_target(name: str) -> str | None:
     return spec.headlines if spec is not None else HEADLINES.get(name)
 
 
+# data: URIs and in-page fragments (#id) load nothing; everything else is external
 _ATTR_RE = re.compile(
-    r"""\s(?:src|href|srcset|action|poster|xlink:href)\s*=\s*(?:"(?!data:)[^"]*"|'(?!data:)[^']*'|(?!["'])(?!data:)[^\s>]+)""",
+    r"""\s(?:src|href|srcset|action|poster|xlink:href)\s*=\s*(?:"(?!data:|#)[^"]*"|'(?!data:|#)[^']*'|(?!["'])(?!data:|#)[^\s>]+)""",
     re.IGNORECASE,
 )
+_HEADING_RE = re.compile(r"<(/?)h([1-6])\b", re.IGNORECASE)
 _CSS_URL_RE = re.compile(r"""url\(\s*(?!['"]?data:)[^)]*\)""", re.IGNORECASE)
 _IMPORT_RE = re.compile(r"@import[^;]*;", re.IGNORECASE)
 
@@ -138,8 +141,9 @@ def _outcome(summary: Mapping[str, Any]) -> dict[str, str]:
                 "text": f"{len(failed)} of {len(audits)} audit(s) failed: {', '.join(failed)} "
                         f"(exit code {code}). The others completed and are reported below."}
     if violated:
-        gate = ", which fails the run" if code == 3 else ""
-        return {"kind": "failed",
+        gate = (", which fails the run" if code == 3
+                else "; this run does not gate" if code == 0 else "")
+        return {"kind": "failed" if code == 3 else "warn",
                 "text": f"All {len(audits)} audit(s) completed; {limits.get('violated')} of "
                         f"{limits.get('checks')} fairness limit(s) violated{gate} "
                         f"(exit code {code})."}
@@ -272,6 +276,48 @@ def _anchor(title: str, i: int) -> str:
     return f"s{i}-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
+def _outline(html: str, *, top: int = 2) -> str:
+    """Headings of a section fragment renumbered so none jumps a level below ``top``.
+
+    A section sits under an ``h<top>``; its own headings start at ``h<top+1>`` and go
+    down at most one level at a time (an ``h4`` straight under the ``h2`` becomes an
+    ``h3``), so the page outline has no gaps whichever template wrote the fragment.
+    """
+    stack: list[tuple[int, int]] = []  # (written level, new level) of enclosing headings
+    opened: list[int] = []  # new levels of headings whose closing tag is still to come
+    out, pos = [], 0
+    for m in _HEADING_RE.finditer(html):
+        closing, level = m.group(1) == "/", int(m.group(2))
+        if closing:
+            new = opened.pop() if opened else level
+        else:
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            new = min((stack[-1][1] if stack else top) + 1, 6)
+            stack.append((level, new))
+            opened.append(new)
+        out.append(html[pos:m.start()])
+        out.append(f"<{m.group(1)}h{new}")
+        pos = m.end()
+    out.append(html[pos:])
+    return "".join(out)
+
+
+def _audit_anchors(secs: list[dict[str, Any]]) -> dict[str, str]:
+    """Audit name -> the id of its first section (matched on the spec's title or order)."""
+    from fairspark.audits.registry import specs
+
+    out: dict[str, str] = {}
+    for name, spec in specs().items():
+        for s in secs:
+            if s["title"] == spec.title or s["order"] == spec.order:
+                out.setdefault(name, s["anchor"])
+    for s in secs:
+        if s["title"] == "Limits":
+            out.setdefault("limits", s["anchor"])
+    return out
+
+
 def render_report_html(
     *, summary: Mapping[str, Any], rows: list[dict[str, Any]], sections: Iterable[Any]
 ) -> str:
@@ -297,11 +343,15 @@ def render_report_html(
     css, _, _ = env.loader.get_source(env, "report.css.j2")  # type: ignore[union-attr]
     ordered = sorted(enumerate(sections), key=lambda t: (getattr(t[1], "order", 100), t[0]))
     secs = [
-        {"title": s.title, "html": Markup(s.html), "anchor": _anchor(s.title, i)}
+        {"title": s.title, "html": Markup(_outline(s.html)), "anchor": _anchor(s.title, i),
+         "order": getattr(s, "order", 100)}
         for i, (_, s) in enumerate(ordered)
     ]
     level = _ci_level(summary)
+    decision = decision_box(summary, rows, anchors=_audit_anchors(secs))
     html = env.get_template("report.html.j2").render(
+        decision=decision,
+        audited=audited_facts(summary),
         dataset=summary.get("dataset", "unnamed dataset"),
         run_date=summary.get("run_date", ""),
         config_hash=summary.get("config_hash", ""),
