@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
-from test_hfm_kernels import naive_accele_dist, naive_approx_dist
+from test_hfm_kernels import naive_approx_dist
 
 from fairspark.hfm._kernels import sample_projections
 from fairspark.hfm.compute import hfm_distances
@@ -69,7 +69,8 @@ def certified_runs(pts, data, projections):
     return {
         P: hfm_distances(
             pts.repartition(P), n_attr=3, dim_x=DX, n_rows=n, method="certified",
-            m2=M2, projections=projections, num_partitions=P,
+            m2=M2, projections=projections, num_partitions=P, paper_value=True, seed=5,
+            sample_rows=64,
         )
         for P in (1, 3, 8)
     }
@@ -87,13 +88,7 @@ def test_approx_and_pointwise_equal_naive_algorithm(certified_runs, data, projec
             assert got["pointwise"] == pytest.approx(pointwise, rel=1e-12, abs=1e-12), (tgt, a)
             exact = brute(V, C[:, a]).max()
             assert exact - 1e-12 <= got["pointwise"] <= got["approx"] + 1e-12
-            # candidates: distinct rows whose pointwise bound exceeds the exact D
-            per = np.min([naive_accele_dist(V, C[:, a], keys, w, M2)
-                          for w in projections[tgt]], axis=0)
-            lo = len(set(keys[per > exact + 1e-9]))
-            hi = len(set(keys[per > exact - 1e-9]))
-            assert lo <= got["n_candidates"] <= hi, (tgt, a)
-            assert got["n_searched"] >= got["n_candidates"]
+            assert got["approx_error"] == pytest.approx(approx / exact - 1, rel=1e-9)
 
 
 def test_certified_is_exact_with_candidate_count(certified_runs, data):
@@ -107,6 +102,12 @@ def test_certified_is_exact_with_candidate_count(certified_runs, data):
             assert r.value == pytest.approx(nn.max(), rel=0, abs=1e-12)
             assert r.lower == r.upper == r.value
             assert r.extra["n_searched"] >= 1
+            assert r.extra["n_checked"] >= r.extra["n_searched"]
+            # elimination invariant: a row left only with a bound below L (<= D)
+            for rnd in r.extra["rounds"]:
+                assert rnd["L"] <= nn.max() + 1e-12
+                if rnd["max_eliminated"] is not None:
+                    assert rnd["max_eliminated"] < rnd["L"]
             # the witness pair realises the distance and crosses groups
             i = int(np.flatnonzero(keys == r.key)[0])
             j = int(np.flatnonzero(keys == r.nb_key)[0])
@@ -128,6 +129,9 @@ def test_results_do_not_depend_on_partitioning(certified_runs):
                 assert o.extra[name] == pytest.approx(r.extra[name], rel=1e-12, abs=0), (P, k, name)
             assert o.value == pytest.approx(r.value, rel=1e-12, abs=0)
             assert (o.key, o.nb_key) == (r.key, r.nb_key)
+            for name in ("n_searched", "n_checked", "n_candidates"):
+                assert o.extra[name] == r.extra[name], (P, k, name)
+            assert o.avg == pytest.approx(r.avg, rel=1e-12)
 
 
 def test_exact_equals_brute_force_and_scipy(pts, data):
@@ -151,15 +155,14 @@ def test_exact_equals_brute_force_and_scipy(pts, data):
                 assert r.value == pytest.approx(hd, abs=1e-9)
 
 
-def test_cap_gives_valid_interval_not_certified(pts, data, projections):
+def test_cap_gives_valid_interval_not_certified(pts, data):
     keys, y, yp, X, C = data
     snapshots = []
     res = hfm_distances(
         pts, n_attr=3, dim_x=DX, n_rows=len(keys), method="certified", m2=1,
-        projections={k: v[:1] for k, v in projections.items()}, num_partitions=2,
-        max_candidates=1, on_progress=snapshots.append,
+        max_candidates=1, sample_rows=8, on_progress=snapshots.append,
     )
-    assert len(snapshots) == 2  # pointwise bounds, then the one capped step
+    assert len(snapshots) >= 2  # the sample bounds, then each round
     seen_uncertified = False
     for tgt, t in ((0, y), (1, yp)):
         V = np.column_stack([t, X])
@@ -167,13 +170,31 @@ def test_cap_gives_valid_interval_not_certified(pts, data, projections):
             r = res[(tgt, a)]
             exact = brute(V, C[:, a]).max()
             assert r.lower - 1e-12 <= exact <= r.upper + 1e-12
-            assert r.extra["n_searched"] <= 1
+            assert r.extra["n_checked"] <= 1
             seen_uncertified |= not r.certified
-            # the partial results: the pointwise bound alone, then the final interval
-            p0, p1 = (snap[(tgt, a)] for snap in snapshots)
-            assert p0.lower is None and p0.upper == p0.extra["pointwise"] >= exact - 1e-12
+            # the partial results: the sample bound alone, then the final interval
+            p0, p1 = (snapshots[i][(tgt, a)] for i in (0, -1))
+            assert p0.lower is None and p0.upper == p0.extra["bound_max"] >= exact - 1e-12
             assert (p1.lower, p1.upper, p1.certified) == (r.lower, r.upper, r.certified)
     assert seen_uncertified
+
+
+def test_time_budget_gives_valid_interval(pts, data):
+    keys, y, yp, X, C = data
+    calls = iter([1.0] * 3 + [0.0] * 1000)  # the budget runs out after a few rounds
+    res = hfm_distances(pts, n_attr=3, dim_x=DX, n_rows=len(keys), method="certified", m2=1,
+                        sample_rows=8, time_left=lambda: next(calls))
+    for tgt, t in ((0, y), (1, yp)):
+        V = np.column_stack([t, X])
+        for a in range(3):
+            r = res[(tgt, a)]
+            exact = brute(V, C[:, a]).max()
+            assert r.upper >= exact - 1e-12
+            if r.lower is not None:
+                assert r.lower <= exact + 1e-12
+            if r.certified:
+                assert r.value == pytest.approx(exact, abs=1e-12)
+    assert not all(r.certified for r in res.values())
 
 
 def test_exact_with_empty_blocks_and_duplicates(spark):
@@ -191,57 +212,88 @@ def test_exact_with_empty_blocks_and_duplicates(spark):
     assert res[(0, 0)].avg == pytest.approx(nn.mean(), rel=1e-12)
 
 
-def test_certify_in_steps_matches_reference_policy(spark):
-    """Direct certify with tiny batches: every step, against brute force and a simulation."""
-    from fairspark.hfm._spark import certify
+def _points_df(spark, keys, y, yp, X, codes):
+    return spark.createDataFrame(
+        [(str(keys[i]), float(y[i]), float(yp[i]), [float(v) for v in X[i]], int(codes[i]))
+         for i in range(len(keys))],
+        "key string, y double, yp double, x array<double>, c0 int",
+    )
 
-    rng = np.random.default_rng(12)
-    n = 400
-    X = rng.random((n, 3))
+
+def _scenario(kind: str, rng, n: int, d: int):
+    if kind == "uniform":
+        X = rng.random((n, d))
+    elif kind == "clustered":
+        centres = rng.random((6, d))
+        X = np.clip(centres[rng.integers(0, 6, n)] + rng.normal(0, 0.02, (n, d)), 0, 1)
+    elif kind == "duplicated":
+        base = rng.random((n // 8, d))
+        X = base[rng.integers(0, n // 8, n)]
+    else:  # ties: a coarse grid, many equal distances
+        X = rng.integers(0, 3, (n, d)) / 2.0
     y = rng.integers(0, 2, n).astype(float)
     codes = (rng.random(n) < 0.3).astype(int)
-    keys = np.array([f"q{i:04d}" for i in range(n)])
+    return X, y, codes
+
+
+@pytest.mark.parametrize("kind", ["uniform", "clustered", "duplicated", "ties"])
+def test_elimination_engine_equals_scipy(spark, kind):
+    """The elimination engine against scipy (EarlyBreak) and brute force, 1 and 4 partitions."""
+    from scipy.spatial.distance import directed_hausdorff
+
+    rng = np.random.default_rng(len(kind))
+    n, d = 1500, 6
+    X, y, codes = _scenario(kind, rng, n, d)
+    keys = np.array([f"e{i:05d}" for i in range(n)])
     V = np.column_stack([y, X])
     nn = brute(V, codes)
     D = nn.max()
-    # valid upper bounds with many ties (rounded up to 0.1), many of them above D
-    ub = np.ceil((nn + 3.0 * D * rng.random(n)) * 10) / 10
-    pts = spark.createDataFrame(
-        [(str(keys[i]), float(y[i]), 0.0, [float(v) for v in X[i]], int(codes[i]))
-         for i in range(n)],
-        "key string, y double, yp double, x array<double>, c0 int",
-    ).cache()
-    ub_rows = spark.createDataFrame(
-        [(0, 0, str(keys[i]), float(ub[i])) for i in range(n)],
-        "tgt int, attr int, key string, ub double",
-    ).cache()
-    calls = []
-    res = certify(pts, ub_rows, n_attr=1, dim_x=3, n_rows=n, pairs=[(0, 0)],
-                  max_candidates=n, block_rows=64, first_batch=4, on_step=calls.append)
-    r = res[(0, 0)]
-    # reference: rows by (ub desc, key); each step searches the planned batch, or all rows
-    # still above the bound when they are at most twice the planned batch
-    order = np.lexsort((keys, -ub))
-    lb, pos, plan, steps, beyond_plan = -np.inf, 0, 4, [], False
-    while True:
-        rest = [i for i in order[pos:] if ub[i] > lb]
-        if not rest:
-            break
-        size = len(rest) if len(rest) <= 2 * plan else plan
-        beyond_plan |= size > plan
-        lb = max(lb, nn[rest[:size]].max())
-        pos = int(np.flatnonzero(order == rest[size - 1])[0]) + 1
-        rem = ub[rest[size]] if size < len(rest) else -np.inf
-        steps.append((pos, lb, max(lb, rem)))
-        plan *= 4
-        if rem <= lb:
-            break
-    assert r.certified and r.lower == r.upper == pytest.approx(D, abs=1e-12)
-    assert len(steps) >= 3 and beyond_plan  # both batch rules are exercised
-    assert [s[0] for s in r.steps] == [s[0] for s in steps]
-    assert np.allclose([s[1:] for s in r.steps], [s[1:] for s in steps], rtol=0, atol=1e-12)
-    assert r.n_searched == steps[-1][0]
-    assert r.n_above == int((ub > D).sum())
-    assert r.key == min(keys[nn == D])
-    assert len(calls) == len(r.steps)
-    assert calls[-1][(0, 0)].certified
+    s0, s1 = V[codes == 0], V[codes == 1]
+    hd = max(directed_hausdorff(s0, s1)[0], directed_hausdorff(s1, s0)[0])
+    assert D == pytest.approx(hd, abs=1e-12)
+    pts = _points_df(spark, keys, y, y, X, codes).cache()
+    got, avgs = [], []
+    for P in (1, 4):
+        res = hfm_distances(pts.repartition(P), n_attr=1, dim_x=d, n_rows=n, method="certified",
+                            m2=1, sample_rows=32, targets=(0,), seed=3)
+        r = res[(0, 0)]
+        assert r.certified and r.lower == r.upper == r.value
+        assert r.value == pytest.approx(D, abs=1e-12)
+        # the witness: the smallest key among the rows realising D, and its nearest row
+        i = int(np.flatnonzero(keys == r.key)[0])
+        assert r.key == min(keys[nn == nn[i]]) and nn[i] == pytest.approx(D, abs=1e-12)
+        j = int(np.flatnonzero(keys == r.nb_key)[0])
+        assert codes[i] != codes[j]
+        assert np.linalg.norm(V[i] - V[j]) == pytest.approx(D, abs=1e-12)
+        # counts: rows whose sample bound exceeds D needed a check
+        assert r.extra["n_checked"] >= r.extra["n_candidates"] >= 1
+        for rnd in r.extra["rounds"]:
+            if rnd["max_eliminated"] is not None:
+                assert rnd["max_eliminated"] < rnd["L"] <= D + 1e-12
+        got.append((r.value, r.key, r.nb_key, r.extra["n_searched"], r.extra["n_checked"],
+                    r.extra["n_candidates"]))
+        avgs.append(r.avg)
+    assert got[0] == got[1]  # nothing depends on partitioning
+    assert avgs[0] == pytest.approx(avgs[1], rel=1e-12)  # (up to the summation order)
+    pts.unpersist()
+
+
+def test_sample_bounds_are_upper_bounds(spark):
+    """Every row's sample bound is at least its exact nn (what elimination relies on)."""
+    from fairspark.hfm._spark.elim import _code_counts, sample_bounds, with_ranks
+
+    rng = np.random.default_rng(4)
+    n = 600
+    X, y, codes = _scenario("clustered", rng, n, 3)
+    keys = np.array([f"b{i:04d}" for i in range(n)])
+    pts = _points_df(spark, keys, y, 1 - y, X, codes)
+    counts = _code_counts(pts, 1)
+    ranked = with_ranks(pts, n_attr=1, counts=counts, seed=1)
+    sample = ranked.where("rho0 < 20").toPandas()
+    assert 20 <= len(sample) <= 80
+    got = sample_bounds(ranked, sample, n_attr=1, dim_x=3, targets=(0, 1)).toPandas()
+    for tgt, t in ((0, y), (1, 1 - y)):
+        nn = brute(np.column_stack([t, X]), codes)
+        sub = got[got["tgt"] == tgt].set_index("key").loc[keys]
+        assert (sub["d"].to_numpy() >= nn - 1e-15).all()
+        assert (sub["d"].to_numpy() == nn).any()

@@ -17,10 +17,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from fairspark.audits.base import derive_seed
-from fairspark.hfm._kernels import sample_projections
+from fairspark.hfm._kernels import hfm_df, sample_projections
 from fairspark.hfm._spark import (
     approx_scan,
-    certify,
+    certify_exact,
     exact_all,
     pointwise_rows,
     summarise_approx,
@@ -96,11 +96,15 @@ def hfm_distances(
     projections: dict[int, np.ndarray] | None = None,
     num_partitions: int | None = None,
     rows_per_partition: int = 50_000,
-    max_candidates: int = 20_000,
+    max_candidates: int | None = None,
     exact_block_rows: int = 20_000,
     histogram_bins: int = 0,
     targets: tuple[int, ...] = (0, 1),
     on_progress: Progress | None = None,
+    seed: int = 0,
+    paper_value: bool = False,
+    sample_rows: int = 1024,
+    time_left: Callable[[], float] | None = None,
 ) -> dict[Pair, DistanceResult]:
     """D and D_f per attribute of a points DataFrame.
 
@@ -122,14 +126,15 @@ def hfm_distances(
         Window per side (approx, pointwise, certified).
     projections : dict, optional
         Target -> ``(m1, 1 + dim_x)`` projection vectors (from :func:`make_projections`);
-        needed by every method but ``exact``.
+        needed by ``approx``, ``pointwise`` and ``paper_value``.
     num_partitions : int, optional
         Range partitions per projection; default ``ceil(n_rows / rows_per_partition)``.
         The result does not depend on it.
     rows_per_partition : int
         See ``num_partitions``.
-    max_candidates : int
-        Certification cap on exact searches per (target, attribute).
+    max_candidates : int, optional
+        ``certified``: cap on rows checked per (target, attribute) (``not_certified``
+        when reached); default: no cap.
     exact_block_rows : int
         Rows per block of the ``exact`` block nested loop.
     histogram_bins : int
@@ -140,10 +145,20 @@ def hfm_distances(
         Which distances: 0 = D (label), 1 = D_f (prediction).
 
     on_progress : callable, optional
-        ``certified`` only: called with the results so far (copies) once the pointwise
-        bounds are known (``upper`` = pointwise value, ``lower`` unknown) and after every
-        certification step (``[lower, upper]`` so far), so that a caller whose time
+        ``certified`` only: called with the results so far (copies) once the sample
+        bounds are known (``upper`` = their maximum, ``lower`` unknown) and after every
+        elimination round (``[lower, upper]`` so far), so that a caller whose time
         budget runs out keeps a valid interval.
+    seed : int
+        ``certified``: seed of the sample and block ranks.
+    paper_value : bool
+        ``certified``: also compute the paper's ApproxDist (and the pointwise bound)
+        beside the exact value (needs ``projections``).
+    sample_rows : int
+        ``certified``: sample rows per code for the upper bounds.
+    time_left : callable, optional
+        ``certified``: seconds left of the time budget; when it runs out the result is
+        ``not_certified`` with its interval.
 
     Returns
     -------
@@ -156,6 +171,19 @@ def hfm_distances(
         n_blocks = max(1, math.ceil(n_rows / exact_block_rows))
         return _exact_distances(pts, n_attr=n_attr, dim_x=dim_x, n_blocks=n_blocks,
                                 targets=targets, histogram_bins=histogram_bins)
+    if method == "certified":
+        out = _certified_distances(
+            pts, n_attr=n_attr, dim_x=dim_x, targets=targets, seed=seed,
+            sample_rows=sample_rows, max_candidates=max_candidates,
+            histogram_bins=histogram_bins, time_left=time_left, on_progress=on_progress)
+        if paper_value:
+            if projections is None:
+                raise ValueError("paper_value needs projection vectors")
+            _add_paper_values(out, pts, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows,
+                              projections={t: projections[t] for t in targets}, m2=m2,
+                              num_partitions=num_partitions,
+                              rows_per_partition=rows_per_partition)
+        return out
     if projections is None:
         raise ValueError(f"method {method!r} needs projection vectors")
     projections = {t: projections[t] for t in targets}
@@ -170,10 +198,8 @@ def hfm_distances(
         if method == "approx":
             return _approx_distances(ap)
         return _bounded_distances(
-            pts, scan, ap, method=method, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows,
-            m1s={tgt: int(projections[tgt].shape[0]) for tgt in targets}, targets=targets,
-            max_candidates=max_candidates, exact_block_rows=exact_block_rows,
-            histogram_bins=histogram_bins, on_progress=on_progress,
+            pts, scan, ap, m1s={tgt: int(projections[tgt].shape[0]) for tgt in targets},
+            targets=targets, n_attr=n_attr, histogram_bins=histogram_bins,
         )
     finally:
         scan.unpersist()
@@ -182,29 +208,83 @@ def hfm_distances(
 
 
 def _bounded_distances(
-    pts: DataFrame, scan: DataFrame, ap: dict[Pair, object], *, method: str, n_attr: int,
-    dim_x: int, n_rows: int, m1s: dict[int, int], targets: tuple[int, ...],
-    max_candidates: int, exact_block_rows: int, histogram_bins: int,
-    on_progress: Progress | None,
+    pts: DataFrame, scan: DataFrame, ap: dict[Pair, object], *, m1s: dict[int, int],
+    targets: tuple[int, ...], n_attr: int, histogram_bins: int,
 ) -> dict[Pair, DistanceResult]:
-    """The ``pointwise`` and ``certified`` methods from the window scans."""
+    """The ``pointwise`` method from the window scans (ApproxDist beside it)."""
     ub_rows = pointwise_rows(scan, m1_by_tgt=m1s).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         pairs = [(tgt, a) for tgt in targets for a in range(n_attr)]
         out = _pointwise_distances(ub_rows, ap, pairs)
         if histogram_bins > 0:
             _add_histograms(out, ub_rows, "ub", histogram_bins)
-        if method == "pointwise":
-            return out
-        cert = certify(
-            pts, ub_rows, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows, pairs=list(out),
-            max_candidates=max_candidates, block_rows=exact_block_rows,
-            on_step=_progress_steps(out, on_progress),
-        )
-        _apply_certification(out, cert)
         return out
     finally:
         ub_rows.unpersist()
+
+
+def _certified_distances(
+    pts: DataFrame, *, n_attr: int, dim_x: int, targets: tuple[int, ...], seed: int,
+    sample_rows: int, max_candidates: int | None, histogram_bins: int,
+    time_left: Callable[[], float] | None, on_progress: Progress | None,
+) -> dict[Pair, DistanceResult]:
+    """The ``certified`` method: exact D by sample bounds and elimination."""
+    out: dict[Pair, DistanceResult] = {}
+
+    def on_bounds(ub_df: DataFrame) -> None:
+        # the sample bounds: their maximum bounds D, their mean bounds D_avg
+        for r in summarise_pointwise(ub_df, value_col="u").itertuples():
+            out[(int(r.tgt), int(r.attr))] = DistanceResult(
+                value=float(r.D), lower=None, upper=float(r.D), certified=False,
+                avg=float(r.D_avg), avg_exact=False, key=r.key, nb_key=r.nb_key,
+                extra={"bound_max": float(r.D), "bound_avg": float(r.D_avg)})
+        if histogram_bins > 0:
+            _add_histograms(out, ub_df, "u", histogram_bins)
+
+    def on_step(cert: dict[Pair, CertifiedResult]) -> None:
+        if on_progress is None:
+            return
+        snap = {p: copy.deepcopy(r) for p, r in out.items()}
+        _apply_certification(snap, cert)
+        on_progress(snap)
+
+    pairs = [(tgt, a) for tgt in targets for a in range(n_attr)]
+    cert = certify_exact(pts, n_attr=n_attr, dim_x=dim_x, pairs=pairs, seed=seed,
+                         sample_rows=sample_rows, max_candidates=max_candidates,
+                         time_left=time_left, on_step=on_step, on_bounds=on_bounds)
+    _apply_certification(out, cert)
+    return out
+
+
+def _add_paper_values(
+    out: dict[Pair, DistanceResult], pts: DataFrame, *, n_attr: int, dim_x: int, n_rows: int,
+    projections: dict[int, np.ndarray], m2: int, num_partitions: int | None,
+    rows_per_partition: int,
+) -> None:
+    """The paper's ApproxDist and the pointwise bound beside the exact value, with errors."""
+    P = num_partitions or max(1, math.ceil(n_rows / rows_per_partition))
+    inner: list[DataFrame] = []
+    scan = approx_scan(
+        pts, n_attr=n_attr, dim_x=dim_x, projections=projections, m2=m2, num_partitions=P,
+        persisted=inner,
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        ap = {(int(r.tgt), int(r.attr)): r for r in summarise_approx(scan).itertuples()}
+        pw = _bounded_distances(
+            pts, scan, ap, m1s={t: int(w.shape[0]) for t, w in projections.items()},
+            targets=tuple(projections), n_attr=n_attr, histogram_bins=0)
+    finally:
+        scan.unpersist()
+        for d in inner:
+            d.unpersist()
+    for p, res in out.items():
+        if p not in pw:
+            continue
+        res.extra.update({k: pw[p].extra[k] for k in
+                          ("approx", "approx_avg", "pointwise", "pointwise_avg")})
+        if res.certified:
+            for k in ("approx", "pointwise"):
+                res.extra[f"{k}_error"] = hfm_df(res.value, res.extra[k])
 
 
 def _exact_distances(
@@ -261,28 +341,6 @@ def _pointwise_distances(
     return out
 
 
-def _progress_steps(
-    out: dict[Pair, DistanceResult], on_progress: Progress | None
-) -> Callable[[dict[Pair, CertifiedResult]], None] | None:
-    """Report the pointwise bounds now; the certification step callback that follows.
-
-    Both hand ``on_progress`` copies, so the caller may keep (or change) them.
-    """
-    if on_progress is None:
-        return None
-    first = {p: copy.deepcopy(r) for p, r in out.items()}
-    for r in first.values():
-        r.upper = r.value  # the pointwise bound; no lower bound yet
-    on_progress(first)
-
-    def step(cert: dict[Pair, CertifiedResult]) -> None:
-        snap = {p: copy.deepcopy(r) for p, r in out.items()}
-        _apply_certification(snap, cert)
-        on_progress(snap)
-
-    return step
-
-
 def _apply_certification(
     out: dict[Pair, DistanceResult], cert: dict[Pair, CertifiedResult]
 ) -> None:
@@ -291,7 +349,9 @@ def _apply_certification(
         res = out[p]
         res.extra["n_searched"] = c.n_searched
         res.extra["n_candidates"] = c.n_above
+        res.extra["n_checked"] = c.n_checked
         res.extra["steps"] = c.steps
+        res.extra["rounds"] = c.rounds
         # the pointwise value bounds D from above before any remaining bound is known
         upper = min(c.upper, res.extra.get("pointwise", math.inf))
         lower = c.lower if math.isfinite(c.lower) else None
@@ -309,7 +369,8 @@ def _add_histograms(
     """Histogram of per-row distances (Spark aggregation; only bin counts come back)."""
     tops: dict[int, float] = {}
     for (_, attr), r in out.items():
-        tops[attr] = max(tops.get(attr, 0.0), r.extra.get("pointwise", r.value))
+        top = r.extra.get("pointwise", r.extra.get("bound_max", r.value))
+        tops[attr] = max(tops.get(attr, 0.0), top if math.isfinite(top) else 0.0)
     top_col = F.lit(0.0)
     for attr, top in tops.items():
         top_col = F.when(F.col("attr") == attr, F.lit(top if top > 0 else 1.0)).otherwise(top_col)

@@ -65,6 +65,10 @@ class CertifiedResult:
     nb_key: str | None = None
     steps: list[tuple[int, float, float]] = field(default_factory=list)
     n_above: int | None = None
+    #: rows checked against growing blocks (eliminated or searched to the end)
+    n_checked: int | None = None
+    #: per elimination round: ``L``, block end, rows eliminated, their largest bound
+    rounds: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

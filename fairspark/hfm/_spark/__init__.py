@@ -13,7 +13,7 @@ numpy kernels of :mod:`fairspark.hfm._kernels`.
 Target ``tgt`` 0 is the label (D), 1 the prediction (D_f).
 
 Modules: :mod:`.approx` (window scans, ApproxDist and pointwise bounds), :mod:`.exact`
-(block nested loop), :mod:`.certify` (exact D from the pointwise bounds), and
+(block nested loop), :mod:`.elim` (exact D by sample bounds and elimination), and
 :mod:`._points` (the points table they share).
 """
 
@@ -26,7 +26,7 @@ from fairspark.hfm._spark.approx import (
     summarise_approx,
     summarise_pointwise,
 )
-from fairspark.hfm._spark.certify import certify
+from fairspark.hfm._spark.elim import certify_exact
 from fairspark.hfm._spark.exact import block_nn, exact_all
 from fairspark.hfm.results import TARGETS, CertifiedResult
 
@@ -35,7 +35,7 @@ __all__ = [
     "CertifiedResult",
     "approx_scan",
     "block_nn",
-    "certify",
+    "certify_exact",
     "exact_all",
     "points_schema_check",
     "pointwise_rows",
