@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import re
 from html.parser import HTMLParser
 
@@ -400,7 +401,7 @@ def test_heading_outline_has_no_jumps(rows, summary):
     html = render_report_html(summary=summary, rows=rows, sections=[sec, jumpy])
     levels = _parse(html).headings
     assert levels[0] == 1
-    assert all(b <= a + 1 for a, b in zip(levels, levels[1:], strict=False)), levels
+    assert all(b <= a + 1 for a, b in itertools.pairwise(levels)), levels
     assert "<h3>deep</h3>" in html and "<h4>deeper</h4>" in html and "<h3>back</h3>" in html
 
 

@@ -1,12 +1,15 @@
 """report.html in a real browser: headless Chromium through chromedriver (Selenium).
 
-Checks that the page logs no console errors, that every image has loaded, and that
-the run summary and verdicts fit in the first 768 px of a laptop screen. A
-screenshot is kept under ``artifacts/``.
+Checks that the page logs no console errors, that every image has loaded, that the
+decision box and the sentence saying whether the run gates are on the first screen of
+a 1400x900 laptop, that the page never scrolls sideways at 1400 px or on a 390 px
+phone, and that the heading outline has no jumps. The screenshots are test artefacts:
+written under pytest's tmp dir and copied to ``out/test-artifacts/``.
 """
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from pathlib import Path
 
@@ -52,46 +55,116 @@ def report_path(spark, tmp_path_factory) -> Path:
     return base / "out" / "run_date=2026-11-29" / "report.html"
 
 
-@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                    reason="Debian chromium + chromium-driver missing (.ci/run installs them)")
-def test_report_renders_in_headless_chromium(report_path):
+needs_chromium = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="Debian chromium + chromium-driver missing (scripts/test.sh installs them)")
+
+
+@pytest.fixture(scope="module")
+def driver():
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1366,768",
+                 "--no-first-run", "--disable-background-networking", "--hide-scrollbars",
+                 "--disable-component-update", "--disable-sync", "--window-size=1400,900",
                  "--disable-dev-shm-usage"):
         opts.add_argument(flag)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+    drv = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
     try:
-        driver.set_window_size(1366, 768)
-        driver.get(report_path.as_uri())
-        assert driver.execute_script("return document.readyState") == "complete"
-        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
-        assert not errors, errors
-        images = driver.execute_script(
-            "return Array.from(document.images).map(i => "
-            "[i.complete && i.naturalWidth > 0, i.alt, i.src.slice(0, 22)])")
-        assert images, "the report has no plots"
-        assert all(ok for ok, _, _ in images), images
-        assert all(src.startswith("data:image/") for _, _, src in images)
-        # the run summary and verdicts in words come first and fit on a laptop screen
-        bottom = driver.execute_script(
-            "const h = Array.from(document.querySelectorAll('h2'));"
-            "const first = h.find(e => /summary|verdict|outcome/i.test(e.textContent));"
-            "if (!first) return null;"
-            "let el = first.nextElementSibling, b = first.getBoundingClientRect().bottom;"
-            "while (el && el.tagName !== 'H2') {"
-            "  b = Math.max(b, el.getBoundingClientRect().bottom); el = el.nextElementSibling; }"
-            "return b;")
-        assert bottom is not None, "no summary heading found"
-        assert bottom <= 768, f"summary and verdicts end at {bottom}px, below the first 768px"
-        shots = ROOT / "artifacts"
-        shots.mkdir(exist_ok=True)
-        assert driver.save_screenshot(str(shots / "report-first-screen.png"))
+        yield drv
     finally:
-        driver.quit()
+        drv.quit()
+
+
+def _open(driver, path: Path, width: int, height: int) -> None:
+    """Load ``path`` in a ``width`` x ``height`` viewport (a phone below 500 px)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 500})
+    driver.get(path.as_uri())
+    assert driver.execute_script("return document.readyState") == "complete"
+    assert driver.execute_script("return window.innerWidth") == width
+
+
+def _keep(driver, tmp_path: Path, name: str) -> Path:
+    """Save a screenshot under the test's tmp dir and copy it to out/test-artifacts/."""
+    shot = tmp_path / name
+    assert driver.save_screenshot(str(shot))
+    keep = ROOT / "out" / "test-artifacts"
+    keep.mkdir(parents=True, exist_ok=True)
+    shutil.copy(shot, keep / name)
+    return shot
+
+
+@needs_chromium
+def test_report_renders_in_headless_chromium(driver, report_path, tmp_path):
+    _open(driver, report_path, 1400, 900)
+    errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    assert not errors, errors
+    images = driver.execute_script(
+        "return Array.from(document.images).map(i => "
+        "[i.complete && i.naturalWidth > 0, i.alt, i.src.slice(0, 22)])")
+    assert images, "the report has no plots"
+    assert all(ok for ok, _, _ in images), images
+    assert all(src.startswith("data:image/") for _, _, src in images)
+    # alt texts say what the figure shows, not just "chart"
+    assert all(len(alt.split()) >= 4 for _, alt, _ in images), [a for _, a, _ in images]
+    _keep(driver, tmp_path, "report-1400x900-first-screen.png")
+
+
+@needs_chromium
+def test_decision_box_and_gate_sentence_are_on_the_first_screen(driver, report_path):
+    _open(driver, report_path, 1400, 900)
+    box = driver.execute_script(
+        "const b = document.getElementById('decision'), g = document.getElementById('gate');"
+        "if (!b || !g) return null;"
+        "const r = b.getBoundingClientRect(), q = g.getBoundingClientRect();"
+        "const first = b.querySelector('table.decision tbody tr');"
+        "return {top: r.top, gate_bottom: q.bottom, gate_text: g.textContent,"
+        "        first_line_bottom: first ? first.getBoundingClientRect().bottom : null};")
+    assert box is not None, "no decision box"
+    assert 0 <= box["top"] < 900
+    assert box["gate_bottom"] <= 900, box
+    # the run violates its limit with --no-fail-on-violation: it must say it does not gate
+    assert "does not gate (exit code 0)" in box["gate_text"]
+    assert "violated" in box["gate_text"]
+    assert box["first_line_bottom"] is not None and box["first_line_bottom"] <= 900, box
+
+
+@needs_chromium
+@pytest.mark.parametrize(("width", "height"), [(1400, 900), (390, 844)])
+def test_the_page_never_scrolls_sideways(driver, report_path, tmp_path, width, height):
+    _open(driver, report_path, width, height)
+    sizes = driver.execute_script(
+        "const d = document.documentElement;"
+        "return [d.scrollWidth, d.clientWidth, document.body.scrollWidth];")
+    assert sizes[0] <= width and sizes[2] <= width, sizes
+    _keep(driver, tmp_path, f"report-{width}x{height}-top.png")
+    if width < 500:  # the phone's view of the group section too
+        driver.execute_script(
+            "const s = document.querySelector('section.audit-section'); s && s.scrollIntoView();")
+        _keep(driver, tmp_path, f"report-{width}x{height}-group.png")
+
+
+@needs_chromium
+def test_heading_outline_has_no_jumps(driver, report_path):
+    _open(driver, report_path, 1400, 900)
+    levels = driver.execute_script(
+        "return Array.from(document.querySelectorAll('h1,h2,h3,h4,h5,h6'))"
+        ".map(h => Number(h.tagName[1]));")
+    assert levels[0] == 1 and levels.count(1) == 1
+    jumps = [(a, b) for a, b in itertools.pairwise(levels) if b > a + 1]
+    assert not jumps, levels
+
+
+@needs_chromium
+def test_toc_links_land_on_their_sections(driver, report_path):
+    _open(driver, report_path, 1400, 900)
+    missing = driver.execute_script(
+        "return Array.from(document.querySelectorAll('a[href^=\"#\"]'))"
+        ".map(a => a.getAttribute('href').slice(1))"
+        ".filter(id => !document.getElementById(id));")
+    assert missing == []

@@ -117,7 +117,8 @@ def _line(*, audit: str, attribute: str, metric: str, what: str, status: str, fa
     rank, icon = STATUS_ORDER.get(status, (6, "•"))
     return {"audit": audit, "attribute": attribute, "metric": metric, "what": what,
             "status": status, "icon": icon, "rank": rank, "far": far, "excess": excess,
-            "next": nxt, "anchor": anchor, "gates": gates, "change": ""}
+            "next": nxt, "anchor": None if status in ("passed", "ok") else anchor,
+            "gates": gates, "change": ""}
 
 
 def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str]) -> list[dict]:
@@ -200,13 +201,14 @@ def _hfm_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str]) -> lis
         if v is None or status in FAILED_STATUSES:
             far, st = f"df not computed: {(df or {}).get('detail') or 'failed'}", "failed"
         else:
-            more = "more" if v > 0 else "less" if v < 0 else "no more"
+            more = "more" if v > 0 else "less"
+            dv = _f(_num(d.get("value")) if d else None)
+            dfv = _f(_num(d_f.get("value")) if d_f else None)
             far = (f"df {_f(v, signed=True)}: the decisions separate the groups "
-                   f"{abs(v):.1%} {more} than the labels (D_f {_f(_num(d_f.get('value')) if d_f else None)}"
-                   f" vs D {_f(_num(d.get('value')) if d else None)})")
+                   f"{abs(v):.1%} {more} than the labels (D_f {dfv} vs D {dv})")
             if v == 0:
-                far = (f"df 0: the decisions separate the groups as much as the labels "
-                       f"(D_f = D = {_f(_num(d.get('value')) if d else None)})")
+                far = ("df 0: the decisions separate the groups as much as the labels "
+                       f"(D_f = D = {dv})")
             st = "evidence" if (lo if lo is not None else v) > 0 else "ok"
         dr = idx.get((attr, "DR"))
         if dr is not None and _num(dr.get("value")) is not None:
