@@ -16,7 +16,7 @@ import pandas as pd
 from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditOutcome, MetricRow
 from fairspark.columns import KEY, PRED, WEIGHT, X
-from fairspark.errors import AuditError
+from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.mdfa._spark import collect_sample, grouped_stats, run_splits, with_mdfa_columns
 from fairspark.mdfa.certify import MDFASample
 from fairspark.mdfa.params import MDFAParams
@@ -40,10 +40,6 @@ _SPREAD_COLUMNS = ("gamma_pos", "gamma_neg", "gamma_max", "delta", "delta_unweig
 
 class AttributeFailureError(Exception):
     """This attribute cannot be audited by mdfa (recorded as a failed row)."""
-
-
-class _OutOfTimeError(Exception):
-    """The audit's time budget ran out at a step boundary."""
 
 
 @dataclass
@@ -114,9 +110,11 @@ def summarise_splits(splits: pd.DataFrame) -> dict[str, Spread]:
     }
 
 
-def _check_time(ctx: AuditContext) -> None:
+def _check_time(ctx: AuditContext, name: str) -> None:
+    """Stop at a step boundary once the budget is spent (the runner keeps the partial)."""
     if ctx.time_left() <= 0:
-        raise _OutOfTimeError
+        raise TimeBudgetExhaustedError(f"mdfa: time budget spent before attribute {name!r} "
+                                       "finished")
 
 
 def _check_counts(stats: GroupedStats, *, name: str, target: str, min_rows: int) -> None:
@@ -222,10 +220,10 @@ def audit_attribute(
                           weight_col=WEIGHT if prepared.weighted else None)
     target = _target_label(attr, params.target_group)
     _check_counts(stats, name=name, target=target, min_rows=params.min_rows)
-    _check_time(ctx)
+    _check_time(ctx, name)
     sample = _sample(df, name=name, plan=plan, stats=stats, cap=params.sample_rows,
                      seed=ctx.seed_for(AUDIT, name, "sample"))
-    _check_time(ctx)
+    _check_time(ctx, name)
     seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.splits)]
     splits = run_splits(ctx.spark, sample, seeds=seeds, params=params)
     res = AttributeResult(
@@ -307,10 +305,10 @@ class _Progress:
     summary: dict[str, Any] = field(default_factory=lambda: {"attributes": {}})
     results: list[AttributeResult] = field(default_factory=list)
 
-    def failed(self, name: str, reason: str, pjson: str | None, status: Status) -> None:
+    def failed(self, name: str, reason: str, pjson: str | None) -> None:
         self.rows.append(MetricRow(audit=AUDIT, attribute=name, metric="gamma_max",
-                                   status=status, detail=reason, params=pjson))
-        self.summary["attributes"][name] = {"status": status, "reason": reason}
+                                   status=Status.FAILED, detail=reason, params=pjson))
+        self.summary["attributes"][name] = {"status": Status.FAILED, "reason": reason}
 
     def done(self, res: AttributeResult, pjson: str | None) -> None:
         self.results.append(res)
@@ -337,8 +335,9 @@ def run(ctx: AuditContext, params: MDFAParams) -> AuditOutcome:
 
     With a time budget it checks ``ctx.time_left()`` before each attribute and
     between the driver steps of one, and hands the finished attributes to
-    ``ctx.report_partial`` after each; when the budget is spent the attributes not
-    finished get a ``timed_out`` row.
+    ``ctx.report_partial`` after each; when the budget is spent it raises
+    :class:`~fairspark.errors.TimeBudgetExhaustedError` and the runner publishes the
+    last partial result as ``timed_out``.
 
     Parameters
     ----------
@@ -360,18 +359,12 @@ def run(ctx: AuditContext, params: MDFAParams) -> AuditOutcome:
     pjson = params_json(params.model_dump(mode="json"), features_used=plan.names,
                         constant_features_dropped=plan.dropped_constant)
     progress = _Progress(redacted=sorted(redacted))
-    for k, attr in enumerate(attrs):
+    for attr in attrs:
+        _check_time(ctx, attr.name)
         try:
-            _check_time(ctx)
             progress.done(audit_attribute(ctx, params, attr, plan), pjson)
         except AttributeFailureError as err:
-            progress.failed(attr.name, str(err), pjson, Status.FAILED)
-        except _OutOfTimeError:
-            for late in attrs[k:]:
-                progress.failed(late.name, f"mdfa: time budget spent before attribute "
-                                f"{late.name!r} finished", pjson, Status.TIMED_OUT)
-            progress.summary["status"] = Status.TIMED_OUT
-            break
+            progress.failed(attr.name, str(err), pjson)
         ctx.report_partial(progress.outcome())
     statuses = [v["status"] for v in progress.summary["attributes"].values()]
     if statuses and all(s == Status.FAILED for s in statuses):
