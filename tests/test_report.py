@@ -414,7 +414,7 @@ def test_every_table_has_a_caption(rows, summary):
     assert not missing, missing
 
 
-def test_figure_text_is_at_least_nine_points():
+def test_figure_text_is_at_least_nine_points(monkeypatch):
     from matplotlib.text import Text
 
     from fairspark.report import figures
@@ -424,7 +424,118 @@ def test_figure_text_is_at_least_nine_points():
     ax.tick_params(labelsize=4)
     ax.plot([0, 1], [0, 1], label="line")
     ax.legend(fontsize=3)
-    texts = fig.findobj(Text)
+    ax.annotate("note", xy=(0.5, 0.5), fontsize=6)
+    monkeypatch.setattr(figures.plt, "close", lambda fig: None)  # inspect it after saving
     figures.figure_to_data_uri(fig)
-    sizes = [t.get_fontsize() for t in texts if t.get_text()]
+    # every text that was drawn into the PNG, tick labels included
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_text() and t.get_visible()]
+    assert len(sizes) >= 6  # title, legend entry, annotation, tick labels
     assert sizes and min(sizes) >= 9
+
+
+# ------------------------------------------------------------------ the group section
+
+
+SIZES = {"sex": {"values": {"Female": 400, "Male": 588}, "privileged": ["Male"]},
+         "race": {"values": {"White": 700, "Black": 250, "Other": 38},
+                  "privileged": ["White"]}}
+
+
+def _group_rows(rows):
+    return [*rows,
+            # higher FNR for the unprivileged group: it misses deserved favourable decisions
+            _row("sex", "unprivileged", "fnr_difference", 0.05, 0.01, 0.09),
+            # higher FPR for the unprivileged group: it gets more undeserved favourable ones,
+            # so the privileged group is the one disadvantaged
+            _row("sex", "unprivileged", "fpr_difference", 0.04, 0.01, 0.07),
+            # a clear PPV gap has no side
+            _row("sex", "unprivileged", "ppv_difference", -0.06, -0.1, -0.02),
+            _row("race", "unprivileged", "disparate_impact", 0.9, 0.7, 1.1),
+            _row("race", "privileged", "selection_rate", 0.3, 0.28, 0.32),
+            _row("race", "Black", "selection_rate", 0.2, 0.15, 0.25),
+            _row("race", "Black", "tpr_difference", -0.5, -0.7, -0.3)]
+
+
+def _strip(html):
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_group_section_ranks_and_names_the_disadvantaged_group(rows):
+    limits = [{"metric": "statistical_parity_difference", "abs_max": 0.1},
+              {"metric": "disparate_impact", "min": 0.8, "attribute": "sex"}]
+    html = group_section(_group_rows(rows), ci_level=0.95, min_group_size=30, sizes=SIZES,
+                         limits=limits).html
+    sex = html[html.index('id="group-sex"'):html.index('id="group-race"')]
+    head = sex[sex.index('class="headline"'):]
+    head = head[head.index("<tbody>"):head.index("</table>")]
+    cells = [_strip(tr).split() for tr in re.findall(r"<tr>(.*?)</tr>", head, re.DOTALL)]
+    text = [" ".join(c) for c in cells]
+    # SPD -0.18 (clear) and DI 0.40 (clear) disadvantage Female, FPR +0.04 the privileged
+    spd = next(t for t in text if t.startswith("Statistical parity"))
+    assert "▼ unprivileged (Female)" in spd and "|x| ≤ 0.1" in spd
+    di = next(t for t in text if t.startswith("Disparate impact"))
+    assert "▼ unprivileged (Female)" in di and "≥ 0.8" in di
+    fpr = next(t for t in text if t.startswith("FPR difference"))
+    assert "▼ privileged (Male)" in fpr
+    ppv = next(t for t in text if t.startswith("PPV difference"))
+    assert "no side" in ppv and "▼" not in ppv
+    # ranked: rows that disadvantage someone before the others
+    marked = ["▼" in t for t in text]
+    assert marked == sorted(marked, reverse=True), text
+    # everything else is folded away, FNR's gap against Female among it
+    folded = sex[sex.index("<details"):sex.index("</details>")]
+    assert "All " in folded and "FNR difference" in _strip(folded)
+    fnr = next(_strip(tr) for tr in re.findall(r"<tr>(.*?)</tr>", folded, re.DOTALL)
+               if "FNR difference" in tr)
+    assert "disadvantages unprivileged (Female)" in fnr
+    # the limit does not apply to race's disparate impact (attribute: sex)
+    race = html[html.index('id="group-race"'):]
+    race_head = race[race.index('class="headline"'):race.index("</table>")]
+    di_race = next(_strip(tr) for tr in re.findall(r"<tr>(.*?)</tr>", race_head, re.DOTALL)
+                   if "Disparate impact" in tr)
+    assert "≥ 0.8" not in di_race and "no clear gap" in di_race
+
+
+def test_rates_tables_show_group_values_and_sizes(rows):
+    html = group_section(_group_rows(rows), ci_level=0.95, min_group_size=30,
+                         sizes=SIZES).html
+    assert re.search(r"<td>privileged \(Male\)</td><td class=\"num\">588</td>", html)
+    assert re.search(r"<td>unprivileged \(Female\)</td><td class=\"num\">400</td>", html)
+    # race: privileged is White (700); unprivileged Black + Other = 288; Black alone 250
+    assert re.search(r"<td>privileged \(White\)</td><td class=\"num\">700</td>", html)
+    assert re.search(r"<td>Black</td><td class=\"num\">250</td>", html)
+    assert "(288 rows)" in html
+
+
+def test_charts_share_one_x_range_and_draw_disparate_impact(rows, monkeypatch):
+    from fairspark.group import report as group_report
+
+    calls = []
+    real = group_report._interval_chart
+
+    def spy(entries, **kw):
+        calls.append((kw["title"], kw.get("xlim"), entries, kw.get("bands")))
+        return real(entries, **kw)
+
+    monkeypatch.setattr(group_report, "_interval_chart", spy)
+    limits = [{"metric": "statistical_parity_difference", "abs_max": 0.1}]
+    html = group_section(_group_rows(rows), ci_level=0.95, min_group_size=30, sizes=SIZES,
+                         limits=limits).html
+    diffs = [c for c in calls if "Disparate impact" not in c[0]]
+    assert len(diffs) >= 3  # sex, race and race's values
+    xlims = {c[1] for c in diffs}
+    assert len(xlims) == 1, xlims
+    (lo, hi), = xlims
+    # the range holds every drawn interval (race Black: -0.7) and the ±0.1 limit
+    ends = [x for c in diffs for e in c[2] for x in (e["lower"], e["upper"], e["value"])
+            if x is not None]
+    assert lo <= min([*ends, -0.1]) and hi >= max([*ends, 0.1])
+    assert lo <= -0.7
+    # the disparate impact chart: both attributes, the four-fifths band
+    (di,) = [c for c in calls if "Disparate impact" in c[0]]
+    assert [e["label"] for e in di[2]] == ["sex", "race"]
+    assert di[3] == [(0.8, 1.25, "four-fifths band 0.8 to 1.25")]
+    assert 'alt="Disparate impact of sex, race, zip' in html
+    # colour only for a gap that disadvantages someone: race's DI interval holds 1
+    race_di = di[2][1]
+    assert race_di["side"] is None and not race_di["gap"]

@@ -44,6 +44,16 @@ _SPECIAL = {
     "between_group_theil": "Between-group Theil",
 }
 _FOUR_FIFTHS = 0.8
+#: the handful of comparisons ranked first for every attribute (the rest are folded away)
+HEADLINE_METRICS: tuple[str, ...] = (
+    "statistical_parity_difference", "disparate_impact", "tpr_difference",
+    "fpr_difference", "ppv_difference",
+)
+#: +1: a higher rate benefits the person (more favourable decisions, more of the deserved
+#: ones); -1: a higher rate harms; 0: no side (precision-type rates, the label's base rate)
+_BENEFIT = {"selection_rate": 1, "tpr": 1, "fpr": 1, "fnr": -1, "tnr": -1, "accuracy": 1,
+            "error_rate": -1}
+_UNPRIV_COLOUR, _PRIV_COLOUR, _NEUTRAL_COLOUR = "#a8231b", "#6a3d9a", "#5b6670"
 _SHORT_RATE = {"selection_rate": "selection rate", "base_rate": "base rate", "tpr": "TPR",
                "fpr": "FPR", "ppv": "PPV", "accuracy": "accuracy"}
 
@@ -136,6 +146,82 @@ def _attributes(rows: list[Mapping[str, Any]]) -> list[str]:
 def _level_pct(ci_level: float) -> str:
     pct = ci_level * 100
     return f"{pct:.0f}%" if abs(pct - round(pct)) < 1e-9 else f"{pct:.1f}%"
+
+
+def _benefit(metric: str) -> int:
+    """The sign that says which side a signed comparison favours (0: no side)."""
+    if metric in ("statistical_parity_difference", "disparate_impact"):
+        return 1
+    if metric == "average_odds_difference":
+        return 1
+    for kind in ("_difference", "_ratio"):
+        if metric.endswith(kind):
+            return _BENEFIT.get(metric[: -len(kind)], 0)
+    return 0
+
+
+def _disadvantaged(row: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
+    """Which group a clear gap disadvantages ("unprivileged" / "privileged"), else None."""
+    kind, _ = _reading(row)
+    sign = _benefit(str(row.get("metric")))
+    v, fair = _num(row.get("value")), _fair(str(row.get("metric")))
+    if kind != "gap" or not sign or v is None or fair is None:
+        return None
+    return "unprivileged" if (v - fair) * sign < 0 else "privileged"
+
+
+def _side_words(side: str | None, names: Mapping[str, str], row: Mapping[str, Any]) -> str:
+    if side is None:
+        kind, _ = _reading(row)
+        return "a gap, no side (precision-type rate)" if kind == "gap" else ""
+    who = names.get(side) or ""
+    return f"{side} ({who})" if who and len(who) <= 24 else side
+
+
+def _group_names(attr: str, sizes: Mapping[str, Any] | None) -> dict[str, str]:
+    """privileged / unprivileged -> their real values (``Male``; ``Female``)."""
+    a = (sizes or {}).get(attr) or {}
+    priv = [str(v) for v in a.get("privileged") or []]
+    others = [str(v) for v in (a.get("values") or {}) if str(v) not in priv]
+    out = {}
+    if priv:
+        out["privileged"] = ", ".join(priv)
+    if others:
+        out["unprivileged"] = ", ".join(others[:3]) + (f" and {len(others) - 3} more"
+                                                       if len(others) > 3 else "")
+    return out
+
+
+def _group_sizes(attr: str, sizes: Mapping[str, Any] | None) -> dict[str, int]:
+    """privileged / unprivileged / each value -> audited rows."""
+    a = (sizes or {}).get(attr) or {}
+    values = {str(k): int(v or 0) for k, v in (a.get("values") or {}).items()}
+    priv = {str(v) for v in a.get("privileged") or []}
+    out = dict(values)
+    if values:
+        out["privileged"] = sum(n for v, n in values.items() if v in priv)
+        out["unprivileged"] = sum(n for v, n in values.items() if v not in priv)
+    return out
+
+
+def _limits_for(attr: str, metric: str, limits: list[Mapping[str, Any]] | None
+                ) -> list[tuple[str, float]]:
+    """(kind, bound) of every configured limit on ``metric`` for ``attr``."""
+    out = []
+    for rule in limits or []:
+        if rule.get("metric") != metric or rule.get("audit") not in (None, "group"):
+            continue
+        if rule.get("attribute") not in (None, attr):
+            continue
+        for kind in ("min", "max", "abs_max"):
+            if rule.get(kind) is not None and (kind, float(rule[kind])) not in out:
+                out.append((kind, float(rule[kind])))
+    return out
+
+
+def _limit_words(bounds: list[tuple[str, float]]) -> str:
+    words = {"min": "≥ {:g}", "max": "≤ {:g}", "abs_max": "|x| ≤ {:g}"}
+    return "; ".join(words[k].format(b) for k, b in bounds)
 
 
 # ------------------------------------------------------------------------- verdicts
@@ -240,79 +326,176 @@ def headlines(rows: list[Mapping[str, Any]], *, summary: Mapping[str, Any] | Non
 
 
 def _interval_chart(entries: list[dict[str, Any]], *, title: str, xlabel: str,
-                    fair: float, level: str) -> str:
-    """A horizontal point-and-interval chart; returns a data: URI."""
+                    fair: float, level: str, xlim: tuple[float, float] | None = None,
+                    bands: list[tuple[float, float, str]] = (),
+                    lines: list[tuple[float, str]] = ()) -> str:
+    """A horizontal point-and-interval chart; returns a data: URI.
+
+    Colour marks only a clear gap that disadvantages a group (red: the unprivileged
+    group, purple: the privileged group) and every such interval is also labelled in
+    words, so colour is never the only signal. ``bands`` are shaded tolerance bands,
+    ``lines`` configured limits (dotted), ``xlim`` the x-range shared across attributes.
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     n = len(entries)
-    fig, ax = plt.subplots(figsize=(7.6, 0.42 * n + 1.3))
+    fig, ax = plt.subplots(figsize=(8.4, 0.5 * n + 1.6))
     ys = list(range(n))[::-1]
+    for lo_b, hi_b, label in bands:
+        ax.axvspan(lo_b, hi_b, color="#e7f4ec", zorder=0, label=label)
+    for x, _label in lines:
+        ax.axvline(x, color="#a8231b", ls=":", lw=1.6, zorder=1)
     for y, e in zip(ys, entries, strict=True):
         v, lo, hi = e["value"], e["lower"], e["upper"]
-        colour = "#b3261e" if e["gap"] else "#2457a6"
+        colour = {"unprivileged": _UNPRIV_COLOUR, "privileged": _PRIV_COLOUR}.get(
+            e.get("side") or "", _NEUTRAL_COLOUR)
         if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
-            ax.plot([lo, hi], [y, y], color=colour, lw=2.2, solid_capstyle="butt")
-        ax.plot([v], [y], "o", color=colour, ms=6)
-    ax.axvline(fair, color="#1d2329", ls="--", lw=1, label=f"fair value ({fair:g})")
+            ax.plot([lo, hi], [y, y], color=colour, lw=2.4, solid_capstyle="butt", zorder=3)
+        ax.plot([v], [y], "o" if e.get("side") else "s", color=colour, ms=7, zorder=4)
+        for x in e.get("limits") or ():  # a limit applies to its own metric's row only
+            ax.plot([x, x], [y - 0.38, y + 0.38], color="#a8231b", ls=":", lw=1.8, zorder=1)
+        if e.get("note"):
+            ax.annotate(e["note"], xy=(1.0, y), xycoords=("axes fraction", "data"),
+                        xytext=(6, 0), textcoords="offset points", va="center",
+                        fontsize=10, color=colour)
+    ax.axvline(fair, color="#1d2329", ls="--", lw=1, zorder=2)
     ax.set_yticks(ys)
-    ax.set_yticklabels([e["label"] for e in entries], fontsize=9)
+    ax.set_yticklabels([e["label"] for e in entries], fontsize=10)
     ax.set_ylim(-0.7, n - 0.3)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("metric")
-    ax.set_title(title, fontsize=11, loc="left")
+    if xlim is not None:
+        ax.set_xlim(*xlim)
+    ax.set_xlabel(xlabel, fontsize=10)
+    ax.set_title(title, fontsize=12, loc="left")
+    ax.tick_params(axis="x", labelsize=10)
     ax.grid(axis="x", color="#dde3e8", lw=0.8)
     ax.set_axisbelow(True)
-    from matplotlib.lines import Line2D
-
     handles = [
-        Line2D([], [], color="#b3261e", marker="o", lw=2.2, label=f"clear gap ({level} CI)"),
-        Line2D([], [], color="#2457a6", marker="o", lw=2.2, label="interval includes fair value"),
-        Line2D([], [], color="#1d2329", ls="--", lw=1, label=f"fair value ({fair:g})"),
+        Line2D([], [], color=_UNPRIV_COLOUR, marker="o", lw=2.4,
+               label=f"clear gap ({level} CI), disadvantages the unprivileged group"),
+        Line2D([], [], color=_PRIV_COLOUR, marker="o", lw=2.4,
+               label="clear gap, disadvantages the privileged group"),
+        Line2D([], [], color=_NEUTRAL_COLOUR, marker="s", lw=2.4,
+               label="no clear gap, or a gap with no side"),
+        Line2D([], [], color="#1d2329", ls="--", lw=1, label=f"parity ({fair:g})"),
     ]
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              frameon=False)
+    if lines or any(e.get("limits") for e in entries):
+        handles.append(Line2D([], [], color="#a8231b", ls=":", lw=1.6,
+                              label="configured limit"))
+    for _, _, label in bands[:1]:
+        handles.append(Patch(color="#e7f4ec", label=label))
+    ax.legend(handles=handles, fontsize=10, loc="upper left", bbox_to_anchor=(0.0, -0.22),
+              frameon=False, ncol=2)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return figure_to_data_uri(fig)
 
 
-def _chart_entries(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _chart_entries(rows: list[Mapping[str, Any]],
+                   names: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         v = _num(r.get("value"))
         if v is None or (r.get("status") or "ok") != "ok":
             continue  # undefined, failed or inconclusive: not drawn as if precise
+        side = _disadvantaged(r, names or {})
+        who = (names or {}).get(side or "", side or "")
         kind, _ = _reading(r)
+        if len(who) > 20:
+            who = side or ""
+        note = (f"▼ {who}" if side else "gap, no side" if kind == "gap" else "no clear gap")
         out.append({"label": r.get("_label") or metric_label(r["metric"]), "value": v,
                     "lower": _num(r.get("lower")), "upper": _num(r.get("upper")),
-                    "status": r.get("status") or "ok", "gap": kind == "gap"})
+                    "status": r.get("status") or "ok", "gap": kind == "gap",
+                    "side": side, "note": note, "limits": r.get("_limits") or []})
     return out
+
+
+def _span(rows: list[Mapping[str, Any]], *, fair: float,
+          extra: list[float] = ()) -> tuple[float, float] | None:
+    """An x-range that holds every finite estimate and interval of ``rows``."""
+    xs = [fair, *extra]
+    for r in rows:
+        if (r.get("status") or "ok") != "ok":
+            continue
+        xs += [x for x in (_num(r.get(k)) for k in ("value", "lower", "upper"))
+               if x is not None and math.isfinite(x)]
+    lo, hi = min(xs), max(xs)
+    pad = (hi - lo) * 0.06 or 0.05
+    return lo - pad, hi + pad
+
+
+def _di_chart(idx, attrs: list[str], names_of: Mapping[str, Mapping[str, str]],
+              level: str, limits: list[Mapping[str, Any]] | None) -> str | None:
+    """Disparate impact of every attribute on one chart with the four-fifths band."""
+    rows = []
+    for a in attrs:
+        r = idx.get((a, "unprivileged", "disparate_impact"))
+        if r is not None:
+            rows.append({**r, "_label": a, "_names": names_of.get(a, {})})
+    entries = []
+    for r in rows:
+        entries += _chart_entries([r], r["_names"])
+    if not entries:
+        return None
+    bounds = sorted({b for a in attrs for k, b in _limits_for(a, "disparate_impact", limits)
+                     if k in ("min", "max")})
+    for r in rows:
+        r["_limits"] = [b for k, b in _limits_for(r["_label"], "disparate_impact", limits)
+                        if k in ("min", "max")]
+    xlim = _span(rows, fair=1.0, extra=[_FOUR_FIFTHS, *bounds])
+    return _interval_chart(
+        entries, title="Disparate impact per attribute (unprivileged ÷ privileged)",
+        xlabel=f"selection-rate ratio, unprivileged ÷ privileged ({level} CI)", fair=1.0,
+        level=level, xlim=xlim, bands=[(_FOUR_FIFTHS, 1 / _FOUR_FIFTHS,
+                                        "four-fifths band 0.8 to 1.25")])
 
 
 # -------------------------------------------------------------------------- section
 
 
-def _comparison_table(idx, attr: str, group: str) -> list[dict[str, Any]]:
+def _comparison_row(r: Mapping[str, Any], name: str, names: Mapping[str, str],
+                    limits: list[tuple[str, float]]) -> dict[str, Any]:
+    spec = CATALOGUE.get(name) or BASELINES[name]
+    kind, words = _reading(r)
+    signed = _signed(name)
+    inconclusive = r.get("status") == "inconclusive"
+    side = _disadvantaged(r, names)
+    # An inconclusive metric shows its row count, not a number that looks precise.
+    return {
+        "label": metric_label(name), "formula": spec.formula,
+        "value": "–" if inconclusive else _fmt(_num(r.get("value")), signed=signed),
+        "ci": "–" if inconclusive else _ci(r, signed=signed),
+        "fair": f"{spec.fair_value:g}",
+        "status": r.get("status") or "ok", "kind": kind, "reading": words,
+        "muted": inconclusive, "side": side, "who": _side_words(side, names, r),
+        "limit": _limit_words(limits),
+    }
+
+
+def _comparison_table(idx, attr: str, group: str, names: Mapping[str, str] | None = None,
+                      limits: list[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
     out = []
     for name in [*CATALOGUE, *BASELINES]:
         r = idx.get((attr, group, name))
-        if r is None:
-            continue
-        spec = CATALOGUE.get(name) or BASELINES[name]
-        kind, words = _reading(r)
-        signed = _signed(name)
-        inconclusive = r.get("status") == "inconclusive"
-        # An inconclusive metric shows its row count, not a number that looks precise.
-        out.append({
-            "label": metric_label(name), "formula": spec.formula,
-            "value": "–" if inconclusive else _fmt(_num(r.get("value")), signed=signed),
-            "ci": "–" if inconclusive else _ci(r, signed=signed),
-            "fair": f"{spec.fair_value:g}",
-            "status": r.get("status") or "ok", "kind": kind, "reading": words,
-            "muted": inconclusive,
-        })
+        if r is not None:
+            out.append(_comparison_row(r, name, names or {}, _limits_for(attr, name, limits)))
     return out
 
 
-def _rate_table(idx, attr: str, groups: list[str]) -> dict[str, Any]:
+def _headline_table(idx, attr: str, names: Mapping[str, str],
+                    limits: list[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """The handful of headline comparisons, the ones that disadvantage someone first."""
+    out = []
+    for name in HEADLINE_METRICS:
+        r = idx.get((attr, "unprivileged", name))
+        if r is not None:
+            out.append(_comparison_row(r, name, names, _limits_for(attr, name, limits)))
+    return sorted(out, key=lambda m: (m["side"] is None, m["kind"] != "gap"))
+
+
+def _rate_table(idx, attr: str, groups: list[str], names: Mapping[str, str] | None = None,
+                sizes: Mapping[str, int] | None = None) -> dict[str, Any]:
     body = []
     for g in groups:
         cells = []
@@ -332,12 +515,15 @@ def _rate_table(idx, attr: str, groups: list[str]) -> dict[str, Any]:
             else:
                 cells.append({"text": f"{_fmt(v)} {_ci(r, signed=False)}", "title": "",
                               "muted": False})
-        body.append({"group": g, "cells": cells})
+        label = f"{g} ({names[g]})" if names and names.get(g) else g
+        n = (sizes or {}).get(g)
+        body.append({"group": label, "n": f"{n:,}" if n is not None else "–", "cells": cells})
     return {"header": [{"short": _SHORT_RATE.get(r, r), "title": metric_label(r)}
                        for r in GROUP_RATES], "rows": body}
 
 
-def _value_table(idx, attr: str, values: list[str]) -> dict[str, Any]:
+def _value_table(idx, attr: str, values: list[str],
+                 sizes: Mapping[str, int] | None = None) -> dict[str, Any]:
     body = []
     for v in values:
         cells = []
@@ -347,6 +533,7 @@ def _value_table(idx, attr: str, values: list[str]) -> dict[str, Any]:
                 cells.append({"text": "–", "kind": "muted", "title": ""})
                 continue
             kind, words = _reading(r)
+            side = _disadvantaged(r, {})
             signed = _signed(m)
             val = _num(r.get("value"))
             if r.get("status") == "inconclusive":
@@ -355,28 +542,43 @@ def _value_table(idx, attr: str, values: list[str]) -> dict[str, Any]:
                 text = "undefined"
             else:
                 text = f"{_fmt(val, signed=signed)} {_ci(r, signed=signed)}"
-            cells.append({"text": text, "kind": kind, "title": words})
-        body.append({"value": v, "cells": cells})
+                if side == "unprivileged":
+                    text = f"▼ {text}"
+            cells.append({"text": text, "title": words,
+                          "kind": "disadv" if side == "unprivileged" else
+                          "muted" if kind in ("muted", "inconclusive", "failed") else ""})
+        n = (sizes or {}).get(v)
+        body.append({"value": v, "n": f"{n:,}" if n is not None else "–", "cells": cells})
     return {"header": [metric_label(m) for m in VALUE_METRICS], "rows": body}
 
 
-def _value_chart(idx, attr: str, values: list[str], level: str) -> str | None:
+def _value_chart(idx, attr: str, values: list[str], level: str,
+                 xlim: tuple[float, float] | None = None) -> str | None:
     v_rows = []
     for v in values:
         for m in ("statistical_parity_difference", "tpr_difference"):
             r = idx.get((attr, v, m))
             if r is not None:
                 v_rows.append({**r, "_label": f"{v}: {metric_label(m).split(' (')[0]}"})
-    v_entries = _chart_entries(v_rows)
+    v_entries = _chart_entries(v_rows, {"unprivileged": "this value",
+                                        "privileged": "privileged"})
     if not v_entries:
         return None
     return _interval_chart(
         v_entries, title=f"{attr}: each value vs the privileged group", level=level,
-        fair=0.0, xlabel=f"difference, value − privileged ({level} CI)",
+        fair=0.0, xlabel=f"difference, value − privileged ({level} CI)", xlim=xlim,
     )
 
 
-def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str) -> dict[str, Any]:
+def _signed_headlines(idx, attr: str) -> list[Mapping[str, Any]]:
+    return [idx[(attr, "unprivileged", m)] for m in HEADLINE_METRICS
+            if _signed(m) and (attr, "unprivileged", m) in idx]
+
+
+def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str, *,
+                    sizes: Mapping[str, Any] | None = None,
+                    limits: list[Mapping[str, Any]] | None = None,
+                    xlim: tuple[float, float] | None = None) -> dict[str, Any]:
     """Everything the template shows for one attribute."""
     a_rows = [r for r in rows if r.get("attribute") == attr]
     groups = list(dict.fromkeys(str(r.get("group")) for r in a_rows
@@ -385,13 +587,19 @@ def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str) -> d
                                        if r.get("metric") in CATALOGUE)
               if g != "unprivileged"]
     failed = [r for r in a_rows if r.get("metric") == "*" and r.get("status") == Status.FAILED]
-    signed_rows = [idx[(attr, "unprivileged", m)] for m in CATALOGUE
-                   if _signed(m) and (attr, "unprivileged", m) in idx]
+    names = _group_names(attr, sizes)
+    n_of = _group_sizes(attr, sizes)
     chart = None
-    entries = _chart_entries(signed_rows)
+    heads = _signed_headlines(idx, attr)
+    for r in heads:
+        r["_limits"] = [x for k, b in _limits_for(attr, str(r["metric"]), limits)
+                        for x in ((-b, b) if k == "abs_max" else (b,))]
+    entries = _chart_entries(heads, names)
     if entries:
         chart = _interval_chart(
-            entries, title=f"{attr}: unprivileged vs privileged", level=level, fair=0.0,
+            entries, title=f"{attr}: unprivileged ({names.get('unprivileged', '…')}) − "
+                           f"privileged ({names.get('privileged', '…')})",
+            level=level, fair=0.0, xlim=xlim,
             xlabel=f"difference, unprivileged − privileged ({level} CI)",
         )
     between = [
@@ -400,21 +608,43 @@ def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str) -> d
         for m in ("between_group_gei", "between_group_theil")
         if (r := idx.get((attr, "all", m))) is not None
     ]
+    comparisons = _comparison_table(idx, attr, "unprivileged", names, limits)
+    headline = _headline_table(idx, attr, names, limits)
     return {
         "name": attr,
+        "slug": "group-" + "".join(c if c.isalnum() else "-" for c in attr.lower()),
+        "names": names,
+        "n_priv": n_of.get("privileged"), "n_unpriv": n_of.get("unprivileged"),
         "failed": [r.get("detail") for r in failed],
-        "verdict": _attribute_verdict(attr, idx, level, None) if not failed else None,
+        "verdict": _attribute_verdict(attr, idx, level, names.get("unprivileged"))
+        if not failed else None,
         "chart": chart,
-        "comparisons": _comparison_table(idx, attr, "unprivileged"),
-        "rates": _rate_table(idx, attr, groups) if groups else None,
-        "by_value": _value_table(idx, attr, values) if values else None,
-        "value_chart": _value_chart(idx, attr, values, level) if values else None,
+        "headline": headline,
+        "n_disadv": sum(1 for m in comparisons if m["side"]),
+        "comparisons": comparisons,
+        "rates": _rate_table(idx, attr, groups, names, n_of) if groups else None,
+        "by_value": _value_table(idx, attr, values, n_of) if values else None,
+        "value_chart": _value_chart(idx, attr, values, level, xlim) if values else None,
         "between": between,
     }
 
 
+def _sizes_from(ctx: Any, outcome: AuditOutcome) -> dict[str, Any]:
+    """Group sizes and privileged values per attribute from the run's prepared table."""
+    out: dict[str, Any] = {}
+    for a in getattr(getattr(ctx, "prepared", None), "attributes", None) or []:
+        out[a.name] = {"values": dict(a.values), "privileged": list(a.privileged_values)}
+    return out
+
+
+def _limits_from(ctx: Any) -> list[dict[str, Any]]:
+    rules = getattr(getattr(getattr(ctx, "config", None), "limits", None), "rules", None)
+    return [r.model_dump() for r in rules or []]
+
+
 def group_section(
-    rows: list[Mapping[str, Any]], *, ci_level: float, min_group_size: int
+    rows: list[Mapping[str, Any]], *, ci_level: float, min_group_size: int,
+    sizes: Mapping[str, Any] | None = None, limits: list[Mapping[str, Any]] | None = None,
 ) -> ReportSection:
     """The group audit's report section.
 
@@ -427,19 +657,36 @@ def group_section(
         The confidence level of the intervals (for labels).
     min_group_size:
         The minimum support below which a metric is inconclusive (for the text).
+    sizes:
+        Per attribute ``{"values": {value: rows}, "privileged": [values]}`` (the shape
+        of ``summary.json`` ``rows.attributes``): real group names and sizes in tables.
+    limits:
+        The configured limit rules (``limits.rules`` as dicts), drawn on the charts.
 
     Returns
     -------
     ReportSection
-        Per attribute: a verdict in words, a point-and-interval chart of the signed
-        differences, the table of every comparison with its interval and reading,
-        per-group rates, and the multi-valued comparisons when present; then the
-        overall inequality indices.
+        A disparate-impact chart of every attribute with the four-fifths band; per
+        attribute the verdict, the headline comparisons ranked by whom a clear gap
+        disadvantages (with a chart on one x-range shared by all attributes and the
+        configured limits), rates per group with their sizes, the multi-valued
+        comparisons, and every other comparison folded away; then the overall
+        inequality indices.
     """
     rows = [dict(r) for r in rows if r.get("audit", "group") == "group"]
     level = _level_pct(ci_level)
     idx = _index(rows)
-    attrs = [_attribute_view(attr, rows, idx, level) for attr in _attributes(rows)]
+    names = _attributes(rows)
+    limit_marks = [x for a in names for m in HEADLINE_METRICS if _signed(m)
+                   for k, b in _limits_for(a, m, limits)
+                   for x in ((-b, b) if k == "abs_max" else (b,))]
+    shared = [r for a in names for r in _signed_headlines(idx, a)]
+    shared += [r for r in rows if r.get("group") not in ("unprivileged", "privileged", "all")
+               and r.get("metric") in ("statistical_parity_difference", "tpr_difference")]
+    xlim = _span(shared, fair=0.0, extra=limit_marks) if shared else None
+    attrs = [_attribute_view(a, rows, idx, level, sizes=sizes, limits=limits, xlim=xlim)
+             for a in names]
+    di_chart = _di_chart(idx, names, {a["name"]: a["names"] for a in attrs}, level, limits)
     overall = [
         {"label": metric_label(m), "value": _fmt(_num(r.get("value"))),
          "ci": _ci(r, signed=False), "status": r.get("status") or "ok",
@@ -450,7 +697,7 @@ def group_section(
     html = render_template(
         "fairspark.group", "section.html.j2",
         attrs=attrs, overall=overall, level=level, min_group_size=min_group_size,
-        n_inconclusive=n_inc,
+        n_inconclusive=n_inc, di_chart=di_chart,
     )
     return ReportSection(title="Group fairness metrics", html=html, order=10)
 
@@ -460,4 +707,5 @@ def render(outcome: AuditOutcome, *, ctx: Any = None, params: Any = None) -> lis
     res = outcome.result
     if res is None:
         return []
-    return [group_section(res.rows, ci_level=res.ci_level, min_group_size=res.min_group_size)]
+    return [group_section(res.rows, ci_level=res.ci_level, min_group_size=res.min_group_size,
+                          sizes=_sizes_from(ctx, outcome), limits=_limits_from(ctx))]

@@ -371,7 +371,7 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows = summary.get("rows") or {}
     model = summary.get("model") or {}
     out: list[tuple[str, str]] = []
-    source = inp.get("table") or inp.get("path") or "in memory"
+    source = inp.get("table") or inp.get("path") or inp.get("source") or "in memory"
     out.append(("Dataset", f"{summary.get('dataset', 'unnamed')} ({source})"))
     name = " ".join(str(x) for x in (model.get("name"), model.get("version") and
                                      f"version {model['version']}") if x)

@@ -22,6 +22,11 @@ def _legible(fig) -> None:
     """Raise every text of ``fig`` to :data:`MIN_FONT_PT` (ticks, legends, titles)."""
     from matplotlib.text import Text
 
+    for ax in fig.get_axes():  # tick labels are made at draw time from these settings
+        for axis in ("x", "y"):
+            ticks = getattr(ax, f"{axis}axis").get_major_ticks()
+            if ticks and ticks[0].label1.get_fontsize() < MIN_FONT_PT:
+                ax.tick_params(axis=axis, which="both", labelsize=MIN_FONT_PT)
     for t in fig.findobj(Text):
         if t.get_text() and t.get_fontsize() < MIN_FONT_PT:
             t.set_fontsize(MIN_FONT_PT)
