@@ -22,7 +22,8 @@ class AuditParams(StrictModel):
         Cap on the rows this audit reads from the prepared table (a seeded random
         sample is drawn when the table is larger); ``None`` means no cap.
     attributes:
-        Sensitive attributes this audit looks at; ``None`` means all configured ones.
+        Sensitive attributes this audit looks at (at least one); ``None`` means all
+        configured ones.
     timeout_s:
         Time budget in seconds; past it the audit ends as ``timed_out`` with what it
         had (its last partial result) and the run goes on. ``None``: no budget.
@@ -30,7 +31,7 @@ class AuditParams(StrictModel):
 
     enabled: bool = True
     max_rows: int | None = Field(None, ge=1)
-    attributes: list[str] | None = None
+    attributes: list[str] | None = Field(None, min_length=1)
     timeout_s: float | None = Field(None, gt=0)
 
     def check_files(self) -> None:
