@@ -1,7 +1,7 @@
 """fairspark: fairness audits of ML classifiers on warehouse-scale Spark tables.
 
-The public surface: load a config, prepare a table, run the audit job, or call the
-metric core directly.
+The public surface: load a config, prepare a table, run the audit job, audit a
+DataFrame in a notebook (:func:`audit`), or call the metric core directly.
 """
 
 from fairspark._version import SCHEMA_VERSION, __version__
@@ -16,10 +16,12 @@ from fairspark.errors import (
     InvalidValueError,
     MissingColumnError,
 )
+from fairspark.notebook import AuditResult, audit
 
 __all__ = [
     "SCHEMA_VERSION",
     "AuditError",
+    "AuditResult",
     "ColumnTypeError",
     "Config",
     "ConfigError",
@@ -29,6 +31,7 @@ __all__ = [
     "InvalidValueError",
     "MissingColumnError",
     "__version__",
+    "audit",
     "load_config",
     "parse_config",
 ]

@@ -513,8 +513,9 @@ def _rate_table(idx, attr: str, groups: list[str], names: Mapping[str, str] | No
                 cells.append({"text": "undefined", "title": r.get("detail") or "",
                               "muted": True})
             else:
-                cells.append({"text": f"{_fmt(v)} {_ci(r, signed=False)}", "title": "",
-                              "muted": False})
+                # the interval may wrap below its value, never inside itself
+                ci = _ci(r, signed=False).replace(", ", ",\u00a0")
+                cells.append({"text": f"{_fmt(v)} {ci}", "title": "", "muted": False})
         label = f"{g} ({names[g]})" if names and names.get(g) else g
         n = (sizes or {}).get(g)
         body.append({"group": label, "n": f"{n:,}" if n is not None else "–", "cells": cells})
