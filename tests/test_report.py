@@ -216,6 +216,10 @@ def test_report_from_a_real_run(spark, tmp_path):
     assert re.search(r"<td>D</td>.*?inconclusive: only 8 rows", html, re.DOTALL)
     assert html.count("data:image/png;base64,") >= 2
     assert result.exit_code in (0, 4)
+    # the rates tables name the groups and give their sizes, counted here from the rows
+    n_f = sum(1 for r in rows if r[1] == "F")
+    assert f'<td>privileged (M)</td><td class="num">{400 - n_f}</td>' in html
+    assert f'<td>unprivileged (F)</td><td class="num">{n_f}</td>' in html
 
 
 def test_violated_limits_come_first(rows, summary):
