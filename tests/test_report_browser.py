@@ -112,6 +112,15 @@ def test_report_renders_in_headless_chromium(driver, report_path, tmp_path):
     assert all(src.startswith("data:image/") for _, _, src in images)
     # alt texts say what the figure shows, not just "chart"
     assert all(len(alt.split()) >= 4 for _, alt, _ in images), [a for _, a, _ in images]
+    # figure text at 100% zoom: the smallest font (MIN_FONT_PT at the PNG's 110 dpi),
+    # scaled as the page shows the image, is at least 9 pt = 12 CSS px
+    from fairspark.report.figures import MIN_FONT_PT
+
+    scales = driver.execute_script(
+        "return Array.from(document.images).map(i => "
+        "[i.alt, i.getBoundingClientRect().width / i.naturalWidth]);")
+    small = [(alt, s) for alt, s in scales if MIN_FONT_PT * 110 / 72 * s < 12]
+    assert not small, small
     _keep(driver, tmp_path, "report-1400x900-first-screen.png")
 
 
@@ -145,7 +154,7 @@ def test_the_page_never_scrolls_sideways(driver, report_path, tmp_path, width, h
     _keep(driver, tmp_path, f"report-{width}x{height}-top.png")
     if width < 500:  # the phone's view of the group section too
         driver.execute_script(
-            "const s = document.querySelector('section.audit-section'); s && s.scrollIntoView();")
+            "const s = document.querySelector('[id^=\"group-\"]'); s && s.scrollIntoView();")
         _keep(driver, tmp_path, f"report-{width}x{height}-group.png")
 
 

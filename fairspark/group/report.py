@@ -340,7 +340,7 @@ def _interval_chart(entries: list[dict[str, Any]], *, title: str, xlabel: str,
     from matplotlib.patches import Patch
 
     n = len(entries)
-    fig, ax = plt.subplots(figsize=(8.4, 0.5 * n + 1.6))
+    fig, ax = plt.subplots(figsize=(7.4, 0.5 * n + 1.6))
     ys = list(range(n))[::-1]
     for lo_b, hi_b, label in bands:
         ax.axvspan(lo_b, hi_b, color="#e7f4ec", zorder=0, label=label)
@@ -560,7 +560,8 @@ def _value_chart(idx, attr: str, values: list[str], level: str,
         for m in ("statistical_parity_difference", "tpr_difference"):
             r = idx.get((attr, v, m))
             if r is not None:
-                v_rows.append({**r, "_label": f"{v}: {metric_label(m).split(' (')[0]}"})
+                short = "selection rate" if m.startswith("statistical") else "TPR"
+                v_rows.append({**r, "_label": f"{v} · {short}"})
     v_entries = _chart_entries(v_rows, {"unprivileged": "this value",
                                         "privileged": "privileged"})
     if not v_entries:
@@ -597,9 +598,10 @@ def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str, *,
                         for x in ((-b, b) if k == "abs_max" else (b,))]
     entries = _chart_entries(heads, names)
     if entries:
+        short = {k: v if len(v) <= 24 else k for k, v in names.items()}
         chart = _interval_chart(
-            entries, title=f"{attr}: unprivileged ({names.get('unprivileged', '…')}) − "
-                           f"privileged ({names.get('privileged', '…')})",
+            entries, title=f"{attr}: {short.get('unprivileged', 'unprivileged')} − "
+                           f"{short.get('privileged', 'privileged')}",
             level=level, fair=0.0, xlim=xlim,
             xlabel=f"difference, unprivileged − privileged ({level} CI)",
         )
