@@ -4,12 +4,20 @@
 One run, same data for every method, each cell with a time limit:
 
 - fairspark on Spark (``--master``, default local[2]): exact, approx, pointwise, certified
-- scipy ``directed_hausdorff`` both directions (EarlyBreak, single core)
+  (the default method: exact D by sample bounds and elimination, no projections)
+- scipy ``directed_hausdorff`` both directions (EarlyBreak, single core), in a separate
+  process, on the same points
 - a blocked numpy brute force (``cdist`` blocks, single core)
 - single-machine numpy ApproxDist (fairspark's kernel, same projections, single core)
 
-Prints time ratios against scipy and the relative error of each approximate method
-against the exact value, as a markdown table (``--out`` also writes it to a file).
+Prints time ratios against scipy and the relative error of each method against the
+exact value, as a markdown table with the command and the load average (1/5/15 min,
+at the start and at the end) above it (``--out`` also writes it to a file).
+
+The engine against scipy only, on the small cells::
+
+    python scripts/bench_hfm.py --datasets uniform --dims 100 --sizes 10000 100000 \
+        --methods certified --peers scipy
 
 ``--scale-check`` instead runs the whole HFM audit through the runner on a ~50 MB table
 (Adult replicated) with ``spark.driver.maxResultSize=1m``.
@@ -221,13 +229,14 @@ def _warm_up(spark) -> None:
         pts = to_points_df(spark, X, Y, g, tmp)
         W = sample_projections(dim=4, m1=2, sampler="uniform_l1", seed=0)
         hfm_distances(pts, n_attr=1, dim_x=3, n_rows=200, method="certified", m2=2,
-                      projections={0: W}, targets=(0,))
+                      projections={0: W}, targets=(0,), paper_value=True)
 
 
 # ----------------------------------------------------------------------------- main
 def bench(args) -> str:
     from fairspark.hfm._kernels import default_m2, sample_projections
 
+    load0 = _load()
     spark = spark_session(args.master)
     _warm_up(spark)
     lines = []
@@ -264,7 +273,9 @@ def bench(args) -> str:
                             note = ""
                             if method == "certified":
                                 note = (f"{'certified' if r.certified else 'NOT certified'}, "
-                                        f"{r.extra.get('n_searched')} exact searches")
+                                        f"{r.extra.get('n_searched')} exact searches, "
+                                        f"{r.extra.get('n_checked')} rows checked, "
+                                        f"{r.extra.get('n_candidates')} with bound > D")
                             cells[f"spark_{method}"] = (r.value, el, note)
                         print(kind, n, dd, method, cells[f"spark_{method}"], flush=True)
                     pts.unpersist()
@@ -287,7 +298,16 @@ def bench(args) -> str:
                         lines.append(f"| {kind} | {n} | {dd} | {k} | {tt} | {ratio} | {vv} | "
                                      f"{err} | {note} |")
     spark.stop()
-    return "\n".join(lines)
+    return "\n".join([_run_header(load0), "", *lines])
+
+
+def _load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def _run_header(load0: str) -> str:
+    return (f"command: `python {' '.join(sys.argv)}`; cores: {os.cpu_count()}; "
+            f"load average (1/5/15 min) at start: {load0}, at end: {_load()}")
 
 
 def scale_check(args) -> str:

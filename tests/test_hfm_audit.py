@@ -112,7 +112,8 @@ def compas_run(spark, compas_pdf, compas_model, tmp_path_factory):
     inp = write_parquet(compas_pdf, base / "in", n_files=3)
     cfg = _compas_config(
         inp, str(base / "out"), sites=True,
-        hfm={"method": "certified", "m1": 6, "redact_columns": ["priors_count"],
+        hfm={"method": "certified", "m1": 6, "paper_value": True,
+             "redact_columns": ["priors_count"],
              "dr_model": compas_model[1], "dr_ratio": 0.5},
     )
     # the run-wide setting applies to HFM witnesses as well as the audit's own
@@ -334,3 +335,77 @@ def test_partial_intervals_while_certifying_contain_exact(spark, compas_pdf, tmp
     r = _row(pub, "sex", "D")
     assert r.status == "timed_out" and r.upper >= exact[("sex", "D")]
     assert "time budget of 5 s" in r.detail
+
+
+def _small_table(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "row_id": [f"r{i:04d}" for i in range(n)],
+        "a": rng.random(n), "b": rng.random(n),
+        "sex": np.where(rng.random(n) < 0.4, "F", "M"),
+        "y": rng.integers(0, 2, n), "pred": rng.integers(0, 2, n),
+    })
+
+
+def _small_config(inp, out, **hfm):
+    return _config(inp, out, features=["a", "b"], categorical=[],
+                   sensitive=[{"column": "sex", "privileged": "F"}],
+                   label={"column": "y", "positive": [1]},
+                   pred={"column": "pred", "positive": [1]},
+                   hfm={"method": "certified", "histogram_bins": 0, **hfm})
+
+
+def test_repeated_row_key_is_refused_not_merged(spark, tmp_path_factory):
+    """The row realising D shares its key with another row: refused, never a smaller D."""
+    from fairspark.errors import FairsparkInputError
+
+    pdf = _small_table(400, 21)
+    X = scaled(pdf, ["a", "b"], [])
+    g = (pdf["sex"] == "F").to_numpy()
+    V = np.column_stack([(pdf["y"] == 1).to_numpy(float), X])
+    nn = brute_nn(V, g)
+    far = int(np.argmax(nn))
+    base = tmp_path_factory.mktemp("hfm_keys")
+    # unique keys: D equals scipy's
+    inp = write_parquet(pdf, base / "in", n_files=2)
+    rows = pd.DataFrame(run_audit_job(spark, _small_config(inp, str(base / "out"))).rows)
+    assert _row(rows, "sex", "D").value == pytest.approx(hausdorff(V, g), abs=1e-9)
+    # the row realising D gets the key of another row of the other group
+    other = int(np.flatnonzero(g != g[far])[0])
+    dup = pdf.copy()
+    dup.loc[far, "row_id"] = dup.loc[other, "row_id"]
+    inp2 = write_parquet(dup, base / "in2", n_files=2)
+    try:
+        res = run_audit_job(spark, _small_config(inp2, str(base / "out2")))
+    except FairsparkInputError as err:  # refused for every audit when the table is prepared
+        assert "row_key" in str(err) and dup.loc[far, "row_id"] in str(err)
+        return
+    info = res.summary["audits"]["hfm"]
+    assert info["status"] == "failed"
+    assert "'row_id'" in info["detail"] and repr(dup.loc[far, "row_id"]) in info["detail"]
+    hfm = pd.DataFrame(res.rows)
+    hfm = hfm[hfm.audit == "hfm"]
+    assert not ((hfm.metric == "D") & hfm.value.notna()).any()  # no merged, smaller D
+
+
+def test_too_few_rows_are_inconclusive(spark, tmp_path_factory):
+    pdf = _small_table(3, 5)
+    pdf["sex"] = ["F", "M", "M"]
+    base = tmp_path_factory.mktemp("hfm_three")
+    inp = write_parquet(pdf, base / "in", n_files=1)
+    rows = pd.DataFrame(run_audit_job(spark, _small_config(inp, str(base / "out"))).rows)
+    r = _row(rows[rows.audit == "hfm"], "sex", "D")
+    assert r.status == "inconclusive"
+    assert "min_rows=30" in r.detail and "'privileged': 1" in r.detail
+    assert _row(rows[rows.audit == "hfm"], "sex", "df").status == "inconclusive"
+
+
+def test_aggregate_df_is_the_largest_per_attribute_df(compas_run):
+    res, _, _ = compas_run
+    rows = pd.DataFrame(res.rows)
+    rows = rows[rows.audit == "hfm"]
+    per = {a: _row(rows, a, "df").value for a in ("sex", "race")}
+    top = max(per, key=per.get)
+    agg = _row(rows, "*", "df")
+    assert agg.value == per[top]
+    assert f"attribute {top!r}" in agg.detail

@@ -8,7 +8,9 @@ report section from it.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -91,22 +93,28 @@ def _distance_rows(row: Callable[..., MetricRow], m: str, r: DistanceResult,
             detail="exact mean of nn(p)" if r.avg_exact else
             "upper bound of mean nn(p) (" + (
                 "min over projections of the mean" if method == "approx"
+                else "mean of per-row sample bounds" if method == "certified"
                 else "mean of per-row pointwise bounds") + ")"),
     ]
     for extra, detail in (("approx", "the paper's ApproxDist (Alg. 1-2)"),
                           ("pointwise", "max over rows of the min over projections")):
         if extra in r.extra and method != extra:
+            if f"{extra}_error" in r.extra:
+                detail += (f"; relative error against the exact {m}: "
+                           f"{r.extra[f'{extra}_error']:+.4g}")
             rows.append(row(metric=f"{m}_{extra}", value=nan_to_none(r.extra[extra]),
                             status=Status.OK, detail=detail))
     if "n_searched" in r.extra:
         rows.append(row(metric=f"{m}_exact_searches", value=float(r.extra["n_searched"]),
                         status=Status.OK,
-                        detail="rows searched exactly (certification works in batches)"))
+                        detail="rows whose exact nearest-neighbour distance was computed "
+                               f"(rows checked against growing blocks: "
+                               f"{r.extra.get('n_checked')})"))
         if r.extra.get("n_candidates") is not None:
             rows.append(row(
                 metric=f"{m}_candidates", value=float(r.extra["n_candidates"]),
                 status=Status.OK,
-                detail="rows whose pointwise upper bound exceeds the final lower bound"))
+                detail="rows whose sample upper bound exceeds the final lower bound"))
     return rows
 
 
@@ -203,35 +211,75 @@ def _witness_values(ctx: AuditContext, params: HFMParams, keys: set[str],
 
 def _one_sided(
     attrs: list[AttributeInfo], codes: list[tuple[Column, dict[int, str]]], pts_all: DataFrame,
-    *, view: str, pjson: str | None,
-) -> tuple[int, list[int], list[MetricRow]]:
-    """Labelled rows, the attributes with rows on both sides, failed rows for the others."""
+    *, view: str, pjson: str | None, min_rows: int,
+) -> tuple[int, list[int], list[MetricRow], dict[str, str]]:
+    """Labelled rows, the attributes with rows on both sides, failed rows for the others.
+
+    One aggregation counts the labelled rows of every group; the last value maps an
+    attribute with a group below ``min_rows`` to the reason its rows are inconclusive.
+    """
     agg = pts_all.agg(
         F.count(F.lit(1)).alias("n"),
-        *[F.collect_set(f"c{i}").alias(f"s{i}") for i in range(len(attrs))],
+        *[F.sum(F.when(F.col(f"c{i}") == F.lit(code), 1).otherwise(0)).alias(f"n{i}_{j}")
+          for i in range(len(attrs)) for j, code in enumerate(sorted(codes[i][1]))],
     ).collect()[0]
     n = int(agg["n"])
     if n == 0:
         raise AuditError("hfm: no labelled row to audit (D needs the label)")
     valid: list[int] = []
     failed: list[MetricRow] = []
+    small: dict[str, str] = {}
     for i, a in enumerate(attrs):
-        present = sorted(agg[f"s{i}"])
+        sizes = {codes[i][1][code]: int(agg[f"n{i}_{j}"] or 0)
+                 for j, code in enumerate(sorted(codes[i][1]))}
+        present = {g: k for g, k in sizes.items() if k > 0}
         if len(present) >= 2:
             valid.append(i)
+            few = [f"{g!r}: {k}" for g, k in present.items() if k < min_rows]
+            if few:
+                small[a.name] = (f"too few labelled rows for HFM in attribute {a.name!r} "
+                                 f"({', '.join(few)}; minimum min_rows={min_rows})")
             continue
-        names = [codes[i][1].get(c, str(c)) for c in present]
         failed.append(MetricRow(
             audit="hfm", attribute=a.name, group=view, metric="D", status=Status.FAILED,
             detail=(f"attribute {a.name!r}: all {n} labelled rows are in one group "
-                    f"({', '.join(names) or 'none'}); HFM needs rows on both sides"),
+                    f"({', '.join(present) or 'none'}); HFM needs rows on both sides"),
             params=pjson))
-    return n, valid, failed
+    return n, valid, failed, small
+
+
+def check_row_keys(df: DataFrame, column: str | None) -> None:
+    """Refuse a configured row key that is null or repeats (one aggregation).
+
+    HFM treats rows with one key as one point (the generated key of an identical row),
+    so a configured key shared by different rows would merge them.
+
+    Raises
+    ------
+    AuditError
+        Naming the column and an example key.
+    """
+    if not column:
+        return
+    bad = (
+        df.groupBy(KEY).count()
+        .where(F.col(KEY).isNull() | (F.col("count") > 1))
+        .limit(1).collect()
+    )
+    if bad:
+        key, k = bad[0][KEY], int(bad[0]["count"])
+        what = (f"{k} rows have a null key" if key is None
+                else f"key {key!r} is shared by {k} rows")
+        raise AuditError(
+            f"hfm: columns.row_key {column!r} must be unique and not null: {what}; "
+            "HFM would merge those rows (fix the key, or leave row_key unset)")
 
 
 def _params_json(params: HFMParams, m2: int | None) -> str | None:
     return params_json(method=params.method, view=params.view, m1=params.m1, m2=m2,
-                       sampler=params.sampler, max_candidates=params.max_candidates)
+                       sampler=params.sampler, max_candidates=params.max_candidates,
+                       paper_value=params.paper_value, sample_rows=params.sample_rows,
+                       min_rows=params.min_rows)
 
 
 def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
@@ -257,35 +305,41 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     if not attrs:
         raise AuditError("hfm: no sensitive attribute to audit")
     df = ctx.prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"))
+    check_row_keys(df, ctx.config.columns.row_key)
     codes = [attribute_codes(a, params.view) for a in attrs]
     pts_all = points_from_table(df, key_col=KEY, label_col=LABEL, pred_col=PRED, x_col=X,
                                 code_exprs=[c for c, _ in codes])
-    n, valid, rows = _one_sided(attrs, codes, pts_all, view=params.view,
-                                pjson=_params_json(params, params.m2))
+    n, valid, rows, small = _one_sided(attrs, codes, pts_all, view=params.view,
+                                       pjson=_params_json(params, params.m2),
+                                       min_rows=params.min_rows)
     m2 = params.m2 or default_m2(n)
     summary: dict[str, Any] = {"method": params.method, "view": params.view, "rows": n,
                                "rows_unlabelled_skipped": ctx.prepared.rows_unlabelled,
                                "attributes": {}, "m1": params.m1, "m2": m2,
-                               "sampler": params.sampler}
+                               "sampler": params.sampler, "inconclusive": small}
     pjson = _params_json(params, m2)
 
     def progress(so_far: Pairs) -> None:
         # keep the interval so far: a time budget that ends during certification
         # publishes it (status timed_out) instead of nothing
         ctx.report_partial(_outcome(params, so_far, rows=rows, summary=summary, pjson=pjson,
-                                    result=HFMResult(so_far, redacted=redacted, partial=True)))
+                                    result=HFMResult(so_far, redacted=redacted, partial=True),
+                                    small=small))
 
     results: Pairs = {}
     if valid:
         results = _distances(ctx, params, df, codes=codes, valid=valid, n=n, m2=m2,
                              names=[attrs[i].name for i in valid], on_progress=progress)
+    if params.method == "certified" and results and not all(
+            d.certified and d_f.certified for d, d_f in results.values()):
+        log.info("hfm: time budget reached before certification finished")
     witness_keys = {k for d, d_f in results.values() for r in (d, d_f)
                     for k in (r.key, r.nb_key) if k is not None}
     witnesses = _witness_values(ctx, params, witness_keys, redacted)
     dr_rows, dr_summary = discriminative_risk(ctx, params, attrs)
     return _outcome(params, results, rows=rows, summary=summary, pjson=pjson,
                     result=HFMResult(results, witnesses=witnesses, redacted=redacted),
-                    dr_rows=dr_rows, dr_summary=dr_summary)
+                    dr_rows=dr_rows, dr_summary=dr_summary, small=small)
 
 
 def _distances(
@@ -308,7 +362,8 @@ def _distances(
     try:
         dim_x = len(ctx.prepared.feature_names)
         projections = None
-        if params.method != "exact":
+        if params.method in _BOUND_METHODS or (params.method == "certified"
+                                               and params.paper_value):
             projections = make_projections(dim=1 + dim_x, m1=params.m1,
                                            sampler=params.sampler, seed=ctx.config.seed)
         res = hfm_distances(
@@ -320,10 +375,63 @@ def _distances(
             histogram_bins=params.histogram_bins,
             on_progress=(lambda part: on_progress(by_name(part)))
             if params.method == "certified" else None,
+            seed=ctx.seed_for("hfm", "sample"), paper_value=params.paper_value,
+            sample_rows=params.sample_rows, time_left=ctx.time_left,
         )
     finally:
         pts.unpersist()
     return by_name(res)
+
+
+def _inconclusive(rows: list[MetricRow], reason: str | None) -> list[MetricRow]:
+    """Rows of an attribute with a group below ``min_rows``: ``inconclusive``, with why."""
+    if reason is None:
+        return rows
+    return [MetricRow(**{**r.__dict__, "status": Status.INCONCLUSIVE,
+                         "detail": f"{r.detail}; {reason}" if r.detail else reason})
+            if r.status == Status.OK else r for r in rows]
+
+
+def _aggregate_rows(params: HFMParams, results: Pairs, pjson: str | None,
+                    small: dict[str, str]) -> list[MetricRow]:
+    """The ``*`` rows: D, D_f the largest over attributes, df the largest per-attribute df.
+
+    ``df`` of ``*`` is the df of one attribute (named in the detail), not the ratio of two
+    maxima that may come from different attributes; ``df_avg`` likewise; ``D_avg`` is the
+    mean over attributes.
+    """
+    agg_d, agg_f = _aggregate(list(results.values()))
+    base = [r for r in _rows_for("*", params.view, agg_d, agg_f, params.method, pjson)
+            if r.metric in ("D", "D_f", "D_avg", "D_f_avg")]
+    out = [MetricRow(**{**r.__dict__, "detail": (r.detail or "") +
+                        "; aggregate: max of D over attributes, mean of D_avg"}) for r in base]
+    for metric in ("df", "df_avg"):
+        per = {}
+        for name, (d, d_f) in results.items():
+            make = functools.partial(MetricRow, audit="hfm", attribute=name, group=params.view,
+                                     params=pjson)
+            per[name] = next(r for r in _df_rows(make, d, d_f, params.method)
+                             if r.metric == metric)
+        # the first attribute (configured order) among equal values
+        name, best = max(per.items(), key=lambda kv: _sortable(kv[1].value))
+        lows = [r.lower for r in per.values()]
+        ups = [r.upper for r in per.values()]
+        out.append(MetricRow(
+            audit="hfm", attribute="*", group=params.view, metric=metric, value=best.value,
+            lower=None if any(v is None for v in lows) else max(lows),
+            upper=None if any(v is None for v in ups) else max(ups),
+            status=best.status if all(r.status == best.status for r in per.values())
+            else Status.NOT_CERTIFIED if any(r.status == Status.NOT_CERTIFIED
+                                             for r in per.values()) else best.status,
+            detail=f"aggregate: the largest per-attribute {metric}, attribute {name!r} "
+                   f"({best.detail})",
+            params=pjson))
+    reason = "; ".join(small[n] for n in results if n in small) or None
+    return _inconclusive(out, reason)
+
+
+def _sortable(v: float | None) -> float:
+    return -math.inf if v is None or math.isnan(v) else v
 
 
 def _outcome(
@@ -336,6 +444,7 @@ def _outcome(
     result: HFMResult,
     dr_rows: list[MetricRow] | None = None,
     dr_summary: dict[str, Any] | None = None,
+    small: dict[str, str] | None = None,
 ) -> AuditOutcome:
     """Rows (per attribute, the aggregate, DR) and summary of a set of distance results.
 
@@ -344,23 +453,19 @@ def _outcome(
     """
     rows = list(rows)
     summary = copy.deepcopy(summary)
+    small = small or {}
     for name, (d, d_f) in results.items():
-        rows += _rows_for(name, params.view, d, d_f, params.method, pjson)
+        rows += _inconclusive(_rows_for(name, params.view, d, d_f, params.method, pjson),
+                              small.get(name))
     if len(results) > 1:
-        agg_d, agg_f = _aggregate(list(results.values()))
-        rows += [
-            MetricRow(**{**r.__dict__, "detail": (r.detail or "") +
-                         "; aggregate: max of D over attributes, mean of D_avg"})
-            for r in _rows_for("*", params.view, agg_d, agg_f, params.method, pjson)
-            if r.metric in ("D", "D_f", "df", "D_avg", "D_f_avg", "df_avg")
-        ]
+        rows += _aggregate_rows(params, results, pjson, small)
     for name, (d, d_f) in results.items():
         summary["attributes"][name] = {
             _NAMES[t]: {
                 "value": r.value, "lower": r.lower, "upper": r.upper,
                 "certified": r.certified, "avg": r.avg,
                 "witness": [r.key, r.nb_key],
-                **{k: v for k, v in r.extra.items() if k != "hist"},
+                **{k: v for k, v in r.extra.items() if k not in ("hist", "rounds")},
             }
             for t, r in ((0, d), (1, d_f))
         }

@@ -82,19 +82,33 @@ class HFMParams(AuditParams):
     Attributes
     ----------
     method:
-        ``certified`` (default: exact D at near-approximate cost), ``exact`` (block
-        nested loop, also gives the exact averaged variant), ``approx`` (the paper's
-        ApproxDist, Alg. 1-2) or ``pointwise`` (min per row across projections).
+        ``certified`` (default: the exact D by sample upper bounds and elimination, no
+        projections), ``exact`` (block nested loop, also gives the exact averaged
+        variant), ``approx`` (the paper's ApproxDist, Alg. 1-2) or ``pointwise`` (min
+        per row across projections).
+    paper_value:
+        ``certified``: also compute the paper's ApproxDist (and the pointwise bound)
+        beside the exact value and report its error against the exact D (costs ``m1``
+        sorts of the table per target).
     view:
         ``binary`` (privileged vs the rest) or ``any_other_value`` (nn to any row whose
         value differs).
     m1, m2:
-        Projections and window per side; ``m2`` defaults to ``ceil(2 log10 n)``.
+        Projections and window per side (ApproxDist: ``approx``, ``pointwise``,
+        ``paper_value``); ``m2`` defaults to ``ceil(2 log10 n)``.
     sampler:
         How projection vectors with ``sum |w_i| = 1`` are drawn.
     max_candidates:
-        Certification cap on exact nearest-neighbour searches per attribute and
-        target; beyond it the result is ``not_certified`` with its interval.
+        Optional cap on the rows ``certified`` checks per attribute and target; beyond
+        it the result is ``not_certified`` with its interval. Default: no cap (only the
+        time budget ``timeout_s`` stops the search early).
+    sample_rows:
+        ``certified``: rows per group in the random sample that gives every row its
+        upper bound (at least 64 per group).
+    min_rows:
+        Labelled rows every group of an attribute needs; below it the attribute's rows
+        are ``inconclusive`` (the values are still reported, the reason names the
+        group).
     num_partitions, rows_per_partition:
         Range partitions per projection (default ``ceil(n / rows_per_partition)``);
         results do not depend on them.
@@ -130,7 +144,10 @@ class HFMParams(AuditParams):
     m1: int = Field(25, ge=1)
     m2: int | None = Field(None, ge=1)
     sampler: Literal["uniform_l1", "reference_sequential"] = "uniform_l1"
-    max_candidates: int = Field(20_000, ge=1)
+    paper_value: bool = False
+    max_candidates: int | None = Field(None, ge=1)
+    sample_rows: int = Field(1024, ge=16)
+    min_rows: int = Field(30, ge=1)
     num_partitions: int | None = Field(None, ge=1)
     rows_per_partition: int = Field(50_000, ge=100)
     exact_block_rows: int = Field(20_000, ge=10)
