@@ -379,6 +379,27 @@ def test_change_since_the_previous_run(decision_rows, summary):
     assert change("sex", "hfm: D, D_f, df") == "new"  # bad now, absent before
 
 
+def test_a_run_feeds_the_next_runs_change_column(decision_rows, summary):
+    from fairspark.report.decision import decision_items
+
+    s = _ok_summary(summary)
+    items = decision_items(s, decision_rows)
+    # what the next run needs: status and distance of every line, keyed as documented
+    di = items["limit on group|sex|disparate_impact"]
+    assert di["status"] == "violated" and di["excess"] == pytest.approx(0.8 - 0.40)
+    assert items["mdfa|sex|gamma_max"]["status"] == "evidence"
+    # the same rows a run later: nothing changed, every bad line is "still there"
+    html = render_report_html(summary={**s, "previous": {"run_date": "2026-11-28",
+                                                          "items": items}},
+                              rows=decision_rows, sections=[])
+    lines = _decision_rows_of(html)
+    assert {st for st, _, _ in lines} >= {"violated", "evidence", "ok"}
+    for st, _, t in lines:
+        expected = ("still there" if st in ("violated", "evidence", "failed")
+                    else "unchanged")
+        assert t.split(" | ")[4] == expected, t
+
+
 def test_what_was_audited_up_front(summary):
     s = {**summary, "model": {"name": "credit-scoring", "version": "2026.11.2",
                               "decision": "approve the loan", "favourable": "approved"},

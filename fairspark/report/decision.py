@@ -20,7 +20,7 @@ from typing import Any
 
 from fairspark.status import FAILED_STATUSES
 
-__all__ = ["audited_facts", "decision_box", "item_key"]
+__all__ = ["audited_facts", "decision_box", "decision_items", "item_key"]
 
 #: status -> (sort rank, icon shown beside the word; colour is never the only signal)
 STATUS_ORDER: dict[str, tuple[int, str]] = {
@@ -345,6 +345,18 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
         "counts": [(s, counts[s], STATUS_ORDER[s][1]) for s in STATUS_ORDER if s in counts],
         "previous": (previous or {}).get("run_date") if prev_items is not None else None,
     }
+
+
+def decision_items(summary: Mapping[str, Any], rows: list[Mapping[str, Any]]
+                   ) -> dict[str, dict[str, Any]]:
+    """A run's decision lines as ``summary['previous']['items']`` of the next run.
+
+    The runner builds ``previous = {"run_date": <D>, "items": decision_items(summary_D,
+    rows_D)}`` from the last published run, so the next report says what changed.
+    """
+    box = decision_box(summary, rows, anchors={})
+    return {item_key(ln["audit"], ln["attribute"], ln["metric"]):
+            {"status": ln["status"], "excess": ln["excess"]} for ln in box["lines"]}
 
 
 # --------------------------------------------------------------------- what was audited
