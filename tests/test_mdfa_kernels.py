@@ -235,9 +235,10 @@ def test_split_table_columns_and_types_come_from_split_result():
     assert list(pdf["trace"]) == ["[]", "[{}]"]
 
 
-def test_di_is_computed_once_for_the_rows_and_the_report_on_a_tie():
-    """Algorithm 1 chose y = -1 in one split and y = +1 in the other: the DI row and the
-    report's DI and description use the same y (the report once took the smaller y)."""
+def test_outcome_ratio_overall_is_computed_once_for_the_rows_and_the_report_on_a_tie():
+    """Algorithm 1 chose y = -1 in one split and y = +1 in the other: the
+    outcome_ratio_overall row and the report's ratio and description use the same y (the
+    report once took the smaller y)."""
     import pandas as pd
 
     from fairspark.mdfa import AttributeResult, GroupedStats, SplitResult, split_frame
@@ -247,10 +248,11 @@ def test_di_is_computed_once_for_the_rows_and_the_report_on_a_tie():
     cells = pd.DataFrame({"s": [1, 1, -1, -1], "y": [1, -1, 1, -1], "n": [30, 70, 60, 40],
                           "w": [30.0, 70.0, 60.0, 40.0]})
     group = {"n": 3, "mean": [], "sd": [], "rate": 0.5}
-    desc = json.dumps({"+1": group, "-1": group})
+    desc = json.dumps({"n_test": 60, "+1": group, "-1": group})
     splits = split_frame([
         SplitResult(split=k, gamma_pos=0.1, gamma_neg=0.2, gamma_max=0.2, y_wv=y, delta=0.5,
-                    delta_unweighted=0.4, dt_g=1.5, mass=0.1, t=1, description=desc)
+                    delta_unweighted=0.4, ratio_in_subgroup=1.5, mass=0.1, t=1,
+                    description=desc)
         for k, y in enumerate((1, -1))
     ])
     res = AttributeResult(attribute="a", target_label="t", splits=splits,
@@ -261,11 +263,120 @@ def test_di_is_computed_once_for_the_rows_and_the_report_on_a_tie():
     assert res.y_counts == {1: 1, -1: 1} or res.y_counts == {-1: 1, 1: 1}
     # by hand: Pr[Y=y | S=+1] / Pr[Y=y | S=-1] from the cells
     expected = {1: (30 / 100) / (60 / 100), -1: (70 / 100) / (40 / 100)}
-    assert res.di == pytest.approx(expected[res.y_major])
-    (di_row,) = [r for r in _violation_rows(res, None) if r.metric == "DI"]
-    assert di_row.value == res.di
-    assert f"Pr[Y={res.y_major:+d} | S=+1]" in di_row.detail
+    assert res.ratio_overall == pytest.approx(expected[res.y_major])
+    rows = _violation_rows(res, None)
+    assert "DI" not in {r.metric for r in rows} and "DT_G" not in {r.metric for r in rows}
+    (row,) = [r for r in rows if r.metric == "outcome_ratio_overall"]
+    assert row.value == res.ratio_overall
+    assert f"Pr[Y={res.y_major:+d} | S=+1]" in row.detail
     item = _item(res)
-    assert item["di"] == f"{res.di:.3f}"
+    assert item["ratio_overall"] == f"{res.ratio_overall:.3f}"
     assert item["y_label"] == f"{res.y_major:+d}"
     assert item["desc_rows"][0][0] == f"rate of Y={res.y_major:+d}"
+
+
+def test_finding_sentence_has_rounded_counts_and_rates_by_hand():
+    """Three splits: two used y = -1 (the majority), one y = +1 (left out of the sentence)."""
+    import pandas as pd
+
+    from fairspark.mdfa import AttributeResult, GroupedStats, SplitResult, split_frame
+    from fairspark.mdfa.audit import _violation_summary, summarise_splits
+    from fairspark.mdfa.report import _item
+    from fairspark.mdfa.results import finding
+
+    cells = pd.DataFrame({"s": [1, 1, -1, -1], "y": [1, -1, 1, -1], "n": [100, 900, 500, 500],
+                          "w": [100.0, 900.0, 500.0, 500.0]})
+
+    def d(n_pos, n_neg, r_pos, r_neg, n_test=300):
+        return json.dumps({"n_test": n_test,
+                           "+1": {"n": n_pos, "mean": [], "sd": [], "rate": r_pos},
+                           "-1": {"n": n_neg, "mean": [], "sd": [], "rate": r_neg}})
+
+    splits = split_frame([
+        SplitResult(split=0, gamma_pos=0, gamma_neg=0.1, gamma_max=0.1, y_wv=-1,
+                    description=d(10, 11, 0.8, 0.5)),
+        SplitResult(split=1, gamma_pos=0, gamma_neg=0.1, gamma_max=0.1, y_wv=-1,
+                    description=d(12, 12, 0.88, 0.46)),
+        SplitResult(split=2, gamma_pos=0.2, gamma_neg=0.1, gamma_max=0.2, y_wv=1,
+                    description=d(200, 50, 0.1, 0.9)),
+    ])
+    res = AttributeResult(attribute="sex", target_label="unprivileged (Female)",
+                          other_label="privileged (Male)", splits=splits,
+                          stats=GroupedStats(cells=cells, desc_names=[]), sample_rows=1000,
+                          features=["x"], dropped_constant=[],
+                          aggregates=summarise_splits(splits))
+    _violation_summary(res)
+    assert res.y_major == -1
+    share = np.mean([21 / 300, 24 / 300])  # 0.075 of 2,000 audited rows = 150 people
+    people = round(share * 2000)
+    text = finding(res)
+    assert text == (
+        f"In the worst-treated subgroup of about {people:,} people (8% of the 2,000 audited "
+        "rows), Female get the unfavourable decision 84% of the time and Male 48% (over all "
+        "audited rows: 90% and 50%)."
+    )
+    # held-out row counts in the description table are whole numbers (11 and 12 -> 11/12)
+    size = _item(res)["desc_rows"][-1]
+    assert size[3:] == [f"{round(np.mean([10, 12]))}", f"{round(np.mean([11, 12]))}"]
+    assert _item(res)["finding"] == text
+
+
+def _eval_condition(cond: str, row: dict[str, float]) -> bool:
+    """An independent reader of one readable condition (the forms the docs list)."""
+    import re
+
+    m = re.fullmatch(r"(\S+) is not (\S+)", cond)
+    if m:
+        return row[f"{m[1]}={m[2]}"] < 0.5
+    m = re.fullmatch(r"(\S+) is (\S+)", cond)
+    if m:
+        return row[f"{m[1]}={m[2]}"] > 0.5
+    m = re.fullmatch(r"(\S+) <= (\S+) <= (\S+)", cond)
+    if m:
+        return float(m[1]) <= row[m[2]] <= float(m[3])
+    m = re.fullmatch(r"(\S+) < (\S+) <= (\S+)", cond)
+    if m:
+        return float(m[1]) < row[m[2]] <= float(m[3])
+    m = re.fullmatch(r"(\S+) (<=|>=|>|=) (\S+)", cond)
+    assert m, cond
+    v, b = row[m[1]], float(m[3])
+    return {"<=": v <= b, ">=": v >= b, ">": v > b, "=": v == b}[m[2]]
+
+
+def test_readable_rules_say_the_planted_subgroup_in_words():
+    from sklearn.tree import DecisionTreeClassifier
+
+    from fairspark.mdfa.certify import readable_rules
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    age = rng.integers(18, 70, n).astype(float)
+    priors = rng.integers(0, 10, n).astype(float)
+    male = (rng.random(n) < 0.5).astype(float)
+    desc = np.column_stack([age, priors, male])
+    names = ["age", "priors_count", "sex=Male"]
+    in_g = (age <= 24) & (priors >= 3)
+    tree = DecisionTreeClassifier(max_depth=3, random_state=0).fit(desc, in_g)
+    text = readable_rules(tree, names=names, desc=desc)
+    assert text == f"age <= 24 and priors_count >= 3 ({int(in_g.sum())} held-out rows)"
+
+    # brute force on a messier tree: the union of the written regions is exactly the set
+    # the tree puts in the subgroup, with integer, continuous and one-hot columns
+    score = rng.normal(size=n)
+    desc2 = np.column_stack([age, score, male])
+    names2 = ["age", "score", "sex=Male"]
+    g2 = ((age > 40) & (male > 0)) | ((score > 0.3) & (age < 30)) | (rng.random(n) < 0.05)
+    tree2 = DecisionTreeClassifier(max_depth=4, random_state=0).fit(desc2, g2)
+    text2 = readable_rules(tree2, names=names2, desc=desc2)
+    lines = text2.splitlines()
+    assert len(lines) >= 2 and "<=" in text2 and "sex is" in text2
+    for ln in lines:
+        assert "\u251c" not in ln and "class" not in ln  # no tree dump
+    regions = [ln.rsplit(" (", 1)[0].split(" and ") for ln in lines]
+    pred = tree2.predict(desc2)
+    for i in range(0, n, 7):
+        row = dict(zip(names2, desc2[i], strict=True))
+        hit = any(all(_eval_condition(c, row) for c in r) for r in regions)
+        assert hit == bool(pred[i]), (row, text2)
+    counts = [int(ln.rsplit("(", 1)[1].split(" ")[0]) for ln in lines]
+    assert sum(counts) == int(pred.sum())

@@ -152,7 +152,10 @@ def test_runner_one_group_attribute_fails_others_complete(toy_run):
     assert "'same'" in bad.detail.iloc[0] and "only one group" in bad.detail.iloc[0]
     ok = m[m.attribute == "grp"].set_index("metric")
     assert set(ok.index) >= {"gamma", "gamma_unfavourable", "gamma_max", "delta",
-                             "delta_unweighted", "DT_G", "DI", "subgroup_mass"}
+                             "delta_unweighted", "outcome_ratio_in_subgroup",
+                             "outcome_ratio_overall", "subgroup_mass"}
+    # the group audit's disparate impact is the only "DI" of the run
+    assert not {"DI", "DT_G"} & set(m.metric)
     assert (ok.loc[["gamma", "gamma_max"], "status"] == "ok").all()
     g = ok.loc["gamma_max"]
     assert g.lower <= g.value <= g.upper
@@ -163,10 +166,11 @@ def test_runner_one_group_attribute_fails_others_complete(toy_run):
     assert res.summary["audits"]["mdfa"]["attributes"]["grp"]["status"] == "ok"
 
 
-def test_runner_di_matches_pandas_and_report_redacts(toy_run):
+def test_runner_outcome_ratio_matches_pandas_and_report_redacts(toy_run):
     res, base = toy_run
     rows = pd.DataFrame(res.rows)
-    di = rows[(rows.audit == "mdfa") & (rows.attribute == "grp") & (rows.metric == "DI")].iloc[0]
+    di = rows[(rows.audit == "mdfa") & (rows.attribute == "grp")
+              & (rows.metric == "outcome_ratio_overall")].iloc[0]
     t = _table()
     y_val = 1 if "Y=+1" in di.detail else 0
     rate = lambda g: ((t.pred == y_val) & (t.grp == g)).sum() / (t.grp == g).sum()
@@ -175,10 +179,16 @@ def test_runner_di_matches_pandas_and_report_redacts(toy_run):
     assert "mdfa: multi-differential fairness" in html
     assert "data:image/png;base64," in html
     section = html[html.index("mdfa: multi-differential"):]
-    # the report's DI is the DI of metrics.parquet (computed once)
+    # the report's overall ratio is the one of metrics.parquet (computed once)
     assert f"<td>{di.value:.3f}</td></tr>" in section
     assert "secret" not in section.split("Redacted columns not shown")[0]
     assert "x1" in section
+    # the finding in one sentence, in the summary and the report; rules as conditions
+    said = res.summary["audits"]["mdfa"]["attributes"]["grp"]["finding"]
+    assert said.startswith("In the worst-treated subgroup of about ")
+    assert "b get the " in said and "% of the time and a " in said
+    assert said in section.replace("&#39;", "'")
+    assert "<li>" in section and "|---" not in section and "class: True" not in section
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,15 @@ from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.mdfa._spark import collect_sample, grouped_stats, run_splits, with_mdfa_columns
 from fairspark.mdfa.certify import MDFASample
 from fairspark.mdfa.params import MDFAParams
-from fairspark.mdfa.results import AttributeResult, GroupedStats, MDFAResult, Spread, verdict
+from fairspark.mdfa.results import (
+    AttributeResult,
+    GroupedStats,
+    MDFAResult,
+    Spread,
+    finding,
+    subgroup_summary,
+    verdict,
+)
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,8 +42,8 @@ __all__ = ["AttributeFailureError", "audit_attribute", "run", "summarise_splits"
 AUDIT = "mdfa"
 
 #: the per-split numbers summarised over splits
-_SPREAD_COLUMNS = ("gamma_pos", "gamma_neg", "gamma_max", "delta", "delta_unweighted", "dt_g",
-                   "mass")
+_SPREAD_COLUMNS = ("gamma_pos", "gamma_neg", "gamma_max", "delta", "delta_unweighted",
+                   "ratio_in_subgroup", "mass")
 
 
 class AttributeFailureError(Exception):
@@ -92,6 +100,7 @@ def _plan_features(
 
 
 def _target_label(attr: AttributeInfo, target_group: str) -> str:
+    """Words for one side of the binary view, e.g. ``unprivileged (Female)``."""
     if attr.kind == "predicate":
         truth = "false" if target_group == "unprivileged" else "true"
         return f"{target_group} (privileged predicate {truth})"
@@ -100,6 +109,12 @@ def _target_label(attr: AttributeInfo, target_group: str) -> str:
     side = unpriv if target_group == "unprivileged" else priv
     shown = ", ".join(side[:6]) + (" ..." if len(side) > 6 else "")
     return f"{target_group} ({shown})"
+
+
+def _other_label(attr: AttributeInfo, target_group: str) -> str:
+    """Words for the s = -1 side."""
+    return _target_label(attr, "privileged" if target_group == "unprivileged"
+                         else "unprivileged")
 
 
 def summarise_splits(splits: pd.DataFrame) -> dict[str, Spread]:
@@ -181,7 +196,8 @@ def _sample(
 
 
 def _violation_summary(res: AttributeResult) -> None:
-    """Fill the outcome counts of Algorithm 1, the majority outcome and DI (once)."""
+    """Fill the outcome counts of Algorithm 1, the majority outcome and the overall
+    outcome ratio (once)."""
     ywv = pd.to_numeric(res.splits["y_wv"], errors="coerce").dropna()
     if not len(ywv):
         return
@@ -189,7 +205,8 @@ def _violation_summary(res: AttributeResult) -> None:
     res.y_counts = {int(k): int(v) for k, v in counts.items()}
     res.y_major = int(counts.idxmax())
     r_neg = res.stats.rate(s=-1, y=res.y_major)
-    res.di = nan_to_none(res.stats.rate(s=1, y=res.y_major) / r_neg if r_neg > 0 else None)
+    res.ratio_overall = nan_to_none(
+        res.stats.rate(s=1, y=res.y_major) / r_neg if r_neg > 0 else None)
 
 
 def audit_attribute(
@@ -227,7 +244,8 @@ def audit_attribute(
     seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.splits)]
     splits = run_splits(ctx.spark, sample, seeds=seeds, params=params)
     res = AttributeResult(
-        attribute=name, target_label=target, splits=splits, stats=stats,
+        attribute=name, target_label=target, other_label=_other_label(attr, params.target_group),
+        splits=splits, stats=stats,
         sample_rows=len(sample.s), features=plan.names, dropped_constant=plan.dropped_constant,
         aggregates=summarise_splits(splits),
     )
@@ -268,15 +286,20 @@ def _gamma_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
 
 
 def _violation_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
-    """Rows of Algorithm 1's worst violation and DI (none when it did not run)."""
+    """Rows of Algorithm 1's worst violation and the overall outcome ratio (none when it
+    did not run)."""
     if res.y_major is None:
         return []
     note, rows = _note(res), []
     y_note = ", ".join(f"y={k:+d} in {v}" for k, v in res.y_counts.items())
+    said = finding(res)
     for metric, key in (("delta", "delta"), ("delta_unweighted", "delta_unweighted"),
-                        ("DT_G", "dt_g"), ("subgroup_mass", "mass")):
+                        ("outcome_ratio_in_subgroup", "ratio_in_subgroup"),
+                        ("subgroup_mass", "mass")):
         g = res.aggregates[key]
         extra = f"; {g.n_inf} splits infinite (excluded)" if g.n_inf else ""
+        if key == "ratio_in_subgroup" and said:
+            extra += f"; {said}"
         rows.append(MetricRow(
             audit=AUDIT, attribute=res.attribute, group=res.target_label, metric=metric,
             value=g.mean, lower=g.p2_5, upper=g.p97_5,
@@ -287,10 +310,13 @@ def _violation_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
         ))
     y = res.y_major
     rows.append(MetricRow(
-        audit=AUDIT, attribute=res.attribute, group=res.target_label, metric="DI",
-        value=res.di, status=Status.OK if res.di is not None else Status.INCONCLUSIVE,
+        audit=AUDIT, attribute=res.attribute, group=res.target_label,
+        metric="outcome_ratio_overall", value=res.ratio_overall,
+        status=Status.OK if res.ratio_overall is not None else Status.INCONCLUSIVE,
         detail=f"Pr[Y={y:+d} | S=+1] / Pr[Y={y:+d} | S=-1] over all audited "
-        f"rows (aggregate counterpart of DT_G); {note}",
+        f"rows (the counterpart of outcome_ratio_in_subgroup over the whole table; not the "
+        f"group audit's disparate_impact, which compares favourable rates of the "
+        f"unprivileged and privileged groups); {note}",
         params=pjson,
     ))
     return rows
@@ -319,6 +345,8 @@ class _Progress:
             "sample_rows": res.sample_rows,
             "splits": len(res.splits),
             "verdict": verdict(res.aggregates["gamma_max"]),
+            "finding": finding(res),
+            "subgroup": subgroup_summary(res),
             **{k: v.as_dict() for k, v in res.aggregates.items()},
         }
 
@@ -349,9 +377,10 @@ def run(ctx: AuditContext, params: MDFAParams) -> AuditOutcome:
     Returns
     -------
     AuditOutcome
-        Rows gamma, gamma_unfavourable, gamma_max, delta, delta_unweighted, DT_G,
-        subgroup_mass and DI per attribute (failed rows for attributes mdfa cannot
-        audit), a summary and the :class:`~.results.MDFAResult` the report draws.
+        Rows gamma, gamma_unfavourable, gamma_max, delta, delta_unweighted,
+        outcome_ratio_in_subgroup, subgroup_mass and outcome_ratio_overall per attribute
+        (failed rows for attributes mdfa cannot audit), a summary and the
+        :class:`~.results.MDFAResult` the report draws.
     """
     redacted = ctx.redacted()
     plan = _plan_features(ctx.prepared, params, redacted)

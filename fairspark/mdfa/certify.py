@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.svm import SVC, LinearSVC
-from sklearn.tree import DecisionTreeClassifier, export_text
+from sklearn.tree import DecisionTreeClassifier
 
 from fairspark._values import nan_to_none
 from fairspark.audits.base import derive_seed
@@ -31,6 +31,7 @@ __all__ = [
     "certificate_gamma",
     "fit_certificate",
     "make_auditor",
+    "readable_rules",
     "run_split",
     "violation_delta",
     "worst_violation",
@@ -283,7 +284,7 @@ def worst_violation(
 def _group_description(
     desc: np.ndarray, s: np.ndarray, y: np.ndarray, in_g: np.ndarray, y_value: int
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"n_test": len(s)}
     for key, grp in (("+1", s > 0), ("-1", s < 0)):
         m = in_g & grp
         n = int(m.sum())
@@ -366,16 +367,83 @@ def _violation_outcome(params: MDFAParams, gamma_pos: float, gamma_neg: float) -
     return 1 if gamma_pos >= gamma_neg else -1
 
 
+def _fmt_threshold(v: float) -> str:
+    return f"{v:.3g}"
+
+
+def _condition(name: str, lo: float | None, hi: float | None, integer: bool) -> str:
+    """``lo < x <= hi`` in words; integer columns as ``x >= a`` / ``x <= b``, one-hot
+    columns (``col=value``, split at 0.5) as ``col is value`` / ``col is not value``."""
+    if "=" in name:
+        col, val = name.split("=", 1)
+        if lo is not None and lo >= 0 and (hi is None or hi >= 1):
+            return f"{col} is {val}"
+        if hi is not None and hi < 1 and (lo is None or lo < 0):
+            return f"{col} is not {val}"
+    if integer:
+        a = None if lo is None else math.floor(lo) + 1
+        b = None if hi is None else math.floor(hi)
+        if a is not None and b is not None:
+            return f"{name} = {a}" if a == b else f"{a} <= {name} <= {b}"
+        return f"{name} >= {a}" if a is not None else f"{name} <= {b}"
+    if lo is not None and hi is not None:
+        return f"{_fmt_threshold(lo)} < {name} <= {_fmt_threshold(hi)}"
+    return f"{name} > {_fmt_threshold(lo)}" if lo is not None else f"{name} <= {_fmt_threshold(hi)}"
+
+
+def readable_rules(tree: DecisionTreeClassifier, *, names: list[str], desc: np.ndarray) -> str:
+    """The regions a fitted tree puts in the subgroup (class True), one per line, as
+    readable conditions joined by "and" (``age <= 24 and priors_count >= 3``).
+
+    A node whose leaves all say True is one region (its path only); bounds on the same
+    column along a path are merged to the tightest; integer-valued columns are shown
+    with integer bounds (sklearn's ``x <= 24.5`` is ``x <= 24``).
+    """
+    tr = tree.tree_
+    pos = list(tree.classes_).index(True) if True in tree.classes_ else None
+    if pos is None:
+        return ""
+    integer = [bool(np.all(np.isfinite(desc[:, j])) and np.all(desc[:, j] == np.round(desc[:, j])))
+               for j in range(desc.shape[1])]
+
+    def all_true(node: int) -> bool:
+        if tr.children_left[node] < 0:
+            return int(np.argmax(tr.value[node][0])) == pos
+        return all_true(tr.children_left[node]) and all_true(tr.children_right[node])
+
+    regions: list[tuple[dict[int, list[float | None]], int]] = []
+
+    def walk(node: int, bounds: dict[int, list[float | None]]) -> None:
+        if all_true(node):
+            regions.append((bounds, int(tr.n_node_samples[node])))
+            return
+        if tr.children_left[node] < 0:
+            return
+        j, thr = int(tr.feature[node]), float(tr.threshold[node])
+        lo, hi = bounds.get(j, [None, None])
+        left = {**bounds, j: [lo, thr if hi is None else min(hi, thr)]}
+        right = {**bounds, j: [thr if lo is None else max(lo, thr), hi]}
+        walk(tr.children_left[node], left)
+        walk(tr.children_right[node], right)
+
+    walk(0, {})
+    lines = []
+    for bounds, n in sorted(regions, key=lambda r: -r[1]):
+        conds = [_condition(names[j], lo, hi, integer[j]) for j, (lo, hi) in sorted(bounds.items())]
+        lines.append(f"{' and '.join(conds) or 'everyone'} ({n} held-out rows)")
+    return "\n".join(lines)
+
+
 def _rules(
     desc: np.ndarray, in_g: np.ndarray, *, names: list[str], seed: int, depth: int
 ) -> tuple[str, float | None]:
-    """A depth-limited decision tree fitted to the subgroup: its text and fidelity."""
+    """A depth-limited decision tree fitted to the subgroup: readable regions, fidelity."""
     if not (in_g.any() and (~in_g).any() and desc.shape[1] > 0):
         return "", None
     tree = DecisionTreeClassifier(
         max_depth=depth, random_state=derive_seed(seed, "rules") % (2**32)
     ).fit(desc, in_g)
-    text = export_text(tree, feature_names=list(names), decimals=2)
+    text = readable_rules(tree, names=list(names), desc=desc)
     return text, float(np.mean(tree.predict(desc) == in_g))
 
 
@@ -403,7 +471,7 @@ def _with_violation(
         y_wv=y_value,
         delta=nan_to_none(violation_delta(g, s=te.s, y=te.y, w=te.w, y_value=y_value)),
         delta_unweighted=nan_to_none(du),
-        dt_g=math.exp(du) if np.isfinite(du) else nan_to_none(du),
+        ratio_in_subgroup=math.exp(du) if np.isfinite(du) else nan_to_none(du),
         mass=wv.mass_train,
         t=wv.t,
         trace=json.dumps(trace),

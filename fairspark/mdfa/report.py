@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fairspark.audits.base import ReportSection
-from fairspark.mdfa.results import AttributeResult, MDFAResult, verdict
+from fairspark.mdfa.results import AttributeResult, MDFAResult, finding, verdict
 from fairspark.mdfa.spec import SPEC
 from fairspark.report.sections import render_template
 
@@ -45,22 +45,30 @@ def representative_split(splits: pd.DataFrame) -> int | None:
 
 def _description_rows(res: AttributeResult) -> tuple[list[list[str]], str]:
     """Population and sub-population description of ``res`` (y = its majority outcome)."""
-    desc = [json.loads(d) for d in res.splits["description"] if d and d != "{}"]
-    if not desc or res.y_major is None:
+    if res.y_major is None:
         return [], ""
     y_major = res.y_major
+    # only the splits whose Algorithm 1 used y_major: their rates are of the same outcome
+    desc = [json.loads(d) for y, d in zip(res.splits["y_wv"], res.splits["description"],
+                                          strict=True)
+            if d and d != "{}" and not pd.isna(y) and int(y) == y_major]
+    if not desc:
+        return [], ""
     pop = {s: res.stats.group_description(s) for s in (1, -1)}
     rows = []
     names = res.stats.desc_names
 
-    def sub(key: str, field: str, j: int | None) -> str:
+    def sub(key: str, field: str, j: int | None, nd: int = 2) -> str:
         vals = []
         for d in desc:
             g = d.get(key) or {}
             if g.get(field) is None:
                 continue
             vals.append(g[field] if j is None else g[field][j])
-        return _f(float(np.mean(vals)), 2) if vals else "n/a"
+        if not vals:
+            return "n/a"
+        # row counts are whole people: the mean over splits is rounded
+        return f"{round(float(np.mean(vals))):,}" if nd == 0 else _f(float(np.mean(vals)), nd)
 
     for j, name in enumerate(names):
         cells = [name]
@@ -76,8 +84,8 @@ def _description_rows(res: AttributeResult) -> tuple[list[list[str]], str]:
     for key in ("+1", "-1"):
         rate.append(sub(key, "rate", None))
     size = ["rows (sub-population: held-out, per split)"]
-    size += [str(pop[s]["n"]) for s in (1, -1)]
-    size += [sub(k, "n", None) for k in ("+1", "-1")]
+    size += [f"{pop[s]['n']:,}" for s in (1, -1)]
+    size += [sub(k, "n", None, nd=0) for k in ("+1", "-1")]
     return [*rows, rate, size], f"{y_major:+d}"
 
 
@@ -130,12 +138,15 @@ def _item(res: AttributeResult) -> dict[str, Any]:
         "g_max": f"{_f(g.mean)} ({_f(g.sd)}) [{_f(g.p2_5)}, {_f(g.p97_5)}]",
         "verdict": verdict(g),
         "delta": _f(a["delta"].mean, 3),
-        "dt_g": _f(a["dt_g"].mean, 3),
-        # the DI of metrics.parquet, computed once by the audit
-        "di": _f(res.di if y_label else None, 3),
+        "ratio_in_subgroup": _f(a["ratio_in_subgroup"].mean, 3),
+        # the outcome_ratio_overall of metrics.parquet, computed once by the audit
+        "ratio_overall": _f(res.ratio_overall if y_label else None, 3),
+        "finding": finding(res) or "",
+        "other": res.other_label,
         "desc_rows": desc_rows,
         "y_label": y_label,
-        "rules": res.splits.loc[k, "rules"] if k is not None else "",
+        "rules": [ln for ln in str(res.splits.loc[k, "rules"] or "").splitlines() if ln]
+        if k is not None else [],
         "fidelity": _f(res.splits.loc[k, "rule_fidelity"], 3) if k is not None else "",
     }
 

@@ -7,6 +7,7 @@ They hold numbers only; :mod:`fairspark.mdfa.audit` fills them and
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +20,10 @@ __all__ = [
     "MDFAResult",
     "SplitResult",
     "Spread",
+    "finding",
     "split_frame",
     "split_schema",
+    "subgroup_summary",
     "verdict",
 ]
 
@@ -45,18 +48,22 @@ class SplitResult:
         L2 strength chosen for the balancing net and its held-out MMD (None: uniform).
     y_wv:
         Outcome y of Algorithm 1 (None: Algorithm 1 not run).
-    delta, delta_unweighted, dt_g:
+    delta, delta_unweighted, ratio_in_subgroup:
         Worst violation: weighted log-ratio (Alg. 1 line 4), unweighted log-ratio and
-        the ratio itself (DT_G); None where undefined.
+        the ratio itself, ``Pr[Y=y | S=+1, G] / Pr[Y=y | S=-1, G]`` (the paper's DT_G);
+        None where undefined.
     mass, t:
         Training mass of the worst subgroup and the step t it was found at.
     trace:
         JSON list of the evaluated steps ``{"t", "mass", "delta"}``.
     description:
-        JSON of the subgroup's description per group (``"+1"``/``"-1"``).
+        JSON of the subgroup's description per group (``"+1"``/``"-1"``) and the
+        number of held-out rows (``"n_test"``).
     rules, rule_fidelity:
-        Readable rules of the subgroup (a small decision tree) and their agreement
-        with the certificate on the held-out rows.
+        Readable rules of the subgroup, one readable condition per line (the leaves of
+        a small decision tree that say "in the subgroup", e.g. ``age <= 24 and
+        priors_count >= 3``), and their agreement with the certificate on the held-out
+        rows.
     """
 
     split: int
@@ -68,7 +75,7 @@ class SplitResult:
     y_wv: int | None = None
     delta: float | None = None
     delta_unweighted: float | None = None
-    dt_g: float | None = None
+    ratio_in_subgroup: float | None = None
     mass: float | None = None
     t: int | None = None
     trace: str = "[]"
@@ -204,6 +211,8 @@ class AttributeResult:
     ----------
     attribute, target_label:
         The attribute's name and words for its s = +1 group.
+    other_label:
+        Words for its s = -1 group.
     splits:
         The split table (:func:`split_frame`), ordered by split.
     stats:
@@ -214,16 +223,17 @@ class AttributeResult:
         Audit features used and constant ones left out.
     aggregates:
         :class:`Spread` over splits of gamma_pos, gamma_neg, gamma_max, delta,
-        delta_unweighted, dt_g and mass.
+        delta_unweighted, ratio_in_subgroup and mass.
     y_counts:
         Outcome y of Algorithm 1 -> number of splits that used it, most frequent
         first (empty when Algorithm 1 did not run).
     y_major:
         The most frequent of them (None when Algorithm 1 did not run).
-    di:
+    ratio_overall:
         ``Pr[Y=y_major | S=+1] / Pr[Y=y_major | S=-1]`` over all audited rows (the
-        aggregate counterpart of DT_G), None where undefined. Computed once: the
-        DI row of metrics.parquet and the report show this value.
+        paper's DI, the aggregate counterpart of ``ratio_in_subgroup``), None where
+        undefined. Computed once: the ``outcome_ratio_overall`` row of metrics.parquet
+        and the report show this value.
     """
 
     attribute: str
@@ -236,7 +246,80 @@ class AttributeResult:
     aggregates: dict[str, Spread] = field(default_factory=dict)
     y_counts: dict[int, int] = field(default_factory=dict)
     y_major: int | None = None
-    di: float | None = None
+    ratio_overall: float | None = None
+    other_label: str = "other group"
+
+
+def _percent(v: float | None) -> str:
+    return "n/a" if v is None or not np.isfinite(v) else f"{100 * v:.0f}%"
+
+
+def _outcome_words(y: int) -> str:
+    return "the favourable decision" if y > 0 else "the unfavourable decision"
+
+
+def _group_words(label: str) -> str:
+    """``"unprivileged (Female)"`` -> ``"Female"``; a predicate label stays as it is."""
+    if label.endswith(")") and "(" in label and "predicate" not in label:
+        return label[label.index("(") + 1:-1]
+    return label
+
+
+def subgroup_summary(res: AttributeResult) -> dict[str, Any] | None:
+    """Averages over the splits whose Algorithm 1 used ``res.y_major``: held-out share of
+    the subgroup, its estimated size among the audited rows (rounded) and the rate of
+    Y = y_major per group inside it (None when Algorithm 1 did not run or found nothing).
+    """
+    if res.y_major is None:
+        return None
+    share, rates = [], {"+1": [], "-1": []}
+    for y, raw in zip(res.splits["y_wv"], res.splits["description"], strict=True):
+        if y is None or pd.isna(y) or int(y) != res.y_major or not raw or raw == "{}":
+            continue
+        d = json.loads(raw)
+        n_test = d.get("n_test")
+        n_g = sum(int((d.get(k) or {}).get("n") or 0) for k in ("+1", "-1"))
+        if n_test:
+            share.append(n_g / n_test)
+        for k in ("+1", "-1"):
+            r = (d.get(k) or {}).get("rate")
+            if r is not None:
+                rates[k].append(float(r))
+    if not share or not rates["+1"] or not rates["-1"]:
+        return None
+    total = res.stats.count()
+    return {
+        "share": float(np.mean(share)),
+        "people": round(float(np.mean(share)) * total),
+        "audited_rows": round(total),
+        "rate_target": float(np.mean(rates["+1"])),
+        "rate_other": float(np.mean(rates["-1"])),
+        "rate_target_overall": res.stats.rate(s=1, y=res.y_major),
+        "rate_other_overall": res.stats.rate(s=-1, y=res.y_major),
+    }
+
+
+def finding(res: AttributeResult) -> str | None:
+    """The worst violation in one sentence a person can act on (None: Algorithm 1 did
+    not run or found no subgroup).
+
+    E.g. "In the worst-treated subgroup of about 1,300 people (4% of the 32,000 audited
+    rows), Female get the unfavourable decision 84% of the time and Male 48% (over all
+    audited rows: 89% and 70%)."
+    """
+    sub = subgroup_summary(res)
+    if sub is None:
+        return None
+    y = res.y_major if res.y_major is not None else 0
+    pct = _percent
+    return (
+        f"In the worst-treated subgroup of about {sub['people']:,} people "
+        f"({pct(sub['share'])} of the {sub['audited_rows']:,} audited rows), "
+        f"{_group_words(res.target_label)} get {_outcome_words(y)} "
+        f"{pct(sub['rate_target'])} of the time and {_group_words(res.other_label)} "
+        f"{pct(sub['rate_other'])} (over all audited rows: {pct(sub['rate_target_overall'])} "
+        f"and {pct(sub['rate_other_overall'])})."
+    )
 
 
 @dataclass

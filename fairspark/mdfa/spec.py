@@ -13,6 +13,6 @@ SPEC = AuditSpec(
     title="mdfa",
     order=35,
     headline_metrics=("gamma",),
-    metrics=("gamma", "gamma_max", "gamma_unfavourable", "delta", "delta_unweighted", "DT_G",
-             "DI", "subgroup_mass"),
+    metrics=("gamma", "gamma_max", "gamma_unfavourable", "delta", "delta_unweighted",
+             "outcome_ratio_in_subgroup", "outcome_ratio_overall", "subgroup_mass"),
 )
