@@ -5,6 +5,13 @@ per-split seeds on the same collected sample, so the results are identical (chec
 and only the wall time differs. Usage::
 
     python scripts/benchmark_mdfa.py --rows 50000 --splits 100 --out docs/benchmarks.md
+
+``--demo`` instead times the demo's mdfa stage alone (the demo config's ``audits.mdfa``
+settings on ``out/demo/_input/adult_scored.parquet``, the group audit off, no report)
+once per ``--wva-search`` value, in the same process, and prints the stage seconds
+(``summary.json``'s ``audits.mdfa.seconds``) with the load average::
+
+    python scripts/benchmark_mdfa.py --demo --wva-search bisection sequential
 """
 
 from __future__ import annotations
@@ -30,7 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--worst-violation", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    ap.add_argument("--demo", action="store_true",
+                    help="time the demo's mdfa stage alone instead (see the module docstring)")
+    ap.add_argument("--wva-search", nargs="+", default=["bisection", "sequential"])
     args = ap.parse_args(argv)
+    if args.demo:
+        return demo_stage(args.wva_search)
 
     import torch  # noqa: F401 - loaded first, so pin_threads limits its pool too
 
@@ -99,6 +111,39 @@ def main(argv: list[str] | None = None) -> int:
              f"{speedup:.2f} | {eff:.2f} | {same} | {load0:.1f}, {load1:.1f} | "
              f"{platform.node()} {os.cpu_count()} CPUs |\n")
     out.write_text(text, encoding="utf-8")
+    return 0
+
+
+def demo_stage(searches: list[str]) -> int:
+    """Time the demo's mdfa stage alone once per Algorithm 1 search; print JSON lines."""
+    import tempfile
+
+    import yaml
+
+    from fairspark.config import parse_config
+    from fairspark.runner import run_audit_job
+    from fairspark.session import build_session
+
+    raw = yaml.safe_load((ROOT / "fairspark" / "conf" / "demo.yaml").read_text())
+    mdfa = raw["audits"]["mdfa"]
+    spark = build_session(master=raw["spark"]["master"], app_name="mdfa-demo-bench",
+                          conf={"spark.ui.enabled": "false", **raw["spark"].get("conf", {})},
+                          log_level="ERROR")
+    with tempfile.TemporaryDirectory() as tmp:
+        for search in searches:
+            cfg = {**raw, "audits": {"group": {"enabled": False},
+                                     "mdfa": {**mdfa, "wva_search": search}},
+                   "limits": {"rules": []}, "output": {"path": f"{tmp}/{search}", "report": False}}
+            cfg["input"] = {**raw["input"], "path": str(ROOT / raw["input"]["path"])}
+            load0 = os.getloadavg()
+            res = run_audit_job(spark, parse_config(cfg))
+            info = res.summary["audits"]["mdfa"]
+            g = {a: v.get("gamma_max", {}).get("mean") for a, v in info["attributes"].items()}
+            print(json.dumps({"wva_search": search, "mdfa_stage_seconds": info["seconds"],
+                              "load_avg_before": [round(x, 2) for x in load0],
+                              "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+                              "gamma_max_mean": g}), flush=True)
+    spark.stop()
     return 0
 
 

@@ -64,11 +64,12 @@ class MDFAParams(AuditParams):
     xi, alpha:
         Algorithm 1's weight step and minimum subgroup mass.
     wva_search:
-        ``sequential`` walks t = 1, 2, ... as in Alg. 1 (capped by
-        ``max_iterations``); ``bisection`` (default) finds the last t whose subgroup
-        mass is >= alpha by doubling and bisection. The fit at step t depends on t
-        only (weights u + t xi u), so both give the same t when the mass is
-        non-increasing in t; bisection needs O(log T) fits instead of T.
+        ``sequential`` (default, the paper's Algorithm 1) walks t = 1, 2, ... and
+        stops at the first t whose subgroup mass is below alpha (capped by
+        ``max_iterations``); ``bisection`` finds a t whose mass is >= alpha by
+        doubling and bisection in O(log T) fits instead of T. Both give the same t
+        only when the mass is non-increasing in t, which the default random forest
+        does not guarantee, so bisection is an opt-in shortcut.
     max_iterations:
         Cap on t.
     rule_depth:
@@ -99,7 +100,7 @@ class MDFAParams(AuditParams):
     violation_outcome: Literal["auto", "favourable", "unfavourable"] = "auto"
     xi: float = Field(0.05, gt=0)
     alpha: float = Field(0.025, gt=0, lt=1)
-    wva_search: Literal["bisection", "sequential"] = "bisection"
+    wva_search: Literal["bisection", "sequential"] = "sequential"
     max_iterations: int = Field(400, ge=1)
     rule_depth: int = Field(3, ge=1, le=6)
     partitions: int | None = Field(None, ge=1)
