@@ -10,7 +10,6 @@ shows ``report.html`` inline in Jupyter.
 from __future__ import annotations
 
 import html as _html
-import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -183,41 +182,18 @@ def audit(
     """
     import pandas as pd
 
-    from fairspark import runner
-    from fairspark.audits.base import AuditContext
-    from fairspark.prepare import prepare
+    from fairspark.runner import compute_run
 
     cfg = _config(config=config, dataset=dataset, sensitive=sensitive, label=label,
                   prediction=prediction, score=score, audits=audits, limits=limits,
                   model=model, seed=seed)
-    spark = df.sparkSession
     if cfg.input.where:
         df = df.where(cfg.input.where)
-    timings: dict[str, float] = {}
-    run_date = cfg.effective_run_date()
-    started = time.time()
-    runner._check_before_run(cfg)
-    with runner._stage("prepare", timings):
-        prepared = prepare(df, config=cfg)
-    try:
-        ctx = AuditContext(spark=spark, prepared=prepared, config=cfg, run_date=run_date)
-        done = runner._run_audits(ctx, cfg, timings)
-        runner._scrub_redacted(done, prepared, cfg)
-        limits_info, gating = runner._limits(cfg, done.rows, run_date, pd.DataFrame(),
-                                             done.sections)
-        exit_code = runner._exit_code(done, gating=gating,
-                                      fail=cfg.limits.fail_on_violation)
-        long_rows = runner._long(done.rows, cfg, run_date)
-        summary = runner._summary(spark, cfg, prepared, run_date=run_date, started=started,
-                                  done=done, limits_info=limits_info, exit_code=exit_code,
-                                  timings=timings)
-    finally:
-        prepared.unpersist()
+    run = compute_run(df.sparkSession, cfg, df=df)
+    summary, long_rows = run.summary, run.long_rows
     summary["input"] = {**summary["input"], "path": None, "format": None,
                         "source": "Spark DataFrame (notebook)"}
     summary["command"] = "fairspark.audit()"
-    if cfg.model is not None:
-        summary["model"] = cfg.model.model_dump(exclude_none=True)
     return AuditResult(rows=pd.DataFrame(long_rows), summary=summary,
-                       exit_code=int(exit_code), sections=list(done.sections),
+                       exit_code=int(run.exit_code), sections=list(run.sections),
                        long_rows=long_rows)

@@ -52,8 +52,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from fairspark.prepare import PreparedData
 
 __all__ = [
-    "EXIT_AUDIT_FAILED", "EXIT_CRASH", "EXIT_INPUT", "EXIT_OK", "EXIT_VIOLATION", "RunResult",
-    "exit_code_for", "run_audit_job", "write_status",
+    "EXIT_AUDIT_FAILED", "EXIT_CRASH", "EXIT_INPUT", "EXIT_OK", "EXIT_VIOLATION", "ComputedRun",
+    "RunResult", "compute_run", "exit_code_for", "run_audit_job", "write_status",
 ]
 
 log = logging.getLogger("fairspark")
@@ -365,6 +365,8 @@ def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *, run
         },
         "rows": prepared.summary(),
         "seeds": {"seed": config.seed},
+        **({"model": config.model.model_dump(exclude_none=True)}
+           if getattr(config, "model", None) is not None else {}),
         "audits": done.info,
         **({"limits": limits_info} if limits_info else {}),
         "exit_code": int(exit_code),
@@ -390,6 +392,71 @@ def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[s
         raise
 
 
+@dataclass
+class ComputedRun:
+    """A run's results in memory, before anything is written (see :func:`compute_run`)."""
+
+    exit_code: ExitCode
+    long_rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+    sections: list[ReportSection]
+
+
+def compute_run(
+    spark: SparkSession,
+    config: Config,
+    *,
+    df: Any = None,
+    history: Any = None,
+    fail_on_violation: bool | None = None,
+    timings: dict[str, float] | None = None,
+) -> ComputedRun:
+    """Prepare, run every enabled audit, judge the limits: everything but the writing.
+
+    The CLI (:func:`run_audit_job`) and the notebook API (``fairspark.audit``) share it.
+
+    Parameters
+    ----------
+    df:
+        The scored table; ``None`` reads ``config.input``.
+    history:
+        Earlier runs' long rows (limits' persistence, trends); ``None``: none.
+    fail_on_violation:
+        Overrides ``limits.fail_on_violation``.
+    timings:
+        Stage timings are added here.
+    """
+    import pandas as pd
+
+    timings = {} if timings is None else timings
+    history = pd.DataFrame() if history is None else history
+    run_date = config.effective_run_date()
+    started = time.time()
+    _check_before_run(config)
+    if df is None:
+        with _input_errors(config), _stage("read", timings):
+            df = read_input(spark, input_config=config.input)
+    with _input_errors(config), _stage("prepare", timings):
+        prepared = prepare(df, config=config)
+    try:
+        ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=run_date)
+        done = _run_audits(ctx, config, timings)
+        _scrub_redacted(done, prepared, config)
+        limits_info, gating = _limits(config, done.rows, run_date, history, done.sections)
+        fail = config.limits.fail_on_violation if fail_on_violation is None else fail_on_violation
+        exit_code = _exit_code(done, gating=gating, fail=fail)
+        long_rows = _long(done.rows, config, run_date)
+        trend = _trend_section(config, history, long_rows, run_date)
+        if trend is not None:
+            done.sections.append(trend)
+        summary = _summary(spark, config, prepared, run_date=run_date, started=started,
+                           done=done, limits_info=limits_info, exit_code=exit_code,
+                           timings=timings)
+    finally:
+        prepared.unpersist()
+    return ComputedRun(exit_code, long_rows, summary, done.sections)
+
+
 def run_audit_job(
     spark: SparkSession, config: Config, *, fail_on_violation: bool | None = None
 ) -> RunResult:
@@ -411,41 +478,22 @@ def run_audit_job(
     """
     timings: dict[str, float] = {}
     run_date = config.effective_run_date()
-    started = time.time()
-    _check_before_run(config)
-    with _input_errors(config), _stage("read", timings):
-        df = read_input(spark, input_config=config.input)
-    with _input_errors(config), _stage("prepare", timings):
-        prepared = prepare(df, config=config)
-    ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=run_date)
-    done = _run_audits(ctx, config, timings)
-    _scrub_redacted(done, prepared, config)
-
     out = OutputLocation(spark, config.output.path)
     history = _history(out, config, run_date)
-    rows, sections = done.rows, done.sections
-    limits_info, gating = _limits(config, rows, run_date, history, sections)
-    fail = config.limits.fail_on_violation if fail_on_violation is None else fail_on_violation
-    exit_code = _exit_code(done, gating=gating, fail=fail)
-    long_rows = _long(rows, config, run_date)
-    trend = _trend_section(config, history, long_rows, run_date)
-    if trend is not None:
-        sections.append(trend)
-    summary = _summary(spark, config, prepared, run_date=run_date, started=started, done=done,
-                       limits_info=limits_info, exit_code=exit_code, timings=timings)
+    run = compute_run(spark, config, history=history, fail_on_violation=fail_on_violation,
+                      timings=timings)
     with _stage("write", timings):
-        final = _publish(out, config, run_date, summary, long_rows, sections)
+        final = _publish(out, config, run_date, run.summary, run.long_rows, run.sections)
     # the timing of the write stage itself is recorded in the log; summary.json is
     # already published at this point.
-    prepared.unpersist()
     if config.output.table:
         with _stage("warehouse table", timings):
             from fairspark.nightly.warehouse import append_to_table
 
             append_to_table(spark, table=config.output.table, folder=final, run_date=run_date)
-    write_status(out, run_date, exit_code=exit_code, summary=summary)
-    log.info("outputs published to %s (exit code %d)", final, exit_code)
-    return RunResult(int(exit_code), final, long_rows, summary)
+    write_status(out, run_date, exit_code=run.exit_code, summary=run.summary)
+    log.info("outputs published to %s (exit code %d)", final, run.exit_code)
+    return RunResult(int(run.exit_code), final, run.long_rows, run.summary)
 
 
 def _history(out: OutputLocation, config: Config, run_date: Any):
