@@ -290,9 +290,12 @@ def _next_batch(ub_df: DataFrame, ranked: DataFrame, state: dict[Pair, _PairStat
     try:
         rem = {(int(r["tgt"]), int(r["attr"])): float(r["u"])
                for r in top.where(F.col("rn") == size + 1).select("tgt", "attr", "u").collect()}
-        pts = ranked.select("key", "y", "yp", "x", *code_cols(n_attr)).dropDuplicates(["key"])
+        pts = ranked.select("key", "y", "yp", "x", *code_cols(n_attr))
         q = top.where(F.col("rn") <= size).drop("rn")
-        batch = _collect(q.join(pts, on="key", how="inner"),
+        # join first, then drop the rows sharing a key among the few joined rows (a
+        # dropDuplicates of the table would shuffle every feature vector)
+        batch = _collect(q.join(pts, on="key", how="inner")
+                         .dropDuplicates(["tgt", "attr", "key"]),
                          est_bytes=(8.0 * (dim_x + 4) + 64) * size * len(active))
     finally:
         top.unpersist()
