@@ -204,6 +204,8 @@ class _ColumnPlan:
     categorical: list[str]
     #: columns whose null drops the row: decision, sensitive, features, weight
     required: list[str]
+    #: the decision column (prediction or score); NaN there also drops the row
+    decision: str = ""
 
     @property
     def floating(self) -> list[str]:
@@ -253,6 +255,9 @@ class InputStats:
     negative_weights: int = 0
     non_finite_weights: int = 0
     nan_scores: int = 0
+    null_row_keys: int = 0
+    weight_total: float = float("nan")
+    nan_labels: int = 0
 
     @property
     def audited(self) -> int:
@@ -313,13 +318,25 @@ def _literal(value: Any, dtype_name: str) -> Any:
 
 
 def _isin(col: str, dtype_name: str, values: list[Any], key: str) -> Column:
+    """``col`` equals one of the configured ``values``, compared by type.
+
+    A number configured for a string column also matches its other spellings
+    (``positive: 1.0`` matches "1", "1.0" and "1.00"): the strings are compared as
+    numbers, so a decision stored as "1.0" is not silently read as never positive.
+    """
     from pyspark.sql import functions as F
 
     try:
         lits = [_literal(v, dtype_name) for v in values]
     except ConfigError as err:
         raise ConfigError(f"config key '{key}': {err} (column {col!r} is {dtype_name})") from None
-    return F.col(col).isin(lits)
+    cond = F.col(col).isin(lits)
+    if dtype_name == "string":
+        nums = [float(v) for v in values
+                if isinstance(v, int | float) and not isinstance(v, bool)]
+        if nums:
+            cond = cond | F.col(col).try_cast("double").isin(nums)
+    return cond
 
 
 def _selected_features(cols: ColumnsConfig, types: dict[str, str]) -> list[str]:
@@ -434,19 +451,20 @@ def _plan_columns(df: DataFrame, config: Config) -> _ColumnPlan:
     if cols.weight:
         required.append(cols.weight)
     return _ColumnPlan(types=types, numeric=numeric, categorical=categorical,
-                       required=list(dict.fromkeys(required)))
+                       required=list(dict.fromkeys(required)), decision=cols.decision_column)
 
 
 # --------------------------------------------------------------------------- statistics
 
 
 def _any_null(plan: _ColumnPlan) -> Column:
-    """True for a row that is dropped: a required column is null."""
+    """True for a row that is dropped: a required column is null (the decision: or NaN)."""
     from pyspark.sql import functions as F
 
     any_null = F.lit(False)
     for c in plan.required:
-        any_null = any_null | F.col(c).isNull()
+        any_null = any_null | (_missing(c, plan.types) if c == plan.decision
+                               else F.col(c).isNull())
     return any_null
 
 
@@ -464,7 +482,14 @@ def _stat_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
     any_null = _any_null(plan)
     keep = ~any_null
     aggs = [F.count(F.lit(1)).alias("n"), _count_where(any_null, "dropped")]
-    aggs += [_count_where(F.col(c).isNull(), f"null::{c}") for c in plan.required]
+    aggs += [_count_where(_missing(c, plan.types) if c == plan.decision else F.col(c).isNull(),
+                          f"null::{c}") for c in plan.required]
+    if cols.row_key:
+        aggs.append(_count_where(F.col(cols.row_key).isNull(), "null::row_key"))
+    w_kept = F.col(cols.weight).cast("double") if cols.weight else F.lit(1.0)
+    aggs.append(F.sum(F.when(keep, w_kept)).alias("weight_total"))
+    aggs.append(_count_where(keep & _missing(cols.label.column, plan.types)
+                             & F.col(cols.label.column).isNotNull(), "nan::label"))
     for c in plan.floating:
         bad = F.isnan(F.col(c)) | F.col(c).isin(float("inf"), float("-inf"))
         aggs.append(_count_where(bad, f"nan::{c}"))
@@ -479,7 +504,7 @@ def _stat_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
         aggs.append(_count_where(F.isnan(w) | w.isin(float("inf")), "nan::weight"))
     if cols.score and plan.types[cols.score.column] in _FLOATING:
         aggs.append(_count_where(F.isnan(F.col(cols.score.column)), "nan::score"))
-    aggs.append(_count_where(keep & F.col(cols.label.column).isNull(), "unlabelled"))
+    aggs.append(_count_where(keep & _missing(cols.label.column, plan.types), "unlabelled"))
     return aggs
 
 
@@ -509,6 +534,9 @@ def _collect_stats(df: DataFrame, plan: _ColumnPlan, config: Config) -> InputSta
         negative_weights=count("neg::weight"),
         non_finite_weights=count("nan::weight"),
         nan_scores=count("nan::score"),
+        null_row_keys=count("null::row_key"),
+        weight_total=number("weight_total"),
+        nan_labels=count("nan::label"),
     )
 
 
@@ -547,6 +575,18 @@ def _check_stats(stats: InputStats, config: Config) -> None:
             f"no rows left to audit in {src!r}: all {n} rows have a missing value "
             f"(nulls per column: {dropped})"
         )
+    if config.columns.row_key and stats.null_row_keys:
+        raise InvalidValueError(
+            f"row key column {config.columns.row_key!r} ('columns.row_key') is null on "
+            f"{stats.null_row_keys} rows; row keys must be unique and not null (or leave "
+            "'columns.row_key' out to key rows by a hash of their values)"
+        )
+    if not stats.weight_total > 0:
+        raise InvalidValueError(
+            f"the weights of the {stats.audited} audited rows sum to {stats.weight_total:g} "
+            f"(column {config.columns.weight!r}, 'columns.weight'); at least one row needs a "
+            "positive weight"
+        )
     if dropped_total / n > prep.max_dropped_fraction:
         raise InvalidValueError(
             f"{dropped_total} of {n} rows ({dropped_total / n:.1%}) have a missing prediction, "
@@ -562,6 +602,27 @@ def _check_stats(stats: InputStats, config: Config) -> None:
             )
 
 
+def _check_unique_keys(df: DataFrame, config: Config) -> None:
+    """A configured row key must not repeat (one aggregation; one example comes back).
+
+    Rows that share a key would be merged wherever an audit joins by key (HFM's
+    nearest neighbours), silently changing the numbers.
+    """
+    from pyspark.sql import functions as F
+
+    key = config.columns.row_key
+    if not key:
+        return
+    rep = (df.where(F.col(key).isNotNull()).groupBy(key).agg(F.count(F.lit(1)).alias("_n"))
+           .where(F.col("_n") > 1).limit(1).collect())
+    if rep:
+        raise InvalidValueError(
+            f"row key column {key!r} ('columns.row_key') repeats: {rep[0][key]!r} is on "
+            f"{rep[0]['_n']} rows; row keys must be unique (or leave 'columns.row_key' out "
+            "to key rows by a hash of their values)"
+        )
+
+
 # --------------------------------------------------------------------------- columns
 
 
@@ -573,10 +634,18 @@ def _label_column(config: Config, types: dict[str, str]) -> Column:
     label_pos = _isin(lab.column, types[lab.column], lab.positive, "columns.label.positive")
     label_fav = label_pos if config.columns.favourable == "positive" else ~label_pos
     return (
-        F.when(F.col(lab.column).isNull(), F.lit(None).cast("double"))
+        F.when(_missing(lab.column, types), F.lit(None).cast("double"))
         .when(label_fav, F.lit(1.0))
         .otherwise(F.lit(0.0))
     )
+
+
+def _missing(col: str, types: dict[str, str]) -> Column:
+    """Null, or NaN in a floating column: both mean "value not known"."""
+    from pyspark.sql import functions as F
+
+    c = F.col(col)
+    return (c.isNull() | F.isnan(c)) if types[col] in _FLOATING else c.isNull()
 
 
 def _decision_column(config: Config, types: dict[str, str]) -> Column:
@@ -808,6 +877,10 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
     plan = _plan_columns(df, config)
     stats = _collect_stats(df, plan, config)
     _check_stats(stats, config)
+    _check_unique_keys(df, config)
+    if stats.nan_labels:
+        log.warning("%d rows have a NaN label in %r: counted as unlabelled (like null)",
+                    stats.nan_labels, cols.label.column)
 
     kept = df.where(~_any_null(plan))
     with_views, views = _with_views(df, kept, config, plan.types)

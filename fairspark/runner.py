@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fairspark._values import nan_to_none
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, ReportSection
 from fairspark.audits.registry import get_spec
@@ -135,6 +136,7 @@ def _run_one(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[AuditOutc
             return _failed(name, f"cancelled at the time budget: {msg.splitlines()[0][:200]}")
         log.error("audit %s raised %s\n%s", name, msg, traceback.format_exc())
         return _failed(name, msg)
+    outcome.rows[:] = [_undefined_is_not_ok(r) for r in outcome.rows]
     failed = [r for r in outcome.rows if r.status == Status.FAILED]
     status = outcome.summary.get("status") or (Status.FAILED if failed else Status.OK)
     if failed and status == Status.OK:
@@ -143,6 +145,14 @@ def _run_one(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[AuditOutc
     if failed and "detail" not in info:
         info["detail"] = "; ".join(dict.fromkeys(f"{r.attribute}: {r.detail}" for r in failed))
     return outcome, info
+
+
+def _undefined_is_not_ok(row: MetricRow) -> MetricRow:
+    """A row without a value is never ``ok``: it is ``not_computed`` with its reason."""
+    if nan_to_none(row.value) is not None or row.status != Status.OK:
+        return row
+    return dataclasses.replace(row, status=Status.NOT_COMPUTED,
+                               detail=row.detail or "no value could be computed on this data")
 
 
 def _timed_out(name: str, ctx: AuditContext, budget: float) -> tuple[AuditOutcome, dict]:

@@ -298,3 +298,87 @@ def test_local_session_memory_is_sized_from_the_machine():
                if line.startswith("MemTotal:"))
     expected = min(max(kib * 1024 // 2 // 2**30, 1), 32)
     assert local_driver_memory() == f"{expected}g"
+
+
+# ---------------------------------------------------------------- issue 15 input sweep
+
+
+def test_repeated_row_key_is_an_input_error(spark, small_table, tmp_path, capsys):
+    pdf = small_table[0].copy()
+    pdf.loc[7, "id"] = pdf.loc[3, "id"]
+    _assert_input_error(*_run(spark, tmp_path, pdf, capsys),
+                        "row key column 'id' ('columns.row_key') repeats: '3' is on 2 rows")
+
+
+def test_null_row_key_is_an_input_error(spark, small_table, tmp_path, capsys):
+    pdf = small_table[0].copy()
+    pdf["id"] = pdf["id"].astype(object)
+    pdf.loc[[4, 9], "id"] = None
+    _assert_input_error(*_run(spark, tmp_path, pdf, capsys),
+                        "row key column 'id' ('columns.row_key') is null on 2 rows")
+
+
+def test_all_zero_weights_are_an_input_error(spark, small_table, tmp_path, capsys):
+    pdf = small_table[0].copy()
+    pdf["w"] = 0.0
+
+    def edit(c):
+        c["columns"]["weight"] = "w"
+    _assert_input_error(*_run(spark, tmp_path, pdf, capsys, cfg_edit=edit),
+                        "the weights of the 400 audited rows sum to 0")
+
+
+def _spd(pdf, pred) -> float:
+    """Statistical parity difference F - M by hand (unprivileged F, privileged M)."""
+    return float(pred[pdf.sex == "F"].mean() - pred[pdf.sex == "M"].mean())
+
+
+def _metric(out, attr, metric, group="unprivileged"):
+    m = pd.read_parquet(out / "metrics.parquet")
+    return m[(m.attribute == attr) & (m.metric == metric) & (m.group == group)].iloc[0]
+
+
+def test_decision_stored_as_strings_matches_a_numeric_positive(spark, small_table, tmp_path,
+                                                                capsys):
+    pdf = small_table[0].copy()
+    pdf["p"] = pdf["p"].map({1: "1.0", 0: "0.0"})
+
+    def edit(c):
+        c["columns"]["prediction"] = {"column": "p", "positive": 1.0}
+    code, err, out = _run(spark, tmp_path, pdf, capsys, cfg_edit=edit)
+    assert code == 0, err
+    row = _metric(out, "sex", "statistical_parity_difference")
+    expected = _spd(pdf, (pdf["p"] == "1.0").astype(float))
+    assert abs(row.value - expected) < 1e-12 and abs(expected) > 0
+
+
+def test_nan_labels_are_unknown_and_nan_decisions_are_dropped(spark, small_table, tmp_path,
+                                                               capsys):
+    pdf = small_table[0].copy()
+    pdf["y"] = pdf["y"].astype(float)
+    pdf["p"] = pdf["p"].astype(float)
+    pdf.loc[0:39, "y"] = np.nan                 # 40 unknown labels
+    pdf.loc[100:109, "p"] = np.nan              # 10 unknown decisions: dropped, counted
+    code, err, out = _run(spark, tmp_path, pdf, capsys)
+    assert code == 0, err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["rows"]["dropped"]["total"] == 10 and s["rows"]["dropped"]["null_p"] == 10
+    kept = pdf[pdf["p"].notna()]
+    assert s["rows"]["unlabelled"] == int(kept["y"].isna().sum())
+    row = _metric(out, "sex", "statistical_parity_difference")
+    assert abs(row.value - _spd(kept, kept["p"])) < 1e-12
+    labelled = kept[kept["y"].notna()]
+    base = _metric(out, "sex", "base_rate", group="privileged")
+    assert abs(base.value - labelled[labelled.sex == "M"]["y"].mean()) < 1e-12
+
+
+def test_undefined_ratio_is_not_computed_never_ok(spark, small_table, tmp_path, capsys):
+    pdf = small_table[0].copy()
+    pdf["p"] = 0                                # no favourable decision at all
+    code, err, out = _run(spark, tmp_path, pdf, capsys)
+    assert code == 0, err
+    m = pd.read_parquet(out / "metrics.parquet")
+    undefined = m[m.value.isna() & (m.audit == "group")]
+    assert len(undefined) and set(undefined.status) <= {"not_computed", "failed"}
+    di = _metric(out, "sex", "disparate_impact")
+    assert di.status == "not_computed" and di.detail

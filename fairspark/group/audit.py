@@ -58,8 +58,8 @@ def _rate_rows(
         status, detail = Status.OK, why
         if name in _LABEL_RATES and not label_ok:
             status, detail = Status.FAILED, "no labelled row has the favourable label"
-        elif why:
-            status = Status.OK
+        elif why:  # undefined here (an empty denominator): never "ok"
+            status = Status.NOT_COMPUTED
         elif n < params.min_group_size:
             status = Status.INCONCLUSIVE
             detail = f"only {n} {spec.denominator_name} (minimum {params.min_group_size})"
@@ -83,7 +83,7 @@ def _comparison_rows(
         rate_names = (spec.rate,) if spec.rate else ("tpr", "fpr")
         needs_label = any(r in _LABEL_RATES for r in rate_names)
         detail = None if value is not None else comparison_reason(unpriv, priv, name)
-        status = Status.OK
+        status = Status.OK if value is not None else Status.NOT_COMPUTED
         if needs_label and not label_ok:
             status, detail, value = Status.FAILED, "no labelled row has the favourable label", None
         elif value is not None:
