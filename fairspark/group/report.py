@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from fairspark._values import nan_to_none
 from fairspark.audits.base import AuditOutcome, ReportSection
 from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
 from fairspark.report.figures import figure_to_data_uri, plt
@@ -73,13 +74,7 @@ def metric_label(name: str) -> str:
 
 
 def _num(x: Any) -> float | None:
-    if x is None:
-        return None
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(x) else x
+    return nan_to_none(x)
 
 
 def _fair(metric: str) -> float | None:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fairspark._values import params_json
 from fairspark.audits.base import MetricRow
 from fairspark.status import Status, Verdict
 
@@ -247,8 +248,8 @@ def _limit_row(c: Check, limits: LimitsConfig, n_statistical: int) -> MetricRow:
         metric_b=rule_text(c.rule), model=r.get("model"), value=r["value"],
         lower=r.get("lower"), upper=r.get("upper"), status=c.verdict,
         detail=f"{rule_text(c.rule)} [{r['audit']}]: {c.verdict}; {how}{gate}",
-        params=json.dumps({"rule": c.rule.model_dump(mode="json"), "gates": c.gates,
-                           "kind": c.kind, "source_audit": r["audit"]}),
+        params=params_json(rule=c.rule.model_dump(mode="json"), gates=c.gates, kind=c.kind,
+                           source_audit=r["audit"]),
     )
 
 

@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from fairspark._values import nan_to_none
 from fairspark.status import FAILED_STATUSES
 
 __all__ = ["audited_facts", "decision_box", "decision_items", "item_key"]
@@ -34,11 +35,7 @@ _GROUP_KEYS = ("statistical_parity_difference", "disparate_impact", "tpr_differe
 
 
 def _num(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(v) else v
+    return nan_to_none(x)
 
 
 def _f(x: float | None, signed: bool = False) -> str:
