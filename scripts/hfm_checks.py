@@ -80,7 +80,8 @@ def fingerprint(spark: Any, *, partitions: tuple[int, ...] = (1, 3, 8), m1: int 
         for method in ("certified", "exact"):
             res = hfm_distances(pts.repartition(p), n_attr=3, dim_x=4, n_rows=len(rows),
                                 method=method, m2=m2, projections=W, num_partitions=p,
-                                exact_block_rows=700)
+                                exact_block_rows=700, seed=seed,
+                                paper_value=method == "certified")
             for (tgt, a), r in sorted(res.items()):
                 cell[f"{method}/{tgt}/{a}"] = {
                     "value": r.value, "avg": r.avg, "lower": r.lower, "upper": r.upper,
