@@ -31,8 +31,12 @@ class MissingColumnError(FairsparkInputError):
         self.role = role
         self.available = list(available)
         shown = ", ".join(self.available[:40]) + (" ..." if len(self.available) > 40 else "")
+        renamed = [c for c in self.available if re.fullmatch(re.escape(column) + r"\d+", c)]
+        hint = (f"; the CSV header names {column!r} more than once and Spark renamed the "
+                f"copies to {', '.join(renamed)}: configure one of those names or rename the "
+                "header" if len(renamed) >= 2 else "")
         super().__init__(
-            f"column {column!r} (configured as {role}) is not in the input table; "
+            f"column {column!r} (configured as {role}) is not in the input table{hint}; "
             f"available columns: {shown}"
         )
 

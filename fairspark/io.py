@@ -47,7 +47,7 @@ def read_input(spark: SparkSession, *, input_config: InputConfig) -> DataFrame:
                 opts.setdefault("inferSchema", "true")
             df = reader.options(**opts).load(input_config.path)
     except AnalysisException as err:
-        first = str(err).splitlines()[0]
+        first = _first_line(err)
         raise FairsparkInputError(
             f"cannot read input {src!r} (format {input_config.format!r}): {first}"
         ) from None
@@ -58,7 +58,7 @@ def read_input(spark: SparkSession, *, input_config: InputConfig) -> DataFrame:
             df = df.where(input_config.where)
             df.schema  # noqa: B018  (analyse now so a bad predicate fails here)
         except AnalysisException as err:
-            first = str(err).splitlines()[0]
+            first = _first_line(err)
             raise ConfigError(
                 f"config key 'input.where': {input_config.where!r} is not a valid filter "
                 f"on {src!r}: {first}"
@@ -66,6 +66,14 @@ def read_input(spark: SparkSession, *, input_config: InputConfig) -> DataFrame:
         except Exception as err:  # noqa: BLE001 - a ParseException is no AnalysisException
             raise ConfigError(
                 f"config key 'input.where': {input_config.where!r} is not a valid filter: "
-                f"{str(err).splitlines()[0]}"
+                f"{_first_line(err)}"
             ) from None
     return df
+
+
+def _first_line(err: BaseException) -> str:
+    """The first non-empty line of an error (Spark's parse errors start with a newline)."""
+    for line in str(err).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(err).__name__

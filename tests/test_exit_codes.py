@@ -382,3 +382,32 @@ def test_undefined_ratio_is_not_computed_never_ok(spark, small_table, tmp_path, 
     assert len(undefined) and set(undefined.status) <= {"not_computed", "failed"}
     di = _metric(out, "sex", "disparate_impact")
     assert di.status == "not_computed" and di.detail
+
+
+def test_unparsable_where_names_the_reason(spark, small_table, tmp_path, capsys):
+    def edit(c):
+        c["input"]["where"] = "x1 > (2"
+    code, err, out = _run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit)
+    _assert_input_error(code, err, out, "config key 'input.where': 'x1 > (2' is not a valid "
+                                        "filter")
+    reason = err.split("is not a valid filter", 1)[1]
+    assert "PARSE_SYNTAX_ERROR" in reason or "syntax" in reason.lower(), reason
+
+
+def test_duplicate_csv_header_is_named(spark, small_table, tmp_path, capsys):
+    pdf = small_table[0][["id", "x1", "sex", "region", "y", "p"]].copy()
+    csv = tmp_path / "dup.csv"
+    # the header repeats x1 (as COMPAS repeats priors_count)
+    lines = ["id,x1,sex,region,y,p,x1"] + [
+        f"{r.id},{r.x1},{r.sex},{r.region},{r.y},{r.p},{r.x1}" for r in pdf.itertuples()]
+    csv.write_text("\n".join(lines) + "\n")
+    cfg = _config(tmp_path, str(csv))
+    cfg["input"]["format"] = "csv"
+    cfg["columns"]["features"] = ["x1"]
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(cfg))
+    code = cli.main(["audit", "--config", str(p), "-q"], under_submit=True)
+    err = capsys.readouterr().err
+    _assert_input_error(code, err, tmp_path / "out" / "run_date=2026-11-29",
+                        "the CSV header names 'x1' more than once and Spark renamed the copies "
+                        "to x11, x16")
