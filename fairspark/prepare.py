@@ -115,6 +115,7 @@ class PreparedData:
     decision_column: str = ""
     weighted: bool = False
     build_features: Callable[[], tuple[DataFrame, list[str]]] | None = None
+    warnings: list[str] = field(default_factory=list)
     _features: tuple[DataFrame, list[str]] | None = field(default=None, repr=False)
 
     def _ensure_features(self) -> tuple[DataFrame, list[str]]:
@@ -258,6 +259,9 @@ class InputStats:
     null_row_keys: int = 0
     weight_total: float = float("nan")
     nan_labels: int = 0
+    label_values: int = 0
+    score_min: float = float("nan")
+    score_max: float = float("nan")
 
     @property
     def audited(self) -> int:
@@ -505,6 +509,12 @@ def _stat_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
     if cols.score and plan.types[cols.score.column] in _FLOATING:
         aggs.append(_count_where(F.isnan(F.col(cols.score.column)), "nan::score"))
     aggs.append(_count_where(keep & _missing(cols.label.column, plan.types), "unlabelled"))
+    aggs.append(F.approx_count_distinct(F.when(keep, F.col(cols.label.column)))
+                .alias("card::label"))
+    if cols.score:
+        score = F.col(cols.score.column).cast("double")
+        aggs += [F.min(F.when(keep, score)).alias("min::score"),
+                 F.max(F.when(keep, score)).alias("max::score")]
     return aggs
 
 
@@ -537,6 +547,9 @@ def _collect_stats(df: DataFrame, plan: _ColumnPlan, config: Config) -> InputSta
         null_row_keys=count("null::row_key"),
         weight_total=number("weight_total"),
         nan_labels=count("nan::label"),
+        label_values=count("card::label"),
+        score_min=number("min::score") if "min::score" in row else float("nan"),
+        score_max=number("max::score") if "max::score" in row else float("nan"),
     )
 
 
@@ -600,6 +613,25 @@ def _check_stats(stats: InputStats, config: Config) -> None:
                 f"more than 'preparation.max_categories' = {prep.max_categories}; exclude it or "
                 "raise the limit"
             )
+
+
+def _input_warnings(stats: InputStats, config: Config) -> list[str]:
+    """Facts about the input that change the numbers without being errors."""
+    cols = config.columns
+    out = []
+    if stats.nan_labels:
+        out.append(f"{stats.nan_labels} rows have a NaN label in {cols.label.column!r}: "
+                   "counted as unlabelled, like null")
+    if stats.label_values > 2:
+        out.append(f"label column {cols.label.column!r} has about {stats.label_values} "
+                   f"distinct values; every value other than {cols.label.positive} counts as "
+                   "the negative label")
+    if cols.score and cols.score.threshold == 0.5 and (
+            stats.score_min < 0 or stats.score_max > 1):
+        out.append(f"score column {cols.score.column!r} ranges over [{stats.score_min:g}, "
+                   f"{stats.score_max:g}], outside [0, 1], while the threshold is the default "
+                   "0.5; set 'columns.score.threshold' if the scores are not probabilities")
+    return out
 
 
 def _check_unique_keys(df: DataFrame, config: Config) -> None:
@@ -878,9 +910,9 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
     stats = _collect_stats(df, plan, config)
     _check_stats(stats, config)
     _check_unique_keys(df, config)
-    if stats.nan_labels:
-        log.warning("%d rows have a NaN label in %r: counted as unlabelled (like null)",
-                    stats.nan_labels, cols.label.column)
+    warnings = _input_warnings(stats, config)
+    for w in warnings:
+        log.warning("%s", w)
 
     kept = df.where(~_any_null(plan))
     with_views, views = _with_views(df, kept, config, plan.types)
@@ -913,4 +945,5 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
         label_column=cols.label.column,
         decision_column=cols.decision_column,
         weighted=cols.weight is not None,
+        warnings=warnings,
     )

@@ -378,6 +378,7 @@ def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *, run
         **({"model": config.model.model_dump(exclude_none=True)}
            if getattr(config, "model", None) is not None else {}),
         "audits": done.info,
+        **({"warnings": list(prepared.warnings)} if prepared.warnings else {}),
         **({"limits": limits_info} if limits_info else {}),
         "exit_code": int(exit_code),
         "stage_timings": timings,

@@ -411,3 +411,20 @@ def test_duplicate_csv_header_is_named(spark, small_table, tmp_path, capsys):
     _assert_input_error(code, err, tmp_path / "out" / "run_date=2026-11-29",
                         "the CSV header names 'x1' more than once and Spark renamed the copies "
                         "to x11, x16")
+
+
+def test_third_label_value_and_scores_outside_0_1_are_warned(spark, small_table, tmp_path,
+                                                             capsys):
+    pdf = small_table[0].copy()
+    pdf.loc[0:9, "y"] = 2                       # a third label value: counted as negative
+    pdf["s"] = np.linspace(-3.0, 3.0, len(pdf))  # a logit, not a probability
+
+    def edit(c):
+        c["columns"].pop("prediction")
+        c["columns"]["score"] = {"column": "s"}
+        c["columns"]["features"] = ["x1", "x2", "city"]
+    code, err, out = _run(spark, tmp_path, pdf, capsys, cfg_edit=edit)
+    assert code == 0, err
+    warnings = json.loads((out / "summary.json").read_text())["warnings"]
+    assert any("label column 'y' has about 3 distinct values" in w for w in warnings), warnings
+    assert any("ranges over [-3, 3], outside [0, 1]" in w for w in warnings), warnings
