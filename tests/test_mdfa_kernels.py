@@ -380,3 +380,101 @@ def test_readable_rules_say_the_planted_subgroup_in_words():
         assert hit == bool(pred[i]), (row, text2)
     counts = [int(ln.rsplit("(", 1)[1].split(" ")[0]) for ln in lines]
     assert sum(counts) == int(pred.sum())
+
+
+# ------------------------------------------------------------- balance diagnostics
+def _smd_by_hand(x, s, w):
+    """Weighted means and unweighted variances by hand, one feature at a time."""
+    out = []
+    for j in range(x.shape[1]):
+        col = x[:, j]
+        p, n = col[s > 0], col[s < 0]
+        wp, wn = w[s > 0], w[s < 0]
+        mp = sum(a * b for a, b in zip(wp, p, strict=True)) / sum(wp)
+        mn = sum(a * b for a, b in zip(wn, n, strict=True)) / sum(wn)
+        vp = sum((v - p.mean()) ** 2 for v in p) / len(p)
+        vn = sum((v - n.mean()) ** 2 for v in n) / len(n)
+        out.append((mp - mn) / ((vp + vn) / 2) ** 0.5)
+    return np.array(out)
+
+
+def _weighted_auc_by_pairs(s, score, w):
+    """sum over (s=+1, s=-1) pairs of w_i w_j ([score_i > score_j] + [tie] / 2) / (W+ W-)."""
+    p, n = s > 0, s < 0
+    sp, sn, wp, wn = score[p], score[n], w[p], w[n]
+    gt = (sp[:, None] > sn[None, :]) + 0.5 * (sp[:, None] == sn[None, :])
+    return float((wp[:, None] * wn[None, :] * gt).sum() / (wp.sum() * wn.sum()))
+
+
+def _imbalanced(n=1200, seed=0):
+    rng = np.random.default_rng(seed)
+    s = np.where(rng.random(n) < 0.4, 1, -1)
+    x = np.column_stack([rng.normal(0.8 * (s > 0), 1.0), rng.normal(size=n),
+                         (rng.random(n) < np.where(s > 0, 0.7, 0.3)).astype(float)])
+    return x, s
+
+
+def test_balance_diagnostics_equal_brute_force_with_net_weights():
+    """Non-uniform weights (what the default mmd_net gives): SMDs by hand, AUC by pairs."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+
+    from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT, balance_diagnostics
+
+    x, s = _imbalanced()
+    # importance weights that undo the planted shift: the true propensity ratio
+    u = np.exp(-0.8 * x[:, 0] + 0.32) * np.where(x[:, 2] > 0, 0.3 / 0.7, 0.7 / 0.3)
+    tr, te = np.arange(800), np.arange(800, 1200)
+    w_tr, w_te = balanced_weights(u[tr], s[tr]), balanced_weights(u[te], s[te])
+    d = balance_diagnostics(x_tr=x[tr], s_tr=s[tr], w_tr=w_tr, x_te=x[te], s_te=s[te],
+                            w_te=w_te)
+    np.testing.assert_allclose(d.smd_after, _smd_by_hand(x[te], s[te], w_te), rtol=1e-9)
+    np.testing.assert_allclose(d.smd_before, _smd_by_hand(x[te], s[te], np.ones(400)),
+                               rtol=1e-9)
+    assert d.max_abs_smd_before == pytest.approx(np.abs(d.smd_before).max())
+    clf = LogisticRegression(C=1.0, max_iter=500).fit(x[tr], s[tr], sample_weight=w_tr)
+    score = clf.decision_function(x[te])
+    assert d.auc == pytest.approx(_weighted_auc_by_pairs(s[te], score, w_te), abs=1e-12)
+    assert d.auc == pytest.approx(roc_auc_score(s[te], score, sample_weight=w_te))
+    raw = LogisticRegression(C=1.0, max_iter=500).fit(x[tr], s[tr]).decision_function(x[te])
+    assert d.auc_before == pytest.approx(_weighted_auc_by_pairs(s[te], raw, np.ones(400)))
+    # the planted imbalance is seen before and (mostly) removed after
+    assert d.auc_before > AUC_LIMIT and d.max_abs_smd_before > 0.5
+    assert d.max_abs_smd_after < d.max_abs_smd_before / 2
+    assert d.poor == (d.auc > AUC_LIMIT or d.max_abs_smd_after > SMD_LIMIT)
+
+
+def test_uniform_weights_leave_the_imbalance_and_flag_the_split():
+    from fairspark.mdfa.diagnostics import balance_diagnostics
+
+    x, s = _imbalanced(seed=1)
+    tr, te = np.arange(800), np.arange(800, 1200)
+    w_tr = balanced_weights(np.ones(800), s[tr])
+    w_te = balanced_weights(np.ones(400), s[te])
+    d = balance_diagnostics(x_tr=x[tr], s_tr=s[tr], w_tr=w_tr, x_te=x[te], s_te=s[te],
+                            w_te=w_te)
+    # constant weights within a group: the means do not move
+    np.testing.assert_allclose(d.smd_after, d.smd_before, rtol=1e-9)
+    assert d.poor and d.max_abs_smd_after > 0.5
+
+
+def test_run_split_reports_balance_at_the_defaults_and_the_verdict_warns():
+    """Default params (mmd_net, representation): the split's balance fields are the
+    diagnostics of its own weights; a mostly poorly balanced attribute gets the warning."""
+    from fairspark.mdfa.results import Spread, verdict
+
+    d = make_synthetic(n=1500, nu=0.5, mu=0.2, seed=3)
+    smp = MDFASample(x=d.x, s=d.s, y=d.y, desc=d.x, feature_names=["x1", "x2"],
+                     desc_names=["x1", "x2"])
+    p = MDFAParams(epochs=3, l2_grid=[1e-3], splits=1, worst_violation=False)
+    got = run_split(smp, split=0, seed=5, params=p)
+    smd = np.array(json.loads(got.smd), dtype=float)
+    assert smd.shape == (2, 2)
+    assert got.max_abs_smd_before == pytest.approx(np.abs(smd[:, 0]).max())
+    assert got.max_abs_smd_after == pytest.approx(np.abs(smd[:, 1]).max())
+    assert 0.0 <= got.balance_auc <= 1.0 and 0.0 <= got.balance_auc_before <= 1.0
+    assert got.balance_poor == int(got.balance_auc > 0.6 or got.max_abs_smd_after > 0.1)
+    sp = Spread(mean=0.03, sd=0.005, p2_5=0.02, p97_5=0.04, n=10, n_inf=0)
+    assert "cannot be read as differential treatment" in verdict(sp, poor_splits=5, splits=10)
+    assert "cannot be read" not in verdict(sp, poor_splits=4, splits=10)
+    assert verdict(sp).startswith("evidence of")

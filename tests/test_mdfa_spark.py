@@ -156,6 +156,19 @@ def test_runner_one_group_attribute_fails_others_complete(toy_run):
                              "outcome_ratio_overall", "subgroup_mass"}
     # the group audit's disparate impact is the only "DI" of the run
     assert not {"DI", "DT_G"} & set(m.metric)
+    # held-out balance of the weights: rows, summary (per feature) and the verdict's words
+    for metric in ("balance_auc", "balance_auc_before", "max_abs_smd_before",
+                   "max_abs_smd_after"):
+        r = ok.loc[metric]
+        assert r.status == "ok" and r.lower <= r.value <= r.upper
+    assert 0.0 <= ok.loc["balance_auc", "value"] <= 1.0
+    bal = res.summary["audits"]["mdfa"]["attributes"]["grp"]["balance"]
+    assert [d["feature"] for d in bal["smd"]][:2] == ["x1", "x2"]
+    # the redacted audit feature is left out of the per-feature table by name
+    assert "secret" not in {d["feature"] for d in bal["smd"]}
+    assert (bal["auc_limit"], bal["smd_limit"]) == (0.6, 0.1)
+    judged = ("cannot be read as differential treatment" in ok.loc["gamma_max", "detail"])
+    assert judged == (2 * bal["poor_splits"] >= 3)
     assert (ok.loc[["gamma", "gamma_max"], "status"] == "ok").all()
     g = ok.loc["gamma_max"]
     assert g.lower <= g.value <= g.upper
@@ -189,6 +202,7 @@ def test_runner_outcome_ratio_matches_pandas_and_report_redacts(toy_run):
     assert "b get the " in said and "% of the time and a " in said
     assert said in section.replace("&#39;", "'")
     assert "<li>" in section and "|---" not in section and "class: True" not in section
+    assert "Balance of the weights" in section and "max |SMD|" in section
 
 
 @pytest.mark.parametrize(

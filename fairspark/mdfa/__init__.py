@@ -5,9 +5,9 @@ driver-side kernels (usable without Spark), the Spark helpers and the synthetic
 generator with a planted violation.
 
 Modules: ``params`` (config model), ``spec`` (registry entry), ``audit`` (``run``),
-``results`` (result types), ``_spark`` (Spark side), ``certify`` and ``balance``
-(numpy/torch kernels), ``report`` (section, template in ``templates/``),
-``synthetic`` (generator).
+``results`` (result types), ``_spark`` (Spark side), ``certify``, ``balance`` and
+``diagnostics`` (numpy/torch kernels; held-out balance of the weights), ``report``
+(section, template in ``templates/``), ``synthetic`` (generator).
 
 The names below are imported on first use, so loading ``fairspark.mdfa.spec`` (which
 the registry does when the config is read) does not import torch or scikit-learn.
@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
          "make_auditor", "run_split", "violation_delta", "worst_violation"],
         "fairspark.mdfa.certify"),
     "MDFAParams": "fairspark.mdfa.params",
+    **dict.fromkeys(["BalanceDiagnostics", "balance_diagnostics"], "fairspark.mdfa.diagnostics"),
     "render": "fairspark.mdfa.report",
     **dict.fromkeys(
         ["AttributeResult", "GroupedStats", "MDFAResult", "SplitResult", "Spread",

@@ -19,6 +19,7 @@ from fairspark.columns import KEY, PRED, WEIGHT, X
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.mdfa._spark import collect_sample, grouped_stats, run_splits, with_mdfa_columns
 from fairspark.mdfa.certify import MDFASample
+from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
 from fairspark.mdfa.params import MDFAParams
 from fairspark.mdfa.results import (
     AttributeResult,
@@ -27,7 +28,6 @@ from fairspark.mdfa.results import (
     Spread,
     finding,
     subgroup_summary,
-    verdict,
 )
 from fairspark.status import Status
 
@@ -43,7 +43,8 @@ AUDIT = "mdfa"
 
 #: the per-split numbers summarised over splits
 _SPREAD_COLUMNS = ("gamma_pos", "gamma_neg", "gamma_max", "delta", "delta_unweighted",
-                   "ratio_in_subgroup", "mass")
+                   "ratio_in_subgroup", "mass", "balance_auc", "balance_auc_before",
+                   "max_abs_smd_before", "max_abs_smd_after")
 
 
 class AttributeFailureError(Exception):
@@ -275,7 +276,7 @@ def _gamma_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
         ("gamma_max", "gamma_max", "max over y of gamma(y)"),
     ):
         g = res.aggregates[key]
-        judged = f"{verdict(g)}; " if key == "gamma_max" else ""
+        judged = f"{res.verdict()}; " if key == "gamma_max" else ""
         rows.append(MetricRow(
             audit=AUDIT, attribute=res.attribute, group=res.target_label, metric=metric,
             value=g.mean, lower=g.p2_5, upper=g.p97_5,
@@ -322,6 +323,30 @@ def _violation_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
     return rows
 
 
+def _balance_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
+    """Held-out balance diagnostics of the weights (mean over splits, percentiles)."""
+    note, rows = _note(res), []
+    poor = (f"balance poor (AUC > {AUC_LIMIT} or max |SMD| after > {SMD_LIMIT}) in "
+            f"{res.poor_balance_splits} of {len(res.splits)} splits")
+    for metric, what in (
+        ("balance_auc", "held-out weighted ROC AUC of S from the audit features "
+                        "(logistic regression; 0.5 = balanced)"),
+        ("balance_auc_before", "the same AUC without the weights"),
+        ("max_abs_smd_before", "largest held-out |standardised mean difference| of an "
+                               "audit feature between S=+1 and S=-1, unweighted"),
+        ("max_abs_smd_after", "the same with the weights"),
+    ):
+        g = res.aggregates[metric]
+        rows.append(MetricRow(
+            audit=AUDIT, attribute=res.attribute, group=res.target_label, metric=metric,
+            value=g.mean, lower=g.p2_5, upper=g.p97_5,
+            status=Status.OK if g.mean is not None else Status.INCONCLUSIVE,
+            detail=f"{what}: mean {_fmt(g.mean)}, sd {_fmt(g.sd)}; {poor}; {note}",
+            params=pjson,
+        ))
+    return rows
+
+
 @dataclass
 class _Progress:
     """What the audit has so far: rows, summary and results of the finished attributes."""
@@ -338,13 +363,19 @@ class _Progress:
 
     def done(self, res: AttributeResult, pjson: str | None) -> None:
         self.results.append(res)
-        self.rows += _gamma_rows(res, pjson) + _violation_rows(res, pjson)
+        self.rows += (_gamma_rows(res, pjson) + _balance_rows(res, pjson)
+                      + _violation_rows(res, pjson))
         self.summary["attributes"][res.attribute] = {
             "status": Status.OK,
             "target_group": res.target_label,
             "sample_rows": res.sample_rows,
             "splits": len(res.splits),
-            "verdict": verdict(res.aggregates["gamma_max"]),
+            "verdict": res.verdict(),
+            "balance": {
+                "poor_splits": res.poor_balance_splits,
+                "auc_limit": AUC_LIMIT, "smd_limit": SMD_LIMIT,
+                "smd": res.smd_table(self.redacted),
+            },
             "finding": finding(res),
             "subgroup": subgroup_summary(res),
             **{k: v.as_dict() for k, v in res.aggregates.items()},

@@ -22,6 +22,7 @@ from sklearn.tree import DecisionTreeClassifier
 from fairspark._values import nan_to_none
 from fairspark.audits.base import derive_seed
 from fairspark.mdfa.balance import balanced_weights, fit_balancing
+from fairspark.mdfa.diagnostics import BalanceDiagnostics, balance_diagnostics
 from fairspark.mdfa.params import MDFAParams
 from fairspark.mdfa.results import SplitResult
 
@@ -306,6 +307,7 @@ class _SplitState:
     te: np.ndarray
     l2: float | None
     mmd: float | None
+    balance: BalanceDiagnostics
 
 
 def _balance_split(sample: MDFASample, *, seed: int, params: MDFAParams) -> _SplitState:
@@ -331,10 +333,12 @@ def _balance_split(sample: MDFASample, *, seed: int, params: MDFAParams) -> _Spl
         u, l2, mmd = bal.u(xs), bal.l2, bal.heldout_loss
     use_rep = params.certificate_features == "representation" and bal is not None
     z = bal.representation(xs) if use_rep else xs.astype(float)
+    w_tr, w_te = balanced_weights(u[tr], s[tr]), balanced_weights(u[te], s[te])
+    diag = balance_diagnostics(x_tr=xs[tr], s_tr=s[tr], w_tr=w_tr,
+                               x_te=xs[te], s_te=s[te], w_te=w_te)
     return _SplitState(
-        train=_Part(z[tr], s[tr], y[tr], balanced_weights(u[tr], s[tr])),
-        test=_Part(z[te], s[te], y[te], balanced_weights(u[te], s[te])),
-        te=te, l2=l2, mmd=mmd,
+        train=_Part(z[tr], s[tr], y[tr], w_tr), test=_Part(z[te], s[te], y[te], w_te),
+        te=te, l2=l2, mmd=mmd, balance=diag,
     )
 
 
@@ -508,8 +512,14 @@ def run_split(
     torch.set_num_threads(1)
     st = _balance_split(sample, seed=seed, params=params)
     gamma_pos, gamma_neg = _certificate_gammas(st, seed=seed, params=params)
+    b = st.balance
     out = SplitResult(split=int(split), gamma_pos=gamma_pos, gamma_neg=gamma_neg,
-                      gamma_max=max(gamma_pos, gamma_neg), l2=st.l2, mmd=st.mmd)
+                      gamma_max=max(gamma_pos, gamma_neg), l2=st.l2, mmd=st.mmd,
+                      balance_auc=b.auc, balance_auc_before=b.auc_before,
+                      max_abs_smd_before=b.max_abs_smd_before,
+                      max_abs_smd_after=b.max_abs_smd_after, balance_poor=int(b.poor),
+                      smd=json.dumps([[nan_to_none(x), nan_to_none(y)] for x, y
+                                      in zip(b.smd_before, b.smd_after, strict=True)]))
     if not params.worst_violation:
         return out
     return _with_violation(out, st, sample, seed=seed, params=params)

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from fairspark.audits.base import ReportSection
-from fairspark.mdfa.results import AttributeResult, MDFAResult, finding, verdict
+from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
+from fairspark.mdfa.results import AttributeResult, MDFAResult, finding
 from fairspark.mdfa.spec import SPEC
 from fairspark.report.sections import render_template
 
@@ -124,7 +125,7 @@ def _figure(results: list[AttributeResult]) -> str | None:
     return figure_to_data_uri(fig)
 
 
-def _item(res: AttributeResult) -> dict[str, Any]:
+def _item(res: AttributeResult, redacted: list[str] | None = None) -> dict[str, Any]:
     """The template's view of one attribute."""
     a = res.aggregates
     g = a["gamma_max"]
@@ -136,7 +137,12 @@ def _item(res: AttributeResult) -> dict[str, Any]:
         "g_pos": _f(a["gamma_pos"].mean),
         "g_neg": _f(a["gamma_neg"].mean),
         "g_max": f"{_f(g.mean)} ({_f(g.sd)}) [{_f(g.p2_5)}, {_f(g.p97_5)}]",
-        "verdict": verdict(g),
+        "verdict": res.verdict(),
+        "auc": f"{_f(a['balance_auc_before'].mean, 3)} → {_f(a['balance_auc'].mean, 3)}",
+        "smd": f"{_f(a['max_abs_smd_before'].mean, 3)} → {_f(a['max_abs_smd_after'].mean, 3)}",
+        "poor": f"{res.poor_balance_splits} of {len(res.splits)}",
+        "smd_rows": [[d["feature"], _f(d["before"], 3), _f(d["after"], 3)]
+                     for d in res.smd_table(redacted or ())],
         "delta": _f(a["delta"].mean, 3),
         "ratio_in_subgroup": _f(a["ratio_in_subgroup"].mean, 3),
         # the outcome_ratio_overall of metrics.parquet, computed once by the audit
@@ -155,7 +161,8 @@ def render_section(*, result: MDFAResult, params: MDFAParams) -> ReportSection:
     """The mdfa report section for the audited attributes of ``result``."""
     html = render_template(
         "fairspark.mdfa", "section.html.j2",
-        results=[_item(res) for res in result.attributes], params=params,
+        results=[_item(res, result.redacted) for res in result.attributes], params=params,
+        auc_limit=AUC_LIMIT, smd_limit=SMD_LIMIT,
         figure=_figure(result.attributes), redacted=result.redacted,
     )
     return ReportSection(title=TITLE, html=html, order=SPEC.order)

@@ -59,6 +59,16 @@ class SplitResult:
     description:
         JSON of the subgroup's description per group (``"+1"``/``"-1"``) and the
         number of held-out rows (``"n_test"``).
+    balance_auc, balance_auc_before:
+        Held-out weighted (unweighted) ROC AUC of predicting S from the audit features
+        (0.5 = balanced); see :mod:`fairspark.mdfa.diagnostics`.
+    max_abs_smd_before, max_abs_smd_after:
+        Largest held-out |standardised mean difference| of an audit feature between
+        S = +1 and S = -1, without and with the weights.
+    balance_poor:
+        1 when balance_auc > AUC_LIMIT or max_abs_smd_after > SMD_LIMIT, else 0.
+    smd:
+        JSON list of ``[before, after]`` SMD per audit feature (feature order).
     rules, rule_fidelity:
         Readable rules of the subgroup, one readable condition per line (the leaves of
         a small decision tree that say "in the subgroup", e.g. ``age <= 24 and
@@ -72,6 +82,12 @@ class SplitResult:
     gamma_max: float
     l2: float | None = None
     mmd: float | None = None
+    balance_auc: float | None = None
+    balance_auc_before: float | None = None
+    max_abs_smd_before: float | None = None
+    max_abs_smd_after: float | None = None
+    balance_poor: int | None = None
+    smd: str = "[]"
     y_wv: int | None = None
     delta: float | None = None
     delta_unweighted: float | None = None
@@ -142,16 +158,29 @@ class Spread:
         return dataclasses.asdict(self)
 
 
-def verdict(spread: Spread) -> str:
-    """Words for gamma_max: evidence when mean - 2 sd > 0."""
+def verdict(spread: Spread, *, poor_splits: int = 0, splits: int = 0) -> str:
+    """Words for gamma_max: evidence when mean - 2 sd > 0; with poor balance in at least
+    half of the ``splits`` (``poor_splits``), a warning that gamma cannot be read as
+    differential treatment."""
     m, sd = spread.mean, spread.sd
     if m is None:
         return "not computed"
     if sd is None:
-        return "one split only: no spread to judge"
-    if m - 2 * sd > 0:
-        return "evidence of multi-differential unfairness (mean - 2 sd > 0)"
-    return "no evidence of multi-differential unfairness (mean - 2 sd <= 0)"
+        words = "one split only: no spread to judge"
+    elif m - 2 * sd > 0:
+        words = "evidence of multi-differential unfairness (mean - 2 sd > 0)"
+    else:
+        words = "no evidence of multi-differential unfairness (mean - 2 sd <= 0)"
+    if splits and 2 * poor_splits >= splits:
+        from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
+
+        words += (
+            f"; but the weights leave the groups unbalanced in {poor_splits} of {splits} "
+            f"splits (held-out AUC of S from the features > {AUC_LIMIT} or a feature's "
+            f"|SMD| > {SMD_LIMIT}), so gamma cannot be read as differential treatment: "
+            "part of it is imbalance the weights did not remove"
+        )
+    return words
 
 
 @dataclass
@@ -248,6 +277,35 @@ class AttributeResult:
     y_major: int | None = None
     ratio_overall: float | None = None
     other_label: str = "other group"
+
+    @property
+    def poor_balance_splits(self) -> int:
+        """Splits whose held-out balance is poor (see :mod:`fairspark.mdfa.diagnostics`)."""
+        v = pd.to_numeric(self.splits.get("balance_poor", pd.Series(dtype=float)),
+                          errors="coerce")
+        return int((v == 1).sum())
+
+    def verdict(self) -> str:
+        """The gamma_max verdict with the balance warning."""
+        return verdict(self.aggregates["gamma_max"], poor_splits=self.poor_balance_splits,
+                       splits=len(self.splits))
+
+    def smd_table(self, redacted: set[str] | list[str] = ()) -> list[dict[str, Any]]:
+        """Mean over splits of each audit feature's SMD before and after weighting;
+        ``redacted`` columns (and their one-hot levels) are left out by name."""
+        per = [json.loads(v) for v in self.splits.get("smd", []) if v and v != "[]"]
+        out = []
+        for j, name in enumerate(self.features):
+            if name.split("=", 1)[0] in set(redacted):
+                continue
+            vals = np.array([p[j] for p in per if len(p) > j], dtype=float)
+            if not len(vals):
+                continue
+            b, a = vals[:, 0], vals[:, 1]
+            out.append({"feature": name,
+                        "before": float(np.nanmean(b)) if np.isfinite(b).any() else None,
+                        "after": float(np.nanmean(a)) if np.isfinite(a).any() else None})
+        return out
 
 
 def _percent(v: float | None) -> str:

@@ -14,5 +14,6 @@ SPEC = AuditSpec(
     order=35,
     headline_metrics=("gamma",),
     metrics=("gamma", "gamma_max", "gamma_unfavourable", "delta", "delta_unweighted",
-             "outcome_ratio_in_subgroup", "outcome_ratio_overall", "subgroup_mass"),
+             "outcome_ratio_in_subgroup", "outcome_ratio_overall", "subgroup_mass",
+             "balance_auc", "balance_auc_before", "max_abs_smd_before", "max_abs_smd_after"),
 )
