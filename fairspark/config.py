@@ -215,6 +215,7 @@ class OutputConfig(StrictModel):
     report: bool = True
     table: str | None = None
     trend_runs: int = Field(30, ge=0)
+    lock_stale_s: float = Field(6 * 3600, gt=0)
 
 
 class LimitRule(StrictModel):

@@ -61,6 +61,10 @@ class AuditError(FairsparkError):
     """An audit cannot run on this data; recorded as ``status=failed`` (exit code 4)."""
 
 
+class RunLockedError(FairsparkInputError):
+    """Another run is writing the same output date right now (exit 2, nothing written)."""
+
+
 class InputReadError(FairsparkInputError):
     """The input table cannot be read: a corrupt or truncated file, a missing path."""
 

@@ -10,12 +10,14 @@ object store.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
 import math
 import os
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -145,8 +147,16 @@ class OutputLocation:
         df.coalesce(1).write.mode("overwrite").parquet(f"{folder}/metrics.parquet")
 
     def publish(self, staging: str, run_date: dt.date) -> str:
-        """Move ``staging`` to ``run_date=D`` (replacing an earlier run) and mark success."""
+        """Move ``staging`` to ``run_date=D`` (replacing an earlier run).
+
+        ``_SUCCESS`` is written into the staging folder first, so a ``run_date=D``
+        folder never exists without it. The earlier run is renamed aside
+        (``_old-run_date=D-*``) and deleted once the new one is in place; a run killed
+        between the two renames leaves the aside copy, which the next run of the date
+        puts back (:meth:`recover`).
+        """
         final = self.path(f"run_date={run_date.isoformat()}")
+        self.write_text(f"{staging}/_SUCCESS", "")
         old = None
         if self.exists(final):
             old = self.path(f"_old-run_date={run_date.isoformat()}-{uuid.uuid4().hex[:12]}")
@@ -159,8 +169,130 @@ class OutputLocation:
             raise
         if old is not None:
             self.delete(old)
-        self.write_text(self.path(f"run_date={run_date.isoformat()}", "_SUCCESS"), "")
         return final
+
+    def _children(self, prefix: str) -> list[str]:
+        if not self.exists(self.base):
+            return []
+        return sorted(self.path(st.getPath().getName())
+                      for st in self._fs.listStatus(self._Path(self.base))
+                      if st.getPath().getName().startswith(prefix))
+
+    def recover(self, run_date: dt.date) -> list[str]:
+        """Undo what a killed run of ``run_date`` left behind (call it holding the lock).
+
+        A previous run renamed aside and not replaced is put back; staging folders and
+        aside copies of the date that are no longer needed are deleted.
+
+        Returns
+        -------
+        list[str]
+            What was done, one line per action (for the log).
+        """
+        d = run_date.isoformat()
+        final = self.path(f"run_date={d}")
+        done = []
+        aside = self._children(f"_old-run_date={d}-")
+        if aside and not self.exists(f"{final}/_SUCCESS"):
+            if self.exists(final):  # a half-moved folder without its marker
+                self.delete(final)
+            self.rename(aside[-1], final)
+            done.append(f"restored the previous run of {d} from {aside[-1]}")
+            aside = aside[:-1]
+        for p in [*aside, *self._children(f"_tmp-run_date={d}-")]:
+            self.delete(p)
+            done.append(f"deleted the leftover {p}")
+        return done
+
+    @contextlib.contextmanager
+    def lock(self, run_date: dt.date, *, run_id: str, stale_after_s: float) -> Iterator[None]:
+        """Hold ``_status/run_date=D.lock`` while a run writes the date.
+
+        The lock file is created atomically (create without overwrite) and holds the
+        run id, host, pid and start time. Another run of the same date fails fast with
+        :class:`~fairspark.errors.RunLockedError` (exit 2), unless the lock is stale:
+        older than ``stale_after_s`` or left by a process that no longer exists on
+        this host.
+        """
+        import socket
+        import time as _time
+
+        path = self.path("_status", f"run_date={run_date.isoformat()}.lock")
+        me = {"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(),
+              "started_unix": _time.time()}
+        if not self._create_new(path, json.dumps(me)):
+            held = self._lock_holder(path)
+            if not _stale(held, stale_after_s):
+                from fairspark.errors import RunLockedError
+
+                raise RunLockedError(
+                    f"run date {run_date.isoformat()} is being written by another run "
+                    f"(run id {held.get('run_id')}, host {held.get('host')}, pid "
+                    f"{held.get('pid')}, since {_utc(held.get('started_unix'))}); lock file "
+                    f"{path}; it is taken over once that process is gone or after "
+                    f"{stale_after_s:g} s")
+            self.delete(path)
+            if not self._create_new(path, json.dumps(me)):
+                from fairspark.errors import RunLockedError
+
+                raise RunLockedError(f"run date {run_date.isoformat()}: another run took the "
+                                     f"stale lock {path} first")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                if self._lock_holder(path).get("run_id") == run_id:
+                    self.delete(path)
+
+    def _create_new(self, path: str, text: str) -> bool:
+        """Create ``path`` with ``text`` unless it exists (atomic where the FS allows)."""
+        try:
+            stream = self._fs.create(self._Path(path), False)
+        except Exception:  # noqa: BLE001 - FileAlreadyExistsException through py4j
+            return False
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()
+        return True
+
+    def _lock_holder(self, path: str) -> dict[str, Any]:
+        try:
+            stream = self._fs.open(self._Path(path))
+            try:
+                data = bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+            finally:
+                stream.close()
+            return json.loads(data.decode("utf-8") or "{}")
+        except Exception:  # noqa: BLE001 - unreadable: treat as empty (stale by age rule)
+            return {}
+
+
+def _utc(ts: Any) -> str:
+    import time as _time
+
+    try:
+        return _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime(float(ts)))
+    except (TypeError, ValueError):
+        return "an unknown time"
+
+
+def _stale(held: dict[str, Any], stale_after_s: float) -> bool:
+    """A lock is stale when it is too old, or its process is gone on this host."""
+    import socket
+    import time as _time
+
+    started = held.get("started_unix")
+    if not isinstance(started, int | float) or _time.time() - started > stale_after_s:
+        return True
+    if held.get("host") == socket.gethostname() and isinstance(held.get("pid"), int):
+        try:
+            os.kill(held["pid"], 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+    return False
 
 
 def summary_json(summary: dict[str, Any]) -> str:

@@ -489,12 +489,25 @@ def run_audit_job(
     """
     timings: dict[str, float] = {}
     run_date = config.effective_run_date()
+    run_id = uuid.uuid4().hex[:16]
+    _check_before_run(config)
     out = OutputLocation(spark, config.output.path)
-    history = _history(out, config, run_date)
-    run = compute_run(spark, config, history=history, fail_on_violation=fail_on_violation,
-                      timings=timings)
-    with _stage("write", timings):
-        final = _publish(out, config, run_date, run.summary, run.long_rows, run.sections)
+    with out.lock(run_date, run_id=run_id, stale_after_s=config.output.lock_stale_s):
+        for line in out.recover(run_date):
+            log.warning("recovered from an earlier killed run: %s", line)
+        write_status(out, run_date, exit_code=None, run_id=run_id)
+        try:
+            history = _history(out, config, run_date)
+            run = compute_run(spark, config, history=history,
+                              fail_on_violation=fail_on_violation, timings=timings)
+            run.summary["run_id"] = run_id
+            with _stage("write", timings):
+                final = _publish(out, config, run_date, run.summary, run.long_rows,
+                                 run.sections)
+        except BaseException as err:
+            write_status(out, run_date, exit_code=exit_code_for(err), run_id=run_id,
+                         error=f"{type(err).__name__}: {err}"[:2000])
+            raise
     # the timing of the write stage itself is recorded in the log; summary.json is
     # already published at this point.
     if config.output.table:
@@ -502,7 +515,7 @@ def run_audit_job(
             from fairspark.nightly.warehouse import append_to_table
 
             append_to_table(spark, table=config.output.table, folder=final, run_date=run_date)
-    write_status(out, run_date, exit_code=run.exit_code, summary=run.summary)
+    write_status(out, run_date, exit_code=run.exit_code, summary=run.summary, run_id=run_id)
     log.info("outputs published to %s (exit code %d)", final, run.exit_code)
     return RunResult(int(run.exit_code), final, run.long_rows, run.summary)
 
@@ -521,14 +534,23 @@ def _history(out: OutputLocation, config: Config, run_date: Any):
         return pd.DataFrame()
 
 
-def write_status(out: OutputLocation, run_date: Any, *, exit_code: int,
-                 summary: dict[str, Any] | None = None, error: str | None = None) -> None:
-    """Write ``<output>/_status/run_date=<D>.json``: the exit code for schedulers that lose it."""
+def write_status(out: OutputLocation, run_date: Any, *, exit_code: int | None,
+                 summary: dict[str, Any] | None = None, error: str | None = None,
+                 run_id: str | None = None) -> None:
+    """Write ``<output>/_status/run_date=<D>.json``: the exit code for schedulers that lose it.
+
+    ``exit_code=None`` marks a run that has started (``"state": "running"``); every
+    run that knows its output location writes that first and its exit code last.
+    """
     audits = (summary or {}).get("audits") or {}
+    known = exit_code is not None and exit_code in set(ExitCode)
     status = {
         "run_date": str(run_date),
-        "exit_code": int(exit_code),
-        "meaning": ExitCode(exit_code).meaning if exit_code in set(ExitCode) else "unknown",
+        "state": "running" if exit_code is None else "finished",
+        "run_id": run_id,
+        "exit_code": None if exit_code is None else int(exit_code),
+        "meaning": ("running" if exit_code is None
+                    else ExitCode(exit_code).meaning if known else "unknown"),
         "failed_audits": {k: v.get("detail") for k, v in audits.items()
                           if v.get("status") in FAILED_STATUSES},
         "limits": (summary or {}).get("limits"),

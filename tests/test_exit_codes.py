@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -428,3 +429,58 @@ def test_third_label_value_and_scores_outside_0_1_are_warned(spark, small_table,
     warnings = json.loads((out / "summary.json").read_text())["warnings"]
     assert any("label column 'y' has about 3 distinct values" in w for w in warnings), warnings
     assert any("ranges over [-3, 3], outside [0, 1]" in w for w in warnings), warnings
+
+
+# ---------------------------------------------------------------- one writer per date
+
+
+def _lock_file(tmp_path, **fields):
+    import socket
+    import time
+
+    lock = tmp_path / "out" / "_status" / "run_date=2026-11-29.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    held = {"run_id": "other-run", "host": socket.gethostname(), "pid": os.getpid(),
+            "started_unix": time.time(), **fields}
+    lock.write_text(json.dumps(held))
+    return lock
+
+
+def test_second_run_of_a_date_fails_fast_while_the_first_holds_the_lock(
+        spark, small_table, tmp_path, capsys):
+    lock = _lock_file(tmp_path)               # held by a live process: this test's own
+    code, err, out = _run(spark, tmp_path, small_table[0], capsys)
+    _assert_input_error(code, err, out, "run date 2026-11-29 is being written by another run "
+                                        "(run id other-run")
+    assert lock.exists()                       # the holder's lock is left alone
+
+
+def test_a_stale_lock_is_taken_over(spark, small_table, tmp_path, capsys):
+    _lock_file(tmp_path, pid=2**22 + 12345)   # no such process on this host
+    code, err, out = _run(spark, tmp_path, small_table[0], capsys)
+    assert code == 0, err
+    assert (out / "_SUCCESS").exists()
+    assert not (tmp_path / "out" / "_status" / "run_date=2026-11-29.lock").exists()
+    status = json.loads((tmp_path / "out" / "_status" / "run_date=2026-11-29.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    assert status["state"] == "finished" and status["run_id"] == summary["run_id"]
+
+
+def test_recover_restores_a_run_moved_aside_by_a_killed_run(spark, small_table, tmp_path,
+                                                             capsys):
+    import datetime as dt
+
+    from fairspark.outputs import OutputLocation
+
+    code, err, out = _run(spark, tmp_path, small_table[0], capsys)
+    assert code == 0, err
+    before = (out / "summary.json").read_text()
+    base = tmp_path / "out"
+    # what a run killed between publish's two renames leaves: the old run aside, a staging
+    out.rename(base / "_old-run_date=2026-11-29-abc")
+    (base / "_tmp-run_date=2026-11-29-def").mkdir()
+    (base / "_tmp-run_date=2026-11-29-def" / "metrics.parquet").write_text("half")
+    done = OutputLocation(spark, str(base)).recover(dt.date(2026, 11, 29))
+    assert len(done) == 2
+    assert (out / "_SUCCESS").exists() and (out / "summary.json").read_text() == before
+    assert sorted(p.name for p in base.iterdir()) == ["_status", "run_date=2026-11-29"]
