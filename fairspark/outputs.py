@@ -248,8 +248,10 @@ class OutputLocation:
         """Create ``path`` with ``text`` unless it exists (atomic where the FS allows)."""
         try:
             stream = self._fs.create(self._Path(path), False)
-        except Exception:  # noqa: BLE001 - FileAlreadyExistsException through py4j
-            return False
+        except Exception as err:  # FileAlreadyExistsException arrives through py4j
+            if "FileAlreadyExists" in str(err) or self.exists(path):
+                return False
+            raise  # an unwritable output location is a crash (exit 1), not a lock
         try:
             stream.write(bytearray(text.encode("utf-8")))
         finally:
