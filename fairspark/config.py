@@ -334,8 +334,17 @@ class Config(StrictModel):
                                   f"sensitive attribute or intersection (configured: {known})")
 
     def config_hash(self) -> str:
-        """A short hash of everything that can change the numbers (not run date or paths)."""
-        d = self.model_dump(mode="json", exclude={"run_date", "output", "spark", "model"})
+        """A short hash of everything that can change the numbers: the comparability key.
+
+        Left out: the run date, where outputs go, Spark settings, the descriptive
+        ``model`` keys, and where the input comes from and which window of it is read
+        (``input.path``, ``input.table``, ``input.where``). A nightly job points at a new
+        partition or filters a new date window every night; its runs stay comparable as
+        long as the columns, groups and audit parameters stay the same.
+        """
+        skip: dict[str, Any] = {"run_date": True, "output": True, "spark": True,
+                                "model": True, "input": {"path", "table", "where"}}
+        d = self.model_dump(mode="json", exclude=skip)
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

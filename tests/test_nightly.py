@@ -87,6 +87,25 @@ def test_rule_matching_nothing_is_reported():
     assert not checks and "gamma <= 0.01 matched no result row" in unmatched[0]
 
 
+def test_where_and_input_location_keep_runs_comparable():
+    from fairspark.config import parse_config
+
+    base = {"dataset": "t", "input": {"path": "in/2026-11-01.parquet"},
+            "columns": {"sensitive": [{"column": "sex", "privileged": "M"}],
+                        "label": {"column": "y"}, "prediction": {"column": "p"}},
+            "output": {"path": "out"}}
+    a = parse_config(base)
+    moved = parse_config(base, overrides={"input.path": "s3a://bucket/2026-11-02.parquet",
+                                          "input.where": "day = '2026-11-02'"})
+    table = parse_config({**base, "input": {"table": "db.scores", "where": "day > 3"}})
+    assert a.config_hash() == moved.config_hash() == table.config_hash()
+    # what changes a number still changes the hash
+    for key, value in (("input.format", "csv"), ("columns.label.column", "y2"),
+                       ("audits.group.ci_level", 0.9), ("columns.sensitive",
+                                                        [{"column": "sex", "privileged": "F"}])):
+        assert parse_config(base, overrides={key: value}).config_hash() != a.config_hash(), key
+
+
 # ---------------------------------------------------------------- through the job
 @pytest.fixture(scope="module")
 def biased_table(tmp_path_factory):
