@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "EXIT_AUDIT_FAILED", "EXIT_CRASH", "EXIT_INPUT", "EXIT_OK", "EXIT_VIOLATION", "ComputedRun",
-    "RunResult", "compute_run", "exit_code_for", "run_audit_job", "write_status",
+    "RunResult", "compute_run", "exit_code_for", "previous_run", "run_audit_job", "write_status",
 ]
 
 log = logging.getLogger("fairspark")
@@ -311,7 +311,8 @@ def _limits(config: Config, rows: list[MetricRow], run_date: Any, history: Any,
     checks, limit_rows, unmatched = evaluate_limits(long_now, limits=config.limits,
                                                     history=history)
     rows += limit_rows
-    sections.append(limits_section(checks, [r.__dict__ for r in limit_rows], unmatched))
+    sections.append(limits_section(checks, [r.__dict__ for r in limit_rows], unmatched,
+                                   limits=config.limits))
     gating = any(c.gates for c in checks)
     verdicts = [c.verdict for c in checks]
     info: dict[str, Any] = {
@@ -348,11 +349,21 @@ def _exit_code(done: _AuditsDone, *, gating: bool, fail: bool) -> ExitCode:
 
 def _trend_section(config: Config, history: Any, long_rows: list[dict[str, Any]],
                    run_date: Any) -> ReportSection | None:
-    try:
-        from fairspark.nightly.report import trend_frame, trend_section
+    """Trends over the earlier runs; "no previous runs" when there are none.
 
-        return trend_section(trend_frame(history, long_rows, run_date=run_date.isoformat(),
-                                         config_hash=config.config_hash(), version=__version__))
+    ``history=None`` (a run in memory, e.g. the notebook) and ``output.trend_runs: 0``
+    give no section at all.
+    """
+    if history is None or config.output.trend_runs == 0:
+        return None
+    try:
+        from fairspark.nightly.report import no_history_section, trend_frame, trend_section
+
+        if not len(history):
+            return no_history_section(config_hash=config.config_hash())
+        frame = trend_frame(history, long_rows, run_date=run_date.isoformat(),
+                            config_hash=config.config_hash(), version=__version__)
+        return trend_section(frame, rules=list(config.limits.rules))
     except Exception as err:  # noqa: BLE001 - a trend plot must not lose tonight's numbers
         log.warning("trend section could not be rendered: %s", err)
         return None
@@ -431,7 +442,9 @@ def compute_run(
     df:
         The scored table; ``None`` reads ``config.input``.
     history:
-        Earlier runs' long rows (limits' persistence, trends); ``None``: none.
+        Earlier runs' long rows (limits' persistence, trends); an empty frame means
+        there are none (the trends section says "no previous runs"); ``None``: a run
+        without an output history (no trends section).
     fail_on_violation:
         Overrides ``limits.fail_on_violation``.
     timings:
@@ -440,6 +453,7 @@ def compute_run(
     import pandas as pd
 
     timings = {} if timings is None else timings
+    have_history = history is not None
     history = pd.DataFrame() if history is None else history
     run_date = config.effective_run_date()
     started = time.time()
@@ -457,7 +471,8 @@ def compute_run(
         fail = config.limits.fail_on_violation if fail_on_violation is None else fail_on_violation
         exit_code = _exit_code(done, gating=gating, fail=fail)
         long_rows = _long(done.rows, config, run_date)
-        trend = _trend_section(config, history, long_rows, run_date)
+        trend = _trend_section(config, history if have_history else None, long_rows,
+                               run_date)
         if trend is not None:
             done.sections.append(trend)
         summary = _summary(spark, config, prepared, run_date=run_date, started=started,
@@ -501,6 +516,8 @@ def run_audit_job(
             run = compute_run(spark, config, history=history,
                               fail_on_violation=fail_on_violation, timings=timings)
             run.summary["run_id"] = run_id
+            with _stage("previous run", timings):
+                run.summary["previous"] = previous_run(out, run_date)
             with _stage("write", timings):
                 final = _publish(out, config, run_date, run.summary, run.long_rows,
                                  run.sections)
@@ -532,6 +549,43 @@ def _history(out: OutputLocation, config: Config, run_date: Any):
     except Exception as err:  # noqa: BLE001 - history is a nicety; tonight's run goes on
         log.warning("could not read earlier runs from %s: %s", out.base, err)
         return pd.DataFrame()
+
+
+#: the audits whose rows the decision box reads (group: only the unprivileged rows)
+_DECISION_AUDITS = ("limits", "hfm", "mdfa")
+
+
+def previous_run(out: OutputLocation, run_date: Any, *,
+                 max_rows: int = 50_000) -> dict[str, Any]:
+    """The last published run before ``run_date``, as ``summary['previous']`` of this run.
+
+    ``{"run_date": D, "config_hash": ..., "items": decision_items(...)}`` from D's
+    ``summary.json`` and the rows of D's ``metrics.parquet`` that the decision box reads
+    (limits, hfm, mdfa, and the group audit's unprivileged rows; at most ``max_rows``);
+    ``{"run_date": None, "items": {}}`` when no earlier run is published. A previous run
+    that cannot be read gives ``{"run_date": D, "error": ...}`` and a warning: the
+    report then says the change could not be read, and tonight's run goes on.
+    """
+    from pyspark.sql import functions as F
+
+    from fairspark.report.decision import decision_items
+
+    dates = [d for d in out.list_run_dates() if d < str(run_date)]
+    if not dates:
+        return {"run_date": None, "items": {}}
+    d = dates[-1]
+    try:
+        prev = json.loads(out.read_text(out.path(f"run_date={d}", "summary.json")))
+        cond = F.col("audit").isin(list(_DECISION_AUDITS)) | (
+            (F.col("audit") == "group") & (F.col("group") == "unprivileged"))
+        rows = [r.asDict() for r in out.spark.read.parquet(
+            out.path(f"run_date={d}", "metrics.parquet")).where(cond).limit(max_rows).collect()]
+        return {"run_date": d, "config_hash": prev.get("config_hash"),
+                "items": decision_items(prev, rows)}
+    except Exception as err:  # noqa: BLE001 - the change column is a nicety
+        msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
+        log.warning("could not read the previous run (%s): %s", d, msg)
+        return {"run_date": d, "error": msg}
 
 
 def write_status(out: OutputLocation, run_date: Any, *, exit_code: int | None,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
+from html import unescape
 
 import numpy as np
 import pandas as pd
@@ -106,6 +108,159 @@ def test_where_and_input_location_keep_runs_comparable():
         assert parse_config(base, overrides={key: value}).config_hash() != a.config_hash(), key
 
 
+# ---------------------------------------------------------------- limits and trends in words
+def test_limits_table_says_how_in_words():
+    from fairspark.nightly.report import limits_section
+
+    limits = LimitsConfig.model_validate({
+        "rules": [{"metric": "statistical_parity_difference", "abs_max": 0.1}],
+        "correction": "none", "alpha": 0.025})
+    rows = [_row(-0.20, -0.25, -0.15, attribute="a"), _row(0.02, -0.03, 0.07, attribute="b"),
+            _row(0.09, 0.05, 0.13, attribute="c")]
+    checks, out, _ = evaluate_limits(rows, limits=limits)
+    html = limits_section(checks, [r.__dict__ for r in out], [], limits=limits).html
+    cells = {a: unescape(t) for a, t in re.findall(
+        r"<tr class='\w+'><td>[^<]*</td><td>(\w)</td>.*?<td class='small'>([^<]*)</td></tr>",
+        html)}
+    # a: -0.2 with half-width 0.05 at 95%: z = 0.1 / (0.05 / 1.96) = 3.9, p = 4.8e-5
+    assert cells["a"] == ("clearly beyond the limit ±0.1 (p < 0.001, not adjusted); "
+                          "violated 1 run in a row")
+    # b: 0.02, nearest side +0.1 is 0.08 away with se 0.05 / 1.96: p = Phi(-3.14) = 8.5e-4
+    assert cells["b"] == "clearly within the limit ±0.1 (p < 0.001, not adjusted)"
+    # c: 0.09 with half-width 0.04: beyond +0.1 has p = 1 - Phi(-0.49) = 0.69, twice
+    # (two sides, Bonferroni) capped at 1; within has p = Phi(-0.49) = 0.31
+    p_within = norm.cdf(-0.01 / (0.04 / norm.ppf(0.975)))
+    assert cells["c"] == ("cannot tell: the interval straddles the limit ±0.1 (p = 1 for "
+                          f"beyond, p = {p_within:.2g} for within, not adjusted; neither is "
+                          "significant at alpha 0.025)")
+    assert "p(violated)" not in html and "<caption>" in html
+
+
+def _series(audit, attribute, metric, points, group=None):
+    """History rows of one series: [(run_date, value, lower, upper), ...]."""
+    return [{"run_date": d, "audit": audit, "attribute": attribute,
+             "group": group or ("unprivileged" if audit == "group" else "binary"),
+             "metric": metric, "metric_b": None, "model": None, "value": v, "lower": lo,
+             "upper": hi, "status": "ok", "config_hash": "h1", "fairspark_version": "1"}
+            for d, v, lo, hi in points]
+
+
+@pytest.fixture()
+def trend_rows():
+    d1, d2 = "2026-11-01", "2026-11-02"
+    spd = "statistical_parity_difference"
+    rows = [
+        # |SPD| grows from 0.05 to 0.20, intervals apart: worse
+        *_series("group", "sex", spd, [(d1, -0.05, -0.07, -0.03), (d2, -0.20, -0.22, -0.18)]),
+        # |SPD| shrinks from 0.20 to 0.05: better
+        *_series("group", "race", spd, [(d1, -0.20, -0.22, -0.18), (d2, -0.05, -0.07, -0.03)]),
+        # D has no fair side: changed
+        *_series("hfm", "sex", "D", [(d1, 0.5, 0.5, 0.5), (d2, 0.8, 0.8, 0.8)]),
+        # DI 1.5 -> 0.7: the value falls, but |ln 0.7| = 0.36 < |ln 1.5| = 0.41: better
+        *_series("group", "age", "disparate_impact",
+                 [(d1, 1.5, 1.45, 1.55), (d2, 0.7, 0.65, 0.75)]),
+        # DI within its uncertainty: no flag
+        *_series("group", "sex", "disparate_impact",
+                 [(d1, 0.60, 0.55, 0.65), (d2, 0.62, 0.57, 0.67)]),
+    ]
+    for i in range(8):  # quiet series that a cap pushes out of the figure
+        rows += _series("group", f"region{i}", "tpr_difference",
+                        [(d1, 0.01, -0.02, 0.04), (d2, 0.012, -0.018, 0.042)])
+    return rows
+
+
+def _trend_html(rows, monkeypatch, **kw):
+    from matplotlib.axes import Axes
+
+    from fairspark.nightly.report import trend_frame, trend_section
+
+    drawn: dict[str, dict] = {}
+    real_hline, real_ylim = Axes.axhline, Axes.set_ylim
+
+    def hline(ax, y=0, *a, **k):
+        drawn.setdefault(id(ax), {}).setdefault("h", []).append(y)
+        return real_hline(ax, y, *a, **k)
+
+    def ylim(ax, *a, **k):
+        if len(a) == 2:  # the panel's own call (matplotlib's internal ones pass a list)
+            drawn.setdefault(id(ax), {})["ylim"] = tuple(a)
+        return real_ylim(ax, *a, **k)
+
+    def title(ax, t, *a, **k):
+        drawn.setdefault(id(ax), {})["title"] = t
+
+    monkeypatch.setattr(Axes, "axhline", hline)
+    monkeypatch.setattr(Axes, "set_ylim", ylim)
+    monkeypatch.setattr(Axes, "set_title", title)
+    hist = pd.DataFrame([r for r in rows if r["run_date"] == "2026-11-01"])
+    now = [r for r in rows if r["run_date"] == "2026-11-02"]
+    frame = trend_frame(hist, now, run_date="2026-11-02", config_hash="h1", version="1")
+    sec = trend_section(frame, **kw)
+    return sec.html, {v["title"]: v for v in drawn.values() if "title" in v}
+
+
+def test_trends_state_better_or_worse_and_sort_worst_first(trend_rows, monkeypatch):
+    html, _ = _trend_html(trend_rows, monkeypatch)
+    table = html[html.index("<tbody>"):]
+    names = re.findall(r"<tr class='\w*'><td>([^<]+)</td>", table)
+    flags = re.findall(r"<td>(?:<b>(\w+)</b>|–)</td><td class='small'>", table)
+    got = dict(zip(names, flags, strict=True))
+    assert got["group · sex · statistical_parity_difference"] == "worse"
+    assert got["group · race · statistical_parity_difference"] == "better"
+    assert got["group · age · disparate_impact"] == "better"
+    assert got["hfm · sex · D"] == "changed"
+    assert got["group · sex · disparate_impact"] == ""
+    # worst first: worse, then changed, then better, then unflagged
+    order = [got[n] for n in names]
+    rank = {"worse": 0, "changed": 1, "better": 2, "": 3}
+    assert order == sorted(order, key=rank.get)
+    assert len(names) == 13  # every series is in the table
+
+
+def test_trends_cap_panels_with_a_named_n_more_list(trend_rows, monkeypatch):
+    html, panels = _trend_html(trend_rows, monkeypatch, max_panels=6)
+    assert len(panels) == 6
+    m = re.search(r"<b>(\d+) more series not drawn</b>[^:]*: ([^<]+)\.</p>", html)
+    assert m and int(m.group(1)) == 13 - 6
+    named = m.group(2).split(", ")
+    quiet = {f"group · region{i} · tpr_difference" for i in range(8)} | {
+        "group · sex · disparate_impact"}
+    assert len(set(named)) == 7 and set(named) <= quiet  # only unflagged series wait
+    # the flagged series are the ones drawn
+    assert {"group · sex · statistical_parity_difference (worse)",
+            "hfm · sex · D (changed)"} <= set(panels)
+
+
+def test_trend_panels_draw_limits_on_one_scale_per_metric(trend_rows, monkeypatch):
+    from fairspark.config import LimitRule
+
+    rules = [LimitRule(metric="statistical_parity_difference", abs_max=0.1),
+             LimitRule(metric="disparate_impact", min=0.8, attribute="sex")]
+    _, panels = _trend_html(trend_rows, monkeypatch, rules=rules)
+    spd = {t: p for t, p in panels.items() if "statistical_parity" in t}
+    assert len(spd) == 2
+    for p in spd.values():
+        assert {0.1, -0.1, 0.0} <= set(p["h"])  # both limits and the fair value 0
+    (lims,) = {p["ylim"] for p in spd.values()}  # one range for both SPD panels
+    assert lims[0] < -0.22 and lims[1] > 0.1  # spans the lowest interval and the limit
+    di_sex = panels["group · sex · disparate_impact"]
+    di_age = panels["group · age · disparate_impact (better)"]
+    assert 0.8 in di_sex["h"] and 0.8 not in di_age["h"]  # the rule names sex only
+    assert di_sex["ylim"] == di_age["ylim"]
+    assert di_sex["ylim"][0] < 0.55 and di_sex["ylim"][1] > 1.55
+
+
+def test_trends_without_history_say_no_previous_runs():
+    from fairspark.nightly.report import trend_frame, trend_section
+
+    now = _series("group", "sex", "statistical_parity_difference",
+                  [("2026-11-02", -0.2, -0.22, -0.18)])
+    frame = trend_frame(pd.DataFrame(), now, run_date="2026-11-02", config_hash="h1",
+                        version="1")
+    sec = trend_section(frame)
+    assert sec is not None and "No previous runs" in sec.html
+
+
 # ---------------------------------------------------------------- through the job
 @pytest.fixture(scope="module")
 def biased_table(tmp_path_factory):
@@ -170,13 +325,26 @@ def test_persistence_gates_only_after_n_consecutive_violations(spark, biased_tab
                          "persistence": 2}]}
     cfg = _cfg(tmp_path, inp, limits=limits)
     assert _main(cfg, "2026-11-01") == 0  # violated once: not yet
+    first = (tmp_path / "out" / "run_date=2026-11-01" / "report.html").read_text()
+    assert "No previous runs." in first and "no previous runs; this is the first run" in first
     assert _main(cfg, "2026-11-02") == 3  # twice in a row: gates
+    s2 = json.loads((tmp_path / "out" / "run_date=2026-11-02" / "summary.json").read_text())
+    assert s2["previous"]["run_date"] == "2026-11-01"
+    assert s2["previous"]["items"]["limit on group|sex|statistical_parity_difference"][
+        "status"] == "violated"
     m = pd.read_parquet(tmp_path / "out" / "run_date=2026-11-02" / "metrics.parquet")
     row = m[m.audit == "limits"].iloc[0]
     assert "violated 2 run(s) in a row, gates at 2" in row.detail
     # trends: tonight's headline numbers are compared with the previous run
     html = (tmp_path / "out" / "run_date=2026-11-02" / "report.html").read_text()
-    assert "Trends over previous runs" in html
+    assert "Trends over previous runs" in html and "No previous runs." not in html
+    # the same table and config both nights: the violation is "still there"
+    box = html[html.index('id="decision"'):html.index("</section>", html.index('id="decision"'))]
+    assert "since 2026-11-01" in box and "(same configuration)" in box
+    (line,) = [tr for tr in box.split("<tr")[2:] if "statistical parity" in tr]
+    assert "still there" in line and "violated" in line
+    # the limits table says how in words, not p(violated)=...
+    assert "clearly beyond the limit ±0.1" in unescape(html) and "p(violated)" not in html
 
 
 #: the Spark job group the slow audit ran in (read back by the test)

@@ -379,6 +379,24 @@ def test_change_since_the_previous_run(decision_rows, summary):
     assert change("sex", "hfm: D, D_f, df") == "new"  # bad now, absent before
 
 
+def test_change_note_says_why_there_is_no_change_column(decision_rows, summary):
+    s = _ok_summary(summary)
+    first = render_report_html(summary={**s, "previous": {"run_date": None, "items": {}}},
+                               rows=decision_rows, sections=[])
+    assert "no previous runs; this is the first run published" in first
+    assert ">since " not in first  # no change column
+    broken = render_report_html(
+        summary={**s, "previous": {"run_date": "2026-11-28", "error": "OSError: gone"}},
+        rows=decision_rows, sections=[])
+    assert "the run of 2026-11-28 could not be read (OSError: gone)" in broken
+    other = render_report_html(
+        summary={**s, "config_hash": "new1", "previous": {
+            "run_date": "2026-11-28", "config_hash": "old0", "items": {}}},
+        rows=decision_rows, sections=[])
+    assert "whose configuration differs (config hash old0 then, new1 now)" in other
+    assert "since 2026-11-28" in other
+
+
 def test_a_run_feeds_the_next_runs_change_column(decision_rows, summary):
     from fairspark.report.decision import decision_items
 

@@ -16,7 +16,8 @@ from fairspark.status import Verdict
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.nightly.gating import Check
 
-__all__ = ["headlines", "limits_section", "trend_frame", "trend_section"]
+__all__ = ["badness", "fair_value", "headlines", "limits_section", "no_history_section",
+           "trend_frame", "trend_section"]
 
 _MAX_SERIES = 24
 
@@ -53,29 +54,101 @@ def headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[st
     return out
 
 
+def _p(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+
+
+def _side(rule: Any, value: float | None) -> str:
+    """Which side of the limit the value lies on, in words."""
+    if value is None:
+        return "the limit"
+    if rule.abs_max is not None:
+        return f"the limit ±{rule.abs_max:g}"
+    if rule.max is not None and (rule.min is None or value > rule.max):
+        return f"the maximum {rule.max:g}"
+    return f"the minimum {rule.min:g}"
+
+
+def how_in_words(check: Check, *, correction: str | None = None,
+                 n_statistical: int | None = None, alpha: float | None = None) -> str:
+    """A limit check's verdict explained in words (the limits table's "how" column).
+
+    E.g. *"clearly beyond the limit ±0.1 (p < 0.001, Holm-adjusted over 6 checks)"*,
+    *"cannot tell: the interval straddles the minimum 0.8 (p = 0.21 for beyond,
+    p = 0.4 for within, Holm-adjusted; neither is significant at alpha 0.05)"*, or for
+    HFM *"the whole certified interval is beyond the maximum 0.5"*. Persistence is
+    added: *"violated 1 run in a row, gates from 2"*.
+    """
+    v = check.row.get("value")
+    side = _side(check.rule, v if isinstance(v, int | float) else None)
+    corr = {"holm": "Holm-adjusted", "bh": "Benjamini-Hochberg-adjusted",
+            "none": "not adjusted"}.get(correction or "", "")
+    over = (f" over {n_statistical} check{'s' if n_statistical != 1 else ''}"
+            if corr and correction != "none" and n_statistical else "")
+    adj = f", {corr}{over}" if corr else ""
+    lvl = f" at alpha {alpha:g}" if alpha is not None else ""
+    if check.kind == "bounds":
+        text = {Verdict.VIOLATED: f"the whole certified interval is beyond {side}",
+                Verdict.PASSED: f"the whole certified interval is within {side}",
+                }.get(check.verdict, f"cannot tell: the certified interval straddles {side}")
+        text += " (exact bounds, not a statistical test)"
+    elif check.verdict == Verdict.VIOLATED:
+        text = f"clearly beyond {side} ({_p(check.p_violated)}{adj})"
+    elif check.verdict == Verdict.PASSED:
+        text = f"clearly within {side} ({_p(check.p_passed)}{adj})"
+    else:
+        text = (f"cannot tell: the interval straddles {side} ({_p(check.p_violated)} for "
+                f"beyond, {_p(check.p_passed)} for within{adj}; neither is significant{lvl})")
+    if check.verdict == Verdict.VIOLATED:
+        n, need = check.consecutive, check.rule.persistence
+        text += (f"; violated {n} run{'s' if n != 1 else ''} in a row"
+                 + ("" if need == 1 else f", gates from {need}"))
+    return text
+
+
 def limits_section(checks: list[Check], rows: list[dict[str, Any]],
-                   unmatched: list[str]) -> ReportSection:
-    """A table of every limit check, violated ones first."""
+                   unmatched: list[str], *, limits: Any = None) -> ReportSection:
+    """A table of every limit check, violated ones first, the "how" said in words.
+
+    Parameters
+    ----------
+    checks, rows:
+        :func:`~fairspark.nightly.gating.evaluate_limits`'s checks and their result rows
+        (as dicts), in the same order.
+    unmatched:
+        Messages for rules that matched no row.
+    limits:
+        ``config.limits`` (correction and alpha, for the words); optional.
+    """
     order = {Verdict.VIOLATED: 0, Verdict.INCONCLUSIVE: 1, Verdict.PASSED: 2}
+    n_stat = sum(1 for c in checks if c.kind == "statistical")
+    hows = {id(r): how_in_words(c, correction=getattr(limits, "correction", None),
+                                n_statistical=n_stat, alpha=getattr(limits, "alpha", None))
+            for c, r in zip(checks, rows, strict=False)}
     body = []
     for r in sorted(rows, key=lambda r: (order.get(r["status"], 3), r["attribute"])):
         gates = json.loads(r.get("params") or "{}").get("gates")
         cls = ("bad" if r["status"] == Verdict.VIOLATED
                else "warn" if r["status"] == Verdict.INCONCLUSIVE else "good")
+        how = hows.get(id(r)) or r.get("detail") or ""
         body.append(
             f"<tr class='{cls}'><td>{escape(r['metric_b'])}</td><td>{escape(r['attribute'])}"
             f"</td><td>{escape(r.get('group') or '')}</td><td>{_fmt(r['value'])}</td>"
             f"<td>[{_fmt(r.get('lower'))}, {_fmt(r.get('upper'))}]</td>"
             f"<td><b>{escape(r['status'])}</b>{' — gates' if gates else ''}</td>"
-            f"<td class='small'>{escape(r.get('detail') or '')}</td></tr>")
+            f"<td class='small'>{escape(how)}</td></tr>")
     miss = "".join(f"<li>{escape(m)}</li>" for m in unmatched)
     html = (
         "<p>Each limit is judged on the uncertainty of its number: the confidence interval "
         "(group metrics), the certified interval (HFM) or the band over splits (mdfa). "
         "<em>Inconclusive</em> means the interval straddles the limit.</p>"
-        "<table class='metrics'><thead><tr><th>limit</th><th>attribute</th><th>group</th>"
+        "<div class='tablewrap'><table class='metrics'><caption>Every limit check, violated "
+        "first: the number, its interval, the verdict (✖ violated, ? inconclusive, "
+        "✔ passed; <em>gates</em> = fails the run when failing on a violation is on) and "
+        "how the verdict was reached, in words.</caption>"
+        "<thead><tr><th>limit</th><th>attribute</th><th>group</th>"
         "<th>value</th><th>interval</th><th>verdict</th><th>how</th></tr></thead><tbody>"
-        + "".join(body) + "</tbody></table>"
+        + "".join(body) + "</tbody></table></div>"
         + (f"<p class='warn'>Rules that matched nothing:</p><ul>{miss}</ul>" if miss else "")
     )
     return ReportSection(title="Limits", html=html, order=1)
@@ -106,69 +179,262 @@ def trend_frame(history: pd.DataFrame, rows: list[dict[str, Any]], *, run_date: 
     return frame.sort_values(["series", "run_date"]).reset_index(drop=True)
 
 
-def _flags(s: pd.DataFrame) -> tuple[str, str]:
-    """(flag, note) comparing the last two points of one series."""
+# ------------------------------------------------------------------------------ trends
+
+#: flag -> (sort rank, words); worst first (the table's row class adds ✖ / ? / ✔)
+_FLAG_ORDER: dict[str, tuple[int, str]] = {
+    "worse": (0, "worse"), "changed": (1, "changed"), "better": (2, "better"), "": (3, ""),
+}
+
+
+def fair_value(metric: str) -> float | None:
+    """The value a metric takes when nothing separates the groups (``None``: no such value).
+
+    Differences (and mdfa's delta, HFM's df, mdfa's gamma) are fair at 0, ratios such
+    as disparate impact at 1. HFM's D and D_f describe distances in the data and have
+    no fair value of their own.
+    """
+    if metric in ("disparate_impact",) or metric.endswith("_ratio"):
+        return 1.0
+    if (metric.endswith("_difference") or metric in ("df", "delta")
+            or metric.startswith("gamma")):
+        return 0.0
+    return None
+
+
+def badness(metric: str, value: float | None) -> float | None:
+    """How unfair ``value`` of ``metric`` is (larger = worse; ``None``: no direction).
+
+    Distance from the fair value: ``|v|`` for differences and delta, ``|ln v|`` for
+    ratios (0.5 and 2 are equally far from 1); for df and gamma the value itself (a
+    negative df or gamma is no separation at all, and lower is better).
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    fair = fair_value(metric)
+    if fair is None:
+        return None
+    if metric == "df" or metric.startswith("gamma"):
+        return float(value)
+    if fair == 1.0:
+        return math.inf if value <= 0 else abs(math.log(value))
+    return abs(float(value))
+
+
+def _num(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
+def _flag(s: pd.DataFrame) -> tuple[str, str]:
+    """(flag, note) for the last two points of one series: better / worse, in words."""
     if len(s) < 2:
-        return "", "first run"
+        return "", "first run of this series"
     a, b = s.iloc[-2], s.iloc[-1]
     if a["config_hash"] != b["config_hash"] or a["fairspark_version"] != b["fairspark_version"]:
-        return "", "config or version changed: not comparable"
-    if any(pd.isna(x) for x in (a["lower"], a["upper"], b["lower"], b["upper"])):
-        return "", "no interval"
-    if b["lower"] > a["upper"] or b["upper"] < a["lower"]:
-        return "changed", "intervals do not overlap: larger than the uncertainty explains"
-    return "", "within the uncertainty"
+        return "", "config or fairspark version changed: not comparable with the run before"
+    va, vb = _num(a["value"]), _num(b["value"])
+    if va is None or vb is None:
+        return "", "no value in one of the two runs"
+    metric = str(b["metric"])
+    ba, bb = badness(metric, va), badness(metric, vb)
+    way = ("worse" if bb > ba else "better" if bb < ba else "") if (
+        ba is not None and bb is not None) else ""
+    fair = fair_value(metric)
+    move = f"{_fmt(va)} → {_fmt(vb)}"
+    lo_a, hi_a, lo_b, hi_b = (_num(a["lower"]), _num(a["upper"]), _num(b["lower"]),
+                              _num(b["upper"]))
+    if None in (lo_a, hi_a, lo_b, hi_b):
+        if va == vb:
+            return "", f"unchanged ({_fmt(vb)}); no interval"
+        what = (f"{way}: {'further from' if way == 'worse' else 'closer to'} {fair:g}"
+                if way else "higher" if vb > va else "lower")
+        return "", f"{what} ({move}); no interval to tell whether that is more than noise"
+    if lo_b > hi_a or hi_b < lo_a:  # type: ignore[operator]
+        if not way:
+            return "changed", (f"{'higher' if vb > va else 'lower'} ({move}); the intervals do "
+                               "not overlap. This number has no better or worse side")
+        return way, (f"{way}: {'further from' if way == 'worse' else 'closer to'} the fair "
+                     f"value {fair:g} ({move}); the intervals do not overlap, so the change "
+                     "is larger than the uncertainty explains")
+    return "", (f"within the uncertainty ({move}; the intervals overlap)"
+                + (f", nominally {way}" if way else ""))
 
 
-def trend_section(frame: pd.DataFrame) -> ReportSection | None:
-    """Small multiples of every headline series over run dates, with change flags."""
+def _rule_matches(rule: Any, series: pd.Series) -> bool:
+    get = (lambda k: rule.get(k)) if isinstance(rule, dict) else (lambda k: getattr(rule, k))
+    if get("metric") != series["metric"]:
+        return False
+    for key in ("audit", "attribute", "model"):
+        want = get(key)
+        if want is not None and str(series.get(key)) != str(want):
+            return False
+    group = get("group") or ("unprivileged" if series["audit"] == "group" else None)
+    return group is None or str(series.get("group")) == str(group)
+
+
+def _limit_lines(rules: list[Any], series: pd.Series) -> list[float]:
+    """The limit values drawn on one series' panel."""
+    out: list[float] = []
+    for rule in rules:
+        if not _rule_matches(rule, series):
+            continue
+        get = (lambda k, r=rule: r.get(k)) if isinstance(rule, dict) else (
+            lambda k, r=rule: getattr(r, k))
+        if get("abs_max") is not None:
+            out += [float(get("abs_max")), -float(get("abs_max"))]
+        out += [float(get(k)) for k in ("min", "max") if get(k) is not None]
+    return out
+
+
+def _y_ranges(frame: pd.DataFrame, limits: dict[str, list[float]]
+              ) -> dict[str, tuple[float, float]]:
+    """One y-range per metric, shared by all its series (the trend plots' one rule).
+
+    It spans every finite value and interval bound of that metric over the runs shown,
+    its fair value and every limit drawn on it, plus 8% margin, so two panels of the
+    same metric are read on the same scale and a tiny wobble is never blown up to fill
+    a panel.
+    """
+    out: dict[str, tuple[float, float]] = {}
+    for metric, m in frame.groupby("metric"):
+        vals = pd.concat([m[c] for c in ("value", "lower", "upper")]).astype(float)
+        pts = [float(v) for v in vals if math.isfinite(v)]
+        fair = fair_value(str(metric))
+        if fair is not None:
+            pts.append(fair)
+        for name in m["series"].unique():
+            pts += limits.get(name, [])
+        if not pts:
+            continue
+        lo, hi = min(pts), max(pts)
+        pad = (hi - lo) * 0.08 or max(abs(hi) * 0.1, 0.01)
+        out[str(metric)] = (lo - pad, hi + pad)
+    return out
+
+
+def _panel(ax: Any, s: pd.DataFrame, name: str, flag: str, limits: list[float],
+           ylim: tuple[float, float] | None) -> None:
+    x = list(range(len(s)))
+    v = s["value"].astype(float)
+    lo = (v - s["lower"].astype(float)).clip(lower=0).fillna(0)
+    hi = (s["upper"].astype(float) - v).clip(lower=0).fillna(0)
+    ax.errorbar(x, v, yerr=[lo, hi], fmt="o-", ms=3, capsize=2, lw=1, color="#2457a6")
+    for i in range(1, len(s)):
+        if (s.loc[i, "config_hash"] != s.loc[i - 1, "config_hash"]
+                or s.loc[i, "fairspark_version"] != s.loc[i - 1, "fairspark_version"]):
+            ax.axvline(i - 0.5, color="#7a4f00", ls=":", lw=1.2)
+    for lim in limits:
+        ax.axhline(lim, color="#a8231b", ls="--", lw=1)
+    fair = fair_value(str(s["metric"].iloc[0]))
+    if fair is not None:
+        ax.axhline(fair, color="#555", lw=0.6)
+    if flag:
+        marker = {"worse": "v", "better": "^"}.get(flag, "D")
+        ax.plot([x[-1]], [v.iloc[-1]], marker, color="#a8231b" if flag == "worse" else "#1f6e3a"
+                if flag == "better" else "#7a4f00", ms=9)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.set_title(name + (f" ({flag})" if flag else ""), fontsize=9)
+    ax.set_xticks(x)
+    ax.set_xticklabels([str(d)[5:] for d in s["run_date"]], rotation=45)
+    ax.set_ylabel(str(s["metric"].iloc[0]))
+
+
+def no_history_section(*, config_hash: str | None = None) -> ReportSection:
+    """The trends section of a run that has no earlier published run to compare with."""
+    html = ("<p><b>No previous runs.</b> This is the first run published at this output "
+            "location (or earlier runs could not be read), so there is nothing to compare "
+            "with yet. From the next run on, this section draws every headline number over "
+            "the run dates and says whether it got better or worse"
+            + (f"; runs are comparable while their config hash stays {escape(config_hash)}"
+               if config_hash else "") + ".</p>")
+    return ReportSection(title="Trends over previous runs", html=html, order=2)
+
+
+def trend_section(frame: pd.DataFrame, *, rules: list[Any] | None = None,
+                  max_panels: int = _MAX_SERIES) -> ReportSection | None:
+    """Every headline series over run dates: flags, limits, one y-scale per metric.
+
+    Parameters
+    ----------
+    frame:
+        :func:`trend_frame` (history plus tonight).
+    rules:
+        The configured limit rules (``LimitRule`` or dicts); the ones matching a series
+        are drawn on its panel as red dashes.
+    max_panels:
+        Panels drawn at most; the series beyond it (the least flagged) are still in the
+        table and named in an "N more" list under the figure. Nothing is dropped.
+
+    Returns
+    -------
+    ReportSection or None
+        The section; with fewer than two run dates, the "no previous runs" section.
+    """
     if frame is None or frame.empty or frame["run_date"].nunique() < 2:
-        return None
+        return no_history_section()
     from fairspark.report.figures import figure_to_data_uri, plt
 
-    series = list(dict.fromkeys(frame["series"]))[:_MAX_SERIES]
-    ncol = 3
-    nrow = math.ceil(len(series) / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(11, 2.6 * nrow), squeeze=False)
-    table = []
-    for ax, name in zip(axes.flat, series, strict=False):
+    rules = list(rules or [])
+    info = []
+    for name in dict.fromkeys(frame["series"]):
         s = frame[frame["series"] == name].reset_index(drop=True)
-        x = list(range(len(s)))
-        v = s["value"].astype(float)
-        lo = (v - s["lower"].astype(float)).clip(lower=0).fillna(0)
-        hi = (s["upper"].astype(float) - v).clip(lower=0).fillna(0)
-        ax.errorbar(x, v, yerr=[lo, hi], fmt="o-", ms=3, capsize=2, lw=1)
-        for i in range(1, len(s)):
-            if (s.loc[i, "config_hash"] != s.loc[i - 1, "config_hash"]
-                    or s.loc[i, "fairspark_version"] != s.loc[i - 1, "fairspark_version"]):
-                ax.axvline(i - 0.5, color="tab:orange", ls="--", lw=1)
-        flag, note = _flags(s)
-        if flag:
-            ax.plot([x[-1]], [v.iloc[-1]], "s", color="tab:red", ms=7)
-        ax.set_title(name, fontsize=8)
-        ax.set_xticks(x)
-        ax.set_xticklabels([d[5:] for d in s["run_date"]], fontsize=6, rotation=45)
-        ax.set_xlabel("run date", fontsize=7)
-        ax.set_ylabel(str(s["metric"].iloc[0]), fontsize=7)
-        ax.tick_params(axis="y", labelsize=6)
-        last = s.iloc[-1]
-        prev = s.iloc[-2] if len(s) > 1 else None
-        table.append(
-            f"<tr class='{'bad' if flag else ''}'><td>{escape(name)}</td>"
-            f"<td>{_fmt(prev['value']) if prev is not None else '–'}</td>"
-            f"<td>{_fmt(last['value'])} [{_fmt(last['lower'])}, {_fmt(last['upper'])}]</td>"
-            f"<td>{'<b>changed</b>' if flag else ''}</td>"
-            f"<td class='small'>{escape(note)}</td></tr>")
-    for ax in list(axes.flat)[len(series):]:
+        flag, note = _flag(s)
+        info.append((name, s, flag, note, _limit_lines(rules, s.iloc[-1])))
+    # worst first: flag, then the limited series, then the catalogue order
+    info.sort(key=lambda t: (_FLAG_ORDER[t[2]][0], not t[4]))
+    drawn, rest = info[:max_panels], info[max_panels:]
+    ylim = _y_ranges(frame[frame["series"].isin([t[0] for t in drawn])],
+                     {t[0]: t[4] for t in drawn})
+    ncol = 3
+    nrow = math.ceil(len(drawn) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(10.5, 2.9 * nrow), squeeze=False)
+    for ax, (name, s, flag, _note, lims) in zip(axes.flat, drawn, strict=False):
+        _panel(ax, s, name, flag, lims, ylim.get(str(s["metric"].iloc[0])))
+    for ax in list(axes.flat)[len(drawn):]:
         ax.axis("off")
-    fig.suptitle("Headline numbers over run dates (orange dashes: config or version changed; "
-                 "red square: change beyond the intervals)", fontsize=9)
     fig.tight_layout()
     uri = figure_to_data_uri(fig)
+    n_flag = sum(1 for t in info if t[2])
+    alt = (f"Trend panels of {len(drawn)} headline series over "
+           f"{frame['run_date'].nunique()} run dates; {n_flag} flagged: "
+           + (", ".join(f"{t[0]} {t[2]}" for t in info if t[2]) or "none") + ".")
+    table = []
+    for name, s, flag, note, lims in info:
+        last = s.iloc[-1]
+        prev = s.iloc[-2] if len(s) > 1 else None
+        cls = {"worse": "bad", "changed": "warn", "better": "good"}.get(flag, "")
+        lim = ", ".join(f"{x:g}" for x in lims) or "–"
+        table.append(
+            f"<tr class='{cls}'><td>{escape(name)}</td>"
+            f"<td>{_fmt(prev['value']) if prev is not None else '–'}</td>"
+            f"<td>{_fmt(last['value'])} [{_fmt(last['lower'])}, {_fmt(last['upper'])}]</td>"
+            f"<td>{lim}</td><td>{'<b>' + _FLAG_ORDER[flag][1] + '</b>' if flag else '–'}</td>"
+            f"<td class='small'>{escape(note)}</td></tr>")
+    more = ""
+    if rest:
+        more = (f"<p class='small'><b>{len(rest)} more series not drawn</b> (the table below "
+                "lists every series): " + ", ".join(escape(t[0]) for t in rest) + ".</p>")
     html = (
-        f"<img alt='Trends of headline numbers' src='{uri}' style='max-width:100%'>"
-        "<table class='metrics'><thead><tr><th>series</th><th>previous</th>"
-        "<th>tonight [interval]</th><th>flag</th><th>note</th></tr></thead><tbody>"
-        + "".join(table) + "</tbody></table>"
+        f"<figure><img alt='{escape(alt)}' src='{uri}' style='max-width:100%'>"
+        "<figcaption>Headline numbers over run dates, worst change first. Each panel: "
+        "value and interval per run (blue), the fair value (grey line), the configured "
+        "limits (red dashes), a dotted brown line where the config or fairspark version "
+        "changed (not comparable across it), and a marker on tonight's point when it moved "
+        "beyond the uncertainty (▼ red: worse, ▲ green: better, ◆: changed, no better side)."
+        " One y-scale rule: all panels of the same metric share one range, spanning its "
+        "values, intervals, fair value and limits.</figcaption></figure>"
+        + more
+        + "<div class='tablewrap'><table class='metrics'><caption>Every headline series "
+        "(nothing is dropped), worst change first: tonight against the previous run. "
+        "<em>Worse</em> / <em>better</em> = further from / closer to the fair value by more "
+        "than the intervals allow; the note says how it moved otherwise.</caption>"
+        "<thead><tr><th>series</th><th>previous</th><th>tonight [interval]</th>"
+        "<th>limits</th><th>flag</th><th>note</th></tr></thead><tbody>"
+        + "".join(table) + "</tbody></table></div>"
     )
     return ReportSection(title="Trends over previous runs", html=html, order=2)

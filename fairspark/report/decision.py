@@ -327,6 +327,8 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
              *_mdfa_lines(rows, summary, anchors)]
     previous = summary.get("previous")
     prev_items = (previous or {}).get("items") if isinstance(previous, Mapping) else None
+    if isinstance(previous, Mapping) and not previous.get("run_date"):
+        prev_items = None  # nothing published before this run: nothing to compare with
     for ln in lines:
         if prev_items is not None:
             ln["change"] = _change(
@@ -341,7 +343,30 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
         "lines": lines,
         "counts": [(s, counts[s], STATUS_ORDER[s][1]) for s in STATUS_ORDER if s in counts],
         "previous": (previous or {}).get("run_date") if prev_items is not None else None,
+        "previous_note": _previous_note(summary, previous),
     }
+
+
+def _previous_note(summary: Mapping[str, Any], previous: Any) -> str:
+    """One sentence on the change column: why it is missing, or what it compares with."""
+    if not isinstance(previous, Mapping):
+        return ("Change since the previous run: not shown, this run carries no previous "
+                "run's results (a run in memory, or the runner did not read its history).")
+    date = previous.get("run_date")
+    if not date:
+        return ("Change since the previous run: no previous runs; this is the first run "
+                "published at this output location, so every problem is new.")
+    if previous.get("error"):
+        return (f"Change since the previous run: the run of {date} could not be read "
+                f"({previous['error']}).")
+    prev_hash, hash_now = previous.get("config_hash"), summary.get("config_hash")
+    if prev_hash and hash_now and prev_hash != hash_now:
+        return (f"Compared with the run of {date}, whose configuration differs (config hash "
+                f"{prev_hash} then, {hash_now} now): a change may come from the "
+                "configuration rather than from the model or the data.")
+    return (f"Compared with the run of {date} (same configuration): new = a problem that "
+            "was not there; still there = as far from the limit as before; better / worse "
+            "= closer to / further beyond its limit; resolved = gone.")
 
 
 def decision_items(summary: Mapping[str, Any], rows: list[Mapping[str, Any]]
