@@ -582,3 +582,54 @@ def test_charts_share_one_x_range_and_draw_disparate_impact(rows, monkeypatch):
     # colour only for a gap that disadvantages someone: race's DI interval holds 1
     race_di = di[2][1]
     assert race_di["side"] is None and not race_di["gap"]
+
+
+# ------------------------------------------------------------------ HFM: lead, scale, redaction
+def _hfm_outcome(d_sex=2.0, df_sex=2.5, d_race=1.0, df_race=0.9):
+    from fairspark.audits.base import AuditOutcome
+    from fairspark.hfm.results import DistanceResult, HFMResult
+
+    def dist(v, key):
+        return DistanceResult(value=v, lower=v, upper=v, certified=True, avg=v / 4,
+                              avg_exact=True, key=key, nb_key=key + "n")
+
+    result = HFMResult(
+        {"sex": (dist(d_sex, "r1"), dist(df_sex, "r2")),
+         "race": (dist(d_race, "r3"), dist(df_race, "r4"))},
+        witnesses={"r1": {"age": 37, "marital_status": "Divorced"},
+                   "r1n": {"age": 38, "marital_status": "Married"}})
+    return AuditOutcome(rows=[], summary={"m2": 8, "rows": 100}, result=result)
+
+
+@pytest.mark.parametrize("opt_in", [None, False, True])
+def test_hfm_witness_values_are_redacted_unless_opted_in(opt_in):
+    from fairspark.hfm.params import HFMParams
+    from fairspark.hfm.report import render
+
+    params = HFMParams() if opt_in is None else HFMParams(show_witness_values=opt_in)
+    (sec,) = render(_hfm_outcome(), ctx=None, params=params)
+    # the row keys are always there, the applicant's values only on the opt-in
+    assert "<code>r1</code>" in sec.html and "<code>r1n</code>" in sec.html
+    shown = "Divorced" in sec.html or "<th>marital_status</th>" in sec.html
+    assert shown is (opt_in is True)
+    if opt_in is not True:
+        assert "audits.hfm.show_witness_values: true" in sec.html
+
+
+def test_hfm_section_says_what_df_means_with_a_scale_and_a_finding():
+    from fairspark.hfm.params import HFMParams
+    from fairspark.hfm.report import REFERENCE, render
+
+    (sec,) = render(_hfm_outcome(), ctx=None, params=HFMParams())
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", sec.html))
+    assert "D is how far the privileged and the other rows are apart" in text
+    # sex: 2.5 / 2.0 - 1 = +0.25, above the largest reference df (+0.035 on Adult race)
+    assert max(r[3] for r in REFERENCE) < 0.25
+    assert ("sex: the decisions separate the groups 25.0% more than the labels do "
+            "(df +0.250, D_f 2.5 vs D 2; above the range seen on the reference datasets)"
+            in text)
+    # race: 0.9 / 1.0 - 1 = -0.10, inside the reference range (-0.169 .. +0.035)
+    assert ("race: the decisions separate the groups 10.0% less than the labels do "
+            "(df -0.100, D_f 0.9 vs D 1; within the range seen on the reference datasets)"
+            in text)
+    assert "df ranged from -0.169 (COMPAS, race) to +0.035 (Adult, race)" in text

@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from fairspark.hfm.params import HFMParams
     from fairspark.hfm.results import DistanceResult
 
-__all__ = ["TITLE", "render"]
+__all__ = ["REFERENCE", "TITLE", "finding", "reference_text", "render",
+           "show_witness_values"]
 
 #: the section's title in ``report.html``
 TITLE = "HFM: harmonic fairness via manifolds"
@@ -75,6 +76,93 @@ def _figure(name: str, d: DistanceResult, d_f: DistanceResult, method: str) -> d
             "caption": f"{name}: histogram of per-row distances ({exact})."}
 
 
+#: df, D and discriminative risk measured on the reference datasets at the audit's
+#: defaults (logistic regression; ``scripts/hfm_reference.py``, see docs/report.md):
+#: (dataset, attribute, D, df)
+REFERENCE: tuple[tuple[str, str, float, float], ...] = (
+    ("Adult", "sex", 2.6624, 0.0), ("Adult", "race", 2.5611, 0.0347),
+    ("COMPAS", "sex", 0.8966, 0.0), ("COMPAS", "race", 0.9021, -0.1689),
+    ("German", "sex", 3.4142, -0.0124), ("German", "age", 3.6931, -0.0310),
+)
+
+
+def reference_text() -> str:
+    """The range of df and D seen on the reference datasets, in one sentence."""
+    dfs = [r[3] for r in REFERENCE]
+    ds = [r[2] for r in REFERENCE]
+    lo = min(REFERENCE, key=lambda r: r[3])
+    hi = max(REFERENCE, key=lambda r: r[3])
+    return (f"On the reference datasets (Adult, COMPAS, German, a logistic regression, "
+            f"this audit's defaults) df ranged from {min(dfs):+.3f} ({lo[0]}, {lo[1]}) to "
+            f"{max(dfs):+.3f} ({hi[0]}, {hi[1]}), with 0 on Adult and COMPAS for sex; "
+            f"D ranged from {min(ds):.2f} to {max(ds):.2f} (D grows with the number of "
+            "features, so compare D only between runs on the same features).")
+
+
+def finding(name: str, d: float | None, d_f: float | None, df: float | None,
+            certified: bool = True) -> str:
+    """The HFM result of one attribute in one plain sentence.
+
+    Parameters
+    ----------
+    name:
+        The attribute.
+    d, d_f, df:
+        D, D_f and df = D_f / D - 1.
+    certified:
+        Whether both distances are exact (else the sentence says they are bounds).
+    """
+    if df is None or d is None or d_f is None or math.isnan(df):
+        return f"{name}: df could not be computed."
+    lo = min(r[3] for r in REFERENCE)
+    hi = max(r[3] for r in REFERENCE)
+    scale = ("within the range seen on the reference datasets" if lo <= df <= hi
+             else "above the range seen on the reference datasets" if df > hi
+             else "below the range seen on the reference datasets")
+    pair = f"D_f {_fmt3(d_f)} vs D {_fmt3(d)}"
+    if math.isinf(df):
+        text = (f"{name}: the labels do not separate the groups at all (D = 0) but the "
+                f"decisions do ({pair}): the model creates a separation the data does not "
+                "have; look at the witness pair.")
+    elif df > 0:
+        text = (f"{name}: the decisions separate the groups {df:.1%} more than the labels "
+                f"do (df {df:+.3f}, {pair}; {scale}): somewhere two similar people of "
+                "the two groups get decisions further apart than their labels; the "
+                "witness pair below shows where.")
+    elif df < 0:
+        text = (f"{name}: the decisions separate the groups {-df:.1%} less than the labels "
+                f"do (df {df:+.3f}, {pair}; {scale}): at the individual level the model "
+                "adds no separation between the groups beyond what the labels have.")
+    else:
+        text = (f"{name}: the decisions separate the groups exactly as much as the labels "
+                f"do (df 0, {pair}): the model adds no separation between the groups "
+                "beyond what the labels have.")
+    if not certified:
+        text += " The distances are bounds, not exact values (see the table)."
+    return text
+
+
+def _fmt3(x: float) -> str:
+    return "∞" if math.isinf(x) else f"{x:.3g}"
+
+
+def show_witness_values(params: Any) -> bool:
+    """Whether the report shows witness rows' feature values: only on an explicit opt-in.
+
+    Witness rows are real people's records (age, race, marital status ...), so they are
+    redacted by default. ``audits.hfm.show_witness_values: true`` shows them. While the
+    parameter's default is still ``True`` (fairspark/hfm/params.py), only a value that
+    the config sets explicitly counts as the opt-in.
+    """
+    if not bool(getattr(params, "show_witness_values", False)):
+        return False
+    field = type(params).model_fields.get("show_witness_values") if hasattr(
+        type(params), "model_fields") else None
+    if field is not None and field.default is True:
+        return "show_witness_values" in getattr(params, "model_fields_set", set())
+    return True
+
+
 def _or_dash(v: Any) -> Any:
     return "-" if v is None else v
 
@@ -107,11 +195,14 @@ def _dr_text(rows: list[MetricRow]) -> str | None:
     return dr
 
 
-def _distance_parts(result: HFMResult, method: str) -> tuple[list, list, list, list]:
-    """Attribute lines, witness lines, certification steps and figures of the section."""
-    attrs, wit, steps, figures = [], [], [], []
+def _distance_parts(result: HFMResult, method: str
+                    ) -> tuple[list, list, list, list, list[str]]:
+    """Attribute lines, witness lines, certification steps, figures and findings."""
+    attrs, wit, steps, figures, findings = [], [], [], [], []
     for name, (d, d_f) in result.distances.items():
         attrs.append(_attribute_cells(name, d, d_f))
+        findings.append(finding(name, d.value, d_f.value, hfm_df(d.value, d_f.value),
+                                certified=bool(d.certified and d_f.certified)))
         for metric, r in (("D", d), ("D_f", d_f)):
             wit.append({"attr": name, "metric": metric, "key": r.key or "n/a",
                         "nb_key": r.nb_key or "n/a", "value": _fmt(r.value)})
@@ -121,7 +212,7 @@ def _distance_parts(result: HFMResult, method: str) -> tuple[list, list, list, l
         fig = None if result.partial else _figure(name, d, d_f, method)
         if fig:
             figures.append(fig)
-    return attrs, wit, steps, figures
+    return attrs, wit, steps, figures, findings
 
 
 def render(outcome: AuditOutcome, *, ctx: AuditContext, params: HFMParams) -> list[ReportSection]:
@@ -147,7 +238,8 @@ def render(outcome: AuditOutcome, *, ctx: AuditContext, params: HFMParams) -> li
     if not isinstance(result, HFMResult):
         return []
     summary, rows = outcome.summary, outcome.rows
-    attrs, wit, steps, figures = _distance_parts(result, params.method)
+    attrs, wit, steps, figures, findings = _distance_parts(result, params.method)
+    show = show_witness_values(params)
     failed = [f"{r.attribute}: {r.detail}" for r in rows
               if r.status == Status.FAILED and r.metric in ("D", "DR")]
     witnesses = result.witnesses
@@ -159,9 +251,9 @@ def render(outcome: AuditOutcome, *, ctx: AuditContext, params: HFMParams) -> li
         show_approx=params.method == "pointwise" or (params.method == "certified"
                                                      and params.paper_value),
         show_searches=params.method == "certified", failed=failed, steps=steps,
-        witnesses=wit, redacted=list(result.redacted),
-        witness_values=sorted(witnesses.items()),
-        witness_cols=sorted({c for v in witnesses.values() for c in v}),
-        dr=_dr_text(rows), figures=figures,
+        witnesses=wit, redacted=list(result.redacted), show_values=show,
+        witness_values=sorted(witnesses.items()) if show else [],
+        witness_cols=sorted({c for v in witnesses.values() for c in v}) if show else [],
+        dr=_dr_text(rows), figures=figures, findings=findings, reference=reference_text(),
     )
     return [ReportSection(title=TITLE, html=html, order=30)]
