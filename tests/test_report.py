@@ -633,3 +633,72 @@ def test_hfm_section_says_what_df_means_with_a_scale_and_a_finding():
             "(df -0.100, D_f 0.9 vs D 1; within the range seen on the reference datasets)"
             in text)
     assert "df ranged from -0.169 (COMPAS, race) to +0.035 (Adult, race)" in text
+
+
+# ------------------------------------------------------------------ correlation: values, sign
+def _correlation_result():
+    import numpy as np
+
+    from fairspark.correlation._cluster import Clustering
+    from fairspark.correlation._estimate import CorrelationEstimate
+    from fairspark.correlation.params import CorrelationParams
+    from fairspark.correlation.results import CorrelationResult, ModelResult
+
+    metrics = ["tpr_difference", "fnr_difference", "statistical_parity_difference",
+               "disparate_impact"]
+    r = np.array([[1.0, -1.0, 0.3, 0.2],
+                  [-1.0, 1.0, -0.3, -0.6],
+                  [0.3, -0.3, 1.0, 0.9],
+                  [0.2, -0.6, 0.9, 1.0]])
+    z = np.zeros_like(r)
+    est = CorrelationEstimate(metrics=metrics, r=r, e=z, s=z, rounds=z + 5, n_min=z, n_max=z,
+                              reason=np.full(r.shape, None, dtype=object),
+                              per_round=r[None], ci_level=0.95)
+    cl = Clustering(tau=0.5, clusters=((0, (0,)), (1, (1,)), (2, (2, 3))), repeat=0)
+    res = ModelResult(attribute="sex", model="logistic_regression", status="ok",
+                      estimate=est, clustering=cl, clustered_metrics=metrics)
+    return CorrelationResult(params=CorrelationParams(), metrics=metrics, failed_attributes={},
+                             models=[res], sample_rows=100, population_rows=1000,
+                             sample_cells={}, waves=1, shipped_as="test"), r, metrics
+
+
+def test_correlation_heatmap_writes_r_and_explains_the_sign(monkeypatch):
+    from matplotlib.axes import Axes
+
+    from fairspark.correlation.report import correlation_section, negative_partners
+
+    result, _r, _metrics = _correlation_result()
+    texts, shown = [], {}
+    real_text, real_imshow = Axes.text, Axes.imshow
+
+    def text(ax, x, y, s, *a, **k):
+        texts.append(s)
+        return real_text(ax, x, y, s, *a, **k)
+
+    def imshow(ax, data, *a, **k):
+        shown.update(k)
+        return real_imshow(ax, data, *a, **k)
+
+    monkeypatch.setattr(Axes, "text", text)
+    monkeypatch.setattr(Axes, "imshow", imshow)
+    html = correlation_section(result).html
+    # every cell carries its value, written as two decimals without the leading zero
+    expected = {"1": 4, "−1": 2, ".30": 2, "−.30": 2, ".20": 2, "−.60": 2, ".90": 2}
+    got = {t: texts.count(t) for t in expected}
+    assert got == expected
+    # a diverging palette centred on 0 whose ends are not red, and a caption naming them
+    assert shown["cmap"] == "PuOr" and (shown["vmin"], shown["vmax"]) == (-1, 1)
+    import matplotlib
+    lo, hi = matplotlib.colormaps["PuOr"](0.0), matplotlib.colormaps["PuOr"](1.0)
+    assert lo[0] > lo[2] and hi[2] > hi[1]  # negative end orange-brown, positive purple
+    text_only = re.sub(r"\s+", " ", html)
+    assert "orange = negative" in text_only and "purple = positive" in text_only
+    assert "mitigating one pushes the other" in text_only and "signed" in text_only
+    # strongly negative partners: r* <= -tau (0.5) with the representative
+    partners = negative_partners(result.models[0])
+    assert partners == {"tpr_difference": [("fnr_difference", -1.0)],
+                        "fnr_difference": [("tpr_difference", -1.0), ("disparate_impact", -0.6)],
+                        "statistical_parity_difference": []}
+    row = re.search(r"<td><b>fnr_difference</b></td><td>[^<]*</td><td>([^<]*)</td>", html)
+    assert row and row.group(1) == "tpr_difference (-1.00), disparate_impact (-0.60)"
+    assert "into 3 clusters at tau 0.5" in text_only

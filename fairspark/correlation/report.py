@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from fairspark.audits.base import AuditContext
     from fairspark.correlation.params import CorrelationParams
 
-__all__ = ["TITLE", "correlation_section", "render"]
+__all__ = ["CMAP", "TITLE", "correlation_section", "finding", "negative_partners", "render"]
 
 #: the section's title in ``report.html``
 TITLE = "Representative fairness metrics (correlation)"
@@ -44,25 +44,84 @@ def _order(res: ModelResult) -> tuple[list[str], list[tuple[int, int]], set[str]
     return names, spans, reps
 
 
+#: the heatmap's diverging palette: orange = negative r*, purple = positive, white = 0;
+#: neither end is red, since a correlation is neither good nor bad
+CMAP = "PuOr"
+
+
+def _r_text(r: float) -> str:
+    """r* for a heatmap cell: two decimals without the leading zero (``−.85``, ``1``)."""
+    if not np.isfinite(r):
+        return ""
+    if abs(r) >= 0.995:
+        return "1" if r > 0 else "−1"
+    t = f"{r:.2f}".replace("0.", ".", 1)
+    return t.replace("-", "−")
+
+
 def _heatmap(res: ModelResult) -> str:
+    """r* of every metric pair, cluster by cluster, with the value written in each cell."""
     est = res.estimate
     assert est is not None
     names, spans, reps = _order(res)
     idx = [est.metrics.index(m) for m in names]
     mat = est.r[np.ix_(idx, idx)]
     n = len(names)
-    fig, ax = plt.subplots(figsize=(0.38 * n + 2.5, 0.38 * n + 1.5))
-    im = ax.imshow(np.ma.masked_invalid(mat), cmap="RdBu_r", vmin=-1, vmax=1)
+    cell = 0.42  # inches: room for "−.85" at the report's 10 pt minimum
+    fig, ax = plt.subplots(figsize=(cell * n + 3.2, cell * n + 2.2))
+    im = ax.imshow(np.ma.masked_invalid(mat), cmap=CMAP, vmin=-1, vmax=1)
+    for i in range(n):
+        for j in range(n):
+            r = mat[i, j]
+            if np.isfinite(r):
+                ax.text(j, i, _r_text(r), ha="center", va="center", fontsize=10,
+                        color="white" if abs(r) > 0.6 else "black")
     labels = [f"{m} *" if m in reps else m for m in names]
-    ax.set_xticks(range(n), labels, rotation=90, fontsize=7)
-    ax.set_yticks(range(n), labels, fontsize=7)
+    ax.set_xticks(range(n), labels, rotation=90)
+    ax.set_yticks(range(n), labels)
     for a, b in spans:
         ax.add_patch(plt.Rectangle((a - 0.5, a - 0.5), b - a, b - a, fill=False, lw=2, ec="black"))
-    fig.colorbar(im, ax=ax, shrink=0.7, label="r*")
-    ax.set_title(
-        f"{res.attribute} / {res.model}: r* (clusters outlined, * = representative)", fontsize=9
-    )
+    bar = fig.colorbar(im, ax=ax, shrink=0.7)
+    bar.set_label("r*: −1 opposite (orange) … 0 … +1 together (purple)")
+    ax.set_title(f"{res.attribute} / {res.model}: r* (clusters outlined, * = representative)")
     return figure_to_data_uri(fig)
+
+
+def negative_partners(res: ModelResult, *, threshold: float | None = None
+                      ) -> dict[str, list[tuple[str, float]]]:
+    """Each representative's strongly negative partners: metrics with r* ≤ −threshold.
+
+    ``threshold`` defaults to the clustering's tau (the bar a metric clears to join a
+    cluster, mirrored), so a partner is as strongly opposed as a member is aligned.
+    Partners are sorted from the most negative r*.
+    """
+    est, cl = res.estimate, res.clustering
+    if est is None or cl is None:
+        return {}
+    t = cl.tau if threshold is None else threshold
+    out: dict[str, list[tuple[str, float]]] = {}
+    for piv, _members in cl.clusters:
+        rep = res.clustered_metrics[piv]
+        i = est.metrics.index(rep)
+        found = [(m, float(est.r[i, j])) for j, m in enumerate(est.metrics)
+                 if m != rep and np.isfinite(est.r[i, j]) and est.r[i, j] <= -t]
+        out[rep] = sorted(found, key=lambda t: t[1])
+    return out
+
+
+def finding(res: ModelResult) -> str | None:
+    """The clustering of one (attribute, model family) in one sentence."""
+    est, cl = res.estimate, res.clustering
+    if est is None or cl is None:
+        return None
+    reps = [res.clustered_metrics[p] for p, _ in cl.clusters]
+    partners = negative_partners(res)
+    n_neg = sum(len(v) for v in partners.values())
+    return (f"{res.attribute} / {res.model}: the {len(res.clustered_metrics)} metrics fall "
+            f"into {len(reps)} cluster{'s' if len(reps) != 1 else ''} at tau "
+            f"{cl.tau:.2g}; watching {', '.join(reps)} covers the rest"
+            + (f", and {n_neg} strongly negative partner{'s' if n_neg != 1 else ''} of "
+               "those move the opposite way (listed below)." if n_neg else "."))
 
 
 def _graph(res: ModelResult) -> str:
@@ -155,25 +214,29 @@ class _Block:
     failed: str | None = None
     note: str | None = None
     tau_detail: str | None = None
-    reps: list[tuple[str, str]] = field(default_factory=list)
+    reps: list[tuple[str, str, str]] = field(default_factory=list)
+    finding: str | None = None
+    tau: float | None = None
     excluded: dict[str, str] = field(default_factory=dict)
     figures: list[tuple[str, str]] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     matrix: list[tuple[str, list[str]]] | None = None
 
 
-def _representatives(res: ModelResult) -> list[tuple[str, str]]:
-    """Each representative with its members and their r* with it."""
+def _representatives(res: ModelResult) -> list[tuple[str, str, str]]:
+    """Each representative, its members and its strongly negative partners, with r*."""
     est, cl = res.estimate, res.clustering
     assert est is not None and cl is not None
     cn = res.clustered_metrics
+    partners = negative_partners(res)
     out = []
     for piv, members in cl.clusters:
         pi = est.metrics.index(cn[piv])
         mem = ", ".join(
             f"{cn[j]} ({est.r[pi, est.metrics.index(cn[j])]:.2f})" for j in members if j != piv
         )
-        out.append((cn[piv], mem or "(alone)"))
+        neg = ", ".join(f"{m} ({r:.2f})" for m, r in partners.get(cn[piv], []))
+        out.append((cn[piv], mem or "(alone)", neg or "none"))
     return out
 
 
@@ -198,6 +261,8 @@ def _block(res: ModelResult, result: CorrelationResult) -> _Block:
         b.figures.append(("Correlation heatmap", _heatmap(res)))
         if res.clustering is not None:
             b.reps = _representatives(res)
+            b.finding = finding(res)
+            b.tau = res.clustering.tau
             b.figures.append(("Cluster graph", _graph(res)))
         b.names = est.metrics
         b.matrix = [
