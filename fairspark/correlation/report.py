@@ -67,8 +67,10 @@ def _heatmap(res: ModelResult) -> str:
     idx = [est.metrics.index(m) for m in names]
     mat = est.r[np.ix_(idx, idx)]
     n = len(names)
-    cell = 0.42  # inches: room for "−.85" at the report's 10 pt minimum
-    fig, ax = plt.subplots(figsize=(cell * n + 3.2, cell * n + 2.2))
+    # inches per cell: room for "−.85" at the report's 10 pt minimum, and the whole
+    # figure (labels ~2.4 in) within ~10.5 in so that the page does not shrink its text
+    cell = min(0.42, 8.0 / max(n, 1))
+    fig, ax = plt.subplots(figsize=(cell * n + 2.6 + (1.2 if n <= 12 else 0), cell * n + 2.6))
     im = ax.imshow(np.ma.masked_invalid(mat), cmap=CMAP, vmin=-1, vmax=1)
     for i in range(n):
         for j in range(n):
@@ -81,8 +83,9 @@ def _heatmap(res: ModelResult) -> str:
     ax.set_yticks(range(n), labels)
     for a, b in spans:
         ax.add_patch(plt.Rectangle((a - 0.5, a - 0.5), b - a, b - a, fill=False, lw=2, ec="black"))
-    bar = fig.colorbar(im, ax=ax, shrink=0.7)
-    bar.set_label("r*: −1 opposite (orange) … 0 … +1 together (purple)")
+    if n <= 12:  # a wide matrix has no room for a colour bar: its cells carry the values
+        bar = fig.colorbar(im, ax=ax, shrink=0.7)
+        bar.set_label("r*: −1 opposite (orange) … +1 together (purple)")
     ax.set_title(f"{res.attribute} / {res.model}: r* (clusters outlined, * = representative)")
     return figure_to_data_uri(fig)
 
