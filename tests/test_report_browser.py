@@ -46,12 +46,15 @@ def report_path(spark, tmp_path_factory) -> Path:
                                   {"column": "race", "privileged": "w"}],
                     "label": {"column": "y"}, "prediction": {"column": "p"}, "row_key": "id"},
         "limits": {"rules": [{"metric": "statistical_parity_difference", "abs_max": 0.1}]},
+        "audits": {"group": {}, "hfm": {}},
         "output": {"path": str(base / "out")},
     }
     (base / "c.yaml").write_text(yaml.safe_dump(cfg))
-    code = cli.main(["audit", "--config", str(base / "c.yaml"), "--run-date", "2026-11-29",
-                     "-q", "--no-fail-on-violation"], under_submit=True)
-    assert code == 0
+    # two nights: the second report has trends and the change since the first
+    for date in ("2026-11-28", "2026-11-29"):
+        code = cli.main(["audit", "--config", str(base / "c.yaml"), "--run-date", date,
+                         "-q", "--no-fail-on-violation"], under_submit=True)
+        assert code == 0
     return base / "out" / "run_date=2026-11-29" / "report.html"
 
 
@@ -177,3 +180,35 @@ def test_toc_links_land_on_their_sections(driver, report_path):
         ".map(a => a.getAttribute('href').slice(1))"
         ".filter(id => !document.getElementById(id));")
     assert missing == []
+
+
+@needs_chromium
+def test_change_trends_and_hfm_read_on_a_laptop_and_a_phone(driver, report_path, tmp_path):
+    _open(driver, report_path, 1400, 900)
+    got = driver.execute_script(
+        "const h = Array.from(document.querySelectorAll('table.decision th'))"
+        "  .map(t => t.textContent);"
+        "const s = Array.from(document.querySelectorAll('h2'))"
+        "  .find(h => h.textContent.startsWith('Trends'));"
+        "const sec = s && s.closest('section');"
+        "const img = sec && sec.querySelector('img');"
+        "const hfm = Array.from(document.querySelectorAll('h2'))"
+        "  .find(h => h.textContent.startsWith('HFM')).closest('section');"
+        "return {heads: h, trend_img: img ? [img.complete && img.naturalWidth > 0, img.alt]"
+        "  : null, trend_caps: sec ? Array.from(sec.querySelectorAll('table caption'))"
+        "  .length : 0, hfm: hfm.textContent};")
+    # the same data twice: the change column is there, dated by the first night
+    assert "since 2026-11-28" in got["heads"], got["heads"]
+    assert got["trend_img"] and got["trend_img"][0] and "run dates" in got["trend_img"][1]
+    assert got["trend_caps"] >= 1
+    # HFM: the lead says what df means; witness values are hidden by default
+    assert "df = D_f / D − 1 compares them" in got["hfm"]
+    assert "Feature values of the witness rows are hidden" in got["hfm"]
+    for width, height in ((1400, 900), (390, 844)):
+        _open(driver, report_path, width, height)
+        driver.execute_script(
+            "Array.from(document.querySelectorAll('h2'))"
+            ".find(h => h.textContent.startsWith('Trends')).scrollIntoView();")
+        wide = driver.execute_script("return document.documentElement.scrollWidth")
+        assert wide <= width, (width, wide)
+        _keep(driver, tmp_path, f"report-{width}x{height}-trends.png")
