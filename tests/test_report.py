@@ -635,6 +635,23 @@ def test_hfm_section_says_what_df_means_with_a_scale_and_a_finding():
     assert "df ranged from -0.169 (COMPAS, race) to +0.035 (Adult, race)" in text
 
 
+def test_hfm_discriminative_risk_is_put_on_a_scale():
+    from fairspark.audits.base import MetricRow
+    from fairspark.hfm.params import HFMParams
+    from fairspark.hfm.report import render
+
+    out = _hfm_outcome()
+    out.rows.append(MetricRow(audit="hfm", attribute="*", metric="DR", value=0.06,
+                              lower=0.05, upper=0.07, status="ok"))
+    (sec,) = render(out, ctx=None, params=HFMParams())
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", sec.html))
+    assert "0 = none, 0.06 = 6 in 100): 0.06 [0.05, 0.07]" in text
+    # measured by scripts/hfm_reference.py (docs/report.md): one attribute 0.019 (German
+    # age) .. 0.070 (COMPAS sex); every attribute 0.052 (German) .. 0.085 (COMPAS)
+    assert ("DR ranged from 0.019 to 0.070 with one attribute flipped and from 0.052 to "
+            "0.085 with every attribute flipped" in text)
+
+
 # ------------------------------------------------------------------ correlation: values, sign
 def _correlation_result():
     import numpy as np

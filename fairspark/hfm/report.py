@@ -23,8 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from fairspark.hfm.params import HFMParams
     from fairspark.hfm.results import DistanceResult
 
-__all__ = ["REFERENCE", "TITLE", "finding", "reference_text", "render",
-           "show_witness_values"]
+__all__ = ["REFERENCE", "REFERENCE_DR", "TITLE", "finding", "reference_dr_text",
+           "reference_text", "render", "show_witness_values"]
 
 #: the section's title in ``report.html``
 TITLE = "HFM: harmonic fairness via manifolds"
@@ -84,6 +84,24 @@ REFERENCE: tuple[tuple[str, str, float, float], ...] = (
     ("COMPAS", "sex", 0.8966, 0.0), ("COMPAS", "race", 0.9021, -0.1689),
     ("German", "sex", 3.4142, -0.0124), ("German", "age", 3.6931, -0.0310),
 )
+
+
+#: discriminative risk on the same runs (dr_ratio 0.5): (dataset, attribute, DR); the
+#: attribute ``*`` is every sensitive attribute flipped
+REFERENCE_DR: tuple[tuple[str, str, float], ...] = (
+    ("Adult", "sex", 0.0463), ("Adult", "race", 0.0196), ("Adult", "*", 0.0593),
+    ("COMPAS", "sex", 0.0701), ("COMPAS", "race", 0.0230), ("COMPAS", "*", 0.0846),
+    ("German", "sex", 0.0390), ("German", "age", 0.0190), ("German", "*", 0.0520),
+)
+
+
+def reference_dr_text() -> str:
+    """The range of discriminative risk seen on the reference datasets, in one sentence."""
+    one = [r[2] for r in REFERENCE_DR if r[1] != "*"]
+    every = [r[2] for r in REFERENCE_DR if r[1] == "*"]
+    return (f"On the reference datasets DR ranged from {min(one):.3f} to {max(one):.3f} "
+            f"with one attribute flipped and from {min(every):.3f} to {max(every):.3f} "
+            "with every attribute flipped.")
 
 
 def reference_text() -> str:
@@ -255,5 +273,6 @@ def render(outcome: AuditOutcome, *, ctx: AuditContext, params: HFMParams) -> li
         witness_values=sorted(witnesses.items()) if show else [],
         witness_cols=sorted({c for v in witnesses.values() for c in v}) if show else [],
         dr=_dr_text(rows), figures=figures, findings=findings, reference=reference_text(),
+        reference_dr=reference_dr_text(),
     )
     return [ReportSection(title=TITLE, html=html, order=30)]
