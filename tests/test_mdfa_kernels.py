@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.linear_model import LogisticRegression
 
@@ -477,4 +479,93 @@ def test_run_split_reports_balance_at_the_defaults_and_the_verdict_warns():
     sp = Spread(mean=0.03, sd=0.005, p2_5=0.02, p97_5=0.04, n=10, n_inf=0)
     assert "cannot be read as differential treatment" in verdict(sp, poor_splits=5, splits=10)
     assert "cannot be read" not in verdict(sp, poor_splits=4, splits=10)
-    assert verdict(sp).startswith("evidence of")
+    assert verdict(sp).startswith("not judged")  # no null reference: no verdict
+
+
+# ------------------------------------------------------------------ null reference
+def test_null_model_is_cross_fitted_and_tracks_the_decision():
+    """Out-of-fold probabilities: a decision that is pure noise is not memorised (every
+    row's p stays near the overall rate), a decision that follows x1 is found."""
+    from sklearn.metrics import roc_auc_score
+
+    from fairspark.mdfa.null import fit_null_model
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2000, 3))
+    noise = np.where(rng.random(2000) < 0.3, 1, -1)
+    p = fit_null_model(x, noise, seed=1)
+    # an in-sample fit of the same booster would put p well above 0.5 on many +1 rows
+    assert roc_auc_score(noise > 0, p) < 0.56
+    assert abs(p.mean() - 0.3) < 0.03
+    follows = np.where(x[:, 0] + 0.3 * rng.standard_normal(2000) > 0, 1, -1)
+    q = fit_null_model(x, follows, seed=1)
+    assert roc_auc_score(follows > 0, q) > 0.95
+    np.testing.assert_array_equal(q, fit_null_model(x, follows, seed=1))
+
+
+def test_null_reference_by_hand():
+    """T = mean gamma_max over splits; T*_k = mean gamma_null_max of draw k's splits; the
+    bound is mean + t_{K-1, 0.99} sd sqrt(1 + 1/K), computed here with scipy directly."""
+    from scipy import stats
+
+    from fairspark.mdfa.null import null_reference
+
+    g_null = [0.010, 0.012, 0.008, 0.011, 0.009, 0.013, 0.007, 0.010]
+    draws = [0, 1, 2, 3, 0, 1, 2, 3]
+    frame = pd.DataFrame({"gamma_max": [0.02] * 8, "null_draw": draws,
+                          "gamma_null_max": g_null})
+    ref = null_reference(frame, level=0.01)
+    per = np.array([(0.010 + 0.009) / 2, (0.012 + 0.013) / 2, (0.008 + 0.007) / 2,
+                    (0.011 + 0.010) / 2])
+    sd = per.std(ddof=1)
+    assert ref.draws == 4 and ref.observed == pytest.approx(0.02)
+    assert ref.mean == pytest.approx(per.mean()) and ref.sd == pytest.approx(sd)
+    bound = per.mean() + stats.t.ppf(0.99, 3) * sd * math.sqrt(1.25)
+    assert ref.bound == pytest.approx(bound)
+    assert ref.evidence == (0.02 > bound)
+    assert ref.rank_p == pytest.approx(1 / 5)
+    # an observed value inside the reference is no evidence
+    inside = null_reference(frame.assign(gamma_max=0.0105), level=0.01)
+    assert not inside.evidence and inside.p_value > 0.3
+    # fewer than 3 draws: no reference
+    assert null_reference(frame[frame.null_draw < 2], level=0.01) is None
+
+
+def test_verdict_words_follow_the_null_reference():
+    from fairspark.mdfa.null import NullReference
+    from fairspark.mdfa.results import Spread, verdict
+
+    sp = Spread(mean=0.03, sd=0.001, p2_5=0.028, p97_5=0.032, n=10, n_inf=0)
+    ref = NullReference(observed=0.03, draws=10, mean=0.029, sd=0.004, p2_5=0.022,
+                        p97_5=0.036, bound=0.041, excess=0.001, p_value=0.4, rank_p=0.45,
+                        level=0.01, evidence=False)
+    # a tight spread over splits no longer makes evidence: the reference decides
+    assert verdict(sp, null=ref).startswith("no evidence of")
+    yes = verdict(sp, null=dataclasses.replace(ref, evidence=True, p_value=0.001))
+    assert yes.startswith("evidence of") and "0.029" in yes
+    assert verdict(sp).startswith("not judged") and "evidence of" not in verdict(sp)
+
+
+def test_run_split_null_draw_and_shared_balance_state():
+    """Split i evaluates null draw i mod K; reusing the balance state of the same rows
+    gives the numbers of a fresh run; another decision vector on that state is judged
+    with its own decisions."""
+    from fairspark.mdfa.certify import balance_split
+
+    d = make_synthetic(n=1200, nu=0.5, mu=0.0, seed=2)
+    smp = MDFASample(x=d.x, s=d.s, y=d.y, desc=d.x, feature_names=["x1", "x2"],
+                     desc_names=["x1", "x2"]).with_null_model(seed=9)
+    p = MDFAParams(epochs=2, l2_grid=[1e-3], splits=4, null_draws=3, worst_violation=False)
+    got = run_split(smp, split=4, seed=5, params=p)
+    assert got.null_draw == 4 % 3
+    assert got.gamma_null_max == max(got.gamma_null_pos, got.gamma_null_neg)
+    st = balance_split(smp, seed=5, params=p)
+    again = run_split(smp, split=4, seed=5, params=p, state=st)
+    assert dataclasses.astuple(again) == dataclasses.astuple(got)
+    flipped = dataclasses.replace(smp, y=-smp.y)
+    other = run_split(flipped, split=4, seed=5, params=p, state=st)
+    fresh = run_split(flipped, split=4, seed=5, params=p)
+    assert (other.gamma_pos, other.gamma_neg) == (fresh.gamma_pos, fresh.gamma_neg)
+    # without a null model there is no null draw
+    plain = run_split(dataclasses.replace(smp, p_null=None), split=4, seed=5, params=p)
+    assert plain.null_draw is None and plain.gamma_null_max is None

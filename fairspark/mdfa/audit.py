@@ -20,6 +20,7 @@ from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.mdfa._spark import collect_sample, grouped_stats, run_splits, with_mdfa_columns
 from fairspark.mdfa.certify import MDFASample
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
+from fairspark.mdfa.null import null_reference
 from fairspark.mdfa.params import MDFAParams
 from fairspark.mdfa.results import (
     AttributeResult,
@@ -241,6 +242,8 @@ def audit_attribute(
     _check_time(ctx, name)
     sample = _sample(df, name=name, plan=plan, stats=stats, cap=params.sample_rows,
                      seed=ctx.seed_for(AUDIT, name, "sample"))
+    if params.null_draws > 0:
+        sample = sample.with_null_model(seed=ctx.seed_for(AUDIT, name, "null"))
     _check_time(ctx, name)
     seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.splits)]
     splits = run_splits(ctx.spark, sample, seeds=seeds, params=params)
@@ -249,6 +252,7 @@ def audit_attribute(
         splits=splits, stats=stats,
         sample_rows=len(sample.s), features=plan.names, dropped_constant=plan.dropped_constant,
         aggregates=summarise_splits(splits),
+        null=null_reference(splits, level=params.verdict_level),
     )
     _violation_summary(res)
     return res
@@ -284,6 +288,24 @@ def _gamma_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
             params=pjson,
         ))
     return rows
+
+
+def _null_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
+    """The null reference of the verdict: mean over null draws of the draw's mean
+    gamma_max, with the 2.5/97.5 percentiles over draws (none without a reference)."""
+    ref = res.null
+    if ref is None:
+        return []
+    return [MetricRow(
+        audit=AUDIT, attribute=res.attribute, group=res.target_label, metric="gamma_null",
+        value=ref.mean, lower=ref.p2_5, upper=ref.p97_5,
+        detail=f"gamma_max for decisions redrawn from P(Y | audit features) without S "
+        f"(cross-fitted), {ref.draws} draws with the same rows, weights and splits: mean "
+        f"{_fmt(ref.mean)}, sd {_fmt(ref.sd)}; observed {_fmt(ref.observed)}, excess "
+        f"{_fmt(ref.excess)}, p = {ref.p_value:.3g} (Monte Carlo {ref.rank_p:.3g}); "
+        f"evidence when observed > {_fmt(ref.bound)} (level {ref.level:g}); {_note(res)}",
+        params=pjson,
+    )]
 
 
 def _violation_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
@@ -363,8 +385,8 @@ class _Progress:
 
     def done(self, res: AttributeResult, pjson: str | None) -> None:
         self.results.append(res)
-        self.rows += (_gamma_rows(res, pjson) + _balance_rows(res, pjson)
-                      + _violation_rows(res, pjson))
+        self.rows += (_gamma_rows(res, pjson) + _null_rows(res, pjson)
+                      + _balance_rows(res, pjson) + _violation_rows(res, pjson))
         self.summary["attributes"][res.attribute] = {
             "status": Status.OK,
             "target_group": res.target_label,
@@ -376,6 +398,7 @@ class _Progress:
                 "auc_limit": AUC_LIMIT, "smd_limit": SMD_LIMIT,
                 "smd": res.smd_table(self.redacted),
             },
+            "null": res.null.as_dict() if res.null is not None else None,
             "finding": finding(res),
             "subgroup": subgroup_summary(res),
             **{k: v.as_dict() for k, v in res.aggregates.items()},
@@ -408,7 +431,8 @@ def run(ctx: AuditContext, params: MDFAParams) -> AuditOutcome:
     Returns
     -------
     AuditOutcome
-        Rows gamma, gamma_unfavourable, gamma_max, delta, delta_unweighted,
+        Rows gamma, gamma_unfavourable, gamma_max, gamma_null (the verdict's null
+        reference), the balance diagnostics, delta, delta_unweighted,
         outcome_ratio_in_subgroup, subgroup_mass and outcome_ratio_overall per attribute
         (failed rows for attributes mdfa cannot audit), a summary and the
         :class:`~.results.MDFAResult` the report draws.

@@ -23,12 +23,15 @@ from fairspark._values import nan_to_none
 from fairspark.audits.base import derive_seed
 from fairspark.mdfa.balance import balanced_weights, fit_balancing
 from fairspark.mdfa.diagnostics import BalanceDiagnostics, balance_diagnostics
+from fairspark.mdfa.null import fit_null_model, null_draws_used, null_outcome
 from fairspark.mdfa.params import MDFAParams
 from fairspark.mdfa.results import SplitResult
 
 __all__ = [
     "MDFASample",
+    "SplitState",
     "WorstViolation",
+    "balance_split",
     "certificate_gamma",
     "fit_certificate",
     "make_auditor",
@@ -57,6 +60,11 @@ class MDFASample:
         Description columns ``(n, k)`` in original units (redacted columns left out).
     feature_names, desc_names:
         Column names of ``x`` and ``desc``.
+    p_null:
+        Cross-fitted ``P(Y = +1 | x)`` without S (:func:`~.null.fit_null_model`), or
+        None: no null reference (see :meth:`with_null_model`).
+    null_seed:
+        Seed of the null draws (``ctx.seed_for("mdfa", attribute, "null")``).
     """
 
     x: np.ndarray
@@ -65,6 +73,13 @@ class MDFASample:
     desc: np.ndarray
     feature_names: list[str]
     desc_names: list[str] = field(default_factory=list)
+    p_null: np.ndarray | None = None
+    null_seed: int = 0
+
+    def with_null_model(self, *, seed: int) -> MDFASample:
+        """This sample with its null model fitted (seeded by ``seed``), for the verdict."""
+        p = fit_null_model(self.x, self.y, seed=derive_seed(seed, "model"))
+        return dataclasses.replace(self, p_null=p, null_seed=int(seed))
 
 
 def make_auditor(name: str, *, seed: int) -> Any:
@@ -299,19 +314,25 @@ def _group_description(
 
 
 @dataclass
-class _SplitState:
+class SplitState:
     """One split after balancing: row indices, certificate features and weights."""
 
     train: _Part
     test: _Part
+    tr: np.ndarray
     te: np.ndarray
     l2: float | None
     mmd: float | None
     balance: BalanceDiagnostics
 
 
-def _balance_split(sample: MDFASample, *, seed: int, params: MDFAParams) -> _SplitState:
-    """Split the rows, standardise x on the training part, balance, pick the features z."""
+def balance_split(sample: MDFASample, *, seed: int, params: MDFAParams) -> SplitState:
+    """Split the rows, standardise x on the training part, balance, pick the features z.
+
+    Depends on ``sample.x``, ``sample.s``, ``seed`` and ``params`` only (not on the
+    decisions), so several outcome vectors on the same rows can share it
+    (``run_split(..., state=...)``).
+    """
     x, s, y = sample.x, sample.s.astype(int), sample.y.astype(int)
     n = len(s)
     rng = np.random.default_rng(derive_seed(seed, "split"))
@@ -336,13 +357,13 @@ def _balance_split(sample: MDFASample, *, seed: int, params: MDFAParams) -> _Spl
     w_tr, w_te = balanced_weights(u[tr], s[tr]), balanced_weights(u[te], s[te])
     diag = balance_diagnostics(x_tr=xs[tr], s_tr=s[tr], w_tr=w_tr,
                                x_te=xs[te], s_te=s[te], w_te=w_te)
-    return _SplitState(
+    return SplitState(
         train=_Part(z[tr], s[tr], y[tr], w_tr), test=_Part(z[te], s[te], y[te], w_te),
-        te=te, l2=l2, mmd=mmd, balance=diag,
+        tr=tr, te=te, l2=l2, mmd=mmd, balance=diag,
     )
 
 
-def _certificate_gammas(st: _SplitState, *, seed: int, params: MDFAParams) -> tuple[float, float]:
+def _certificate_gammas(st: SplitState, *, seed: int, params: MDFAParams) -> tuple[float, float]:
     """Held-out gamma(+1) and gamma(-1) of the certificates fitted on the training part."""
     tr, te, tilt = st.train, st.test, params.certificate_tilt
 
@@ -361,6 +382,25 @@ def _certificate_gammas(st: _SplitState, *, seed: int, params: MDFAParams) -> tu
     c_neg = certificate(-1) if tilt > 0 else -c_pos
     gamma_neg = certificate_gamma(c_neg, s=te.s, y=te.y, w=te.w, y_value=-1)
     return gamma_pos, gamma_neg
+
+
+def _null_gammas(
+    st: SplitState, sample: MDFASample, *, split: int, seed: int, params: MDFAParams
+) -> dict[str, Any]:
+    """gamma(+1), gamma(-1) and their max for the split's null draw ``split mod K``,
+    with this split's weights and certificates fitted afresh (empty: no null model)."""
+    k_used = null_draws_used(params.null_draws, params.splits)
+    if sample.p_null is None or k_used == 0:
+        return {}
+    k = int(split) % k_used
+    y0 = null_outcome(sample.p_null, seed=derive_seed(sample.null_seed, "draw", k))
+    st0 = dataclasses.replace(
+        st, train=dataclasses.replace(st.train, y=y0[st.tr]),
+        test=dataclasses.replace(st.test, y=y0[st.te]),
+    )
+    g_pos, g_neg = _certificate_gammas(st0, seed=derive_seed(seed, "null"), params=params)
+    return {"null_draw": k, "gamma_null_pos": g_pos, "gamma_null_neg": g_neg,
+            "gamma_null_max": max(g_pos, g_neg)}
 
 
 def _violation_outcome(params: MDFAParams, gamma_pos: float, gamma_neg: float) -> int:
@@ -452,7 +492,7 @@ def _rules(
 
 
 def _with_violation(
-    out: SplitResult, st: _SplitState, sample: MDFASample, *, seed: int, params: MDFAParams
+    out: SplitResult, st: SplitState, sample: MDFASample, *, seed: int, params: MDFAParams
 ) -> SplitResult:
     """``out`` with Algorithm 1's worst violation, its description and rules."""
     y_value = _violation_outcome(params, out.gamma_pos, out.gamma_neg)
@@ -486,7 +526,8 @@ def _with_violation(
 
 
 def run_split(
-    sample: MDFASample, *, split: int, seed: int, params: MDFAParams
+    sample: MDFASample, *, split: int, seed: int, params: MDFAParams,
+    state: SplitState | None = None,
 ) -> SplitResult:
     """One random train/test split of mdfa: balance, certify, worst violation, describe.
 
@@ -501,16 +542,28 @@ def run_split(
         result depends on nothing else, so any parallel layout gives the same numbers.
     params:
         The audit parameters.
+    state:
+        The split's :func:`balance_split` result, when already computed for rows with
+        the same x and s, the same ``seed`` and ``params`` (the decisions may differ);
+        None computes it.
 
     Returns
     -------
     SplitResult
-        The gammas, and with ``params.worst_violation`` Algorithm 1's answer.
+        The gammas, the null draw's gammas (when ``sample.p_null`` is set), and with
+        ``params.worst_violation`` Algorithm 1's answer.
     """
     import torch
 
     torch.set_num_threads(1)
-    st = _balance_split(sample, seed=seed, params=params)
+    if state is None:
+        st = balance_split(sample, seed=seed, params=params)
+    else:  # the state's decisions may be another outcome vector's: take this sample's
+        y = sample.y.astype(int)
+        st = dataclasses.replace(
+            state, train=dataclasses.replace(state.train, y=y[state.tr]),
+            test=dataclasses.replace(state.test, y=y[state.te]),
+        )
     gamma_pos, gamma_neg = _certificate_gammas(st, seed=seed, params=params)
     b = st.balance
     out = SplitResult(split=int(split), gamma_pos=gamma_pos, gamma_neg=gamma_neg,
@@ -519,7 +572,8 @@ def run_split(
                       max_abs_smd_before=b.max_abs_smd_before,
                       max_abs_smd_after=b.max_abs_smd_after, balance_poor=int(b.poor),
                       smd=json.dumps([[nan_to_none(x), nan_to_none(y)] for x, y
-                                      in zip(b.smd_before, b.smd_after, strict=True)]))
+                                      in zip(b.smd_before, b.smd_after, strict=True)]),
+                      **_null_gammas(st, sample, split=split, seed=seed, params=params))
     if not params.worst_violation:
         return out
     return _with_violation(out, st, sample, seed=seed, params=params)

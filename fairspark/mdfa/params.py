@@ -76,6 +76,15 @@ class MDFAParams(AuditParams):
         Depth of the decision tree fitted to the certificate for readable rules.
     partitions:
         Spark tasks the splits are spread over (``None``: the default parallelism).
+    null_draws:
+        Decisions redrawn from ``P(Y | x)`` estimated without S (cross-fitted
+        gradient boosting) for the verdict's null reference; split ``i`` evaluates draw
+        ``i mod K``, ``K = min(null_draws, splits)``, at the cost of one more
+        certificate fit per split. 0 turns the verdict off (see
+        :mod:`fairspark.mdfa.null`).
+    verdict_level:
+        One-sided level of the verdict: "evidence" when the mean gamma_max is above the
+        ``1 - verdict_level`` prediction bound of the null reference.
     """
 
     features: list[str] | None = None
@@ -104,6 +113,8 @@ class MDFAParams(AuditParams):
     max_iterations: int = Field(400, ge=1)
     rule_depth: int = Field(3, ge=1, le=6)
     partitions: int | None = Field(None, ge=1)
+    null_draws: int = Field(20, ge=0)
+    verdict_level: float = Field(0.01, gt=0, lt=0.5)
 
     @field_validator("l2_grid")
     @classmethod

@@ -125,6 +125,24 @@ def _figure(results: list[AttributeResult]) -> str | None:
     return figure_to_data_uri(fig)
 
 
+def _lead(res: AttributeResult) -> str:
+    """One plain sentence per attribute: the verdict on a scale, then the finding."""
+    g, ref = res.aggregates["gamma_max"].mean, res.null
+    if g is None:
+        return f"{res.attribute}: gamma was not computed."
+    if ref is None:
+        head = (f"{res.attribute}: gamma {g:.3f}, not judged (no null reference: "
+                "null_draws = 0).")
+    else:
+        judged = ("more than" if ref.evidence else "no more than")
+        head = (f"{res.attribute}: gamma {g:.3f}, {judged} decisions that depend on the "
+                f"audit features alone give on these rows ({ref.mean:.3f}, sd "
+                f"{ref.sd:.3f}): {'evidence' if ref.evidence else 'no evidence'} that "
+                f"decisions depend on {res.attribute} beyond the features.")
+    said = finding(res)
+    return f"{head} {said}" if said and ref is not None and ref.evidence else head
+
+
 def _item(res: AttributeResult, redacted: list[str] | None = None) -> dict[str, Any]:
     """The template's view of one attribute."""
     a = res.aggregates
@@ -138,6 +156,11 @@ def _item(res: AttributeResult, redacted: list[str] | None = None) -> dict[str, 
         "g_neg": _f(a["gamma_neg"].mean),
         "g_max": f"{_f(g.mean)} ({_f(g.sd)}) [{_f(g.p2_5)}, {_f(g.p97_5)}]",
         "verdict": res.verdict(),
+        "evidence": bool(res.null is not None and res.null.evidence),
+        "null": (f"{_f(res.null.mean)} (sd {_f(res.null.sd)}, {res.null.draws} draws); "
+                 f"p = {res.null.p_value:.2g}" if res.null is not None else "not computed"),
+        "excess": _f(res.null.excess) if res.null is not None else "n/a",
+        "lead": _lead(res),
         "auc": f"{_f(a['balance_auc_before'].mean, 3)} → {_f(a['balance_auc'].mean, 3)}",
         "smd": f"{_f(a['max_abs_smd_before'].mean, 3)} → {_f(a['max_abs_smd_after'].mean, 3)}",
         "poor": f"{res.poor_balance_splits} of {len(res.splits)}",

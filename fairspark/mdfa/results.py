@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fairspark.mdfa.null import NullReference
+
 __all__ = [
     "AttributeResult",
     "GroupedStats",
@@ -69,6 +71,11 @@ class SplitResult:
         1 when balance_auc > AUC_LIMIT or max_abs_smd_after > SMD_LIMIT, else 0.
     smd:
         JSON list of ``[before, after]`` SMD per audit feature (feature order).
+    null_draw:
+        Which null draw this split evaluated (None: no null reference).
+    gamma_null_pos, gamma_null_neg, gamma_null_max:
+        gamma(+1), gamma(-1) and their max for that null draw (decisions redrawn from
+        ``P(Y | x)`` without S; :mod:`fairspark.mdfa.null`).
     rules, rule_fidelity:
         Readable rules of the subgroup, one readable condition per line (the leaves of
         a small decision tree that say "in the subgroup", e.g. ``age <= 24 and
@@ -88,6 +95,10 @@ class SplitResult:
     max_abs_smd_after: float | None = None
     balance_poor: int | None = None
     smd: str = "[]"
+    null_draw: int | None = None
+    gamma_null_pos: float | None = None
+    gamma_null_neg: float | None = None
+    gamma_null_max: float | None = None
     y_wv: int | None = None
     delta: float | None = None
     delta_unweighted: float | None = None
@@ -158,27 +169,39 @@ class Spread:
         return dataclasses.asdict(self)
 
 
-def verdict(spread: Spread, *, poor_splits: int = 0, splits: int = 0) -> str:
-    """Words for gamma_max: evidence when mean - 2 sd > 0; with poor balance in at least
-    half of the ``splits`` (``poor_splits``), a warning that gamma cannot be read as
-    differential treatment."""
-    m, sd = spread.mean, spread.sd
+def verdict(
+    spread: Spread, *, null: NullReference | None = None, poor_splits: int = 0,
+    splits: int = 0,
+) -> str:
+    """Words for gamma_max, judged against its null reference (:mod:`fairspark.mdfa.null`).
+
+    "evidence of multi-differential unfairness" only when the mean gamma_max is above
+    the null reference's prediction bound; without a null reference no verdict (the
+    spread over train/test splits of one sample is not a sampling error). With poor
+    balance in at least half of the ``splits`` (``poor_splits``) a warning that gamma
+    itself mixes imbalance with differential treatment.
+    """
+    m = spread.mean
     if m is None:
         return "not computed"
-    if sd is None:
-        words = "one split only: no spread to judge"
-    elif m - 2 * sd > 0:
-        words = "evidence of multi-differential unfairness (mean - 2 sd > 0)"
+    if null is None:
+        words = ("not judged: no null reference (null_draws = 0 or fewer than 3 null "
+                 "draws); the spread over splits of one sample is not a sampling error")
     else:
-        words = "no evidence of multi-differential unfairness (mean - 2 sd <= 0)"
+        ref = (f"gamma {m:.4f} against {null.mean:.4f} (sd {null.sd:.4f}) for decisions "
+               f"redrawn from the audit features alone, {null.draws} draws; "
+               f"p = {null.p_value:.2g}, level {null.level:g}")
+        words = (f"evidence of multi-differential unfairness ({ref})" if null.evidence else
+                 f"no evidence of multi-differential unfairness ({ref})")
     if splits and 2 * poor_splits >= splits:
         from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
 
         words += (
-            f"; but the weights leave the groups unbalanced in {poor_splits} of {splits} "
+            f"; the weights leave the groups unbalanced in {poor_splits} of {splits} "
             f"splits (held-out AUC of S from the features > {AUC_LIMIT} or a feature's "
-            f"|SMD| > {SMD_LIMIT}), so gamma cannot be read as differential treatment: "
-            "part of it is imbalance the weights did not remove"
+            f"|SMD| > {SMD_LIMIT}), so gamma alone cannot be read as differential "
+            "treatment: part of it is imbalance the weights did not remove (the null "
+            "reference carries the same imbalance)"
         )
     return words
 
@@ -263,6 +286,9 @@ class AttributeResult:
         paper's DI, the aggregate counterpart of ``ratio_in_subgroup``), None where
         undefined. Computed once: the ``outcome_ratio_overall`` row of metrics.parquet
         and the report show this value.
+    null:
+        The observed mean gamma_max against its null reference
+        (:func:`fairspark.mdfa.null.null_reference`; None: none).
     """
 
     attribute: str
@@ -277,6 +303,7 @@ class AttributeResult:
     y_major: int | None = None
     ratio_overall: float | None = None
     other_label: str = "other group"
+    null: NullReference | None = None
 
     @property
     def poor_balance_splits(self) -> int:
@@ -287,8 +314,8 @@ class AttributeResult:
 
     def verdict(self) -> str:
         """The gamma_max verdict with the balance warning."""
-        return verdict(self.aggregates["gamma_max"], poor_splits=self.poor_balance_splits,
-                       splits=len(self.splits))
+        return verdict(self.aggregates["gamma_max"], null=self.null,
+                       poor_splits=self.poor_balance_splits, splits=len(self.splits))
 
     def smd_table(self, redacted: set[str] | list[str] = ()) -> list[dict[str, Any]]:
         """Mean over splits of each audit feature's SMD before and after weighting;

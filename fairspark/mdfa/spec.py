@@ -13,7 +13,7 @@ SPEC = AuditSpec(
     title="mdfa",
     order=35,
     headline_metrics=("gamma",),
-    metrics=("gamma", "gamma_max", "gamma_unfavourable", "delta", "delta_unweighted",
+    metrics=("gamma", "gamma_max", "gamma_unfavourable", "gamma_null", "delta", "delta_unweighted",
              "outcome_ratio_in_subgroup", "outcome_ratio_overall", "subgroup_mass",
              "balance_auc", "balance_auc_before", "max_abs_smd_before", "max_abs_smd_after"),
 )
