@@ -5,7 +5,12 @@ See ``docs/architecture.md`` ("The prepared table") for what each holds.
 
 from __future__ import annotations
 
-__all__ = ["KEY", "LABEL", "PRED", "WEIGHT", "X", "priv_col", "value_col"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column
+
+__all__ = ["KEY", "LABEL", "PRED", "WEIGHT", "X", "input_col", "priv_col", "quote", "value_col"]
 
 #: stable row key (string)
 KEY = "_fs_key"
@@ -27,3 +32,32 @@ def value_col(i: int | str) -> str:
 def priv_col(i: int | str) -> str:
     """The column holding the privileged flag of sensitive view ``i``."""
     return f"_fs_p_{i}"
+
+
+def quote(name: str) -> str:
+    """``name`` as one quoted identifier: in backticks, a backtick in it doubled.
+
+    Spark parses a column name given as a string: a dot separates struct fields and a
+    lone backtick is a syntax error, so ``income.bracket`` or ``a`b`` must be quoted
+    wherever an input column's name reaches Spark (``F.col``, ``select``,
+    ``groupBy``). Spaces and non-ASCII letters need no quoting but do no harm quoted.
+
+    Examples
+    --------
+    >>> quote("income.bracket")
+    '`income.bracket`'
+    >>> quote("a`b")
+    '`a``b`'
+    """
+    return "`" + name.replace("`", "``") + "`"
+
+
+def input_col(name: str) -> Column:
+    """The column called exactly ``name`` (quoted: dots, spaces, backticks are literal).
+
+    The resulting column keeps ``name`` as its name, so rows and pandas frames built
+    from it are read back by the user's original name.
+    """
+    from pyspark.sql import functions as F
+
+    return F.col(quote(name))

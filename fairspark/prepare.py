@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fairspark.columns import KEY, LABEL, PRED, WEIGHT, X, priv_col, value_col
+from fairspark.columns import KEY, LABEL, PRED, WEIGHT, X, input_col, priv_col, value_col
 from fairspark.errors import (
     ColumnTypeError,
     ConfigError,
@@ -321,25 +321,25 @@ def _literal(value: Any, dtype_name: str) -> Any:
     return value
 
 
-def _isin(col: str, dtype_name: str, values: list[Any], key: str) -> Column:
+def _isin(column: str, dtype_name: str, values: list[Any], key: str) -> Column:
     """``col`` equals one of the configured ``values``, compared by type.
 
     A number configured for a string column also matches its other spellings
     (``positive: 1.0`` matches "1", "1.0" and "1.00"): the strings are compared as
     numbers, so a decision stored as "1.0" is not silently read as never positive.
     """
-    from pyspark.sql import functions as F
 
     try:
         lits = [_literal(v, dtype_name) for v in values]
     except ConfigError as err:
-        raise ConfigError(f"config key '{key}': {err} (column {col!r} is {dtype_name})") from None
-    cond = F.col(col).isin(lits)
+        raise ConfigError(
+            f"config key '{key}': {err} (column {column!r} is {dtype_name})") from None
+    cond = input_col(column).isin(lits)
     if dtype_name == "string":
         nums = [float(v) for v in values
                 if isinstance(v, int | float) and not isinstance(v, bool)]
         if nums:
-            cond = cond | F.col(col).try_cast("double").isin(nums)
+            cond = cond | input_col(column).try_cast("double").isin(nums)
     return cond
 
 
@@ -468,7 +468,7 @@ def _any_null(plan: _ColumnPlan) -> Column:
     any_null = F.lit(False)
     for c in plan.required:
         any_null = any_null | (_missing(c, plan.types) if c == plan.decision
-                               else F.col(c).isNull())
+                               else input_col(c).isNull())
     return any_null
 
 
@@ -486,33 +486,33 @@ def _stat_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
     any_null = _any_null(plan)
     keep = ~any_null
     aggs = [F.count(F.lit(1)).alias("n"), _count_where(any_null, "dropped")]
-    aggs += [_count_where(_missing(c, plan.types) if c == plan.decision else F.col(c).isNull(),
+    aggs += [_count_where(_missing(c, plan.types) if c == plan.decision else input_col(c).isNull(),
                           f"null::{c}") for c in plan.required]
     if cols.row_key:
-        aggs.append(_count_where(F.col(cols.row_key).isNull(), "null::row_key"))
-    w_kept = F.col(cols.weight).cast("double") if cols.weight else F.lit(1.0)
+        aggs.append(_count_where(input_col(cols.row_key).isNull(), "null::row_key"))
+    w_kept = input_col(cols.weight).cast("double") if cols.weight else F.lit(1.0)
     aggs.append(F.sum(F.when(keep, w_kept)).alias("weight_total"))
     aggs.append(_count_where(keep & _missing(cols.label.column, plan.types)
-                             & F.col(cols.label.column).isNotNull(), "nan::label"))
+                             & input_col(cols.label.column).isNotNull(), "nan::label"))
     for c in plan.floating:
-        bad = F.isnan(F.col(c)) | F.col(c).isin(float("inf"), float("-inf"))
+        bad = F.isnan(input_col(c)) | input_col(c).isin(float("inf"), float("-inf"))
         aggs.append(_count_where(bad, f"nan::{c}"))
     for c in plan.numeric:
-        aggs.append(F.min(F.when(keep, F.col(c).cast("double"))).alias(f"min::{c}"))
-        aggs.append(F.max(F.when(keep, F.col(c).cast("double"))).alias(f"max::{c}"))
+        aggs.append(F.min(F.when(keep, input_col(c).cast("double"))).alias(f"min::{c}"))
+        aggs.append(F.max(F.when(keep, input_col(c).cast("double"))).alias(f"max::{c}"))
     for c in plan.categorical:
-        aggs.append(F.approx_count_distinct(F.when(keep, F.col(c))).alias(f"card::{c}"))
+        aggs.append(F.approx_count_distinct(F.when(keep, input_col(c))).alias(f"card::{c}"))
     if cols.weight:
-        w = F.col(cols.weight).cast("double")
+        w = input_col(cols.weight).cast("double")
         aggs.append(_count_where(w < 0, "neg::weight"))
         aggs.append(_count_where(F.isnan(w) | w.isin(float("inf")), "nan::weight"))
     if cols.score and plan.types[cols.score.column] in _FLOATING:
-        aggs.append(_count_where(F.isnan(F.col(cols.score.column)), "nan::score"))
+        aggs.append(_count_where(F.isnan(input_col(cols.score.column)), "nan::score"))
     aggs.append(_count_where(keep & _missing(cols.label.column, plan.types), "unlabelled"))
-    aggs.append(F.approx_count_distinct(F.when(keep, F.col(cols.label.column)))
+    aggs.append(F.approx_count_distinct(F.when(keep, input_col(cols.label.column)))
                 .alias("card::label"))
     if cols.score:
-        score = F.col(cols.score.column).cast("double")
+        score = input_col(cols.score.column).cast("double")
         aggs += [F.min(F.when(keep, score)).alias("min::score"),
                  F.max(F.when(keep, score)).alias("max::score")]
     return aggs
@@ -645,11 +645,12 @@ def _check_unique_keys(df: DataFrame, config: Config) -> None:
     key = config.columns.row_key
     if not key:
         return
-    rep = (df.where(F.col(key).isNotNull()).groupBy(key).agg(F.count(F.lit(1)).alias("_n"))
+    rep = (df.where(input_col(key).isNotNull()).groupBy(input_col(key).alias("_k"))
+           .agg(F.count(F.lit(1)).alias("_n"))
            .where(F.col("_n") > 1).limit(1).collect())
     if rep:
         raise InvalidValueError(
-            f"row key column {key!r} ('columns.row_key') repeats: {rep[0][key]!r} is on "
+            f"row key column {key!r} ('columns.row_key') repeats: {rep[0]['_k']!r} is on "
             f"{rep[0]['_n']} rows; row keys must be unique (or leave 'columns.row_key' out "
             "to key rows by a hash of their values)"
         )
@@ -676,7 +677,7 @@ def _missing(col: str, types: dict[str, str]) -> Column:
     """Null, or NaN in a floating column: both mean "value not known"."""
     from pyspark.sql import functions as F
 
-    c = F.col(col)
+    c = input_col(col)
     return (c.isNull() | F.isnan(c)) if types[col] in _FLOATING else c.isNull()
 
 
@@ -689,7 +690,7 @@ def _decision_column(config: Config, types: dict[str, str]) -> Column:
         p = cols.prediction
         pred_pos = _isin(p.column, types[p.column], p.positive, "columns.prediction.positive")
     else:
-        pred_pos = F.col(cols.score.column).cast("double") >= F.lit(float(cols.score.threshold))  # type: ignore[union-attr]
+        pred_pos = input_col(cols.score.column).cast("double") >= F.lit(float(cols.score.threshold))  # type: ignore[union-attr]
     pred_fav = pred_pos if cols.favourable == "positive" else ~pred_pos
     return F.when(pred_fav, F.lit(1.0)).otherwise(F.lit(0.0))
 
@@ -699,11 +700,11 @@ def _role_columns(df: DataFrame, config: Config, types: dict[str, str]) -> list[
     from pyspark.sql import functions as F
 
     cols = config.columns
-    weight_expr = F.col(cols.weight).cast("double") if cols.weight else F.lit(1.0)
+    weight_expr = input_col(cols.weight).cast("double") if cols.weight else F.lit(1.0)
     if cols.row_key:
-        key_expr = F.col(cols.row_key).cast("string")
+        key_expr = input_col(cols.row_key).cast("string")
     else:
-        key_expr = F.xxhash64(*[F.col(c) for c in df.columns]).cast("string")
+        key_expr = F.xxhash64(*[input_col(c) for c in df.columns]).cast("string")
     return [
         key_expr.alias(KEY),
         _label_column(config, types).alias(LABEL),
@@ -732,11 +733,10 @@ def _predicate_view(df: DataFrame, i: int, s: SensitiveConfig) -> tuple[_View, C
 
 def _values_view(i: int, s: SensitiveConfig, types: dict[str, str]) -> tuple[_View, Column, Column]:
     """An attribute defined by its privileged values."""
-    from pyspark.sql import functions as F
 
     tname = types[s.column]
     priv = _isin(s.column, tname, s.privileged, f"columns.sensitive[{i}].privileged")  # type: ignore[arg-type]
-    value = F.col(s.column).cast("string")
+    value = input_col(s.column).cast("string")
     pvals = [str(_literal(v, tname)) for v in s.privileged]  # type: ignore[union-attr]
     if tname == "boolean":
         pvals = [str(v).lower() for v in pvals]
@@ -780,7 +780,7 @@ def _with_views(df: DataFrame, kept: DataFrame, config: Config,
             view, value, priv = _values_view(i, s, types)
         views.append(view)
         derived += [value.alias(view.value_col), priv.alias(view.priv_col)]
-    with_roles = kept.select(*kept.columns, *derived)
+    with_roles = kept.select(*[input_col(c) for c in kept.columns], *derived)
     inter = _intersection_views(cols)
     if inter:
         with_roles = with_roles.select(
@@ -828,7 +828,8 @@ class _FeatureEncoder:
         names, exprs = [], []
         for k, c in enumerate(self.numeric):
             lo, hi = self.feature_min[c], self.feature_max[c]
-            e = (F.col(c).cast("double") - F.lit(lo)) / F.lit(hi - lo) if hi > lo else F.lit(0.0)
+            x = input_col(c).cast("double")
+            e = (x - F.lit(lo)) / F.lit(hi - lo) if hi > lo else F.lit(0.0)
             exprs.append(e.alias(f"_fs_num_{k}"))
             names.append(f"_fs_num_{k}")
         return self.base.select("*", *exprs), names
@@ -836,14 +837,13 @@ class _FeatureEncoder:
     def _one_hot_stages(self, staged: DataFrame) -> tuple[DataFrame, list[Any], list[str]]:
         """Categorical features as strings, indexed alphabetically and one-hot encoded."""
         from pyspark.ml.feature import OneHotEncoder, StringIndexer
-        from pyspark.sql import functions as F
 
         k_range = range(len(self.categorical))
         cat_cols = [f"_fs_cat_{k}" for k in k_range]
         idx_cols = [f"_fs_idx_{k}" for k in k_range]
         ohe_cols = [f"_fs_ohe_{k}" for k in k_range]
         staged = staged.select(
-            "*", *[F.col(c).cast("string").alias(a)
+            "*", *[input_col(c).cast("string").alias(a)
                    for c, a in zip(self.categorical, cat_cols, strict=True)])
         stages = [StringIndexer(inputCols=cat_cols, outputCols=idx_cols,
                                 stringOrderType="alphabetAsc", handleInvalid="error"),
@@ -871,7 +871,7 @@ class _FeatureEncoder:
                 names += [f"{c}={v}" for v in labels]
         encoded = model.transform(staged).select(
             *_ROLE_COLUMNS, vector_to_array(F.col("_fs_vec")).alias(X), *self.view_cols,
-            *self.numeric, *self.categorical,
+            *[input_col(c) for c in (*self.numeric, *self.categorical)],
         ).persist(StorageLevel.MEMORY_AND_DISK)
         log.info("features encoded: %d columns -> %d dimensions",
                  len(self.numeric) + len(self.categorical), len(names))
@@ -919,7 +919,8 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
     kept = df.where(~_any_null(plan))
     with_views, views = _with_views(df, kept, config, plan.types)
     view_cols = [c for v in views for c in (v.value_col, v.priv_col)]
-    base = with_views.select(*_ROLE_COLUMNS, *view_cols, *plan.features).persist(
+    base = with_views.select(*_ROLE_COLUMNS, *view_cols,
+                             *[input_col(c) for c in plan.features]).persist(
         StorageLevel.MEMORY_AND_DISK)
     fmin = {c: stats.feature_min[c] for c in plan.numeric}
     fmax = {c: stats.feature_max[c] for c in plan.numeric}
