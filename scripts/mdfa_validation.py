@@ -4,6 +4,12 @@ Writes a Markdown report (default ``docs/mdfa_validation.md``), block by block, 
 partial run still leaves its finished blocks. Usage::
 
     python scripts/mdfa_validation.py --splits 100 --out docs/mdfa_validation.md
+
+The null calibration of the verdict (issue 14 item 3) is a separate mode that prints
+one line per null draw::
+
+    python scripts/mdfa_validation.py --null-check compas --splits 20 --draws 20
+    python scripts/mdfa_validation.py --null-check synthetic:0.5:0.2 --splits 10 --draws 20
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
+sys.path.insert(0, str(ROOT))
 
 TEST_SETTING = {"auditor": "svm_rbf", "certificate_features": "raw", "certificate_tilt": 0.3,
                 "epochs": 10, "l2_grid": [0.001]}
@@ -169,6 +176,79 @@ def compas_block(spark, *, splits: int, extra_splits: int, wv_splits: int,
     return lines
 
 
+def _compas_arrays(attr: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """COMPAS features I-V (charge degree one-hot), s, and y = +1 unless 'High'."""
+    df = pd.read_csv(DATA / "compas/compas-scores-two-years.csv")
+    keep = ["id", "sex", "race", "age", "priors_count", "c_charge_degree", "juv_fel_count",
+            "juv_misd_count", "v_score_text"]
+    df = df[keep].dropna().reset_index(drop=True)
+    x = np.column_stack([df.priors_count, df.c_charge_degree == "F",
+                         df.c_charge_degree == "M", df.age, df.juv_fel_count,
+                         df.juv_misd_count]).astype(float)
+    y = np.where(df.v_score_text == "High", -1, 1)
+    s = (np.where(df.race == "African-American", 1, -1) if attr == "race"
+         else np.where(df.sex == "Male", 1, -1))
+    return x, s, y
+
+
+def null_check(data: str, *, splits: int, draws: int, observed: bool) -> int:
+    """Null calibration of the verdict: ``draws`` decision vectors redrawn from
+    P(Y | x) estimated without S by a random forest (200 trees, >= 20 rows per leaf,
+    independent of the audit's own null model), each audited at the default settings
+    with ``splits`` splits (Algorithm 1 off: it does not enter the verdict). The
+    balancing depends on (x, s) and the split seed only, so it is computed once per
+    split and shared by every decision vector (the numbers equal a fresh run's)."""
+    import dataclasses
+
+    from sklearn.ensemble import RandomForestClassifier
+
+    from fairspark.audits.base import derive_seed
+    from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_split
+    from fairspark.mdfa.certify import balance_split
+    from fairspark.mdfa.null import null_reference
+    from fairspark.mdfa.results import split_frame
+
+    if data.startswith("compas"):
+        x, s, y = _compas_arrays("sex" if data.endswith("sex") else "race")
+    else:  # synthetic:nu:mu, generator seed 0, n = 5000
+        nu, mu = (float(v) for v in data.split(":")[1:])
+        d = make_synthetic(n=5000, nu=nu, mu=mu, seed=0)
+        x, s, y = d.x, d.s, d.y
+    names = [f"x{j}" for j in range(x.shape[1])]
+    smp0 = MDFASample(x=x, s=s, y=y, desc=x, feature_names=names, desc_names=names)
+    p = MDFAParams(splits=splits, worst_violation=False)
+    seeds = [derive_seed(7, "mdfa", data, "split", i) for i in range(splits)]
+    t0 = time.time()
+    states = [balance_split(smp0, seed=sd, params=p) for sd in seeds]
+    print(f"{data}: balancing {splits} splits {time.time() - t0:.0f} s; held-out AUC "
+          f"{np.mean([st.balance.auc for st in states]):.3f}, max |SMD| after "
+          f"{np.mean([st.balance.max_abs_smd_after for st in states]):.3f}", flush=True)
+    rf = RandomForestClassifier(200, min_samples_leaf=20, random_state=0, n_jobs=1)
+    p_test = rf.fit(x, y > 0).predict_proba(x)[:, 1]
+    runs = [("observed", y)] if observed else []
+    runs += [(f"null{k}", np.where(np.random.default_rng(1000 + k).random(len(y)) < p_test,
+                                   1, -1)) for k in range(draws)]
+    n_new = n_old = 0
+    for tag, yv in runs:
+        t1 = time.time()
+        smp = dataclasses.replace(smp0, y=yv).with_null_model(seed=derive_seed(7, "null", tag))
+        res = split_frame([run_split(smp, split=i, seed=sd, params=p, state=st)
+                           for i, (sd, st) in enumerate(zip(seeds, states, strict=True))])
+        g = res["gamma_max"].to_numpy(float)
+        ref = null_reference(res, level=p.verdict_level)
+        old = bool(g.mean() - 2 * g.std(ddof=1) > 0)
+        if tag != "observed":
+            n_new += int(ref.evidence)
+            n_old += int(old)
+        print(f"| {tag} | {ref.observed:.4f} | {ref.mean:.4f} | {ref.sd:.4f} | "
+              f"{ref.bound:.4f} | {ref.p_value:.3g} | {'evidence' if ref.evidence else 'no'} "
+              f"| {'evidence' if old else 'no'} | {time.time() - t1:.0f} |", flush=True)
+    print(f"{data}, {splits} splits, K = {min(splits, p.null_draws)}: evidence in {n_new} of "
+          f"{draws} null draws (old mean - 2 sd rule: {n_old} of {draws}); total "
+          f"{time.time() - t0:.0f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--splits", type=int, default=100)
@@ -178,10 +258,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "docs" / "mdfa_validation.md"))
     ap.add_argument("--tmp", default="/tmp/mdfa_validation")
     ap.add_argument("--skip-paper-synthetic", action="store_true")
+    ap.add_argument("--null-check", metavar="DATA",
+                    help="null calibration only: compas, compas_sex or synthetic:NU:MU")
+    ap.add_argument("--draws", type=int, default=20, help="null draws of --null-check")
+    ap.add_argument("--observed", action="store_true",
+                    help="--null-check: audit the observed decisions too")
     args = ap.parse_args(argv)
     from fairspark._threads import pin_threads
 
     pin_threads()  # the driver's numeric libraries too: Spark runs one task per core
+    if args.null_check:
+        import torch
+
+        torch.set_num_threads(1)
+        return null_check(args.null_check, splits=args.splits, draws=args.draws,
+                          observed=args.observed)
     out = Path(args.out)
     spark = _spark()
     t_start = time.time()
