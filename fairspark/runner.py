@@ -570,11 +570,12 @@ def previous_run(out: OutputLocation, run_date: Any, *,
 
     from fairspark.report.decision import decision_items
 
-    dates = [d for d in out.list_run_dates() if d < str(run_date)]
-    if not dates:
-        return {"run_date": None, "items": {}}
-    d = dates[-1]
+    d = None
     try:
+        dates = [x for x in out.list_run_dates() if x < str(run_date)]
+        if not dates:
+            return {"run_date": None, "items": {}}
+        d = dates[-1]
         prev = json.loads(out.read_text(out.path(f"run_date={d}", "summary.json")))
         cond = F.col("audit").isin(list(_DECISION_AUDITS)) | (
             (F.col("audit") == "group") & (F.col("group") == "unprivileged"))
@@ -584,8 +585,8 @@ def previous_run(out: OutputLocation, run_date: Any, *,
                 "items": decision_items(prev, rows)}
     except Exception as err:  # noqa: BLE001 - the change column is a nicety
         msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
-        log.warning("could not read the previous run (%s): %s", d, msg)
-        return {"run_date": d, "error": msg}
+        log.warning("could not read the previous run (%s): %s", d or "listing", msg)
+        return {"run_date": d or "unknown", "error": msg}
 
 
 def write_status(out: OutputLocation, run_date: Any, *, exit_code: int | None,

@@ -364,6 +364,28 @@ def _slow_audit(ctx, params):
     raise AssertionError("the Spark job should have been cancelled")
 
 
+def test_previous_run_is_read_from_published_runs_only(spark, tmp_path):
+    import datetime as dt
+
+    from fairspark.outputs import OutputLocation
+    from fairspark.runner import previous_run
+
+    out = OutputLocation(spark, str(tmp_path / "out"))
+    day = dt.date(2026, 11, 5)
+    assert previous_run(out, day) == {"run_date": None, "items": {}}
+    # a damaged published run: the report says so and the run goes on
+    damaged = tmp_path / "out" / "run_date=2026-11-02"
+    damaged.mkdir(parents=True)
+    (damaged / "_SUCCESS").write_text("")
+    (damaged / "summary.json").write_text("{not json")
+    # a later folder that was never published (no _SUCCESS) and tonight's own date
+    for name in ("run_date=2026-11-04", "run_date=2026-11-05"):
+        (tmp_path / "out" / name).mkdir()
+    prev = previous_run(out, day)
+    assert prev["run_date"] == "2026-11-02" and "JSONDecodeError" in prev["error"]
+    assert "items" not in prev
+
+
 def test_time_budget_keeps_partial_result_and_others_complete(
         spark, biased_table, tmp_path, monkeypatch):
     inp, _ = biased_table
