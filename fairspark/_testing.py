@@ -11,11 +11,32 @@ of those partition-0 tasks wait that long when they start, so a test watching Sp
 status tracker sees a task of the stage running and can kill its executor while it
 runs (the test proves the kill landed from the task's recorded end reason, not from
 timing).
+
+``FAIRSPARK_FAULT=<point>[,<point>...]`` makes the process stop itself at the named
+points of publishing (:func:`fault_point`): by default it sends itself ``SIGKILL``,
+a real kill of a real process that no ``finally`` or shutdown hook survives; with
+``FAIRSPARK_FAULT_SLEEP_S=<seconds>`` it sleeps there instead (to widen a window a
+test watches). The points:
+
+``publish:staging``
+    :meth:`~fairspark.outputs.OutputLocation.write_metrics` has written
+    ``metrics.parquet`` into the staging folder; the summary, report and ``_SUCCESS``
+    are not written yet.
+``publish:between_renames``
+    :meth:`~fairspark.outputs.OutputLocation.publish` has moved the previous run of the
+    date aside and not yet renamed the staging folder into its place.
+``lock:acquired``
+    :meth:`~fairspark.outputs.OutputLocation.lock` has just created the lock file.
+
+Before stopping, the process writes ``fairspark test hook: <action> at <point>`` to
+stderr, so a test can tell where it stopped.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -25,7 +46,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "FAIL_FIRST_ATTEMPT_PROPERTY",
     "HOLD_PROPERTY",
+    "FAULT_POINTS",
     "arm_from_environment",
+    "fault_point",
     "maybe_fail_first_attempt",
 ]
 
@@ -33,6 +56,10 @@ FAIL_FIRST_ATTEMPT_PROPERTY = "fairspark.test.failFirstAttempt"
 HOLD_PROPERTY = "fairspark.test.holdSeconds"
 _ENV = "FAIRSPARK_TEST_FAIL_FIRST_ATTEMPT"
 _HOLD_ENV = "FAIRSPARK_TEST_HOLD_S"
+_FAULT_ENV = "FAIRSPARK_FAULT"
+_FAULT_SLEEP_ENV = "FAIRSPARK_FAULT_SLEEP_S"
+#: the points :func:`fault_point` is called at (see the module docstring)
+FAULT_POINTS = ("publish:staging", "publish:between_renames", "lock:acquired")
 
 
 class InjectedTaskFailureError(RuntimeError):
@@ -68,3 +95,25 @@ def maybe_fail_first_attempt(tag: str) -> None:
     hold = float(tc.getLocalProperty(HOLD_PROPERTY) or 0.0)
     if hold > 0:
         time.sleep(hold)
+
+
+def fault_point(point: str) -> None:
+    """Driver side: stop here when ``FAIRSPARK_FAULT`` names ``point`` (no-op otherwise).
+
+    Parameters
+    ----------
+    point:
+        One of :data:`FAULT_POINTS`.
+    """
+    armed = os.environ.get(_FAULT_ENV)
+    if not armed or point not in armed.split(","):
+        return
+    sleep_s = os.environ.get(_FAULT_SLEEP_ENV)
+    action = f"sleep {float(sleep_s):g} s" if sleep_s else "SIGKILL"
+    sys.stderr.write(f"fairspark test hook: {action} at {point}\n")
+    sys.stderr.flush()
+    if sleep_s:
+        time.sleep(float(sleep_s))
+        return
+    os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(60)  # pragma: no cover - the signal is delivered before this returns

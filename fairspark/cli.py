@@ -141,9 +141,17 @@ def _session(config, *, under_submit: bool):
     return build_session(master=config.spark.master, app_name=config.spark.app_name, conf=conf)
 
 
-def _status_after_error(spark, config, code: int, message: str) -> None:
-    """Best effort: leave ``_status/run_date=D.json`` so a scheduler sees the failure."""
-    if spark is None or config is None:
+def _status_after_error(spark, config, code: int, message: str,
+                        err: BaseException | None = None) -> None:
+    """Best effort: leave ``_status/run_date=D.json`` so a scheduler sees the failure.
+
+    A run refused by the date's lock (:class:`~fairspark.errors.RunLockedError`) leaves
+    the status alone: it belongs to the run holding the lock, which is still writing
+    the date and will record its own exit code.
+    """
+    from fairspark.errors import RunLockedError
+
+    if spark is None or config is None or isinstance(err, RunLockedError):
         return
     try:
         from fairspark.outputs import OutputLocation
@@ -239,7 +247,7 @@ def main(
     except FairsparkInputError as err:
         log.error("%s", err)
         print(f"fairspark: error: {err}", file=sys.stderr, flush=True)
-        _status_after_error(spark, config, exit_code_for(err), str(err))
+        _status_after_error(spark, config, exit_code_for(err), str(err), err)
         return int(exit_code_for(err))
     except Exception as err:
         from fairspark.errors import out_of_memory_hint
@@ -259,3 +267,7 @@ def main(
 
 def console_main() -> None:  # pragma: no cover - thin wrapper
     sys.exit(main())
+
+
+if __name__ == "__main__":  # ``python -m fairspark.cli audit ...``
+    console_main()

@@ -22,6 +22,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from fairspark._testing import fault_point
 from fairspark._values import nan_to_none
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -145,6 +146,7 @@ class OutputLocation:
             [tuple(r[c] for c in ROW_COLUMNS) for r in long_rows], schema=rows_schema()
         )
         df.coalesce(1).write.mode("overwrite").parquet(f"{folder}/metrics.parquet")
+        fault_point("publish:staging")
 
     def publish(self, staging: str, run_date: dt.date) -> str:
         """Move ``staging`` to ``run_date=D`` (replacing an earlier run).
@@ -161,6 +163,7 @@ class OutputLocation:
         if self.exists(final):
             old = self.path(f"_old-run_date={run_date.isoformat()}-{uuid.uuid4().hex[:12]}")
             self.rename(final, old)
+        fault_point("publish:between_renames")
         try:
             self.rename(staging, final)
         except Exception:
@@ -237,6 +240,7 @@ class OutputLocation:
 
                 raise RunLockedError(f"run date {run_date.isoformat()}: another run took the "
                                      f"stale lock {path} first")
+        fault_point("lock:acquired")
         try:
             yield
         finally:
