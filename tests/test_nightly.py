@@ -250,6 +250,22 @@ def test_trend_panels_draw_limits_on_one_scale_per_metric(trend_rows, monkeypatc
     assert di_sex["ylim"][0] < 0.55 and di_sex["ylim"][1] > 1.55
 
 
+@pytest.mark.parametrize(("metric", "before", "after", "way"), [
+    ("statistical_parity_difference", 0.10, -0.15, "worse"),  # |-0.15| > |0.10|
+    ("disparate_impact", 0.5, 1.9, "better"),  # |ln 1.9| = 0.64 < |ln 0.5| = 0.69
+    ("disparate_impact", 0.9, 1.2, "worse"),  # |ln 1.2| = 0.18 > |ln 0.9| = 0.11
+    ("df", -0.05, -0.20, "better"),  # the decisions separate the groups even less
+    ("DR", 0.03, 0.06, "worse"),  # twice as many decisions flip with the attribute
+    ("gamma_max", 0.02, 0.01, "better"),
+    ("delta", -0.4, 0.3, "better"),
+])
+def test_badness_orders_before_and_after(metric, before, after, way):
+    from fairspark.nightly.report import badness
+
+    a, b = badness(metric, before), badness(metric, after)
+    assert ("worse" if b > a else "better") == way
+
+
 def test_trends_without_history_say_no_previous_runs():
     from fairspark.nightly.report import trend_frame, trend_section
 

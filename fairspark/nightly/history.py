@@ -19,8 +19,8 @@ log = logging.getLogger("fairspark")
 HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
     "group": ("statistical_parity_difference", "disparate_impact", "tpr_difference",
               "average_odds_difference", "equalized_odds_difference"),
-    "hfm": ("df", "D", "D_f"),
-    "mdfa": ("gamma", "delta"),
+    "hfm": ("df", "D", "D_f", "DR"),
+    "mdfa": ("gamma", "gamma_max", "delta"),
     "correlation": ("representative",),
 }
 

@@ -190,13 +190,13 @@ _FLAG_ORDER: dict[str, tuple[int, str]] = {
 def fair_value(metric: str) -> float | None:
     """The value a metric takes when nothing separates the groups (``None``: no such value).
 
-    Differences (and mdfa's delta, HFM's df, mdfa's gamma) are fair at 0, ratios such
-    as disparate impact at 1. HFM's D and D_f describe distances in the data and have
-    no fair value of their own.
+    Differences (and mdfa's delta and gamma, HFM's df and discriminative risk DR) are
+    fair at 0, ratios such as disparate impact at 1. HFM's D and D_f describe distances
+    in the data and have no fair value of their own.
     """
     if metric in ("disparate_impact",) or metric.endswith("_ratio"):
         return 1.0
-    if (metric.endswith("_difference") or metric in ("df", "delta")
+    if (metric.endswith("_difference") or metric in ("df", "delta", "DR")
             or metric.startswith("gamma")):
         return 0.0
     return None
@@ -206,7 +206,7 @@ def badness(metric: str, value: float | None) -> float | None:
     """How unfair ``value`` of ``metric`` is (larger = worse; ``None``: no direction).
 
     Distance from the fair value: ``|v|`` for differences and delta, ``|ln v|`` for
-    ratios (0.5 and 2 are equally far from 1); for df and gamma the value itself (a
+    ratios (0.5 and 2 are equally far from 1); for df, DR and gamma the value itself (a
     negative df or gamma is no separation at all, and lower is better).
     """
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -214,7 +214,7 @@ def badness(metric: str, value: float | None) -> float | None:
     fair = fair_value(metric)
     if fair is None:
         return None
-    if metric == "df" or metric.startswith("gamma"):
+    if metric in ("df", "DR") or metric.startswith("gamma"):
         return float(value)
     if fair == 1.0:
         return math.inf if value <= 0 else abs(math.log(value))
