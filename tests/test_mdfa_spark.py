@@ -172,6 +172,14 @@ def test_runner_one_group_attribute_fails_others_complete(toy_run):
     assert (ok.loc[["gamma", "gamma_max"], "status"] == "ok").all()
     g = ok.loc["gamma_max"]
     assert g.lower <= g.value <= g.upper
+    # the verdict is judged against the null reference (3 splits: 3 null draws)
+    ref = res.summary["audits"]["mdfa"]["attributes"]["grp"]["null"]
+    assert ref["draws"] == 3 and ref["observed"] == pytest.approx(g.value)
+    assert ref["excess"] == pytest.approx(g.value - ref["mean"])
+    assert ok.loc["gamma_null", "value"] == pytest.approx(ref["mean"])
+    verdict = res.summary["audits"]["mdfa"]["attributes"]["grp"]["verdict"]
+    assert verdict.startswith("evidence of" if ref["evidence"] else "no evidence of")
+    assert ref["evidence"] == (ref["observed"] > ref["bound"])
     params = json.loads(g.params)
     assert params["splits"] == 3 and "x1" in params["features_used"]
     # the group audit still ran
@@ -203,6 +211,9 @@ def test_runner_outcome_ratio_matches_pandas_and_report_redacts(toy_run):
     assert said in section.replace("&#39;", "'")
     assert "<li>" in section and "|---" not in section and "class: True" not in section
     assert "Balance of the weights" in section and "max |SMD|" in section
+    # a plain lead with a scale, and the null reference beside gamma
+    assert "How to read gamma" in section and "null reference" in section
+    assert '<p class="mdfa-lead">' in section
 
 
 @pytest.mark.parametrize(

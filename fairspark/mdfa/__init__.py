@@ -6,7 +6,8 @@ generator with a planted violation.
 
 Modules: ``params`` (config model), ``spec`` (registry entry), ``audit`` (``run``),
 ``results`` (result types), ``_spark`` (Spark side), ``certify``, ``balance`` and
-``diagnostics`` (numpy/torch kernels; held-out balance of the weights), ``report``
+``diagnostics`` (numpy/torch kernels; held-out balance of the weights), ``null`` (the
+verdict's null reference: decisions redrawn from the features alone), ``report``
 (section, template in ``templates/``), ``synthetic`` (generator).
 
 The names below are imported on first use, so loading ``fairspark.mdfa.spec`` (which
@@ -27,10 +28,13 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["BalancingNet", "balanced_weights", "fit_balancing"],
                     "fairspark.mdfa.balance"),
     **dict.fromkeys(
-        ["MDFASample", "WorstViolation", "certificate_gamma", "fit_certificate",
-         "make_auditor", "run_split", "violation_delta", "worst_violation"],
+        ["MDFASample", "SplitState", "WorstViolation", "balance_split", "certificate_gamma",
+         "fit_certificate", "make_auditor", "run_split", "violation_delta",
+         "worst_violation"],
         "fairspark.mdfa.certify"),
     "MDFAParams": "fairspark.mdfa.params",
+    **dict.fromkeys(["NullReference", "fit_null_model", "null_reference"],
+                    "fairspark.mdfa.null"),
     **dict.fromkeys(["BalanceDiagnostics", "balance_diagnostics"], "fairspark.mdfa.diagnostics"),
     "render": "fairspark.mdfa.report",
     **dict.fromkeys(
