@@ -191,7 +191,8 @@ def _compas_arrays(attr: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return x, s, y
 
 
-def null_check(data: str, *, splits: int, draws: int, observed: bool) -> int:
+def null_check(data: str, *, splits: int, draws: int, observed: bool,
+               extra: dict | None = None) -> int:
     """Null calibration of the verdict: ``draws`` decision vectors redrawn from
     P(Y | x) estimated without S by a random forest (200 trees, >= 20 rows per leaf,
     independent of the audit's own null model), each audited at the default settings
@@ -216,7 +217,7 @@ def null_check(data: str, *, splits: int, draws: int, observed: bool) -> int:
         x, s, y = d.x, d.s, d.y
     names = [f"x{j}" for j in range(x.shape[1])]
     smp0 = MDFASample(x=x, s=s, y=y, desc=x, feature_names=names, desc_names=names)
-    p = MDFAParams(splits=splits, worst_violation=False)
+    p = MDFAParams(splits=splits, worst_violation=False, **(extra or {}))
     seeds = [derive_seed(7, "mdfa", data, "split", i) for i in range(splits)]
     t0 = time.time()
     states = [balance_split(smp0, seed=sd, params=p) for sd in seeds]
@@ -243,8 +244,9 @@ def null_check(data: str, *, splits: int, draws: int, observed: bool) -> int:
         print(f"| {tag} | {ref.observed:.4f} | {ref.mean:.4f} | {ref.sd:.4f} | "
               f"{ref.bound:.4f} | {ref.p_value:.3g} | {'evidence' if ref.evidence else 'no'} "
               f"| {'evidence' if old else 'no'} | {time.time() - t1:.0f} |", flush=True)
-    print(f"{data}, {splits} splits, K = {min(splits, p.null_draws)}: evidence in {n_new} of "
-          f"{draws} null draws (old mean - 2 sd rule: {n_old} of {draws}); total "
+    print(f"{data}, {splits} splits, K = {min(splits, p.null_draws)}, "
+          f"{extra or 'defaults'}: evidence in {n_new} of {draws} null draws "
+          f"(old mean - 2 sd rule: {n_old} of {draws}); total "
           f"{time.time() - t0:.0f} s")
     return 0
 
@@ -263,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draws", type=int, default=20, help="null draws of --null-check")
     ap.add_argument("--observed", action="store_true",
                     help="--null-check: audit the observed decisions too")
+    ap.add_argument("--params", default="{}",
+                    help="--null-check: JSON of audits.mdfa keys that differ from the defaults")
     args = ap.parse_args(argv)
     from fairspark._threads import pin_threads
 
@@ -271,8 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(1)
+        import json
+
         return null_check(args.null_check, splits=args.splits, draws=args.draws,
-                          observed=args.observed)
+                          observed=args.observed, extra=json.loads(args.params))
     out = Path(args.out)
     spark = _spark()
     t_start = time.time()
