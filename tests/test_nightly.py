@@ -163,6 +163,9 @@ def trend_rows():
         *_series("group", "sex", "disparate_impact",
                  [(d1, 0.60, 0.55, 0.65), (d2, 0.62, 0.57, 0.67)]),
     ]
+    # DR without a model: no value on either night; df the same both nights
+    rows += _series("hfm", "*", "DR", [(d1, None, None, None), (d2, None, None, None)])
+    rows += _series("hfm", "sex", "df", [(d1, 0.1, 0.1, 0.1), (d2, 0.1, 0.1, 0.1)])
     for i in range(8):  # quiet series that a cap pushes out of the figure
         rows += _series("group", f"region{i}", "tpr_difference",
                         [(d1, 0.01, -0.02, 0.04), (d2, 0.012, -0.018, 0.042)])
@@ -210,22 +213,28 @@ def test_trends_state_better_or_worse_and_sort_worst_first(trend_rows, monkeypat
     assert got["group · age · disparate_impact"] == "better"
     assert got["hfm · sex · D"] == "changed"
     assert got["group · sex · disparate_impact"] == ""
+    notes = dict(zip(names, re.findall(r"<td class='small'>([^<]*)</td></tr>", table),
+                     strict=True))
+    assert notes["hfm · sex · df"] == "unchanged (0.1)"
+    assert "intervals do not overlap" in notes["group · sex · statistical_parity_difference"]
+    # nothing to draw, said so; never silently gone
+    assert "Not drawn, no value in any run (not computed): hfm · * · DR." in html
     # worst first: worse, then changed, then better, then unflagged
     order = [got[n] for n in names]
     rank = {"worse": 0, "changed": 1, "better": 2, "": 3}
     assert order == sorted(order, key=rank.get)
-    assert len(names) == 13  # every series is in the table
+    assert len(names) == 15 and names[-1] == "hfm · * · DR"  # every series is in the table
 
 
 def test_trends_cap_panels_with_a_named_n_more_list(trend_rows, monkeypatch):
     html, panels = _trend_html(trend_rows, monkeypatch, max_panels=6)
     assert len(panels) == 6
     m = re.search(r"<b>(\d+) more series not drawn</b>[^:]*: ([^<]+)\.</p>", html)
-    assert m and int(m.group(1)) == 13 - 6
+    assert m and int(m.group(1)) == 14 - 6  # 14 series have values; DR has none
     named = m.group(2).split(", ")
     quiet = {f"group · region{i} · tpr_difference" for i in range(8)} | {
-        "group · sex · disparate_impact"}
-    assert len(set(named)) == 7 and set(named) <= quiet  # only unflagged series wait
+        "group · sex · disparate_impact", "hfm · sex · df"}
+    assert len(set(named)) == 8 and set(named) <= quiet  # only unflagged series wait
     # the flagged series are the ones drawn
     assert {"group · sex · statistical_parity_difference (worse)",
             "hfm · sex · D (changed)"} <= set(panels)

@@ -253,6 +253,8 @@ def _flag(s: pd.DataFrame) -> tuple[str, str]:
         what = (f"{way}: {'further from' if way == 'worse' else 'closer to'} {fair:g}"
                 if way else "higher" if vb > va else "lower")
         return "", f"{what} ({move}); no interval to tell whether that is more than noise"
+    if va == vb:
+        return "", f"unchanged ({_fmt(vb)})"
     if lo_b > hi_a or hi_b < lo_a:  # type: ignore[operator]
         if not way:
             return "changed", (f"{'higher' if vb > va else 'lower'} ({move}); the intervals do "
@@ -355,6 +357,37 @@ def no_history_section(*, config_hash: str | None = None) -> ReportSection:
     return ReportSection(title="Trends over previous runs", html=html, order=2)
 
 
+def _trend_figure(frame: pd.DataFrame, drawn: list[tuple], info: list[tuple]) -> str:
+    """The small multiples of the drawn series as a ``<figure>`` with its caption."""
+    from fairspark.report.figures import figure_to_data_uri, plt
+
+    ylim = _y_ranges(frame[frame["series"].isin([t[0] for t in drawn])],
+                     {t[0]: t[4] for t in drawn})
+    ncol = 3
+    nrow = math.ceil(len(drawn) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(10.5, 2.9 * nrow), squeeze=False)
+    for ax, (name, s, flag, _note, lims) in zip(axes.flat, drawn, strict=False):
+        _panel(ax, s, name, flag, lims, ylim.get(str(s["metric"].iloc[0])))
+    for ax in list(axes.flat)[len(drawn):]:
+        ax.axis("off")
+    fig.tight_layout()
+    uri = figure_to_data_uri(fig)
+    n_flag = sum(1 for t in info if t[2])
+    alt = (f"Trend panels of {len(drawn)} headline series over "
+           f"{frame['run_date'].nunique()} run dates; {n_flag} flagged: "
+           + (", ".join(f"{t[0]} {t[2]}" for t in info if t[2]) or "none") + ".")
+    return (
+        f"<figure><img alt='{escape(alt)}' src='{uri}' style='max-width:100%'>"
+        "<figcaption>Headline numbers over run dates, worst change first. Each panel: "
+        "value and interval per run (blue), the fair value (grey line), the configured "
+        "limits (red dashes), a dotted brown line where the config or fairspark version "
+        "changed (not comparable across it), and a marker on tonight's point when it moved "
+        "beyond the uncertainty (▼ red: worse, ▲ green: better, ◆: changed, no better side)."
+        " One y-scale rule: all panels of the same metric share one range, spanning its "
+        "values, intervals, fair value and limits.</figcaption></figure>"
+    )
+
+
 def trend_section(frame: pd.DataFrame, *, rules: list[Any] | None = None,
                   max_panels: int = _MAX_SERIES) -> ReportSection | None:
     """Every headline series over run dates: flags, limits, one y-scale per metric.
@@ -377,8 +410,6 @@ def trend_section(frame: pd.DataFrame, *, rules: list[Any] | None = None,
     """
     if frame is None or frame.empty or frame["run_date"].nunique() < 2:
         return no_history_section()
-    from fairspark.report.figures import figure_to_data_uri, plt
-
     rules = list(rules or [])
     info = []
     for name in dict.fromkeys(frame["series"]):
@@ -387,22 +418,12 @@ def trend_section(frame: pd.DataFrame, *, rules: list[Any] | None = None,
         info.append((name, s, flag, note, _limit_lines(rules, s.iloc[-1])))
     # worst first: flag, then the limited series, then the catalogue order
     info.sort(key=lambda t: (_FLAG_ORDER[t[2]][0], not t[4]))
-    drawn, rest = info[:max_panels], info[max_panels:]
-    ylim = _y_ranges(frame[frame["series"].isin([t[0] for t in drawn])],
-                     {t[0]: t[4] for t in drawn})
-    ncol = 3
-    nrow = math.ceil(len(drawn) / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(10.5, 2.9 * nrow), squeeze=False)
-    for ax, (name, s, flag, _note, lims) in zip(axes.flat, drawn, strict=False):
-        _panel(ax, s, name, flag, lims, ylim.get(str(s["metric"].iloc[0])))
-    for ax in list(axes.flat)[len(drawn):]:
-        ax.axis("off")
-    fig.tight_layout()
-    uri = figure_to_data_uri(fig)
-    n_flag = sum(1 for t in info if t[2])
-    alt = (f"Trend panels of {len(drawn)} headline series over "
-           f"{frame['run_date'].nunique()} run dates; {n_flag} flagged: "
-           + (", ".join(f"{t[0]} {t[2]}" for t in info if t[2]) or "none") + ".")
+    # a series with no value in any run (e.g. DR without a model) has nothing to draw
+    empty = [t for t in info if t[1]["value"].astype(float).isna().all()]
+    info = [t for t in info if t not in empty] + empty
+    plotted = [t for t in info if t not in empty]
+    drawn, rest = plotted[:max_panels], plotted[max_panels:]
+    figure = _trend_figure(frame, drawn, info) if drawn else ""
     table = []
     for name, s, flag, note, lims in info:
         last = s.iloc[-1]
@@ -419,15 +440,11 @@ def trend_section(frame: pd.DataFrame, *, rules: list[Any] | None = None,
     if rest:
         more = (f"<p class='small'><b>{len(rest)} more series not drawn</b> (the table below "
                 "lists every series): " + ", ".join(escape(t[0]) for t in rest) + ".</p>")
+    if empty:
+        more += ("<p class='small'>Not drawn, no value in any run (not computed): "
+                 + ", ".join(escape(t[0]) for t in empty) + ".</p>")
     html = (
-        f"<figure><img alt='{escape(alt)}' src='{uri}' style='max-width:100%'>"
-        "<figcaption>Headline numbers over run dates, worst change first. Each panel: "
-        "value and interval per run (blue), the fair value (grey line), the configured "
-        "limits (red dashes), a dotted brown line where the config or fairspark version "
-        "changed (not comparable across it), and a marker on tonight's point when it moved "
-        "beyond the uncertainty (▼ red: worse, ▲ green: better, ◆: changed, no better side)."
-        " One y-scale rule: all panels of the same metric share one range, spanning its "
-        "values, intervals, fair value and limits.</figcaption></figure>"
+        figure
         + more
         + "<div class='tablewrap'><table class='metrics'><caption>Every headline series "
         "(nothing is dropped), worst change first: tonight against the previous run. "
