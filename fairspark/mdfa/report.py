@@ -134,13 +134,19 @@ def _lead(res: AttributeResult) -> str:
         head = (f"{res.attribute}: gamma {g:.3f}, not judged (no null reference: "
                 "null_draws = 0).")
     else:
-        judged = ("more than" if ref.evidence else "no more than")
-        head = (f"{res.attribute}: gamma {g:.3f}, {judged} decisions that depend on the "
+        judged = ("clearly above" if ref.evidence else "not clearly above")
+        head = (f"{res.attribute}: gamma {g:.3f}, {judged} what decisions that depend on the "
                 f"audit features alone give on these rows ({ref.mean:.3f}, sd "
                 f"{ref.sd:.3f}): {'evidence' if ref.evidence else 'no evidence'} that "
                 f"decisions depend on {res.attribute} beyond the features.")
     said = finding(res)
-    return f"{head} {said}" if said and ref is not None and ref.evidence else head
+    if not said:
+        return head
+    if ref is not None and ref.evidence:
+        return f"{head} {said}"
+    return (f"{head} Algorithm 1 still names a worst-treated subgroup (not evidence by "
+            f"itself): {said}")
+
 
 
 def _item(res: AttributeResult, redacted: list[str] | None = None) -> dict[str, Any]:
