@@ -219,6 +219,29 @@ def run_spark(spark, method, pts, n, d, W, m2, limit):
         sc.setJobGroup("idle", "idle")
 
 
+def feature_pass(pts) -> float:
+    """Seconds of one ``mapInPandas`` pass that reads every feature vector (np.vstack)."""
+    def read(it):
+        for pdf in it:
+            X = np.vstack(pdf["x"].to_numpy()) if len(pdf) else np.zeros((0, 1))
+            yield pd.DataFrame({"s": [float(X.sum())]})
+
+    t = time.perf_counter()
+    pts.mapInPandas(read, "s double").agg({"s": "sum"}).collect()
+    return time.perf_counter() - t
+
+
+def worker_peak_rss_mb(spark) -> float:
+    """The largest max RSS of the Python workers (reused across tasks: the peak of any task)."""
+    import resource
+
+    def rss(_it):
+        yield pd.DataFrame({"m": [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0]})
+
+    df = spark.range(0, 64, 1, 16).mapInPandas(rss, "m double")
+    return float(df.agg({"m": "max"}).collect()[0][0])
+
+
 def _warm_up(spark) -> None:
     """Start the Python workers once so the first measured cell does not pay for it."""
     from fairspark.hfm._kernels import sample_projections
@@ -241,8 +264,8 @@ def bench(args) -> str:
     _warm_up(spark)
     lines = []
     hdr = ("| data | n | d | method | time (s) | time / scipy | value | rel. error vs exact "
-           "| note |")
-    lines += [hdr, "|" + "---|" * 9]
+           "| note | load 1/5/15 |")
+    lines += [hdr, "|" + "---|" * 10]
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.datasets:
             real = kind in REAL  # natural n and d
@@ -260,15 +283,20 @@ def bench(args) -> str:
                     dd = X.shape[1]
                     cells: dict[str, tuple] = {}
                     for peer in args.peers:
-                        cells[peer] = run_peer(peer, V, g, W, m2, args.time_limit)
+                        cells[peer] = (*run_peer(peer, V, g, W, m2, args.time_limit), "",
+                                       _load())
                         print(kind, n, dd, peer, cells[peer], flush=True)
                     pts = to_points_df(spark, X, Y, g, tmp).cache()
                     pts.count()
+                    if args.pass_ref:
+                        el = feature_pass(pts)
+                        cells["4 x feature pass"] = (None, 4 * el,
+                                                     f"one mapInPandas pass: {el:.2f} s", _load())
                     for method in args.methods:
                         r, el = run_spark(spark, method, pts, n, dd, {0: W, 1: W}, m2,
                                           args.time_limit)
                         if el is None:
-                            cells[f"spark_{method}"] = (None, None, r)
+                            cells[f"spark_{method}"] = (None, None, r, _load())
                         else:
                             note = ""
                             if method == "certified":
@@ -276,8 +304,15 @@ def bench(args) -> str:
                                         f"{r.extra.get('n_searched')} exact searches, "
                                         f"{r.extra.get('n_checked')} rows checked, "
                                         f"{r.extra.get('n_candidates')} with bound > D")
-                            cells[f"spark_{method}"] = (r.value, el, note)
+                            if args.pass_ref and "4 x feature pass" in cells:
+                                note += (f"; {el / cells['4 x feature pass'][1] * 4:.2f} "
+                                         f"feature passes")
+                            cells[f"spark_{method}"] = (r.value, el, note, _load())
                         print(kind, n, dd, method, cells[f"spark_{method}"], flush=True)
+                    if args.worker_rss:
+                        cells["worker peak RSS"] = (None, None,
+                                                    f"{worker_peak_rss_mb(spark):.0f} MB "
+                                                    "(largest Python worker max RSS)", _load())
                     pts.unpersist()
                     exact = None
                     for k in ("scipy", "numpy_brute", "spark_exact", "spark_certified"):
@@ -290,13 +325,14 @@ def bench(args) -> str:
                     for k, c in cells.items():
                         v, el = c[0], c[1]
                         note = c[2] if len(c) > 2 else ""
+                        ld = c[3] if len(c) > 3 else _load()
                         ratio = f"{el / t_scipy:.3g}" if el and t_scipy else "n/a"
                         err = (f"{(v - exact) / exact:.2e}" if v is not None and exact
                                else "n/a")
                         tt = f"{el:.2f}" if el else f"> {args.time_limit:g} (limit)"
                         vv = f"{v:.6g}" if v is not None else "n/a"
                         lines.append(f"| {kind} | {n} | {dd} | {k} | {tt} | {ratio} | {vv} | "
-                                     f"{err} | {note} |")
+                                     f"{err} | {note} | {ld} |")
     spark.stop()
     return "\n".join([_run_header(load0), "", *lines])
 
@@ -377,6 +413,10 @@ def main(argv=None) -> int:
     ap.add_argument("--scale-check", action="store_true")
     ap.add_argument("--scale-rows", type=int, default=400_000)
     ap.add_argument("--scale-method", default="certified")
+    ap.add_argument("--pass-ref", action="store_true",
+                    help="also time one mapInPandas pass over the features (x4 reference)")
+    ap.add_argument("--worker-rss", action="store_true",
+                    help="report the Python workers' peak RSS after the cells")
     args = ap.parse_args(argv)
     text = scale_check(args) if args.scale_check else bench(args)
     print(text)

@@ -181,7 +181,7 @@ def test_cap_gives_valid_interval_not_certified(pts, data):
 
 def test_time_budget_gives_valid_interval(pts, data):
     keys, y, yp, X, C = data
-    calls = iter([1.0] * 3 + [0.0] * 1000)  # the budget runs out after a few rounds
+    calls = iter([1.0] + [0.0] * 1000)  # the budget runs out after the first searches
     res = hfm_distances(pts, n_attr=3, dim_x=DX, n_rows=len(keys), method="certified", m2=1,
                         sample_rows=8, time_left=lambda: next(calls))
     for tgt, t in ((0, y), (1, yp)):
@@ -280,20 +280,30 @@ def test_elimination_engine_equals_scipy(spark, kind):
 
 def test_sample_bounds_are_upper_bounds(spark):
     """Every row's sample bound is at least its exact nn (what elimination relies on)."""
-    from fairspark.hfm._spark.elim import _code_counts, sample_bounds, with_ranks
+    from pyspark.sql import functions as F
+
+    from fairspark.hfm._spark.elim import _top_bounds, _work_table, code_counts
 
     rng = np.random.default_rng(4)
     n = 600
     X, y, codes = _scenario("clustered", rng, n, 3)
     keys = np.array([f"b{i:04d}" for i in range(n)])
     pts = _points_df(spark, keys, y, 1 - y, X, codes)
-    counts = _code_counts(pts, 1)
-    ranked = with_ranks(pts, n_attr=1, counts=counts, seed=1)
-    sample = ranked.where("rho0 < 20").toPandas()
-    assert 20 <= len(sample) <= 80
-    got = sample_bounds(ranked, sample, n_attr=1, dim_x=3, targets=(0, 1)).toPandas()
+    counts = code_counts(pts, 1)
+    assert counts == {0: {0: int((codes == 0).sum()), 1: int((codes == 1).sum())}}
+    ranked = pts.withColumn("h", F.rand(seed=1))
+    sample = ranked.where("h < 0.05").toPandas()
+    assert 5 <= len(sample) <= 80
+    work_df = _work_table(ranked, sample, n_attr=1, dim_x=3, pairs=[(0, 0), (1, 0)],
+                          counts=counts)
+    work = work_df.toPandas()
+    top = _top_bounds(work_df, [(0, 0), (1, 0)], 5)
     for tgt, t in ((0, y), (1, 1 - y)):
         nn = brute(np.column_stack([t, X]), codes)
-        sub = got[got["tgt"] == tgt].set_index("key").loc[keys]
-        assert (sub["d"].to_numpy() >= nn - 1e-15).all()
-        assert (sub["d"].to_numpy() == nn).any()
+        sub = work.set_index("key").loc[keys]
+        u = sub[f"u{tgt}_0"].to_numpy()
+        assert (u >= nn - 1e-15).all()
+        assert (u == nn).any()
+        # the five largest bounds, ties to the smallest key
+        order = sorted(zip(-u, keys, strict=True))[:5]
+        assert [(a, b) for a, b, _ in top[(tgt, 0)]] == [(float(a), b) for a, b in order]

@@ -240,6 +240,19 @@ def nn_other_group(
     bidx = np.full(nq, -1, dtype=np.int64)
     if nq == 0 or nr == 0:
         return best, bidx
+    qu = np.unique(qcodes)
+    if len(qu) <= 8:
+        # per query code: only the references of other codes (no masked work)
+        rn = np.sum(r * r, axis=1)
+        for c in qu:
+            qs = np.flatnonzero(qcodes == c)
+            rs = np.flatnonzero(rcodes != c)
+            if rs.size == 0:
+                continue
+            d, i = _nn_plain(q[qs], r[rs], rn[rs])
+            best[qs] = d
+            bidx[qs] = np.where(i >= 0, rs[np.maximum(i, 0)], -1)
+        return best, bidx
     dim = q.shape[1]
     qn = np.sum(q * q, axis=1)
     rn = np.sum(r * r, axis=1)
@@ -256,6 +269,43 @@ def nn_other_group(
             better = d < best[gq]
             best[gq[better]] = d[better]
             bidx[gq[better]] = ri[better] + rs
+    return best, bidx
+
+
+def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exact nearest reference of each query (no groups), ties to the smallest index.
+
+    ``rn``: squared norms of ``r``. The shortcut ``|r|^2 - 2 q.r`` (the query's own norm
+    does not change the order) selects everything within its rounding bound of the
+    block minimum; those candidates are measured directly.
+    """
+    nq, nr = q.shape[0], r.shape[0]
+    best = np.full(nq, np.inf)
+    bidx = np.full(nq, -1, dtype=np.int64)
+    qn = np.sum(q * q, axis=1)
+    coef = 4.0 * (q.shape[1] + 4) * _EPS
+    bq = max(1, min(nq, 1024))
+    br = max(1, _BLOCK_DOUBLES // bq)
+    rmax = float(rn.max())
+    for qs in range(0, nq, bq):
+        qb = q[qs:qs + bq]
+        tol = 2.0 * coef * (qn[qs:qs + bq] + rmax) + 1e-300
+        for rs in range(0, nr, br):
+            s = qb @ r[rs:rs + br].T
+            s *= -2.0
+            s += rn[None, rs:rs + br]
+            m = s.min(axis=1)
+            qi, ri = np.nonzero(s <= (m + tol)[:, None])
+            d = pair_distance(qb[qi], r[rs + ri])
+            order = np.lexsort((ri, d, qi))
+            qi, ri, d = qi[order], ri[order], d[order]
+            first = np.ones(qi.size, dtype=bool)
+            first[1:] = qi[1:] != qi[:-1]
+            qi, ri, d = qi[first], ri[first] + rs, d[first]
+            gq = qi + qs
+            better = d < best[gq]
+            best[gq[better]] = d[better]
+            bidx[gq[better]] = ri[better]
     return best, bidx
 
 

@@ -7,9 +7,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from pyspark import StorageLevel
@@ -189,6 +190,27 @@ def hfm_distances(
     if projections is None:
         raise ValueError(f"method {method!r} needs projection vectors")
     projections = {t: projections[t] for t in targets}
+    with _approx_scan(pts, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows, projections=projections,
+                      m2=m2, num_partitions=num_partitions,
+                      rows_per_partition=rows_per_partition) as (scan, ap):
+        if method == "approx":
+            return _approx_distances(ap)
+        return _bounded_distances(
+            pts, scan, ap, m1s={tgt: int(projections[tgt].shape[0]) for tgt in targets},
+            targets=targets, n_attr=n_attr, histogram_bins=histogram_bins,
+        )
+
+
+@contextlib.contextmanager
+def _approx_scan(
+    pts: DataFrame, *, n_attr: int, dim_x: int, n_rows: int, projections: dict[int, np.ndarray],
+    m2: int, num_partitions: int | None, rows_per_partition: int,
+) -> Iterator[tuple[DataFrame, dict[Pair, object]]]:
+    """The persisted ApproxDist window scans and their per-pair summary (unpersisted on exit).
+
+    Yields ``(scan, approx)`` with ``approx[(tgt, attr)]`` the summary row (``D``,
+    ``D_avg``, witnesses, projection).
+    """
     P = num_partitions or max(1, math.ceil(n_rows / rows_per_partition))
     inner: list[DataFrame] = []
     scan = approx_scan(
@@ -196,13 +218,7 @@ def hfm_distances(
         persisted=inner,
     ).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        ap = {(int(r.tgt), int(r.attr)): r for r in summarise_approx(scan).itertuples()}
-        if method == "approx":
-            return _approx_distances(ap)
-        return _bounded_distances(
-            pts, scan, ap, m1s={tgt: int(projections[tgt].shape[0]) for tgt in targets},
-            targets=targets, n_attr=n_attr, histogram_bins=histogram_bins,
-        )
+        yield scan, {(int(r.tgt), int(r.attr)): r for r in summarise_approx(scan).itertuples()}
     finally:
         scan.unpersist()
         for d in inner:
@@ -264,21 +280,12 @@ def _add_paper_values(
     rows_per_partition: int,
 ) -> None:
     """The paper's ApproxDist and the pointwise bound beside the exact value, with errors."""
-    P = num_partitions or max(1, math.ceil(n_rows / rows_per_partition))
-    inner: list[DataFrame] = []
-    scan = approx_scan(
-        pts, n_attr=n_attr, dim_x=dim_x, projections=projections, m2=m2, num_partitions=P,
-        persisted=inner,
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        ap = {(int(r.tgt), int(r.attr)): r for r in summarise_approx(scan).itertuples()}
+    with _approx_scan(pts, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows, projections=projections,
+                      m2=m2, num_partitions=num_partitions,
+                      rows_per_partition=rows_per_partition) as (scan, ap):
         pw = _bounded_distances(
             pts, scan, ap, m1s={t: int(w.shape[0]) for t, w in projections.items()},
             targets=tuple(projections), n_attr=n_attr, histogram_bins=0)
-    finally:
-        scan.unpersist()
-        for d in inner:
-            d.unpersist()
     for p, res in out.items():
         if p not in pw:
             continue

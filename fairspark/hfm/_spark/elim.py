@@ -1,54 +1,72 @@
 """Exact D by elimination, with no copy of the feature vectors (METHODS §1, ``certified``).
 
-1. **Sample bounds.** A seeded sample of every group (per attribute and code, ranked
-   by a hash of the row key) is broadcast; one ``mapInPandas`` pass gives every row the
-   distance ``u(p)`` to its nearest other-group sample row, an upper bound of ``nn(p)``.
-2. **Exact searches** of the rows with the largest ``u`` (their feature vectors are
-   broadcast; every task scans its own rows) give ``L = max nn``, a lower bound of D.
-3. **Elimination.** A row with ``u(p) < L`` cannot raise D. The rows left are taken in
-   decreasing ``u`` and checked against growing blocks of the other side (the rows of
-   each code in hash-rank order, 1024, 2048, 4096 ... rows per code past the sample);
-   a row leaves as soon as a neighbour closer than ``L`` is seen, and a row whose
-   blocks have covered its whole other side has its exact ``nn(p)``, which may raise
-   ``L``. When no row is left, ``D = L`` is exact.
+Passes over the rows, each a ``mapInArrow`` task reading the feature vectors where
+they lie (a float64 blob per row, decoded without a per-row Python object):
 
-Only ``(tgt, attr, key, distance, neighbour key)`` rows leave a task. Every distance
-that decides D or a witness is computed directly (``sqrt(sum((a - b)^2))``, in
-:func:`fairspark.hfm._kernels.nn_other_group`), and a row is eliminated only when its
-bound is below ``L`` by a relative margin (:data:`MARGIN`), so rounding never drops a
-row that could realise D, nor one that ties with it (witness ties go to the smallest
-key, as in the ``exact`` method). Everything is a function of the rows and the seed,
-so the result does not depend on partitioning.
+0. **Ranks and sample.** Every row gets ``rho_a = h(key, seed) * n(a, code)`` (its
+   expected position among the rows of its code); the rows with ``rho_a < q`` for some
+   attribute are collected (the sample, about ``q`` rows per code).
+1. **Bounds** (pass A). The sample is broadcast; every row gets ``u(p)``, the distance
+   to its nearest other-group sample row (an upper bound of ``nn(p)``). The pass
+   writes the *working table* (key, codes, ranks, blob, bounds), persisted once; every
+   later pass reads it.
+2. **Exact searches** (pass B) of the ``first_search`` rows with the largest ``u``
+   (their vectors broadcast; every task scans its own rows) give ``L = max nn``, a
+   lower bound of D.
+3. **Elimination** (pass C). The next blocks of every code (``q <= rho < R``, growing
+   ``first_block, 2 * first_block, ...`` rows per code) are broadcast; in one pass every
+   row with ``u >= L`` is checked against them block after block and leaves as soon as
+   a neighbour closer than ``L`` is seen (EarlyBreak's idea with one global bound).
+   Rows whose blocks covered their whole other side have their exact ``nn``.
+4. **Survivors** (pass D, usually few rows) are taken in decreasing bound, broadcast,
+   and checked against the blocks past ``R`` (doubling) until eliminated or exact; an
+   exact ``nn`` may raise ``L``. When no row is left, ``D = L`` is exact.
+
+Only keys, groups and bounds (and the vectors of the few rows searched) leave a task.
+Every distance that decides D or a witness is computed directly
+(``sqrt(sum((a - b)^2))``, in :func:`fairspark.hfm._kernels.nn_other_group`), and a row
+is eliminated only when its bound is below ``L`` by a relative margin (:data:`MARGIN`),
+so rounding never drops a row that could realise D, nor one that ties with it (witness
+ties go to the smallest key, as in the ``exact`` method). Everything is a function of
+the rows and the seed, so the result does not depend on partitioning.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import Column, DataFrame, Window
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from fairspark._testing import maybe_fail_first_attempt
 from fairspark._threads import pin_threads
 from fairspark.hfm._kernels import nn_other_group
-from fairspark.hfm._spark._points import code_cols, keys_at, points_of, points_schema_check
+from fairspark.hfm._spark._points import code_cols, points_schema_check
 from fairspark.hfm.results import CertifiedResult
 
-__all__ = ["MARGIN", "certify_exact", "sample_bounds"]
+__all__ = ["MARGIN", "certify_exact", "code_counts", "sample_bounds_numpy"]
 
 Pair = tuple[int, int]
+_LOG = logging.getLogger(__name__)
 
 #: a row is eliminated only when its upper bound is below ``L * (1 - MARGIN)``
 MARGIN = 1e-9
 _RANK = 1 << 30
-_NN_SCHEMA = "tgt int, attr int, key string, d double, nb_key string"
-#: bytes of query feature vectors broadcast in one round
-_QUERY_BYTES = 16 << 20
+#: bytes of feature vectors broadcast in one round (queries or blocks)
+_BCAST_BYTES = 32 << 20
+_NN_SCHEMA = "tgt int, attr int, qi long, d double, nb_key string"
+_C_SCHEMA = ("kind int, tgt int, attr int, blk int, n long, mx double, key string, "
+             "d double, nb_key string, code int, xb binary")
 
 
 @dataclass
@@ -56,10 +74,10 @@ class _PairState:
     """Where the search of one (target, attribute) stands.
 
     ``lb``/``key``/``nb_key``: the largest exact ``nn`` so far and its witness pair;
-    ``cursor``: ``(u, key)`` of the last row taken (rows are taken in decreasing ``u``);
-    ``ub_rem``: the largest ``u`` not taken yet; ``open_ub``: the largest running bound
-    of the rows still being checked; ``rounds``: per round ``L`` and the largest bound
-    of the rows it eliminated (the elimination invariant: always below ``L``).
+    ``cursor``: ``(bound, key)`` of the last row taken (rows are taken in decreasing
+    bound); ``ub_rem``: the largest bound not taken yet; ``open_ub``: the largest running
+    bound of the rows still being checked; ``rounds``: per round ``L`` and the largest
+    bound of the rows it eliminated (the elimination invariant: always below ``L``).
     """
 
     lb: float = -math.inf
@@ -76,15 +94,18 @@ class _PairState:
     rounds: list[dict] = field(default_factory=list)
 
     def upper(self) -> float:
+        """The upper end of the interval so far."""
         if self.certified:
             return self.lb
         return max(self.lb, self.ub_rem, self.open_ub)
 
     def raise_lb(self, d: float, key: str, nb_key: str | None) -> None:
+        """An exact ``nn``: the lower bound, ties to the smallest key."""
         if d > self.lb or (d == self.lb and (self.key is None or key < self.key)):
             self.lb, self.key, self.nb_key = d, key, nb_key
 
     def result(self, n_above: int | None = None) -> CertifiedResult:
+        """The interval and counts as a :class:`CertifiedResult`."""
         return CertifiedResult(
             lower=self.lb, upper=self.upper(), certified=self.certified, n_searched=self.n_exact,
             key=self.key, nb_key=self.nb_key, steps=list(self.steps), n_above=n_above,
@@ -94,7 +115,7 @@ class _PairState:
 
 def _thr(lb: float) -> float:
     """Bounds below this cannot realise (or tie with) a distance ``lb``."""
-    return lb - MARGIN * abs(lb)
+    return lb - MARGIN * abs(lb) if math.isfinite(lb) else -math.inf
 
 
 def _max_result_bytes(spark) -> float:
@@ -118,7 +139,7 @@ def _collect(df: DataFrame, est_bytes: float) -> pd.DataFrame:
                                      columns=df.columns)
 
 
-def _code_counts(pts: DataFrame, n_attr: int) -> dict[int, dict[int, int]]:
+def code_counts(pts: DataFrame, n_attr: int) -> dict[int, dict[int, int]]:
     """Rows per (attribute, code): one aggregation."""
     pairs = F.explode(F.array(*[
         F.struct(F.lit(a).alias("a"), F.col(c).alias("c")) for a, c in enumerate(code_cols(n_attr))
@@ -130,88 +151,211 @@ def _code_counts(pts: DataFrame, n_attr: int) -> dict[int, dict[int, int]]:
     return out
 
 
-def with_ranks(pts: DataFrame, *, n_attr: int, counts: dict[int, dict[int, int]],
-               seed: int) -> DataFrame:
-    """Add ``rho0..``: a row's expected position among the rows of its code.
+# ----------------------------------------------------------------------------- blobs
+def _to_blob(P: np.ndarray) -> pa.Array:
+    """Rows of a float matrix as a binary array (one float64 blob per row)."""
+    P = np.ascontiguousarray(P, dtype=np.float64)
+    n, w = P.shape
+    offs = (np.arange(n + 1, dtype=np.int64) * (8 * w)).astype(np.int32)
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offs), pa.py_buffer(P)])
 
-    ``rho_a = h * n(a, code)`` with ``h`` in [0, 1) a hash of the key and the seed, so
-    ``rho_a < k`` takes about ``k`` rows of every code, the same rows for any
-    partitioning.
+
+def _from_blob(col: pa.Array, width: int) -> np.ndarray:
+    """A binary array of float64 blobs as an ``(n, width)`` matrix (no per-row objects)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    n = len(col)
+    if n == 0:
+        return np.zeros((0, width))
+    big = pa.types.is_large_binary(col.type)
+    bufs = col.buffers()
+    offs = np.frombuffer(bufs[1], dtype=np.int64 if big else np.int32)
+    offs = offs[col.offset:col.offset + n + 1]
+    if col.null_count or offs[-1] - offs[0] != 8 * width * n:
+        raise ValueError("feature blobs of unequal length")
+    data = np.frombuffer(bufs[2], dtype=np.uint8, count=int(offs[-1] - offs[0]),
+                         offset=int(offs[0]))
+    return np.array(data.view(np.float64).reshape(n, width))
+
+
+def _blobs_of(values) -> np.ndarray:
+    """Blobs collected on the driver (bytes objects) as one matrix per row."""
+    vals = list(values)
+    if not vals:
+        return np.zeros((0, 0))
+    return np.frombuffer(b"".join(bytes(v) for v in vals), dtype=np.float64).reshape(len(vals), -1)
+
+
+def _col(batch: pa.RecordBatch, name: str) -> pa.Array:
+    return batch.column(batch.schema.get_field_index(name))
+
+
+def _np(batch: pa.RecordBatch, name: str, dtype=np.float64) -> np.ndarray:
+    return _col(batch, name).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+
+
+def _features(batch: pa.RecordBatch, dim_x: int) -> np.ndarray:
+    """``[y, yp, x]`` of a batch of the points table (``x`` a list column)."""
+    x = _col(batch, "x")
+    flat = x.flatten().to_numpy(zero_copy_only=False)
+    n = len(x)
+    if flat.size != n * dim_x:
+        raise ValueError(f"feature vectors must all have length {dim_x}")
+    return np.column_stack([_np(batch, "y"), _np(batch, "yp"), flat.reshape(n, dim_x)])
+
+
+def _tpoints(P: np.ndarray, tgt: int) -> np.ndarray:
+    """Points ``[t, x]`` of ``[y, yp, x]`` rows, ``t`` the label (0) or the prediction (1)."""
+    return np.concatenate([P[:, tgt:tgt + 1], P[:, 2:]], axis=1)
+
+
+def _ucol(p: Pair) -> str:
+    return f"u{p[0]}_{p[1]}"
+
+
+def _nbcol(p: Pair) -> str:
+    return f"nb{p[0]}_{p[1]}"
+
+
+def _tie_keys(d: np.ndarray, nk: np.ndarray, bd: np.ndarray, bk: np.ndarray) -> np.ndarray:
+    """Where a new distance beats the running one: smaller, or equal with a smaller key."""
+    better = d < bd
+    tie = np.flatnonzero((d == bd) & np.isfinite(d))
+    for i in tie:
+        if nk[i] is not None and (bk[i] is None or nk[i] < bk[i]):
+            better[i] = True
+    return better
+
+
+def _key_order(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A batch sorted by key (nn ties go to the smallest index, hence the smallest key)."""
+    return batch.take(pc.sort_indices(_col(batch, "key")))
+
+
+# ----------------------------------------------------------------------------- pass A
+def sample_bounds_numpy(P: np.ndarray, codes: np.ndarray, S: np.ndarray, scodes: np.ndarray,
+                        skeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``u(p)`` of points against a key-sorted sample, with the sample key realising it.
+
+    Parameters
+    ----------
+    P, S : numpy.ndarray
+        Points and sample points ``[t, x]``.
+    codes, scodes : numpy.ndarray
+        Their group codes.
+    skeys : numpy.ndarray
+        Sample keys (sorted).
+
+    Returns
+    -------
+    u : numpy.ndarray
+        Distance to the nearest other-group sample row (``inf`` when none).
+    nb : numpy.ndarray
+        Its key (``None`` when none).
     """
-    h = F.pmod(F.xxhash64(F.col("key"), F.lit(seed)), F.lit(_RANK)).cast("double") / float(_RANK)
-    rhos = []
-    for a, c in enumerate(code_cols(n_attr)):
-        m = F.create_map(*[x for code, n in sorted(counts[a].items())
-                           for x in (F.lit(code), F.lit(float(n)))]) if counts[a] else None
-        size = F.element_at(m, F.col(c)) if m is not None else F.lit(0.0)
-        rhos.append((h * F.coalesce(size, F.lit(0.0))).alias(f"rho{a}"))
-    return pts.select("key", "y", "yp", "x", *code_cols(n_attr), *rhos)
+    d, idx = nn_other_group(P, codes, S, scodes)
+    nb = np.full(len(d), None, dtype=object)
+    ok = idx >= 0
+    nb[ok] = np.asarray(skeys, dtype=object)[idx[ok]]
+    return d, nb
 
 
-def _frame(tgt: int, attr: int, keys, d, nb) -> pd.DataFrame:
-    n = len(keys)
-    return pd.DataFrame({
-        "tgt": np.full(n, tgt, dtype=np.int32), "attr": np.full(n, attr, dtype=np.int32),
-        "key": pd.Series(np.asarray(keys, dtype=object), dtype=object),
-        "d": np.asarray(d, dtype=np.float64),
-        "nb_key": pd.Series(np.asarray(nb, dtype=object), dtype=object),
-    })
+_NULL_CODE = -(1 << 31)
 
 
-def _by_key(pdf: pd.DataFrame) -> pd.DataFrame:
-    """Rows sorted by key (nn ties go to the smallest index, hence the smallest key)."""
-    return pdf.iloc[np.argsort(pdf["key"].to_numpy(dtype=str), kind="stable")]
+def _codes(batch: pa.RecordBatch, name: str) -> np.ndarray:
+    """An int code column (nulls as a code of their own that matches nothing else)."""
+    return _col(batch, name).fill_null(_NULL_CODE).to_numpy(zero_copy_only=False)
 
 
-def sample_bounds(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: int,
-                  targets: tuple[int, ...]) -> DataFrame:
-    """Per row and (target, attribute): distance to the nearest other-group sample row.
+def _rho(h: np.ndarray, codes: np.ndarray, counts: dict[int, int]) -> np.ndarray:
+    """``rho = h * n(code)`` (0 for codes not counted)."""
+    if not counts:
+        return np.zeros(len(h))
+    ks = np.array(sorted(counts), dtype=np.int64)
+    vs = np.array([counts[k] for k in sorted(counts)], dtype=float)
+    pos = np.clip(np.searchsorted(ks, codes), 0, len(ks) - 1)
+    return h * np.where(ks[pos] == codes, vs[pos], 0.0)
 
-    ``sample`` (rows of the points table) is broadcast; the result has one row per
-    point and pair (``tgt, attr, key, d, nb_key``; ``d = inf`` when the sample holds no
-    row of another group), not collected.
+
+def _top_bounds(work: DataFrame, pairs: list[Pair], k: int) -> dict[Pair, list[tuple]]:
+    """Per pair the ``k`` rows with the largest bound, then the smallest key (one job).
+
+    Returns ``(-u, key, nb_key)`` tuples in that order.
     """
-    sample = _by_key(sample.drop_duplicates("key"))
+    parts = None
+    for p in pairs:
+        one = (work.select(F.lit(p[0]).alias("tgt"), F.lit(p[1]).alias("attr"), "key",
+                           F.col(_ucol(p)).alias("u"), F.col(_nbcol(p)).alias("nb_key"))
+               .orderBy(F.col("u").desc(), F.col("key").asc()).limit(k))
+        parts = one if parts is None else parts.unionByName(one)
+    out: dict[Pair, list[tuple]] = {p: [] for p in pairs}
+    for r in parts.collect():
+        out[(int(r["tgt"]), int(r["attr"]))].append((-float(r["u"]), r["key"], r["nb_key"] or ""))
+    return {p: sorted(v) for p, v in out.items()}
+
+
+def _work_table(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: int,
+                pairs: list[Pair], counts: dict[int, dict[int, int]]) -> DataFrame:
+    """Pass A: the working table with blobs, ranks and sample bounds (not persisted).
+
+    ``ranked`` is the points table with ``h`` (the seeded hash of the key in [0, 1));
+    ``sample`` its sample rows (pandas, with ``x``).
+    """
     cols = code_cols(n_attr)
+    sample = sample.sort_values("key", kind="mergesort")
+    sx = np.vstack(sample["x"].to_numpy()) if len(sample) else np.zeros((0, dim_x))
+    SP = np.column_stack([sample["y"].to_numpy(float), sample["yp"].to_numpy(float),
+                          sx.reshape(len(sample), dim_x)])
     bc = ranked.sparkSession.sparkContext.broadcast({
-        "keys": sample["key"].to_numpy(dtype=object),
-        "pts": {t: points_of(sample, t, dim_x) for t in targets},
-        "codes": {c: sample[c].to_numpy() for c in cols},
+        "keys": sample["key"].to_numpy(dtype=object), "P": SP,
+        "codes": {c: sample[c].fillna(_NULL_CODE).to_numpy(np.int64) for c in cols},
+        "counts": counts,
     })
+    fields = ["key string", "h double", *[f"{c} int" for c in cols],
+              *[f"rho{a} double" for a in range(n_attr)], "xb binary",
+              *[f"{_ucol(p)} double, {_nbcol(p)} string" for p in pairs]]
 
-    def bounds(it: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def bounds(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pin_threads()
         maybe_fail_first_attempt("hfm")
         s = bc.value
-        for pdf in it:
-            if len(pdf) == 0:
+        for batch in it:
+            if batch.num_rows == 0:
                 continue
-            keys = pdf["key"].to_numpy(dtype=object)
-            for t in targets:
-                P = points_of(pdf, t, dim_x)
-                for a, c in enumerate(cols):
-                    d, idx = nn_other_group(P, pdf[c].to_numpy(), s["pts"][t], s["codes"][c])
-                    yield _frame(t, a, keys, d, keys_at(s["keys"], idx))
+            P = _features(batch, dim_x)
+            h = _np(batch, "h")
+            out = {"key": _col(batch, "key"), "h": pa.array(h)}
+            codes = {c: _codes(batch, c) for c in cols}
+            for c in cols:
+                out[c] = _col(batch, c).cast(pa.int32())
+            for a, c in enumerate(cols):
+                out[f"rho{a}"] = pa.array(_rho(h, codes[c], s["counts"][a]))
+            out["xb"] = _to_blob(P)
+            for p in pairs:
+                c = cols[p[1]]
+                u, nb = sample_bounds_numpy(_tpoints(P, p[0]), codes[c], _tpoints(s["P"], p[0]),
+                                            s["codes"][c], s["keys"])
+                out[_ucol(p)] = pa.array(u)
+                out[_nbcol(p)] = pa.array(nb, type=pa.string())
+            yield pa.RecordBatch.from_pydict(out)
 
-    return ranked.select("key", "y", "yp", "x", *cols).mapInPandas(bounds, _NN_SCHEMA)
+    return ranked.select("key", "h", "y", "yp", "x", *cols).mapInArrow(bounds, ", ".join(fields))
 
 
-def _scan_queries(ranked: DataFrame, queries: pd.DataFrame, *, n_attr: int, dim_x: int,
-                  lo: float, hi: float) -> pd.DataFrame:
+# ----------------------------------------------------------------------------- searches
+def _exact_scan(work: DataFrame, queries: list[tuple], *, n_attr: int, dim_x: int,
+                lo: float, hi: float) -> pd.DataFrame:
     """Nearest other-group row, among the rows with ``lo <= rho_attr < hi``, of each query.
 
-    ``queries`` (``tgt, attr, key, y, yp, x, c0..``) are broadcast; every task scans its
-    own rows and keeps per query its best neighbour over all its batches, so one row
-    per query and task leaves it. Returns ``tgt, attr, key, d, nb_key`` (queries with
-    no such neighbour are absent).
+    ``queries``: per pair ``(tgt, attr, points [t, x], codes)`` (broadcast; every task
+    scans its own rows and keeps per query its best neighbour over its batches, ties to
+    the smaller key). Returns ``tgt, attr, qi, d, nb_key`` (queries with no such
+    neighbour are absent), reduced over tasks in Spark.
     """
     cols = code_cols(n_attr)
-    groups = []
-    for (t, a), q in queries.groupby(["tgt", "attr"], sort=True):
-        groups.append((int(t), int(a), q["key"].to_numpy(dtype=object),
-                       points_of(q, int(t), dim_x), q[cols[int(a)]].to_numpy()))
-    bc = ranked.sparkSession.sparkContext.broadcast(groups)
-    attrs = sorted({g[1] for g in groups})
+    bc = work.sparkSession.sparkContext.broadcast(queries)
+    attrs = sorted({q[1] for q in queries})
     cond = F.lit(False)
     for a in attrs:
         c = F.col(f"rho{a}") >= F.lit(float(lo))
@@ -219,39 +363,51 @@ def _scan_queries(ranked: DataFrame, queries: pd.DataFrame, *, n_attr: int, dim_
             c &= F.col(f"rho{a}") < F.lit(float(hi))
         cond |= c
 
-    def scan(it: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def scan(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pin_threads()
         maybe_fail_first_attempt("hfm")
-        gs = bc.value
-        best = [(np.full(len(g[2]), np.inf), np.full(len(g[2]), None, dtype=object)) for g in gs]
-        for pdf in it:
-            if len(pdf) == 0:
+        qs = bc.value
+        best = [(np.full(len(q[2]), np.inf), np.full(len(q[2]), None, dtype=object)) for q in qs]
+        for batch in it:
+            if batch.num_rows == 0:
                 continue
-            pdf = _by_key(pdf)
-            for (t, a, _, Q, qc), (bd, bk) in zip(gs, best, strict=True):
-                rho = pdf[f"rho{a}"].to_numpy()
-                sub = pdf[(rho >= lo) & (rho < hi)]
-                if len(sub) == 0:
+            batch = _key_order(batch)
+            P = _from_blob(_col(batch, "xb"), dim_x + 2)
+            keys = np.asarray(_col(batch, "key").to_pylist(), dtype=object)
+            for (t, a, Q, qc), (bd, bk) in zip(qs, best, strict=True):
+                rho = _np(batch, f"rho{a}")
+                m = (rho >= lo) & (rho < hi)
+                if not m.any():
                     continue
-                d, idx = nn_other_group(Q, qc, points_of(sub, t, dim_x), sub[cols[a]].to_numpy())
-                nk = keys_at(sub["key"].to_numpy(dtype=object), idx)
-                ok = np.isfinite(d)
-                # a tie between batches goes to the smaller neighbour key
-                better = ok & ((d < bd) | ((d == bd) & np.array(
-                    [n is not None and (b is None or n < b) for n, b in zip(nk, bk, strict=True)],
-                    dtype=bool)))
+                d, idx = nn_other_group(Q, qc, _tpoints(P[m], t), _codes(batch, cols[a])[m])
+                nk = np.full(len(d), None, dtype=object)
+                ok = idx >= 0
+                nk[ok] = keys[m][idx[ok]]
+                better = _tie_keys(d, nk, bd, bk)
                 bd[better], bk[better] = d[better], nk[better]
-        for (t, a, qk, _, _), (bd, bk) in zip(gs, best, strict=True):
-            ok = np.isfinite(bd)
-            if ok.any():
-                yield _frame(t, a, qk[ok], bd[ok], bk[ok])
+        for (t, a, _, _), (bd, bk) in zip(qs, best, strict=True):
+            ok = np.flatnonzero(np.isfinite(bd))
+            if len(ok):
+                yield pa.RecordBatch.from_pydict({
+                    "tgt": pa.array(np.full(len(ok), t, np.int32)),
+                    "attr": pa.array(np.full(len(ok), a, np.int32)),
+                    "qi": pa.array(ok.astype(np.int64)), "d": pa.array(bd[ok]),
+                    "nb_key": pa.array(bk[ok], type=pa.string())})
 
-    per_task = ranked.where(cond).mapInPandas(scan, _NN_SCHEMA)
+    per_task = work.where(cond).select("key", "xb", *cols, *[f"rho{a}" for a in attrs]) \
+        .mapInArrow(scan, _NN_SCHEMA)
+    n_q = sum(len(q[2]) for q in queries)
+    if 64.0 * n_q * work.rdd.getNumPartitions() < _max_result_bytes(work.sparkSession) / 4:
+        # few queries: every task's rows come back, reduced here (no shuffle)
+        raw = per_task.toPandas()
+        raw["nb_key"] = raw["nb_key"].astype(object)
+        raw = raw.sort_values(["tgt", "attr", "qi", "d", "nb_key"], kind="mergesort")
+        return raw.drop_duplicates(["tgt", "attr", "qi"]).reset_index(drop=True)
     return _collect(
-        per_task.groupBy("tgt", "attr", "key")
+        per_task.groupBy("tgt", "attr", "qi")
         .agg(F.min(F.struct("d", "nb_key")).alias("m"))
-        .select("tgt", "attr", "key", F.col("m.d").alias("d"), F.col("m.nb_key").alias("nb_key")),
-        est_bytes=64.0 * len(queries),
+        .select("tgt", "attr", "qi", F.col("m.d").alias("d"), F.col("m.nb_key").alias("nb_key")),
+        est_bytes=64.0 * n_q,
     )
 
 
@@ -259,132 +415,214 @@ def _is_pair(p: Pair) -> Column:
     return (F.col("tgt") == p[0]) & (F.col("attr") == p[1])
 
 
-def _any_pair(pairs: list[Pair]) -> Column:
-    cond = F.lit(False)
-    for p in pairs:
-        cond |= _is_pair(p)
-    return cond
-
-
-def _next_batch(ub_df: DataFrame, ranked: DataFrame, state: dict[Pair, _PairState],
-                active: list[Pair], size: int, *, n_attr: int, dim_x: int) -> pd.DataFrame:
-    """The next ``size`` rows per active pair, in decreasing ``u``, with their points.
-
-    Rows whose bound is below the pair's lower bound are left out (eliminated). Sets
-    each pair's cursor and ``ub_rem`` (the largest bound left after the batch).
-    """
-    cond = F.lit(False)
-    for p in active:
-        st = state[p]
-        c = _is_pair(p)
-        if math.isfinite(st.lb):
-            c &= F.col("u") >= F.lit(_thr(st.lb))
-        if st.cursor is not None:
-            cu, ck = st.cursor
-            c &= (F.col("u") < F.lit(cu)) | ((F.col("u") == F.lit(cu)) & (F.col("key") > F.lit(ck)))
-        cond |= c
-    rank = F.row_number().over(
-        Window.partitionBy("tgt", "attr").orderBy(F.col("u").desc(), F.col("key").asc()))
-    top = (ub_df.where(cond).select("tgt", "attr", "key", "u", "nb_key")
-           .withColumn("rn", rank).where(F.col("rn") <= size + 1)).persist()
-    try:
-        rem = {(int(r["tgt"]), int(r["attr"])): float(r["u"])
-               for r in top.where(F.col("rn") == size + 1).select("tgt", "attr", "u").collect()}
-        pts = ranked.select("key", "y", "yp", "x", *code_cols(n_attr))
-        q = top.where(F.col("rn") <= size).drop("rn")
-        # join first, then drop the rows sharing a key among the few joined rows (a
-        # dropDuplicates of the table would shuffle every feature vector)
-        batch = _collect(q.join(pts, on="key", how="inner")
-                         .dropDuplicates(["tgt", "attr", "key"]),
-                         est_bytes=(8.0 * (dim_x + 4) + 64) * size * len(active))
-    finally:
-        top.unpersist()
-    batch = batch.sort_values(["tgt", "attr", "u", "key"], ascending=[True, True, False, True],
-                              kind="mergesort").reset_index(drop=True)
-    for p in active:
-        st = state[p]
-        sub = batch[(batch["tgt"] == p[0]) & (batch["attr"] == p[1])]
-        st.ub_rem = rem.get(p, -math.inf)
-        if len(sub):
-            st.cursor = (float(sub["u"].iloc[-1]), str(sub["key"].iloc[-1]))
-    return batch
-
-
 def _other_max(counts: dict[int, dict[int, int]], a: int, code: int) -> float:
     """Rows of the largest other code: a block reaching it covers the whole other side."""
     return float(max((n for c, n in counts[a].items() if c != code), default=0))
 
 
-def _check_batch(ranked: DataFrame, batch: pd.DataFrame, state: dict[Pair, _PairState], *,
-                 n_attr: int, dim_x: int, counts: dict[int, dict[int, int]], start: float,
-                 first_block: int, exact_first: bool, time_left: Callable[[], float],
-                 on_round: Callable[[], None]) -> bool:
-    """Check the batch's rows against growing blocks until each is eliminated or exact.
+def _after(p: Pair, cursor: tuple[float, str] | None) -> Column:
+    """Rows after ``cursor`` in the order (bound descending, key ascending)."""
+    if cursor is None:
+        return F.lit(True)
+    u = F.col(_ucol(p))
+    cu, ck = cursor
+    return (u < F.lit(cu)) | ((u == F.lit(cu)) & (F.col("key") > F.lit(ck)))
 
-    ``exact_first``: one scan of the whole table (the first batch, which sets ``L``).
-    Returns ``False`` when the time budget ran out first.
+
+def _search_top(work: DataFrame, found_rows: pd.DataFrame, top: dict, state: dict[Pair, _PairState],
+                pairs: list[Pair], *, n_attr: int, dim_x: int, k: int) -> None:
+    """Pass B: exact ``nn`` of the ``k`` rows with the largest bound per pair (sets ``L``).
+
+    ``top``: per pair the ``k + 1`` largest ``(-u, key, nb_key)`` (from pass A);
+    ``found_rows``: collected rows of the working table holding their vectors.
     """
-    cols = code_cols(n_attr)
-    alive = batch.copy()
-    alive["bound"] = alive["u"].astype(float)
-    alive["nb"] = alive["nb_key"]
-    own = alive[cols].to_numpy()[np.arange(len(alive)), alive["attr"].to_numpy(dtype=int)]
-    alive["full"] = [_other_max(counts, int(a), int(c))
-                     for a, c in zip(alive["attr"], own, strict=True)]
-    for p, sub in alive.groupby(["tgt", "attr"]):
-        state[(int(p[0]), int(p[1]))].n_checked += len(sub)
-    lo, size = (0.0, math.inf) if exact_first else (float(start), float(first_block))
-    while len(alive):
-        if time_left() <= 0:
-            for p, sub in alive.groupby(["tgt", "attr"]):
-                st = state[(int(p[0]), int(p[1]))]
-                st.open_ub = max(st.open_ub, float(sub["bound"].max()))
-            return False
-        hi = lo + size
-        found = _scan_queries(ranked, alive, n_attr=n_attr, dim_x=dim_x, lo=lo, hi=hi)
-        alive = _merge_found(alive, found)
-        exact = alive["full"].to_numpy() <= hi
-        for r in alive[exact].itertuples():
-            st = state[(int(r.tgt), int(r.attr))]
-            st.n_exact += 1
-            if np.isfinite(r.bound):
-                st.raise_lb(float(r.bound), str(r.key), r.nb)
-        alive = alive[~exact]
-        keep = np.ones(len(alive), dtype=bool)
-        for p, idx in alive.groupby(["tgt", "attr"]).groups.items():
-            st = state[(int(p[0]), int(p[1]))]
-            b = alive.loc[idx, "bound"].to_numpy()
-            out = b < _thr(st.lb) if math.isfinite(st.lb) else np.zeros(len(b), dtype=bool)
-            keep[alive.index.get_indexer(idx)] = ~out
-            st.rounds.append({"L": st.lb, "hi": hi, "eliminated": int(out.sum()),
-                              "max_eliminated": float(b[out].max()) if out.any() else None,
-                              "left": int((~out).sum())})
-        alive = alive[keep]
-        for st in state.values():
-            st.open_ub = -math.inf
-        for p, sub in alive.groupby(["tgt", "attr"]):
-            st = state[(int(p[0]), int(p[1]))]
-            st.open_ub = float(sub["bound"].max())
-        on_round()
-        lo, size = hi, size * 2
-    return True
+    queries, tops = [], {}
+    by_key = found_rows.drop_duplicates("key").set_index("key")
+    for p in pairs:
+        st = state[p]
+        rows = top.get(p, [])
+        st.ub_rem = -rows[k][0] if len(rows) > k else -math.inf
+        rows = rows[:k]
+        if rows:
+            st.cursor = (-rows[-1][0], rows[-1][1])
+        keys = [r[1] for r in rows]
+        tops[p] = keys
+        st.n_checked += len(rows)
+        sub = by_key.loc[keys] if keys else by_key.iloc[:0]
+        P = _blobs_of(sub["xb"]) if len(sub) else np.zeros((0, dim_x + 2))
+        queries.append((p[0], p[1], _tpoints(P, p[0]),
+                        sub[f"c{p[1]}"].fillna(_NULL_CODE).to_numpy(np.int64)))
+    found = _exact_scan(work, queries, n_attr=n_attr, dim_x=dim_x, lo=0.0, hi=math.inf)
+    for p in pairs:
+        st, keys = state[p], tops[p]
+        st.n_exact += len(keys)
+        sub = found[(found["tgt"] == p[0]) & (found["attr"] == p[1])]
+        for qi, d, nb in zip(sub["qi"], sub["d"], sub["nb_key"], strict=True):
+            st.raise_lb(float(d), str(keys[int(qi)]), nb)
+        if st.ub_rem == -math.inf or st.ub_rem < _thr(st.lb):
+            st.done = st.certified = True
+            st.ub_rem = -math.inf
 
 
-def _merge_found(alive: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:
-    """Running bounds: the smaller distance, a tie to the smaller neighbour key."""
-    if len(found) == 0:
-        return alive
-    m = alive.merge(found, on=["tgt", "attr", "key"], how="left", suffixes=("", "_f"))
-    d = m["d"].to_numpy(dtype=float)
-    nk = m["nb_key_f"].to_numpy(dtype=object)
-    b = m["bound"].to_numpy(dtype=float)
-    nb = m["nb"].to_numpy(dtype=object)
-    tie = np.array([x is not None and not (isinstance(x, float)) and (y is None or x < y)
-                    for x, y in zip(nk, nb, strict=True)], dtype=bool)
-    better = ~np.isnan(d) & ((d < b) | ((d == b) & tie))
-    m.loc[better, "bound"] = d[better]
-    m.loc[better, "nb"] = nk[better]
-    return m.drop(columns=["d", "nb_key_f"])
+# ----------------------------------------------------------------------------- pass C
+def _block_edges(quota: float, first_block: int, n_blocks: int) -> list[float]:
+    """Rank limits ``q, q + b, q + 3b, q + 7b, ...`` of the doubling blocks."""
+    return [quota + first_block * ((1 << j) - 1) for j in range(n_blocks + 1)]
+
+
+def _eliminate(work: DataFrame, blocks: pd.DataFrame, edges: list[float],
+               state: dict[Pair, _PairState], active: list[Pair], *, n_attr: int,
+               dim_x: int, counts: dict[int, dict[int, int]]) -> DataFrame:
+    """Pass C: every row with ``u >= L`` (not searched yet) against the broadcast blocks.
+
+    Returns the (unpersisted) output: ``kind`` 0 per block the rows eliminated
+    (``n``, largest bound ``mx``), 3 the rows made exact, 4 the rows entering; 1 the
+    survivors (with their vectors), 2 the rows whose blocks covered their other side
+    (exact ``nn``, may raise ``L``).
+    """
+    blocks = blocks.sort_values("key", kind="mergesort")
+    BP = _blobs_of(blocks["xb"]) if len(blocks) else np.zeros((0, dim_x + 2))
+    spec = [(p[0], p[1], _thr(state[p].lb), state[p].cursor) for p in active]
+    bc = work.sparkSession.sparkContext.broadcast({
+        "P": BP, "keys": blocks["key"].to_numpy(dtype=object),
+        "codes": {a: blocks[f"c{a}"].fillna(_NULL_CODE).to_numpy(np.int64) for a in range(n_attr)},
+        "rho": {a: blocks[f"rho{a}"].to_numpy(float) for a in range(n_attr)},
+        "full": {a: counts[a] for a in range(n_attr)},
+    })
+
+    def other_max(a: int, codes: np.ndarray, cnt: dict[int, int]) -> np.ndarray:
+        tot = [*sorted(cnt.values(), reverse=True), 0, 0]
+        top = max(cnt, key=lambda c: (cnt[c], c)) if cnt else None
+        return np.where(codes == top, tot[1], tot[0]).astype(float)
+
+    def run(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pin_threads()
+        maybe_fail_first_attempt("hfm")
+        b = bc.value
+        nblk = len(edges) - 1
+        stats = {(t, a): (np.zeros(nblk, np.int64), np.full(nblk, -np.inf),
+                          np.zeros(nblk, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64),
+                          np.full(1, -np.inf)) for t, a, _, _ in spec}
+        for batch in it:
+            if batch.num_rows == 0:
+                continue
+            P = None
+            for t, a, thr, cur in spec:
+                u = _np(batch, _ucol((t, a)))
+                alive = u >= thr
+                if cur is not None:
+                    alive &= u <= cur[0]
+                    eq = np.flatnonzero(alive & (u == cur[0]))
+                    if len(eq):
+                        ks = _col(batch, "key").take(pa.array(eq)).to_pylist()
+                        alive[eq[[k <= cur[1] for k in ks]]] = False
+                idx = np.flatnonzero(alive)
+                if not len(idx):
+                    continue
+                if P is None:
+                    P = _from_blob(_col(batch, "xb"), dim_x + 2)
+                st = stats[(t, a)]
+                st[3][0] += len(idx)
+                codes = _codes(batch, f"c{a}")[idx]
+                Q = _tpoints(P[idx], t)
+                bound = u[idx].copy()
+                nb = np.asarray(_col(batch, _nbcol((t, a))).take(pa.array(idx)).to_pylist(),
+                                dtype=object)
+                full = other_max(a, codes, b["full"][a])
+                keep = np.ones(len(idx), dtype=bool)
+                for j in range(nblk):
+                    lo, hi = edges[j], edges[j + 1]
+                    m = (b["rho"][a] >= lo) & (b["rho"][a] < hi)
+                    live = np.flatnonzero(keep)
+                    if not len(live):
+                        break
+                    if m.any():
+                        d, ri = nn_other_group(Q[live], codes[live], _tpoints(b["P"][m], t),
+                                               b["codes"][a][m])
+                        nk = np.full(len(d), None, dtype=object)
+                        ok = ri >= 0
+                        nk[ok] = b["keys"][m][ri[ok]]
+                        better = _tie_keys(d, nk, bound[live], nb[live])
+                        bound[live[better]] = d[better]
+                        nb[live[better]] = nk[better]
+                    out = live[bound[live] < thr]
+                    st[0][j] += len(out)
+                    if len(out):
+                        st[1][j] = max(st[1][j], float(bound[out].max()))
+                    keep[out] = False
+                    ex = live[keep[live] & (full[live] <= hi)]
+                    st[2][j] += len(ex)
+                    if len(ex):
+                        yield _c_rows(2, t, a, batch, idx[ex], bound[ex], nb[ex], codes[ex])
+                        keep[ex] = False
+                sv = np.flatnonzero(keep)
+                st[4][0] += len(sv)
+                if len(sv):
+                    st[5][0] = max(st[5][0], float(bound[sv].max()))
+                    yield _c_rows(1, t, a, batch, idx[sv], bound[sv], nb[sv], codes[sv],
+                                  xb=_to_blob(P[idx[sv]]))
+        for (t, a), (ne, mx, nx, nin, nsv, msv) in stats.items():
+            k = len(ne)
+            m = 2 * k + 2
+            yield pa.RecordBatch.from_pydict({
+                "kind": pa.array(np.r_[np.zeros(k), np.full(k, 3), [4, 5]].astype(np.int32)),
+                "tgt": pa.array(np.full(m, t, np.int32)),
+                "attr": pa.array(np.full(m, a, np.int32)),
+                "blk": pa.array(np.r_[np.arange(k), np.arange(k), [-1, -1]].astype(np.int32)),
+                "n": pa.array(np.r_[ne, nx, nin, nsv].astype(np.int64)),
+                "mx": pa.array(np.r_[mx, np.full(k + 1, -np.inf), msv]),
+                "key": pa.nulls(m, pa.string()), "d": pa.nulls(m, pa.float64()),
+                "nb_key": pa.nulls(m, pa.string()),
+                "code": pa.nulls(m, pa.int32()), "xb": pa.nulls(m, pa.binary()),
+            })
+
+    need = ["key", "xb", *[f"c{a}" for a in range(n_attr)],
+            *{c for p in active for c in (_ucol(p), _nbcol(p))}]
+    return work.select(*need).mapInArrow(run, _C_SCHEMA)
+
+
+def _c_rows(kind: int, t: int, a: int, batch: pa.RecordBatch, rows: np.ndarray,
+            d: np.ndarray, nb: np.ndarray, codes: np.ndarray,
+            xb: pa.Array | None = None) -> pa.RecordBatch:
+    n = len(rows)
+    return pa.RecordBatch.from_pydict({
+        "kind": pa.array(np.full(n, kind, np.int32)), "tgt": pa.array(np.full(n, t, np.int32)),
+        "attr": pa.array(np.full(n, a, np.int32)), "blk": pa.nulls(n, pa.int32()),
+        "n": pa.nulls(n, pa.int64()), "mx": pa.nulls(n, pa.float64()),
+        "key": _col(batch, "key").take(pa.array(rows)).cast(pa.string()),
+        "d": pa.array(np.asarray(d, float)), "nb_key": pa.array(list(nb), type=pa.string()),
+        "code": pa.array(np.asarray(codes, np.int64).astype(np.int32)),
+        "xb": xb if xb is not None else pa.nulls(n, pa.binary()),
+    })
+
+
+def _apply_pass_c(out: DataFrame, state: dict[Pair, _PairState], active: list[Pair],
+                  edges: list[float]) -> None:
+    """Counts, rounds and exact rows of pass C into the pair states (one small collect)."""
+    small = out.where(F.col("kind") != 1).drop("xb").toPandas()
+    for p in active:
+        st = state[p]
+        sub = small[(small["tgt"] == p[0]) & (small["attr"] == p[1])]
+        entered = int(sub.loc[sub["kind"] == 4, "n"].sum())
+        st.n_checked += entered
+        left = entered
+        for j in range(len(edges) - 1):
+            bj = sub[sub["blk"] == j]
+            ne = int(bj.loc[bj["kind"] == 0, "n"].sum())
+            nx = int(bj.loc[bj["kind"] == 3, "n"].sum())
+            mx = bj.loc[bj["kind"] == 0, "mx"]
+            mx = float(mx.max()) if ne else None
+            st.n_exact += nx
+            left -= ne + nx
+            st.rounds.append({"L": st.lb, "hi": edges[j + 1], "eliminated": ne,
+                              "max_eliminated": mx, "left": left})
+        sv = sub[sub["kind"] == 5]
+        st.ub_rem = float(sv["mx"].max()) if int(sv["n"].sum()) else -math.inf
+        st.cursor = None
+        ex = sub[sub["kind"] == 2].sort_values("key", kind="mergesort")
+        for key, d, nb in zip(ex["key"], ex["d"], ex["nb_key"], strict=True):
+            if np.isfinite(d):
+                st.raise_lb(float(d), str(key), nb)
 
 
 def certify_exact(
@@ -404,9 +642,8 @@ def certify_exact(
 ) -> dict[Pair, CertifiedResult]:
     """Exact D per (target, attribute) by sample bounds and elimination (module doc).
 
-    Over 60 lines only by this docstring and its keyword-only parameters; the rounds are helpers.
-
-    (Its length is its parameter documentation; each step is a helper.)
+    Over 60 lines only by this docstring and its keyword-only parameters; the passes
+    are helpers.
 
     Parameters
     ----------
@@ -429,14 +666,14 @@ def certify_exact(
     max_candidates : int, optional
         Cap on rows checked per pair (``not_certified`` when reached); default none.
     time_left : callable, optional
-        Seconds left of the time budget, checked between rounds; past it the result is
+        Seconds left of the time budget, checked between passes; past it the result is
         ``not_certified`` with the interval so far.
     on_step : callable, optional
         Called with the intervals so far once the bounds are known (no lower bound
-        yet) and after every round.
+        yet) and after every pass or round.
     on_bounds : callable, optional
-        Called with the persisted per-row bounds (``tgt, attr, key, u, nb_key, mult``)
-        once they are known, before the search (histograms, averages).
+        Called with the per-row bounds (``tgt, attr, key, u, nb_key, mult``) once they
+        are known, before the search (histograms, averages).
 
     Returns
     -------
@@ -445,33 +682,39 @@ def certify_exact(
     """
     points_schema_check(pts, n_attr)
     time_left = time_left or (lambda: math.inf)
-    targets = tuple(sorted({p[0] for p in pairs}))
-    counts = _code_counts(pts, n_attr)
-    ranked = with_ranks(pts, n_attr=n_attr, counts=counts, seed=seed).persist()
+    counts = code_counts(pts, n_attr)
     n_codes = sum(len(c) for c in counts.values())
     quota = float(max(64, (2 * sample_rows) // max(1, n_codes)))
+    h = F.pmod(F.xxhash64(F.col("key"), F.lit(seed)), F.lit(_RANK)).cast("double") / float(_RANK)
+    ranked = pts.withColumn("h", h)
     in_sample = F.lit(False)
-    for a in range(n_attr):
-        in_sample |= F.col(f"rho{a}") < F.lit(quota)
-    ub_df = None
+    for a, c in enumerate(code_cols(n_attr)):
+        m = F.create_map(*[x for code, n in sorted(counts[a].items())
+                           for x in (F.lit(code), F.lit(float(n)))]) if counts[a] else None
+        if m is not None:
+            in_sample |= F.col("h") * F.element_at(m, F.col(c)) < F.lit(quota)
+    sample = _collect(ranked.where(in_sample).select("key", "y", "yp", "x", *code_cols(n_attr)),
+                      est_bytes=8.0 * (dim_x + 4) * quota * max(1, n_codes))
+    k = first_search if max_candidates is None else max(1, min(first_search, max_candidates))
+    work = _work_table(ranked, sample, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
+                       counts=counts).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        sample = _collect(ranked.where(in_sample),
-                          est_bytes=8.0 * (dim_x + 4) * quota * max(1, n_codes))
-        ub_df = (
-            sample_bounds(ranked, sample, n_attr=n_attr, dim_x=dim_x, targets=targets)
-            .where(_any_pair(pairs))
-            .groupBy("tgt", "attr", "key")
-            .agg(F.min(F.struct("d", "nb_key")).alias("m"), F.count(F.lit(1)).alias("mult"))
-            .select("tgt", "attr", "key", F.col("m.d").alias("u"),
-                    F.col("m.nb_key").alias("nb_key"), "mult")
-        ).persist()
         state = {p: _PairState() for p in pairs}
-        for r in ub_df.groupBy("tgt", "attr").agg(F.max("u").alias("u")).collect():
-            if (int(r["tgt"]), int(r["attr"])) in state:
-                state[(int(r["tgt"]), int(r["attr"]))].ub_rem = float(r["u"])
-
+        ub_df = None
+        for p in pairs:
+            one = work.select(F.lit(p[0]).alias("tgt"), F.lit(p[1]).alias("attr"), "key",
+                              F.col(_ucol(p)).alias("u"), F.col(_nbcol(p)).alias("nb_key"),
+                              F.lit(1).cast("long").alias("mult"))
+            ub_df = one if ub_df is None else ub_df.unionByName(one)
+        t0 = time.perf_counter()
+        top = _top_bounds(work, pairs, k + 1)  # pass A, into the cache
+        _LOG.info("hfm pass A (bounds, working table): %.2f s", time.perf_counter() - t0)
+        for p in pairs:
+            state[p].ub_rem = -top[p][0][0] if top.get(p) else -math.inf
         if on_bounds is not None:
+            t0 = time.perf_counter()
             on_bounds(ub_df)
+            _LOG.info("hfm bound summaries: %.2f s", time.perf_counter() - t0)
 
         def report(step: bool = True) -> None:
             if step:
@@ -481,57 +724,181 @@ def certify_exact(
                 on_step({p: st.result() for p, st in state.items()})
 
         report(step=False)
-        _search(ranked, ub_df, state, n_attr=n_attr, dim_x=dim_x, counts=counts, quota=quota,
-                first_search=first_search, first_block=first_block,
-                max_candidates=max_candidates, time_left=time_left, report=report)
+        _run_passes(work, top, state, pairs, n_attr=n_attr, dim_x=dim_x, counts=counts,
+                    quota=quota, k=k, first_block=first_block,
+                    max_candidates=max_candidates, time_left=time_left, report=report)
         n_above = _count_above(ub_df, state)
         return {p: st.result(n_above=n_above.get(p, 0)) for p, st in state.items()}
     finally:
-        if ub_df is not None:
-            ub_df.unpersist()
-        ranked.unpersist()
+        work.unpersist()
 
 
-def _search(ranked: DataFrame, ub_df: DataFrame, state: dict[Pair, _PairState], *,
-            n_attr: int, dim_x: int, counts: dict[int, dict[int, int]], quota: float,
-            first_search: int, first_block: int, max_candidates: int | None,
-            time_left: Callable[[], float], report: Callable[[], None]) -> None:
-    """The elimination loop: batches in decreasing bound until none is left."""
-    max_q = max(first_search, _QUERY_BYTES // (8 * (dim_x + 1)))
-    first = True
-    while True:
-        for st in state.values():
-            if not st.done and max_candidates is not None and st.n_checked >= max_candidates:
-                st.done = True
-        active = [p for p, st in state.items() if not st.done]
-        if not active:
-            return
-        if time_left() <= 0:
-            return
-        size = first_search if first else max_q
-        if max_candidates is not None:
-            size = max(1, min(size, *(max_candidates - state[p].n_checked for p in active)))
-        batch = _next_batch(ub_df, ranked, state, active, size, n_attr=n_attr, dim_x=dim_x)
-        taken = {(int(t), int(a)) for t, a in zip(batch["tgt"], batch["attr"], strict=True)}
+def _run_passes(work: DataFrame, top: dict, state: dict[Pair, _PairState], pairs: list[Pair],
+                *, n_attr: int, dim_x: int, counts: dict[int, dict[int, int]], quota: float,
+                k: int, first_block: int, max_candidates: int | None,
+                time_left: Callable[[], float], report: Callable[[], None]) -> None:
+    """Passes B, C and D (module doc), each after a look at the time budget."""
+    if time_left() <= 0:
+        return
+    row_bytes = 8.0 * (dim_x + 2) + 64
+    budget = min(_BCAST_BYTES, _max_result_bytes(work.sparkSession) / 4) / row_bytes
+    attrs = sorted({p[1] for p in pairs})
+    n_codes = sum(len(counts[a]) for a in attrs)
+    n_blocks = 0
+    while first_block * ((1 << (n_blocks + 1)) - 1) * n_codes <= budget and n_blocks < 20:
+        n_blocks += 1
+        if quota + first_block * ((1 << n_blocks) - 1) >= max(
+                max(counts[a].values(), default=0) for a in attrs):
+            break
+    edges = _block_edges(quota, first_block, n_blocks)
+    # one collect: the vectors of the first searches and the blocks of pass C
+    top_keys = sorted({r[1] for p in pairs for r in top.get(p, [])[:k]})
+    want = F.col("key").isin(top_keys) if top_keys else F.lit(False)
+    for a in attrs if n_blocks else []:
+        want |= (F.col(f"rho{a}") >= F.lit(edges[0])) & (F.col(f"rho{a}") < F.lit(edges[-1]))
+    got = _collect(work.where(want).select("key", "xb", *code_cols(n_attr),
+                                           *[f"rho{a}" for a in range(n_attr)]),
+                   est_bytes=row_bytes * ((edges[-1] - edges[0]) * n_codes + len(top_keys)))
+    _search_top(work, got, top, state, pairs, n_attr=n_attr, dim_x=dim_x, k=k)
+    report()
+    active = [p for p in pairs if not state[p].done]
+    if max_candidates is not None and active:
+        cond = [F.sum(((F.col(_ucol(p)) >= F.lit(_thr(state[p].lb))) & _after(p, state[p].cursor))
+                      .cast("long")).alias(_ucol(p)) for p in active]
+        n_left = work.agg(*cond).first()
         for p in active:
-            if p not in taken:
-                st = state[p]
-                st.done = st.certified = True
-                st.ub_rem = -math.inf
-        if not len(batch):
-            report()
-            return
-        if not _check_batch(ranked, batch, state, n_attr=n_attr, dim_x=dim_x, counts=counts,
-                            start=quota, first_block=first_block, exact_first=first,
-                            time_left=time_left, on_round=report):
-            return
-        first = False
+            if state[p].n_checked + int(n_left[_ucol(p)] or 0) > max_candidates:
+                state[p].done = True
+        active = [p for p in active if not state[p].done]
+    if not active or time_left() <= 0:
+        return
+    in_blocks = np.zeros(len(got), dtype=bool)
+    for a in attrs if n_blocks else []:
+        r = got[f"rho{a}"].to_numpy(float)
+        in_blocks |= (r >= edges[0]) & (r < edges[-1])
+    blocks = got[in_blocks]
+    out = _eliminate(work, blocks, edges, state, active, n_attr=n_attr, dim_x=dim_x,
+                     counts=counts).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        _apply_pass_c(out, state, active, edges)
+        surv = out.where(F.col("kind") == 1)
         for p in active:
             st = state[p]
-            if not st.done and st.ub_rem < _thr(st.lb):
+            if st.ub_rem == -math.inf or st.ub_rem < _thr(st.lb):
+                st.ub_rem = -math.inf
+                st.done = st.certified = True
+        report()
+        _survivors(work, surv, state, active, n_attr=n_attr, dim_x=dim_x, counts=counts,
+                   lo=edges[-1], size=float(first_block << n_blocks), time_left=time_left,
+                   report=report)
+    finally:
+        out.unpersist()
+
+
+def _survivors(work: DataFrame, surv: DataFrame, state: dict[Pair, _PairState],
+               pairs: list[Pair], *, n_attr: int, dim_x: int, counts: dict[int, dict[int, int]],
+               lo: float, size: float, time_left: Callable[[], float],
+               report: Callable[[], None]) -> None:
+    """Pass D: the survivors of pass C in decreasing bound, against doubling blocks past ``lo``.
+
+    Each batch (as many vectors as :data:`_BCAST_BYTES` allows) is broadcast and
+    checked against the rows with ``lo <= rho < lo + size``, then the next block twice
+    as large, until each row is eliminated (bound below ``L``) or exact.
+    """
+    row_bytes = 8.0 * (dim_x + 2) + 64
+    max_q = int(max(1, min(_BCAST_BYTES, _max_result_bytes(work.sparkSession) / 4) // row_bytes))
+    while True:
+        active = [p for p in pairs if not state[p].done]
+        if not active or time_left() <= 0:
+            return
+        parts = []
+        for p in active:
+            st = state[p]
+            cond = _is_pair(p) & (F.col("d") >= F.lit(_thr(st.lb)))
+            if st.cursor is not None:
+                cu, ck = st.cursor
+                cond &= (F.col("d") < F.lit(cu)) | (
+                    (F.col("d") == F.lit(cu)) & (F.col("key") > F.lit(ck)))
+            rows = _collect(surv.where(cond)
+                            .select("tgt", "attr", "key", "d", "nb_key", "code", "xb")
+                            .orderBy(F.col("d").desc(), F.col("key").asc()).limit(max_q + 1),
+                            est_bytes=row_bytes * (max_q + 1))
+            st.ub_rem = float(rows["d"].iloc[max_q]) if len(rows) > max_q else -math.inf
+            rows = rows.iloc[:max_q]
+            if len(rows):
+                st.cursor = (float(rows["d"].iloc[-1]), str(rows["key"].iloc[-1]))
+                parts.append(rows)
+            st.n_checked += len(rows)
+        if parts:
+            batch = pd.concat(parts, ignore_index=True)
+            if not _check_batch(work, batch, state, n_attr=n_attr, dim_x=dim_x, counts=counts,
+                                lo=lo, size=size, time_left=time_left, report=report):
+                return
+        for p in active:
+            st = state[p]
+            if st.ub_rem == -math.inf or st.ub_rem < _thr(st.lb):
                 st.done = st.certified = True
                 st.ub_rem = -math.inf
         report()
+
+
+def _check_batch(work: DataFrame, batch: pd.DataFrame, state: dict[Pair, _PairState], *,
+                 n_attr: int, dim_x: int, counts: dict[int, dict[int, int]], lo: float,
+                 size: float, time_left: Callable[[], float],
+                 report: Callable[[], None]) -> bool:
+    """Rounds of one batch of survivors; ``False`` when the time budget ran out first."""
+    alive = batch.reset_index(drop=True)
+    P = _blobs_of(alive["xb"])
+    bound = alive["d"].to_numpy(float).copy()
+    nb = alive["nb_key"].to_numpy(dtype=object).copy()
+    codes = alive["code"].fillna(_NULL_CODE).to_numpy(np.int64)
+    tg, at = alive["tgt"].to_numpy(int), alive["attr"].to_numpy(int)
+    full = np.array([_other_max(counts, int(a), int(c)) for a, c in zip(at, codes, strict=True)])
+    live = np.arange(len(alive))
+    while len(live):
+        if time_left() <= 0:
+            for p in {(int(tg[i]), int(at[i])) for i in live}:
+                m = live[(tg[live] == p[0]) & (at[live] == p[1])]
+                state[p].open_ub = max(state[p].open_ub, float(bound[m].max()))
+            return False
+        hi = lo + size
+        queries, index = [], []
+        for p in sorted({(int(tg[i]), int(at[i])) for i in live}):
+            m = live[(tg[live] == p[0]) & (at[live] == p[1])]
+            queries.append((p[0], p[1], _tpoints(P[m], p[0]), codes[m]))
+            index.append(m)
+        found = _exact_scan(work, queries, n_attr=n_attr, dim_x=dim_x, lo=lo, hi=hi)
+        pos = {(q[0], q[1]): m for q, m in zip(queries, index, strict=True)}
+        for t, a, qi, d, nk in zip(found["tgt"], found["attr"], found["qi"], found["d"],
+                                   found["nb_key"], strict=True):
+            i = int(pos[(int(t), int(a))][int(qi)])
+            if d < bound[i] or (d == bound[i] and nk is not None and (nb[i] is None or nk < nb[i])):
+                bound[i], nb[i] = d, nk
+        keep = np.ones(len(live), dtype=bool)
+        for p in sorted({(int(tg[i]), int(at[i])) for i in live}):
+            st = state[p]
+            sel = np.flatnonzero((tg[live] == p[0]) & (at[live] == p[1]))
+            ex = sel[full[live[sel]] <= hi]
+            for i in sorted(live[ex], key=lambda j: str(alive["key"].iloc[j])):
+                st.n_exact += 1
+                if np.isfinite(bound[i]):
+                    st.raise_lb(float(bound[i]), str(alive["key"].iloc[i]), nb[i])
+            keep[ex] = False
+            rest = sel[keep[sel]]
+            out = rest[bound[live[rest]] < _thr(st.lb)]
+            keep[out] = False
+            st.rounds.append({"L": st.lb, "hi": hi, "eliminated": len(out),
+                              "max_eliminated": float(bound[live[out]].max()) if len(out) else None,
+                              "left": int(keep[sel].sum())})
+        live = live[keep]
+        for st in state.values():
+            st.open_ub = -math.inf
+        for p in {(int(tg[i]), int(at[i])) for i in live}:
+            m = live[(tg[live] == p[0]) & (at[live] == p[1])]
+            state[p].open_ub = float(bound[m].max())
+        report()
+        lo, size = hi, size * 2
+    return True
 
 
 def _count_above(ub_df: DataFrame, state: dict[Pair, _PairState]) -> dict[Pair, int]:

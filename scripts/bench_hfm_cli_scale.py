@@ -1,0 +1,110 @@
+#!/usr/bin/env python
+"""Issue 13 item 4: the CLI audit on a large synthetic table (HFM exact D at scale).
+
+Writes ``--rows`` rows with ``--dim`` numeric features, a binary sensitive column, a
+label, a prediction and a unique row key as Parquet under ``--tmp``, then runs
+``fairspark audit`` (defaults, ``spark.driver.maxResultSize=1m``, ``local[2]``) on it
+and prints the exit code, the wall time, the stage breakdown (the runner's ``stage``
+log lines), the HFM rows (D, D_f, df with interval and status) and the load average.
+
+Example::
+
+    python scripts/bench_hfm_cli_scale.py --rows 5000000 --dim 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def _load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def write_table(path: Path, rows: int, dim: int, seed: int = 0, chunk: int = 250_000) -> None:
+    """Uniform features, a 30 % group, a label and a prediction that depend on both."""
+    path.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for i, s in enumerate(range(0, rows, chunk)):
+        n = min(chunk, rows - s)
+        X = rng.random((n, dim))
+        g = rng.random(n) < 0.3
+        score = X[:, :3].mean(axis=1) + 0.1 * g
+        cols = {f"f{j}": X[:, j] for j in range(dim)}
+        cols.update({
+            "sex": np.where(g, "F", "M"),
+            "label": (score + rng.normal(0, 0.1, n) > 0.55).astype(int),
+            "prediction": (score > 0.55).astype(int),
+            "row_id": [f"r{j:09d}" for j in range(s, s + n)],
+        })
+        pq.write_table(pa.table(cols), path / f"part-{i:05d}.parquet")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=5_000_000)
+    ap.add_argument("--dim", type=int, default=30)
+    ap.add_argument("--tmp", default="/tmp/fairspark_hfm_scale")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--only-hfm", action="store_true", help="switch the other audits off")
+    ap.add_argument("--timeout", type=float, default=7200)
+    args = ap.parse_args(argv)
+    base = Path(args.tmp) / f"n{args.rows}_d{args.dim}"
+    inp = base / "in"
+    if not (inp / "_done").exists():
+        t = time.perf_counter()
+        write_table(inp, args.rows, args.dim)
+        (inp / "_done").write_text("")
+        print(f"wrote {args.rows} rows x {args.dim} features in {time.perf_counter() - t:.1f} s")
+    audits = {"hfm": {"method": "certified"}}
+    if args.only_hfm:
+        audits.update({a: {"enabled": False} for a in ("group", "mdfa", "correlation")})
+    cfg = {
+        "dataset": "hfm_scale", "run_date": "2026-11-30",
+        "input": {"path": str(inp), "format": "parquet"},
+        "columns": {
+            "features": [f"f{j}" for j in range(args.dim)],
+            "sensitive": [{"column": "sex", "privileged": "M"}],
+            "label": {"column": "label", "positive": 1},
+            "prediction": {"column": "prediction", "positive": 1}, "row_key": "row_id",
+        },
+        "audits": audits,
+        "output": {"path": str(base / "out")},
+        "spark": {"master": args.master, "conf": {"spark.driver.maxResultSize": "1m"}},
+    }
+    cfg_path = base / "config.json"  # JSON is YAML
+    cfg_path.write_text(json.dumps(cfg, indent=1))
+    cmd = [sys.executable, "-m", "fairspark.cli", "audit", "--config", str(cfg_path)]
+    print("command:", " ".join(cmd), "| load at start:", _load(), flush=True)
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    el = time.perf_counter() - t
+    print(f"exit code {proc.returncode}; wall {el:.1f} s; load at end {_load()}")
+    for line in (proc.stderr + proc.stdout).splitlines():
+        if " stage " in line or "Error" in line or "error" in line:
+            print("  " + line.strip())
+    summ = sorted((base / "out").rglob("summary.json"))
+    if summ:
+        s = json.loads(summ[-1].read_text())
+        print("stage_timings:", json.dumps(s.get("stage_timings", {})))
+    rows = sorted((base / "out").rglob("*.csv"))
+    for r in rows:
+        for line in r.read_text().splitlines():
+            if line.startswith("hfm,") or ",hfm," in line:
+                if any(f",{m}," in line for m in ("D", "D_f", "df")):
+                    print("  " + line)
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
