@@ -151,7 +151,10 @@ def _metrics(folder: Path, audit: str, *, map_names: bool) -> pd.DataFrame:
 
 def _assert_same_numbers(runs: dict, audit: str) -> None:
     assert runs["plain"]["code"] == 0, runs["plain"]
-    assert runs["awkward"]["code"] == 0, runs["awkward"]
+    # 4 (another audit failed) is left to test_awkward_names_run_exits_0
+    assert runs["awkward"]["code"] in (0, 4), runs["awkward"]
+    summary = json.loads((runs["awkward"]["dir"] / "summary.json").read_text("utf-8"))
+    assert summary["audits"][audit]["status"] == "ok", summary["audits"][audit]
     a = _metrics(runs["plain"]["dir"], audit, map_names=True)
     b = _metrics(runs["awkward"]["dir"], audit, map_names=False)
     assert len(a) > 0
@@ -169,8 +172,6 @@ def _assert_same_numbers(runs: dict, audit: str) -> None:
                 assert abs(va - vb) <= 1e-12, (a.index[k], c, va, vb)
         assert ra.status == rb.status, (a.index[k], ra.status, rb.status)
         assert ra.detail == rb.detail, (a.index[k], ra.detail, rb.detail)
-    summary = json.loads((runs["awkward"]["dir"] / "summary.json").read_text("utf-8"))
-    assert summary["audits"][audit]["status"] == "ok", summary["audits"][audit]
 
 
 def test_group_audit_same_numbers(runs):
@@ -179,6 +180,13 @@ def test_group_audit_same_numbers(runs):
 
 def test_correlation_audit_same_numbers(runs):
     _assert_same_numbers(runs, "correlation")
+
+
+@pytest.mark.xfail(strict=True, reason=f"{PENDING_HFM.kwargs['reason']}; and "
+                                        f"{PENDING_MDFA.kwargs['reason']}")
+def test_awkward_names_run_exits_0(runs):
+    assert runs["plain"]["code"] == 0, runs["plain"]
+    assert runs["awkward"]["code"] == 0, runs["awkward"]
 
 
 @PENDING_HFM
