@@ -14,9 +14,10 @@ OUT=out/bench_hfm_issue13
 mkdir -p "$OUT"
 if [[ $SMALL == 1 ]]; then
   U_SIZES="2000 4000 8000"; C_SIZE=8000; MEM_SIZES="2000 8000"; CLI_ROWS=50000; LIMIT=600
+  CLI_FLAGS="--only-hfm"
 else
   U_SIZES="100000 300000 1000000"; C_SIZE=1000000; MEM_SIZES="100000 1000000"
-  CLI_ROWS=5000000; LIMIT=3600
+  CLI_ROWS=5000000; LIMIT=3600; CLI_FLAGS=""
 fi
 B="nice -n 5 python scripts/bench_hfm.py --methods certified --peers scipy --time-limit $LIMIT"
 echo "== load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -36,6 +37,6 @@ for n in $MEM_SIZES; do
 done
 
 echo "== item 4: the CLI audit, $CLI_ROWS rows, d=30, spark.driver.maxResultSize=1m"
-nice -n 5 python scripts/bench_hfm_cli_scale.py --rows "$CLI_ROWS" --dim 30 \
+nice -n 5 python scripts/bench_hfm_cli_scale.py --rows "$CLI_ROWS" --dim 30 $CLI_FLAGS \
   | tee "$OUT/cli_scale.txt"
 echo "== load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
