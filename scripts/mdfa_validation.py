@@ -10,6 +10,10 @@ one line per null draw::
 
     python scripts/mdfa_validation.py --null-check compas --splits 20 --draws 20
     python scripts/mdfa_validation.py --null-check synthetic:0.5:0.2 --splits 10 --draws 20
+
+and the outcome-relevant imbalance per balancing variant (issue 14 item 2)::
+
+    python scripts/mdfa_validation.py --gap-check --splits 4
 """
 
 from __future__ import annotations
@@ -251,6 +255,51 @@ def null_check(data: str, *, splits: int, draws: int, observed: bool,
     return 0
 
 
+GAP_VARIANTS = [("linear (default)", {}), ("quadratic", {"mmd_kernel": "quadratic"}),
+                ("quadratic, 60 epochs", {"mmd_kernel": "quadratic", "epochs": 60}),
+                ("uniform", {"balancing": "uniform"})]
+
+
+def gap_check(*, splits: int) -> int:
+    """Issue 14 item 2: the outcome-relevant imbalance the weights leave. Per balancing
+    variant, the held-out gap between S = +1 and S = -1 in the features-only
+    P(favourable | x) (the audit's cross-fitted null model), without and with the
+    weights, beside the linear diagnostics (AUC, max |SMD|). One line per variant."""
+    from fairspark.audits.base import derive_seed
+    from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic
+    from fairspark.mdfa.certify import balance_split
+    from fairspark.mdfa.null import fit_null_model
+
+    print("| data | balancing | gap before | gap after (sd over splits) | AUC after | "
+          "max abs SMD after | seconds |")
+    for data in ("compas", "synthetic"):
+        if data == "compas":
+            x, s, y = _compas_arrays("race")
+        else:
+            d = make_synthetic(n=5000, nu=0.5, mu=0.2, seed=0)
+            x, s, y = d.x, d.s, d.y
+        names = [f"x{j}" for j in range(x.shape[1])]
+        smp = MDFASample(x=x, s=s, y=y, desc=x, feature_names=names, desc_names=names)
+        pn = fit_null_model(x, y, seed=1)
+        for name, extra in GAP_VARIANTS:
+            p = MDFAParams(splits=splits, worst_violation=False, **extra)
+            t0 = time.time()
+            gb, ga, auc, smd = [], [], [], []
+            for i in range(splits):
+                st = balance_split(smp, seed=derive_seed(7, data, i), params=p)
+                q, w, ss = pn[st.te], st.test.w, st.test.s
+                pos, neg = ss > 0, ss < 0
+                gb.append(q[pos].mean() - q[neg].mean())
+                ga.append(np.average(q[pos], weights=w[pos])
+                          - np.average(q[neg], weights=w[neg]))
+                auc.append(st.balance.auc)
+                smd.append(st.balance.max_abs_smd_after)
+            print(f"| {data} | {name} | {np.mean(gb):+.4f} | {np.mean(ga):+.4f} "
+                  f"({np.std(ga):.4f}) | {np.mean(auc):.3f} | {np.mean(smd):.3f} | "
+                  f"{time.time() - t0:.0f} |", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--splits", type=int, default=100)
@@ -265,16 +314,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draws", type=int, default=20, help="null draws of --null-check")
     ap.add_argument("--observed", action="store_true",
                     help="--null-check: audit the observed decisions too")
+    ap.add_argument("--gap-check", action="store_true",
+                    help="item 2: outcome-relevant imbalance per balancing variant")
     ap.add_argument("--params", default="{}",
                     help="--null-check: JSON of audits.mdfa keys that differ from the defaults")
     args = ap.parse_args(argv)
     from fairspark._threads import pin_threads
 
     pin_threads()  # the driver's numeric libraries too: Spark runs one task per core
-    if args.null_check:
+    if args.gap_check or args.null_check:
         import torch
 
         torch.set_num_threads(1)
+    if args.gap_check:
+        return gap_check(splits=args.splits)
+    if args.null_check:
         import json
 
         return null_check(args.null_check, splits=args.splits, draws=args.draws,
