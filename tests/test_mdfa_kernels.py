@@ -562,6 +562,12 @@ def test_run_split_null_draw_and_shared_balance_state():
     st = balance_split(smp, seed=5, params=p)
     again = run_split(smp, split=4, seed=5, params=p, state=st)
     assert dataclasses.astuple(again) == dataclasses.astuple(got)
+    # the outcome-relevant gap: the null model's P(Y=+1 | x) between the groups, held out
+    q, w, s_te = smp.p_null[st.te], st.test.w, smp.s[st.te]
+    pos, neg = s_te > 0, s_te < 0
+    assert got.outcome_gap_before == pytest.approx(q[pos].mean() - q[neg].mean())
+    assert got.outcome_gap_after == pytest.approx(
+        (w[pos] * q[pos]).sum() / w[pos].sum() - (w[neg] * q[neg]).sum() / w[neg].sum())
     flipped = dataclasses.replace(smp, y=-smp.y)
     other = run_split(flipped, split=4, seed=5, params=p, state=st)
     fresh = run_split(flipped, split=4, seed=5, params=p)
@@ -569,3 +575,4 @@ def test_run_split_null_draw_and_shared_balance_state():
     # without a null model there is no null draw
     plain = run_split(dataclasses.replace(smp, p_null=None), split=4, seed=5, params=p)
     assert plain.null_draw is None and plain.gamma_null_max is None
+    assert plain.outcome_gap_after is None

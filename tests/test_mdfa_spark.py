@@ -180,6 +180,8 @@ def test_runner_one_group_attribute_fails_others_complete(toy_run):
     verdict = res.summary["audits"]["mdfa"]["attributes"]["grp"]["verdict"]
     assert verdict.startswith("evidence of" if ref["evidence"] else "no evidence of")
     assert ref["evidence"] == (ref["observed"] > ref["bound"])
+    gap = res.summary["audits"]["mdfa"]["attributes"]["grp"]["outcome_gap_after"]
+    assert gap["n"] == 3 and -1.0 <= gap["mean"] <= 1.0
     params = json.loads(g.params)
     assert params["splits"] == 3 and "x1" in params["features_used"]
     # the group audit still ran
@@ -214,6 +216,7 @@ def test_runner_outcome_ratio_matches_pandas_and_report_redacts(toy_run):
     # a plain lead with a scale, and the null reference beside gamma
     assert "How to read gamma" in section and "null reference" in section
     assert '<p class="mdfa-lead">' in section
+    assert "gap in features-only P(favourable)" in section
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,8 @@ AUDIT = "mdfa"
 #: the per-split numbers summarised over splits
 _SPREAD_COLUMNS = ("gamma_pos", "gamma_neg", "gamma_max", "delta", "delta_unweighted",
                    "ratio_in_subgroup", "mass", "balance_auc", "balance_auc_before",
-                   "max_abs_smd_before", "max_abs_smd_after")
+                   "max_abs_smd_before", "max_abs_smd_after", "outcome_gap_before",
+                   "outcome_gap_after")
 
 
 class AttributeFailureError(Exception):

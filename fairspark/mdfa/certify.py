@@ -384,6 +384,22 @@ def _certificate_gammas(st: SplitState, *, seed: int, params: MDFAParams) -> tup
     return gamma_pos, gamma_neg
 
 
+def _outcome_gaps(st: SplitState, sample: MDFASample) -> dict[str, float]:
+    """Held-out gap between S = +1 and S = -1 in the null model's P(Y = +1 | x),
+    unweighted and weighted (empty: no null model)."""
+    if sample.p_null is None:
+        return {}
+    q, w, s = sample.p_null[st.te], st.test.w, st.test.s
+    pos, neg = s > 0, s < 0
+    if not pos.any() or not neg.any():
+        return {}
+    return {
+        "outcome_gap_before": float(q[pos].mean() - q[neg].mean()),
+        "outcome_gap_after": float(np.average(q[pos], weights=w[pos])
+                                   - np.average(q[neg], weights=w[neg])),
+    }
+
+
 def _null_gammas(
     st: SplitState, sample: MDFASample, *, split: int, seed: int, params: MDFAParams
 ) -> dict[str, Any]:
@@ -573,6 +589,7 @@ def run_split(
                       max_abs_smd_after=b.max_abs_smd_after, balance_poor=int(b.poor),
                       smd=json.dumps([[nan_to_none(x), nan_to_none(y)] for x, y
                                       in zip(b.smd_before, b.smd_after, strict=True)]),
+                      **_outcome_gaps(st, sample),
                       **_null_gammas(st, sample, split=split, seed=seed, params=params))
     if not params.worst_violation:
         return out

@@ -170,6 +170,8 @@ def _item(res: AttributeResult, redacted: list[str] | None = None) -> dict[str, 
         "auc": f"{_f(a['balance_auc_before'].mean, 3)} → {_f(a['balance_auc'].mean, 3)}",
         "smd": f"{_f(a['max_abs_smd_before'].mean, 3)} → {_f(a['max_abs_smd_after'].mean, 3)}",
         "poor": f"{res.poor_balance_splits} of {len(res.splits)}",
+        "gap": (f"{_f(a['outcome_gap_before'].mean, 3)} → {_f(a['outcome_gap_after'].mean, 3)}"
+                if "outcome_gap_after" in a else "n/a"),
         "smd_rows": [[d["feature"], _f(d["before"], 3), _f(d["after"], 3)]
                      for d in res.smd_table(redacted or ())],
         "delta": _f(a["delta"].mean, 3),

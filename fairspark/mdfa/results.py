@@ -71,6 +71,10 @@ class SplitResult:
         1 when balance_auc > AUC_LIMIT or max_abs_smd_after > SMD_LIMIT, else 0.
     smd:
         JSON list of ``[before, after]`` SMD per audit feature (feature order).
+    outcome_gap_before, outcome_gap_after:
+        Held-out gap between S = +1 and S = -1 in the features-only ``P(Y = +1 | x)``
+        (the null model), without and with the weights: the imbalance that turns into
+        gamma, which the linear AUC and the SMDs can miss (None: no null model).
     null_draw:
         Which null draw this split evaluated (None: no null reference).
     gamma_null_pos, gamma_null_neg, gamma_null_max:
@@ -95,6 +99,8 @@ class SplitResult:
     max_abs_smd_after: float | None = None
     balance_poor: int | None = None
     smd: str = "[]"
+    outcome_gap_before: float | None = None
+    outcome_gap_after: float | None = None
     null_draw: int | None = None
     gamma_null_pos: float | None = None
     gamma_null_neg: float | None = None
