@@ -113,7 +113,7 @@ def compas_run(spark, compas_pdf, compas_model, tmp_path_factory):
     cfg = _compas_config(
         inp, str(base / "out"), sites=True,
         hfm={"method": "certified", "m1": 6, "paper_value": True,
-             "redact_columns": ["priors_count"],
+             "redact_columns": ["priors_count"], "show_witness_values": True,
              "dr_model": compas_model[1], "dr_ratio": 0.5},
     )
     # the run-wide setting applies to HFM witnesses as well as the audit's own
