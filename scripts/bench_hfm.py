@@ -329,7 +329,8 @@ def bench(args) -> str:
                         ratio = f"{el / t_scipy:.3g}" if el and t_scipy else "n/a"
                         err = (f"{(v - exact) / exact:.2e}" if v is not None and exact
                                else "n/a")
-                        tt = f"{el:.2f}" if el else f"> {args.time_limit:g} (limit)"
+                        tt = (f"{el:.2f}" if el else "-" if k == "worker peak RSS"
+                              else f"> {args.time_limit:g} (limit)")
                         vv = f"{v:.6g}" if v is not None else "n/a"
                         lines.append(f"| {kind} | {n} | {dd} | {k} | {tt} | {ratio} | {vv} | "
                                      f"{err} | {note} | {ld} |")
