@@ -307,3 +307,29 @@ def test_sample_bounds_are_upper_bounds(spark):
         # the five largest bounds, ties to the smallest key
         order = sorted(zip(-u, keys, strict=True))[:5]
         assert [(a, b) for a, b, _ in top[(tgt, 0)]] == [(float(a), b) for a, b in order]
+
+
+def test_survivor_pass_equals_brute_force(spark, monkeypatch):
+    """With broadcasts of a few rows, pass C has no blocks and pass D does all the work."""
+    import fairspark.hfm._spark.elim as elim
+
+    monkeypatch.setattr(elim, "_BCAST_BYTES", 2000)  # about 15 rows per broadcast
+    rng = np.random.default_rng(11)
+    n, d = 900, 5
+    X, y, codes = _scenario("uniform", rng, n, d)
+    keys = np.array([f"s{i:04d}" for i in range(n)])
+    V = np.column_stack([y, X])
+    nn = brute(V, codes)
+    pts = _points_df(spark, keys, y, y, X, codes).cache()
+    got = []
+    for P in (1, 4):
+        r = elim.certify_exact(pts.repartition(P), n_attr=1, dim_x=d, pairs=[(0, 0)], seed=2,
+                               sample_rows=32, first_search=2)[(0, 0)]
+        assert r.certified and r.lower == pytest.approx(nn.max(), abs=1e-12)
+        assert r.key == min(keys[nn == nn.max()])
+        assert r.n_checked > 2  # rows beyond the first searches went to pass D
+        assert r.rounds and all(x["max_eliminated"] is None or x["max_eliminated"] < x["L"]
+                                for x in r.rounds)
+        got.append((r.lower, r.key, r.nb_key, r.n_searched, r.n_checked))
+    assert got[0] == got[1]
+    pts.unpersist()

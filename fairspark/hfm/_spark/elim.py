@@ -290,7 +290,9 @@ def _top_bounds(work: DataFrame, pairs: list[Pair], k: int) -> dict[Pair, list[t
                .orderBy(F.col("u").desc(), F.col("key").asc()).limit(k))
         parts = one if parts is None else parts.unionByName(one)
     out: dict[Pair, list[tuple]] = {p: [] for p in pairs}
-    for r in parts.collect():
+    # repartition(1): the per-partition top rows meet in one task, not on the driver
+    # (a plain collect of a sorted limit sends k rows per partition to the driver)
+    for r in parts.repartition(1).collect():
         out[(int(r["tgt"]), int(r["attr"]))].append((-float(r["u"]), r["key"], r["nb_key"] or ""))
     return {p: sorted(v) for p, v in out.items()}
 
@@ -741,7 +743,10 @@ def _run_passes(work: DataFrame, top: dict, state: dict[Pair, _PairState], pairs
     if time_left() <= 0:
         return
     row_bytes = 8.0 * (dim_x + 2) + 64
-    budget = min(_BCAST_BYTES, _max_result_bytes(work.sparkSession) / 4) / row_bytes
+    # the blocks spread evenly over the partitions (hash ranks); a collect that is too
+    # large for spark.driver.maxResultSize comes one partition per job (_collect)
+    n_part = max(1, work.rdd.getNumPartitions())
+    budget = min(_BCAST_BYTES, _max_result_bytes(work.sparkSession) / 4 * n_part) / row_bytes
     attrs = sorted({p[1] for p in pairs})
     n_codes = sum(len(counts[a]) for a in attrs)
     n_blocks = 0
@@ -821,8 +826,11 @@ def _survivors(work: DataFrame, surv: DataFrame, state: dict[Pair, _PairState],
                     (F.col("d") == F.lit(cu)) & (F.col("key") > F.lit(ck)))
             rows = _collect(surv.where(cond)
                             .select("tgt", "attr", "key", "d", "nb_key", "code", "xb")
-                            .orderBy(F.col("d").desc(), F.col("key").asc()).limit(max_q + 1),
+                            .orderBy(F.col("d").desc(), F.col("key").asc()).limit(max_q + 1)
+                            .repartition(1),
                             est_bytes=row_bytes * (max_q + 1))
+            rows = rows.sort_values(["d", "key"], ascending=[False, True],
+                                    kind="mergesort").reset_index(drop=True)
             st.ub_rem = float(rows["d"].iloc[max_q]) if len(rows) > max_q else -math.inf
             rows = rows.iloc[:max_q]
             if len(rows):
