@@ -97,12 +97,14 @@ def main(argv=None) -> int:
     if summ:
         s = json.loads(summ[-1].read_text())
         print("stage_timings:", json.dumps(s.get("stage_timings", {})))
-    rows = sorted((base / "out").rglob("*.csv"))
-    for r in rows:
-        for line in r.read_text().splitlines():
-            if line.startswith("hfm,") or ",hfm," in line:
-                if any(f",{m}," in line for m in ("D", "D_f", "df")):
-                    print("  " + line)
+    for mp in sorted((base / "out").rglob("metrics.parquet")):
+        import pandas as pd
+
+        m = pd.read_parquet(mp)
+        m = m[(m["audit"] == "hfm") & m["metric"].isin(["D", "D_f", "df"])]
+        cols = [c for c in ("attribute", "metric", "value", "lower", "upper", "status", "detail")
+                if c in m.columns]
+        print(m[cols].to_string(index=False, max_colwidth=80))
     return proc.returncode
 
 
