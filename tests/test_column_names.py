@@ -53,18 +53,6 @@ AUDITS = {
     "correlation": {"models": ["logistic_regression"], "n_samples": 40, "rounds": 2, "k": 60},
 }
 
-PENDING_HFM = pytest.mark.xfail(
-    strict=True,
-    reason="pending change in fairspark/hfm/audit.py (_witness_values): select the raw "
-           "feature columns with fairspark.columns.input_col instead of by plain string",
-)
-PENDING_MDFA = pytest.mark.xfail(
-    strict=True,
-    reason="pending change in fairspark/mdfa/audit.py (_sample and the desc_cols of the "
-           "audit): fairspark.columns.input_col(c) instead of F.col(c) for feature columns",
-)
-
-
 def _q(name: str) -> str:
     """A SQL identifier as the user writes it in ``input.where`` (independent of fairspark)."""
     return "`" + name.replace("`", "``") + "`"
@@ -182,26 +170,22 @@ def test_correlation_audit_same_numbers(runs):
     _assert_same_numbers(runs, "correlation")
 
 
-@pytest.mark.xfail(strict=True, reason=f"{PENDING_HFM.kwargs['reason']}; and "
-                                        f"{PENDING_MDFA.kwargs['reason']}")
 def test_awkward_names_run_exits_0(runs):
     assert runs["plain"]["code"] == 0, runs["plain"]
     assert runs["awkward"]["code"] == 0, runs["awkward"]
 
 
-@PENDING_HFM
 def test_hfm_audit_same_numbers(runs):
     _assert_same_numbers(runs, "hfm")
 
 
-@PENDING_MDFA
 def test_mdfa_audit_same_numbers(runs):
     _assert_same_numbers(runs, "mdfa")
 
 
 def test_outputs_show_the_original_names(runs):
     folder = runs["awkward"]["dir"]
-    assert runs["awkward"]["code"] in (0, 4)  # 4 only while hfm/mdfa are pending
+    assert runs["awkward"]["code"] == 0
     assert (folder / "_SUCCESS").exists()
     rows = json.loads((folder / "summary.json").read_text("utf-8"))["rows"]
     assert rows["features"]["numeric"] == ["income.bracket", "hours per week"]

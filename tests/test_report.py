@@ -719,3 +719,28 @@ def test_correlation_heatmap_writes_r_and_explains_the_sign(monkeypatch):
     row = re.search(r"<td><b>fnr_difference</b></td><td>[^<]*</td><td>([^<]*)</td>", html)
     assert row and row.group(1) == "tpr_difference (-1.00), disparate_impact (-0.60)"
     assert "into 3 clusters at tau 0.5" in text_only
+
+
+@pytest.mark.parametrize(("verdict", "null", "status", "expected"), [
+    ("evidence of multi-differential unfairness (ref)",
+     {"mean": 0.0067, "bound": 0.0150, "p_value": 0.0004}, "evidence",
+     "against 0.0067 for decisions that depend on the features alone (evidence above 0.015"),
+    ("no evidence of multi-differential unfairness (ref)",
+     {"mean": 0.0067, "bound": 0.0150, "p_value": 0.15}, "ok",
+     "Nothing: gamma is within what decisions that depend on the features alone give"),
+    ("not judged: no null reference (null_draws = 0 or fewer than 3 null draws)", None,
+     "inconclusive", "not judged"),
+])
+def test_the_mdfa_line_reads_the_features_only_reference(summary, verdict, null, status,
+                                                          expected):
+    from fairspark.report.decision import decision_box
+
+    rows = [_other("mdfa", "race", "unprivileged (Other)", "gamma_max", 0.0101, 0.005, 0.02,
+                   detail=verdict)]
+    s = _ok_summary(summary)
+    s["audits"]["mdfa"] = {"status": "ok", "attributes": {
+        "race": {"verdict": verdict, "null": null}}}
+    box = decision_box(summary=s, rows=rows, anchors={})
+    (line,) = [ln for ln in box["lines"] if ln["audit"] == "mdfa"]
+    assert line["status"] == status
+    assert expected in f"{line['far']} {line['next']}"

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow
-from fairspark.columns import KEY, LABEL, PRED, X
+from fairspark.columns import KEY, LABEL, PRED, X, input_col
 from fairspark.errors import AuditError
 from fairspark.hfm._kernels import default_m2, hfm_df
 from fairspark.hfm.compute import hfm_distances, make_projections, points_from_table
@@ -194,7 +194,7 @@ def _witness_values(ctx: AuditContext, params: HFMParams, keys: set[str],
     fetched = (
         prepared.df.where(F.col(KEY).isin(sorted(keys)))
         .dropDuplicates([KEY])
-        .select(KEY, LABEL, PRED, *attr_cols, *cols)
+        .select(KEY, LABEL, PRED, *attr_cols, *[input_col(c) for c in cols])
         .limit(len(keys))
         .collect()
     )

@@ -117,7 +117,8 @@ class HFMParams(AuditParams):
     redact_columns:
         Feature columns whose raw values are never shown for witnesses.
     show_witness_values:
-        Show raw feature values of witness rows in the report.
+        Show raw feature values of witness rows in the report (opt-in; hidden by
+        default, because witness rows are real people's records).
     histogram_bins:
         Bins of the per-row distance plot (0: no plot).
     dr_model:
@@ -152,7 +153,7 @@ class HFMParams(AuditParams):
     rows_per_partition: int = Field(50_000, ge=100)
     exact_block_rows: int = Field(20_000, ge=10)
     redact_columns: list[str] = Field(default_factory=list)
-    show_witness_values: bool = True
+    show_witness_values: bool = False
     histogram_bins: int = Field(40, ge=0, le=500)
     dr_model: str | None = None
     dr_model_kind: Literal["auto", "sklearn", "spark"] = "auto"

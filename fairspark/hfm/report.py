@@ -168,17 +168,9 @@ def show_witness_values(params: Any) -> bool:
     """Whether the report shows witness rows' feature values: only on an explicit opt-in.
 
     Witness rows are real people's records (age, race, marital status ...), so they are
-    redacted by default. ``audits.hfm.show_witness_values: true`` shows them. While the
-    parameter's default is still ``True`` (fairspark/hfm/params.py), only a value that
-    the config sets explicitly counts as the opt-in.
+    redacted by default; ``audits.hfm.show_witness_values: true`` shows them.
     """
-    if not bool(getattr(params, "show_witness_values", False)):
-        return False
-    field = type(params).model_fields.get("show_witness_values") if hasattr(
-        type(params), "model_fields") else None
-    if field is not None and field.default is True:
-        return "show_witness_values" in getattr(params, "model_fields_set", set())
-    return True
+    return bool(getattr(params, "show_witness_values", False))
 
 
 def _or_dash(v: Any) -> Any:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditOutcome, MetricRow
-from fairspark.columns import KEY, PRED, WEIGHT, X
+from fairspark.columns import KEY, PRED, WEIGHT, X, input_col
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.mdfa._spark import collect_sample, grouped_stats, run_splits, with_mdfa_columns
 from fairspark.mdfa.certify import MDFASample
@@ -170,7 +170,7 @@ def _sample(
 
     pdf = collect_sample(
         df,
-        columns=[F.col(X).alias("_x")] + [F.col(c).cast("double").alias(f"_d{j}")
+        columns=[F.col(X).alias("_x")] + [input_col(c).cast("double").alias(f"_d{j}")
                                           for j, c in enumerate(plan.desc_numeric)],
         key_col=KEY,
         counts=stats.cell_counts(),
@@ -235,7 +235,8 @@ def audit_attribute(
     df = with_mdfa_columns(
         base, priv_col=attr.priv_col, prediction_col=PRED, target_group=params.target_group
     )
-    desc_cols = [F.col(c) for c in plan.desc_numeric] + [F.col(X)[i] for i in plan.desc_onehot_idx]
+    desc_cols = ([input_col(c) for c in plan.desc_numeric]
+                 + [F.col(X)[i] for i in plan.desc_onehot_idx])
     stats = grouped_stats(df, desc_cols=desc_cols, desc_names=plan.desc_names,
                           weight_col=WEIGHT if prepared.weighted else None)
     target = _target_label(attr, params.target_group)

@@ -231,16 +231,24 @@ def _mdfa_lines(rows: list[Mapping[str, Any]], summary: Mapping[str, Any],
         v = _num(r.get("value"))
         if status in FAILED_STATUSES or v is None:
             st, far = "failed", f"not computed: {r.get('detail') or 'failed'}"
+        elif verdict.startswith("not judged"):
+            st, far = "inconclusive", f"gamma {_f(v)}: {verdict}"
         else:
             # "evidence of ..." vs "no evidence of ..." (fairspark.mdfa.results)
             st = "evidence" if re.search(r"(?<!no )evidence of", verdict) else "ok"
-            g = (info.get(attr) or {}).get("gamma_max") or {}
-            mean, sd = _num(g.get("mean")), _num(g.get("sd"))
-            band = (f"; mean − 2 sd = {_f(mean - 2 * sd)}" if mean is not None and sd is not None
-                    else "")
-            far = f"gamma {_f(v)} over splits{band} (0 = decisions reveal nothing of {attr})"
-        nxt = (f"{attr}: mdfa's worst-treated sub-population"
-               if st == "evidence" else "Nothing: no evidence beyond the split-to-split noise.")
+            null = (info.get(attr) or {}).get("null") or {}
+            ref, bound = _num(null.get("mean")), _num(null.get("bound"))
+            p = _num(null.get("p_value"))
+            if ref is not None and bound is not None:
+                far = (f"gamma {_f(v)} against {_f(ref)} for decisions that depend on the "
+                       f"features alone (evidence above {_f(bound)}"
+                       + (f"; p = {p:.2g})" if p is not None else ")"))
+            else:
+                far = f"gamma {_f(v)} over splits (0 = decisions reveal nothing of {attr})"
+        nxt = {"evidence": f"{attr}: mdfa's worst-treated sub-population",
+               "inconclusive": f"{attr}: run mdfa with null_draws and splits of at least 3",
+               }.get(st, "Nothing: gamma is within what decisions that depend on the "
+                         "features alone give.")
         out.append(_line(audit="mdfa", attribute=attr, metric="gamma_max", what="gamma",
                          status=st, far=far, excess=v, nxt=nxt, anchor=anchors.get("mdfa")))
     return out
