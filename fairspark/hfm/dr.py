@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from fairspark.audits.base import AuditContext, MetricRow
-from fairspark.columns import KEY
+from fairspark.columns import KEY, input_col
 from fairspark.errors import AuditError, FairsparkInputError
 from fairspark.hfm.params import dr_model_kind
 from fairspark.status import Status
@@ -499,17 +499,18 @@ def _spark_counts(
     inputs = [*keep, *srcs]
     pred = prediction_col(model)
     kw = {"model_path": model_path, "feature_cols": feature_cols, "source_cols": srcs}
-    scored = _transform(model, df.select(*keep, *originals.values()), inputs=inputs, **kw)
+    scored = _transform(model, df.select(*map(input_col, keep), *originals.values()),
+                        inputs=inputs, **kw)
     if pred not in scored.columns:
         raise DRModelError(f"config key '{_MODEL_KEY}' ({model_path!r}): the model's output "
                            f"has no prediction column {pred!r}")
     done = [P0]
-    cur = scored.select(*keep, F.col(pred).alias(P0))
+    cur = scored.select(*map(input_col, keep), F.col(pred).alias(P0))
     for j, ratio in enumerate(settings, start=1):
         flips = source_columns(attrs, source_types=source_types, seeds=seeds, ratio=ratio)
-        rescored = _transform(model, cur.select(*keep, *done, *flips.values()),
+        rescored = _transform(model, cur.select(*map(input_col, keep), *done, *flips.values()),
                               inputs=[*inputs, *done], **kw)
-        cur = rescored.select(*keep, *done, F.col(pred).alias(f"_fs_p{j}"))
+        cur = rescored.select(*map(input_col, keep), *done, F.col(pred).alias(f"_fs_p{j}"))
         done.append(f"_fs_p{j}")
     aggs = [F.sum(F.when(~F.col(P0).eqNullSafe(F.col(c)), 1).otherwise(0)).alias(c)
             for c in done[1:]]
@@ -602,7 +603,7 @@ def _sklearn_counts(
     once per batch)."""
     specs = _flip_specs(attrs)
     cols = [KEY, *feature_cols, *[s[0] for s in specs]]
-    base = with_flip_uniforms(df.select(*cols), seeds=seeds)
+    base = with_flip_uniforms(df.select(*map(input_col, cols)), seeds=seeds)
     outs = [f"c{j}" for j in range(len(settings))]
     predict_part = _make_predict_part(
         model_path=model_path, specs=specs, all_ratios=[_ratios(r, len(attrs)) for r in settings],
