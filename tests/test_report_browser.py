@@ -88,7 +88,12 @@ def _open(driver, path: Path, width: int, height: int) -> None:
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
         "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 500})
     driver.get(path.as_uri())
-    assert driver.execute_script("return document.readyState") == "complete"
+    # chromedriver may hand back control at DOMContentLoaded on a busy machine: wait for
+    # the load event (every image decoded) before measuring anything
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 60).until(
+        lambda d: d.execute_script("return document.readyState") == "complete")
     assert driver.execute_script("return window.innerWidth") == width
 
 
