@@ -405,7 +405,7 @@ def main(argv=None) -> int:
                          "real tables at their natural size (e.g. compas_race)")
     ap.add_argument("--methods", nargs="+",
                     default=["approx", "pointwise", "certified", "exact"])
-    ap.add_argument("--peers", nargs="+", default=["scipy", "numpy_brute", "numpy_approx"],
+    ap.add_argument("--peers", nargs="*", default=["scipy", "numpy_brute", "numpy_approx"],
                     choices=["scipy", "numpy_brute", "numpy_approx"])
     ap.add_argument("--m1", type=int, default=25)
     ap.add_argument("--time-limit", type=float, default=600.0)
