@@ -7,13 +7,20 @@ columns of the prepared table; their names are declared in :mod:`fairspark.colum
 :func:`prepare` runs in steps, each a short function over small state objects:
 
 1. :func:`_plan_columns`: schema checks, the feature split (:class:`_ColumnPlan`);
-2. :func:`_collect_stats`: one aggregation pass (:class:`InputStats`), then
-   :func:`_check_stats` raises for unusable input;
-3. :func:`_role_columns` and :func:`_views`: the derived role and sensitive-view
-   columns (:class:`_View`), persisted as ``base_df``;
-4. :func:`_attribute_info`: the observed values of each view;
-5. :class:`_FeatureEncoder`: min-max scaling and one-hot encoding, run the first time
-   an audit reads ``PreparedData.df``.
+2. :func:`_one_pass_groups`: ONE aggregation over the input, grouped by (kept, each
+   sensitive view's value and flag, label, decision), with every check's counter;
+   :func:`_stats_from_groups` merges it into :class:`InputStats` and
+   :func:`_check_stats` raises for unusable input; a configured row key is checked
+   for repeats (:func:`_check_unique_keys`, the one other job);
+3. :func:`_views_from_groups`: the observed values of each view (intersections
+   formed on the driver) and the weighted confusion cells of every combination
+   (``PreparedData.cells``, what the group audit reads);
+4. on first use only: :func:`_persisted_base` (role, view and feature columns,
+   persisted as ``base_df``) and :class:`_FeatureEncoder` (min-max scaling and
+   one-hot encoding, ``PreparedData.df``), so a group-only run persists nothing.
+
+With more than :data:`ONE_PASS_MAX_GROUPS` groups the staged flow runs instead
+(:func:`_collect_stats`, the persisted rows, :func:`_attribute_info` per view).
 """
 
 from __future__ import annotations
@@ -96,12 +103,14 @@ class AttributeInfo:
 class PreparedData:
     """The prepared table and what is known about it (see ``docs/architecture.md``).
 
-    ``base_df`` (persisted) has every column but the encoded feature vector; ``df``
-    adds ``_fs_x`` and is built, fitted and persisted on first use, so a run whose
-    audits never read the features (the group audit alone) never pays for encoding.
+    ``base_df`` has every column but the encoded feature vector; ``df`` adds ``_fs_x``.
+    Both are built on first use (``base_df`` persisted, ``df`` fitted and persisted),
+    so a run whose audits never read rows (the group audit alone, which reads
+    ``cells``) reads the input once, in :func:`prepare`'s one aggregation, and
+    persists nothing.
     """
 
-    base_df: DataFrame
+    base_df: DataFrame | None
     attributes: list[AttributeInfo]
     numeric_features: list[str]
     categorical_features: list[str]
@@ -116,7 +125,22 @@ class PreparedData:
     weighted: bool = False
     build_features: Callable[[], tuple[DataFrame, list[str]]] | None = None
     warnings: list[str] = field(default_factory=list)
+    #: builds (and persists) ``base_df`` when it is ``None``
+    build_base: Callable[[], DataFrame] | None = None
+    #: weighted confusion cells per combination of every view's value (pandas, the
+    #: layout of :func:`fairspark.metrics.cell_counts`), from the one aggregation
+    cells: Any = None
+    #: seconds of the steps of :func:`prepare` (``scan``, ``row keys``)
+    timings: dict[str, float] = field(default_factory=dict)
     _features: tuple[DataFrame, list[str]] | None = field(default=None, repr=False)
+
+    def rows(self) -> DataFrame:
+        """``base_df``, built and persisted on first use."""
+        if self.base_df is None:
+            if self.build_base is None:
+                raise RuntimeError("this PreparedData has no table builder")
+            self.base_df = self.build_base()
+        return self.base_df
 
     def _ensure_features(self) -> tuple[DataFrame, list[str]]:
         if self._features is None:
@@ -158,7 +182,7 @@ class PreparedData:
         """
         from fairspark.sampling import stratified_sample
 
-        df = self.df if features else self.base_df
+        df = self.df if features else self.rows()
         if max_rows is None or max_rows >= self.rows_audited:
             return df
         sample = stratified_sample(
@@ -169,7 +193,8 @@ class PreparedData:
 
     def unpersist(self) -> None:
         """Release the cached frames."""
-        self.base_df.unpersist()
+        if self.base_df is not None:
+            self.base_df.unpersist()
         if self._features is not None:
             self._features[0].unpersist()
 
@@ -635,7 +660,7 @@ def _input_warnings(stats: InputStats, config: Config) -> list[str]:
 
 
 def _check_unique_keys(df: DataFrame, config: Config) -> None:
-    """A configured row key must not repeat (one aggregation; one example comes back).
+    """A configured row key must not repeat (one aggregation of key hashes; an example).
 
     Rows that share a key would be merged wherever an audit joins by key (HFM's
     nearest neighbours), silently changing the numbers.
@@ -644,6 +669,12 @@ def _check_unique_keys(df: DataFrame, config: Config) -> None:
 
     key = config.columns.row_key
     if not key:
+        return
+    # first by a 64-bit hash of the key (a shuffle of longs, not of strings); only when
+    # two rows share a hash are the keys themselves compared, for the message's example
+    clash = (df.where(input_col(key).isNotNull()).groupBy(F.xxhash64(input_col(key)).alias("_h"))
+             .agg(F.count(F.lit(1)).alias("_n")).where(F.col("_n") > 1).limit(1).collect())
+    if not clash:
         return
     rep = (df.where(input_col(key).isNotNull()).groupBy(input_col(key).alias("_k"))
            .agg(F.count(F.lit(1)).alias("_n"))
@@ -767,17 +798,20 @@ def _intersection_views(cols: ColumnsConfig) -> list[tuple[_View, Column, Column
     return out
 
 
+def _sensitive_views(df: DataFrame, config: Config,
+                     types: dict[str, str]) -> list[tuple[_View, Column, Column]]:
+    """Each configured attribute's view with its value and privileged-flag expressions."""
+    return [_predicate_view(df, i, s) if s.privileged_expr is not None
+            else _values_view(i, s, types) for i, s in enumerate(config.columns.sensitive)]
+
+
 def _with_views(df: DataFrame, kept: DataFrame, config: Config,
                 types: dict[str, str]) -> tuple[DataFrame, list[_View]]:
     """``kept`` with the role and sensitive-view columns; the views in output order."""
     cols = config.columns
     derived = _role_columns(df, config, types)
     views: list[_View] = []
-    for i, s in enumerate(cols.sensitive):
-        if s.privileged_expr is not None:
-            view, value, priv = _predicate_view(df, i, s)
-        else:
-            view, value, priv = _values_view(i, s, types)
+    for view, value, priv in _sensitive_views(df, config, types):
         views.append(view)
         derived += [value.alias(view.value_col), priv.alias(view.priv_col)]
     with_roles = kept.select(*[input_col(c) for c in kept.columns], *derived)
@@ -806,6 +840,211 @@ def _attribute_info(base: DataFrame, view: _View, cap: int) -> AttributeInfo:
                          view.source_columns)
 
 
+# --------------------------------------------------------------------------- one pass
+
+#: column of the "row is kept" flag in the one pass (no input column is called so)
+_KEEP = "_fs_keep"
+#: the one pass brings back at most this many (kept, views, label, decision) groups;
+#: with more, :func:`prepare` falls back to the staged flow (per-view counts on Spark)
+ONE_PASS_MAX_GROUPS = 20_000
+#: HLL sketch size of the distinct-value counts: 2^10 buckets, a relative standard
+#: error of about 3% (``approx_count_distinct``'s default is 5%), at most ~600 bytes
+_HLL_LG_K = 10
+#: (label, decision) in the prepared table -> the confusion cell
+_CELL_OF = {(1.0, 1.0): "tp", (0.0, 1.0): "fp", (0.0, 0.0): "tn", (1.0, 0.0): "fn",
+            (None, 1.0): "up", (None, 0.0): "un"}
+
+
+def _one_pass_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
+    """The aggregations of the one pass, per (kept, views, label, decision) group.
+
+    Each merges over the groups on the driver: counts and sums add, minima and maxima
+    combine, and the distinct values come back as HLL sketches (``hll_sketch_agg``),
+    united in one tiny job (:func:`_union_sketches`).
+    """
+    from pyspark.sql import functions as F
+
+    cols = config.columns
+    keep = F.col(_KEEP)
+    w = F.col(WEIGHT)
+    aggs = [F.count(F.lit(1)).alias("n"), F.sum(w).alias("w"), F.sum(w * w).alias("w2")]
+    aggs += [_count_where(_missing(c, plan.types) if c == plan.decision
+                          else input_col(c).isNull(), f"null::{c}") for c in plan.required]
+    if cols.row_key:
+        aggs.append(_count_where(input_col(cols.row_key).isNull(), "null::row_key"))
+    aggs.append(_count_where(keep & _missing(cols.label.column, plan.types)
+                             & input_col(cols.label.column).isNotNull(), "nan::label"))
+    for c in plan.floating:
+        bad = F.isnan(input_col(c)) | input_col(c).isin(float("inf"), float("-inf"))
+        aggs.append(_count_where(bad, f"nan::{c}"))
+    for c in plan.numeric:
+        aggs.append(F.min(F.when(keep, input_col(c).cast("double"))).alias(f"min::{c}"))
+        aggs.append(F.max(F.when(keep, input_col(c).cast("double"))).alias(f"max::{c}"))
+    for c in plan.categorical:
+        aggs.append(F.hll_sketch_agg(F.when(keep, input_col(c).cast("string")), _HLL_LG_K)
+                    .alias(f"card::{c}"))
+    if cols.weight:
+        wc = input_col(cols.weight).cast("double")
+        aggs.append(_count_where(wc < 0, "neg::weight"))
+        aggs.append(_count_where(F.isnan(wc) | wc.isin(float("inf")), "nan::weight"))
+    if cols.score and plan.types[cols.score.column] in _FLOATING:
+        aggs.append(_count_where(F.isnan(input_col(cols.score.column)), "nan::score"))
+    aggs.append(F.hll_sketch_agg(F.when(keep, input_col(cols.label.column).cast("string")),
+                                 _HLL_LG_K).alias("card::label"))
+    if cols.score:
+        score = input_col(cols.score.column).cast("double")
+        aggs += [F.min(F.when(keep, score)).alias("min::score"),
+                 F.max(F.when(keep, score)).alias("max::score")]
+    return aggs
+
+
+def _union_sketches(spark: Any, rows: list[dict[str, Any]], names: list[str]) -> dict[str, int]:
+    """Distinct values per column from the groups' HLL sketches (one tiny local job)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    if not names:
+        return {}
+    schema = StructType([StructField(f"s{k}", BinaryType()) for k in range(len(names))])
+    data = [tuple(None if r[f"card::{c}"] is None else bytes(r[f"card::{c}"]) for c in names)
+            for r in rows]
+    est = (spark.createDataFrame(data, schema)
+           .agg(*[F.hll_sketch_estimate(F.hll_union_agg(f"s{k}")).alias(f"s{k}")
+                  for k in range(len(names))]).collect()[0])
+    return {c: int(est[f"s{k}"] or 0) for k, c in enumerate(names)}
+
+
+def _one_pass_groups(df: DataFrame, plan: _ColumnPlan, config: Config,
+                     views: list[tuple[_View, Column, Column]]) -> list[dict[str, Any]] | None:
+    """Run the one aggregation; its groups as dicts, or ``None`` past the group cap.
+
+    Groups the rows by (kept, each configured sensitive view's value and flag, label,
+    decision); a dropped row's keys are all null, so the dropped rows form one group.
+    """
+    from pyspark.sql import functions as F
+
+    cols = config.columns
+    weight = input_col(cols.weight).cast("double") if cols.weight else F.lit(1.0)
+    staged = df.select("*", (~_any_null(plan)).alias(_KEEP),
+                       _label_column(config, plan.types).alias(LABEL),
+                       _decision_column(config, plan.types).alias(PRED),
+                       weight.alias(WEIGHT))
+    kept = F.col(_KEEP)
+    keys = [kept]
+    for v, value, priv in views:
+        keys += [F.when(kept, value).alias(v.value_col), F.when(kept, priv).alias(v.priv_col)]
+    keys += [F.when(kept, F.col(LABEL)).alias(LABEL), F.when(kept, F.col(PRED)).alias(PRED)]
+    rows = (staged.groupBy(*keys).agg(*_one_pass_columns(plan, config))
+            .limit(ONE_PASS_MAX_GROUPS + 1).collect())
+    if len(rows) > ONE_PASS_MAX_GROUPS:
+        return None
+    return [r.asDict() for r in rows]
+
+
+def _stats_from_groups(spark: Any, groups: list[dict[str, Any]], plan: _ColumnPlan,
+                       config: Config) -> InputStats:
+    """:class:`InputStats` merged from the groups of the one pass."""
+    cols = config.columns
+
+    def total(alias: str, rows: list[dict[str, Any]] = groups) -> int:
+        return int(sum(r[alias] or 0 for r in rows))
+
+    def extreme(alias: str, fn: Callable[..., float]) -> float:
+        vals = [float(r[alias]) for r in groups if r[alias] is not None]
+        return fn(vals) if vals else float("nan")
+
+    kept = [r for r in groups if r[_KEEP]]
+    required_nulls = {c: total(f"null::{c}") for c in plan.required}
+    cards = _union_sketches(spark, kept, [*plan.categorical, "label"])
+    return InputStats(
+        rows=total("n"),
+        dropped=total("n", [r for r in groups if not r[_KEEP]]),
+        unlabelled=total("n", [r for r in kept if r[LABEL] is None]),
+        nulls={c: k for c, k in required_nulls.items() if k},
+        non_finite={c: k for c in plan.floating if (k := total(f"nan::{c}"))},
+        categories={c: cards[c] for c in plan.categorical},
+        feature_min={c: extreme(f"min::{c}", min) for c in plan.numeric},
+        feature_max={c: extreme(f"max::{c}", max) for c in plan.numeric},
+        negative_weights=total("neg::weight") if cols.weight else 0,
+        non_finite_weights=total("nan::weight") if cols.weight else 0,
+        nan_scores=(total("nan::score") if cols.score and plan.types[cols.score.column]
+                    in _FLOATING else 0),
+        null_row_keys=total("null::row_key") if cols.row_key else 0,
+        weight_total=(float(sum(r["w"] for r in kept if r["w"] is not None))
+                      if kept else float("nan")),
+        nan_labels=total("nan::label"),
+        label_values=cards["label"],
+        score_min=extreme("min::score", min) if cols.score else float("nan"),
+        score_max=extreme("max::score", max) if cols.score else float("nan"),
+    )
+
+
+def _views_from_groups(
+    groups: list[dict[str, Any]], views: list[_View], config: Config, cap: int,
+) -> tuple[list[AttributeInfo], Any]:
+    """Every view's observed values and the confusion cells per combination of views.
+
+    The intersections are formed here from their attributes' values (joined by ``|``,
+    privileged when all are), as :func:`_intersection_views` forms them on Spark.
+
+    Returns
+    -------
+    (attributes, cells)
+        ``cells`` has one row per combination of the configured views' values: every
+        view's value and flag column (intersections too) and :data:`CELL_STATS`, in the
+        layout of :func:`fairspark.metrics.cell_counts`.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from fairspark.metrics._spark import CELL_STATS
+
+    cols = config.columns
+    base = [v for v in views if v.kind != "intersection"]
+    base_cols = [c for v in base for c in (v.value_col, v.priv_col)]
+    combos: dict[tuple[Any, ...], dict[str, float]] = {}
+    for r in groups:
+        if not r[_KEEP]:
+            continue
+        d = combos.setdefault(tuple(r[c] for c in base_cols), dict.fromkeys(CELL_STATS, 0.0))
+        cell = _CELL_OF[(r[LABEL], r[PRED])]
+        d[cell], d[f"{cell}_w2"], d[f"{cell}_n"] = float(r["w"]), float(r["w2"]), float(r["n"])
+    cells = pd.DataFrame([dict(zip(base_cols, k, strict=True)) | d for k, d in combos.items()],
+                         columns=[*base_cols, *CELL_STATS])
+    by_attr = {v.name: v for v in base}
+    for combo, v in zip(cols.intersections, (v for v in views if v.kind == "intersection"),
+                        strict=True):
+        parts = [by_attr[a] for a in combo]
+        cells[v.value_col] = (cells[[p.value_col for p in parts]].astype(str)
+                              .agg("|".join, axis=1) if len(cells) else pd.Series(dtype=str))
+        cells[v.priv_col] = (np.logical_and.reduce([cells[p.priv_col].astype(bool).to_numpy()
+                                                    for p in parts]) if len(cells) else
+                             pd.Series(dtype=bool))
+    view_cols = [c for v in views for c in (v.value_col, v.priv_col)]
+    for v in views:
+        cells[v.priv_col] = cells[v.priv_col].astype(bool)
+    cells = cells[[*view_cols, *CELL_STATS]]
+    for s in CELL_STATS:
+        cells[s] = cells[s].astype(np.float64)
+    cells = cells.sort_values(view_cols, kind="mergesort").reset_index(drop=True)
+    attributes = []
+    for v in views:
+        n_rows = cells[[f"{c}_n" for c in _CELL_OF.values()]].sum(axis=1)
+        counts = n_rows.groupby(cells[v.value_col].astype(str), sort=True).sum()
+        if len(counts) > cap:
+            raise InvalidValueError(
+                f"sensitive attribute {v.name!r} has more than {cap} distinct values; "
+                "is it an identifier column?"
+            )
+        pvals = v.privileged_values
+        if v.kind == "intersection":
+            pvals = sorted(set(cells.loc[cells[v.priv_col], v.value_col].astype(str)))
+        attributes.append(AttributeInfo(v.name, v.value_col, v.priv_col,
+                                        {str(k): int(n) for k, n in counts.items()}, pvals,
+                                        v.kind, v.source_columns))
+    return attributes, cells
+
+
 # --------------------------------------------------------------------------- features
 
 
@@ -814,7 +1053,8 @@ class _FeatureEncoder:
     """Builds ``PreparedData.df``: min-max scaled numeric features (constant -> 0) and
     one-hot categorical ones, assembled into ``_fs_x`` (fitted on Spark)."""
 
-    base: DataFrame
+    #: the prepared rows without features (``PreparedData.rows``)
+    base: Callable[[], DataFrame]
     numeric: list[str]
     categorical: list[str]
     feature_min: dict[str, float]
@@ -832,7 +1072,7 @@ class _FeatureEncoder:
             e = (x - F.lit(lo)) / F.lit(hi - lo) if hi > lo else F.lit(0.0)
             exprs.append(e.alias(f"_fs_num_{k}"))
             names.append(f"_fs_num_{k}")
-        return self.base.select("*", *exprs), names
+        return self.base().select("*", *exprs), names
 
     def _one_hot_stages(self, staged: DataFrame) -> tuple[DataFrame, list[Any], list[str]]:
         """Categorical features as strings, indexed alphabetically and one-hot encoded."""
@@ -881,10 +1121,60 @@ class _FeatureEncoder:
 # --------------------------------------------------------------------------- prepare
 
 
-def prepare(df: DataFrame, *, config: Config) -> PreparedData:
-    """Check the schema, drop rows with missing values, encode and scale the features.
+def _persisted_base(df: DataFrame, plan: _ColumnPlan, config: Config) -> DataFrame:
+    """The prepared rows without features (role, view and raw feature columns), persisted."""
+    from pyspark import StorageLevel
 
-    Over 60 lines only by this docstring; each step is a helper above.
+    kept = df.where(~_any_null(plan))
+    with_views, views = _with_views(df, kept, config, plan.types)
+    view_cols = [c for v in views for c in (v.value_col, v.priv_col)]
+    return with_views.select(*_ROLE_COLUMNS, *view_cols,
+                             *[input_col(c) for c in plan.features]).persist(
+        StorageLevel.MEMORY_AND_DISK)
+
+
+def _checked(stats: InputStats, df: DataFrame, config: Config,
+             timings: dict[str, float]) -> list[str]:
+    """Raise for unusable input (the statistics, then the row keys); the warnings."""
+    import time
+
+    _check_stats(stats, config)
+    t0 = time.perf_counter()
+    _check_unique_keys(df, config)
+    if config.columns.row_key:
+        timings["row keys"] = round(time.perf_counter() - t0, 3)
+    warnings = _input_warnings(stats, config)
+    for w in warnings:
+        log.warning("%s", w)
+    return warnings
+
+
+def _staged(df: DataFrame, plan: _ColumnPlan, config: Config, cap: int,
+            timings: dict[str, float]) -> tuple[InputStats, list[str], DataFrame,
+                                                list[AttributeInfo]]:
+    """The flow for too many groups: statistics pass, persisted rows, counts per view."""
+    import time
+
+    t0 = time.perf_counter()
+    stats = _collect_stats(df, plan, config)
+    timings["scan"] = round(time.perf_counter() - t0, 3)
+    warnings = _checked(stats, df, config, timings)
+    base = _persisted_base(df, plan, config)
+    views = [v for v, _, _ in _sensitive_views(df, config, plan.types)]
+    views += [v for v, _, _ in _intersection_views(config.columns)]
+    return stats, warnings, base, [_attribute_info(base, v, cap) for v in views]
+
+
+def prepare(df: DataFrame, *, config: Config) -> PreparedData:
+    """Check the input and count its groups in one aggregation; rows and features lazily.
+
+    One aggregation over the input, grouped by (kept, each sensitive view, label,
+    decision), gives every input check's counters and the weighted confusion cells of
+    every group and intersection (:attr:`PreparedData.cells`). The prepared rows
+    (``base_df``) and the encoded features (``df``) are built and persisted only when
+    an audit reads them. With more than :data:`ONE_PASS_MAX_GROUPS` groups the staged
+    flow runs instead (a statistics pass, the persisted rows, one count per view),
+    which names the view with too many values.
 
     Parameters
     ----------
@@ -896,46 +1186,44 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
     Returns
     -------
     PreparedData
-        With a persisted DataFrame in the layout of ``docs/architecture.md``.
+        In the layout of ``docs/architecture.md``.
 
     Raises
     ------
     FairsparkInputError
         (exit code 2) for a missing column, a column of the wrong type, NaN or
         infinite feature values, negative weights, too many dropped rows, a
-        categorical column with too many values, or no rows to audit.
+        categorical column with too many values, a repeated row key, a sensitive
+        attribute with too many values, or no rows to audit.
     """
-    from pyspark import StorageLevel
+    import time
 
     cols = config.columns
+    timings: dict[str, float] = {}
     plan = _plan_columns(df, config)
-    stats = _collect_stats(df, plan, config)
-    _check_stats(stats, config)
-    _check_unique_keys(df, config)
-    warnings = _input_warnings(stats, config)
-    for w in warnings:
-        log.warning("%s", w)
-
-    kept = df.where(~_any_null(plan))
-    with_views, views = _with_views(df, kept, config, plan.types)
-    view_cols = [c for v in views for c in (v.value_col, v.priv_col)]
-    base = with_views.select(*_ROLE_COLUMNS, *view_cols,
-                             *[input_col(c) for c in plan.features]).persist(
-        StorageLevel.MEMORY_AND_DISK)
+    views = _sensitive_views(df, config, plan.types)
+    all_views = [v for v, _, _ in views] + [v for v, _, _ in _intersection_views(cols)]
+    cap = max(config.preparation.max_categories, 1000)
+    t0 = time.perf_counter()
+    groups = _one_pass_groups(df, plan, config, views)
+    base: DataFrame | None = None
+    cells = None
+    if groups is None:
+        log.info("more than %d groups: the staged preparation runs", ONE_PASS_MAX_GROUPS)
+        stats, warnings, base, attributes = _staged(df, plan, config, cap, timings)
+    else:
+        stats = _stats_from_groups(df.sparkSession, groups, plan, config)
+        timings["scan"] = round(time.perf_counter() - t0, 3)
+        warnings = _checked(stats, df, config, timings)
+        attributes, cells = _views_from_groups(groups, all_views, config, cap)
+    view_cols = [c for v in all_views for c in (v.value_col, v.priv_col)]
     fmin = {c: stats.feature_min[c] for c in plan.numeric}
     fmax = {c: stats.feature_max[c] for c in plan.numeric}
-    encoder = _FeatureEncoder(base, plan.numeric, plan.categorical, fmin, fmax,
-                              view_cols=view_cols)
-
-    cap = max(config.preparation.max_categories, 1000)
-    attributes = [_attribute_info(base, v, cap) for v in views]
-    log.info(
-        "prepared %d of %d rows (%d dropped, %d unlabelled); %d features",
-        stats.audited, stats.rows, stats.dropped, stats.unlabelled, len(plan.features),
-    )
-    return PreparedData(
+    prepared = PreparedData(
         base_df=base,
-        build_features=encoder,
+        build_base=lambda: _persisted_base(df, plan, config),
+        cells=cells,
+        timings=timings,
         attributes=attributes,
         numeric_features=plan.numeric,
         categorical_features=plan.categorical,
@@ -950,3 +1238,10 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
         weighted=cols.weight is not None,
         warnings=warnings,
     )
+    prepared.build_features = _FeatureEncoder(prepared.rows, plan.numeric, plan.categorical,
+                                              fmin, fmax, view_cols=view_cols)
+    log.info(
+        "prepared %d of %d rows (%d dropped, %d unlabelled); %d features",
+        stats.audited, stats.rows, stats.dropped, stats.unlabelled, len(plan.features),
+    )
+    return prepared

@@ -463,6 +463,9 @@ def compute_run(
             df = read_input(spark, input_config=config.input)
     with _input_errors(config), _stage("prepare", timings):
         prepared = prepare(df, config=config)
+    for step, seconds in prepared.timings.items():  # the steps inside "prepare"
+        timings[f"prepare: {step}"] = seconds
+        log.info("stage   %-20s %7.2f s", f"prepare: {step}", seconds)
     try:
         ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=run_date)
         done = _run_audits(ctx, config, timings)

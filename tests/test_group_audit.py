@@ -167,3 +167,154 @@ def test_weights_and_unlabelled_rows(spark, compas_pdf, tmp_path):
         pytest.approx(tpr(u) - tpr(~u), abs=1e-12)
     assert res.summary["rows"]["unlabelled"] == int(late.sum())
     assert res.summary["rows"]["weighted"] is True
+
+
+# ---------------------------------------------------------------- issue 17: one scan
+
+
+def _dirty_table(n: int = 3000, seed: int = 17) -> pd.DataFrame:
+    """Weighted rows with dropped rows (null features/sensitive), NaN and null labels."""
+    rng = np.random.default_rng(seed)
+    pdf = pd.DataFrame({
+        "id": np.arange(n).astype(str),
+        "x1": rng.normal(size=n),
+        "x2": rng.integers(0, 7, n),
+        "city": rng.choice(["a", "b", "c", "d"], n),
+        "sex": rng.choice(["M", "F"], n, p=[0.6, 0.4]),
+        "race": rng.choice(["w", "b", "a"], n, p=[0.6, 0.3, 0.1]),
+        "age": rng.integers(18, 80, n),
+        "y": rng.integers(0, 2, n).astype(float),
+        "p": rng.integers(0, 2, n),
+        "w": rng.integers(1, 5, n).astype(float) * 0.25,  # exact binary fractions
+    })
+    pdf["city"] = pdf["city"].astype(object)
+    pdf.loc[rng.random(n) < 0.02, "city"] = None  # dropped rows
+    pdf["race"] = pdf["race"].astype(object)
+    pdf.loc[rng.random(n) < 0.01, "race"] = None  # dropped rows
+    pdf.loc[rng.random(n) < 0.1, "y"] = np.nan  # unlabelled (NaN in a double label)
+    return pdf
+
+
+def _dirty_config(inp: str, out: str) -> dict:
+    return {
+        "dataset": "dirty", "run_date": "2026-11-29", "input": {"path": inp},
+        "columns": {
+            "features": ["x1", "x2", "city"],
+            "sensitive": [{"column": "sex", "privileged": "M"},
+                          {"column": "race", "privileged": "w"},
+                          {"column": "age", "privileged_expr": "age >= 40", "name": "old"}],
+            "intersections": [["sex", "race"]],
+            "label": {"column": "y", "positive": 1},
+            "prediction": {"column": "p", "positive": 1},
+            "weight": "w", "row_key": "id",
+        },
+        "output": {"path": out, "report": False},
+    }
+
+
+@pytest.fixture(scope="module")
+def dirty(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("dirty")
+    pdf = _dirty_table()
+    return pdf, write_parquet(pdf, base / "in", n_files=3), base
+
+
+def test_one_pass_gives_the_staged_flows_results(spark, dirty, monkeypatch):
+    """Default one-scan preparation vs the statistics pass + persisted rows + group pass."""
+    from fairspark import prepare as prep
+    from fairspark.runner import compute_run
+
+    pdf, inp, base = dirty
+    cfg = parse_config(_dirty_config(inp, str(base / "o1")))
+    one = compute_run(spark, cfg)
+    monkeypatch.setattr(prep, "ONE_PASS_MAX_GROUPS", 0)  # forces the staged flow
+    staged = compute_run(spark, cfg)
+    assert "prepare: scan" in one.summary["stage_timings"]
+    assert one.exit_code == staged.exit_code == 0
+    assert one.summary["rows"] == staged.summary["rows"]
+    assert one.summary.get("warnings") == staged.summary.get("warnings")
+    a, b = pd.DataFrame(one.long_rows), pd.DataFrame(staged.long_rows)
+    key = ["audit", "attribute", "group", "metric"]
+    assert a[key].equals(b[key])
+    assert a["status"].equals(b["status"]) and a["detail"].equals(b["detail"])
+    for c in ("value", "lower", "upper"):  # the weights are exact binary fractions
+        np.testing.assert_array_equal(a[c].to_numpy(float), b[c].to_numpy(float))
+    # the audited rows, by hand
+    kept = pdf.dropna(subset=["city", "race"])
+    assert one.summary["rows"]["audited"] == len(kept)
+    assert one.summary["rows"]["unlabelled"] == int(kept.y.isna().sum())
+    assert one.summary["rows"]["attributes"]["sex*race"]["values"] == {
+        f"{s}|{r}": int(k) for (s, r), k in kept.groupby(["sex", "race"]).size().items()}
+    assert one.summary["rows"]["attributes"]["old"]["values"] == {
+        "privileged": int((kept.age >= 40).sum()), "unprivileged": int((kept.age < 40).sum())}
+
+
+def test_one_pass_cells_equal_pandas(spark, dirty):
+    """The cells of every combination against a pandas groupby of the raw rows."""
+    from fairspark.io import read_input
+    from fairspark.metrics import CELL_STATS
+    from fairspark.prepare import prepare
+
+    pdf, inp, base = dirty
+    cfg = parse_config(_dirty_config(inp, str(base / "o2")))
+    prepared = prepare(read_input(spark, input_config=cfg.input), config=cfg)
+    cells = prepared.cells
+    assert prepared.base_df is None and prepared._features is None  # nothing persisted
+    kept = pdf.dropna(subset=["city", "race"]).copy()
+    y, p = kept.y, kept.p
+    kept["cell"] = np.select(
+        [(y == 1) & (p == 1), (y == 0) & (p == 1), (y == 0) & (p == 0), (y == 1) & (p == 0),
+         y.isna() & (p == 1)], ["tp", "fp", "tn", "fn", "up"], "un")
+    kept["old"] = np.where(kept.age >= 40, "privileged", "unprivileged")
+    kept["w2"] = kept.w ** 2
+    want = kept.groupby(["sex", "race", "old", "cell"])[["w", "w2"]].agg(["sum", "size"])
+    view = {a.name: a for a in prepared.attributes}
+    got = cells.set_index([view["sex"].value_col, view["race"].value_col,
+                           view["old"].value_col])
+    assert len(got) == len(kept.groupby(["sex", "race", "old"]))
+    for (s, r, o, c), row in want.iterrows():
+        g = got.loc[(s, r, o)]
+        assert g[c] == row[("w", "sum")] and g[f"{c}_w2"] == row[("w2", "sum")]
+        assert g[f"{c}_n"] == row[("w", "size")]
+    assert cells[list(CELL_STATS)].to_numpy().sum() == pytest.approx(
+        kept.w.sum() + kept.w2.sum() + len(kept))
+    inter = view["sex*race"]
+    pairs = zip(kept.sex, kept.race, strict=True)
+    assert set(cells[inter.value_col]) == {f"{s}|{r}" for s, r in pairs}
+    assert (cells[inter.priv_col] == (cells[inter.value_col] == "M|w")).all()
+    assert inter.privileged_values == ["M|w"]
+
+
+def test_one_pass_statistics_equal_the_statistics_pass(spark, tmp_path):
+    """Every input check's counter from the grouped pass equals the old global pass."""
+    from fairspark import prepare as prep
+    from fairspark.io import read_input
+
+    pdf = _dirty_table(n=800, seed=3)
+    rng = np.random.default_rng(4)
+    pdf["x3"] = rng.normal(size=len(pdf))
+    pdf.loc[rng.random(len(pdf)) < 0.02, "x3"] = np.inf
+    pdf.loc[rng.random(len(pdf)) < 0.02, "x1"] = np.nan  # a null score (pyarrow: NaN -> null)
+    pdf.loc[rng.random(len(pdf)) < 0.02, "w"] = -1.0
+    pdf["id"] = pdf["id"].astype(object)
+    pdf.loc[rng.random(len(pdf)) < 0.02, "id"] = None
+    pdf["sex"] = pdf["sex"].astype(object)
+    pdf.loc[rng.random(len(pdf)) < 0.02, "sex"] = None
+    pdf["sex2"] = pdf["sex"]
+    raw = _dirty_config(write_parquet(pdf, tmp_path / "in", n_files=2), str(tmp_path / "o"))
+    raw["columns"].pop("prediction")
+    raw["columns"]["score"] = {"column": "x1", "threshold": 0.0}
+    raw["columns"]["features"] = ["x3", "x2", "city", "sex2"]
+    cfg = parse_config(raw)
+    df = read_input(spark, input_config=cfg.input)
+    plan = prep._plan_columns(df, cfg)
+    views = prep._sensitive_views(df, cfg, plan.types)
+    new = prep._stats_from_groups(spark, prep._one_pass_groups(df, plan, cfg, views), plan, cfg)
+    old = prep._collect_stats(df, plan, cfg)
+    assert new.nulls and new.non_finite and new.negative_weights and new.null_row_keys
+    for f in old.__dataclass_fields__:
+        a, b = getattr(new, f), getattr(old, f)
+        if isinstance(a, float):
+            assert a == pytest.approx(b, nan_ok=True), f
+        else:
+            assert a == b, f

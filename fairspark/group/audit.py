@@ -11,6 +11,7 @@ from fairspark._values import nan_to_none as _f
 from fairspark._values import params_json
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow
 from fairspark.columns import LABEL, PRED, WEIGHT
+from fairspark.errors import InvalidValueError
 from fairspark.group.results import GroupResult
 from fairspark.metrics import _intervals as iv
 from fairspark.metrics._core import (
@@ -34,6 +35,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["run", "attribute_rows"]
 
 log = logging.getLogger("fairspark")
+
+#: the most view-value combinations the audit brings back (as ``cell_counts``)
+MAX_GROUPS = 100_000
 
 _LABEL_RATES = {"tpr", "fpr", "fnr", "tnr", "ppv", "npv", "fdr", "for", "error_rate",
                 "accuracy", "base_rate"}
@@ -167,6 +171,27 @@ def attribute_rows(
     return rows, summary
 
 
+def _cells(ctx: AuditContext, params: GroupParams, attrs: list[AttributeInfo]) -> pd.DataFrame:
+    """The confusion cells per combination of the views' values.
+
+    Without a sample (``max_rows`` unset or above the audited rows) they are the cells
+    :func:`~fairspark.prepare.prepare` counted in its one aggregation over the input
+    (no Spark job here); with a sample, one aggregation over the sampled rows.
+    """
+    prepared = ctx.prepared
+    whole = params.max_rows is None or params.max_rows >= prepared.rows_audited
+    group_cols = [c for a in attrs for c in (a.value_col, a.priv_col)]
+    if whole and prepared.cells is not None:
+        if len(prepared.cells[group_cols].drop_duplicates()) > MAX_GROUPS:
+            raise InvalidValueError(
+                f"the sensitive attributes {group_cols} form more than {MAX_GROUPS} groups")
+        return prepared.cells
+    df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("group", "cap"),
+                            features=False)
+    return cell_counts(df, group_cols=group_cols, label_col=LABEL, prediction_col=PRED,
+                       weight_col=WEIGHT, max_groups=MAX_GROUPS)
+
+
 def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
     """Compute the catalogue for every sensitive view in one aggregation pass.
 
@@ -184,13 +209,8 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
         and the DP/EO/PQP baselines in the binary view and per unprivileged value,
         between-group GEI/Theil) plus overall GEI and Theil under attribute ``*``.
     """
-    prepared = ctx.prepared
     attrs = ctx.attributes(params)
-    df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("group", "cap"),
-                            features=False)
-    group_cols = [c for a in attrs for c in (a.value_col, a.priv_col)]
-    cells = cell_counts(df, group_cols=group_cols, label_col=LABEL, prediction_col=PRED,
-                        weight_col=WEIGHT)
+    cells = _cells(ctx, params, attrs)
     everyone = marginal_counts(cells, np.ones(len(cells), dtype=bool))
     label_ok = (everyone["tp_n"] + everyone["fn_n"]) > 0
     rows: list[MetricRow] = []
