@@ -1,14 +1,40 @@
-"""One BLAS/OpenMP/torch thread inside a Spark task: Spark already runs a task per core."""
+"""One BLAS/OpenMP/torch thread inside a Spark task: Spark already runs a task per core.
+
+Also the Python worker daemon fairspark's local sessions use (``python -m
+fairspark._threads``, see :func:`fairspark.session.build_session`): PySpark's own
+daemon, which forks one Python worker per concurrent task, after importing the
+numeric libraries once with one thread each. Spark ends a Python worker after a minute
+without tasks; a fresh worker forked from this daemon starts with numpy, pandas,
+pyarrow, scipy and scikit-learn already imported (copy-on-write), instead of paying
+about a second of imports per worker before its first training.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 
-__all__ = ["pin_threads", "single_thread"]
+__all__ = ["PRELOAD", "os_threads", "pin_threads", "preload", "single_thread"]
 
 _VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+#: modules the worker daemon imports before it forks workers (torch is not among
+#: them: it is large and only mdfa uses it)
+PRELOAD = (
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "scipy.stats",
+    "sklearn.linear_model",
+    "sklearn.svm",
+    "sklearn.ensemble",
+    "sklearn.neighbors",
+    "sklearn.neural_network",
+    "sklearn.tree",
+    "threadpoolctl",
+)
 
 
 def pin_threads() -> None:
@@ -23,8 +49,6 @@ def pin_threads() -> None:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(1)
-    import sys
-
     torch = sys.modules.get("torch")
     if torch is not None:
         with contextlib.suppress(Exception):
@@ -33,13 +57,75 @@ def pin_threads() -> None:
 
 @contextlib.contextmanager
 def single_thread() -> Iterator[None]:
-    """Context manager form of :func:`pin_threads` that restores the pools on exit."""
+    """Context manager form of :func:`pin_threads` that restores the pools on exit.
+
+    BLAS/OpenMP pools through threadpoolctl, and torch's intra-op pool when torch is
+    loaded (a reused Python worker may have loaded it in an earlier task).
+    """
     for var in _VARS:
         os.environ.setdefault(var, "1")
+    torch = sys.modules.get("torch")
+    torch_before = None
+    if torch is not None:
+        with contextlib.suppress(Exception):
+            torch_before = torch.get_num_threads()
+            torch.set_num_threads(1)
     try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        yield
-        return
-    with threadpool_limits(limits=1):
-        yield
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # pragma: no cover
+            yield
+            return
+        with threadpool_limits(limits=1):
+            yield
+    finally:
+        if torch_before is not None and torch_before != 1:
+            with contextlib.suppress(Exception):
+                torch.set_num_threads(torch_before)
+
+
+def os_threads() -> int:
+    """Threads of this process as the OS sees them (1 where /proc is not available)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:  # pragma: no cover - not Linux
+        return 1
+
+
+def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
+    """Import ``modules`` with one thread each; return those that could not be imported."""
+    import importlib
+
+    pin_threads()
+    missing = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a missing optional library only costs time
+            missing.append(name)
+    pin_threads()  # pools the imports created
+    return missing
+
+
+def _daemon_main() -> None:  # pragma: no cover - runs as Spark's worker daemon
+    """PySpark's daemon after :func:`preload`, if the imports started no OS thread.
+
+    PySpark's daemon forks its workers and must not hold threads when it forks; if an
+    import started one, the preloaded daemon is not safe and plain PySpark's runs
+    (the worker then imports the libraries itself).
+    """
+    preload()
+    if os_threads() != 1:
+        print(
+            f"fairspark: preloading started {os_threads()} threads; running the plain daemon",
+            file=sys.stderr,
+        )
+        # nothing has been written to the JVM yet: become PySpark's own daemon
+        os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
+    from pyspark.daemon import manager
+
+    manager()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _daemon_main()

@@ -6,10 +6,13 @@ The same numbered attempts (same bootstrap samples, same seeds, same models) are
 2. in a plain sequential Python loop (one process);
 3. in a 2-process joblib (loky) loop, one job per round;
 
-with BLAS/OpenMP pinned to one thread everywhere. It prints the wall-clock times,
-fairspark's parallel efficiency ``T_sequential / (2 x T_fairspark)`` and the joblib
-loop's, checks that the three give identical metric vectors, and extrapolates the
-nightly cost of the defaults (N = 1000, L = 30) from the measured time per training.
+with BLAS/OpenMP pinned to one thread everywhere. Each trial (3 by default) runs the
+three back to back and prints one line: the wall-clock times, fairspark's parallel
+efficiency ``T_sequential / (2 x T_fairspark)`` and the joblib loop's, whether the
+three give identical metric vectors, and the load average before and after; then the
+breakdown of fairspark's core-seconds per wave (:func:`breakdown`: start-up, shipping
+the sample, the kernel, Arrow serialisation, gaps between tasks, idle tail, collect;
+how many tasks ran on a fresh Python worker; the worker's OS threads).
 
 Data: UCI Adult (``../shared/data``, fairness-comparison ``numerical-binsensitive``),
 features min-max scaled, ``sex`` as the attribute (1 = privileged), label
@@ -17,8 +20,8 @@ features min-max scaled, ``sex`` as the attribute (1 = privileged), label
 
 Example::
 
-    python scripts/bench_correlation.py --n 200 --rounds 10 --k 1000 \\
-        --models logistic_regression
+    python scripts/bench_correlation.py --n 300 --rounds 6 --k 1000 \\
+        --models logistic_regression --trials 3
 """
 
 from __future__ import annotations
@@ -155,6 +158,57 @@ def cpu_probe(spark, sample, *, model: str, seed: int, k: int, n: int) -> dict:
     }
 
 
+def breakdown(tasks: list[dict], *, submit: float, collected: float, cores: int) -> dict:
+    """Where one Spark job's core-seconds went, from the tasks' own timings.
+
+    ``2 x wall`` core-seconds (for 2 cores) split into: start-up (job submitted to
+    each core's first task: scheduling, a fresh Python worker's fork and imports,
+    the closure's deserialisation), reading the shipped sample, the kernel itself,
+    Arrow serialisation of the results, gaps between a core's tasks (task start-up
+    of a reused worker), the idle tail (cores done while the last task runs) and the
+    collect (last task done to pandas on the driver). Tasks are laid on cores in order
+    of start; a core is free when its last task ends.
+    """
+    wall = collected - submit
+    free = [submit] * cores
+    first = [None] * cores
+    startup = gaps = 0.0
+    for t in sorted(tasks, key=lambda t: t["start"]):
+        c = min(range(cores), key=lambda i: free[i])
+        if first[c] is None:
+            first[c] = t["start"]
+            startup += max(0.0, t["start"] - submit)
+        else:
+            gaps += max(0.0, t["start"] - free[c])
+        free[c] = max(free[c], t["end"])
+    last = max(t["end"] for t in tasks)
+    tail = sum(last - f for f in free)
+    fields = {
+        "startup": startup,
+        "ship": sum(t["ship_s"] for t in tasks),
+        "kernel": sum(t["run_s"] for t in tasks),
+        "serialise": sum(t["serialise_s"] for t in tasks),
+        "gaps": gaps,
+        "tail": tail,
+        "collect": cores * max(0.0, collected - last),
+    }
+    accounted = sum(fields.values())
+    in_tasks = sum(t["end"] - t["start"] for t in tasks)
+    fields["task_other"] = in_tasks - fields["ship"] - fields["kernel"] - fields["serialise"]
+    fields["unaccounted"] = cores * wall - accounted - fields["task_other"]
+    out = {k: round(v, 2) for k, v in fields.items()}
+    out["core_seconds"] = round(cores * wall, 2)
+    out["tasks"] = len(tasks)
+    out["fresh_workers"] = sum(1 for t in tasks if t["worker_tasks_before"] == 0)
+    out["worker_os_threads_max"] = max(t.get("os_threads", 1) for t in tasks)
+    return out
+
+
+def _load() -> str:
+    return Path("/proc/loadavg").read_text().split(" ")[0] if Path("/proc/loadavg").exists() \
+        else f"{os.getloadavg()[0]:.2f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200, help="N accepted models per round")
@@ -163,9 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="+", default=["logistic_regression"])
     ap.add_argument("--min-accuracy", type=float, default=0.5)
     ap.add_argument("--sample-rows", type=int, default=20000)
-    ap.add_argument("--partitions", type=int, default=None)
+    ap.add_argument("--partitions", type=int, default=None,
+                    help="tasks per wave (default: fairspark's, 4 per core)")
     ap.add_argument("--skip-joblib", action="store_true")
-    ap.add_argument("--trials", type=int, default=2, help="repeats; best times are compared")
+    ap.add_argument("--trials", type=int, default=3, help="repeats, each printed on its line")
     ap.add_argument(
         "--cpu-probe",
         type=int,
@@ -175,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--conf", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="extra Spark settings (e.g. spark.python.daemon.module=pyspark.daemon)")
     args = ap.parse_args(argv)
 
     from joblib import Parallel, delayed
@@ -186,9 +243,11 @@ def main(argv: list[str] | None = None) -> int:
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "4",
             "spark.driver.memory": "4g",
+            **dict(kv.split("=", 1) for kv in args.conf),
         },
         log_level="ERROR",
     )
+    daemon = spark.sparkContext.getConf().get("spark.python.daemon.module", "pyspark.daemon")
     pdf = load_adult(Path(args.shared))
     df = spark.createDataFrame(pdf).cache()
     df.count()
@@ -206,16 +265,18 @@ def main(argv: list[str] | None = None) -> int:
         "features": int(sample.x.shape[1]),
         "sample_seconds": round(t_sample, 2),
         "cpus": os.cpu_count(),
+        "python_daemon": daemon,
         "models": {},
     }
-    print(f"sample: {len(sample.y)} rows x {sample.x.shape[1]} features in {t_sample:.1f}s")
+    print(f"sample: {len(sample.y)} rows x {sample.x.shape[1]} features in {t_sample:.1f}s; "
+          f"python daemon {daemon}; load {_load()}", flush=True)
     data = sample.for_attribute(0)
     for model in args.models:
-        t_fs, t_seq, t_job, loads = [], [], [], []
-        same_seq = same_job = True
-        for _trial in range(args.trials):
+        trials = []
+        for trial in range(args.trials):
             # fairspark, sequential and joblib back to back in each trial, so that a
             # trial's ratios compare runs made under the same machine load
+            load_before = _load()
             t0 = time.perf_counter()
             tab = run_oracle_tasks(
                 spark,
@@ -229,26 +290,20 @@ def main(argv: list[str] | None = None) -> int:
                 min_accuracy=args.min_accuracy,
                 attempt_cap=5 * args.n,
                 partitions=args.partitions,
+                profile=True,
             )
-            t_fs.append(time.perf_counter() - t0)
+            t_fs = time.perf_counter() - t0
             att = tab.attempts
             ids = list(zip(att["round"].astype(int), att["attempt"].astype(int), strict=True))
             fs_vals = att[tab.metrics].to_numpy(float)
-            n_fit = len(ids)
             t0 = time.perf_counter()
             seq = _round_job(
-                data.x,
-                data.y,
-                data.priv,
-                data.w,
-                ids,
-                model=model,
-                seed=seed,
-                k=args.k,
-                min_accuracy=args.min_accuracy,
+                data.x, data.y, data.priv, data.w, ids,
+                model=model, seed=seed, k=args.k, min_accuracy=args.min_accuracy,
             )
-            t_seq.append(time.perf_counter() - t0)
-            same_seq &= bool(np.array_equal(np.array(seq), fs_vals, equal_nan=True))
+            t_seq = time.perf_counter() - t0
+            same_seq = bool(np.array_equal(np.array(seq), fs_vals, equal_nan=True))
+            t_job = same_job = None
             if not args.skip_joblib:
                 by_round: dict[int, list] = {}
                 for rnd, a in ids:
@@ -256,51 +311,54 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.perf_counter()
                 parts = Parallel(n_jobs=2, backend="loky")(
                     delayed(_round_job)(
-                        data.x,
-                        data.y,
-                        data.priv,
-                        data.w,
-                        chunk,
-                        model=model,
-                        seed=seed,
-                        k=args.k,
-                        min_accuracy=args.min_accuracy,
+                        data.x, data.y, data.priv, data.w, chunk,
+                        model=model, seed=seed, k=args.k, min_accuracy=args.min_accuracy,
                     )
                     for chunk in by_round.values()
                 )
-                t_job.append(time.perf_counter() - t0)
+                t_job = time.perf_counter() - t0
                 job_vals = np.array([v for p in parts for v in p])
-                same_job &= bool(np.array_equal(job_vals, fs_vals, equal_nan=True))
-            loads.append(round(os.getloadavg()[0], 1))
-        best_fs, best_seq = min(t_fs), min(t_seq)
-        eff = best_seq / (2 * best_fs)
-        per_fit = best_seq / n_fit
-        nightly_1core = per_fit * 1000 * 30 * n_fit / (args.n * args.rounds)
-        row = {
-            "trainings": n_fit,
-            "waves": tab.waves,
-            "shipped_as": tab.shipped_as,
-            "t_fairspark": [round(t, 2) for t in t_fs],
-            "t_sequential": [round(t, 2) for t in t_seq],
-            "t_joblib2": [round(t, 2) for t in t_job],
-            "efficiency_fairspark_best": round(eff, 3),
-            "efficiency_fairspark_per_trial": [
-                round(a / (2 * b), 3) for a, b in zip(t_seq, t_fs, strict=True)
-            ],
-            "efficiency_joblib2_best": round(best_seq / (2 * min(t_job)), 3) if t_job else None,
-            "load_average_1min_after_trial": loads,
-            "seconds_per_training": round(per_fit, 5),
-            "identical_sequential": same_seq,
-            "identical_joblib": None if not t_job else same_job,
-            "nightly_defaults_minutes_2_cores": round(nightly_1core / 2 / eff / 60, 1),
-            "nightly_defaults_minutes_1_core": round(nightly_1core / 60, 1),
-        }
+                same_job = bool(np.array_equal(job_vals, fs_vals, equal_nan=True))
+            waves = []
+            for w in tab.profile:
+                b = breakdown(w["tasks"], submit=w["submit"], collected=w["collected"], cores=2)
+                waves.append({"attempts": w["attempts"], "chunks": w["chunks"], **b})
+            pre = round(t_fs - sum(w["collected"] - w["submit"] for w in tab.profile), 2)
+            row = {
+                "trial": trial,
+                "trainings": len(ids),
+                "t_sequential": round(t_seq, 2),
+                "t_fairspark": round(t_fs, 2),
+                "t_joblib2": None if t_job is None else round(t_job, 2),
+                "efficiency_fairspark": round(t_seq / (2 * t_fs), 3),
+                "efficiency_joblib2": None if t_job is None else round(t_seq / (2 * t_job), 3),
+                "identical_sequential": same_seq,
+                "identical_joblib": same_job,
+                "load_before": load_before,
+                "load_after": _load(),
+                "driver_outside_jobs_s": pre,
+                "waves": waves,
+            }
+            trials.append(row)
+            print(
+                f"[{model}] trial {trial}: {len(ids)} trainings  sequential {t_seq:.2f}s  "
+                f"fairspark {t_fs:.2f}s  joblib2 "
+                + ("-" if t_job is None else f"{t_job:.2f}s")
+                + f"  efficiency fairspark {t_seq / (2 * t_fs):.3f}  joblib2 "
+                + ("-" if t_job is None else f"{t_seq / (2 * t_job):.3f}")
+                + f"  identical {same_seq}/{same_job}  load {load_before} -> {_load()}",
+                flush=True,
+            )
+            for i, w in enumerate(waves):
+                print(f"    wave {i} core-seconds: " + json.dumps(w), flush=True)
+        per_fit = min(t["t_sequential"] for t in trials) / trials[0]["trainings"]
+        row = {"trials": trials, "seconds_per_training": round(per_fit, 5)}
         if args.cpu_probe:
             row["cpu_probe"] = cpu_probe(
                 spark, sample, model=model, seed=seed, k=args.k, n=args.cpu_probe
             )
+            print(json.dumps({"cpu_probe": row["cpu_probe"]}), flush=True)
         report["models"][model] = row
-        print(json.dumps({model: row}, indent=1), flush=True)
     spark.stop()
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))

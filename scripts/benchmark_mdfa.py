@@ -2,9 +2,12 @@
 
 Both paths run the very same kernel (:func:`fairspark.mdfa.run_split`) with the same
 per-split seeds on the same collected sample, so the results are identical (checked)
-and only the wall time differs. Usage::
+and only the wall time differs. Each trial (3 by default) runs both back to back and
+prints one line (times, speedup, identical, load average before and after) and the
+breakdown of the Spark job's core-seconds (see ``bench_correlation.breakdown``).
+Usage::
 
-    python scripts/benchmark_mdfa.py --rows 50000 --splits 100 --out docs/benchmarks.md
+    python scripts/benchmark_mdfa.py --rows 10000 --splits 100 --trials 3
 
 ``--demo`` instead times the demo's mdfa stage alone (the demo config's ``audits.mdfa``
 settings on ``out/demo/_input/adult_scored.parquet``, the group audit off, no report)
@@ -20,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -30,13 +34,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rows", type=int, default=50_000)
+    ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--splits", type=int, default=100)
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--auditor", default="random_forest")
-    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--worst-violation", action="store_true")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    ap.add_argument("--trials", type=int, default=3, help="repeats, each printed on its line")
+    ap.add_argument("--partitions", type=int, default=None,
+                    help="tasks (default: fairspark's, 4 per core)")
+    ap.add_argument("--conf", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="extra Spark settings (e.g. spark.python.daemon.module=pyspark.daemon)")
+    ap.add_argument("--out", default=None,
+                    help="append the figures as a markdown table row to this file")
+    ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--demo", action="store_true",
                     help="time the demo's mdfa stage alone instead (see the module docstring)")
     ap.add_argument("--wva-search", nargs="+", default=["bisection", "sequential"])
@@ -45,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         return demo_stage(args.wva_search)
 
     import torch  # noqa: F401 - loaded first, so pin_threads limits its pool too
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_correlation import _load, breakdown
 
     from fairspark._threads import pin_threads
     from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_splits, run_splits_local
@@ -59,59 +73,72 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [1000 + k for k in range(args.splits)]
 
     spark = build_session(master=f"local[{args.cores}]", app_name="mdfa-bench",
-                          conf={"spark.ui.enabled": "false"}, log_level="ERROR")
-    # warm the Python workers (imports of torch / scikit-learn) outside the timing: Spark
-    # reuses them across jobs, as it does across the attributes of one audit
-    warm = MDFAParams(splits=args.cores, epochs=1, l2_grid=[1e-3], worst_violation=False,
-                      auditor="logistic_regression")
-    run_splits(spark, smp, seeds=list(range(args.cores)), params=warm, partitions=args.cores)
-
-    load0 = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    par = run_splits(spark, smp, seeds=seeds, params=p, partitions=args.cores)
-    t_par = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    seq = run_splits_local(smp, seeds=seeds, params=p)
-    t_seq = time.perf_counter() - t0
-    load1 = os.getloadavg()[0]
-    same = all(
-        np.array_equal(par[c].to_numpy(float), seq[c].to_numpy(float), equal_nan=True)
-        for c in ("gamma_pos", "gamma_neg", "delta", "delta_unweighted")
-    )
+                          conf={"spark.ui.enabled": "false",
+                                **dict(kv.split("=", 1) for kv in args.conf)},
+                          log_level="ERROR")
+    daemon = spark.sparkContext.getConf().get("spark.python.daemon.module", "pyspark.daemon")
+    print(f"mdfa: {args.rows} rows, {args.splits} splits, auditor {args.auditor}, "
+          f"{args.epochs} epochs; python daemon {daemon}; load {_load()}", flush=True)
+    # The sequential peer runs in this process, which has imported torch and
+    # scikit-learn already; the Spark tasks pay their workers' imports inside the timing
+    # (a fresh Python worker per core and job, as an audit's first mdfa job does).
+    trials = []
+    for trial in range(args.trials):
+        load0 = _load()
+        prof: list[dict] = []
+        t0 = time.perf_counter()
+        par = run_splits(spark, smp, seeds=seeds, params=p, partitions=args.partitions,
+                         profile=prof)
+        t_par = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        seq = run_splits_local(smp, seeds=seeds, params=p)
+        t_seq = time.perf_counter() - t0
+        same = all(
+            np.array_equal(par[c].to_numpy(float), seq[c].to_numpy(float), equal_nan=True)
+            for c in ("gamma_pos", "gamma_neg", "gamma_max", "delta", "delta_unweighted")
+        )
+        job = prof[-1]
+        b = breakdown(prof[:-1], submit=job["submit"], collected=job["collected"],
+                      cores=args.cores)
+        row = {"trial": trial, "sequential_seconds": round(t_seq, 2),
+               "spark_seconds": round(t_par, 2), "speedup": round(t_seq / t_par, 3),
+               "identical_results": bool(same), "load_before": load0, "load_after": _load(),
+               "chunks": job["chunks"], "breakdown_core_seconds": b}
+        trials.append(row)
+        print(f"trial {trial}: {args.splits} splits  sequential {t_seq:.2f}s  spark {t_par:.2f}s"
+              f"  speedup {t_seq / t_par:.3f}  identical {same}  load {load0} -> {_load()}",
+              flush=True)
+        print(f"    core-seconds ({job['chunks']} tasks): " + json.dumps(b), flush=True)
     spark.stop()
-    speedup = t_seq / t_par
-    eff = speedup / args.cores
     g = seq["gamma_pos"].to_numpy(float)
+    result = {
+        "rows": args.rows, "splits": args.splits, "cores": args.cores, "auditor": args.auditor,
+        "epochs": args.epochs, "worst_violation": args.worst_violation, "python_daemon": daemon,
+        "trials": trials, "gamma_mean": round(float(g.mean()), 4),
+        "planted_gamma": round(d.gamma, 4),
+    }
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    if args.out:
+        _append_markdown(Path(args.out), args, trials)
+    return 0
+
+
+def _append_markdown(out: Path, args: argparse.Namespace, trials: list[dict]) -> None:
+    """One markdown table row per trial (the table's header when the file is new)."""
     cmd = (f"python scripts/benchmark_mdfa.py --rows {args.rows} --splits {args.splits} "
            f"--cores {args.cores} --auditor {args.auditor} --epochs {args.epochs}"
            + (" --worst-violation" if args.worst_violation else ""))
-    result = {
-        "rows": args.rows, "splits": args.splits, "cores": args.cores, "auditor": args.auditor,
-        "epochs": args.epochs, "worst_violation": args.worst_violation,
-        "spark_seconds": round(t_par, 1), "sequential_seconds": round(t_seq, 1),
-        "speedup": round(speedup, 2), "parallel_efficiency": round(eff, 2),
-        "identical_results": bool(same),
-        "load_avg_before_after": [round(load0, 1), round(load1, 1)],
-        "gamma_mean": round(float(g.mean()), 4), "planted_gamma": round(d.gamma, 4),
-    }
-    print(json.dumps(result), flush=True)
-    out = Path(args.out)
     text = out.read_text() if out.exists() else (
-        "# mdfa benchmark: parallel splits vs a sequential loop\n\n"
-        "The splits of mdfa are independent; fairspark runs them as `mapInPandas` tasks over "
-        "the broadcast sample (`fairspark.mdfa.run_splits`). The peer is the same kernel in a "
-        "plain Python loop on the driver (`run_splits_local`), same seeds, same sample: the "
-        "results must be identical. Efficiency = (sequential time / Spark time) / cores.\n\n"
-        "| command | rows | splits | auditor | epochs | Alg. 1 | Spark s | sequential s | "
-        "speedup | efficiency | identical | load avg (before, after) | host |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| command | trial | Spark s | sequential s | speedup | identical | load avg "
+        "(before, after) | host |\n|---|---|---|---|---|---|---|---|\n"
     )
-    text += (f"| `{cmd}` | {args.rows} | {args.splits} | {args.auditor} | {args.epochs} | "
-             f"{'yes' if args.worst_violation else 'no'} | {t_par:.1f} | {t_seq:.1f} | "
-             f"{speedup:.2f} | {eff:.2f} | {same} | {load0:.1f}, {load1:.1f} | "
-             f"{platform.node()} {os.cpu_count()} CPUs |\n")
+    for t in trials:
+        text += (f"| `{cmd}` | {t['trial']} | {t['spark_seconds']:.1f} | "
+                 f"{t['sequential_seconds']:.1f} | {t['speedup']:.2f} | "
+                 f"{t['identical_results']} | {t['load_before']}, {t['load_after']} | "
+                 f"{platform.node()} {os.cpu_count()} CPUs |\n")
     out.write_text(text, encoding="utf-8")
-    return 0
 
 
 def demo_stage(searches: list[str]) -> int:

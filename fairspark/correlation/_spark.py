@@ -11,9 +11,15 @@ Design (METHODS §3 "design card")
    the session has a SparkContext, otherwise (Spark Connect) inside the task function's
    closure, which Spark serialises once per job, not per row. Python workers cache the
    decoded arrays and each round's split.
-3. Every attempt (attribute, model, round, attempt) is one row of ``spark.range``; a
-   ``mapInPandas`` with an explicit schema runs :func:`~._oracle.run_attempt` on it
-   with BLAS/OpenMP pinned to one thread. Attempts run in waves: the first wave runs
+3. Every attempt (attribute, model, round, attempt) has a global id in its wave; the
+   wave's ids are dealt round-robin to a fixed number of chunks (id ``g`` to chunk
+   ``g mod C``), so every chunk gets the same mix of models and rounds and the chunks
+   cost about the same. Each chunk is one row (and one partition) of
+   ``spark.range(C)``; a ``mapInPandas`` with an explicit schema runs
+   :func:`~._oracle.run_attempt` on the chunk's ids with BLAS/OpenMP/torch pinned to
+   one thread. ``C`` is 4 tasks per core by default: few enough that task start-up is
+   negligible, enough that a slow core (another tenant) does not hold up the last
+   wave of tasks. Attempts run in waves: the first wave runs
    attempts ``0..N-1`` of every round, later waves only the next attempts of rounds that
    have fewer than N accepted models, up to the attempt cap. Each attempt's result
    depends on its ids only, so the kept set (the first N accepted by attempt number) is
@@ -49,7 +55,9 @@ __all__ = [
     "AttemptTable",
     "OracleSample",
     "RoundSelection",
+    "chunk_ids",
     "draw_stratified_sample",
+    "n_chunks",
     "run_attempt_ids",
     "run_oracle_tasks",
     "select_rounds",
@@ -307,19 +315,78 @@ def run_attempt_ids(
     )
 
 
+def chunk_ids(total: int, chunks: int, chunk: int) -> np.ndarray:
+    """The global ids of chunk ``chunk`` of ``chunks``: ``chunk, chunk + chunks, ...``.
+
+    Dealing the ids round-robin gives every chunk the same mix of (attribute, model,
+    round), so equal chunks cost about the same whatever the models' relative costs.
+    """
+    if not 0 <= chunk < chunks:
+        raise ValueError(f"chunk must be in [0, {chunks}), got {chunk}")
+    return np.arange(chunk, total, chunks, dtype=np.int64)
+
+
+def n_chunks(total: int, partitions: int) -> int:
+    """Chunks (tasks) of a wave of ``total`` attempts: ``partitions``, at most one per id."""
+    return max(1, min(int(partitions), int(total)))
+
+
+# Per Python worker: tasks it has run (0 = a fresh worker), for the task profile.
+_WORKER_TASKS = [0]
+
+
+def _profile_row(spec: _TaskSpec, info: dict[str, Any]) -> pd.DataFrame:
+    """A task's timings as one row of the result schema (``attr = -1``)."""
+    import json
+
+    row = (-1, "", -1, -1, "_profile", json.dumps(info), np.nan, *([np.nan] * len(spec.metrics)))
+    return pd.DataFrame([row], columns=_result_columns(spec.metrics)).astype(
+        {"attr": "int32", "round": "int32", "attempt": "int32", "accuracy": "float64"}
+    )
+
+
 def _wave_task(
-    shipped: Shipped, spec: _TaskSpec, ranges: np.ndarray
+    shipped: Shipped, spec: _TaskSpec, ranges: np.ndarray, chunks: int, profile: bool = False
 ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The ``mapInPandas`` function of one wave (BLAS/OpenMP on one thread)."""
+    """The ``mapInPandas`` function of one wave: a task runs its chunks' attempts.
+
+    With ``profile`` every task adds one row (``attr = -1``) holding its timings as
+    JSON: wall-clock ``start`` and ``end`` (epoch seconds), seconds to read the shipped
+    sample (``ship_s``), to run the attempts into the result frame (``run_s``) and to
+    hand that frame to Arrow (``serialise_s``), the ``pid``, the worker's OS threads
+    and how many tasks that Python worker ran before (0 = a fresh worker).
+    """
+    total = int(ranges[:, 4].sum())
 
     def task_fn(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        from fairspark._testing import maybe_fail_first_attempt
-        from fairspark._threads import single_thread
+        import os
+        import time
 
+        from fairspark._testing import maybe_fail_first_attempt
+        from fairspark._threads import os_threads, single_thread
+
+        t_start = time.time()
         maybe_fail_first_attempt("correlation")
+        served = _WORKER_TASKS[0]
+        _WORKER_TASKS[0] += 1
         with single_thread():
             for b in batches:
-                yield run_attempt_ids(shipped, spec, ranges, b["id"].to_numpy())
+                for c in b["id"].to_numpy():
+                    ids = chunk_ids(total, chunks, int(c))
+                    t0 = time.perf_counter()
+                    _ = shipped.value  # the broadcast, read once per Python worker
+                    t1 = time.perf_counter()
+                    out = run_attempt_ids(shipped, spec, ranges, ids)
+                    t2 = time.perf_counter()
+                    yield out  # Arrow serialisation happens before the generator resumes
+                    if profile:
+                        yield _profile_row(spec, {
+                            "chunk": int(c), "attempts": len(ids), "pid": os.getpid(),
+                            "worker_tasks_before": served, "start": t_start,
+                            "os_threads": os_threads(),
+                            "ship_s": t1 - t0, "run_s": t2 - t1,
+                            "serialise_s": time.perf_counter() - t2, "end": time.time(),
+                        })
 
     return task_fn
 
@@ -333,6 +400,7 @@ class AttemptTable:
     metrics: list[str]
     waves: int
     shipped_as: str
+    profile: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -367,6 +435,7 @@ class _Waves:
     attempt_cap: int
     rounds: dict[tuple[int, int, int], _RoundState]
     frames: list[pd.DataFrame] = field(default_factory=list)
+    profile: list[dict[str, Any]] = field(default_factory=list)
 
     def plan(self) -> np.ndarray:
         """Rows ``(attr, model_index, round, first_attempt, count)`` of the next wave."""
@@ -402,6 +471,7 @@ class _Waves:
             metrics=list(self.metrics),
             waves=len(self.frames),
             shipped_as=shipped_as,
+            profile=list(self.profile),
         )
 
 
@@ -430,6 +500,7 @@ def run_oracle_tasks(
     partitions: int | None = None,
     shipping: str = "auto",
     on_wave: Callable[[AttemptTable], None] | None = None,
+    profile: bool = False,
 ) -> AttemptTable:
     """Run the N x L (x models x attributes) oracle calls as ``mapInPandas`` tasks.
 
@@ -442,11 +513,15 @@ def run_oracle_tasks(
     seeds : base seed of every attribute of ``sample`` (indexed like it).
     n_samples, rounds, k, min_accuracy, attempt_cap, test_fraction : METHODS §3.
     metrics : catalogue metrics returned per attempt.
-    partitions : Spark partitions of each wave (default: 4 x default parallelism).
+    partitions : tasks (chunks of attempts) of each wave (default: 4 x default
+        parallelism); the results do not depend on it.
     shipping : ``auto`` (broadcast when the session has a SparkContext, else the task
         closure), ``broadcast`` or ``closure``.
     on_wave : called with the attempts so far after every wave but the last (a time
         budget's partial result); an exception it raises ends the run.
+    profile : record where the time goes: one dict per task (see :func:`_wave_task`)
+        and per wave (``wave``, ``tasks``, ``attempts``, driver-side ``submit`` and
+        ``collected`` epoch seconds) in :attr:`AttemptTable.profile`.
 
     Returns
     -------
@@ -477,8 +552,9 @@ def run_oracle_tasks(
     )
     payload = {"x": sample.x, "y": sample.y, "w": sample.w, "priv": sample.priv}
     shipped = Shipped(spark, payload, how=shipping)
+    parts = partitions or _default_partitions(spark)
     try:
-        _run_waves(spark, shipped, spec, waves, partitions or _default_partitions(spark), on_wave)
+        _run_waves(spark, shipped, spec, waves, parts, on_wave, profile=profile)
     finally:
         shipped.release()
     return waves.table(shipped.how)
@@ -491,16 +567,33 @@ def _run_waves(
     waves: _Waves,
     n_parts: int,
     on_wave: Callable[[AttemptTable], None] | None,
+    *,
+    profile: bool = False,
 ) -> None:
     """Run waves of attempts until every round is complete or at the attempt cap."""
+    import time
+
     ranges = waves.plan()
     while len(ranges):
         total = int(ranges[:, 4].sum())
+        chunks = n_chunks(total, n_parts)
+        t_submit = time.time()
         wave_pdf = (
-            spark.range(0, total, 1, numPartitions=max(1, min(n_parts, total)))
-            .mapInPandas(_wave_task(shipped, spec, ranges), schema=_schema(spec.metrics))
+            spark.range(0, chunks, 1, numPartitions=chunks)
+            .mapInPandas(
+                _wave_task(shipped, spec, ranges, chunks, profile), schema=_schema(spec.metrics)
+            )
             .toPandas()
         )
+        if profile:
+            import json
+
+            is_prof = wave_pdf["attr"] == -1
+            tasks = [json.loads(r) for r in wave_pdf.loc[is_prof, "reason"]]
+            waves.profile.append({"wave": len(waves.frames), "tasks": tasks, "chunks": chunks,
+                                  "attempts": total, "submit": t_submit,
+                                  "collected": time.time()})
+            wave_pdf = wave_pdf[~is_prof].reset_index(drop=True)
         waves.record(ranges, wave_pdf)
         ranges = waves.plan()
         if len(ranges) and on_wave is not None:

@@ -11,16 +11,21 @@ Design (METHODS §2, design card)
    (:func:`fairspark.sampling.stratified_sample`): rows are ranked inside their cell
    by a seeded ``xxhash64`` of the row key (not ``rand``/``sampleBy``), so the sample
    does not depend on partitioning. Only the capped sample is collected.
-3. The splits are independent: every split is one row of ``spark.range``; a
-   ``mapInPandas`` with an explicit schema runs :func:`~.certify.run_split` on the
-   broadcast sample with the split's own seed and one BLAS/torch thread. The result of
-   a split depends on its seed only, so any partitioning gives the same numbers.
+3. The splits are independent: they are dealt round-robin to a fixed number of
+   chunks (split ``i`` to chunk ``i mod C``, 4 chunks per core by default, so that a
+   core slowed down by another tenant does not hold up the end), each chunk one row and
+   one partition of ``spark.range(C)``; a ``mapInPandas`` with an explicit schema runs
+   :func:`~.certify.run_split` on the chunk's splits over the broadcast sample (read
+   once per Python worker), with the split's own seed and one BLAS/OpenMP/torch
+   thread. The result of a split depends on its seed only, so any number of chunks
+   gives the same numbers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -37,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "S_COL",
     "Y_COL",
+    "chunk_splits",
     "collect_sample",
     "grouped_stats",
     "run_splits",
@@ -155,6 +161,7 @@ def run_splits(
     seeds: Sequence[int],
     params: MDFAParams,
     partitions: int | None = None,
+    profile: list[dict[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """Run every split as a Spark task over the broadcast sample.
 
@@ -169,7 +176,13 @@ def run_splits(
     params:
         Audit parameters.
     partitions:
-        Number of tasks (default: the session's default parallelism).
+        Number of tasks (chunks of splits; default ``params.partitions``, else 4 per
+        core of the session's default parallelism); the results do not depend on it.
+    profile:
+        A list to which every task appends its timings (``chunk``, ``splits``,
+        ``pid``, ``worker_tasks_before`` (0 = a fresh Python worker), wall-clock
+        ``start``/``end`` epoch seconds, ``ship_s``, ``run_s``, ``serialise_s``) and
+        then the driver's ``{"submit", "collected"}``; None records nothing.
 
     Returns
     -------
@@ -177,32 +190,87 @@ def run_splits(
         One row per split with the fields of
         :class:`~fairspark.mdfa.results.SplitResult` as columns, ordered by split.
     """
+    import time
+
     n = len(seeds)
-    parts = partitions or params.partitions or spark.sparkContext.defaultParallelism
-    parts = max(1, min(int(parts), n))
+    parts = partitions or params.partitions or 4 * int(spark.sparkContext.defaultParallelism)
+    chunks = max(1, min(int(parts), n))
     shipped = _Shipped(spark, (sample, params.model_dump(), [int(s) for s in seeds]))
-
-    def task(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        from fairspark._testing import maybe_fail_first_attempt
-
-        maybe_fail_first_attempt("mdfa")
-        smp, pdict, sds = shipped.value
-        p = MDFAParams(**pdict)
-        # BLAS/OpenMP pools may already exist in a reused worker: limit them here
-        with single_thread():
-            for batch in batches:
-                yield split_frame([run_split(smp, split=int(i), seed=sds[int(i)], params=p)
-                                   for i in batch["id"]])
-
+    task = _splits_task(shipped, n, chunks, record=profile is not None)
+    t_submit = time.time()
     try:
         out = (
-            spark.range(0, n, 1, numPartitions=parts)
+            spark.range(0, chunks, 1, numPartitions=chunks)
             .mapInPandas(task, schema=split_schema())
             .toPandas()
         )
     finally:
         shipped.release()
+    if profile is not None:
+        prof = out["split"] < 0
+        profile.extend(json.loads(v) for v in out.loc[prof, _PROFILE_COL])
+        profile.append({"submit": t_submit, "collected": time.time(), "chunks": chunks})
+        out = out[~prof]
     return out.sort_values("split").reset_index(drop=True)
+
+
+#: string column of the split table that carries a task's timings (``split = -1``)
+_PROFILE_COL = "trace"
+
+
+def chunk_splits(n: int, chunks: int, chunk: int) -> list[int]:
+    """Splits of chunk ``chunk`` of ``chunks``: ``chunk, chunk + chunks, ...`` below ``n``."""
+    if not 0 <= chunk < chunks:
+        raise ValueError(f"chunk must be in [0, {chunks}), got {chunk}")
+    return list(range(chunk, n, chunks))
+
+
+# Per Python worker: tasks it has run (0 = a fresh worker), for the task profile.
+_WORKER_TASKS = [0]
+
+
+def _splits_task(
+    shipped: _Shipped, n: int, chunks: int, *, record: bool
+) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+    """The ``mapInPandas`` function: a task runs the splits of its chunks."""
+
+    def task(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        import os
+        import time
+
+        from fairspark._testing import maybe_fail_first_attempt
+        from fairspark._threads import os_threads
+
+        t_start = time.time()
+        maybe_fail_first_attempt("mdfa")
+        served = _WORKER_TASKS[0]
+        _WORKER_TASKS[0] += 1
+        # BLAS/OpenMP/torch pools may already exist in a reused worker: limit them here
+        with single_thread():
+            for batch in batches:
+                for c in batch["id"].to_numpy():
+                    t0 = time.perf_counter()
+                    smp, pdict, sds = shipped.value  # the broadcast, once per worker
+                    p = MDFAParams(**pdict)
+                    t1 = time.perf_counter()
+                    ids = chunk_splits(n, chunks, int(c))
+                    frame = split_frame(
+                        [run_split(smp, split=i, seed=sds[i], params=p) for i in ids]
+                    )
+                    t2 = time.perf_counter()
+                    yield frame  # Arrow serialisation happens before the generator resumes
+                    if record:
+                        info = {"chunk": int(c), "splits": len(ids), "pid": os.getpid(),
+                                "worker_tasks_before": served, "start": t_start,
+                                "os_threads": os_threads(),
+                                "ship_s": t1 - t0, "run_s": t2 - t1,
+                                "serialise_s": time.perf_counter() - t2, "end": time.time()}
+                        row = split_frame([]).reindex([0])
+                        row["split"] = pd.array([-1], dtype="Int32")
+                        row[_PROFILE_COL] = json.dumps(info)
+                        yield row
+
+    return task
 
 
 def run_splits_local(
