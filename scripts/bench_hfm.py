@@ -4,7 +4,9 @@
 One run, same data for every method, each cell with a time limit:
 
 - fairspark on Spark (``--master``, default local[2]): exact, approx, pointwise, certified
-  (the default method: exact D by sample bounds and elimination, no projections)
+  (the default method: exact D by sample bounds and elimination, no projections; small
+  tables are collected once and searched on the driver), certified_spark (certified
+  with the Spark passes forced, ``local_max_bytes=0``)
 - scipy ``directed_hausdorff`` both directions (EarlyBreak, single core), in a separate
   process, on the same points
 - a blocked numpy brute force (``cdist`` blocks, single core)
@@ -197,7 +199,10 @@ def to_points_df(spark, X, Y, g, tmp):
     return spark.read.parquet(str(path))
 
 
-def run_spark(spark, method, pts, n, d, W, m2, limit):
+def run_spark(spark, method, pts, n, d, W, m2, limit, *, cli_stage=False):
+    """One fairspark cell; ``certified_spark`` is ``certified`` with the Spark passes
+    forced (``local_max_bytes=0``); ``cli_stage``: both targets and the histogram, as
+    the CLI's HFM stage computes them. The result gets ``extra["jobs"]``."""
     from fairspark.hfm.compute import hfm_distances
 
     sc = spark.sparkContext
@@ -206,10 +211,17 @@ def run_spark(spark, method, pts, n, d, W, m2, limit):
     sc.setJobGroup(group, method, interruptOnCancel=True)
     timer.start()
     t = time.perf_counter()
+    opts = {"local_max_bytes": 0} if method == "certified_spark" else {}
+    if cli_stage:
+        opts.update(targets=(0, 1), histogram_bins=40)
+    else:
+        opts.update(targets=(0,))
     try:
-        res = hfm_distances(pts, n_attr=1, dim_x=d, n_rows=n, method=method, m2=m2,
-                            projections=W, exact_block_rows=10_000, targets=(0,))
+        res = hfm_distances(pts, n_attr=1, dim_x=d, n_rows=n,
+                            method=method.removesuffix("_spark"), m2=m2, projections=W,
+                            exact_block_rows=10_000, **opts)
         el = time.perf_counter() - t
+        res[(0, 0)].extra["jobs"] = len(sc.statusTracker().getJobIdsForGroup(group))
         return res[(0, 0)], el
     except Exception as exc:  # noqa: BLE001 - a cancelled or failed cell is reported
         el = time.perf_counter() - t
@@ -294,13 +306,14 @@ def bench(args) -> str:
                                                      f"one mapInPandas pass: {el:.2f} s", _load())
                     for method in args.methods:
                         r, el = run_spark(spark, method, pts, n, dd, {0: W, 1: W}, m2,
-                                          args.time_limit)
+                                          args.time_limit, cli_stage=args.cli_stage)
                         if el is None:
                             cells[f"spark_{method}"] = (None, None, r, _load())
                         else:
                             note = ""
-                            if method == "certified":
-                                note = (f"{'certified' if r.certified else 'NOT certified'}, "
+                            if method.startswith("certified"):
+                                note = (f"{r.extra.get('engine')}, {r.extra.get('jobs')} jobs, "
+                                        f"{'certified' if r.certified else 'NOT certified'}, "
                                         f"{r.extra.get('n_searched')} exact searches, "
                                         f"{r.extra.get('n_checked')} rows checked, "
                                         f"{r.extra.get('n_candidates')} with bound > D")
@@ -416,6 +429,9 @@ def main(argv=None) -> int:
     ap.add_argument("--scale-method", default="certified")
     ap.add_argument("--pass-ref", action="store_true",
                     help="also time one mapInPandas pass over the features (x4 reference)")
+    ap.add_argument("--cli-stage", action="store_true",
+                    help="fairspark cells compute D and D_f with the 40-bin histogram, as "
+                         "the CLI's HFM stage does (default: D only, no histogram)")
     ap.add_argument("--worker-rss", action="store_true",
                     help="report the Python workers' peak RSS after the cells")
     args = ap.parse_args(argv)

@@ -77,17 +77,21 @@ def fingerprint(spark: Any, *, partitions: tuple[int, ...] = (1, 3, 8), m1: int 
     out: dict[str, Any] = {}
     for p in partitions:
         cell: dict[str, Any] = {}
-        for method in ("certified", "exact"):
+        # certified: the default (this small table is searched on the driver);
+        # certified_spark: the same passes forced onto Spark (local_max_bytes=0)
+        for method in ("certified", "certified_spark", "exact"):
             res = hfm_distances(pts.repartition(p), n_attr=3, dim_x=4, n_rows=len(rows),
-                                method=method, m2=m2, projections=W, num_partitions=p,
-                                exact_block_rows=700, seed=seed,
-                                paper_value=method == "certified")
+                                method=method.removesuffix("_spark"), m2=m2, projections=W,
+                                num_partitions=p, exact_block_rows=700, seed=seed,
+                                paper_value=method == "certified",
+                                **({"local_max_bytes": 0} if method == "certified_spark" else {}))
             for (tgt, a), r in sorted(res.items()):
                 cell[f"{method}/{tgt}/{a}"] = {
                     "value": r.value, "avg": r.avg, "lower": r.lower, "upper": r.upper,
                     "key": r.key, "nb_key": r.nb_key,
                     **{k: r.extra[k] for k in ("approx", "approx_avg", "pointwise",
-                                               "pointwise_avg") if k in r.extra},
+                                               "pointwise_avg", "engine", "n_searched",
+                                               "n_checked") if k in r.extra},
                 }
         out[f"P={p}"] = cell
     return out

@@ -409,3 +409,37 @@ def test_aggregate_df_is_the_largest_per_attribute_df(compas_run):
     agg = _row(rows, "*", "df")
     assert agg.value == per[top]
     assert f"attribute {top!r}" in agg.detail
+
+
+def test_driver_path_and_spark_passes_give_the_same_audit(spark, tmp_path_factory):
+    """The default (a small table searched on the driver) and the Spark passes
+    (``local_max_bytes: 0``) give the same rows, and D equals scipy's."""
+    pdf = _small_table(500, 8)
+    X = scaled(pdf, ["a", "b"], [])
+    g = (pdf["sex"] == "F").to_numpy()
+    base = tmp_path_factory.mktemp("hfm_paths")
+    inp = write_parquet(pdf, base / "in", n_files=3)
+    got = {}
+    for name, extra in (("driver", {}), ("spark", {"local_max_bytes": 0})):
+        res = run_audit_job(spark, _small_config(inp, str(base / name), histogram_bins=9,
+                                                 **extra))
+        rows = pd.DataFrame(res.rows)
+        got[name] = rows[rows.audit == "hfm"].sort_values(["attribute", "metric"])
+    for metric, t in (("D", pdf["y"]), ("D_f", pdf["pred"])):
+        V = np.column_stack([(t == 1).to_numpy(float), X])
+        assert _row(got["driver"], "sex", metric).value == pytest.approx(hausdorff(V, g),
+                                                                         abs=1e-9)
+    a, b = got["driver"], got["spark"]
+    assert list(a.metric) == list(b.metric) and list(a.status) == list(b.status)
+    for c in ("value", "lower", "upper"):
+        np.testing.assert_allclose(a[c].to_numpy(float), b[c].to_numpy(float), rtol=1e-12,
+                                   atol=0, equal_nan=True, err_msg=c)
+
+
+def test_local_max_bytes_is_validated():
+    from fairspark.errors import ConfigError
+
+    cfg = _small_config("in", "out", local_max_bytes=0)
+    assert cfg.audits.hfm.local_max_bytes == 0
+    with pytest.raises(ConfigError, match=r"audits\.hfm\.local_max_bytes"):
+        _small_config("in", "out", local_max_bytes=-1)

@@ -12,6 +12,9 @@ from fairspark.hfm.compute import hfm_distances
 
 M2 = 3
 DX = 4
+#: where ``certified`` runs its passes: the default (small tables: collected once and
+#: searched on the driver) and the Spark passes, forced with a budget of 0
+PATHS = {"driver": {}, "spark": {"local_max_bytes": 0}}
 
 
 def make_data(seed: int = 7, n: int = 2000):
@@ -63,17 +66,20 @@ def brute(points, codes):
     return d.min(axis=1)
 
 
-@pytest.fixture(scope="module")
-def certified_runs(pts, data, projections):
+@pytest.fixture(scope="module", params=sorted(PATHS))
+def certified_runs(request, pts, data, projections):
     n = len(data[0])
-    return {
+    runs = {
         P: hfm_distances(
             pts.repartition(P), n_attr=3, dim_x=DX, n_rows=n, method="certified",
             m2=M2, projections=projections, num_partitions=P, paper_value=True, seed=5,
-            sample_rows=64,
+            sample_rows=64, **PATHS[request.param],
         )
         for P in (1, 3, 8)
     }
+    for res in runs.values():
+        assert {r.extra["engine"] for r in res.values()} == {request.param}
+    return runs
 
 
 def test_approx_and_pointwise_equal_naive_algorithm(certified_runs, data, projections):
@@ -155,12 +161,13 @@ def test_exact_equals_brute_force_and_scipy(pts, data):
                 assert r.value == pytest.approx(hd, abs=1e-9)
 
 
-def test_cap_gives_valid_interval_not_certified(pts, data):
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_cap_gives_valid_interval_not_certified(pts, data, path):
     keys, y, yp, X, C = data
     snapshots = []
     res = hfm_distances(
         pts, n_attr=3, dim_x=DX, n_rows=len(keys), method="certified", m2=1,
-        max_candidates=1, sample_rows=8, on_progress=snapshots.append,
+        max_candidates=1, sample_rows=8, on_progress=snapshots.append, **PATHS[path],
     )
     assert len(snapshots) >= 2  # the sample bounds, then each round
     seen_uncertified = False
@@ -179,11 +186,12 @@ def test_cap_gives_valid_interval_not_certified(pts, data):
     assert seen_uncertified
 
 
-def test_time_budget_gives_valid_interval(pts, data):
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_time_budget_gives_valid_interval(pts, data, path):
     keys, y, yp, X, C = data
     calls = iter([1.0] + [0.0] * 1000)  # the budget runs out after the first searches
     res = hfm_distances(pts, n_attr=3, dim_x=DX, n_rows=len(keys), method="certified", m2=1,
-                        sample_rows=8, time_left=lambda: next(calls))
+                        sample_rows=8, time_left=lambda: next(calls), **PATHS[path])
     for tgt, t in ((0, y), (1, yp)):
         V = np.column_stack([t, X])
         for a in range(3):
@@ -236,8 +244,9 @@ def _scenario(kind: str, rng, n: int, d: int):
     return X, y, codes
 
 
+@pytest.mark.parametrize("path", sorted(PATHS))
 @pytest.mark.parametrize("kind", ["uniform", "clustered", "duplicated", "ties"])
-def test_elimination_engine_equals_scipy(spark, kind):
+def test_elimination_engine_equals_scipy(spark, kind, path):
     """The elimination engine against scipy (EarlyBreak) and brute force, 1 and 4 partitions."""
     from scipy.spatial.distance import directed_hausdorff
 
@@ -255,8 +264,9 @@ def test_elimination_engine_equals_scipy(spark, kind):
     got, avgs = [], []
     for P in (1, 4):
         res = hfm_distances(pts.repartition(P), n_attr=1, dim_x=d, n_rows=n, method="certified",
-                            m2=1, sample_rows=32, targets=(0,), seed=3)
+                            m2=1, sample_rows=32, targets=(0,), seed=3, **PATHS[path])
         r = res[(0, 0)]
+        assert r.extra["engine"] == path
         assert r.certified and r.lower == r.upper == r.value
         assert r.value == pytest.approx(D, abs=1e-12)
         # the witness: the smallest key among the rows realising D, and its nearest row
@@ -309,7 +319,8 @@ def test_sample_bounds_are_upper_bounds(spark):
         assert [(a, b) for a, b, _ in top[(tgt, 0)]] == [(float(a), b) for a, b in order]
 
 
-def test_survivor_pass_equals_brute_force(spark, monkeypatch):
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_survivor_pass_equals_brute_force(spark, monkeypatch, path):
     """With broadcasts of a few rows, pass C has no blocks and pass D does all the work."""
     import fairspark.hfm._spark.elim as elim
 
@@ -324,7 +335,8 @@ def test_survivor_pass_equals_brute_force(spark, monkeypatch):
     got = []
     for P in (1, 4):
         r = elim.certify_exact(pts.repartition(P), n_attr=1, dim_x=d, pairs=[(0, 0)], seed=2,
-                               sample_rows=32, first_search=2)[(0, 0)]
+                               sample_rows=32, first_search=2, **PATHS[path])[(0, 0)]
+        assert r.engine == path
         assert r.certified and r.lower == pytest.approx(nn.max(), abs=1e-12)
         assert r.key == min(keys[nn == nn.max()])
         assert r.n_checked > 2  # rows beyond the first searches went to pass D
@@ -333,3 +345,71 @@ def test_survivor_pass_equals_brute_force(spark, monkeypatch):
         got.append((r.lower, r.key, r.nb_key, r.n_searched, r.n_checked))
     assert got[0] == got[1]
     pts.unpersist()
+
+
+def _jobs(spark, fn):
+    """``fn()`` and the number of Spark jobs it ran."""
+    import time
+
+    sc = spark.sparkContext
+    group = f"count-{time.time_ns()}"
+    sc.setJobGroup(group, "counted")
+    try:
+        out = fn()
+    finally:
+        sc.setJobGroup("idle", "idle")
+    return out, len(sc.statusTracker().getJobIdsForGroup(group))
+
+
+def test_driver_path_equals_spark_passes(spark, pts, data):
+    """Same rows and seed: the driver path gives the Spark passes' result field by field."""
+    keys, y, yp, X, C = data
+    runs = {}
+    for path in sorted(PATHS):
+        runs[path] = hfm_distances(pts.repartition(3), n_attr=3, dim_x=DX, n_rows=len(keys),
+                                   method="certified", m2=1, sample_rows=16, seed=9,
+                                   histogram_bins=7, **PATHS[path])
+    for (tgt, a), r in runs["spark"].items():
+        o = runs["driver"][(tgt, a)]
+        assert (r.extra["engine"], o.extra["engine"]) == ("spark", "driver")
+        nn = brute(np.column_stack([y if tgt == 0 else yp, X]), C[:, a])
+        assert o.certified and o.value == pytest.approx(nn.max(), abs=1e-12)
+        assert (o.value, o.lower, o.upper, o.key, o.nb_key) == (r.value, r.lower, r.upper,
+                                                                 r.key, r.nb_key)
+        for name in ("n_searched", "n_checked", "n_candidates", "rounds", "steps",
+                     "bound_max"):
+            assert o.extra[name] == r.extra[name], (tgt, a, name)
+        assert o.avg == pytest.approx(r.avg, rel=1e-12)
+        assert np.array_equal(o.extra["hist"][0], r.extra["hist"][0])
+        assert np.array_equal(o.extra["hist"][1], r.extra["hist"][1])
+        assert o.extra["hist"][1].sum() == len(keys)
+
+
+def test_default_takes_driver_path_on_a_small_table(spark, pts, data):
+    """At the defaults a small table is collected once (one Spark job) and exact."""
+    keys, y, yp, X, C = data
+    pts.count()  # cached
+    res, n_jobs = _jobs(spark, lambda: hfm_distances(
+        pts, n_attr=3, dim_x=DX, n_rows=len(keys), method="certified", m2=1))
+    assert n_jobs == 1  # the capped collect (the Spark passes take about ten)
+    for (tgt, a), r in res.items():
+        assert r.extra["engine"] == "driver"
+        nn = brute(np.column_stack([y if tgt == 0 else yp, X]), C[:, a])
+        assert r.certified and r.value == pytest.approx(nn.max(), abs=1e-12)
+        assert r.key == min(keys[nn == nn.max()])
+
+
+@pytest.mark.parametrize("n_rows", [None, "true"])
+def test_small_budget_takes_spark_passes(spark, pts, data, n_rows):
+    """A budget below the table's size (known, or found by the capped collect) runs Spark."""
+    keys, y, yp, X, C = data
+    n = len(keys)
+    budget = 100 * (8 * (DX + 2) + 64)  # 100 rows
+    from fairspark.hfm._spark.elim import certify_exact
+
+    res = certify_exact(pts.repartition(3), n_attr=3, dim_x=DX, pairs=[(0, 0), (1, 2)],
+                        seed=4, local_max_bytes=budget, n_rows=None if n_rows is None else n)
+    for (tgt, a), r in res.items():
+        assert r.engine == "spark"
+        nn = brute(np.column_stack([y if tgt == 0 else yp, X]), C[:, a])
+        assert r.certified and r.lower == pytest.approx(nn.max(), abs=1e-12)

@@ -377,6 +377,7 @@ def _distances(
             if params.method == "certified" else None,
             seed=ctx.seed_for("hfm", "sample"), paper_value=params.paper_value,
             sample_rows=params.sample_rows, time_left=ctx.time_left,
+            local_max_bytes=params.local_max_bytes,
         )
     finally:
         pts.unpersist()

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import pandas as pd
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -27,6 +28,7 @@ from fairspark.hfm._spark import (
     summarise_approx,
     summarise_pointwise,
 )
+from fairspark.hfm._spark.elim import LOCAL_MAX_BYTES
 from fairspark.hfm.results import TARGETS, CertifiedResult, DistanceResult
 
 __all__ = ["DistanceResult", "hfm_distances", "make_projections", "points_from_table"]
@@ -106,6 +108,7 @@ def hfm_distances(
     paper_value: bool = False,
     sample_rows: int = 1024,
     time_left: Callable[[], float] | None = None,
+    local_max_bytes: int = LOCAL_MAX_BYTES,
 ) -> dict[Pair, DistanceResult]:
     """D and D_f per attribute of a points DataFrame.
 
@@ -162,6 +165,11 @@ def hfm_distances(
     time_left : callable, optional
         ``certified``: seconds left of the time budget; when it runs out the result is
         ``not_certified`` with its interval.
+    local_max_bytes : int
+        ``certified``: points that fit this many bytes (``8 * (dim_x + 2) + 64`` a row,
+        and at most a quarter of ``spark.driver.maxResultSize``) are collected once and
+        searched on the driver with the same passes (one Spark job); 0 always runs the
+        passes on Spark.
 
     Returns
     -------
@@ -178,7 +186,8 @@ def hfm_distances(
         out = _certified_distances(
             pts, n_attr=n_attr, dim_x=dim_x, targets=targets, seed=seed,
             sample_rows=sample_rows, max_candidates=max_candidates,
-            histogram_bins=histogram_bins, time_left=time_left, on_progress=on_progress)
+            histogram_bins=histogram_bins, time_left=time_left, on_progress=on_progress,
+            n_rows=n_rows, local_max_bytes=local_max_bytes)
         if paper_value:
             if projections is None:
                 raise ValueError("paper_value needs projection vectors")
@@ -245,13 +254,17 @@ def _certified_distances(
     pts: DataFrame, *, n_attr: int, dim_x: int, targets: tuple[int, ...], seed: int,
     sample_rows: int, max_candidates: int | None, histogram_bins: int,
     time_left: Callable[[], float] | None, on_progress: Progress | None,
+    n_rows: int | None = None, local_max_bytes: int = LOCAL_MAX_BYTES,
 ) -> dict[Pair, DistanceResult]:
     """The ``certified`` method: exact D by sample bounds and elimination."""
     out: dict[Pair, DistanceResult] = {}
 
-    def on_bounds(ub_df: DataFrame) -> None:
-        # the sample bounds: their maximum bounds D, their mean bounds D_avg
-        for r in summarise_pointwise(ub_df, value_col="u").itertuples():
+    def on_bounds(ub_df: DataFrame | pd.DataFrame) -> None:
+        # the sample bounds: their maximum bounds D, their mean bounds D_avg (on the
+        # driver path the bounds are a pandas frame: no Spark job)
+        local = isinstance(ub_df, pd.DataFrame)
+        summ = _summarise_local(ub_df, "u") if local else summarise_pointwise(ub_df, value_col="u")
+        for r in summ.itertuples():
             out[(int(r.tgt), int(r.attr))] = DistanceResult(
                 value=float(r.D), lower=None, upper=float(r.D), certified=False,
                 avg=float(r.D_avg), avg_exact=False, key=r.key, nb_key=r.nb_key,
@@ -269,7 +282,8 @@ def _certified_distances(
     pairs = [(tgt, a) for tgt in targets for a in range(n_attr)]
     cert = certify_exact(pts, n_attr=n_attr, dim_x=dim_x, pairs=pairs, seed=seed,
                          sample_rows=sample_rows, max_candidates=max_candidates,
-                         time_left=time_left, on_step=on_step, on_bounds=on_bounds)
+                         time_left=time_left, on_step=on_step, on_bounds=on_bounds,
+                         n_rows=n_rows, local_max_bytes=local_max_bytes)
     _apply_certification(out, cert)
     return out
 
@@ -361,6 +375,8 @@ def _apply_certification(
         res.extra["n_checked"] = c.n_checked
         res.extra["steps"] = c.steps
         res.extra["rounds"] = c.rounds
+        if c.engine is not None:
+            res.extra["engine"] = c.engine
         # the pointwise value bounds D from above before any remaining bound is known
         upper = min(c.upper, res.extra.get("pointwise", math.inf))
         lower = c.lower if math.isfinite(c.lower) else None
@@ -372,10 +388,25 @@ def _apply_certification(
             res.value = upper
 
 
+def _summarise_local(rows: pd.DataFrame, col: str) -> pd.DataFrame:
+    """:func:`summarise_pointwise` of a pandas frame: max, weighted mean and the witness
+    of the max (the largest value, then the smallest key, then neighbour key)."""
+    out = []
+    for (tgt, attr), g in rows.groupby(["tgt", "attr"], sort=True):
+        v, w = g[col].to_numpy(float), g["mult"].to_numpy(float)
+        best = g.assign(_nd=-v).sort_values(["_nd", "key", "nb_key"], kind="mergesort",
+                                           na_position="first").iloc[0]
+        out.append({"tgt": int(tgt), "attr": int(attr), "D": float(v.max()),
+                    "D_avg": float((v * w).sum() / w.sum()), "key": best["key"],
+                    "nb_key": best["nb_key"]})
+    return pd.DataFrame(out, columns=["tgt", "attr", "D", "D_avg", "key", "nb_key"])
+
+
 def _add_histograms(
-    out: dict[Pair, DistanceResult], rows: DataFrame, col: str, bins: int
+    out: dict[Pair, DistanceResult], rows: DataFrame | pd.DataFrame, col: str, bins: int
 ) -> None:
-    """Histogram of per-row distances (Spark aggregation; only bin counts come back)."""
+    """Histogram of per-row distances (Spark aggregation, only bin counts come back; or
+    numpy on a pandas frame of the driver path)."""
     tops: dict[int, float] = {}
     for (_, attr), r in out.items():
         top = r.extra.get("pointwise", r.extra.get("bound_max", r.value))
@@ -383,12 +414,18 @@ def _add_histograms(
     top_col = F.lit(0.0)
     for attr, top in tops.items():
         top_col = F.when(F.col("attr") == attr, F.lit(top if top > 0 else 1.0)).otherwise(top_col)
-    b = F.least(F.floor(F.col(col) / top_col * bins), F.lit(bins - 1)).cast("int")
-    counts = (
-        rows.groupBy("tgt", "attr", b.alias("bin"))
-        .agg(F.sum("mult").alias("n"))
-        .toPandas()
-    )
+    if isinstance(rows, pd.DataFrame):
+        top_v = np.array([tops[int(a)] if tops[int(a)] > 0 else 1.0 for a in rows["attr"]])
+        bin_v = np.minimum(np.floor(rows[col].to_numpy(float) / top_v * bins), bins - 1)
+        counts = (rows.assign(bin=bin_v.astype(int)).groupby(["tgt", "attr", "bin"])["mult"]
+                  .sum().rename("n").reset_index())
+    else:
+        b = F.least(F.floor(F.col(col) / top_col * bins), F.lit(bins - 1)).cast("int")
+        counts = (
+            rows.groupBy("tgt", "attr", b.alias("bin"))
+            .agg(F.sum("mult").alias("n"))
+            .toPandas()
+        )
     for (tgt, attr), res in out.items():
         top = tops[attr] if tops[attr] > 0 else 1.0
         c = np.zeros(bins)

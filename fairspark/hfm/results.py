@@ -69,6 +69,8 @@ class CertifiedResult:
     n_checked: int | None = None
     #: per elimination round: ``L``, block end, rows eliminated, their largest bound
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    #: where the passes ran: ``"driver"`` (small table, collected once) or ``"spark"``
+    engine: str | None = None
 
 
 @dataclass

@@ -54,7 +54,7 @@ from fairspark.hfm._kernels import nn_other_group
 from fairspark.hfm._spark._points import code_cols, points_schema_check
 from fairspark.hfm.results import CertifiedResult
 
-__all__ = ["MARGIN", "certify_exact", "code_counts", "sample_bounds_numpy"]
+__all__ = ["LOCAL_MAX_BYTES", "MARGIN", "certify_exact", "code_counts", "sample_bounds_numpy"]
 
 Pair = tuple[int, int]
 _LOG = logging.getLogger(__name__)
@@ -64,6 +64,8 @@ MARGIN = 1e-9
 _RANK = 1 << 30
 #: bytes of feature vectors broadcast in one round (queries or blocks)
 _BCAST_BYTES = 32 << 20
+#: default budget of the driver path (``audits.hfm.local_max_bytes``)
+LOCAL_MAX_BYTES = 32 << 20
 _NN_SCHEMA = "tgt int, attr int, qi long, d double, nb_key string"
 _C_SCHEMA = ("kind int, tgt int, attr int, blk int, n long, mx double, key string, "
              "d double, nb_key string, code int, xb binary")
@@ -297,6 +299,29 @@ def _top_bounds(work: DataFrame, pairs: list[Pair], k: int) -> dict[Pair, list[t
     return {p: sorted(v) for p, v in out.items()}
 
 
+def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
+                  pairs: list[Pair]) -> pa.RecordBatch:
+    """Pass A on one batch: ranks, blobs and sample bounds (``s``: the sample, see
+    :func:`_work_table`); shared by the Spark task and the driver path."""
+    cols = code_cols(n_attr)
+    P = _features(batch, dim_x)
+    h = _np(batch, "h")
+    out = {"key": _col(batch, "key").cast(pa.string()), "h": pa.array(h)}
+    codes = {c: _codes(batch, c) for c in cols}
+    for c in cols:
+        out[c] = _col(batch, c).cast(pa.int32())
+    for a, c in enumerate(cols):
+        out[f"rho{a}"] = pa.array(_rho(h, codes[c], s["counts"][a]))
+    out["xb"] = _to_blob(P)
+    for p in pairs:
+        c = cols[p[1]]
+        u, nb = sample_bounds_numpy(_tpoints(P, p[0]), codes[c], _tpoints(s["P"], p[0]),
+                                    s["codes"][c], s["keys"])
+        out[_ucol(p)] = pa.array(u)
+        out[_nbcol(p)] = pa.array(nb, type=pa.string())
+    return pa.RecordBatch.from_pydict(out)
+
+
 def _work_table(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: int,
                 pairs: list[Pair], counts: dict[int, dict[int, int]]) -> DataFrame:
     """Pass A: the working table with blobs, ranks and sample bounds (not persisted).
@@ -323,29 +348,56 @@ def _work_table(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: 
         maybe_fail_first_attempt("hfm")
         s = bc.value
         for batch in it:
-            if batch.num_rows == 0:
-                continue
-            P = _features(batch, dim_x)
-            h = _np(batch, "h")
-            out = {"key": _col(batch, "key"), "h": pa.array(h)}
-            codes = {c: _codes(batch, c) for c in cols}
-            for c in cols:
-                out[c] = _col(batch, c).cast(pa.int32())
-            for a, c in enumerate(cols):
-                out[f"rho{a}"] = pa.array(_rho(h, codes[c], s["counts"][a]))
-            out["xb"] = _to_blob(P)
-            for p in pairs:
-                c = cols[p[1]]
-                u, nb = sample_bounds_numpy(_tpoints(P, p[0]), codes[c], _tpoints(s["P"], p[0]),
-                                            s["codes"][c], s["keys"])
-                out[_ucol(p)] = pa.array(u)
-                out[_nbcol(p)] = pa.array(nb, type=pa.string())
-            yield pa.RecordBatch.from_pydict(out)
+            if batch.num_rows:
+                yield _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs)
 
     return ranked.select("key", "h", "y", "yp", "x", *cols).mapInArrow(bounds, ", ".join(fields))
 
 
 # ----------------------------------------------------------------------------- searches
+def _scan_batches(it, qs: list[tuple], *, n_attr: int, dim_x: int, lo: float,
+                  hi: float) -> Iterator[pa.RecordBatch]:
+    """The exact scan of :func:`_exact_scan` over some batches of the working table.
+
+    Per query its best neighbour over the batches (ties to the smaller key); shared by
+    the Spark task and the driver path.
+    """
+    cols = code_cols(n_attr)
+    best = [(np.full(len(q[2]), np.inf), np.full(len(q[2]), None, dtype=object)) for q in qs]
+    for batch in it:
+        if batch.num_rows == 0:
+            continue
+        batch = _key_order(batch)
+        P = _from_blob(_col(batch, "xb"), dim_x + 2)
+        keys = np.asarray(_col(batch, "key").to_pylist(), dtype=object)
+        for (t, a, Q, qc), (bd, bk) in zip(qs, best, strict=True):
+            rho = _np(batch, f"rho{a}")
+            m = (rho >= lo) & (rho < hi)
+            if not m.any():
+                continue
+            d, idx = nn_other_group(Q, qc, _tpoints(P[m], t), _codes(batch, cols[a])[m])
+            nk = np.full(len(d), None, dtype=object)
+            ok = idx >= 0
+            nk[ok] = keys[m][idx[ok]]
+            better = _tie_keys(d, nk, bd, bk)
+            bd[better], bk[better] = d[better], nk[better]
+    for (t, a, _, _), (bd, bk) in zip(qs, best, strict=True):
+        ok = np.flatnonzero(np.isfinite(bd))
+        if len(ok):
+            yield pa.RecordBatch.from_pydict({
+                "tgt": pa.array(np.full(len(ok), t, np.int32)),
+                "attr": pa.array(np.full(len(ok), a, np.int32)),
+                "qi": pa.array(ok.astype(np.int64)), "d": pa.array(bd[ok]),
+                "nb_key": pa.array(bk[ok], type=pa.string())})
+
+
+def _best_per_query(raw: pd.DataFrame) -> pd.DataFrame:
+    """Per query the smallest distance, then the smallest neighbour key."""
+    raw["nb_key"] = raw["nb_key"].astype(object)
+    raw = raw.sort_values(["tgt", "attr", "qi", "d", "nb_key"], kind="mergesort")
+    return raw.drop_duplicates(["tgt", "attr", "qi"]).reset_index(drop=True)
+
+
 def _exact_scan(work: DataFrame, queries: list[tuple], *, n_attr: int, dim_x: int,
                 lo: float, hi: float) -> pd.DataFrame:
     """Nearest other-group row, among the rows with ``lo <= rho_attr < hi``, of each query.
@@ -368,43 +420,14 @@ def _exact_scan(work: DataFrame, queries: list[tuple], *, n_attr: int, dim_x: in
     def scan(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pin_threads()
         maybe_fail_first_attempt("hfm")
-        qs = bc.value
-        best = [(np.full(len(q[2]), np.inf), np.full(len(q[2]), None, dtype=object)) for q in qs]
-        for batch in it:
-            if batch.num_rows == 0:
-                continue
-            batch = _key_order(batch)
-            P = _from_blob(_col(batch, "xb"), dim_x + 2)
-            keys = np.asarray(_col(batch, "key").to_pylist(), dtype=object)
-            for (t, a, Q, qc), (bd, bk) in zip(qs, best, strict=True):
-                rho = _np(batch, f"rho{a}")
-                m = (rho >= lo) & (rho < hi)
-                if not m.any():
-                    continue
-                d, idx = nn_other_group(Q, qc, _tpoints(P[m], t), _codes(batch, cols[a])[m])
-                nk = np.full(len(d), None, dtype=object)
-                ok = idx >= 0
-                nk[ok] = keys[m][idx[ok]]
-                better = _tie_keys(d, nk, bd, bk)
-                bd[better], bk[better] = d[better], nk[better]
-        for (t, a, _, _), (bd, bk) in zip(qs, best, strict=True):
-            ok = np.flatnonzero(np.isfinite(bd))
-            if len(ok):
-                yield pa.RecordBatch.from_pydict({
-                    "tgt": pa.array(np.full(len(ok), t, np.int32)),
-                    "attr": pa.array(np.full(len(ok), a, np.int32)),
-                    "qi": pa.array(ok.astype(np.int64)), "d": pa.array(bd[ok]),
-                    "nb_key": pa.array(bk[ok], type=pa.string())})
+        yield from _scan_batches(it, bc.value, n_attr=n_attr, dim_x=dim_x, lo=lo, hi=hi)
 
     per_task = work.where(cond).select("key", "xb", *cols, *[f"rho{a}" for a in attrs]) \
         .mapInArrow(scan, _NN_SCHEMA)
     n_q = sum(len(q[2]) for q in queries)
     if 64.0 * n_q * work.rdd.getNumPartitions() < _max_result_bytes(work.sparkSession) / 4:
         # few queries: every task's rows come back, reduced here (no shuffle)
-        raw = per_task.toPandas()
-        raw["nb_key"] = raw["nb_key"].astype(object)
-        raw = raw.sort_values(["tgt", "attr", "qi", "d", "nb_key"], kind="mergesort")
-        return raw.drop_duplicates(["tgt", "attr", "qi"]).reset_index(drop=True)
+        return _best_per_query(per_task.toPandas())
     return _collect(
         per_task.groupBy("tgt", "attr", "qi")
         .agg(F.min(F.struct("d", "nb_key")).alias("m"))
@@ -431,8 +454,8 @@ def _after(p: Pair, cursor: tuple[float, str] | None) -> Column:
     return (u < F.lit(cu)) | ((u == F.lit(cu)) & (F.col("key") > F.lit(ck)))
 
 
-def _search_top(work: DataFrame, found_rows: pd.DataFrame, top: dict, state: dict[Pair, _PairState],
-                pairs: list[Pair], *, n_attr: int, dim_x: int, k: int) -> None:
+def _search_top(work: _Work, found_rows: pd.DataFrame, top: dict,
+                state: dict[Pair, _PairState], pairs: list[Pair], *, dim_x: int, k: int) -> None:
     """Pass B: exact ``nn`` of the ``k`` rows with the largest bound per pair (sets ``L``).
 
     ``top``: per pair the ``k + 1`` largest ``(-u, key, nb_key)`` (from pass A);
@@ -454,7 +477,7 @@ def _search_top(work: DataFrame, found_rows: pd.DataFrame, top: dict, state: dic
         P = _blobs_of(sub["xb"]) if len(sub) else np.zeros((0, dim_x + 2))
         queries.append((p[0], p[1], _tpoints(P, p[0]),
                         sub[f"c{p[1]}"].fillna(_NULL_CODE).to_numpy(np.int64)))
-    found = _exact_scan(work, queries, n_attr=n_attr, dim_x=dim_x, lo=0.0, hi=math.inf)
+    found = work.scan(queries, lo=0.0, hi=math.inf)
     for p in pairs:
         st, keys = state[p], tops[p]
         st.n_exact += len(keys)
@@ -472,114 +495,131 @@ def _block_edges(quota: float, first_block: int, n_blocks: int) -> list[float]:
     return [quota + first_block * ((1 << j) - 1) for j in range(n_blocks + 1)]
 
 
-def _eliminate(work: DataFrame, blocks: pd.DataFrame, edges: list[float],
-               state: dict[Pair, _PairState], active: list[Pair], *, n_attr: int,
-               dim_x: int, counts: dict[int, dict[int, int]]) -> DataFrame:
-    """Pass C: every row with ``u >= L`` (not searched yet) against the broadcast blocks.
+def _other_max_codes(codes: np.ndarray, cnt: dict[int, int]) -> np.ndarray:
+    """Rows of the largest other code, per row code (see :func:`_other_max`)."""
+    tot = [*sorted(cnt.values(), reverse=True), 0, 0]
+    top = max(cnt, key=lambda c: (cnt[c], c)) if cnt else None
+    return np.where(codes == top, tot[1], tot[0]).astype(float)
 
-    Returns the (unpersisted) output: ``kind`` 0 per block the rows eliminated
-    (``n``, largest bound ``mx``), 3 the rows made exact, 4 the rows entering; 1 the
-    survivors (with their vectors), 2 the rows whose blocks covered their other side
-    (exact ``nn``, may raise ``L``).
-    """
+
+def _block_bcast(blocks: pd.DataFrame, *, n_attr: int, dim_x: int,
+                 counts: dict[int, dict[int, int]]) -> dict:
+    """The blocks of pass C as broadcast (vectors, keys, codes and ranks, key order)."""
     blocks = blocks.sort_values("key", kind="mergesort")
     BP = _blobs_of(blocks["xb"]) if len(blocks) else np.zeros((0, dim_x + 2))
-    spec = [(p[0], p[1], _thr(state[p].lb), state[p].cursor) for p in active]
-    bc = work.sparkSession.sparkContext.broadcast({
+    return {
         "P": BP, "keys": blocks["key"].to_numpy(dtype=object),
         "codes": {a: blocks[f"c{a}"].fillna(_NULL_CODE).to_numpy(np.int64) for a in range(n_attr)},
         "rho": {a: blocks[f"rho{a}"].to_numpy(float) for a in range(n_attr)},
         "full": {a: counts[a] for a in range(n_attr)},
-    })
+    }
 
-    def other_max(a: int, codes: np.ndarray, cnt: dict[int, int]) -> np.ndarray:
-        tot = [*sorted(cnt.values(), reverse=True), 0, 0]
-        top = max(cnt, key=lambda c: (cnt[c], c)) if cnt else None
-        return np.where(codes == top, tot[1], tot[0]).astype(float)
+
+def _pass_c_spec(state: dict[Pair, _PairState], active: list[Pair]) -> list[tuple]:
+    return [(p[0], p[1], _thr(state[p].lb), state[p].cursor) for p in active]
+
+
+def _pass_c_batches(it, b: dict, spec: list[tuple], edges: list[float],
+                    dim_x: int) -> Iterator[pa.RecordBatch]:
+    """Pass C over some batches of the working table (see :func:`_eliminate`); shared
+    by the Spark task and the driver path."""
+    nblk = len(edges) - 1
+    stats = {(t, a): (np.zeros(nblk, np.int64), np.full(nblk, -np.inf),
+                      np.zeros(nblk, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64),
+                      np.full(1, -np.inf)) for t, a, _, _ in spec}
+    for batch in it:
+        if batch.num_rows == 0:
+            continue
+        P = None
+        for t, a, thr, cur in spec:
+            u = _np(batch, _ucol((t, a)))
+            alive = u >= thr
+            if cur is not None:
+                alive &= u <= cur[0]
+                eq = np.flatnonzero(alive & (u == cur[0]))
+                if len(eq):
+                    ks = _col(batch, "key").take(pa.array(eq)).to_pylist()
+                    alive[eq[[k <= cur[1] for k in ks]]] = False
+            idx = np.flatnonzero(alive)
+            if not len(idx):
+                continue
+            if P is None:
+                P = _from_blob(_col(batch, "xb"), dim_x + 2)
+            st = stats[(t, a)]
+            st[3][0] += len(idx)
+            codes = _codes(batch, f"c{a}")[idx]
+            Q = _tpoints(P[idx], t)
+            bound = u[idx].copy()
+            nb = np.asarray(_col(batch, _nbcol((t, a))).take(pa.array(idx)).to_pylist(),
+                            dtype=object)
+            full = _other_max_codes(codes, b["full"][a])
+            keep = np.ones(len(idx), dtype=bool)
+            for j in range(nblk):
+                lo, hi = edges[j], edges[j + 1]
+                m = (b["rho"][a] >= lo) & (b["rho"][a] < hi)
+                live = np.flatnonzero(keep)
+                if not len(live):
+                    break
+                if m.any():
+                    d, ri = nn_other_group(Q[live], codes[live], _tpoints(b["P"][m], t),
+                                           b["codes"][a][m])
+                    nk = np.full(len(d), None, dtype=object)
+                    ok = ri >= 0
+                    nk[ok] = b["keys"][m][ri[ok]]
+                    better = _tie_keys(d, nk, bound[live], nb[live])
+                    bound[live[better]] = d[better]
+                    nb[live[better]] = nk[better]
+                out = live[bound[live] < thr]
+                st[0][j] += len(out)
+                if len(out):
+                    st[1][j] = max(st[1][j], float(bound[out].max()))
+                keep[out] = False
+                ex = live[keep[live] & (full[live] <= hi)]
+                st[2][j] += len(ex)
+                if len(ex):
+                    yield _c_rows(2, t, a, batch, idx[ex], bound[ex], nb[ex], codes[ex])
+                    keep[ex] = False
+            sv = np.flatnonzero(keep)
+            st[4][0] += len(sv)
+            if len(sv):
+                st[5][0] = max(st[5][0], float(bound[sv].max()))
+                yield _c_rows(1, t, a, batch, idx[sv], bound[sv], nb[sv], codes[sv],
+                              xb=_to_blob(P[idx[sv]]))
+    for (t, a), (ne, mx, nx, nin, nsv, msv) in stats.items():
+        k = len(ne)
+        m = 2 * k + 2
+        yield pa.RecordBatch.from_pydict({
+            "kind": pa.array(np.r_[np.zeros(k), np.full(k, 3), [4, 5]].astype(np.int32)),
+            "tgt": pa.array(np.full(m, t, np.int32)),
+            "attr": pa.array(np.full(m, a, np.int32)),
+            "blk": pa.array(np.r_[np.arange(k), np.arange(k), [-1, -1]].astype(np.int32)),
+            "n": pa.array(np.r_[ne, nx, nin, nsv].astype(np.int64)),
+            "mx": pa.array(np.r_[mx, np.full(k + 1, -np.inf), msv]),
+            "key": pa.nulls(m, pa.string()), "d": pa.nulls(m, pa.float64()),
+            "nb_key": pa.nulls(m, pa.string()),
+            "code": pa.nulls(m, pa.int32()), "xb": pa.nulls(m, pa.binary()),
+        })
+
+
+def _eliminate(work: DataFrame, b: dict, spec: list[tuple], edges: list[float], *,
+               n_attr: int, dim_x: int) -> DataFrame:
+    """Pass C: every row with ``u >= L`` (not searched yet) against the broadcast blocks.
+
+    ``b``: the blocks (:func:`_block_bcast`); ``spec``: per active pair
+    ``(tgt, attr, threshold, cursor)``. Returns the (unpersisted) output: ``kind`` 0 per
+    block the rows eliminated (``n``, largest bound ``mx``), 3 the rows made exact, 4 the
+    rows entering; 1 the survivors (with their vectors), 2 the rows whose blocks covered
+    their other side (exact ``nn``, may raise ``L``).
+    """
+    bc = work.sparkSession.sparkContext.broadcast(b)
 
     def run(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pin_threads()
         maybe_fail_first_attempt("hfm")
-        b = bc.value
-        nblk = len(edges) - 1
-        stats = {(t, a): (np.zeros(nblk, np.int64), np.full(nblk, -np.inf),
-                          np.zeros(nblk, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64),
-                          np.full(1, -np.inf)) for t, a, _, _ in spec}
-        for batch in it:
-            if batch.num_rows == 0:
-                continue
-            P = None
-            for t, a, thr, cur in spec:
-                u = _np(batch, _ucol((t, a)))
-                alive = u >= thr
-                if cur is not None:
-                    alive &= u <= cur[0]
-                    eq = np.flatnonzero(alive & (u == cur[0]))
-                    if len(eq):
-                        ks = _col(batch, "key").take(pa.array(eq)).to_pylist()
-                        alive[eq[[k <= cur[1] for k in ks]]] = False
-                idx = np.flatnonzero(alive)
-                if not len(idx):
-                    continue
-                if P is None:
-                    P = _from_blob(_col(batch, "xb"), dim_x + 2)
-                st = stats[(t, a)]
-                st[3][0] += len(idx)
-                codes = _codes(batch, f"c{a}")[idx]
-                Q = _tpoints(P[idx], t)
-                bound = u[idx].copy()
-                nb = np.asarray(_col(batch, _nbcol((t, a))).take(pa.array(idx)).to_pylist(),
-                                dtype=object)
-                full = other_max(a, codes, b["full"][a])
-                keep = np.ones(len(idx), dtype=bool)
-                for j in range(nblk):
-                    lo, hi = edges[j], edges[j + 1]
-                    m = (b["rho"][a] >= lo) & (b["rho"][a] < hi)
-                    live = np.flatnonzero(keep)
-                    if not len(live):
-                        break
-                    if m.any():
-                        d, ri = nn_other_group(Q[live], codes[live], _tpoints(b["P"][m], t),
-                                               b["codes"][a][m])
-                        nk = np.full(len(d), None, dtype=object)
-                        ok = ri >= 0
-                        nk[ok] = b["keys"][m][ri[ok]]
-                        better = _tie_keys(d, nk, bound[live], nb[live])
-                        bound[live[better]] = d[better]
-                        nb[live[better]] = nk[better]
-                    out = live[bound[live] < thr]
-                    st[0][j] += len(out)
-                    if len(out):
-                        st[1][j] = max(st[1][j], float(bound[out].max()))
-                    keep[out] = False
-                    ex = live[keep[live] & (full[live] <= hi)]
-                    st[2][j] += len(ex)
-                    if len(ex):
-                        yield _c_rows(2, t, a, batch, idx[ex], bound[ex], nb[ex], codes[ex])
-                        keep[ex] = False
-                sv = np.flatnonzero(keep)
-                st[4][0] += len(sv)
-                if len(sv):
-                    st[5][0] = max(st[5][0], float(bound[sv].max()))
-                    yield _c_rows(1, t, a, batch, idx[sv], bound[sv], nb[sv], codes[sv],
-                                  xb=_to_blob(P[idx[sv]]))
-        for (t, a), (ne, mx, nx, nin, nsv, msv) in stats.items():
-            k = len(ne)
-            m = 2 * k + 2
-            yield pa.RecordBatch.from_pydict({
-                "kind": pa.array(np.r_[np.zeros(k), np.full(k, 3), [4, 5]].astype(np.int32)),
-                "tgt": pa.array(np.full(m, t, np.int32)),
-                "attr": pa.array(np.full(m, a, np.int32)),
-                "blk": pa.array(np.r_[np.arange(k), np.arange(k), [-1, -1]].astype(np.int32)),
-                "n": pa.array(np.r_[ne, nx, nin, nsv].astype(np.int64)),
-                "mx": pa.array(np.r_[mx, np.full(k + 1, -np.inf), msv]),
-                "key": pa.nulls(m, pa.string()), "d": pa.nulls(m, pa.float64()),
-                "nb_key": pa.nulls(m, pa.string()),
-                "code": pa.nulls(m, pa.int32()), "xb": pa.nulls(m, pa.binary()),
-            })
+        yield from _pass_c_batches(it, bc.value, spec, edges, dim_x)
 
     need = ["key", "xb", *[f"c{a}" for a in range(n_attr)],
-            *{c for p in active for c in (_ucol(p), _nbcol(p))}]
+            *{c for t, a, _, _ in spec for c in (_ucol((t, a)), _nbcol((t, a)))}]
     return work.select(*need).mapInArrow(run, _C_SCHEMA)
 
 
@@ -598,10 +638,10 @@ def _c_rows(kind: int, t: int, a: int, batch: pa.RecordBatch, rows: np.ndarray,
     })
 
 
-def _apply_pass_c(out: DataFrame, state: dict[Pair, _PairState], active: list[Pair],
+def _apply_pass_c(small: pd.DataFrame, state: dict[Pair, _PairState], active: list[Pair],
                   edges: list[float]) -> None:
-    """Counts, rounds and exact rows of pass C into the pair states (one small collect)."""
-    small = out.where(F.col("kind") != 1).drop("xb").toPandas()
+    """Counts, rounds and exact rows of pass C (its rows but the survivors) into the
+    pair states."""
     for p in active:
         st = state[p]
         sub = small[(small["tgt"] == p[0]) & (small["attr"] == p[1])]
@@ -627,6 +667,272 @@ def _apply_pass_c(out: DataFrame, state: dict[Pair, _PairState], active: list[Pa
                 st.raise_lb(float(d), str(key), nb)
 
 
+# ----------------------------------------------------------------------------- where
+class _Work:
+    """The working table the passes read: on Spark (:class:`_SparkWork`) or one Arrow
+    batch on the driver (:class:`_LocalWork`). Both run the same per-batch functions
+    (:func:`_bounds_batch`, :func:`_scan_batches`, :func:`_pass_c_batches`)."""
+
+    where = ""
+    counts: dict[int, dict[int, int]]
+    quota: float
+    max_result: float
+
+    def n_part(self) -> int:
+        """Partitions the working table is read in (sizes the collects)."""
+        return 1
+
+    def close(self) -> None:
+        """Release what the working table holds."""
+
+    def release(self, surv) -> None:
+        """Release the survivors of pass C."""
+
+
+def _quota(sample_rows: int, counts: dict[int, dict[int, int]]) -> float:
+    """Sample rows per code (expected): at least 64, about ``2 * sample_rows`` in all."""
+    n_codes = sum(len(c) for c in counts.values())
+    return float(max(64, (2 * sample_rows) // max(1, n_codes)))
+
+
+class _SparkWork(_Work):
+    """The working table on Spark (persisted once, read by every pass)."""
+
+    where = "spark"
+
+    def __init__(self, df: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
+                 counts: dict[int, dict[int, int]], quota: float) -> None:
+        self.df, self.n_attr, self.dim_x = df, n_attr, dim_x
+        self.counts, self.quota = counts, quota
+        self.max_result = _max_result_bytes(df.sparkSession)
+        ub = None
+        for p in pairs:
+            one = df.select(F.lit(p[0]).alias("tgt"), F.lit(p[1]).alias("attr"), "key",
+                            F.col(_ucol(p)).alias("u"), F.col(_nbcol(p)).alias("nb_key"),
+                            F.lit(1).cast("long").alias("mult"))
+            ub = one if ub is None else ub.unionByName(one)
+        self.ub = ub
+
+    @classmethod
+    def build(cls, pts: DataFrame, ranked: DataFrame, *, n_attr: int, dim_x: int,
+              pairs: list[Pair], sample_rows: int) -> _SparkWork:
+        """Code counts, the sample (one collect) and pass A (persisted, not run yet)."""
+        counts = code_counts(pts, n_attr)
+        quota = _quota(sample_rows, counts)
+        n_codes = sum(len(c) for c in counts.values())
+        in_sample = F.lit(False)
+        for a, c in enumerate(code_cols(n_attr)):
+            if counts[a]:
+                m = F.create_map(*[x for code, n in sorted(counts[a].items())
+                                   for x in (F.lit(code), F.lit(float(n)))])
+                in_sample |= F.col("h") * F.element_at(m, F.col(c)) < F.lit(quota)
+        sample = _collect(ranked.where(in_sample).select("key", "y", "yp", "x", *code_cols(n_attr)),
+                          est_bytes=8.0 * (dim_x + 4) * quota * max(1, n_codes))
+        df = _work_table(ranked, sample, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
+                         counts=counts).persist(StorageLevel.MEMORY_AND_DISK)
+        return cls(df, n_attr=n_attr, dim_x=dim_x, pairs=pairs, counts=counts, quota=quota)
+
+    def n_part(self) -> int:
+        return max(1, self.df.rdd.getNumPartitions())
+
+    def close(self) -> None:
+        self.df.unpersist()
+
+    def top_bounds(self, pairs: list[Pair], k: int) -> dict[Pair, list[tuple]]:
+        return _top_bounds(self.df, pairs, k)
+
+    def bounds_rows(self, pairs: list[Pair]) -> DataFrame:
+        return self.ub
+
+    def fetch(self, keys: list[str], attrs: list[int], lo: float, hi: float, *,
+              est_bytes: float) -> pd.DataFrame:
+        """Rows with these keys or with ``lo <= rho < hi`` for one of ``attrs``."""
+        want = F.col("key").isin(keys) if keys else F.lit(False)
+        for a in attrs:
+            want |= (F.col(f"rho{a}") >= F.lit(lo)) & (F.col(f"rho{a}") < F.lit(hi))
+        return _collect(self.df.where(want).select("key", "xb", *code_cols(self.n_attr),
+                                                   *[f"rho{a}" for a in range(self.n_attr)]),
+                        est_bytes=est_bytes)
+
+    def scan(self, queries: list[tuple], *, lo: float, hi: float) -> pd.DataFrame:
+        return _exact_scan(self.df, queries, n_attr=self.n_attr, dim_x=self.dim_x, lo=lo, hi=hi)
+
+    def count_left(self, active: list[Pair], state: dict[Pair, _PairState]) -> dict[Pair, int]:
+        """Rows after the cursor with a bound not below ``L`` (one aggregation)."""
+        cond = [F.sum(((F.col(_ucol(p)) >= F.lit(_thr(state[p].lb))) & _after(p, state[p].cursor))
+                      .cast("long")).alias(_ucol(p)) for p in active]
+        n_left = self.df.agg(*cond).first()
+        return {p: int(n_left[_ucol(p)] or 0) for p in active}
+
+    def eliminate(self, b: dict, spec: list[tuple], edges: list[float]) -> tuple:
+        """Pass C: its small rows (collected) and the survivors (persisted)."""
+        out = _eliminate(self.df, b, spec, edges, n_attr=self.n_attr,
+                         dim_x=self.dim_x).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            small = out.where(F.col("kind") != 1).drop("xb").toPandas()
+        except BaseException:
+            out.unpersist()
+            raise
+        return small, out
+
+    def release(self, surv) -> None:
+        surv.unpersist()
+
+    def survivor_rows(self, surv: DataFrame, p: Pair, thr: float,
+                      cursor: tuple[float, str] | None, limit: int, *,
+                      est_bytes: float) -> pd.DataFrame:
+        """The first ``limit`` survivors of a pair after the cursor with ``d >= thr``."""
+        cond = (F.col("kind") == 1) & _is_pair(p) & (F.col("d") >= F.lit(thr))
+        if cursor is not None:
+            cu, ck = cursor
+            cond &= (F.col("d") < F.lit(cu)) | (
+                (F.col("d") == F.lit(cu)) & (F.col("key") > F.lit(ck)))
+        return _collect(surv.where(cond)
+                        .select("tgt", "attr", "key", "d", "nb_key", "code", "xb")
+                        .orderBy(F.col("d").desc(), F.col("key").asc()).limit(limit)
+                        .repartition(1), est_bytes=est_bytes)
+
+    def count_above(self, state: dict[Pair, _PairState]) -> dict[Pair, int]:
+        """Rows whose sample bound exceeds the final lower bound (those needed a search)."""
+        above = F.lit(False)
+        for p, st in state.items():
+            if math.isfinite(st.lb):
+                above |= _is_pair(p) & (F.col("u") > F.lit(st.lb))
+        return {(int(r["tgt"]), int(r["attr"])): int(r["count"])
+                for r in self.ub.where(above).groupBy("tgt", "attr").count().collect()}
+
+
+_NN_PA = pa.schema([("tgt", pa.int32()), ("attr", pa.int32()), ("qi", pa.int64()),
+                    ("d", pa.float64()), ("nb_key", pa.string())])
+_C_PA = pa.schema([("kind", pa.int32()), ("tgt", pa.int32()), ("attr", pa.int32()),
+                   ("blk", pa.int32()), ("n", pa.int64()), ("mx", pa.float64()),
+                   ("key", pa.string()), ("d", pa.float64()), ("nb_key", pa.string()),
+                   ("code", pa.int32()), ("xb", pa.binary())])
+
+
+def _frame(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pd.DataFrame:
+    """Batches of one schema as a pandas frame (empty with the columns when none)."""
+    bs = [pa.RecordBatch.from_arrays([b.column(b.schema.get_field_index(f.name)).cast(f.type)
+                                      for f in schema], schema=schema) for b in batches]
+    return pa.Table.from_batches(bs, schema=schema).to_pandas()
+
+
+class _LocalWork(_Work):
+    """The working table as one key-sorted Arrow batch on the driver.
+
+    Taken when the points fit a byte budget (a capped collect, like Spark's broadcast
+    join threshold); every pass then runs the per-batch function of its Spark task on
+    this batch, so results, counts and rounds are those of the Spark passes.
+    """
+
+    where = "driver"
+
+    def __init__(self, batch: pa.RecordBatch, *, n_attr: int, dim_x: int, pairs: list[Pair],
+                 sample_rows: int, max_result: float) -> None:
+        self.n_attr, self.dim_x, self.max_result = n_attr, dim_x, max_result
+        cols = code_cols(n_attr)
+        codes = {c: _codes(batch, c) for c in cols}
+        self.counts = {}
+        for a, c in enumerate(cols):
+            v, n = np.unique(codes[c][codes[c] != _NULL_CODE], return_counts=True)
+            self.counts[a] = {int(x): int(m) for x, m in zip(v, n, strict=True)}
+        self.quota = _quota(sample_rows, self.counts)
+        h = _np(batch, "h")
+        in_sample = np.zeros(batch.num_rows, dtype=bool)
+        for a, c in enumerate(cols):
+            in_sample |= (codes[c] != _NULL_CODE) & (_rho(h, codes[c], self.counts[a]) < self.quota)
+        idx = np.flatnonzero(in_sample)
+        P = _features(batch, dim_x)
+        s = {"keys": np.asarray(_col(batch, "key").take(pa.array(idx)).to_pylist(), dtype=object),
+             "P": P[idx], "codes": {c: codes[c][idx].astype(np.int64) for c in cols},
+             "counts": self.counts}
+        self.batch = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs)
+        self.keys = np.asarray(_col(self.batch, "key").to_pylist(), dtype=object)
+        self.u = {p: _np(self.batch, _ucol(p)) for p in pairs}
+        self.nb = {p: np.asarray(_col(self.batch, _nbcol(p)).to_pylist(), dtype=object)
+                   for p in pairs}
+
+    @classmethod
+    def collect(cls, ranked: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
+                sample_rows: int, n_rows: int | None, max_bytes: int) -> _LocalWork | None:
+        """The points on the driver when they fit ``max_bytes`` (and a quarter of
+        ``spark.driver.maxResultSize``): one capped collect; ``None`` when they do not."""
+        max_result = _max_result_bytes(ranked.sparkSession)
+        row_bytes = 8.0 * (dim_x + 2) + 64
+        cap = int(min(float(max_bytes), max_result / 4) // row_bytes)
+        if cap < 1 or (n_rows is not None and n_rows > cap):
+            return None
+        cols = code_cols(n_attr)
+        tbl = ranked.select("key", "h", "y", "yp", "x", *cols).limit(cap + 1).toArrow()
+        if tbl.num_rows > cap or tbl.num_rows == 0:
+            _LOG.info("hfm: %d points do not fit the driver path (at most %d)", tbl.num_rows, cap)
+            return None
+        tbl = tbl.take(pc.sort_indices(tbl["key"])).combine_chunks()
+        batch = pa.RecordBatch.from_arrays(
+            [tbl.column(c).combine_chunks() for c in tbl.column_names], names=tbl.column_names)
+        return cls(batch, n_attr=n_attr, dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
+                   max_result=max_result)
+
+    def _after(self, u: np.ndarray, cursor: tuple[float, str] | None) -> np.ndarray:
+        if cursor is None:
+            return np.ones(len(u), dtype=bool)
+        cu, ck = cursor
+        return (u < cu) | ((u == cu) & (self.keys > ck))
+
+    def top_bounds(self, pairs: list[Pair], k: int) -> dict[Pair, list[tuple]]:
+        out = {}
+        for p in pairs:
+            order = np.argsort(-self.u[p], kind="stable")[:k]  # ties: key order
+            out[p] = sorted((-float(self.u[p][i]), self.keys[i], self.nb[p][i] or "")
+                            for i in order)
+        return out
+
+    def bounds_rows(self, pairs: list[Pair]) -> pd.DataFrame:
+        n = len(self.keys)
+        return pd.concat([pd.DataFrame({
+            "tgt": np.full(n, p[0], np.int32), "attr": np.full(n, p[1], np.int32),
+            "key": self.keys, "u": self.u[p], "nb_key": self.nb[p],
+            "mult": np.ones(n, np.int64)}) for p in pairs], ignore_index=True)
+
+    def fetch(self, keys: list[str], attrs: list[int], lo: float, hi: float, *,
+              est_bytes: float) -> pd.DataFrame:
+        want = np.isin(self.keys, np.asarray(keys, dtype=object))
+        for a in attrs:
+            r = _np(self.batch, f"rho{a}")
+            want |= (r >= lo) & (r < hi)
+        names = ["key", "xb", *code_cols(self.n_attr), *[f"rho{a}" for a in range(self.n_attr)]]
+        return self.batch.filter(pa.array(want)).select(names).to_pandas()
+
+    def scan(self, queries: list[tuple], *, lo: float, hi: float) -> pd.DataFrame:
+        raw = _frame(_scan_batches([self.batch], queries, n_attr=self.n_attr, dim_x=self.dim_x,
+                                   lo=lo, hi=hi), _NN_PA)
+        return _best_per_query(raw)
+
+    def count_left(self, active: list[Pair], state: dict[Pair, _PairState]) -> dict[Pair, int]:
+        return {p: int(((self.u[p] >= _thr(state[p].lb))
+                        & self._after(self.u[p], state[p].cursor)).sum()) for p in active}
+
+    def eliminate(self, b: dict, spec: list[tuple], edges: list[float]) -> tuple:
+        out = _frame(_pass_c_batches([self.batch], b, spec, edges, self.dim_x), _C_PA)
+        kind1 = out["kind"] == 1
+        return out[~kind1].drop(columns="xb").reset_index(drop=True), out[kind1]
+
+    def survivor_rows(self, surv: pd.DataFrame, p: Pair, thr: float,
+                      cursor: tuple[float, str] | None, limit: int, *,
+                      est_bytes: float) -> pd.DataFrame:
+        d = surv["d"].to_numpy(float)
+        m = (surv["tgt"].to_numpy() == p[0]) & (surv["attr"].to_numpy() == p[1]) & (d >= thr)
+        if cursor is not None:
+            cu, ck = cursor
+            m &= (d < cu) | ((d == cu) & (surv["key"].to_numpy(dtype=object) > ck))
+        rows = surv[m].sort_values(["d", "key"], ascending=[False, True], kind="mergesort")
+        return rows.head(limit)[["tgt", "attr", "key", "d", "nb_key", "code", "xb"]]
+
+    def count_above(self, state: dict[Pair, _PairState]) -> dict[Pair, int]:
+        return {p: int((self.u[p] > st.lb).sum()) for p, st in state.items()
+                if math.isfinite(st.lb)}
+
+
 def certify_exact(
     pts: DataFrame,
     *,
@@ -640,12 +946,14 @@ def certify_exact(
     max_candidates: int | None = None,
     time_left: Callable[[], float] | None = None,
     on_step: Callable[[dict[Pair, CertifiedResult]], None] | None = None,
-    on_bounds: Callable[[DataFrame], None] | None = None,
+    on_bounds: Callable[[DataFrame | pd.DataFrame], None] | None = None,
+    n_rows: int | None = None,
+    local_max_bytes: int = LOCAL_MAX_BYTES,
 ) -> dict[Pair, CertifiedResult]:
     """Exact D per (target, attribute) by sample bounds and elimination (module doc).
 
     Over 60 lines only by this docstring and its keyword-only parameters; the passes
-    are helpers.
+    are helpers, run on the Spark working table or on the driver (:class:`_LocalWork`).
 
     Parameters
     ----------
@@ -675,7 +983,17 @@ def certify_exact(
         yet) and after every pass or round.
     on_bounds : callable, optional
         Called with the per-row bounds (``tgt, attr, key, u, nb_key, mult``) once they
-        are known, before the search (histograms, averages).
+        are known, before the search (histograms, averages): a Spark DataFrame, or a
+        pandas DataFrame on the driver path.
+    n_rows : int, optional
+        Rows of ``pts`` when known: a table that cannot fit ``local_max_bytes`` goes to
+        the Spark passes without trying the driver path.
+    local_max_bytes : int
+        Driver path: when the points (``8 * (dim_x + 2) + 64`` bytes a row) fit this
+        budget and a quarter of ``spark.driver.maxResultSize``, they are collected once
+        (a capped collect of at most that many rows) and the same passes run on the
+        driver, on one Arrow batch (one Spark job instead of about ten; same result,
+        counts and rounds). 0: always the Spark passes.
 
     Returns
     -------
@@ -684,38 +1002,37 @@ def certify_exact(
     """
     points_schema_check(pts, n_attr)
     time_left = time_left or (lambda: math.inf)
-    counts = code_counts(pts, n_attr)
-    n_codes = sum(len(c) for c in counts.values())
-    quota = float(max(64, (2 * sample_rows) // max(1, n_codes)))
     h = F.pmod(F.xxhash64(F.col("key"), F.lit(seed)), F.lit(_RANK)).cast("double") / float(_RANK)
     ranked = pts.withColumn("h", h)
-    in_sample = F.lit(False)
-    for a, c in enumerate(code_cols(n_attr)):
-        m = F.create_map(*[x for code, n in sorted(counts[a].items())
-                           for x in (F.lit(code), F.lit(float(n)))]) if counts[a] else None
-        if m is not None:
-            in_sample |= F.col("h") * F.element_at(m, F.col(c)) < F.lit(quota)
-    sample = _collect(ranked.where(in_sample).select("key", "y", "yp", "x", *code_cols(n_attr)),
-                      est_bytes=8.0 * (dim_x + 4) * quota * max(1, n_codes))
     k = first_search if max_candidates is None else max(1, min(first_search, max_candidates))
-    work = _work_table(ranked, sample, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
-                       counts=counts).persist(StorageLevel.MEMORY_AND_DISK)
+    t0 = time.perf_counter()
+    work = _LocalWork.collect(ranked, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
+                              sample_rows=sample_rows, n_rows=n_rows, max_bytes=local_max_bytes)
+    if work is None:
+        work = _SparkWork.build(pts, ranked, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
+                                sample_rows=sample_rows)
+    return _certify_on(work, pairs, n_attr=n_attr, dim_x=dim_x, k=k, t0=t0,
+                       first_block=first_block, max_candidates=max_candidates,
+                       time_left=time_left, on_step=on_step, on_bounds=on_bounds)
+
+
+def _certify_on(work: _Work, pairs: list[Pair], *, n_attr: int, dim_x: int, k: int,
+                t0: float, first_block: int, max_candidates: int | None,
+                time_left: Callable[[], float],
+                on_step: Callable[[dict[Pair, CertifiedResult]], None] | None,
+                on_bounds: Callable[[DataFrame | pd.DataFrame], None] | None,
+                ) -> dict[Pair, CertifiedResult]:
+    """The passes of :func:`certify_exact` on a working table (Spark or driver)."""
     try:
         state = {p: _PairState() for p in pairs}
-        ub_df = None
-        for p in pairs:
-            one = work.select(F.lit(p[0]).alias("tgt"), F.lit(p[1]).alias("attr"), "key",
-                              F.col(_ucol(p)).alias("u"), F.col(_nbcol(p)).alias("nb_key"),
-                              F.lit(1).cast("long").alias("mult"))
-            ub_df = one if ub_df is None else ub_df.unionByName(one)
-        t0 = time.perf_counter()
-        top = _top_bounds(work, pairs, k + 1)  # pass A, into the cache
-        _LOG.info("hfm pass A (bounds, working table): %.2f s", time.perf_counter() - t0)
+        top = work.top_bounds(pairs, k + 1)  # Spark: pass A, into the cache
+        _LOG.info("hfm pass A (bounds, working table, %s): %.2f s", work.where,
+                  time.perf_counter() - t0)
         for p in pairs:
             state[p].ub_rem = -top[p][0][0] if top.get(p) else -math.inf
         if on_bounds is not None:
             t0 = time.perf_counter()
-            on_bounds(ub_df)
+            on_bounds(work.bounds_rows(pairs))
             _LOG.info("hfm bound summaries: %.2f s", time.perf_counter() - t0)
 
         def report(step: bool = True) -> None:
@@ -726,53 +1043,59 @@ def certify_exact(
                 on_step({p: st.result() for p, st in state.items()})
 
         report(step=False)
-        _run_passes(work, top, state, pairs, n_attr=n_attr, dim_x=dim_x, counts=counts,
-                    quota=quota, k=k, first_block=first_block,
-                    max_candidates=max_candidates, time_left=time_left, report=report)
-        n_above = _count_above(ub_df, state)
-        return {p: st.result(n_above=n_above.get(p, 0)) for p, st in state.items()}
+        _run_passes(work, top, state, pairs, n_attr=n_attr, dim_x=dim_x, k=k,
+                    first_block=first_block, max_candidates=max_candidates,
+                    time_left=time_left, report=report)
+        n_above = work.count_above(state)
+        out = {p: st.result(n_above=n_above.get(p, 0)) for p, st in state.items()}
+        for r in out.values():
+            r.engine = work.where
+        return out
     finally:
-        work.unpersist()
+        work.close()
 
 
-def _run_passes(work: DataFrame, top: dict, state: dict[Pair, _PairState], pairs: list[Pair],
-                *, n_attr: int, dim_x: int, counts: dict[int, dict[int, int]], quota: float,
-                k: int, first_block: int, max_candidates: int | None,
-                time_left: Callable[[], float], report: Callable[[], None]) -> None:
-    """Passes B, C and D (module doc), each after a look at the time budget."""
-    if time_left() <= 0:
-        return
-    row_bytes = 8.0 * (dim_x + 2) + 64
-    # the blocks spread evenly over the partitions (hash ranks); a collect that is too
-    # large for spark.driver.maxResultSize comes one partition per job (_collect)
-    n_part = max(1, work.rdd.getNumPartitions())
-    budget = min(_BCAST_BYTES, _max_result_bytes(work.sparkSession) / 4 * n_part) / row_bytes
-    attrs = sorted({p[1] for p in pairs})
+def _n_blocks(first_block: int, quota: float, counts: dict[int, dict[int, int]],
+              attrs: list[int], budget_rows: float) -> int:
+    """Doubling blocks of pass C: as many as ``budget_rows`` allow, until one covers a code."""
     n_codes = sum(len(counts[a]) for a in attrs)
     n_blocks = 0
-    while first_block * ((1 << (n_blocks + 1)) - 1) * n_codes <= budget and n_blocks < 20:
+    while first_block * ((1 << (n_blocks + 1)) - 1) * n_codes <= budget_rows and n_blocks < 20:
         n_blocks += 1
         if quota + first_block * ((1 << n_blocks) - 1) >= max(
                 max(counts[a].values(), default=0) for a in attrs):
             break
+    return n_blocks
+
+
+def _run_passes(work: _Work, top: dict, state: dict[Pair, _PairState], pairs: list[Pair],
+                *, n_attr: int, dim_x: int, k: int, first_block: int,
+                max_candidates: int | None, time_left: Callable[[], float],
+                report: Callable[[], None]) -> None:
+    """Passes B, C and D (module doc), each after a look at the time budget."""
+    if time_left() <= 0:
+        return
+    counts, quota = work.counts, work.quota
+    row_bytes = 8.0 * (dim_x + 2) + 64
+    # the blocks spread evenly over the partitions (hash ranks); a collect that is too
+    # large for spark.driver.maxResultSize comes one partition per job (_collect)
+    budget = min(_BCAST_BYTES, work.max_result / 4 * work.n_part()) / row_bytes
+    attrs = sorted({p[1] for p in pairs})
+    n_blocks = _n_blocks(first_block, quota, counts, attrs, budget)
     edges = _block_edges(quota, first_block, n_blocks)
     # one collect: the vectors of the first searches and the blocks of pass C
     top_keys = sorted({r[1] for p in pairs for r in top.get(p, [])[:k]})
-    want = F.col("key").isin(top_keys) if top_keys else F.lit(False)
-    for a in attrs if n_blocks else []:
-        want |= (F.col(f"rho{a}") >= F.lit(edges[0])) & (F.col(f"rho{a}") < F.lit(edges[-1]))
-    got = _collect(work.where(want).select("key", "xb", *code_cols(n_attr),
-                                           *[f"rho{a}" for a in range(n_attr)]),
-                   est_bytes=row_bytes * ((edges[-1] - edges[0]) * n_codes + len(top_keys)))
-    _search_top(work, got, top, state, pairs, n_attr=n_attr, dim_x=dim_x, k=k)
+    got = work.fetch(top_keys, attrs if n_blocks else [], edges[0], edges[-1],
+                     est_bytes=row_bytes * ((edges[-1] - edges[0])
+                                            * sum(len(counts[a]) for a in attrs)
+                                            + len(top_keys)))
+    _search_top(work, got, top, state, pairs, dim_x=dim_x, k=k)
     report()
     active = [p for p in pairs if not state[p].done]
     if max_candidates is not None and active:
-        cond = [F.sum(((F.col(_ucol(p)) >= F.lit(_thr(state[p].lb))) & _after(p, state[p].cursor))
-                      .cast("long")).alias(_ucol(p)) for p in active]
-        n_left = work.agg(*cond).first()
+        n_left = work.count_left(active, state)
         for p in active:
-            if state[p].n_checked + int(n_left[_ucol(p)] or 0) > max_candidates:
+            if state[p].n_checked + n_left[p] > max_candidates:
                 state[p].done = True
         active = [p for p in active if not state[p].done]
     if not active or time_left() <= 0:
@@ -781,28 +1104,24 @@ def _run_passes(work: DataFrame, top: dict, state: dict[Pair, _PairState], pairs
     for a in attrs if n_blocks else []:
         r = got[f"rho{a}"].to_numpy(float)
         in_blocks |= (r >= edges[0]) & (r < edges[-1])
-    blocks = got[in_blocks]
-    out = _eliminate(work, blocks, edges, state, active, n_attr=n_attr, dim_x=dim_x,
-                     counts=counts).persist(StorageLevel.MEMORY_AND_DISK)
+    b = _block_bcast(got[in_blocks], n_attr=n_attr, dim_x=dim_x, counts=counts)
+    small, surv = work.eliminate(b, _pass_c_spec(state, active), edges)
     try:
-        _apply_pass_c(out, state, active, edges)
-        surv = out.where(F.col("kind") == 1)
+        _apply_pass_c(small, state, active, edges)
         for p in active:
             st = state[p]
             if st.ub_rem == -math.inf or st.ub_rem < _thr(st.lb):
                 st.ub_rem = -math.inf
                 st.done = st.certified = True
         report()
-        _survivors(work, surv, state, active, n_attr=n_attr, dim_x=dim_x, counts=counts,
-                   lo=edges[-1], size=float(first_block << n_blocks), time_left=time_left,
-                   report=report)
+        _survivors(work, surv, state, active, dim_x=dim_x, lo=edges[-1],
+                   size=float(first_block << n_blocks), time_left=time_left, report=report)
     finally:
-        out.unpersist()
+        work.release(surv)
 
 
-def _survivors(work: DataFrame, surv: DataFrame, state: dict[Pair, _PairState],
-               pairs: list[Pair], *, n_attr: int, dim_x: int, counts: dict[int, dict[int, int]],
-               lo: float, size: float, time_left: Callable[[], float],
+def _survivors(work: _Work, surv, state: dict[Pair, _PairState], pairs: list[Pair], *,
+               dim_x: int, lo: float, size: float, time_left: Callable[[], float],
                report: Callable[[], None]) -> None:
     """Pass D: the survivors of pass C in decreasing bound, against doubling blocks past ``lo``.
 
@@ -811,7 +1130,7 @@ def _survivors(work: DataFrame, surv: DataFrame, state: dict[Pair, _PairState],
     as large, until each row is eliminated (bound below ``L``) or exact.
     """
     row_bytes = 8.0 * (dim_x + 2) + 64
-    max_q = int(max(1, min(_BCAST_BYTES, _max_result_bytes(work.sparkSession) / 4) // row_bytes))
+    max_q = int(max(1, min(_BCAST_BYTES, work.max_result / 4) // row_bytes))
     while True:
         active = [p for p in pairs if not state[p].done]
         if not active or time_left() <= 0:
@@ -819,16 +1138,8 @@ def _survivors(work: DataFrame, surv: DataFrame, state: dict[Pair, _PairState],
         parts = []
         for p in active:
             st = state[p]
-            cond = _is_pair(p) & (F.col("d") >= F.lit(_thr(st.lb)))
-            if st.cursor is not None:
-                cu, ck = st.cursor
-                cond &= (F.col("d") < F.lit(cu)) | (
-                    (F.col("d") == F.lit(cu)) & (F.col("key") > F.lit(ck)))
-            rows = _collect(surv.where(cond)
-                            .select("tgt", "attr", "key", "d", "nb_key", "code", "xb")
-                            .orderBy(F.col("d").desc(), F.col("key").asc()).limit(max_q + 1)
-                            .repartition(1),
-                            est_bytes=row_bytes * (max_q + 1))
+            rows = work.survivor_rows(surv, p, _thr(st.lb), st.cursor, max_q + 1,
+                                      est_bytes=row_bytes * (max_q + 1))
             rows = rows.sort_values(["d", "key"], ascending=[False, True],
                                     kind="mergesort").reset_index(drop=True)
             st.ub_rem = float(rows["d"].iloc[max_q]) if len(rows) > max_q else -math.inf
@@ -839,8 +1150,8 @@ def _survivors(work: DataFrame, surv: DataFrame, state: dict[Pair, _PairState],
             st.n_checked += len(rows)
         if parts:
             batch = pd.concat(parts, ignore_index=True)
-            if not _check_batch(work, batch, state, n_attr=n_attr, dim_x=dim_x, counts=counts,
-                                lo=lo, size=size, time_left=time_left, report=report):
+            if not _check_batch(work, batch, state, lo=lo, size=size, time_left=time_left,
+                                report=report):
                 return
         for p in active:
             st = state[p]
@@ -850,9 +1161,8 @@ def _survivors(work: DataFrame, surv: DataFrame, state: dict[Pair, _PairState],
         report()
 
 
-def _check_batch(work: DataFrame, batch: pd.DataFrame, state: dict[Pair, _PairState], *,
-                 n_attr: int, dim_x: int, counts: dict[int, dict[int, int]], lo: float,
-                 size: float, time_left: Callable[[], float],
+def _check_batch(work: _Work, batch: pd.DataFrame, state: dict[Pair, _PairState], *,
+                 lo: float, size: float, time_left: Callable[[], float],
                  report: Callable[[], None]) -> bool:
     """Rounds of one batch of survivors; ``False`` when the time budget ran out first."""
     alive = batch.reset_index(drop=True)
@@ -861,7 +1171,8 @@ def _check_batch(work: DataFrame, batch: pd.DataFrame, state: dict[Pair, _PairSt
     nb = alive["nb_key"].to_numpy(dtype=object).copy()
     codes = alive["code"].fillna(_NULL_CODE).to_numpy(np.int64)
     tg, at = alive["tgt"].to_numpy(int), alive["attr"].to_numpy(int)
-    full = np.array([_other_max(counts, int(a), int(c)) for a, c in zip(at, codes, strict=True)])
+    full = np.array([_other_max(work.counts, int(a), int(c))
+                     for a, c in zip(at, codes, strict=True)])
     live = np.arange(len(alive))
     while len(live):
         if time_left() <= 0:
@@ -875,7 +1186,7 @@ def _check_batch(work: DataFrame, batch: pd.DataFrame, state: dict[Pair, _PairSt
             m = live[(tg[live] == p[0]) & (at[live] == p[1])]
             queries.append((p[0], p[1], _tpoints(P[m], p[0]), codes[m]))
             index.append(m)
-        found = _exact_scan(work, queries, n_attr=n_attr, dim_x=dim_x, lo=lo, hi=hi)
+        found = work.scan(queries, lo=lo, hi=hi)
         pos = {(q[0], q[1]): m for q, m in zip(queries, index, strict=True)}
         for t, a, qi, d, nk in zip(found["tgt"], found["attr"], found["qi"], found["d"],
                                    found["nb_key"], strict=True):
@@ -909,11 +1220,3 @@ def _check_batch(work: DataFrame, batch: pd.DataFrame, state: dict[Pair, _PairSt
     return True
 
 
-def _count_above(ub_df: DataFrame, state: dict[Pair, _PairState]) -> dict[Pair, int]:
-    """Rows whose sample bound exceeds the final lower bound (those needed a search)."""
-    above = F.lit(False)
-    for p, st in state.items():
-        if math.isfinite(st.lb):
-            above |= _is_pair(p) & (F.col("u") > F.lit(st.lb))
-    return {(int(r["tgt"]), int(r["attr"])): int(r["count"])
-            for r in ub_df.where(above).groupBy("tgt", "attr").count().collect()}
