@@ -15,15 +15,25 @@ question: is gamma larger than what decisions that depend on the audit features
   Bernoulli(p(x))``, each from its own seed derived from the attribute's null seed.
   Split ``i`` evaluates draw ``k = i mod K`` with the split's own weights and a
   freshly fitted certificate: one extra certificate fit per split (two with a tilt).
-- **Statistic**: the observed ``T = mean over splits of gamma_max``; each draw gives
-  ``T*_k = mean over its splits of gamma*_max``. ``T*_k`` averages fewer splits than
-  ``T`` (``splits / K``), so its spread is, if anything, wider: the test leans to "no
-  evidence".
-- **Verdict**: evidence when ``T`` lies above the one-sided ``1 - level`` prediction
-  bound of a new null statistic, ``mean(T*) + t_{K-1, 1-level} sd(T*) sqrt(1 + 1/K)``
-  (Student t: the null mean and sd are estimated from K draws). ``p_value`` is the
-  matching t tail probability; ``rank_p`` the plain Monte-Carlo one,
-  ``(1 + #{T*_k >= T}) / (K + 1)``.
+- **Statistic**: the observed ``T = mean over its n splits of gamma_max``; each draw
+  gives ``T*_k = mean over its m_k splits of gamma*_max``.
+- **Like with like** (variance components): a split's gamma is ``mu + B + e``, where
+  ``B`` (variance ``sigma_b^2``) belongs to the decision vector - what the draw of the
+  decisions moves - and ``e`` (variance ``sigma_w^2``) to the split - weights, folds,
+  certificate. Under the null, ``T`` varies by ``sigma_b^2 + sigma_w^2 / n``, but a draw's
+  ``T*_k`` by ``sigma_b^2 + sigma_w^2 / m_k``: with ``m_k = n / K`` splits per draw (one
+  at ``splits = null_draws``) the spread of the ``T*_k`` overstates that of ``T`` by up to
+  ``sqrt(n)``-fold and the test loses its power. So ``sigma_w^2`` is estimated from the
+  split-to-split variance inside the draws (pooled; from the observed splits when every
+  draw has one split), ``sigma_b^2 = max(0, var(T*_k) - sigma_w^2 / m)`` with ``m`` the
+  harmonic mean of the ``m_k``, and ``T - mean(T*)`` is scaled by
+  ``sqrt(sigma_b^2 + sigma_w^2 / n + var(T*_k) / K)`` (the last term: the reference
+  mean is itself estimated from K draws).
+- **Verdict**: evidence when ``T`` lies above ``mean(T*) + t_{K-1, 1-level} scale``
+  (Student t with the K - 1 degrees of freedom of the draws, conservative for the
+  well-estimated within part). ``p_value`` is the matching t tail probability;
+  ``rank_p`` the plain Monte-Carlo one against the raw ``T*_k``,
+  ``(1 + #{T*_k >= T}) / (K + 1)`` (conservative: the ``T*_k`` average fewer splits).
 
 The conditioning is on the rows (x, s) as sampled: the reference carries the sampling
 variance of the decisions given the features, which is what "differential treatment"
@@ -124,6 +134,11 @@ class NullReference:
         The level of the verdict.
     evidence:
         ``T > bound``.
+    sd_between, sd_within:
+        Estimated ``sigma_b`` (decision vector) and ``sigma_w`` (split) of one split's
+        gamma_max under the null.
+    scale:
+        The standard error of ``T - mean(T*)`` the bound uses.
     """
 
     observed: float
@@ -138,6 +153,9 @@ class NullReference:
     rank_p: float
     level: float
     evidence: bool
+    sd_between: float | None = None
+    sd_within: float | None = None
+    scale: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The summary.json form."""
@@ -170,12 +188,21 @@ def null_reference(splits: pd.DataFrame, *, level: float) -> NullReference | Non
     ok = k.notna() & np.isfinite(gn)
     if not len(g) or not ok.any():
         return None
-    per = gn[ok].groupby(k[ok].astype(int)).mean().to_numpy(dtype=float)
+    groups = gn[ok].groupby(k[ok].astype(int))
+    per = groups.mean().to_numpy(dtype=float)
+    sizes = groups.size().to_numpy(dtype=float)
     if len(per) < 3:
         return None
-    t_obs = float(np.mean(g))
+    t_obs, n = float(np.mean(g)), len(g)
     m, sd, kk = float(np.mean(per)), float(np.std(per, ddof=1)), len(per)
-    scale = sd * math.sqrt(1.0 + 1.0 / kk)
+    dof_within = float(np.sum(sizes - 1))
+    if dof_within > 0:  # pooled split-to-split variance inside the draws
+        var_w = float(groups.var(ddof=1).fillna(0.0).mul(sizes - 1).sum() / dof_within)
+    else:  # one split per draw: the observed splits' spread stands in
+        var_w = float(np.var(g, ddof=1)) if n > 1 else sd**2
+    m_harm = float(kk / np.sum(1.0 / sizes))
+    var_b = max(0.0, sd**2 - var_w / m_harm)
+    scale = math.sqrt(var_b + var_w / n + sd**2 / kk)
     bound = m + float(stats.t.ppf(1.0 - level, kk - 1)) * scale
     if scale > 0:
         p_value = float(stats.t.sf((t_obs - m) / scale, kk - 1))
@@ -186,5 +213,6 @@ def null_reference(splits: pd.DataFrame, *, level: float) -> NullReference | Non
         p2_5=float(np.percentile(per, 2.5)), p97_5=float(np.percentile(per, 97.5)),
         bound=bound, excess=t_obs - m, p_value=p_value,
         rank_p=float((1 + np.sum(per >= t_obs)) / (kk + 1)), level=float(level),
-        evidence=bool(t_obs > bound),
+        evidence=bool(t_obs > bound), sd_between=math.sqrt(var_b),
+        sd_within=math.sqrt(var_w), scale=scale,
     )
