@@ -13,7 +13,11 @@ one line per null draw::
 
 and the outcome-relevant imbalance per balancing variant (issue 14 item 2)::
 
-    python scripts/mdfa_validation.py --gap-check --splits 4
+    python scripts/mdfa_validation.py --gap-check --splits 10
+
+and the recovery of planted violations over generator seeds (issue 14 item 4)::
+
+    python scripts/mdfa_validation.py --recovery 20 --splits 10
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ TEST_SETTING = {"auditor": "svm_rbf", "certificate_features": "raw", "certificat
                 "epochs": 10, "l2_grid": [0.001]}
 PAPER_SETTING = {"auditor": "svm_rbf"}  # representation, tilt 0, 30 epochs, 3 L2 values
 QUAD = {"mmd_kernel": "quadratic", "epochs": 60}
+#: the paper's (reference code's) balancing, selectable by name
+PAPER_BALANCING = {"mmd_kernel": "linear", "mmd_features": "standardised",
+                   "learning_rate": 1e-3}
 
 
 def _spark():
@@ -255,33 +262,54 @@ def null_check(data: str, *, splits: int, draws: int, observed: bool,
     return 0
 
 
-GAP_VARIANTS = [("linear (default)", {}), ("quadratic", {"mmd_kernel": "quadratic"}),
-                ("quadratic, 60 epochs", {"mmd_kernel": "quadratic", "epochs": 60}),
-                ("uniform", {"balancing": "uniform"})]
+GAP_VARIANTS = [
+    ("paper: linear, standardised", PAPER_BALANCING),
+    ("linear, rank", {"mmd_kernel": "linear", "mmd_features": "rank"}),
+    ("quadratic, standardised, 60 epochs", {"mmd_kernel": "quadratic", "epochs": 60,
+                                            "mmd_features": "standardised",
+                                            "learning_rate": 1e-3}),
+    ("quadratic, rank, lr 0.001", {"mmd_kernel": "quadratic", "mmd_features": "rank",
+                                   "learning_rate": 1e-3}),
+    ("gaussian, rank", {"mmd_kernel": "gaussian", "mmd_features": "rank"}),
+    ("gaussian, standardised", {"mmd_kernel": "gaussian", "mmd_features": "standardised"}),
+    ("defaults", {}),
+    ("uniform", {"balancing": "uniform"})]
 
 
-def gap_check(*, splits: int) -> int:
-    """Issue 14 item 2: the outcome-relevant imbalance the weights leave. Per balancing
-    variant, the held-out gap between S = +1 and S = -1 in the features-only
-    P(favourable | x) (the audit's cross-fitted null model), without and with the
-    weights, beside the linear diagnostics (AUC, max |SMD|). One line per variant."""
+def _design(data: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """compas, compas_sex or synthetic:NU:MU (generator seed 0, n = 5000)."""
+    from fairspark.mdfa import make_synthetic
+
+    if data.startswith("compas"):
+        return _compas_arrays("sex" if data.endswith("sex") else "race")
+    nu, mu = (float(v) for v in data.split(":")[1:])
+    d = make_synthetic(n=5000, nu=nu, mu=mu, seed=0)
+    return d.x, d.s, d.y
+
+
+def gap_check(*, splits: int, datasets: list[str], variants: list[str] | None = None) -> int:
+    """Issue 14 item 2: balance per variant, held out. Per balancing variant and data
+    set, the mean over splits of the held-out weighted AUC of S from the features, the
+    largest |SMD| after weighting, and the gap between S = +1 and S = -1 in the
+    features-only P(favourable | x) (the audit's cross-fitted null model) before and
+    after weighting, with the seconds per split (balancing only). One line per
+    variant."""
     from fairspark.audits.base import derive_seed
-    from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic
+    from fairspark.mdfa import MDFAParams, MDFASample
     from fairspark.mdfa.certify import balance_split
     from fairspark.mdfa.null import fit_null_model
 
-    print("| data | balancing | gap before | gap after (sd over splits) | AUC after | "
-          "max abs SMD after | seconds |")
-    for data in ("compas", "synthetic"):
-        if data == "compas":
-            x, s, y = _compas_arrays("race")
-        else:
-            d = make_synthetic(n=5000, nu=0.5, mu=0.2, seed=0)
-            x, s, y = d.x, d.s, d.y
+    print(f"load average {Path('/proc/loadavg').read_text().split()[:3]}")
+    print("| data | balancing | AUC after | max abs SMD after | gap before | gap after "
+          "(sd over splits) | seconds per split |")
+    print("|---|---|---|---|---|---|---|")
+    chosen = [v for v in GAP_VARIANTS if variants is None or v[0] in variants]
+    for data in datasets:
+        x, s, y = _design(data)
         names = [f"x{j}" for j in range(x.shape[1])]
         smp = MDFASample(x=x, s=s, y=y, desc=x, feature_names=names, desc_names=names)
         pn = fit_null_model(x, y, seed=1)
-        for name, extra in GAP_VARIANTS:
+        for name, extra in chosen:
             p = MDFAParams(splits=splits, worst_violation=False, **extra)
             t0 = time.time()
             gb, ga, auc, smd = [], [], [], []
@@ -294,9 +322,43 @@ def gap_check(*, splits: int) -> int:
                           - np.average(q[neg], weights=w[neg]))
                 auc.append(st.balance.auc)
                 smd.append(st.balance.max_abs_smd_after)
-            print(f"| {data} | {name} | {np.mean(gb):+.4f} | {np.mean(ga):+.4f} "
-                  f"({np.std(ga):.4f}) | {np.mean(auc):.3f} | {np.mean(smd):.3f} | "
-                  f"{time.time() - t0:.0f} |", flush=True)
+            print(f"| {data} | {name} | {np.mean(auc):.3f} | {np.mean(smd):.3f} | "
+                  f"{np.mean(gb):+.4f} | {np.mean(ga):+.4f} ({np.std(ga):.4f}) | "
+                  f"{(time.time() - t0) / splits:.1f} |", flush=True)
+    print(f"load average {Path('/proc/loadavg').read_text().split()[:3]}")
+    return 0
+
+
+def recovery(*, seeds: int, splits: int, designs: list[tuple[float, float]],
+             extra: dict | None = None) -> int:
+    """Issue 14 item 4: planted gamma(+1) against the audit's mean gamma(+1) over
+    ``splits`` splits, for ``seeds`` generator seeds per design (n = 5000), at the default
+    settings (Algorithm 1 off). Coverage: the planted value inside the reported
+    interval (2.5/97.5 percentiles over splits). One line per seed, one summary line per
+    design."""
+    from fairspark.audits.base import derive_seed
+    from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_split
+
+    print(f"load average {Path('/proc/loadavg').read_text().split()[:3]}")
+    p = MDFAParams(splits=splits, worst_violation=False, null_draws=0, **(extra or {}))
+    for nu, mu in designs:
+        rel, cover, t0 = [], [], time.time()
+        for g in range(seeds):
+            d = make_synthetic(n=5000, nu=nu, mu=mu, seed=g)
+            smp = MDFASample(x=d.x, s=d.s, y=d.y, desc=d.x, feature_names=["x1", "x2"],
+                             desc_names=["x1", "x2"])
+            gam = np.array([run_split(smp, split=i, seed=derive_seed(7, "rec", g, i),
+                                      params=p).gamma_pos for i in range(splits)])
+            lo, hi = np.percentile(gam, [2.5, 97.5])
+            rel.append(gam.mean() / d.gamma - 1.0)
+            cover.append(lo <= d.gamma <= hi)
+            print(f"| {nu} | {mu} | {g} | {d.gamma:.4f} | {gam.mean():.4f} | {lo:.4f} | "
+                  f"{hi:.4f} | {rel[-1]:+.2f} | {'yes' if cover[-1] else 'no'} |", flush=True)
+        print(f"nu = {nu}, mu = {mu}: {seeds} seeds x {splits} splits: mean relative error "
+              f"{np.mean(rel):+.3f} (mean |error| {np.mean(np.abs(rel)):.3f}), planted value "
+              f"covered in {int(np.sum(cover))} of {seeds}; {time.time() - t0:.0f} s",
+              flush=True)
+    print(f"load average {Path('/proc/loadavg').read_text().split()[:3]}")
     return 0
 
 
@@ -315,19 +377,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--observed", action="store_true",
                     help="--null-check: audit the observed decisions too")
     ap.add_argument("--gap-check", action="store_true",
-                    help="item 2: outcome-relevant imbalance per balancing variant")
+                    help="item 2: held-out balance per balancing variant")
+    ap.add_argument("--data", default="compas,synthetic:0.5:0.2",
+                    help="--gap-check: comma-separated compas, compas_sex, synthetic:NU:MU")
+    ap.add_argument("--variants", default=None,
+                    help="--gap-check: semicolon-separated variant names (default: all)")
+    ap.add_argument("--recovery", type=int, metavar="SEEDS",
+                    help="item 4: planted gamma over SEEDS generator seeds per design")
     ap.add_argument("--params", default="{}",
                     help="--null-check: JSON of audits.mdfa keys that differ from the defaults")
     args = ap.parse_args(argv)
     from fairspark._threads import pin_threads
 
     pin_threads()  # the driver's numeric libraries too: Spark runs one task per core
-    if args.gap_check or args.null_check:
+    if args.gap_check or args.null_check or args.recovery:
         import torch
 
         torch.set_num_threads(1)
     if args.gap_check:
-        return gap_check(splits=args.splits)
+        return gap_check(splits=args.splits, datasets=args.data.split(","),
+                         variants=args.variants.split(";") if args.variants else None)
+    if args.recovery:
+        import json
+
+        return recovery(seeds=args.recovery, splits=args.splits,
+                        designs=[(0.5, 0.0), (0.8, 0.0), (0.5, 0.2), (0.8, 0.2)],
+                        extra=json.loads(args.params))
     if args.null_check:
         import json
 

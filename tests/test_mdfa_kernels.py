@@ -142,6 +142,94 @@ def test_quadratic_kernel_matches_second_moments():
     assert g_quad < var_gap(balanced_weights(lin.u(x), s))
 
 
+def _held_out_gap(f, s, w):
+    """Weighted mean of f over s = +1 minus its mean over s = -1 (w: balancing weights)."""
+    pos = s > 0
+    return (w[pos] * f[pos]).sum() / w[pos].sum() - f[~pos].mean()
+
+
+def test_default_balancing_removes_the_papers_second_moment_imbalance():
+    """The paper's synthetic imbalance, Pr[S=+1 | x] increasing in q = (x1 + x2)^2, is
+    in the second moments. Exact importance weights (known propensity) balance q by
+    construction; the default weights (quadratic MMD on rank features) must come close on
+    held-out rows, the paper's linear MMD removes almost nothing of it."""
+    from fairspark.mdfa.certify import balance_split
+
+    d = make_synthetic(n=4000, nu=0.0, mu=0.2, seed=3)
+    smp = MDFASample(x=d.x, s=d.s, y=d.y, desc=d.x, feature_names=["x1", "x2"],
+                     desc_names=["x1", "x2"])
+    q = (d.x[:, 0] + d.x[:, 1]) ** 2
+    p_true = d.propensity
+    got = {}
+    for name, extra in (("default", {}),
+                        ("paper", {"mmd_kernel": "linear", "mmd_features": "standardised",
+                                   "learning_rate": 1e-3})):
+        st = balance_split(smp, seed=11, params=MDFAParams(splits=1, **extra))
+        te, s_te = st.te, d.s[st.te]
+        got[name] = _held_out_gap(q[te], s_te, st.test.w)
+    te = st.te
+    before = _held_out_gap(q[te], d.s[te], np.ones(len(te)))
+    w_true = np.where(d.s[te] > 0, (1 - p_true[te]) / p_true[te], 1.0)
+    truth = _held_out_gap(q[te], d.s[te], w_true)
+    assert before > 0.5, before  # the s = +1 rows have larger q
+    assert abs(truth) < 0.35 * before, (truth, before)  # exact weights balance it
+    assert abs(got["default"]) < 0.35 * before, (got, before)
+    assert got["paper"] > 0.6 * before, (got, before)
+
+
+def test_default_balancing_handles_a_heavy_tailed_count():
+    """A count with a long tail (like COMPAS priors) drives S: the default weights
+    balance it and its log on held-out rows (max |SMD| below the flag limit)."""
+    from fairspark.mdfa.certify import balance_split
+    from fairspark.mdfa.diagnostics import SMD_LIMIT
+
+    rng = np.random.default_rng(8)
+    n = 4000
+    count = rng.negative_binomial(1, 0.2, n).astype(float)  # mean 4, long tail
+    age = rng.normal(35, 10, n)
+    p = 1 / (1 + np.exp(-(0.6 * np.log1p(count) - 0.03 * (age - 35) - 0.8)))
+    s = np.where(rng.random(n) < p, 1, -1)
+    x = np.column_stack([count, age])
+    smp = MDFASample(x=x, s=s, y=np.where(rng.random(n) < 0.5, 1, -1), desc=x,
+                     feature_names=["count", "age"], desc_names=["count", "age"])
+    st = balance_split(smp, seed=5, params=MDFAParams(splits=1))
+    te = st.te
+    lc = np.log1p(count[te])
+    before = _held_out_gap(lc, s[te], np.ones(len(te)))
+    after = _held_out_gap(lc, s[te], st.test.w)
+    assert before > 0.2, before
+    assert abs(after) < 0.3 * before, (after, before)
+    assert st.balance.max_abs_smd_before > 2 * SMD_LIMIT
+    assert st.balance.max_abs_smd_after < SMD_LIMIT, st.balance
+    assert st.balance.auc < 0.55
+
+
+def test_mmd_feature_maps():
+    """rank: per-column normal scores of the ranks (ties share a score); gaussian: x and
+    RFF_DIM random Fourier features, seeded; unknown names name the value."""
+    from scipy.stats import norm
+
+    from fairspark.mdfa.balance import RFF_DIM, mmd_features, mmd_phi
+
+    x = np.array([[0.0, 5.0], [0.0, 1.0], [3.0, 2.0], [100.0, 4.0]])
+    z = mmd_features(x, "rank")
+    r0 = norm.ppf((np.array([1.5, 1.5, 3, 4]) - 0.5) / 4)
+    r1 = norm.ppf((np.array([4, 1, 2, 3]) - 0.5) / 4)
+    np.testing.assert_allclose(z[:, 0], r0 - r0.mean(), atol=1e-6)
+    np.testing.assert_allclose(z[:, 1], r1 - r1.mean(), atol=1e-6)
+    np.testing.assert_array_equal(mmd_features(x, "standardised"), x.astype(np.float32))
+    t = torch.as_tensor(z)
+    g = mmd_phi(t, "gaussian", seed=3)
+    assert g.shape == (4, 2 + RFF_DIM)
+    assert torch.equal(g, mmd_phi(t, "gaussian", seed=3))
+    assert not torch.equal(g, mmd_phi(t, "gaussian", seed=4))
+    assert mmd_phi(t, "quadratic").shape == (4, 2 + 3)
+    with pytest.raises(ValueError, match="'cubic'"):
+        mmd_phi(t, "cubic")
+    with pytest.raises(ValueError, match="'log'"):
+        mmd_features(x, "log")
+
+
 # ---------------------------------------------------------------- Algorithm 1
 def _split(d, seed=0, frac=0.3):
     rng = np.random.default_rng(seed)
@@ -504,8 +592,11 @@ def test_null_model_is_cross_fitted_and_tracks_the_decision():
 
 
 def test_null_reference_by_hand():
-    """T = mean gamma_max over splits; T*_k = mean gamma_null_max of draw k's splits; the
-    bound is mean + t_{K-1, 0.99} sd sqrt(1 + 1/K), computed here with scipy directly."""
+    """T = mean gamma_max over splits; T*_k = mean gamma_null_max of draw k's splits. The
+    bound compares like with like: mean(T*) + t_{K-1, 0.99} * scale, where scale^2 =
+    sigma_b^2 + sigma_w^2 / n + var(T*) / K, sigma_w^2 the pooled split-to-split variance
+    inside the draws and sigma_b^2 = var(T*) - sigma_w^2 / m (m splits per draw),
+    computed here by hand with numpy and scipy."""
     from scipy import stats
 
     from fairspark.mdfa.null import null_reference
@@ -515,18 +606,35 @@ def test_null_reference_by_hand():
     frame = pd.DataFrame({"gamma_max": [0.02] * 8, "null_draw": draws,
                           "gamma_null_max": g_null})
     ref = null_reference(frame, level=0.01)
-    per = np.array([(0.010 + 0.009) / 2, (0.012 + 0.013) / 2, (0.008 + 0.007) / 2,
-                    (0.011 + 0.010) / 2])
+    pairs = np.array([[0.010, 0.009], [0.012, 0.013], [0.008, 0.007], [0.011, 0.010]])
+    per = pairs.mean(1)
     sd = per.std(ddof=1)
+    var_w = np.mean(pairs.var(1, ddof=1))  # 4 draws of 2 splits: 1 dof each
+    var_b = max(0.0, sd**2 - var_w / 2)
+    scale = math.sqrt(var_b + var_w / 8 + sd**2 / 4)
     assert ref.draws == 4 and ref.observed == pytest.approx(0.02)
     assert ref.mean == pytest.approx(per.mean()) and ref.sd == pytest.approx(sd)
-    bound = per.mean() + stats.t.ppf(0.99, 3) * sd * math.sqrt(1.25)
+    assert ref.sd_within == pytest.approx(math.sqrt(var_w))
+    assert ref.sd_between == pytest.approx(math.sqrt(var_b))
+    assert ref.scale == pytest.approx(scale)
+    bound = per.mean() + stats.t.ppf(0.99, 3) * scale
     assert ref.bound == pytest.approx(bound)
     assert ref.evidence == (0.02 > bound)
     assert ref.rank_p == pytest.approx(1 / 5)
+    # the reference is tighter than the spread of the raw T*_k (the old, conservative
+    # sd * sqrt(1 + 1/K)): a draw's mean of 2 splits is noisier than T's mean of 8
+    assert scale < sd * math.sqrt(1.25)
     # an observed value inside the reference is no evidence
-    inside = null_reference(frame.assign(gamma_max=0.0105), level=0.01)
+    inside = null_reference(frame.assign(gamma_max=0.0100), level=0.01)
     assert not inside.evidence and inside.p_value > 0.3
+    # one split per draw: the observed splits' spread stands in for sigma_w
+    one = pd.DataFrame({"gamma_max": [0.011, 0.013, 0.009, 0.012], "null_draw": [0, 1, 2, 3],
+                        "gamma_null_max": [0.010, 0.012, 0.008, 0.011]})
+    r1 = null_reference(one, level=0.01)
+    vw = np.var([0.011, 0.013, 0.009, 0.012], ddof=1)
+    s1 = np.std([0.010, 0.012, 0.008, 0.011], ddof=1)
+    assert r1.sd_within == pytest.approx(math.sqrt(vw))
+    assert r1.scale == pytest.approx(math.sqrt(max(0, s1**2 - vw) + vw / 4 + s1**2 / 4))
     # fewer than 3 draws: no reference
     assert null_reference(frame[frame.null_draw < 2], level=0.01) is None
 

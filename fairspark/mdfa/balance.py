@@ -15,11 +15,21 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["BalancingNet", "BalancingResult", "balanced_weights", "fit_balancing", "mmd_phi"]
+__all__ = ["BalancingNet", "BalancingResult", "balanced_weights", "fit_balancing",
+           "mmd_features", "mmd_phi"]
+
+#: random Fourier features of the ``gaussian`` kernel
+RFF_DIM = 64
 
 
-def mmd_phi(x: torch.Tensor, kernel: str) -> torch.Tensor:
-    """The explicit feature map of the MMD kernel: ``linear`` or ``quadratic``."""
+def mmd_phi(x: torch.Tensor, kernel: str, *, seed: int = 0) -> torch.Tensor:
+    """The explicit feature map of the MMD kernel.
+
+    ``linear``: x; ``quadratic``: x and all pairwise products (second moments);
+    ``gaussian``: x and ``RFF_DIM`` random Fourier features of a Gaussian kernel with
+    bandwidth sqrt(d), scaled so that the block weighs as much as x (seeded by
+    ``seed``).
+    """
     if kernel == "linear":
         return x
     if kernel == "quadratic":
@@ -27,7 +37,37 @@ def mmd_phi(x: torch.Tensor, kernel: str) -> torch.Tensor:
         iu = torch.triu_indices(d, d)
         prods = (x[:, :, None] * x[:, None, :])[:, iu[0], iu[1]]
         return torch.cat([x, prods], dim=1)
-    raise ValueError(f"unknown mmd kernel {kernel!r}; expected 'linear' or 'quadratic'")
+    if kernel == "gaussian":
+        d = x.shape[1]
+        gen = torch.Generator().manual_seed(seed % (2**63))
+        w = torch.randn(d, RFF_DIM, generator=gen, dtype=x.dtype) / math.sqrt(d)
+        b = torch.rand(RFF_DIM, generator=gen, dtype=x.dtype) * (2 * math.pi)
+        rff = math.sqrt(2.0 * d / RFF_DIM) * torch.cos(x @ w + b)
+        return torch.cat([x, rff], dim=1)
+    raise ValueError(f"unknown mmd kernel {kernel!r}; expected 'linear', 'quadratic' or "
+                     "'gaussian'")
+
+
+def mmd_features(x: np.ndarray, transform: str) -> np.ndarray:
+    """The features the MMD compares: ``standardised`` (x as given) or ``rank`` (each
+    column's normal scores, ``Phi^-1((rank - 1/2) / n)`` with average ranks for ties).
+
+    The rank map keeps the order of every feature but bounds the tails, so the squares
+    of heavy-tailed counts (COMPAS priors) do not dominate a quadratic MMD.
+    """
+    if transform == "standardised":
+        return np.asarray(x, dtype=np.float32)
+    if transform == "rank":
+        from scipy.stats import norm, rankdata
+
+        x = np.asarray(x, dtype=float)
+        n = len(x)
+        if n == 0:
+            return x.astype(np.float32)
+        z = norm.ppf((rankdata(x, axis=0) - 0.5) / n)
+        return (z - z.mean(0)).astype(np.float32)
+    raise ValueError(f"unknown mmd feature map {transform!r}; expected 'standardised' or "
+                     "'rank'")
 
 
 class BalancingNet(nn.Module):
@@ -95,10 +135,10 @@ class BalancingResult:
 
 def _train_one(
     x: np.ndarray,
+    phi_all: torch.Tensor,
     pos: np.ndarray,
     *,
     l2: float,
-    kernel: str,
     epochs: int,
     batch_size: int,
     lr: float,
@@ -110,7 +150,6 @@ def _train_one(
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     xt = torch.as_tensor(x, dtype=torch.float32)
     pt = torch.as_tensor(pos)
-    phi_all = mmd_phi(xt, kernel)
     n = len(x)
     for _ in range(epochs):
         order = torch.randperm(n, generator=gen)
@@ -132,6 +171,7 @@ def fit_balancing(
     *,
     seed: int,
     kernel: str = "linear",
+    feature_map: str = "standardised",
     epochs: int = 30,
     batch_size: int = 512,
     learning_rate: float = 1e-3,
@@ -152,9 +192,16 @@ def fit_balancing(
     s:
         Sensitive attribute in {-1, +1}.
     seed:
-        Seed of the fold split, the initialisation and the batch order.
+        Seed of the fold split, the initialisation, the batch order and the random
+        features of the ``gaussian`` kernel.
+    kernel:
+        Feature map of the MMD (:func:`mmd_phi`).
+    feature_map:
+        What the MMD compares (:func:`mmd_features`); the net's input is ``x`` itself.
     """
     x = np.asarray(x, dtype=np.float32)
+    phi = mmd_phi(torch.as_tensor(mmd_features(x, feature_map)), kernel,
+                  seed=seed + 104729)
     pos = np.asarray(s) > 0
     rng = np.random.default_rng(seed)
     fold = rng.integers(0, folds, len(x))
@@ -166,9 +213,9 @@ def fit_balancing(
     for k, l2 in enumerate(l2_grid):
         net = _train_one(
             x[train],
+            phi[torch.as_tensor(train)],
             pos[train],
             l2=float(l2),
-            kernel=kernel,
             epochs=epochs,
             batch_size=batch_size,
             lr=learning_rate,
@@ -176,7 +223,7 @@ def fit_balancing(
         )
         with torch.no_grad():
             loss = float(
-                _mmd_loss(net(xh), mmd_phi(xh, kernel), torch.as_tensor(pos[held]))
+                _mmd_loss(net(xh), phi[torch.as_tensor(held)], torch.as_tensor(pos[held]))
             )
         if best is None or loss < best[0]:
             best = (loss, float(l2), net)

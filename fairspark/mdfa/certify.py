@@ -348,6 +348,7 @@ def balance_split(sample: MDFASample, *, seed: int, params: MDFAParams) -> Split
     if params.balancing == "mmd_net":
         bal = fit_balancing(
             xs[tr], s[tr], seed=derive_seed(seed, "balance"), kernel=params.mmd_kernel,
+            feature_map=params.mmd_features,
             epochs=params.epochs, batch_size=params.batch_size,
             learning_rate=params.learning_rate, l2_grid=params.l2_grid, folds=params.folds,
         )
