@@ -309,7 +309,7 @@ def test_one_pass_statistics_equal_the_statistics_pass(spark, tmp_path):
     df = read_input(spark, input_config=cfg.input)
     plan = prep._plan_columns(df, cfg)
     views = prep._sensitive_views(df, cfg, plan.types)
-    new = prep._stats_from_groups(spark, prep._one_pass_groups(df, plan, cfg, views), plan, cfg)
+    new = prep._stats_from_groups(df, prep._one_pass_groups(df, plan, cfg, views), plan, cfg)
     old = prep._collect_stats(df, plan, cfg)
     assert new.nulls and new.non_finite and new.negative_weights and new.null_row_keys
     for f in old.__dataclass_fields__:
