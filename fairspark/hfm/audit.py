@@ -251,6 +251,9 @@ def _one_sided(
 def check_row_keys(df: DataFrame, column: str | None) -> None:
     """Refuse a configured row key that is null or repeats (one aggregation).
 
+    For a table not built by :func:`fairspark.prepare.prepare` (which refuses such keys
+    itself, so the audit does not call this).
+
     HFM treats rows with one key as one point (the generated key of an identical row),
     so a configured key shared by different rows would merge them.
 
@@ -305,7 +308,9 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     if not attrs:
         raise AuditError("hfm: no sensitive attribute to audit")
     df = ctx.prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"))
-    check_row_keys(df, ctx.config.columns.row_key)
+    # a repeated or null columns.row_key is refused when the table is prepared
+    # (prepare._check_unique_keys, for every audit); check_row_keys here again would
+    # shuffle every key a second time (3 Spark jobs) for nothing
     codes = [attribute_codes(a, params.view) for a in attrs]
     pts_all = points_from_table(df, key_col=KEY, label_col=LABEL, pred_col=PRED, x_col=X,
                                 code_exprs=[c for c, _ in codes])
