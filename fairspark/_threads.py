@@ -5,8 +5,10 @@ fairspark._threads``, see :func:`fairspark.session.build_session`): PySpark's ow
 daemon, which forks one Python worker per concurrent task, after importing the
 numeric libraries once with one thread each. Spark ends a Python worker after a minute
 without tasks; a fresh worker forked from this daemon starts with numpy, pandas,
-pyarrow, scipy and scikit-learn already imported (copy-on-write), instead of paying
-about a second of imports per worker before its first training.
+pyarrow, scipy, scikit-learn, torch and the task modules already imported
+(copy-on-write), instead of paying seconds of imports per worker before its first
+training or split. The daemon itself pays them once per session (it starts with the
+session's first Python task).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ __all__ = ["PRELOAD", "os_threads", "pin_threads", "preload", "single_thread"]
 
 _VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
-#: modules the worker daemon imports before it forks workers (torch is not among
-#: them: it is large and only mdfa uses it)
+#: modules the worker daemon imports before it forks workers: the libraries and the
+#: modules of the training tasks (a fresh worker of an mdfa job would otherwise spend
+#: seconds importing torch before its first split)
 PRELOAD = (
     "numpy",
     "pandas",
@@ -34,6 +37,9 @@ PRELOAD = (
     "sklearn.neural_network",
     "sklearn.tree",
     "threadpoolctl",
+    "torch",
+    "fairspark.correlation._spark",
+    "fairspark.mdfa.certify",
 )
 
 

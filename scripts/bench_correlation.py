@@ -199,7 +199,9 @@ def breakdown(tasks: list[dict], *, submit: float, collected: float, cores: int)
     out = {k: round(v, 2) for k, v in fields.items()}
     out["core_seconds"] = round(cores * wall, 2)
     out["tasks"] = len(tasks)
-    out["fresh_workers"] = sum(1 for t in tasks if t["worker_tasks_before"] == 0)
+    out["kernel_cpu"] = round(sum(t.get("run_cpu_s", 0.0) for t in tasks), 2)
+    out["python_workers"] = len({t["pid"] for t in tasks})
+    out["tasks_on_fresh_workers"] = sum(1 for t in tasks if t["worker_tasks_before"] == 0)
     out["worker_os_threads_max"] = max(t.get("os_threads", 1) for t in tasks)
     return out
 
@@ -296,12 +298,12 @@ def main(argv: list[str] | None = None) -> int:
             att = tab.attempts
             ids = list(zip(att["round"].astype(int), att["attempt"].astype(int), strict=True))
             fs_vals = att[tab.metrics].to_numpy(float)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             seq = _round_job(
                 data.x, data.y, data.priv, data.w, ids,
                 model=model, seed=seed, k=args.k, min_accuracy=args.min_accuracy,
             )
-            t_seq = time.perf_counter() - t0
+            t_seq, cpu_seq = time.perf_counter() - t0, time.process_time() - c0
             same_seq = bool(np.array_equal(np.array(seq), fs_vals, equal_nan=True))
             t_job = same_job = None
             if not args.skip_joblib:
@@ -328,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                 "trial": trial,
                 "trainings": len(ids),
                 "t_sequential": round(t_seq, 2),
+                "cpu_sequential": round(cpu_seq, 2),
                 "t_fairspark": round(t_fs, 2),
                 "t_joblib2": None if t_job is None else round(t_job, 2),
                 "efficiency_fairspark": round(t_seq / (2 * t_fs), 3),
@@ -351,6 +354,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             for i, w in enumerate(waves):
                 print(f"    wave {i} core-seconds: " + json.dumps(w), flush=True)
+            kcpu = sum(w["kernel_cpu"] for w in waves)
+            print(f"    CPU s: sequential {cpu_seq:.2f}, kernel in tasks {kcpu:.2f} "
+                  f"(ratio {kcpu / max(cpu_seq, 1e-9):.3f}); kernel wall in tasks "
+                  f"{sum(w['kernel'] for w in waves):.2f} core-s of "
+                  f"{sum(w['core_seconds'] for w in waves):.2f}", flush=True)
         per_fit = min(t["t_sequential"] for t in trials) / trials[0]["trainings"]
         row = {"trials": trials, "seconds_per_training": round(per_fit, 5)}
         if args.cpu_probe:

@@ -90,9 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         par = run_splits(spark, smp, seeds=seeds, params=p, partitions=args.partitions,
                          profile=prof)
         t_par = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         seq = run_splits_local(smp, seeds=seeds, params=p)
-        t_seq = time.perf_counter() - t0
+        t_seq, cpu_seq = time.perf_counter() - t0, time.process_time() - c0
         same = all(
             np.array_equal(par[c].to_numpy(float), seq[c].to_numpy(float), equal_nan=True)
             for c in ("gamma_pos", "gamma_neg", "gamma_max", "delta", "delta_unweighted")
@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
               f"  speedup {t_seq / t_par:.3f}  identical {same}  load {load0} -> {_load()}",
               flush=True)
         print(f"    core-seconds ({job['chunks']} tasks): " + json.dumps(b), flush=True)
+        print(f"    CPU s: sequential {cpu_seq:.2f}, kernel in tasks {b['kernel_cpu']:.2f} "
+              f"(ratio {b['kernel_cpu'] / max(cpu_seq, 1e-9):.3f})", flush=True)
+        row["cpu_sequential"] = round(cpu_seq, 2)
     spark.stop()
     g = seq["gamma_pos"].to_numpy(float)
     result = {

@@ -352,7 +352,8 @@ def _wave_task(
 
     With ``profile`` every task adds one row (``attr = -1``) holding its timings as
     JSON: wall-clock ``start`` and ``end`` (epoch seconds), seconds to read the shipped
-    sample (``ship_s``), to run the attempts into the result frame (``run_s``) and to
+    sample (``ship_s``), to run the attempts into the result frame (``run_s``, and its
+    CPU seconds ``run_cpu_s``) and to
     hand that frame to Arrow (``serialise_s``), the ``pid``, the worker's OS threads
     and how many tasks that Python worker ran before (0 = a fresh worker).
     """
@@ -364,27 +365,28 @@ def _wave_task(
 
         from fairspark._testing import maybe_fail_first_attempt
         from fairspark._threads import os_threads, single_thread
+        from fairspark.correlation import _spark as this  # the worker's module, not a copy
 
         t_start = time.time()
         maybe_fail_first_attempt("correlation")
-        served = _WORKER_TASKS[0]
-        _WORKER_TASKS[0] += 1
+        served = this._WORKER_TASKS[0]
+        this._WORKER_TASKS[0] += 1
         with single_thread():
             for b in batches:
                 for c in b["id"].to_numpy():
                     ids = chunk_ids(total, chunks, int(c))
                     t0 = time.perf_counter()
                     _ = shipped.value  # the broadcast, read once per Python worker
-                    t1 = time.perf_counter()
+                    t1, c1 = time.perf_counter(), time.process_time()
                     out = run_attempt_ids(shipped, spec, ranges, ids)
-                    t2 = time.perf_counter()
+                    t2, c2 = time.perf_counter(), time.process_time()
                     yield out  # Arrow serialisation happens before the generator resumes
                     if profile:
                         yield _profile_row(spec, {
                             "chunk": int(c), "attempts": len(ids), "pid": os.getpid(),
                             "worker_tasks_before": served, "start": t_start,
                             "os_threads": os_threads(),
-                            "ship_s": t1 - t0, "run_s": t2 - t1,
+                            "ship_s": t1 - t0, "run_s": t2 - t1, "run_cpu_s": c2 - c1,
                             "serialise_s": time.perf_counter() - t2, "end": time.time(),
                         })
 

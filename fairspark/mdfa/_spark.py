@@ -181,7 +181,8 @@ def run_splits(
     profile:
         A list to which every task appends its timings (``chunk``, ``splits``,
         ``pid``, ``worker_tasks_before`` (0 = a fresh Python worker), wall-clock
-        ``start``/``end`` epoch seconds, ``ship_s``, ``run_s``, ``serialise_s``) and
+        ``start``/``end`` epoch seconds, ``ship_s``, ``run_s`` and its CPU seconds
+        ``run_cpu_s``, ``serialise_s``) and
         then the driver's ``{"submit", "collected"}``; None records nothing.
 
     Returns
@@ -240,11 +241,12 @@ def _splits_task(
 
         from fairspark._testing import maybe_fail_first_attempt
         from fairspark._threads import os_threads
+        from fairspark.mdfa import _spark as this  # the worker's module, not a copy
 
         t_start = time.time()
         maybe_fail_first_attempt("mdfa")
-        served = _WORKER_TASKS[0]
-        _WORKER_TASKS[0] += 1
+        served = this._WORKER_TASKS[0]
+        this._WORKER_TASKS[0] += 1
         # BLAS/OpenMP/torch pools may already exist in a reused worker: limit them here
         with single_thread():
             for batch in batches:
@@ -254,16 +256,17 @@ def _splits_task(
                     p = MDFAParams(**pdict)
                     t1 = time.perf_counter()
                     ids = chunk_splits(n, chunks, int(c))
+                    c1 = time.process_time()
                     frame = split_frame(
                         [run_split(smp, split=i, seed=sds[i], params=p) for i in ids]
                     )
-                    t2 = time.perf_counter()
+                    t2, c2 = time.perf_counter(), time.process_time()
                     yield frame  # Arrow serialisation happens before the generator resumes
                     if record:
                         info = {"chunk": int(c), "splits": len(ids), "pid": os.getpid(),
                                 "worker_tasks_before": served, "start": t_start,
                                 "os_threads": os_threads(),
-                                "ship_s": t1 - t0, "run_s": t2 - t1,
+                                "ship_s": t1 - t0, "run_s": t2 - t1, "run_cpu_s": c2 - c1,
                                 "serialise_s": time.perf_counter() - t2, "end": time.time()}
                         row = split_frame([]).reindex([0])
                         row["split"] = pd.array([-1], dtype="Int32")
