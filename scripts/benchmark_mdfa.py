@@ -7,7 +7,7 @@ prints one line (times, speedup, identical, load average before and after) and t
 breakdown of the Spark job's core-seconds (see ``bench_correlation.breakdown``).
 Usage::
 
-    python scripts/benchmark_mdfa.py --rows 10000 --splits 100 --trials 3
+    python scripts/benchmark_mdfa.py --rows 4000 --splits 100 --trials 3
 
 ``--demo`` instead times the demo's mdfa stage alone (the demo config's ``audits.mdfa``
 settings on ``out/demo/_input/adult_scored.parquet``, the group audit off, no report)
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rows", type=int, default=10_000)
+    ap.add_argument("--rows", type=int, default=4_000)
     ap.add_argument("--splits", type=int, default=100)
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--auditor", default="random_forest")
