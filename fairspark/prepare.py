@@ -860,8 +860,9 @@ def _one_pass_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
 
     Each merges over the groups on the driver: counts and sums add, minima and maxima
     combine. All are declarative (code-generated); an HLL sketch per group would turn
-    the whole aggregation into an interpreted object-hash aggregation (measured 2.3x
-    slower), so distinct values are counted by :func:`_distinct_counts`. The raw
+    the whole aggregation into an interpreted object-hash aggregation (2.3x slower
+    on 2M rows; slower than this pass plus a separate global count), so distinct
+    values are counted by :func:`_distinct_counts`. The raw
     label's minimum and maximum per group count its values exactly when no group
     holds two of them.
     """
