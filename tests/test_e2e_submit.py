@@ -100,3 +100,57 @@ def test_spark_submit_local_cluster_50mb_with_1m_result_size(big_table, tmp_path
     assert s["rows"]["audited"] == expected["n"]
     assert s["spark"]["master"].startswith("local-cluster")
     assert (out / "_SUCCESS").exists()
+
+
+def test_hfm_certified_exact_with_1m_result_size(tmp_path):
+    """HFM's default method on separate executors with ``maxResultSize=1m``.
+
+    60,000 rows are ~7 MB of points, far above the driver path's cap (a quarter of the
+    limit), so the Spark passes run and every collect larger than the limit allows (the
+    pass-C blocks) comes in pages; D and D_f must still be scipy's exact values.
+    """
+    import numpy as np
+    from scipy.spatial.distance import directed_hausdorff
+
+    rng = np.random.default_rng(13)
+    n = 60_000
+    X = rng.random((n, 4))
+    fem = rng.random(n) < 0.4
+    y = (X[:, 0] + 0.2 * fem + rng.normal(0, 0.2, n) > 0.6).astype(int)
+    p = (X[:, 1] + 0.1 * fem > 0.55).astype(int)
+    pdf = pd.DataFrame({f"x{j}": X[:, j] for j in range(4)})
+    pdf["sex"] = np.where(fem, "F", "M")
+    pdf["y"], pdf["p"] = y, p
+    pdf["row_id"] = [f"k{i:06d}" for i in range(n)]
+    inp = tmp_path / "in"
+    inp.mkdir()
+    for i, part in enumerate(np.array_split(np.arange(n), 4)):
+        pdf.iloc[part].to_parquet(inp / f"part-{i}.parquet", index=False)
+    cfg = {
+        "dataset": "hfm_1m", "seed": 5, "input": {"path": str(inp)},
+        "columns": {"features": [f"x{j}" for j in range(4)],
+                    "sensitive": [{"column": "sex", "privileged": "M"}],
+                    "label": {"column": "y", "positive": 1},
+                    "prediction": {"column": "p", "positive": 1}, "row_key": "row_id"},
+        "audits": {"group": {"enabled": False}, "hfm": {}},
+        "output": {"path": str(tmp_path / "out")},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    proc = _submit([
+        "--master", "local-cluster[2,1,1024]",
+        "--conf", "spark.driver.maxResultSize=1m",
+        "--conf", "spark.ui.enabled=false",
+        "jobs/audit.py", "--config", str(tmp_path / "c.yaml"), "--run-date", "2026-11-29",
+    ])
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    m = pd.read_parquet(tmp_path / "out" / "run_date=2026-11-29" / "metrics.parquet")
+    # METHODS common data model: min-max scaled features, the outcome as first coordinate
+    Xs = (X - X.min(axis=0)) / (X.max(axis=0) - X.min(axis=0))
+    for metric, t in (("D", y), ("D_f", p)):
+        V = np.column_stack([t == 1, Xs]).astype(float)
+        a, b = V[fem], V[~fem]
+        want = max(directed_hausdorff(a, b)[0], directed_hausdorff(b, a)[0])
+        r = m[(m.audit == "hfm") & (m.attribute == "sex") & (m.metric == metric)].iloc[0]
+        assert r.status == "ok", r.detail
+        assert r.value == pytest.approx(want, abs=1e-9)
+        assert r.lower == r.upper == r.value

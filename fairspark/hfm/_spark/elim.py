@@ -133,11 +133,16 @@ def _max_result_bytes(spark) -> float:
 def _collect(df: DataFrame, est_bytes: float) -> pd.DataFrame:
     """A small result on the driver, within ``spark.driver.maxResultSize``.
 
-    Above a quarter of the limit the rows come one partition per job.
+    Above a quarter of the limit the rows are spread over enough partitions (an explicit
+    ``repartition``, which adaptive execution does not coalesce) that each holds about an
+    eighth of the limit, and come one partition per job: however small
+    ``spark.driver.maxResultSize`` is, no job returns more than it allows.
     """
-    if est_bytes < _max_result_bytes(df.sparkSession) / 4:
+    budget = _max_result_bytes(df.sparkSession) / 4
+    if est_bytes < budget:
         return df.toPandas()
-    return pd.DataFrame.from_records([r.asDict() for r in df.toLocalIterator()],
+    pages = df.repartition(max(1, math.ceil(2.0 * est_bytes / budget)))
+    return pd.DataFrame.from_records([r.asDict() for r in pages.toLocalIterator()],
                                      columns=df.columns)
 
 
@@ -1077,9 +1082,9 @@ def _run_passes(work: _Work, top: dict, state: dict[Pair, _PairState], pairs: li
         return
     counts, quota = work.counts, work.quota
     row_bytes = 8.0 * (dim_x + 2) + 64
-    # the blocks spread evenly over the partitions (hash ranks); a collect that is too
-    # large for spark.driver.maxResultSize comes one partition per job (_collect)
-    budget = min(_BCAST_BYTES, work.max_result / 4 * work.n_part()) / row_bytes
+    # a collect that is too large for spark.driver.maxResultSize comes in pages (_collect),
+    # so the blocks keep their size whatever the limit
+    budget = _BCAST_BYTES / row_bytes
     attrs = sorted({p[1] for p in pairs})
     n_blocks = _n_blocks(first_block, quota, counts, attrs, budget)
     edges = _block_edges(quota, first_block, n_blocks)
@@ -1130,7 +1135,9 @@ def _survivors(work: _Work, surv, state: dict[Pair, _PairState], pairs: list[Pai
     as large, until each row is eliminated (bound below ``L``) or exact.
     """
     row_bytes = 8.0 * (dim_x + 2) + 64
-    max_q = int(max(1, min(_BCAST_BYTES, work.max_result / 4) // row_bytes))
+    # survivor batches come in pages within spark.driver.maxResultSize (_collect), so
+    # a small maxResultSize does not shrink the batches (and multiply the passes)
+    max_q = int(max(1, _BCAST_BYTES // row_bytes))
     while True:
         active = [p for p in pairs if not state[p].done]
         if not active or time_left() <= 0:
