@@ -506,20 +506,20 @@ def _count_where(cond: Column, alias: str) -> Column:
     return F.sum(F.when(cond, 1).otherwise(0)).alias(alias)
 
 
-def _stat_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
-    """The aggregations of the one pass; :meth:`InputStats` reads them back by alias."""
+def _check_counters(plan: _ColumnPlan, config: Config, keep: Column) -> list[Column]:
+    """The input checks both preparation passes aggregate, read back by alias.
+
+    Nulls per required column and row key, NaN labels, NaN/inf floats, minimum and
+    maximum of numeric features and the score, negative or NaN weights, NaN scores;
+    ``keep`` marks the rows that are audited (no missing required value).
+    """
     from pyspark.sql import functions as F
 
     cols = config.columns
-    any_null = _any_null(plan)
-    keep = ~any_null
-    aggs = [F.count(F.lit(1)).alias("n"), _count_where(any_null, "dropped")]
-    aggs += [_count_where(_missing(c, plan.types) if c == plan.decision else input_col(c).isNull(),
-                          f"null::{c}") for c in plan.required]
+    aggs = [_count_where(_missing(c, plan.types) if c == plan.decision
+                         else input_col(c).isNull(), f"null::{c}") for c in plan.required]
     if cols.row_key:
         aggs.append(_count_where(input_col(cols.row_key).isNull(), "null::row_key"))
-    w_kept = input_col(cols.weight).cast("double") if cols.weight else F.lit(1.0)
-    aggs.append(F.sum(F.when(keep, w_kept)).alias("weight_total"))
     aggs.append(_count_where(keep & _missing(cols.label.column, plan.types)
                              & input_col(cols.label.column).isNotNull(), "nan::label"))
     for c in plan.floating:
@@ -528,21 +528,35 @@ def _stat_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
     for c in plan.numeric:
         aggs.append(F.min(F.when(keep, input_col(c).cast("double"))).alias(f"min::{c}"))
         aggs.append(F.max(F.when(keep, input_col(c).cast("double"))).alias(f"max::{c}"))
-    for c in plan.categorical:
-        aggs.append(F.approx_count_distinct(F.when(keep, input_col(c))).alias(f"card::{c}"))
     if cols.weight:
         w = input_col(cols.weight).cast("double")
         aggs.append(_count_where(w < 0, "neg::weight"))
         aggs.append(_count_where(F.isnan(w) | w.isin(float("inf")), "nan::weight"))
     if cols.score and plan.types[cols.score.column] in _FLOATING:
         aggs.append(_count_where(F.isnan(input_col(cols.score.column)), "nan::score"))
-    aggs.append(_count_where(keep & _missing(cols.label.column, plan.types), "unlabelled"))
-    aggs.append(F.approx_count_distinct(F.when(keep, input_col(cols.label.column)))
-                .alias("card::label"))
     if cols.score:
         score = input_col(cols.score.column).cast("double")
         aggs += [F.min(F.when(keep, score)).alias("min::score"),
                  F.max(F.when(keep, score)).alias("max::score")]
+    return aggs
+
+
+def _stat_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
+    """The aggregations of the one pass; :meth:`InputStats` reads them back by alias."""
+    from pyspark.sql import functions as F
+
+    cols = config.columns
+    any_null = _any_null(plan)
+    keep = ~any_null
+    aggs = [F.count(F.lit(1)).alias("n"), _count_where(any_null, "dropped")]
+    aggs += _check_counters(plan, config, keep)
+    w_kept = input_col(cols.weight).cast("double") if cols.weight else F.lit(1.0)
+    aggs.append(F.sum(F.when(keep, w_kept)).alias("weight_total"))
+    for c in plan.categorical:
+        aggs.append(F.approx_count_distinct(F.when(keep, input_col(c))).alias(f"card::{c}"))
+    aggs.append(_count_where(keep & _missing(cols.label.column, plan.types), "unlabelled"))
+    aggs.append(F.approx_count_distinct(F.when(keep, input_col(cols.label.column)))
+                .alias("card::label"))
     return aggs
 
 
@@ -872,30 +886,9 @@ def _one_pass_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
     keep = F.col(_KEEP)
     w = F.col(WEIGHT)
     aggs = [F.count(F.lit(1)).alias("n"), F.sum(w).alias("w"), F.sum(w * w).alias("w2")]
-    aggs += [_count_where(_missing(c, plan.types) if c == plan.decision
-                          else input_col(c).isNull(), f"null::{c}") for c in plan.required]
-    if cols.row_key:
-        aggs.append(_count_where(input_col(cols.row_key).isNull(), "null::row_key"))
-    aggs.append(_count_where(keep & _missing(cols.label.column, plan.types)
-                             & input_col(cols.label.column).isNotNull(), "nan::label"))
-    for c in plan.floating:
-        bad = F.isnan(input_col(c)) | input_col(c).isin(float("inf"), float("-inf"))
-        aggs.append(_count_where(bad, f"nan::{c}"))
-    for c in plan.numeric:
-        aggs.append(F.min(F.when(keep, input_col(c).cast("double"))).alias(f"min::{c}"))
-        aggs.append(F.max(F.when(keep, input_col(c).cast("double"))).alias(f"max::{c}"))
-    if cols.weight:
-        wc = input_col(cols.weight).cast("double")
-        aggs.append(_count_where(wc < 0, "neg::weight"))
-        aggs.append(_count_where(F.isnan(wc) | wc.isin(float("inf")), "nan::weight"))
-    if cols.score and plan.types[cols.score.column] in _FLOATING:
-        aggs.append(_count_where(F.isnan(input_col(cols.score.column)), "nan::score"))
+    aggs += _check_counters(plan, config, keep)
     raw_label = F.when(keep, input_col(cols.label.column).cast("string"))
     aggs += [F.min(raw_label).alias("lo::label"), F.max(raw_label).alias("hi::label")]
-    if cols.score:
-        score = input_col(cols.score.column).cast("double")
-        aggs += [F.min(F.when(keep, score)).alias("min::score"),
-                 F.max(F.when(keep, score)).alias("max::score")]
     return aggs
 
 
