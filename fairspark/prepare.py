@@ -14,7 +14,9 @@ columns of the prepared table; their names are declared in :mod:`fairspark.colum
    aggregation: the distinct values of categorical features (:func:`_distinct_counts`,
    over those columns only; per-group sketches would make the one pass interpreted
    and slower than both together) and a configured row key's repeats
-   (:func:`_check_unique_keys`, a shuffle by key hash);
+   (:func:`_check_unique_keys`, a shuffle by key hash). Each runs only when an
+   enabled audit needs it (:func:`_checks_needed`): a group-only run reads the
+   input once;
 3. :func:`_views_from_groups`: the observed values of each view (intersections
    formed on the driver) and the weighted confusion cells of every combination
    (``PreparedData.cells``, what the group audit reads);
@@ -264,7 +266,8 @@ class InputStats:
     non_finite:
         Floating feature -> rows where it is NaN or infinite (none left out).
     categories:
-        Categorical feature -> approximate distinct values among kept rows.
+        Categorical feature -> approximate distinct values among kept rows (empty
+        when no enabled audit reads features: nothing encodes them).
     feature_min, feature_max:
         Numeric feature -> its minimum and maximum over kept rows (NaN when none).
     negative_weights, non_finite_weights:
@@ -518,7 +521,7 @@ def _check_counters(plan: _ColumnPlan, config: Config, keep: Column) -> list[Col
     cols = config.columns
     aggs = [_count_where(_missing(c, plan.types) if c == plan.decision
                          else input_col(c).isNull(), f"null::{c}") for c in plan.required]
-    if cols.row_key:
+    if cols.row_key and _checks_needed(config)[1]:  # else the key column is not read
         aggs.append(_count_where(input_col(cols.row_key).isNull(), "null::row_key"))
     aggs.append(_count_where(keep & _missing(cols.label.column, plan.types)
                              & input_col(cols.label.column).isNotNull(), "nan::label"))
@@ -580,7 +583,8 @@ def _collect_stats(df: DataFrame, plan: _ColumnPlan, config: Config) -> InputSta
         unlabelled=count("unlabelled"),
         nulls=nonzero("null", plan.required),
         non_finite=nonzero("nan", plan.floating),
-        categories={c: count(f"card::{c}") for c in plan.categorical},
+        categories=({c: count(f"card::{c}") for c in plan.categorical}
+                    if _checks_needed(config)[0] else {}),
         feature_min={c: number(f"min::{c}") for c in plan.numeric},
         feature_max={c: number(f"max::{c}") for c in plan.numeric},
         negative_weights=count("neg::weight"),
@@ -674,6 +678,21 @@ def _input_warnings(stats: InputStats, config: Config) -> list[str]:
                    f"{stats.score_max:g}], outside [0, 1], while the threshold is the default "
                    "0.5; set 'columns.score.threshold' if the scores are not probabilities")
     return out
+
+
+def _checks_needed(config: Config) -> tuple[bool, bool]:
+    """Whether an enabled audit reads features, and whether one joins rows by key.
+
+    The distinct values of categorical features matter only to an audit that
+    one-hot encodes them, and a repeated row key only to one that joins by it (each
+    audit's :class:`~fairspark.audits.spec.AuditSpec` says); a group-only run skips
+    both scans and does not read the key column (its nulls are counted, and refused,
+    only when an audit joins by key).
+    """
+    from fairspark.audits.registry import get_spec
+
+    specs = [get_spec(name) for name in config.audits.enabled()]
+    return any(s.reads_features for s in specs), any(s.joins_by_key for s in specs)
 
 
 def _check_unique_keys(df: DataFrame, config: Config) -> None:
@@ -876,9 +895,10 @@ def _one_pass_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
     combine. All are declarative (code-generated); an HLL sketch per group would turn
     the whole aggregation into an interpreted object-hash aggregation (2.3x slower
     on 2M rows; slower than this pass plus a separate global count), so distinct
-    values are counted by :func:`_distinct_counts`. The raw
-    label's minimum and maximum per group count its values exactly when no group
-    holds two of them.
+    values are counted by :func:`_distinct_counts`. Every aggregation buffer is
+    fixed-width (no string minimum or maximum), so Spark runs a hash aggregation,
+    not a sort of every row. The minimum and maximum of the raw label's 64-bit hash
+    per group count its values (up to a hash collision) when no group holds two.
     """
     from pyspark.sql import functions as F
 
@@ -887,7 +907,10 @@ def _one_pass_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
     w = F.col(WEIGHT)
     aggs = [F.count(F.lit(1)).alias("n"), F.sum(w).alias("w"), F.sum(w * w).alias("w2")]
     aggs += _check_counters(plan, config, keep)
-    raw_label = F.when(keep, input_col(cols.label.column).cast("string"))
+    # a 64-bit hash of the raw label, not its text: a string minimum or maximum has no
+    # fixed-width buffer and turns the whole pass into a sort aggregation (4x slower)
+    label = input_col(cols.label.column)
+    raw_label = F.when(keep & label.isNotNull(), F.xxhash64(label))
     aggs += [F.min(raw_label).alias("lo::label"), F.max(raw_label).alias("hi::label")]
     return aggs
 
@@ -939,7 +962,9 @@ def _one_pass_groups(df: DataFrame, plan: _ColumnPlan, config: Config,
     keys = [kept]
     for v, value, priv in views:
         keys += [F.when(kept, value).alias(v.value_col), F.when(kept, priv).alias(v.priv_col)]
-    keys += [F.when(kept, F.col(LABEL)).alias(LABEL), F.when(kept, F.col(PRED)).alias(PRED)]
+    # 0/1 as bytes, not doubles: a floating key is NaN-normalised on every row
+    keys += [F.when(kept, F.col(LABEL).cast("tinyint")).alias(LABEL),
+             F.when(kept, F.col(PRED).cast("tinyint")).alias(PRED)]
     rows = (staged.groupBy(*keys).agg(*_one_pass_columns(plan, config))
             .limit(ONE_PASS_MAX_GROUPS + 1).collect())
     if len(rows) > ONE_PASS_MAX_GROUPS:
@@ -965,9 +990,10 @@ def _stats_from_groups(df: DataFrame, groups: list[dict[str, Any]], plan: _Colum
     required_nulls = {c: total(f"null::{c}") for c in plan.required}
     label_values = _label_values(groups)
     label = cols.label.column
+    categorical = plan.categorical if _checks_needed(config)[0] else []
     t0 = time.perf_counter()
     cards = _distinct_counts(df, plan, config,
-                             [*plan.categorical, *([label] if label_values is None else [])])
+                             [*categorical, *([label] if label_values is None else [])])
     if cards and timings is not None:
         timings["distinct values"] = round(time.perf_counter() - t0, 3)
     if label_values is None:
@@ -978,14 +1004,15 @@ def _stats_from_groups(df: DataFrame, groups: list[dict[str, Any]], plan: _Colum
         unlabelled=total("n", [r for r in kept if r[LABEL] is None]),
         nulls={c: k for c, k in required_nulls.items() if k},
         non_finite={c: k for c in plan.floating if (k := total(f"nan::{c}"))},
-        categories={c: cards[c] for c in plan.categorical},
+        categories={c: cards[c] for c in categorical},
         feature_min={c: extreme(f"min::{c}", min) for c in plan.numeric},
         feature_max={c: extreme(f"max::{c}", max) for c in plan.numeric},
         negative_weights=total("neg::weight") if cols.weight else 0,
         non_finite_weights=total("nan::weight") if cols.weight else 0,
         nan_scores=(total("nan::score") if cols.score and plan.types[cols.score.column]
                     in _FLOATING else 0),
-        null_row_keys=total("null::row_key") if cols.row_key else 0,
+        null_row_keys=(total("null::row_key") if cols.row_key and _checks_needed(config)[1]
+                       else 0),
         weight_total=(float(sum(r["w"] for r in kept if r["w"] is not None))
                       if kept else float("nan")),
         nan_labels=total("nan::label"),
@@ -1155,9 +1182,9 @@ def _checked(stats: InputStats, df: DataFrame, config: Config,
     import time
 
     _check_stats(stats, config)
-    t0 = time.perf_counter()
-    _check_unique_keys(df, config)
-    if config.columns.row_key:
+    if config.columns.row_key and _checks_needed(config)[1]:
+        t0 = time.perf_counter()
+        _check_unique_keys(df, config)
         timings["row keys"] = round(time.perf_counter() - t0, 3)
     warnings = _input_warnings(stats, config)
     for w in warnings:

@@ -233,8 +233,12 @@ def _render(spec: AuditSpec, outcome: AuditOutcome, ctx: AuditContext, params: A
         return [*outcome.sections, ReportSection(title=spec.title, html=note, order=spec.order)]
 
 
-def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float]) -> _AuditsDone:
-    """Run every enabled audit in isolation, each with a fresh context."""
+def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
+                render: bool = True) -> _AuditsDone:
+    """Run every enabled audit in isolation, each with a fresh context.
+
+    With ``render`` false (no HTML report is written) no section is drawn.
+    """
     done = _AuditsDone()
     for name, params in config.audits.enabled().items():
         spec = get_spec(name)
@@ -244,7 +248,8 @@ def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float]) ->
             outcome, info = _run_with_budget(spec, actx, params)
         info["seconds"] = round(time.perf_counter() - t0, 3)
         info["params"] = params.model_dump(mode="json")
-        done.sections += _render(spec, outcome, actx, params, info)
+        if render:
+            done.sections += _render(spec, outcome, actx, params, info)
         done.info[name] = info
         done.rows += outcome.rows
     return done
@@ -432,6 +437,7 @@ def compute_run(
     history: Any = None,
     fail_on_violation: bool | None = None,
     timings: dict[str, float] | None = None,
+    render: bool = True,
 ) -> ComputedRun:
     """Prepare, run every enabled audit, judge the limits: everything but the writing.
 
@@ -449,6 +455,9 @@ def compute_run(
         Overrides ``limits.fail_on_violation``.
     timings:
         Stage timings are added here.
+    render:
+        Draw the audits' report sections (the CLI skips them when
+        ``output.report`` is false: nothing would show them).
     """
     import pandas as pd
 
@@ -468,7 +477,7 @@ def compute_run(
         log.info("stage   %-20s %7.2f s", f"prepare: {step}", seconds)
     try:
         ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=run_date)
-        done = _run_audits(ctx, config, timings)
+        done = _run_audits(ctx, config, timings, render=render)
         _scrub_redacted(done, prepared, config)
         limits_info, gating = _limits(config, done.rows, run_date, history, done.sections)
         fail = config.limits.fail_on_violation if fail_on_violation is None else fail_on_violation
@@ -517,7 +526,8 @@ def run_audit_job(
         try:
             history = _history(out, config, run_date)
             run = compute_run(spark, config, history=history,
-                              fail_on_violation=fail_on_violation, timings=timings)
+                              fail_on_violation=fail_on_violation, timings=timings,
+                              render=config.output.report)
             run.summary["run_id"] = run_id
             with _stage("previous run", timings):
                 run.summary["previous"] = previous_run(out, run_date)

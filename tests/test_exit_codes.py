@@ -307,15 +307,43 @@ def test_local_session_memory_is_sized_from_the_machine():
 def test_repeated_row_key_is_an_input_error(spark, small_table, tmp_path, capsys):
     pdf = small_table[0].copy()
     pdf.loc[7, "id"] = pdf.loc[3, "id"]
-    _assert_input_error(*_run(spark, tmp_path, pdf, capsys),
+
+    def with_hfm(c):  # HFM joins rows by key: a repeated key would merge two rows
+        c["audits"] = {"group": {}, "hfm": {}}
+    _assert_input_error(*_run(spark, tmp_path, pdf, capsys, cfg_edit=with_hfm),
                         "row key column 'id' ('columns.row_key') repeats: '3' is on 2 rows")
+
+
+def test_repeated_row_key_does_not_matter_to_the_group_audit(spark, small_table, tmp_path,
+                                                              capsys):
+    # no enabled audit joins by key, so preparation skips the key scan; the group
+    # metrics must equal those of the same table with unique keys
+    pdf = small_table[0].copy()
+    for d in ("unique", "repeated"):
+        (tmp_path / d).mkdir()
+    code, err, out = _run(spark, tmp_path / "unique", pdf, capsys)
+    assert code == 0, err
+    pdf.loc[7, "id"] = pdf.loc[3, "id"]
+    code2, err2, out2 = _run(spark, tmp_path / "repeated", pdf, capsys)
+    assert code2 == 0, err2
+    keys = ["audit", "attribute", "group", "metric", "metric_b"]
+
+    def rows(path):
+        df = pd.read_parquet(path / "metrics.parquet").drop(columns=["config_hash"])
+        return df.sort_values(keys).reset_index(drop=True)
+    a, b = rows(out), rows(out2)
+    assert len(a) > 50
+    pd.testing.assert_frame_equal(a, b)
 
 
 def test_null_row_key_is_an_input_error(spark, small_table, tmp_path, capsys):
     pdf = small_table[0].copy()
     pdf["id"] = pdf["id"].astype(object)
     pdf.loc[[4, 9], "id"] = None
-    _assert_input_error(*_run(spark, tmp_path, pdf, capsys),
+
+    def with_hfm(c):  # the audit that joins rows by key
+        c["audits"] = {"group": {}, "hfm": {}}
+    _assert_input_error(*_run(spark, tmp_path, pdf, capsys, cfg_edit=with_hfm),
                         "row key column 'id' ('columns.row_key') is null on 2 rows")
 
 

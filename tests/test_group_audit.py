@@ -305,6 +305,7 @@ def test_one_pass_statistics_equal_the_statistics_pass(spark, tmp_path):
     raw["columns"].pop("prediction")
     raw["columns"]["score"] = {"column": "x1", "threshold": 0.0}
     raw["columns"]["features"] = ["x3", "x2", "city", "sex2"]
+    raw["audits"] = {"group": {}, "hfm": {}}  # every check on: hfm reads features, joins by key
     cfg = parse_config(raw)
     df = read_input(spark, input_config=cfg.input)
     plan = prep._plan_columns(df, cfg)
@@ -312,9 +313,17 @@ def test_one_pass_statistics_equal_the_statistics_pass(spark, tmp_path):
     new = prep._stats_from_groups(df, prep._one_pass_groups(df, plan, cfg, views), plan, cfg)
     old = prep._collect_stats(df, plan, cfg)
     assert new.nulls and new.non_finite and new.negative_weights and new.null_row_keys
+    assert new.categories == {"city": pdf["city"].nunique(), "sex2": pdf["sex2"].nunique()}
     for f in old.__dataclass_fields__:
         a, b = getattr(new, f), getattr(old, f)
         if isinstance(a, float):
             assert a == pytest.approx(b, nan_ok=True), f
         else:
             assert a == b, f
+    # a group-only run neither counts categories nor reads the row key
+    raw["audits"] = {"group": {}}
+    cfg = parse_config(raw)
+    plan = prep._plan_columns(df, cfg)
+    only = prep._stats_from_groups(df, prep._one_pass_groups(df, plan, cfg, views), plan, cfg)
+    assert only.categories == {} and only.null_row_keys == 0
+    assert (only.rows, only.dropped, only.nulls) == (old.rows, old.dropped, old.nulls)

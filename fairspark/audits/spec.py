@@ -56,6 +56,12 @@ class AuditSpec:
         Position of its sections in the report (smaller first).
     enabled_by_default:
         Whether a config without the section runs it.
+    reads_features:
+        Whether the audit reads the feature columns (then preparation counts the
+        distinct values of categorical features for their ``max_categories`` check).
+    joins_by_key:
+        Whether the audit joins rows by ``columns.row_key`` (then preparation refuses
+        a repeated key; rows sharing one would be merged).
     """
 
     name: str
@@ -68,6 +74,8 @@ class AuditSpec:
     headline_metrics: tuple[str, ...] = field(default_factory=tuple)
     metrics: tuple[str, ...] = field(default_factory=tuple)
     enabled_by_default: bool = False
+    reads_features: bool = True
+    joins_by_key: bool = False
 
     def run_fn(self) -> Callable[..., Any]:
         """The audit's entry point."""

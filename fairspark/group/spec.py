@@ -19,4 +19,5 @@ SPEC = AuditSpec(
     metrics=(*RATES, *CATALOGUE, *BASELINES, "gei", "theil", "between_group_gei",
              "between_group_theil"),
     enabled_by_default=True,
+    reads_features=False,  # the weighted cells of the one preparation pass only
 )

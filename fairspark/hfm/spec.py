@@ -12,6 +12,7 @@ SPEC = AuditSpec(
     render="fairspark.hfm.report:render",
     title="Individual fairness (HFM)",
     order=30,
+    joins_by_key=True,  # nearest neighbours are fetched and reported by row key
     headline_metrics=("D", "D_f", "df"),
     metrics=(
         *(f"{m}{suffix}" for suffix in ("", "_avg", "_approx", "_pointwise")
