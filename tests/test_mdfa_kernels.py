@@ -639,6 +639,44 @@ def test_null_reference_by_hand():
     assert null_reference(frame[frame.null_draw < 2], level=0.01) is None
 
 
+def test_corrected_gamma_by_hand():
+    """Issue 14 item 4: the reported gamma is the raw mean over splits less the mean of
+    the null draws' means, with the interval value -+ t_{K-1, 0.975} * scale (the
+    verdict's variance components), computed here by hand; for gamma_max it is the
+    verdict's excess, so "evidence" is exactly value > t_{K-1, 0.99} * scale."""
+    from scipy import stats
+
+    from fairspark.mdfa.null import corrected_gamma, null_reference
+
+    obs = np.array([0.031, 0.035, 0.029, 0.033, 0.030, 0.036])
+    g_null = np.array([0.006, 0.009, 0.004, 0.007, 0.008, 0.005])
+    draws = [0, 1, 2, 0, 1, 2]
+    frame = pd.DataFrame({"gamma_pos": obs, "gamma_neg": obs - 0.01, "gamma_max": obs,
+                          "null_draw": draws, "gamma_null_pos": g_null,
+                          "gamma_null_neg": g_null - 0.002, "gamma_null_max": g_null})
+    c = corrected_gamma(frame, observed="gamma_pos")
+    per = np.array([g_null[[0, 3]].mean(), g_null[[1, 4]].mean(), g_null[[2, 5]].mean()])
+    sd = per.std(ddof=1)
+    var_w = np.mean([g_null[[k, k + 3]].var(ddof=1) for k in range(3)])
+    scale = math.sqrt(max(0.0, sd**2 - var_w / 2) + var_w / 6 + sd**2 / 3)
+    half = stats.t.ppf(0.975, 2) * scale
+    assert c.raw == pytest.approx(obs.mean()) and c.reference == pytest.approx(per.mean())
+    assert c.value == pytest.approx(obs.mean() - per.mean())
+    assert c.scale == pytest.approx(scale) and c.draws == 3 and c.coverage == 0.95
+    assert (c.lower, c.upper) == (pytest.approx(c.value - half), pytest.approx(c.value + half))
+    # gamma(-1) against its own null column
+    neg = corrected_gamma(frame, observed="gamma_neg")
+    assert neg.value == pytest.approx(obs.mean() - 0.01 - (per.mean() - 0.002))
+    # gamma_max: the value is the verdict's excess, and the verdict says evidence
+    # exactly when the value clears t_{K-1, 1 - level} * scale
+    mx, ref = corrected_gamma(frame, observed="gamma_max"), null_reference(frame, level=0.01)
+    assert mx.value == pytest.approx(ref.excess) and mx.scale == pytest.approx(ref.scale)
+    assert ref.evidence == (mx.value > stats.t.ppf(0.99, 2) * mx.scale)
+    # no null draws, or fewer than 3: no corrected value
+    assert corrected_gamma(frame.drop(columns="null_draw"), observed="gamma_pos") is None
+    assert corrected_gamma(frame[frame.null_draw < 2], observed="gamma_pos") is None
+
+
 def test_verdict_words_follow_the_null_reference():
     from fairspark.mdfa.null import NullReference
     from fairspark.mdfa.results import Spread, verdict

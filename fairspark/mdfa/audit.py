@@ -275,18 +275,27 @@ def _note(res: AttributeResult) -> str:
 
 
 def _gamma_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
-    note, rows = _note(res), []
+    note, rows, corrected = _note(res), [], res.corrected
     for metric, key, what in (
         ("gamma", "gamma_pos", "gamma(y=+1, favourable)"),
         ("gamma_unfavourable", "gamma_neg", "gamma(y=-1, unfavourable)"),
         ("gamma_max", "gamma_max", "max over y of gamma(y)"),
     ):
-        g = res.aggregates[key]
+        g, c = res.aggregates[key], corrected.get(key)
         judged = f"{res.verdict()}; " if key == "gamma_max" else ""
+        raw = (f"raw mean over splits {_fmt(g.mean)} (sd {_fmt(g.sd)}, 2.5-97.5% "
+               f"{_fmt(g.p2_5)} - {_fmt(g.p97_5)})")
+        if c is None:  # no null reference: the raw mean, biased upwards
+            value, lower, upper = g.mean, g.p2_5, g.p97_5
+            said = f"{what}: {raw}, not corrected (no null reference)"
+        else:  # issue 14 item 4: less the features-only reference, 95% interval
+            value, lower, upper = c.value, c.lower, c.upper
+            said = (f"{what} less its features-only reference: {_fmt(c.value)} (95% "
+                    f"interval {_fmt(c.lower)} - {_fmt(c.upper)}); {raw}, features-only "
+                    f"reference {_fmt(c.reference)} ({c.draws} draws)")
         rows.append(MetricRow(
             audit=AUDIT, attribute=res.attribute, group=res.target_label, metric=metric,
-            value=g.mean, lower=g.p2_5, upper=g.p97_5,
-            detail=f"{what}: mean {_fmt(g.mean)}, sd {_fmt(g.sd)}; {judged}{note}",
+            value=value, lower=lower, upper=upper, detail=f"{said}; {judged}{note}",
             params=pjson,
         ))
     return rows
@@ -401,6 +410,8 @@ class _Progress:
                 "smd": res.smd_table(self.redacted),
             },
             "null": res.null.as_dict() if res.null is not None else None,
+            # the reported gammas (rows): raw mean less the features-only reference
+            "corrected": {k: c.as_dict() for k, c in res.corrected.items()},
             "finding": finding(res),
             "subgroup": subgroup_summary(res),
             **{k: v.as_dict() for k, v in res.aggregates.items()},

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fairspark.mdfa.null import NullReference
+from fairspark.mdfa.null import CORRECTED_COLUMNS, CorrectedGamma, NullReference, corrected_gamma
 
 __all__ = [
     "AttributeResult",
@@ -310,6 +310,18 @@ class AttributeResult:
     ratio_overall: float | None = None
     other_label: str = "other group"
     null: NullReference | None = None
+
+    @property
+    def corrected(self) -> dict[str, CorrectedGamma]:
+        """The reported gammas: ``gamma_pos``, ``gamma_neg`` and ``gamma_max`` less their
+        features-only null reference, with 95% intervals
+        (:func:`fairspark.mdfa.null.corrected_gamma`); empty without a null reference."""
+        out = {}
+        for key in CORRECTED_COLUMNS:
+            c = corrected_gamma(self.splits, observed=key) if key in self.splits else None
+            if c is not None:
+                out[key] = c
+        return out
 
     @property
     def poor_balance_splits(self) -> int:

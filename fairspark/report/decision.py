@@ -239,8 +239,12 @@ def _mdfa_lines(rows: list[Mapping[str, Any]], summary: Mapping[str, Any],
             null = (info.get(attr) or {}).get("null") or {}
             ref, bound = _num(null.get("mean")), _num(null.get("bound"))
             p = _num(null.get("p_value"))
+            # the row's value is gamma less the reference (issue 14 item 4): the raw
+            # mean (the null block's observed) is what the bound is on
+            raw = _num(null.get("observed"))
             if ref is not None and bound is not None:
-                far = (f"gamma {_f(v)} against {_f(ref)} for decisions that depend on the "
+                far = (f"gamma {_f(v if raw is None else raw)} against {_f(ref)} for "
+                       f"decisions that depend on the "
                        f"features alone (evidence above {_f(bound)}"
                        + (f"; p = {p:.2g})" if p is not None else ")"))
             else:
