@@ -1,20 +1,37 @@
 #!/usr/bin/env python
 """Issue 17 item 3: the whole nightly run, all four audits at their documented defaults.
 
-For each ``--rows`` size, writes a synthetic scored table (``--dim`` numeric features, two
-sensitive attributes ``sex`` (2 values) and ``race`` (4 values) and their intersection,
-a label, a prediction and a unique row key) as Parquet, runs ``fairspark audit`` on it
-with every audit switched on at its defaults (``group``, ``hfm``, ``mdfa``,
-``correlation``: an empty section each) on ``local[2]``, and prints one table line per
-size: exit code, wall time, the runner's stage timings (from ``summary.json``), the peak
-resident memory of the run's process tree (driver JVM, Python driver and Python workers,
-sampled every 0.25 s from ``/proc``) and the load average. Then it fits, per stage,
-``time = a + b * rows`` over the sizes (least squares) so that ``docs/operations.md``
-can extrapolate.
+Two parts.
 
-Example (the issue's sizes; run on a quiet machine)::
+**The CLI run** (default). For each ``--rows`` size, writes a synthetic scored table
+(``--dim`` numeric features, two sensitive attributes ``sex`` (2 values) and ``race``
+(4 values) and their intersection ``sex*race``, a label, a prediction and a unique row
+key) as Parquet, runs ``fairspark audit`` on it with every audit switched on at its
+defaults (``group``, ``hfm``, ``mdfa``, ``correlation``: an empty section each) on
+``--master`` (``local[2]``), and prints one table line per size: exit code, wall time,
+the runner's stage timings (from ``summary.json``; from the log's ``stage`` lines when
+the run did not finish), the peak resident memory of the run's process tree (driver JVM,
+Python driver and Python workers, sampled every 0.25 s from ``/proc``; forked workers
+share pages, so the sum is an upper bound) and the load average before and after.
+Then it fits, per stage, ``time = a + b * rows`` over the sizes (least squares) so that
+``docs/operations.md`` can extrapolate: ``a`` is what the stage costs whatever the table
+(mdfa's and correlation's trainings run on capped samples), ``b`` the part that grows
+with the rows. ``--out FILE`` writes the same tables as Markdown.
 
-    python scripts/bench_nightly.py --rows 100000 300000 1000000 --dim 50
+**The kernel probe** (``--probe``, no Spark, one process, one BLAS/torch thread). The
+trainings of mdfa and correlation run on capped samples, so their cost does not depend
+on the table's rows; the probe times them at the defaults on a sample of the same
+synthetic design and breaks them down: per mdfa split the balancing nets, the balance
+diagnostics, the certificate, the null draw's certificate and Algorithm 1 (with its
+number of steps), the null model once per attribute; per correlation attempt the time
+and the acceptance rate. From these it estimates each audit's share of a nightly on
+``--cores`` cores (3 attribute views, perfect parallel efficiency: a lower bound).
+
+Examples::
+
+    python scripts/bench_nightly.py --rows 3000 6000 --dim 10 --tmp /tmp/nb_small
+    python scripts/bench_nightly.py --probe --dim 50 --probe-splits 2
+    python scripts/bench_nightly.py --rows 100000 300000 1000000 --dim 50 --out nightly.md
 """
 
 from __future__ import annotations
@@ -22,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -29,36 +47,85 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+#: the attribute views of the synthetic table: sex, race and their intersection
+VIEWS = ("sex", "race", "sex*race")
+_RACES = np.array(["White", "Black", "Asian", "Other"])
 
 
 def _load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
+def draw_rows(rng: np.random.Generator, n: int, dim: int) -> dict[str, np.ndarray]:
+    """``n`` rows of the synthetic design: features, sex, race (as codes), label and
+    prediction. The prediction depends on the features and (a little) on both groups;
+    features 0 and 1 carry some group information."""
+    X = rng.normal(size=(n, dim))
+    female = rng.random(n) < 0.45
+    race = rng.choice(4, size=n, p=[0.6, 0.2, 0.12, 0.08])
+    X[:, 0] += 0.5 * female
+    X[:, 1] += 0.3 * (race == 1)
+    score = X[:, : min(5, dim)].mean(axis=1) - 0.15 * female - 0.1 * (race == 1)
+    return {
+        "X": X, "female": female, "race": race,
+        "label": (score + rng.normal(0, 0.3, n) > 0).astype(int),
+        "prediction": (score > 0).astype(int),
+    }
+
+
 def write_table(path: Path, rows: int, dim: int, seed: int = 0, chunk: int = 250_000) -> None:
-    """Scored table: the prediction depends on the features and (a little) on both groups."""
+    """The scored table as Parquet parts of at most ``chunk`` rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     path.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    races = np.array(["White", "Black", "Asian", "Other"])
     for i, s in enumerate(range(0, rows, chunk)):
         n = min(chunk, rows - s)
-        X = rng.normal(size=(n, dim))
-        sex = rng.random(n) < 0.45
-        race = rng.choice(4, size=n, p=[0.6, 0.2, 0.12, 0.08])
-        X[:, 0] += 0.5 * sex  # features carry some group information
-        X[:, 1] += 0.3 * (race == 1)
-        score = X[:, :5].mean(axis=1) - 0.15 * sex - 0.1 * (race == 1)
-        cols = {f"f{j}": X[:, j] for j in range(dim)}
+        r = draw_rows(rng, n, dim)
+        cols = {f"f{j}": r["X"][:, j] for j in range(dim)}
         cols.update({
-            "sex": np.where(sex, "Female", "Male"),
-            "race": races[race],
-            "label": (score + rng.normal(0, 0.3, n) > 0).astype(int),
-            "prediction": (score > 0).astype(int),
+            "sex": np.where(r["female"], "Female", "Male"),
+            "race": _RACES[r["race"]],
+            "label": r["label"],
+            "prediction": r["prediction"],
             "row_id": [f"r{j:09d}" for j in range(s, s + n)],
         })
         pq.write_table(pa.table(cols), path / f"part-{i:05d}.parquet")
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    return children
+
+
+def kill_tree(root: int) -> None:
+    """SIGKILL ``root`` and every descendant (the CLI, its JVM, the Python workers), by
+    pid: a run past its timeout must not leave a JVM behind."""
+    import signal
+
+    children, todo, pids = _children(), [root], []
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        todo.extend(children.get(p, []))
+    for p in reversed(pids):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _tree_rss(root: int) -> tuple[int, int]:
@@ -86,16 +153,42 @@ def _tree_rss(root: int) -> tuple[int, int]:
     return total, biggest
 
 
-def run_one(base: Path, rows: int, dim: int, master: str, timeout: float) -> dict:
-    inp = base / "in"
-    if not (inp / "_done").exists():
-        t = time.perf_counter()
-        write_table(inp, rows, dim)
-        (inp / "_done").write_text("")
-        print(f"wrote {rows} rows x {dim} features in {time.perf_counter() - t:.1f} s",
-              flush=True)
-    out = base / "out"
-    cfg = {
+_STAGE_LINE = re.compile(r"stage\s+(\S.*?)\s+(\d+\.\d+) s\s*$")
+
+
+def stages_from_log(log: str) -> dict[str, float]:
+    """The runner's ``stage <name> <seconds> s`` log lines (a run cut short has no
+    summary.json; its finished stages are still in the log)."""
+    out: dict[str, float] = {}
+    for line in log.splitlines():
+        m = _STAGE_LINE.search(line)
+        if m:
+            out[m.group(1).strip()] = float(m.group(2))
+    return out
+
+
+def parse_sets(items: list[str]) -> dict[str, dict]:
+    """``audit.key=value`` overrides (value as JSON, else a string) per audit section."""
+    out: dict[str, dict] = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        audit, _, key = name.partition(".")
+        if not (audit and key and _):
+            raise SystemExit(f"--set wants audit.key=value, got {item!r}")
+        try:
+            v = json.loads(value)
+        except json.JSONDecodeError:
+            v = value
+        out.setdefault(audit, {})[key] = v
+    return out
+
+
+def nightly_config(inp: Path, out: Path, dim: int, master: str,
+                   sets: dict[str, dict] | None = None) -> dict:
+    """The run's config: every audit at its defaults (an empty section each), unless
+    ``sets`` overrides some of their keys."""
+    audits = {a: dict((sets or {}).get(a, {})) for a in ("group", "hfm", "mdfa", "correlation")}
+    return {
         "dataset": "nightly_bench", "run_date": "2026-11-30", "seed": 17,
         "input": {"path": str(inp), "format": "parquet"},
         "columns": {
@@ -106,17 +199,34 @@ def run_one(base: Path, rows: int, dim: int, master: str, timeout: float) -> dic
             "label": {"column": "label", "positive": 1},
             "prediction": {"column": "prediction", "positive": 1}, "row_key": "row_id",
         },
-        "audits": {"group": {}, "hfm": {}, "mdfa": {}, "correlation": {}},
+        "audits": audits,
         "output": {"path": str(out)},
         "spark": {"master": master},
     }
+
+
+def run_one(base: Path, rows: int, dim: int, master: str, timeout: float,
+            sets: dict[str, dict] | None = None) -> dict:
+    """Write the table (once) and run the CLI on it; the figures of one size."""
+    inp = base / "in"
+    if not (inp / "_done").exists():
+        t = time.perf_counter()
+        write_table(inp, rows, dim)
+        (inp / "_done").write_text("")
+        print(f"wrote {rows} rows x {dim} features in {time.perf_counter() - t:.1f} s",
+              flush=True)
+    out = base / "out"
     cfg_path = base / "config.json"  # JSON is YAML
-    cfg_path.write_text(json.dumps(cfg, indent=1))
+    cfg_path.write_text(json.dumps(nightly_config(inp, out, dim, master, sets), indent=1))
     cmd = [sys.executable, "-m", "fairspark.cli", "audit", "--config", str(cfg_path)]
-    print("command:", " ".join(cmd), "| load at start:", _load(), flush=True)
+    load_before = _load()
+    print("command:", " ".join(cmd), "| load at start:", load_before, flush=True)
     peak = {"sum": 0, "max": 0}
+    started = time.time()
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log_path = base / "cli.log"  # written as the run goes (tail -f it)
+    log_file = log_path.open("w")
+    proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT)
     done = threading.Event()
 
     def sample() -> None:
@@ -127,35 +237,222 @@ def run_one(base: Path, rows: int, dim: int, master: str, timeout: float) -> dic
 
     th = threading.Thread(target=sample, daemon=True)
     th.start()
+    timed_out = False
     try:
-        log, _ = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        log, _ = proc.communicate()
+        timed_out = True
+        kill_tree(proc.pid)
+        proc.wait()
     done.set()
     th.join()
     wall = time.perf_counter() - t
+    log_file.close()
+    log = log_path.read_text(errors="replace")
     stages: dict = {}
-    summ = sorted(out.rglob("summary.json"))
+    statuses: dict = {}
+    summ = [p for p in out.rglob("summary.json") if p.stat().st_mtime >= started]
     if summ:
-        s = json.loads(summ[-1].read_text())
+        s = json.loads(sorted(summ)[-1].read_text())
         stages = s.get("stage_timings", {})
         statuses = {a: v.get("status") for a, v in s.get("audits", {}).items()
                     if isinstance(v, dict)}
     else:
-        statuses = {}
+        stages = stages_from_log(log)
     if proc.returncode not in (0, 3):
         print(log[-4000:])
-    return {"rows": rows, "rc": proc.returncode, "wall": wall, "stages": stages,
-            "statuses": statuses, "peak_sum": peak["sum"], "peak_max": peak["max"],
-            "load": _load()}
+    return {"rows": rows, "rc": "timeout" if timed_out else proc.returncode, "wall": wall,
+            "stages": stages, "statuses": statuses, "peak_sum": peak["sum"],
+            "peak_max": peak["max"], "load_before": load_before, "load": _load()}
 
 
-def _fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
-    if len(xs) < 2:
+def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares ``y = a + b x`` over the finite points; NaN with fewer than 2."""
+    pts = [(x, y) for x, y in zip(xs, ys, strict=True) if np.isfinite(y)]
+    if len(pts) < 2:
         return float("nan"), float("nan")
-    b, a = np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)
-    return a, b
+    b, a = np.polyfit(np.asarray([p[0] for p in pts], float),
+                      np.asarray([p[1] for p in pts], float), 1)
+    return float(a), float(b)
+
+
+def stage_names(results: list[dict]) -> list[str]:
+    """Every stage seen, in the order the runs report them."""
+    names: list[str] = []
+    for r in results:
+        for k in r["stages"]:
+            if k not in names:
+                names.append(k)
+    return names
+
+
+def _num(v: float, nd: int) -> str:
+    """``v`` with ``nd`` decimals, without a "-0.0" for a fit's rounding noise."""
+    text = f"{v:.{nd}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def markdown(results: list[dict], argv_line: str, cores: int | None) -> str:
+    """The stage table, the memory and the per-stage fit as Markdown."""
+    names = stage_names(results)
+    lines = [f"command: `{argv_line}`; {cores} CPUs; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+             "",
+             "| rows | exit | wall (s) | " + " | ".join(f"{k} (s)" for k in names)
+             + " | peak RSS, process tree (GB) | largest process (GB) | audit statuses "
+               "| load 1/5/15 before | after |",
+             "|" + "---|" * (len(names) + 8)]
+    for r in results:
+        st = ", ".join(f"{a}: {v}" for a, v in r["statuses"].items())
+        lines.append(f"| {r['rows']:,} | {r['rc']} | {r['wall']:.1f} | "
+                     + " | ".join(f"{r['stages'].get(k, float('nan')):.1f}" for k in names)
+                     + f" | {r['peak_sum'] / 1e9:.2f} | {r['peak_max'] / 1e9:.2f} | {st} "
+                       f"| {r['load_before']} | {r['load']} |")
+    lines += ["", "Fit per stage, time = a + b x rows (least squares over the sizes; "
+              "a: the part that does not grow with the table, b: seconds per 1M rows):", "",
+              "| stage | a (s) | b (s per 1M rows) | at 1M rows (s) | at 100M rows (s) |",
+              "|---|---|---|---|---|"]
+    xs = [r["rows"] for r in results]
+    for k in [*names, "wall"]:
+        ys = [r["wall"] if k == "wall" else r["stages"].get(k, float("nan")) for r in results]
+        a, b = fit_line(xs, ys)
+        lines.append(f"| {k} | {_num(a, 1)} | {_num(b * 1e6, 1)} | {_num(a + b * 1e6, 1)} "
+                     f"| {_num(a + b * 1e8, 0)} |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the kernel probe
+def _timed(fn, *a, **kw):
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = fn(*a, **kw)
+    return out, time.perf_counter() - t0, time.process_time() - c0
+
+
+def probe_mdfa(dim: int, rows: int, splits: int, seed: int = 5) -> dict:
+    """One attribute view (sex) of mdfa at its defaults on ``rows`` sampled rows:
+    seconds per component of a split (mean over ``splits``) and the null model."""
+    from fairspark.mdfa import certify as C
+    from fairspark.mdfa.diagnostics import balance_diagnostics
+    from fairspark.mdfa.params import MDFAParams
+
+    p = MDFAParams()
+    r = draw_rows(np.random.default_rng(seed), rows, dim)
+    sample = C.MDFASample(x=r["X"], s=np.where(r["female"], 1, -1),
+                          y=np.where(r["prediction"] == 1, 1, -1), desc=r["X"],
+                          feature_names=[f"f{j}" for j in range(dim)],
+                          desc_names=[f"f{j}" for j in range(dim)])
+    sample, _, null_s = _timed(sample.with_null_model, seed=seed)
+    parts: dict[str, list[float]] = {}
+    steps, gammas, walls = [], [], []
+    for i in range(splits):
+        sd = 1000 + i
+        w0 = time.perf_counter()
+        st, _, tot = _timed(C.balance_split, sample, seed=sd, params=p)
+        # the two parts of balance_split, timed again on their own
+        x, s = sample.x, sample.s.astype(int)
+        xs = ((x - x[st.tr].mean(0)) / np.where(x[st.tr].std(0) == 0, 1, x[st.tr].std(0)))
+        xs = xs.astype(np.float32)
+        _, _, diag_s = _timed(balance_diagnostics, x_tr=xs[st.tr], s_tr=s[st.tr],
+                              w_tr=st.train.w, x_te=xs[st.te], s_te=s[st.te], w_te=st.test.w)
+        g, _, cert_s = _timed(C._certificate_gammas, st, seed=sd, params=p)
+        _, _, null_g_s = _timed(C._null_gammas, st, sample, split=i, seed=sd, params=p)
+        out = C.SplitResult(split=i, gamma_pos=g[0], gamma_neg=g[1], gamma_max=max(g))
+        wv, _, wva_s = _timed(C._with_violation, out, st, sample, seed=sd, params=p)
+        walls.append(time.perf_counter() - w0 - 0.0)
+        steps.append(len(json.loads(wv.trace)))
+        gammas.append(max(g))
+        for k, v in (("balance_split (nets + diagnostics)", tot), ("  of which diagnostics", diag_s),
+                     ("certificate (gamma)", cert_s), ("null draw's certificate", null_g_s),
+                     ("Algorithm 1 (worst violation)", wva_s)):
+            parts.setdefault(k, []).append(v)
+    per = {k: float(np.mean(v)) for k, v in parts.items()}
+    per_split = sum(v for k, v in per.items() if not k.startswith("  "))
+    return {"rows": rows, "dim": dim, "splits_probed": splits, "null_model_s": null_s,
+            "parts_s": per, "split_s": per_split, "wva_steps": steps, "gamma_max": gammas,
+            "split_wall_s": walls,
+            "defaults": {"splits": p.splits, "sample_rows": p.sample_rows, "epochs": p.epochs,
+                         "l2_grid": p.l2_grid, "auditor": p.auditor, "alpha": p.alpha,
+                         "xi": p.xi, "wva_search": p.wva_search}}
+
+
+def probe_correlation(dim: int, rows: int, attempts: int, seed: int = 5) -> dict:
+    """Correlation at its defaults on ``rows`` sampled rows, attribute sex: seconds per
+    attempt (mean over ``attempts`` of round 0) and the acceptance rate."""
+    from fairspark.correlation._oracle import OracleData, make_model, run_attempt, split_round
+    from fairspark.correlation.params import CorrelationParams
+
+    p = CorrelationParams()
+    r = draw_rows(np.random.default_rng(seed), rows, dim)
+    data = OracleData(x=r["X"], y=r["label"].astype(float), priv=~r["female"],
+                      w=np.ones(rows))
+    split = split_round(data, seed=seed, round_id=0, test_fraction=p.test_fraction)
+    statuses = []
+    t0, c0 = time.perf_counter(), time.process_time()
+    for a in range(attempts):
+        res = run_attempt(data, split, model=p.models[0], seed=seed, round_id=0, attempt=a,
+                          k=p.k, min_accuracy=p.min_accuracy)
+        statuses.append(str(res.status))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    # the estimator alone on bootstraps of the same size (what the rest costs on top)
+    rng = np.random.default_rng(seed)
+    t1 = time.perf_counter()
+    for a in range(attempts):
+        idx = rng.integers(0, rows, p.k)
+        if len(np.unique(data.y[idx])) < 2:
+            continue
+        make_model(p.models[0], None, random_state=a).fit(data.x[idx], data.y[idx])
+    fit_only = (time.perf_counter() - t1) / attempts
+    acc = statuses.count("accepted") / max(1, len(statuses))
+    return {"rows": rows, "dim": dim, "attempts": attempts, "s_per_attempt": wall / attempts,
+            "cpu_s_per_attempt": cpu / attempts, "fit_only_s": fit_only,
+            "acceptance": acc,
+            "defaults": {"models": p.models, "n_samples": p.n_samples, "rounds": p.rounds,
+                         "k": p.k, "sample_rows": p.sample_rows}}
+
+
+def probe_markdown(mdfa: dict | None, corr: dict | None, cores: int, views: int,
+                   argv_line: str) -> str:
+    """The probe's figures and the nightly estimate they give (lower bound: perfect
+    parallel efficiency, no Spark overhead)."""
+    lines = [f"probe: `{argv_line}`; load before/after in the lines below; "
+             f"estimate for {views} attribute views on {cores} cores at perfect efficiency", ""]
+    total = 0.0
+    if mdfa is not None:
+        d = mdfa["defaults"]
+        lines += [f"mdfa, one split at the defaults ({mdfa['rows']:,}-row sample, d = "
+                  f"{mdfa['dim']}, {d['epochs']} epochs x {len(d['l2_grid'])} L2 values, "
+                  f"{d['auditor']}, Alg. 1 {d['wva_search']}), mean of "
+                  f"{mdfa['splits_probed']} splits (one thread; CPU seconds):", "",
+                  "| part | CPU s per split |", "|---|---|"]
+        lines += [f"| {k} | {v:.2f} |" for k, v in mdfa["parts_s"].items()]
+        lines += [f"| **split** | **{mdfa['split_s']:.2f}** |",
+                  f"| null model (once per view) | {mdfa['null_model_s']:.2f} |", "",
+                  f"wall s per split {[round(w, 1) for w in mdfa['split_wall_s']]} "
+                  f"(diagnostics timed twice in it); "
+                  f"Algorithm 1 steps per split: {mdfa['wva_steps']}; gamma_max "
+                  f"{[round(g, 4) for g in mdfa['gamma_max']]}", ""]
+        est = views * (mdfa["null_model_s"] + d["splits"] * mdfa["split_s"] / cores)
+        total += est
+        lines.append(f"mdfa estimate: {views} x ({mdfa['null_model_s']:.1f} + {d['splits']} x "
+                     f"{mdfa['split_s']:.2f} / {cores}) = **{est:.0f} s** ({est / 60:.1f} min)")
+        lines.append("")
+    if corr is not None:
+        d = corr["defaults"]
+        per_kept = 1.0 / max(corr["acceptance"], 1e-9)
+        trainings = d["n_samples"] * d["rounds"] * per_kept
+        est = views * trainings * corr["s_per_attempt"] / cores
+        total += est
+        lines += [f"correlation ({', '.join(d['models'])}, K = {d['k']}, "
+                  f"{corr['rows']:,}-row sample, d = {corr['dim']}): "
+                  f"{corr['s_per_attempt'] * 1e3:.2f} ms per attempt "
+                  f"({corr['cpu_s_per_attempt'] * 1e3:.2f} ms CPU; the estimator's fit alone "
+                  f"{corr['fit_only_s'] * 1e3:.2f} ms), acceptance {corr['acceptance']:.2f} "
+                  f"over {corr['attempts']} attempts", "",
+                  f"correlation estimate: {views} x {d['n_samples']} x {d['rounds']} / "
+                  f"{corr['acceptance']:.2f} attempts x {corr['s_per_attempt'] * 1e3:.2f} ms / "
+                  f"{cores} = **{est:.0f} s** ({est / 60:.1f} min)", ""]
+    lines.append(f"sum of the two: **{total:.0f} s** ({total / 60:.1f} min), before "
+                 "preparation, group, hfm, Spark start-up and parallel losses")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -164,35 +461,63 @@ def main(argv=None) -> int:
     ap.add_argument("--dim", type=int, default=50)
     ap.add_argument("--tmp", default="/tmp/fairspark_nightly_bench")
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--timeout", type=float, default=3600)
-    ap.add_argument("--out", default=None, help="also write the tables to this file")
+    ap.add_argument("--timeout", type=float, default=3600,
+                    help="seconds per size; a run past it is killed and its finished "
+                         "stages are read from its log")
+    ap.add_argument("--out", default=None, help="also write the tables (Markdown) here")
+    ap.add_argument("--set", nargs="*", default=[], metavar="AUDIT.KEY=VALUE",
+                    help="override an audit's default (e.g. mdfa.splits=4); the tables "
+                         "then say that the run was not at the defaults")
+    ap.add_argument("--probe", action="store_true",
+                    help="time the mdfa and correlation kernels at their defaults instead")
+    ap.add_argument("--probe-splits", type=int, default=2)
+    ap.add_argument("--probe-attempts", type=int, default=300)
+    ap.add_argument("--probe-mdfa-rows", type=int, default=None,
+                    help="mdfa sample rows (default: the audit's sample_rows)")
+    ap.add_argument("--probe-corr-rows", type=int, default=None,
+                    help="correlation sample rows (default: the audit's sample_rows)")
+    ap.add_argument("--skip", nargs="*", default=[], choices=["mdfa", "correlation"])
+    ap.add_argument("--cores", type=int, default=2, help="cores of the estimate (--probe)")
     args = ap.parse_args(argv)
+    argv_line = "python scripts/bench_nightly.py " + " ".join(
+        sys.argv[1:] if argv is None else argv)
     print(f"cores: {os.cpu_count()}; load at start {_load()}", flush=True)
-    res = [run_one(Path(args.tmp) / f"n{n}_d{args.dim}", n, args.dim, args.master,
-                   args.timeout) for n in args.rows]
-    names = sorted({k for r in res for k in r["stages"]},
-                   key=lambda k: min(list(r["stages"]).index(k) for r in res
-                                     if k in r["stages"]))
-    lines = [f"command: `python scripts/bench_nightly.py --rows "
-             f"{' '.join(map(str, args.rows))} --dim {args.dim} --master {args.master}`", "",
-             "| rows | exit | wall (s) | " + " | ".join(f"{k} (s)" for k in names)
-             + " | peak RSS, process tree (GB) | largest process (GB) | audit statuses "
-               "| load 1/5/15 |",
-             "|" + "---|" * (len(names) + 7)]
-    for r in res:
-        st = ", ".join(f"{a}: {v}" for a, v in r["statuses"].items())
-        lines.append(f"| {r['rows']:,} | {r['rc']} | {r['wall']:.1f} | "
-                     + " | ".join(f"{r['stages'].get(k, float('nan')):.1f}" for k in names)
-                     + f" | {r['peak_sum'] / 1e9:.2f} | {r['peak_max'] / 1e9:.2f} | {st} "
-                       f"| {r['load']} |")
-    lines += ["", "Fit per stage, time = a + b x rows (least squares over the sizes):", "",
-              "| stage | a (s) | b (s per 1M rows) |", "|---|---|---|"]
-    xs = [r["rows"] for r in res]
-    for k in [*names, "wall"]:
-        ys = [r["wall"] if k == "wall" else r["stages"].get(k, float("nan")) for r in res]
-        a, b = _fit(xs, ys)
-        lines.append(f"| {k} | {a:.1f} | {b * 1e6:.1f} |")
-    text = "\n".join(lines)
+    if args.probe:
+        from fairspark._threads import pin_threads
+
+        pin_threads()
+        import torch
+
+        torch.set_num_threads(1)
+        from fairspark.correlation.params import CorrelationParams
+        from fairspark.mdfa.params import MDFAParams
+
+        l0 = _load()
+        mdfa = corr = None
+        if "mdfa" not in args.skip:
+            mdfa = probe_mdfa(args.dim, args.probe_mdfa_rows or MDFAParams().sample_rows,
+                              args.probe_splits)
+        l1 = _load()
+        if "correlation" not in args.skip:
+            corr = probe_correlation(args.dim,
+                                     args.probe_corr_rows or CorrelationParams().sample_rows,
+                                     args.probe_attempts)
+        text = (probe_markdown(mdfa, corr, args.cores, len(VIEWS), argv_line)
+                + f"\n\nload before mdfa {l0}; before correlation {l1}; after {_load()}")
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text + "\n\n```json\n"
+                                      + json.dumps({"mdfa": mdfa, "correlation": corr},
+                                                   indent=1, default=str) + "\n```\n")
+        return 0
+    sets = parse_sets(args.set)
+    res = [run_one(Path(args.tmp).resolve() / f"n{n}_d{args.dim}", n, args.dim, args.master,
+                   args.timeout, sets) for n in args.rows]
+    text = markdown(res, argv_line, os.cpu_count())
+    if sets:
+        text = ("**Not at the defaults**: overridden " + ", ".join(
+            f"`{a}.{k}={v}`" for a, kv in sets.items() for k, v in kv.items()) + "\n\n"
+            + text)
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")
