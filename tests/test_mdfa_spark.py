@@ -174,8 +174,16 @@ def test_runner_one_group_attribute_fails_others_complete(toy_run):
     assert g.lower <= g.value <= g.upper
     # the verdict is judged against the null reference (3 splits: 3 null draws)
     ref = res.summary["audits"]["mdfa"]["attributes"]["grp"]["null"]
-    assert ref["draws"] == 3 and ref["observed"] == pytest.approx(g.value)
-    assert ref["excess"] == pytest.approx(g.value - ref["mean"])
+    # the reported gamma_max is the raw mean over splits less the null reference
+    # (issue 14 item 4); the raw mean stays in the summary
+    a = res.summary["audits"]["mdfa"]["attributes"]["grp"]
+    assert ref["draws"] == 3 and ref["observed"] == pytest.approx(a["gamma_max"]["mean"])
+    assert ref["excess"] == pytest.approx(ref["observed"] - ref["mean"])
+    assert g.value == pytest.approx(ref["excess"])
+    assert a["corrected"]["gamma_max"]["raw"] == pytest.approx(ref["observed"])
+    assert a["corrected"]["gamma_max"]["value"] == pytest.approx(g.value)
+    assert ok.loc["gamma", "value"] == pytest.approx(
+        a["gamma_pos"]["mean"] - a["corrected"]["gamma_pos"]["reference"])
     assert ok.loc["gamma_null", "value"] == pytest.approx(ref["mean"])
     verdict = res.summary["audits"]["mdfa"]["attributes"]["grp"]["verdict"]
     assert verdict.startswith("evidence of" if ref["evidence"] else "no evidence of")
