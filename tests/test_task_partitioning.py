@@ -67,6 +67,12 @@ def test_correlation_same_attempts_for_1_2_7_and_default_chunks(spark, oracle_sa
     for parts in (1, 2, 7):
         got = run_oracle_tasks(spark, oracle_sample, partitions=parts, **_KW).attempts
         pd.testing.assert_frame_equal(got, default)
+    # each round runs exactly the attempts a sequential loop runs: 0, 1, ... up to its
+    # n_samples-th accepted one, or to the attempt cap
+    for _, rnd in default.groupby(["model", "round"]):
+        assert list(rnd["attempt"]) == list(range(len(rnd)))
+        acc = (rnd["status"] == "accepted").to_numpy()
+        assert (acc.sum() == _KW["n_samples"] and acc[-1]) or len(rnd) == _KW["attempt_cap"]
     # and each row is the plain kernel call with the same ids (brute force, no Spark)
     data = oracle_sample.for_attribute(0)
     metrics = list(default.columns[7:])
@@ -84,8 +90,10 @@ def test_correlation_profile_has_one_record_per_task(spark, oracle_sample):
     plain = run_oracle_tasks(spark, oracle_sample, partitions=3, **_KW)
     pd.testing.assert_frame_equal(tab.attempts, plain.attempts)
     assert len(tab.profile) == tab.waves >= 1
+    assert tab.waves == 1  # every round in one Spark job
     for w in tab.profile:
-        assert w["chunks"] == min(3, w["attempts"]) and len(w["tasks"]) == w["chunks"]
+        assert w["chunks"] == min(3, w["rounds"]) and len(w["tasks"]) == w["chunks"]
+        assert sum(t["rounds"] for t in w["tasks"]) == w["rounds"]
         assert sorted(t["chunk"] for t in w["tasks"]) == list(range(w["chunks"]))
         assert sum(t["attempts"] for t in w["tasks"]) == w["attempts"]
         for t in w["tasks"]:

@@ -11,24 +11,23 @@ Design (METHODS §3 "design card")
    the session has a SparkContext, otherwise (Spark Connect) inside the task function's
    closure, which Spark serialises once per job, not per row. Python workers cache the
    decoded arrays and each round's split.
-3. Every attempt (attribute, model, round, attempt) has a global id in its wave; the
-   wave's ids are dealt round-robin to a fixed number of chunks (id ``g`` to chunk
-   ``g mod C``), so every chunk gets the same mix of models and rounds and the chunks
-   cost about the same. Each chunk is one row (and one partition) of
-   ``spark.range(C)``; a ``mapInPandas`` with an explicit schema runs
-   :func:`~._oracle.run_attempt` on the chunk's ids with BLAS/OpenMP/torch pinned to
-   one thread. ``C`` is 4 tasks per core by default: few enough that task start-up is
-   negligible, enough that a slow core (another tenant) does not hold up the last
-   wave of tasks. Attempts run in waves: the first wave runs
-   attempts ``0..N-1`` of every round, later waves only the next attempts of rounds that
-   have fewer than N accepted models, up to the attempt cap. Each attempt's result
-   depends on its ids only, so the kept set (the first N accepted by attempt number) is
-   the same for any partitioning, executor count or task retry.
+3. Rounds (attribute, model, round) are the unit of work: a task runs each of its
+   rounds as the sequential loop does, attempt after attempt until ``N`` are accepted
+   or the attempt cap is reached, so no attempt beyond the round's last needed one
+   runs and there is no second job for rounds that fell short. The rounds are dealt
+   round-robin to a fixed number of chunks (round ``g`` to chunk ``g mod C``), so
+   every chunk gets the same mix of attributes and models. Each chunk is one row (and
+   one partition) of ``spark.range(C)``; a ``mapInPandas`` with an explicit schema
+   runs :func:`~._oracle.run_attempt` with BLAS/OpenMP/torch pinned to one thread.
+   ``C`` is 4 tasks per core by default (at most one per round). All rounds run in one
+   wave (one Spark job); under a time budget they run in waves of ``C`` rounds, with
+   a partial result after each. Each attempt's result depends on its ids only, so the
+   kept set (the first N accepted by attempt number) is the same for any
+   partitioning, executor count or task retry.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -60,6 +59,7 @@ __all__ = [
     "n_chunks",
     "run_attempt_ids",
     "run_oracle_tasks",
+    "run_round_ids",
     "select_rounds",
 ]
 
@@ -271,6 +271,32 @@ def _schema(metrics: Sequence[str]) -> str:
     )
 
 
+def _attempt_row(shipped: Shipped, spec: _TaskSpec, attr: int, mi: int, rnd: int,
+                 attempt: int) -> tuple:
+    """One attempt of the oracle as a row of the result schema."""
+    data, split = _cached_split(shipped, attr, rnd, spec.seeds[attr], spec.test_fraction)
+    res = run_attempt(
+        data,
+        split,
+        model=spec.models[mi],
+        seed=spec.seeds[attr],
+        round_id=rnd,
+        attempt=attempt,
+        k=spec.k,
+        min_accuracy=spec.min_accuracy,
+        metrics=spec.metrics,
+        model_params=spec.model_params.get(spec.models[mi]),
+    )
+    return (attr, spec.models[mi], rnd, attempt, str(res.status), res.reason, res.accuracy,
+            *res.metrics.tolist())
+
+
+def _result_frame(rows: list[tuple], spec: _TaskSpec) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=_result_columns(spec.metrics)).astype(
+        {"attr": "int32", "round": "int32", "attempt": "int32", "accuracy": "float64"}
+    )
+
+
 def run_attempt_ids(
     shipped: Shipped, spec: _TaskSpec, ranges: np.ndarray, ids: np.ndarray
 ) -> pd.DataFrame:
@@ -284,35 +310,31 @@ def run_attempt_ids(
     for gid in ids:
         j = int(np.searchsorted(ends, gid, side="right"))
         attr, mi, rnd, first, _ = (int(v) for v in ranges[j])
-        attempt = first + int(gid - starts[j])
-        data, split = _cached_split(shipped, attr, rnd, spec.seeds[attr], spec.test_fraction)
-        res = run_attempt(
-            data,
-            split,
-            model=spec.models[mi],
-            seed=spec.seeds[attr],
-            round_id=rnd,
-            attempt=attempt,
-            k=spec.k,
-            min_accuracy=spec.min_accuracy,
-            metrics=spec.metrics,
-            model_params=spec.model_params.get(spec.models[mi]),
-        )
-        rows.append(
-            (
-                attr,
-                spec.models[mi],
-                rnd,
-                attempt,
-                str(res.status),
-                res.reason,
-                res.accuracy,
-                *res.metrics.tolist(),
-            )
-        )
-    return pd.DataFrame(rows, columns=_result_columns(spec.metrics)).astype(
-        {"attr": "int32", "round": "int32", "attempt": "int32", "accuracy": "float64"}
-    )
+        rows.append(_attempt_row(shipped, spec, attr, mi, rnd, first + int(gid - starts[j])))
+    return _result_frame(rows, spec)
+
+
+def run_round_ids(
+    shipped: Shipped, spec: _TaskSpec, rounds: np.ndarray, ids: np.ndarray
+) -> pd.DataFrame:
+    """Run the rounds ``rounds[ids]`` to completion, one attempt after another.
+
+    ``rounds`` rows are ``(attr, model_index, round, first_attempt, need, cap)``: the
+    round runs attempts ``first_attempt, first_attempt + 1, ...`` until ``need`` of
+    them are accepted or attempt ``cap`` is reached, as a sequential loop does, so no
+    attempt past the round's last needed one runs.
+    """
+    rows = []
+    accepted_status = str(AttemptStatus.ACCEPTED)
+    for j in ids:
+        attr, mi, rnd, first, need, cap = (int(v) for v in rounds[int(j)])
+        accepted, attempt = 0, first
+        while accepted < need and attempt < cap:
+            row = _attempt_row(shipped, spec, attr, mi, rnd, attempt)
+            accepted += row[4] == accepted_status
+            rows.append(row)
+            attempt += 1
+    return _result_frame(rows, spec)
 
 
 def chunk_ids(total: int, chunks: int, chunk: int) -> np.ndarray:
@@ -346,9 +368,9 @@ def _profile_row(spec: _TaskSpec, info: dict[str, Any]) -> pd.DataFrame:
 
 
 def _wave_task(
-    shipped: Shipped, spec: _TaskSpec, ranges: np.ndarray, chunks: int, profile: bool = False
+    shipped: Shipped, spec: _TaskSpec, rounds: np.ndarray, chunks: int, profile: bool = False
 ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The ``mapInPandas`` function of one wave: a task runs its chunks' attempts.
+    """The ``mapInPandas`` function of one wave: a task runs its chunk's rounds.
 
     With ``profile`` every task adds one row (``attr = -1``) holding its timings as
     JSON: wall-clock ``start`` and ``end`` (epoch seconds), seconds to read the shipped
@@ -357,7 +379,7 @@ def _wave_task(
     hand that frame to Arrow (``serialise_s``), the ``pid``, the worker's OS threads
     and how many tasks that Python worker ran before (0 = a fresh worker).
     """
-    total = int(ranges[:, 4].sum())
+    total = len(rounds)
 
     def task_fn(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         import os
@@ -378,12 +400,13 @@ def _wave_task(
                     t0 = time.perf_counter()
                     _ = shipped.value  # the broadcast, read once per Python worker
                     t1, c1 = time.perf_counter(), time.process_time()
-                    out = run_attempt_ids(shipped, spec, ranges, ids)
+                    out = run_round_ids(shipped, spec, rounds, ids)
                     t2, c2 = time.perf_counter(), time.process_time()
                     yield out  # Arrow serialisation happens before the generator resumes
                     if profile:
                         yield _profile_row(spec, {
-                            "chunk": int(c), "attempts": len(ids), "pid": os.getpid(),
+                            "chunk": int(c), "rounds": len(ids), "attempts": len(out),
+                            "pid": os.getpid(),
                             "worker_tasks_before": served, "start": t_start,
                             "os_threads": os_threads(),
                             "ship_s": t1 - t0, "run_s": t2 - t1, "run_cpu_s": c2 - c1,
@@ -412,19 +435,9 @@ class _RoundState:
     next_attempt: int = 0
     accepted: int = 0
 
-    def wave_size(self, *, n_samples: int, attempt_cap: int) -> int:
-        """Attempts the next wave runs for this round (0: complete or at the cap)."""
-        need = n_samples - self.accepted
-        if need <= 0 or self.next_attempt >= attempt_cap:
-            return 0
-        if self.next_attempt == 0:
-            n_new = n_samples
-        else:
-            # generous, so that a second wave nearly always completes the round:
-            # every wave is a Spark job with its own fixed cost
-            rate = max(self.accepted / self.next_attempt, 0.02)
-            n_new = math.ceil(need / rate * 1.25 + 3 * math.sqrt(need / rate)) + 2
-        return min(n_new, attempt_cap - self.next_attempt)
+    def done(self, *, n_samples: int, attempt_cap: int) -> bool:
+        """Complete (``n_samples`` accepted) or at the attempt cap."""
+        return self.accepted >= n_samples or self.next_attempt >= attempt_cap
 
 
 @dataclass
@@ -439,23 +452,31 @@ class _Waves:
     frames: list[pd.DataFrame] = field(default_factory=list)
     profile: list[dict[str, Any]] = field(default_factory=list)
 
-    def plan(self) -> np.ndarray:
-        """Rows ``(attr, model_index, round, first_attempt, count)`` of the next wave."""
-        ranges = []
-        for (a, mi, r), st in self.rounds.items():
-            n_new = st.wave_size(n_samples=self.n_samples, attempt_cap=self.attempt_cap)
-            if n_new:
-                ranges.append((a, mi, r, st.next_attempt, n_new))
-        return np.asarray(ranges, dtype=np.int64).reshape(-1, 5)
+    def plan(self, limit: int | None = None) -> np.ndarray:
+        """Rows ``(attr, model_index, round, first_attempt, need, cap)`` of the next wave.
 
-    def record(self, ranges: np.ndarray, wave_pdf: pd.DataFrame) -> None:
-        """Account for a finished wave."""
+        The rounds not yet done, in (attribute, model, round) order, at most ``limit``.
+        """
+        rows = []
+        for (a, mi, r), st in self.rounds.items():
+            if not st.done(n_samples=self.n_samples, attempt_cap=self.attempt_cap):
+                rows.append((a, mi, r, st.next_attempt, self.n_samples - st.accepted,
+                             self.attempt_cap))
+        return np.asarray(rows[:limit], dtype=np.int64).reshape(-1, 6)
+
+    def record(self, rounds: np.ndarray, wave_pdf: pd.DataFrame) -> None:
+        """Account for a finished wave: each of its rounds ran to completion or the cap."""
         self.frames.append(wave_pdf)
-        for a, mi, r, first, count in ranges.tolist():
-            self.rounds[(a, mi, r)].next_attempt = first + count
-        accepted = wave_pdf[wave_pdf["status"] == AttemptStatus.ACCEPTED]
-        for (a, name, r), c in accepted.groupby(["attr", "model", "round"]).size().items():
-            self.rounds[(int(a), self.models.index(name), int(r))].accepted += int(c)
+        ran = wave_pdf.groupby(["attr", "model", "round"]).size()
+        accepted = (wave_pdf[wave_pdf["status"] == AttemptStatus.ACCEPTED]
+                    .groupby(["attr", "model", "round"]).size())
+        for a, mi, r, first, _, _ in rounds.tolist():
+            key = (a, self.models[mi], r)
+            st = self.rounds[(a, mi, r)]
+            st.next_attempt = first + int(ran.get(key, 0))
+            st.accepted += int(accepted.get(key, 0))
+            if not st.done(n_samples=self.n_samples, attempt_cap=self.attempt_cap):
+                raise RuntimeError(f"correlation: round {key} came back incomplete from its task")
 
     def table(self, shipped_as: str) -> AttemptTable:
         """The attempts so far, sorted by (attr, model, round, attempt)."""
@@ -502,6 +523,7 @@ def run_oracle_tasks(
     partitions: int | None = None,
     shipping: str = "auto",
     on_wave: Callable[[AttemptTable], None] | None = None,
+    rounds_per_wave: int | None = None,
     profile: bool = False,
 ) -> AttemptTable:
     """Run the N x L (x models x attributes) oracle calls as ``mapInPandas`` tasks.
@@ -515,12 +537,14 @@ def run_oracle_tasks(
     seeds : base seed of every attribute of ``sample`` (indexed like it).
     n_samples, rounds, k, min_accuracy, attempt_cap, test_fraction : METHODS §3.
     metrics : catalogue metrics returned per attempt.
-    partitions : tasks (chunks of attempts) of each wave (default: 4 x default
-        parallelism); the results do not depend on it.
+    partitions : tasks (chunks of rounds) of each wave, at most one per round
+        (default: 4 x default parallelism); the results do not depend on it.
     shipping : ``auto`` (broadcast when the session has a SparkContext, else the task
         closure), ``broadcast`` or ``closure``.
     on_wave : called with the attempts so far after every wave but the last (a time
         budget's partial result); an exception it raises ends the run.
+    rounds_per_wave : rounds of each wave (``None``: every round in one wave, one
+        Spark job; a time budget sets it so that partial results come in between).
     profile : record where the time goes: one dict per task (see :func:`_wave_task`)
         and per wave (``wave``, ``tasks``, ``attempts``, driver-side ``submit`` and
         ``collected`` epoch seconds) in :attr:`AttemptTable.profile`.
@@ -556,7 +580,8 @@ def run_oracle_tasks(
     shipped = Shipped(spark, payload, how=shipping)
     parts = partitions or _default_partitions(spark)
     try:
-        _run_waves(spark, shipped, spec, waves, parts, on_wave, profile=profile)
+        _run_waves(spark, shipped, spec, waves, parts, on_wave, profile=profile,
+                   rounds_per_wave=rounds_per_wave)
     finally:
         shipped.release()
     return waves.table(shipped.how)
@@ -571,14 +596,14 @@ def _run_waves(
     on_wave: Callable[[AttemptTable], None] | None,
     *,
     profile: bool = False,
+    rounds_per_wave: int | None = None,
 ) -> None:
-    """Run waves of attempts until every round is complete or at the attempt cap."""
+    """Run waves of rounds until every round is complete or at the attempt cap."""
     import time
 
-    ranges = waves.plan()
+    ranges = waves.plan(rounds_per_wave)
     while len(ranges):
-        total = int(ranges[:, 4].sum())
-        chunks = n_chunks(total, n_parts)
+        chunks = n_chunks(len(ranges), n_parts)
         t_submit = time.time()
         wave_pdf = (
             spark.range(0, chunks, 1, numPartitions=chunks)
@@ -593,11 +618,13 @@ def _run_waves(
             is_prof = wave_pdf["attr"] == -1
             tasks = [json.loads(r) for r in wave_pdf.loc[is_prof, "reason"]]
             waves.profile.append({"wave": len(waves.frames), "tasks": tasks, "chunks": chunks,
-                                  "attempts": total, "submit": t_submit,
+                                  "rounds": len(ranges),
+                                  "attempts": int((wave_pdf["attr"] >= 0).sum()),
+                                  "submit": t_submit,
                                   "collected": time.time()})
             wave_pdf = wave_pdf[~is_prof].reset_index(drop=True)
         waves.record(ranges, wave_pdf)
-        ranges = waves.plan()
+        ranges = waves.plan(rounds_per_wave)
         if len(ranges) and on_wave is not None:
             on_wave(waves.table(shipped.how))
 

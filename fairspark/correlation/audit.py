@@ -302,13 +302,23 @@ def correlation_audit(
             report_partial(state.result(table, partial=True))
         _check_budget(time_left, table.waves)
 
-    return state.result(_oracle_tasks(spark, state, on_wave=on_wave))
+    # one wave (one Spark job) of every round, unless a time budget wants partial
+    # results in between: then waves of one round per task
+    budgeted = time_left is not None and math.isfinite(time_left())
+    return state.result(_oracle_tasks(spark, state, on_wave=on_wave, waves=budgeted))
 
 
 def _oracle_tasks(
-    spark: SparkSession, state: _AuditRun, *, on_wave: Callable[[AttemptTable], None]
+    spark: SparkSession, state: _AuditRun, *, on_wave: Callable[[AttemptTable], None],
+    waves: bool = False,
 ) -> AttemptTable:
-    """Every attempt of the oracle for the attributes with four non-empty cells."""
+    """Every attempt of the oracle for the attributes with four non-empty cells.
+
+    ``waves``: run the rounds in waves of one round per task (partial results between
+    them) instead of one wave.
+    """
+    from fairspark.correlation._spark import _default_partitions
+
     p = state.params
     return run_oracle_tasks(
         spark,
@@ -327,6 +337,7 @@ def _oracle_tasks(
         partitions=p.partitions,
         shipping=p.shipping,
         on_wave=on_wave,
+        rounds_per_wave=(p.partitions or _default_partitions(spark)) if waves else None,
     )
 
 

@@ -49,7 +49,8 @@ class CorrelationParams(AuditParams):
     metrics:
         Catalogue metrics to correlate (``None`` = the 20 of METHODS §3).
     partitions:
-        Spark partitions of the training tasks (``None`` = default parallelism x 4).
+        Spark tasks the rounds are dealt to, at most one per round (``None`` = default
+        parallelism x 4); under a time budget also the rounds of each wave.
     shipping:
         How the sample reaches the tasks: ``auto`` (a broadcast where the session has a
         SparkContext, else inside the task closure, e.g. Spark Connect), ``broadcast``
