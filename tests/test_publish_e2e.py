@@ -175,19 +175,33 @@ def _killed(proc: subprocess.Popen, log: Path, point: str) -> None:
     assert f"fairspark test hook: SIGKILL at {point}" in text, text[-3000:]
 
 
-def test_kill_between_the_renames_loses_nothing(spark, table, tmp_path, capsys):
+def _good_run_then_killed_run(table: str, tmp_path: Path, capsys,
+                              point: str) -> tuple[Path, Path, dict[str, bytes], DateReader]:
+    """A good run of the date, then a second run SIGKILLed at ``point`` while a reader
+    lists the date folder; returns the config, the output folder, the good run's files
+    and the (still running) reader."""
     cfg = _config(tmp_path, table)
     out = tmp_path / "out"
     code, err = _in_process(cfg, capsys)
     assert code == 0, err
     old = _snapshot(out / DATE_DIR)
-    old_run = json.loads(old["summary.json"])["run_id"]
-
     reader = DateReader(out)
     reader.start()
     log = tmp_path / "killed.log"
-    _killed(_launch(cfg, log, FAIRSPARK_FAULT="publish:between_renames"), log,
-            "publish:between_renames")
+    _killed(_launch(cfg, log, FAIRSPARK_FAULT=point), log, point)
+    return cfg, out, old, reader
+
+
+def _reader_saw_only_complete_folders(reader: DateReader) -> None:
+    reader.finish()
+    assert reader.bad == [], reader.bad[:5]
+    assert reader.complete > 0
+
+
+def test_kill_between_the_renames_loses_nothing(spark, table, tmp_path, capsys):
+    cfg, out, old, reader = _good_run_then_killed_run(table, tmp_path, capsys,
+                                                      "publish:between_renames")
+    old_run = json.loads(old["summary.json"])["run_id"]
     # the killed run moved the old run aside; its own complete staging folder waits
     assert not (out / DATE_DIR).exists()
     aside = [p for p in out.iterdir() if p.name.startswith(f"_old-{DATE_DIR}-")]
@@ -215,26 +229,16 @@ def test_kill_between_the_renames_loses_nothing(spark, table, tmp_path, capsys):
     # a good rerun replaces the date while the reader watches
     code, err = _in_process(cfg, capsys)
     assert code == 0, err
-    reader.finish()
+    _reader_saw_only_complete_folders(reader)
     new_run = json.loads((out / DATE_DIR / "summary.json").read_text())["run_id"]
     status = _status(out)
     assert status["exit_code"] == 0 and status["run_id"] == new_run != old_run, status
     assert _leftovers(out) == []
-    assert reader.bad == [], reader.bad[:5]
-    assert reader.complete > 0
 
 
 def test_kill_while_staging_is_written_keeps_the_old_run(spark, table, tmp_path, capsys):
-    cfg = _config(tmp_path, table)
-    out = tmp_path / "out"
-    code, err = _in_process(cfg, capsys)
-    assert code == 0, err
-    old = _snapshot(out / DATE_DIR)
-
-    reader = DateReader(out)
-    reader.start()
-    log = tmp_path / "killed.log"
-    _killed(_launch(cfg, log, FAIRSPARK_FAULT="publish:staging"), log, "publish:staging")
+    cfg, out, old, reader = _good_run_then_killed_run(table, tmp_path, capsys,
+                                                      "publish:staging")
     # the date was never touched; a half-written staging folder is left
     assert _snapshot(out / DATE_DIR) == old
     staged = [p for p in out.iterdir() if p.name.startswith(f"_tmp-{DATE_DIR}-")]
@@ -247,7 +251,7 @@ def test_kill_while_staging_is_written_keeps_the_old_run(spark, table, tmp_path,
 
     code, err = _in_process(cfg, capsys)
     assert code == 0, err
-    reader.finish()
+    _reader_saw_only_complete_folders(reader)
     assert f"deleted the leftover {staged[0]}" in err, err
     assert _leftovers(out) == []
     new = _snapshot(out / DATE_DIR)
@@ -256,8 +260,6 @@ def test_kill_while_staging_is_written_keeps_the_old_run(spark, table, tmp_path,
     assert status["state"] == "finished" and status["exit_code"] == 0, status
     assert status["run_id"] == json.loads(new["summary.json"])["run_id"]
     assert status["run_id"] != killed_status["run_id"]
-    assert reader.bad == [], reader.bad[:5]
-    assert reader.complete > 0
 
 
 def test_two_runs_of_one_date_at_once_one_wins_one_fails_fast(spark, table, tmp_path, capsys):
