@@ -135,16 +135,32 @@ def test_default_verdict_finds_a_planted_violation_and_not_a_features_only_decis
     p_x = rf.fit(d.x, d.y > 0).predict_proba(d.x)[:, 1]
     y_null = np.where(np.random.default_rng(5).random(len(d.y)) < p_x, 1, -1)
 
+    frames = {}
+
     def judged(y):
         s2 = dataclasses.replace(smp, y=y).with_null_model(seed=11)
         res = split_frame([run_split(s2, split=i, seed=sd, params=p, state=st)
                            for i, (sd, st) in enumerate(zip(seeds, states, strict=True))])
+        frames[len(frames)] = res
         return null_reference(res, level=p.verdict_level)
 
     planted, null = judged(d.y), judged(y_null)
     assert planted.evidence, planted
     assert planted.excess > 0.5 * d.gamma, (planted.excess, d.gamma)
     assert not null.evidence, null
+    # issue 14 item 4: the reported gamma (raw mean less the features-only reference)
+    # is within 25% of the planted gamma(+1) (the generator's region and exact
+    # propensities; here 0.0353 for 0.0434: -19%, raw -11%, and the 95% interval
+    # 0.0275 - 0.0431 just misses it: 6 splits at n = 3000, one of the misses the
+    # 20-seed recovery in docs/mdfa_validation.md counts), and for the features-only
+    # decisions the interval of the reported gamma_max holds 0
+    from fairspark.mdfa.null import corrected_gamma
+
+    rep = corrected_gamma(frames[0], observed="gamma_pos")
+    assert abs(rep.value - d.gamma) <= 0.25 * d.gamma, (rep, d.gamma)
+    assert rep.value == pytest.approx(frames[0]["gamma_pos"].mean() - rep.reference)
+    zero = corrected_gamma(frames[1], observed="gamma_max")
+    assert zero.lower <= 0.0 <= zero.upper, zero
 
 
 def test_compas_gender_gamma_matches_an_importance_sampling_reference(compas_run, shared_data):
