@@ -265,8 +265,9 @@ def run_one(base: Path, rows: int, dim: int, master: str, timeout: float,
         stages = s.get("stage_timings", {})
         statuses = {a: v.get("status") for a, v in s.get("audits", {}).items()
                     if isinstance(v, dict)}
-    else:
-        stages = stages_from_log(log)
+    # the log also has the stages after summary.json was written ("write")
+    for k, v in stages_from_log(log).items():
+        stages.setdefault(k, v)
     if proc.returncode not in (0, 3):
         print(log[-4000:])
     return {"rows": rows, "rc": "timeout" if timed_out else proc.returncode, "wall": wall,
