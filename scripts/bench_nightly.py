@@ -324,6 +324,10 @@ def markdown(results: list[dict], argv_line: str, cores: int | None) -> str:
     for k in [*names, "wall"]:
         ys = [r["wall"] if k == "wall" else r["stages"].get(k, float("nan")) for r in results]
         a, b = fit_line(xs, ys)
+        if np.isfinite(b) and _num(b * 1e6, 1).startswith("-"):  # noise, not a cost
+            lines.append(f"| {k} | {_num(a, 1)} | {_num(b * 1e6, 1)} (< 0: noise or load "
+                         "between sizes, no extrapolation) | | |")
+            continue
         lines.append(f"| {k} | {_num(a, 1)} | {_num(b * 1e6, 1)} | {_num(a + b * 1e6, 1)} "
                      f"| {_num(a + b * 1e8, 0)} |")
     return "\n".join(lines)

@@ -135,3 +135,12 @@ def test_kill_tree_ends_the_child_and_its_children(bench):
     for k in kids:  # gone (or a zombie reaped by init)
         stat = Path(f"/proc/{k}/stat")
         assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_a_negative_slope_is_not_extrapolated(bench):
+    res = [{"rows": n, "rc": 0, "wall": w, "stages": {"read": w}, "statuses": {},
+            "peak_sum": 0, "peak_max": 0, "load_before": "", "load": ""}
+           for n, w in ((3000, 655.2), (6000, 382.6))]
+    text = bench.markdown(res, "x", 2)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| read |"))
+    assert "no extrapolation" in row and "| | |" in row
