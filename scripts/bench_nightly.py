@@ -304,7 +304,8 @@ def _num(v: float, nd: int) -> str:
 def markdown(results: list[dict], argv_line: str, cores: int | None) -> str:
     """The stage table, the memory and the per-stage fit as Markdown."""
     names = stage_names(results)
-    lines = [f"command: `{argv_line}`; {cores} CPUs; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [f"command: `{argv_line}`; {cores} CPUs; {stamp}",
              "",
              "| rows | exit | wall (s) | " + " | ".join(f"{k} (s)" for k in names)
              + " | peak RSS, process tree (GB) | largest process (GB) | audit statuses "
@@ -373,7 +374,8 @@ def probe_mdfa(dim: int, rows: int, splits: int, seed: int = 5) -> dict:
         walls.append(time.perf_counter() - w0 - 0.0)
         steps.append(len(json.loads(wv.trace)))
         gammas.append(max(g))
-        for k, v in (("balance_split (nets + diagnostics)", tot), ("  of which diagnostics", diag_s),
+        for k, v in (("balance_split (nets + diagnostics)", tot),
+                     ("  of which diagnostics", diag_s),
                      ("certificate (gamma)", cert_s), ("null draw's certificate", null_g_s),
                      ("Algorithm 1 (worst violation)", wva_s)):
             parts.setdefault(k, []).append(v)
