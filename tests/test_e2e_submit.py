@@ -59,6 +59,19 @@ def _submit(args: list[str], *, timeout: int = 600) -> subprocess.CompletedProce
                           text=True, timeout=timeout)
 
 
+def _submit_with_1m_result_size(cfg: dict, tmp_path, *conf: str) -> subprocess.CompletedProcess:
+    """``jobs/audit.py`` with ``cfg`` through spark-submit on local-cluster[2,1,1024],
+    ``spark.driver.maxResultSize=1m`` and the extra ``--conf`` settings ``conf``."""
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    return _submit([
+        "--master", "local-cluster[2,1,1024]",
+        "--conf", "spark.driver.maxResultSize=1m",
+        *[a for c in conf for a in ("--conf", c)],
+        "--conf", "spark.ui.enabled=false",
+        "jobs/audit.py", "--config", str(tmp_path / "c.yaml"), "--run-date", "2026-11-29",
+    ])
+
+
 def test_spark_submit_local_cluster_50mb_with_1m_result_size(big_table, tmp_path):
     path, expected = big_table
     cfg = {
@@ -76,14 +89,7 @@ def test_spark_submit_local_cluster_50mb_with_1m_result_size(big_table, tmp_path
         "audits": {"group": {}},
         "output": {"path": str(tmp_path / "out")},
     }
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    proc = _submit([
-        "--master", "local-cluster[2,1,1024]",
-        "--conf", "spark.driver.maxResultSize=1m",
-        "--conf", "spark.sql.shuffle.partitions=8",
-        "--conf", "spark.ui.enabled=false",
-        "jobs/audit.py", "--config", str(tmp_path / "c.yaml"), "--run-date", "2026-11-29",
-    ])
+    proc = _submit_with_1m_result_size(cfg, tmp_path, "spark.sql.shuffle.partitions=8")
     assert proc.returncode == 0, proc.stderr[-5000:]
     out = tmp_path / "out" / "run_date=2026-11-29"
     assert f"outputs in {out}" in proc.stdout
@@ -135,13 +141,7 @@ def test_hfm_certified_exact_with_1m_result_size(tmp_path):
         "audits": {"group": {"enabled": False}, "hfm": {}},
         "output": {"path": str(tmp_path / "out")},
     }
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    proc = _submit([
-        "--master", "local-cluster[2,1,1024]",
-        "--conf", "spark.driver.maxResultSize=1m",
-        "--conf", "spark.ui.enabled=false",
-        "jobs/audit.py", "--config", str(tmp_path / "c.yaml"), "--run-date", "2026-11-29",
-    ])
+    proc = _submit_with_1m_result_size(cfg, tmp_path)
     assert proc.returncode == 0, proc.stderr[-5000:]
     m = pd.read_parquet(tmp_path / "out" / "run_date=2026-11-29" / "metrics.parquet")
     # METHODS common data model: min-max scaled features, the outcome as first coordinate
