@@ -237,6 +237,10 @@ class _ColumnPlan:
     required: list[str]
     #: the decision column (prediction or score); NaN there also drops the row
     decision: str = ""
+    #: an enabled audit encodes features: count categorical features' distinct values
+    count_categories: bool = True
+    #: an enabled audit joins rows by key: check the configured row key's nulls, repeats
+    check_row_key: bool = False
 
     @property
     def floating(self) -> list[str]:
@@ -485,8 +489,11 @@ def _plan_columns(df: DataFrame, config: Config) -> _ColumnPlan:
                 *categorical]
     if cols.weight:
         required.append(cols.weight)
+    reads_features, joins_by_key = _checks_needed(config)
     return _ColumnPlan(types=types, numeric=numeric, categorical=categorical,
-                       required=list(dict.fromkeys(required)), decision=cols.decision_column)
+                       required=list(dict.fromkeys(required)), decision=cols.decision_column,
+                       count_categories=reads_features,
+                       check_row_key=bool(cols.row_key) and joins_by_key)
 
 
 # --------------------------------------------------------------------------- statistics
@@ -521,7 +528,7 @@ def _check_counters(plan: _ColumnPlan, config: Config, keep: Column) -> list[Col
     cols = config.columns
     aggs = [_count_where(_missing(c, plan.types) if c == plan.decision
                          else input_col(c).isNull(), f"null::{c}") for c in plan.required]
-    if cols.row_key and _checks_needed(config)[1]:  # else the key column is not read
+    if plan.check_row_key:  # else the key column is not read
         aggs.append(_count_where(input_col(cols.row_key).isNull(), "null::row_key"))
     aggs.append(_count_where(keep & _missing(cols.label.column, plan.types)
                              & input_col(cols.label.column).isNotNull(), "nan::label"))
@@ -584,7 +591,7 @@ def _collect_stats(df: DataFrame, plan: _ColumnPlan, config: Config) -> InputSta
         nulls=nonzero("null", plan.required),
         non_finite=nonzero("nan", plan.floating),
         categories=({c: count(f"card::{c}") for c in plan.categorical}
-                    if _checks_needed(config)[0] else {}),
+                    if plan.count_categories else {}),
         feature_min={c: number(f"min::{c}") for c in plan.numeric},
         feature_max={c: number(f"max::{c}") for c in plan.numeric},
         negative_weights=count("neg::weight"),
@@ -990,7 +997,7 @@ def _stats_from_groups(df: DataFrame, groups: list[dict[str, Any]], plan: _Colum
     required_nulls = {c: total(f"null::{c}") for c in plan.required}
     label_values = _label_values(groups)
     label = cols.label.column
-    categorical = plan.categorical if _checks_needed(config)[0] else []
+    categorical = plan.categorical if plan.count_categories else []
     t0 = time.perf_counter()
     cards = _distinct_counts(df, plan, config,
                              [*categorical, *([label] if label_values is None else [])])
@@ -1011,8 +1018,7 @@ def _stats_from_groups(df: DataFrame, groups: list[dict[str, Any]], plan: _Colum
         non_finite_weights=total("nan::weight") if cols.weight else 0,
         nan_scores=(total("nan::score") if cols.score and plan.types[cols.score.column]
                     in _FLOATING else 0),
-        null_row_keys=(total("null::row_key") if cols.row_key and _checks_needed(config)[1]
-                       else 0),
+        null_row_keys=total("null::row_key") if plan.check_row_key else 0,
         weight_total=(float(sum(r["w"] for r in kept if r["w"] is not None))
                       if kept else float("nan")),
         nan_labels=total("nan::label"),
@@ -1176,13 +1182,13 @@ def _persisted_base(df: DataFrame, plan: _ColumnPlan, config: Config) -> DataFra
         StorageLevel.MEMORY_AND_DISK)
 
 
-def _checked(stats: InputStats, df: DataFrame, config: Config,
+def _checked(stats: InputStats, df: DataFrame, plan: _ColumnPlan, config: Config,
              timings: dict[str, float]) -> list[str]:
     """Raise for unusable input (the statistics, then the row keys); the warnings."""
     import time
 
     _check_stats(stats, config)
-    if config.columns.row_key and _checks_needed(config)[1]:
+    if plan.check_row_key:
         t0 = time.perf_counter()
         _check_unique_keys(df, config)
         timings["row keys"] = round(time.perf_counter() - t0, 3)
@@ -1201,7 +1207,7 @@ def _staged(df: DataFrame, plan: _ColumnPlan, config: Config, cap: int,
     t0 = time.perf_counter()
     stats = _collect_stats(df, plan, config)
     timings["scan"] = round(time.perf_counter() - t0, 3)
-    warnings = _checked(stats, df, config, timings)
+    warnings = _checked(stats, df, plan, config, timings)
     base = _persisted_base(df, plan, config)
     views = [v for v, _, _ in _sensitive_views(df, config, plan.types)]
     views += [v for v, _, _ in _intersection_views(config.columns)]
@@ -1257,7 +1263,7 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
     else:
         timings["scan"] = round(time.perf_counter() - t0, 3)
         stats = _stats_from_groups(df, groups, plan, config, timings)
-        warnings = _checked(stats, df, config, timings)
+        warnings = _checked(stats, df, plan, config, timings)
         attributes, cells = _views_from_groups(groups, all_views, config, cap)
     view_cols = [c for v in all_views for c in (v.value_col, v.priv_col)]
     fmin = {c: stats.feature_min[c] for c in plan.numeric}
