@@ -16,7 +16,9 @@ timing).
 points of publishing (:func:`fault_point`): by default it sends itself ``SIGKILL``,
 a real kill of a real process that no ``finally`` or shutdown hook survives; with
 ``FAIRSPARK_FAULT_SLEEP_S=<seconds>`` it sleeps there instead (to widen a window a
-test watches). The points:
+test watches); with ``FAIRSPARK_FAULT_RELEASE_FILE=<path>`` as well, the sleep ends as
+soon as that file exists, so a test can hold a run at a point for exactly as long as it
+needs, without racing a fixed timer. The points:
 
 ``publish:staging``
     :meth:`~fairspark.outputs.OutputLocation.write_metrics` has written
@@ -58,6 +60,7 @@ _ENV = "FAIRSPARK_TEST_FAIL_FIRST_ATTEMPT"
 _HOLD_ENV = "FAIRSPARK_TEST_HOLD_S"
 _FAULT_ENV = "FAIRSPARK_FAULT"
 _FAULT_SLEEP_ENV = "FAIRSPARK_FAULT_SLEEP_S"
+_FAULT_RELEASE_ENV = "FAIRSPARK_FAULT_RELEASE_FILE"
 #: the points :func:`fault_point` is called at (see the module docstring)
 FAULT_POINTS = ("publish:staging", "publish:between_renames", "lock:acquired")
 
@@ -113,7 +116,12 @@ def fault_point(point: str) -> None:
     sys.stderr.write(f"fairspark test hook: {action} at {point}\n")
     sys.stderr.flush()
     if sleep_s:
-        time.sleep(float(sleep_s))
+        release = os.environ.get(_FAULT_RELEASE_ENV)
+        end = time.monotonic() + float(sleep_s)
+        while time.monotonic() < end:
+            if release and os.path.exists(release):
+                return
+            time.sleep(min(0.1, max(0.0, end - time.monotonic())))
         return
     os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(60)  # pragma: no cover - the signal is delivered before this returns

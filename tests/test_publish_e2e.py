@@ -13,9 +13,11 @@ leftovers, the lock taken over, ``_status`` naming the run that wrote it last.
 
 Two real CLI processes started together for one date: exactly one takes the lock and
 publishes (exit 0); the other fails fast with exit 2 naming the lock file, and leaves
-the winner's status alone. The winner holds the lock a few seconds longer
-(``FAIRSPARK_FAULT=lock:acquired`` with ``FAIRSPARK_FAULT_SLEEP_S``), so the two runs
-overlap however the machine schedules their start-up.
+the winner's status alone. The winner holds the lock at ``lock:acquired``
+(``FAIRSPARK_FAULT_SLEEP_S`` with ``FAIRSPARK_FAULT_RELEASE_FILE``) until the test has
+seen the other run refused, so the two runs overlap however slowly the machine starts
+the second one. (A fixed 25 s hold raced a slow start-up in CI: both runs took the
+lock one after the other and both exited 0.)
 
 Small table, group audit only, no report: each subprocess costs a Spark start-up.
 """
@@ -85,7 +87,7 @@ def _launch(cfg: Path, log: Path, **env: str) -> subprocess.Popen:
     """A real CLI process (its own Python and JVM), stdout and stderr into ``log``."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable,
                 "PYSPARK_DRIVER_PYTHON": sys.executable, **env}
-    for k in ("FAIRSPARK_FAULT", "FAIRSPARK_FAULT_SLEEP_S"):
+    for k in ("FAIRSPARK_FAULT", "FAIRSPARK_FAULT_SLEEP_S", "FAIRSPARK_FAULT_RELEASE_FILE"):
         if k not in env:
             full_env.pop(k, None)
     with open(log, "w") as fh:
@@ -268,16 +270,23 @@ def test_two_runs_of_one_date_at_once_one_wins_one_fails_fast(spark, table, tmp_
     code, err = _in_process(cfg, capsys)   # an earlier run of the date, with its status
     assert code == 0, err
     before = _status(out)
-    hold = {"FAIRSPARK_FAULT": "lock:acquired", "FAIRSPARK_FAULT_SLEEP_S": "25"}
+    release = tmp_path / "release"
+    hold = {"FAIRSPARK_FAULT": "lock:acquired", "FAIRSPARK_FAULT_SLEEP_S": "400",
+            "FAIRSPARK_FAULT_RELEASE_FILE": str(release)}
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     procs = [_launch(cfg, logs[0], **hold), _launch(cfg, logs[1], **hold)]
-    # the first to finish is the one refused by the lock; the winner still holds it
-    while all(p.poll() is None for p in procs):
-        time.sleep(0.2)
-    first = next(i for i, p in enumerate(procs) if p.poll() is not None)
-    winner = 1 - first
-    winner_running = procs[winner].poll() is None
-    status_meanwhile = _status(out)
+    try:
+        # the first to finish is the one refused by the lock; the winner holds it until
+        # the release file exists
+        deadline = time.monotonic() + 380
+        while all(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        first = next((i for i, p in enumerate(procs) if p.poll() is not None), 0)
+        winner = 1 - first
+        winner_running = procs[winner].poll() is None
+        status_meanwhile = _status(out)
+    finally:
+        release.touch()
     codes = [p.wait(timeout=600) for p in procs]
     texts = [p.read_text() for p in logs]
 
@@ -287,8 +296,8 @@ def test_two_runs_of_one_date_at_once_one_wins_one_fails_fast(spark, table, tmp_
     assert f"run date {DATE} is being written by another run" in loser_text, loser_text
     assert f"_status/{DATE_DIR}.lock" in loser_text, loser_text
     assert "Traceback" not in loser_text, loser_text
-    assert "sleep 25 s at lock:acquired" in texts[winner]
-    assert "sleep 25 s at lock:acquired" not in loser_text
+    assert "sleep 400 s at lock:acquired" in texts[winner]
+    assert "sleep 400 s at lock:acquired" not in loser_text
 
     summary = json.loads((out / DATE_DIR / "summary.json").read_text())
     assert (out / DATE_DIR / "_SUCCESS").exists()
