@@ -94,19 +94,35 @@ class BalancingNet(nn.Module):
         return 10.0 * torch.sigmoid(z - math.log(10.0))
 
 
-def _mmd_loss(u: torch.Tensor, phi: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-    """|| sum_{s=+1} u phi / sum_{s=+1} u - mean_{s=-1} phi ||_2.
+def _mmd_loss_fast(u: torch.Tensor, f: torch.Tensor, pos: torch.Tensor,
+                   kernel: str) -> torch.Tensor:
+    """|| sum_{s=+1} u phi / sum_{s=+1} u - mean_{s=-1} phi ||_2 with ``phi = mmd_phi(f)``,
+    without forming ``phi`` for ``quadratic``.
 
     The u-weighted mean is self-normalised (METHODS writes mean(u phi)); with
     features near zero mean the unnormalised form is minimised by u -> 0, which
     balances nothing. The masses are fixed afterwards by :func:`balanced_weights`.
+
+    The difference of the two means is ``sum_i c_i phi(f_i)`` with
+    ``c_i = u_i / sum_{s=+1} u`` on s = +1 and ``-1 / n_{s=-1}`` on s = -1. For the
+    quadratic map its product block is the upper triangle (with the diagonal) of the
+    symmetric ``M = F^T diag(c) F``, whose squared norm is
+    ``(||M||_F^2 + ||diag M||^2) / 2``: one d x d product per batch instead of a
+    ``d (d + 1) / 2``-column table (1,325 columns at d = 50, 40% of a default split's
+    time). For ``linear`` and ``gaussian``, ``f`` is the feature map itself.
     """
-    if pos.sum() == 0 or (~pos).sum() == 0:
-        return torch.zeros((), dtype=phi.dtype)
-    up = u[pos]
-    m_pos = (up[:, None] * phi[pos]).sum(0) / up.sum()
-    m_neg = phi[~pos].mean(0)
-    return torch.linalg.vector_norm(m_pos - m_neg)
+    p = pos.to(f.dtype)
+    n_pos, n_neg = p.sum(), (1.0 - p).sum()
+    if n_pos == 0 or n_neg == 0:
+        return torch.zeros((), dtype=f.dtype)
+    up = u * p
+    c = up / up.sum() - (1.0 - p) / n_neg
+    lin = f.T @ c
+    if kernel != "quadratic":
+        return torch.linalg.vector_norm(lin)
+    m = (f * c[:, None]).T @ f
+    sq = lin.pow(2).sum() + 0.5 * (m.pow(2).sum() + torch.diagonal(m).pow(2).sum())
+    return torch.sqrt(sq)
 
 
 @dataclass
@@ -135,9 +151,10 @@ class BalancingResult:
 
 def _train_one(
     x: np.ndarray,
-    phi_all: torch.Tensor,
+    feats: torch.Tensor,
     pos: np.ndarray,
     *,
+    kernel: str,
     l2: float,
     epochs: int,
     batch_size: int,
@@ -147,7 +164,7 @@ def _train_one(
     gen = torch.Generator().manual_seed(seed % (2**63))
     torch.manual_seed(seed % (2**63))
     net = BalancingNet(x.shape[1])
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    opt = torch.optim.Adam(net.parameters(), lr=lr, fused=True)
     xt = torch.as_tensor(x, dtype=torch.float32)
     pt = torch.as_tensor(pos)
     n = len(x)
@@ -156,7 +173,7 @@ def _train_one(
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size]
             u = net(xt[idx])
-            loss = _mmd_loss(u, phi_all[idx], pt[idx])
+            loss = _mmd_loss_fast(u, feats[idx], pt[idx], kernel)
             if l2 > 0:
                 loss = loss + l2 * net.rep.weight.pow(2).sum()
             opt.zero_grad()
@@ -200,8 +217,9 @@ def fit_balancing(
         What the MMD compares (:func:`mmd_features`); the net's input is ``x`` itself.
     """
     x = np.asarray(x, dtype=np.float32)
-    phi = mmd_phi(torch.as_tensor(mmd_features(x, feature_map)), kernel,
-                  seed=seed + 104729)
+    feats = torch.as_tensor(mmd_features(x, feature_map))
+    if kernel != "quadratic":  # quadratic: _mmd_loss_fast forms the products per batch
+        feats = mmd_phi(feats, kernel, seed=seed + 104729)
     pos = np.asarray(s) > 0
     rng = np.random.default_rng(seed)
     fold = rng.integers(0, folds, len(x))
@@ -213,8 +231,9 @@ def fit_balancing(
     for k, l2 in enumerate(l2_grid):
         net = _train_one(
             x[train],
-            phi[torch.as_tensor(train)],
+            feats[torch.as_tensor(train)],
             pos[train],
+            kernel=kernel,
             l2=float(l2),
             epochs=epochs,
             batch_size=batch_size,
@@ -222,9 +241,8 @@ def fit_balancing(
             seed=seed + 7919 * (k + 1),
         )
         with torch.no_grad():
-            loss = float(
-                _mmd_loss(net(xh), phi[torch.as_tensor(held)], torch.as_tensor(pos[held]))
-            )
+            loss = float(_mmd_loss_fast(net(xh), feats[torch.as_tensor(held)],
+                                        torch.as_tensor(pos[held]), kernel))
         if best is None or loss < best[0]:
             best = (loss, float(l2), net)
     assert best is not None
