@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--demo", action="store_true",
                     help="time the demo's mdfa stage alone instead (see the module docstring)")
     ap.add_argument("--wva-search", nargs="+", default=["bisection", "sequential"])
+    ap.add_argument("--no-warm-up", dest="warm_up", action="store_false",
+                    help="time trial 0 with cold Spark Python workers (their torch and "
+                         "scikit-learn imports inside the timing)")
     args = ap.parse_args(argv)
     if args.demo:
         return demo_stage(args.wva_search)
@@ -80,8 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mdfa: {args.rows} rows, {args.splits} splits, auditor {args.auditor}, "
           f"{args.epochs} epochs; python daemon {daemon}; load {_load()}", flush=True)
     # The sequential peer runs in this process, which has imported torch and
-    # scikit-learn already; the Spark tasks pay their workers' imports inside the timing
-    # (a fresh Python worker per core and job, as an audit's first mdfa job does).
+    # scikit-learn already. Unless --no-warm-up, one untimed Spark job of one split per
+    # core first starts the Python workers and their imports (as bench_correlation
+    # does), so every trial compares warm workers with a warm process; with it, trial 0
+    # pays the start-up a real audit pays once per run (12-20 core-s here).
+    if args.warm_up:
+        t0 = time.perf_counter()
+        run_splits(spark, smp, seeds=seeds[:args.cores], params=p, partitions=args.cores)
+        print(f"warm-up (Spark Python workers) {time.perf_counter() - t0:.1f}s", flush=True)
     trials = []
     for trial in range(args.trials):
         load0 = _load()
