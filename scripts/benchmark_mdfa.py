@@ -2,8 +2,10 @@
 
 Both paths run the very same kernel (:func:`fairspark.mdfa.run_split`) with the same
 per-split seeds on the same collected sample, so the results are identical (checked)
-and only the wall time differs. Each trial (3 by default) runs both back to back and
-prints one line (times, speedup, identical, load average before and after) and the
+and only the wall time differs. A second peer, joblib with ``--cores`` loky processes
+(one thread each, one split per call), shows what the machine gives two processes
+running the kernel side by side. Each trial (3 by default) runs the three back to back
+and prints one line (times, speedups, identical, load average before and after) and the
 breakdown of the Spark job's core-seconds (see ``bench_correlation.breakdown``).
 Usage::
 
@@ -51,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--demo", action="store_true",
                     help="time the demo's mdfa stage alone instead (see the module docstring)")
     ap.add_argument("--wva-search", nargs="+", default=["bisection", "sequential"])
+    ap.add_argument("--skip-joblib", action="store_true",
+                    help="leave out the joblib peer (--cores loky processes)")
     ap.add_argument("--no-warm-up", dest="warm_up", action="store_false",
                     help="time trial 0 with cold Spark Python workers (their torch and "
                          "scikit-learn imports inside the timing)")
@@ -64,7 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     from bench_correlation import _load, breakdown
 
     from fairspark._threads import pin_threads
-    from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_splits, run_splits_local
+    from fairspark.mdfa import (
+        MDFAParams,
+        MDFASample,
+        make_synthetic,
+        run_splits,
+        run_splits_local,
+        split_frame,
+    )
     from fairspark.session import build_session
 
     pin_threads()  # the sequential peer gets one thread, as each Spark task does
@@ -87,10 +98,23 @@ def main(argv: list[str] | None = None) -> int:
     # core first starts the Python workers and their imports (as bench_correlation
     # does), so every trial compares warm workers with a warm process; with it, trial 0
     # pays the start-up a real audit pays once per run (12-20 core-s here).
+    # The second peer, joblib: the same kernel in --cores loky processes (one thread
+    # each), one split per call with joblib's dynamic dispatch, so it shows what this
+    # machine gives two processes running the kernel side by side.
+    from joblib import Parallel, delayed
+
+    def joblib_run(seed_list: list[int]):
+        parts = Parallel(n_jobs=args.cores, backend="loky")(
+            delayed(_one_split)(smp, i, sd, p) for i, sd in enumerate(seed_list))
+        return split_frame(parts)
+
     if args.warm_up:
         t0 = time.perf_counter()
         run_splits(spark, smp, seeds=seeds[:args.cores], params=p, partitions=args.cores)
-        print(f"warm-up (Spark Python workers) {time.perf_counter() - t0:.1f}s", flush=True)
+        if not args.skip_joblib:
+            joblib_run(seeds[:args.cores])
+        print(f"warm-up (Spark Python workers, loky processes) "
+              f"{time.perf_counter() - t0:.1f}s", flush=True)
     trials = []
     for trial in range(args.trials):
         load0 = _load()
@@ -102,21 +126,35 @@ def main(argv: list[str] | None = None) -> int:
         t0, c0 = time.perf_counter(), time.process_time()
         seq = run_splits_local(smp, seeds=seeds, params=p)
         t_seq, cpu_seq = time.perf_counter() - t0, time.process_time() - c0
-        same = all(
-            np.array_equal(par[c].to_numpy(float), seq[c].to_numpy(float), equal_nan=True)
-            for c in ("gamma_pos", "gamma_neg", "gamma_max", "delta", "delta_unweighted")
-        )
+        def equal(a, b) -> bool:
+            return all(
+                np.array_equal(a[c].to_numpy(float), b[c].to_numpy(float), equal_nan=True)
+                for c in ("gamma_pos", "gamma_neg", "gamma_max", "delta", "delta_unweighted"))
+
+        same = equal(par, seq)
+        t_job = same_job = None
+        if not args.skip_joblib:
+            t0 = time.perf_counter()
+            job_res = joblib_run(seeds)
+            t_job = time.perf_counter() - t0
+            same_job = equal(job_res, seq)
         job = prof[-1]
         b = breakdown(prof[:-1], submit=job["submit"], collected=job["collected"],
                       cores=args.cores)
         row = {"trial": trial, "sequential_seconds": round(t_seq, 2),
                "spark_seconds": round(t_par, 2), "speedup": round(t_seq / t_par, 3),
                "identical_results": bool(same), "load_before": load0, "load_after": _load(),
+               "joblib_seconds": None if t_job is None else round(t_job, 2),
+               "speedup_joblib": None if t_job is None else round(t_seq / t_job, 3),
+               "identical_joblib": same_job,
                "chunks": job["chunks"], "breakdown_core_seconds": b}
         trials.append(row)
+        job_txt = ("" if t_job is None else
+                   f"  joblib{args.cores} {t_job:.2f}s speedup {t_seq / t_job:.3f}"
+                   f" identical {same_job}")
         print(f"trial {trial}: {args.splits} splits  sequential {t_seq:.2f}s  spark {t_par:.2f}s"
-              f"  speedup {t_seq / t_par:.3f}  identical {same}  load {load0} -> {_load()}",
-              flush=True)
+              f"  speedup {t_seq / t_par:.3f}  identical {same}{job_txt}"
+              f"  load {load0} -> {_load()}", flush=True)
         print(f"    core-seconds ({job['chunks']} tasks): " + json.dumps(b), flush=True)
         print(f"    CPU s: sequential {cpu_seq:.2f}, kernel in tasks {b['kernel_cpu']:.2f} "
               f"(ratio {b['kernel_cpu'] / max(cpu_seq, 1e-9):.3f})", flush=True)
@@ -134,6 +172,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         _append_markdown(Path(args.out), args, trials)
     return 0
+
+
+def _one_split(smp, split: int, seed: int, params):
+    """joblib peer: one split in a loky process pinned to one thread, as a Spark task is."""
+    from fairspark._threads import pin_threads
+    from fairspark.mdfa import run_split
+
+    pin_threads()
+    return run_split(smp, split=split, seed=int(seed), params=params)
 
 
 def _append_markdown(out: Path, args: argparse.Namespace, trials: list[dict]) -> None:
