@@ -94,9 +94,9 @@ class BalancingNet(nn.Module):
         return 10.0 * torch.sigmoid(z - math.log(10.0))
 
 
-def _mmd_loss_fast(u: torch.Tensor, f: torch.Tensor, pos: torch.Tensor,
-                   kernel: str) -> torch.Tensor:
-    """|| sum_{s=+1} u phi / sum_{s=+1} u - mean_{s=-1} phi ||_2 with ``phi = mmd_phi(f)``,
+def _mmd_loss(u: torch.Tensor, f: torch.Tensor, pos: torch.Tensor,
+             kernel: str) -> torch.Tensor:
+    """|| sum_{s=+1} u phi / sum_{s=+1} u - mean_{s=-1} phi ||_2, ``phi = mmd_phi(f)``,
     without forming ``phi`` for ``quadratic``.
 
     The u-weighted mean is self-normalised (METHODS writes mean(u phi)); with
@@ -173,7 +173,7 @@ def _train_one(
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size]
             u = net(xt[idx])
-            loss = _mmd_loss_fast(u, feats[idx], pt[idx], kernel)
+            loss = _mmd_loss(u, feats[idx], pt[idx], kernel)
             if l2 > 0:
                 loss = loss + l2 * net.rep.weight.pow(2).sum()
             opt.zero_grad()
@@ -218,7 +218,7 @@ def fit_balancing(
     """
     x = np.asarray(x, dtype=np.float32)
     feats = torch.as_tensor(mmd_features(x, feature_map))
-    if kernel != "quadratic":  # quadratic: _mmd_loss_fast forms the products per batch
+    if kernel != "quadratic":  # quadratic: _mmd_loss forms the products per batch
         feats = mmd_phi(feats, kernel, seed=seed + 104729)
     pos = np.asarray(s) > 0
     rng = np.random.default_rng(seed)
@@ -241,7 +241,7 @@ def fit_balancing(
             seed=seed + 7919 * (k + 1),
         )
         with torch.no_grad():
-            loss = float(_mmd_loss_fast(net(xh), feats[torch.as_tensor(held)],
+            loss = float(_mmd_loss(net(xh), feats[torch.as_tensor(held)],
                                         torch.as_tensor(pos[held]), kernel))
         if best is None or loss < best[0]:
             best = (loss, float(l2), net)
