@@ -330,7 +330,8 @@ def gap_check(*, splits: int, datasets: list[str], variants: list[str] | None = 
 
 
 def recovery(*, seeds: int, splits: int, designs: list[tuple[float, float]],
-             extra: dict | None = None, first_seed: int = 0) -> int:
+             extra: dict | None = None, first_seed: int = 0,
+             save_splits: Path | None = None) -> int:
     """Issue 14 item 4: the planted gamma(+1) against what the audit reports at the
     default settings (Algorithm 1 off: it does not enter gamma), for ``seeds`` generator
     seeds per design (n = 5000): the ``gamma`` row, i.e. the mean gamma(+1) over
@@ -338,7 +339,8 @@ def recovery(*, seeds: int, splits: int, designs: list[tuple[float, float]],
     default, K = min(20, splits) draws from the audit's own cross-fitted null model), and
     its 95% interval (:func:`fairspark.mdfa.null.corrected_gamma`). The raw mean and its
     2.5/97.5 percentiles over splits (the paper's estimate, the old rows) are printed
-    beside it. One line per seed, one summary line per design."""
+    beside it. One line per seed, one summary line per design; with ``save_splits`` each
+    seed's split table is kept as ``nu{NU}_mu{MU}_seed{G}.parquet`` there."""
     from fairspark.audits.base import derive_seed
     from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_split
     from fairspark.mdfa.null import corrected_gamma
@@ -362,6 +364,9 @@ def recovery(*, seeds: int, splits: int, designs: list[tuple[float, float]],
                 smp = smp.with_null_model(seed=derive_seed(7, "rec", g, "null"))
             res = split_frame([run_split(smp, split=i, seed=derive_seed(7, "rec", g, i),
                                          params=p) for i in range(splits)])
+            if save_splits is not None:
+                save_splits.mkdir(parents=True, exist_ok=True)
+                res.to_parquet(save_splits / f"nu{nu}_mu{mu}_seed{g}.parquet")
             gam = res["gamma_pos"].to_numpy(float)
             lo, hi = np.percentile(gam, [2.5, 97.5])
             a = acc[(nu, mu)]
@@ -420,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="--recovery: comma-separated NU:MU")
     ap.add_argument("--first-seed", type=int, default=0,
                     help="--recovery: first generator seed")
+    ap.add_argument("--save-splits", metavar="DIR",
+                    help="--recovery: keep each seed's split table as Parquet in DIR")
     ap.add_argument("--params", default="{}",
                     help="--null-check: JSON of audits.mdfa keys that differ from the defaults")
     args = ap.parse_args(argv)
@@ -439,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
         designs = [tuple(float(v) for v in dd.split(":"))
                    for dd in args.designs.split(",")]
         return recovery(seeds=args.recovery, splits=args.splits, designs=designs,
-                        extra=json.loads(args.params), first_seed=args.first_seed)
+                        extra=json.loads(args.params), first_seed=args.first_seed,
+                        save_splits=Path(args.save_splits) if args.save_splits else None)
     if args.null_check:
         import json
 

@@ -632,49 +632,65 @@ def test_null_model_is_cross_fitted_and_tracks_the_decision():
 def test_null_reference_by_hand():
     """T = mean gamma_max over splits; T*_k = mean gamma_null_max of draw k's splits. The
     bound compares like with like: mean(T*) + t_{K-1, 0.99} * scale, where scale^2 =
-    sigma_b^2 + sigma_w^2 / n + var(T*) / K, sigma_w^2 the pooled split-to-split variance
-    inside the draws and sigma_b^2 = var(T*) - sigma_w^2 / m (m splits per draw),
-    computed here by hand with numpy and scipy."""
+    sigma_b^2 + sigma_w^2 / n + rho s_g^2 + var(T*) / K, sigma_w^2 the pooled
+    split-to-split variance inside the draws, sigma_b^2 = var(T*) - sigma_w^2 / m (m
+    splits per draw), s_g^2 the observed splits' variance and rho = n_test / n_train
+    (Nadeau & Bengio's sampling term), computed here by hand with numpy and scipy."""
     from scipy import stats
 
     from fairspark.mdfa.null import null_reference
 
+    g_obs = [0.020, 0.022, 0.018, 0.021, 0.019, 0.023, 0.017, 0.020]
     g_null = [0.010, 0.012, 0.008, 0.011, 0.009, 0.013, 0.007, 0.010]
     draws = [0, 1, 2, 3, 0, 1, 2, 3]
-    frame = pd.DataFrame({"gamma_max": [0.02] * 8, "null_draw": draws,
-                          "gamma_null_max": g_null})
+    frame = pd.DataFrame({"gamma_max": g_obs, "null_draw": draws,
+                          "gamma_null_max": g_null, "n_train": 700, "n_test": 300})
     ref = null_reference(frame, level=0.01)
     pairs = np.array([[0.010, 0.009], [0.012, 0.013], [0.008, 0.007], [0.011, 0.010]])
     per = pairs.mean(1)
     sd = per.std(ddof=1)
     var_w = np.mean(pairs.var(1, ddof=1))  # 4 draws of 2 splits: 1 dof each
     var_b = max(0.0, sd**2 - var_w / 2)
-    scale = math.sqrt(var_b + var_w / 8 + sd**2 / 4)
-    assert ref.draws == 4 and ref.observed == pytest.approx(0.02)
+    var_s = 300 / 700 * np.var(g_obs, ddof=1)
+    scale = math.sqrt(var_b + var_w / 8 + var_s + sd**2 / 4)
+    assert ref.draws == 4 and ref.observed == pytest.approx(np.mean(g_obs))
     assert ref.mean == pytest.approx(per.mean()) and ref.sd == pytest.approx(sd)
     assert ref.sd_within == pytest.approx(math.sqrt(var_w))
     assert ref.sd_between == pytest.approx(math.sqrt(var_b))
+    assert ref.sd_sampling == pytest.approx(math.sqrt(var_s))
     assert ref.scale == pytest.approx(scale)
     bound = per.mean() + stats.t.ppf(0.99, 3) * scale
     assert ref.bound == pytest.approx(bound)
-    assert ref.evidence == (0.02 > bound)
+    assert ref.evidence == (np.mean(g_obs) > bound)
     assert ref.rank_p == pytest.approx(1 / 5)
-    # the reference is tighter than the spread of the raw T*_k (the old, conservative
+    # observed splits that agree exactly carry no sampling term
+    flat = null_reference(frame.assign(gamma_max=0.02), level=0.01)
+    assert flat.sd_sampling == 0.0
+    assert flat.scale == pytest.approx(math.sqrt(var_b + var_w / 8 + sd**2 / 4))
+    # that reference is tighter than the spread of the raw T*_k (the old, conservative
     # sd * sqrt(1 + 1/K)): a draw's mean of 2 splits is noisier than T's mean of 8
-    assert scale < sd * math.sqrt(1.25)
+    assert flat.scale < sd * math.sqrt(1.25)
+    # the sampling term follows the held-out share: half the rows held out doubles rho
+    half = null_reference(frame.assign(n_train=500, n_test=500), level=0.01)
+    assert half.sd_sampling == pytest.approx(math.sqrt(np.var(g_obs, ddof=1)))
     # an observed value inside the reference is no evidence
     inside = null_reference(frame.assign(gamma_max=0.0100), level=0.01)
     assert not inside.evidence and inside.p_value > 0.3
     # one split per draw: the observed splits' spread stands in for sigma_w
     one = pd.DataFrame({"gamma_max": [0.011, 0.013, 0.009, 0.012], "null_draw": [0, 1, 2, 3],
-                        "gamma_null_max": [0.010, 0.012, 0.008, 0.011]})
+                        "gamma_null_max": [0.010, 0.012, 0.008, 0.011],
+                        "n_train": 70, "n_test": 30})
     r1 = null_reference(one, level=0.01)
     vw = np.var([0.011, 0.013, 0.009, 0.012], ddof=1)
     s1 = np.std([0.010, 0.012, 0.008, 0.011], ddof=1)
     assert r1.sd_within == pytest.approx(math.sqrt(vw))
-    assert r1.scale == pytest.approx(math.sqrt(max(0, s1**2 - vw) + vw / 4 + s1**2 / 4))
+    assert r1.scale == pytest.approx(
+        math.sqrt(max(0, s1**2 - vw) + vw / 4 + 3 / 7 * vw + s1**2 / 4))
     # fewer than 3 draws: no reference
     assert null_reference(frame[frame.null_draw < 2], level=0.01) is None
+    # a split table without the split sizes is refused, naming them
+    with pytest.raises(ValueError, match="n_train"):
+        null_reference(frame.drop(columns=["n_train", "n_test"]), level=0.01)
 
 
 def test_corrected_gamma_by_hand():
@@ -691,12 +707,14 @@ def test_corrected_gamma_by_hand():
     draws = [0, 1, 2, 0, 1, 2]
     frame = pd.DataFrame({"gamma_pos": obs, "gamma_neg": obs - 0.01, "gamma_max": obs,
                           "null_draw": draws, "gamma_null_pos": g_null,
-                          "gamma_null_neg": g_null - 0.002, "gamma_null_max": g_null})
+                          "gamma_null_neg": g_null - 0.002, "gamma_null_max": g_null,
+                          "n_train": 1400, "n_test": 600})
     c = corrected_gamma(frame, observed="gamma_pos")
     per = np.array([g_null[[0, 3]].mean(), g_null[[1, 4]].mean(), g_null[[2, 5]].mean()])
     sd = per.std(ddof=1)
     var_w = np.mean([g_null[[k, k + 3]].var(ddof=1) for k in range(3)])
-    scale = math.sqrt(max(0.0, sd**2 - var_w / 2) + var_w / 6 + sd**2 / 3)
+    scale = math.sqrt(max(0.0, sd**2 - var_w / 2) + var_w / 6 + 600 / 1400 * obs.var(ddof=1)
+                      + sd**2 / 3)
     half = stats.t.ppf(0.975, 2) * scale
     assert c.raw == pytest.approx(obs.mean()) and c.reference == pytest.approx(per.mean())
     assert c.value == pytest.approx(obs.mean() - per.mean())

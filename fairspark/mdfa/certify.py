@@ -584,7 +584,8 @@ def run_split(
     gamma_pos, gamma_neg = _certificate_gammas(st, seed=seed, params=params)
     b = st.balance
     out = SplitResult(split=int(split), gamma_pos=gamma_pos, gamma_neg=gamma_neg,
-                      gamma_max=max(gamma_pos, gamma_neg), l2=st.l2, mmd=st.mmd,
+                      gamma_max=max(gamma_pos, gamma_neg), n_train=len(st.tr),
+                      n_test=len(st.te), l2=st.l2, mmd=st.mmd,
                       balance_auc=b.auc, balance_auc_before=b.auc_before,
                       max_abs_smd_before=b.max_abs_smd_before,
                       max_abs_smd_after=b.max_abs_smd_after, balance_poor=int(b.poor),

@@ -46,6 +46,9 @@ class SplitResult:
         Split number (recorded only).
     gamma_pos, gamma_neg, gamma_max:
         Held-out certificate gamma for y = +1, y = -1 and their maximum.
+    n_train, n_test:
+        Rows in the split's training and held-out parts (the interval's sampling term,
+        :mod:`fairspark.mdfa.null`, needs their ratio).
     l2, mmd:
         L2 strength chosen for the balancing net and its held-out MMD (None: uniform).
     y_wv:
@@ -91,6 +94,8 @@ class SplitResult:
     gamma_pos: float
     gamma_neg: float
     gamma_max: float
+    n_train: int | None = None
+    n_test: int | None = None
     l2: float | None = None
     mmd: float | None = None
     balance_auc: float | None = None
