@@ -632,10 +632,10 @@ def test_null_model_is_cross_fitted_and_tracks_the_decision():
 def test_null_reference_by_hand():
     """T = mean gamma_max over splits; T*_k = mean gamma_null_max of draw k's splits. The
     bound compares like with like: mean(T*) + t_{K-1, 0.99} * scale, where scale^2 =
-    sigma_b^2 + sigma_w^2 / n + rho s_g^2 + var(T*) / K, sigma_w^2 the pooled
-    split-to-split variance inside the draws, sigma_b^2 = var(T*) - sigma_w^2 / m (m
-    splits per draw), s_g^2 the observed splits' variance and rho = n_test / n_train
-    (Nadeau & Bengio's sampling term), computed here by hand with numpy and scipy."""
+    sigma_b^2 + sigma_w^2 / n + var(T*) / K, sigma_w^2 the pooled split-to-split
+    variance inside the draws and sigma_b^2 = var(T*) - sigma_w^2 / m (m splits per
+    draw), computed here by hand with numpy and scipy. The verdict is given the rows: the
+    observed splits' spread (the interval's sampling term) does not enter it."""
     from scipy import stats
 
     from fairspark.mdfa.null import null_reference
@@ -651,28 +651,22 @@ def test_null_reference_by_hand():
     sd = per.std(ddof=1)
     var_w = np.mean(pairs.var(1, ddof=1))  # 4 draws of 2 splits: 1 dof each
     var_b = max(0.0, sd**2 - var_w / 2)
-    var_s = 300 / 700 * np.var(g_obs, ddof=1)
-    scale = math.sqrt(var_b + var_w / 8 + var_s + sd**2 / 4)
+    scale = math.sqrt(var_b + var_w / 8 + sd**2 / 4)
     assert ref.draws == 4 and ref.observed == pytest.approx(np.mean(g_obs))
     assert ref.mean == pytest.approx(per.mean()) and ref.sd == pytest.approx(sd)
     assert ref.sd_within == pytest.approx(math.sqrt(var_w))
     assert ref.sd_between == pytest.approx(math.sqrt(var_b))
-    assert ref.sd_sampling == pytest.approx(math.sqrt(var_s))
     assert ref.scale == pytest.approx(scale)
     bound = per.mean() + stats.t.ppf(0.99, 3) * scale
     assert ref.bound == pytest.approx(bound)
     assert ref.evidence == (np.mean(g_obs) > bound)
     assert ref.rank_p == pytest.approx(1 / 5)
-    # observed splits that agree exactly carry no sampling term
-    flat = null_reference(frame.assign(gamma_max=0.02), level=0.01)
-    assert flat.sd_sampling == 0.0
-    assert flat.scale == pytest.approx(math.sqrt(var_b + var_w / 8 + sd**2 / 4))
-    # that reference is tighter than the spread of the raw T*_k (the old, conservative
+    # the reference is tighter than the spread of the raw T*_k (the old, conservative
     # sd * sqrt(1 + 1/K)): a draw's mean of 2 splits is noisier than T's mean of 8
-    assert flat.scale < sd * math.sqrt(1.25)
-    # the sampling term follows the held-out share: half the rows held out doubles rho
+    assert scale < sd * math.sqrt(1.25)
+    # nor do the split sizes
     half = null_reference(frame.assign(n_train=500, n_test=500), level=0.01)
-    assert half.sd_sampling == pytest.approx(math.sqrt(np.var(g_obs, ddof=1)))
+    assert half.scale == pytest.approx(scale)
     # an observed value inside the reference is no evidence
     inside = null_reference(frame.assign(gamma_max=0.0100), level=0.01)
     assert not inside.evidence and inside.p_value > 0.3
@@ -684,8 +678,7 @@ def test_null_reference_by_hand():
     vw = np.var([0.011, 0.013, 0.009, 0.012], ddof=1)
     s1 = np.std([0.010, 0.012, 0.008, 0.011], ddof=1)
     assert r1.sd_within == pytest.approx(math.sqrt(vw))
-    assert r1.scale == pytest.approx(
-        math.sqrt(max(0, s1**2 - vw) + vw / 4 + 3 / 7 * vw + s1**2 / 4))
+    assert r1.scale == pytest.approx(math.sqrt(max(0, s1**2 - vw) + vw / 4 + s1**2 / 4))
     # fewer than 3 draws: no reference
     assert null_reference(frame[frame.null_draw < 2], level=0.01) is None
     # a split table without the split sizes is refused, naming them
@@ -695,9 +688,10 @@ def test_null_reference_by_hand():
 
 def test_corrected_gamma_by_hand():
     """Issue 14 item 4: the reported gamma is the raw mean over splits less the mean of
-    the null draws' means, with the interval value -+ t_{K-1, 0.975} * scale (the
-    verdict's variance components), computed here by hand; for gamma_max it is the
-    verdict's excess, so "evidence" is exactly value > t_{K-1, 0.99} * scale."""
+    the null draws' means, with the interval value -+ t_{K-1, 0.975} * scale, scale^2 the
+    verdict's variance components plus the sampling term rho s_g^2 (s_g^2 the observed
+    splits' variance, rho = n_test / n_train: Nadeau & Bengio's corrected resampled t),
+    computed here by hand; for gamma_max the value is the verdict's excess."""
     from scipy import stats
 
     from fairspark.mdfa.null import corrected_gamma, null_reference
@@ -713,24 +707,71 @@ def test_corrected_gamma_by_hand():
     per = np.array([g_null[[0, 3]].mean(), g_null[[1, 4]].mean(), g_null[[2, 5]].mean()])
     sd = per.std(ddof=1)
     var_w = np.mean([g_null[[k, k + 3]].var(ddof=1) for k in range(3)])
-    scale = math.sqrt(max(0.0, sd**2 - var_w / 2) + var_w / 6 + 600 / 1400 * obs.var(ddof=1)
-                      + sd**2 / 3)
+    var_s = 600 / 1400 * obs.var(ddof=1)
+    scale = math.sqrt(max(0.0, sd**2 - var_w / 2) + var_w / 6 + var_s + sd**2 / 3)
     half = stats.t.ppf(0.975, 2) * scale
     assert c.raw == pytest.approx(obs.mean()) and c.reference == pytest.approx(per.mean())
     assert c.value == pytest.approx(obs.mean() - per.mean())
     assert c.scale == pytest.approx(scale) and c.draws == 3 and c.coverage == 0.95
+    assert c.sd_sampling == pytest.approx(math.sqrt(var_s))
     assert (c.lower, c.upper) == (pytest.approx(c.value - half), pytest.approx(c.value + half))
     # gamma(-1) against its own null column
     neg = corrected_gamma(frame, observed="gamma_neg")
     assert neg.value == pytest.approx(obs.mean() - 0.01 - (per.mean() - 0.002))
-    # gamma_max: the value is the verdict's excess, and the verdict says evidence
-    # exactly when the value clears t_{K-1, 1 - level} * scale
+    # the sampling term follows the held-out share: half the rows held out, rho = 1
+    even = corrected_gamma(frame.assign(n_train=1000, n_test=1000), observed="gamma_pos")
+    assert even.sd_sampling == pytest.approx(obs.std(ddof=1))
+    # gamma_max: the value is the verdict's excess; the verdict judges it given the rows
+    # (its scale lacks the sampling term), the interval about the population
     mx, ref = corrected_gamma(frame, observed="gamma_max"), null_reference(frame, level=0.01)
-    assert mx.value == pytest.approx(ref.excess) and mx.scale == pytest.approx(ref.scale)
-    assert ref.evidence == (mx.value > stats.t.ppf(0.99, 2) * mx.scale)
+    assert mx.value == pytest.approx(ref.excess)
+    assert mx.scale == pytest.approx(math.sqrt(ref.scale**2 + mx.sd_sampling**2))
+    assert ref.evidence == (mx.value > stats.t.ppf(0.99, 2) * ref.scale)
     # no null draws, or fewer than 3: no corrected value
     assert corrected_gamma(frame.drop(columns="null_draw"), observed="gamma_pos") is None
     assert corrected_gamma(frame[frame.null_draw < 2], observed="gamma_pos") is None
+    # a split table without the split sizes is refused, naming them
+    with pytest.raises(ValueError, match="n_train"):
+        corrected_gamma(frame.drop(columns=["n_train", "n_test"]), observed="gamma_pos")
+
+
+def test_lead_says_when_evidence_comes_with_an_interval_that_holds_zero():
+    """Splits that agree on a gamma well above a tight null reference are evidence
+    given the rows; their wide spread makes the population interval (sampling term)
+    hold 0, and the report's lead says both, with the numbers worked out by hand."""
+    from scipy import stats
+
+    from fairspark.mdfa import AttributeResult, GroupedStats, SplitResult, split_frame
+    from fairspark.mdfa.audit import summarise_splits
+    from fairspark.mdfa.null import null_reference
+    from fairspark.mdfa.report import _lead
+
+    obs = np.array([0.0, 0.04, 0.01, 0.03, 0.005, 0.035])
+    g_null = np.array([0.0010, 0.0012, 0.0011, 0.0009, 0.0010, 0.0011])
+    frame = split_frame([
+        SplitResult(split=i, gamma_pos=o, gamma_neg=o, gamma_max=o, n_train=700, n_test=300,
+                    null_draw=i % 3, gamma_null_pos=g, gamma_null_neg=g, gamma_null_max=g)
+        for i, (o, g) in enumerate(zip(obs, g_null, strict=True))])
+    cells = pd.DataFrame({"s": [1, 1, -1, -1], "y": [1, -1, 1, -1], "n": [1, 1, 1, 1],
+                          "w": [1.0, 1.0, 1.0, 1.0]})
+    ref = null_reference(frame, level=0.01)
+    res = AttributeResult(attribute="sex", target_label="t", splits=frame,
+                          stats=GroupedStats(cells=cells, desc_names=[]), sample_rows=1000,
+                          features=["x"], dropped_constant=[],
+                          aggregates=summarise_splits(frame), null=ref)
+    per = np.array([g_null[[k, k + 3]].mean() for k in range(3)])
+    value = obs.mean() - per.mean()
+    half = stats.t.ppf(0.975, 2) * math.sqrt(ref.scale**2 + 3 / 7 * obs.var(ddof=1))
+    assert ref.evidence and value - half < 0  # the case this test is about
+    text = _lead(res)
+    assert "evidence that decisions depend on sex" in text
+    assert (f"not pinned down: {value:.3f} above the reference, 95% interval "
+            f"{value - half:.3f} to {value + half:.3f}") in text
+    # splits that agree: the interval clears 0 and the lead does not hedge
+    tight = frame.assign(gamma_max=obs.mean())
+    res.splits, res.aggregates = tight, summarise_splits(tight)
+    res.null = null_reference(tight, level=0.01)
+    assert res.null.evidence and "not pinned down" not in _lead(res)
 
 
 def test_verdict_words_follow_the_null_reference():

@@ -27,26 +27,31 @@ question: is gamma larger than what decisions that depend on the audit features
   split-to-split variance inside the draws (pooled; from the observed splits when every
   draw has one split), ``sigma_b^2 = max(0, var(T*_k) - sigma_w^2 / m)`` with ``m`` the
   harmonic mean of the ``m_k``, and ``T - mean(T*)`` is scaled by
-  ``sqrt(sigma_b^2 + sigma_w^2 / n + rho s_g^2 + var(T*_k) / K)`` (the last term: the
+  ``scale = sqrt(sigma_b^2 + sigma_w^2 / n + var(T*_k) / K)`` (the last term: the
   reference mean is itself estimated from K draws).
-- **Sampling term** ``rho s_g^2``: ``s_g^2`` is the variance of the observed gamma over
-  splits and ``rho = n_test / n_train`` (from the split table). Every split is cut
-  from the same sample, so the mean over n splits does not average out which rows were
-  sampled: its variance about the population value is ``s_g^2 (1 / n + rho)``, the
-  corrected resampled t of Nadeau & Bengio (2003, "Inference for the generalization
-  error", Machine Learning 52). Without it the interval holds the precision of this
-  sample's mean only and covered the planted gamma in 15 and 14 of 20 generator seeds
-  at 100 splits (docs/mdfa_validation.md); the term does not shrink with more splits.
 - **Verdict**: evidence when ``T`` lies above ``mean(T*) + t_{K-1, 1-level} scale``
   (Student t with the K - 1 degrees of freedom of the draws, conservative for the
   well-estimated within part). ``p_value`` is the matching t tail probability;
   ``rank_p`` the plain Monte-Carlo one against the raw ``T*_k``,
   ``(1 + #{T*_k >= T}) / (K + 1)`` (conservative: the ``T*_k`` average fewer splits).
 
-The reference is drawn on the rows (x, s) as sampled: it carries the variance of the
-decisions given the features; the sampling term adds that of the rows, so the verdict
-and the reported interval speak of the population the sample came from, not of this
-sample alone.
+The verdict conditions on the rows (x, s) as sampled: the null draws redraw only the
+decisions, from their distribution given the features (a conditional randomisation
+test of "Y independent of S given x"), which is valid whatever population the rows
+came from. It says whether *these* decisions depend on S beyond the features.
+
+How large the effect is in the population the rows represent is another question,
+answered by the reported gamma and its interval (:func:`corrected_gamma`), whose scale
+adds a **sampling term** ``rho s_g^2``: ``s_g^2`` is the variance of the observed gamma
+over splits and ``rho = n_test / n_train`` (from the split table). Every split is cut
+from the same sample, so the mean over n splits does not average out which rows were
+sampled: its variance about the population value is ``s_g^2 (1 / n + rho)``, the
+corrected resampled t of Nadeau & Bengio (2003, "Inference for the generalization
+error", Machine Learning 52). Without it the interval held this sample's precision only
+and covered the planted gamma in 15 and 14 of 20 generator seeds at 100 splits
+(docs/mdfa_validation.md); the term does not shrink with more splits. So "evidence"
+may come with an interval that holds 0: the decisions on these rows depend on S, but
+the size of that dependence in the population is not pinned down.
 """
 
 from __future__ import annotations
@@ -146,10 +151,8 @@ class NullReference:
     sd_between, sd_within:
         Estimated ``sigma_b`` (decision vector) and ``sigma_w`` (split) of one split's
         gamma_max under the null.
-    sd_sampling:
-        ``sqrt(rho s_g^2)``, the sampling term of ``scale`` (module docstring).
     scale:
-        The standard error of ``T - mean(T*)`` the bound uses.
+        The standard error of ``T - mean(T*)`` the bound uses (given the rows).
     """
 
     observed: float
@@ -166,7 +169,6 @@ class NullReference:
     evidence: bool
     sd_between: float | None = None
     sd_within: float | None = None
-    sd_sampling: float | None = None
     scale: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -199,9 +201,10 @@ def _components(
     m_harm = float(kk / np.sum(1.0 / sizes))
     var_b = max(0.0, sd**2 - var_w / m_harm)
     var_s = rho * (float(np.var(g, ddof=1)) if n > 1 else var_w)
-    scale = math.sqrt(var_b + var_w / n + var_s + sd**2 / kk)
+    scale = math.sqrt(var_b + var_w / n + sd**2 / kk)
     return {"t_obs": t_obs, "n": n, "m": m, "sd": sd, "kk": kk, "per": per,
-            "var_w": var_w, "var_b": var_b, "var_s": var_s, "scale": scale}
+            "var_w": var_w, "var_b": var_b, "var_s": var_s, "scale": scale,
+            "scale_sampled": math.sqrt(scale**2 + var_s)}
 
 
 def _columns(splits: pd.DataFrame, observed: str, null: str):
@@ -253,7 +256,7 @@ def null_reference(splits: pd.DataFrame, *, level: float) -> NullReference | Non
         bound=bound, excess=t_obs - m, p_value=p_value,
         rank_p=float((1 + np.sum(per >= t_obs)) / (kk + 1)), level=float(level),
         evidence=bool(t_obs > bound), sd_between=math.sqrt(c["var_b"]),
-        sd_within=math.sqrt(c["var_w"]), sd_sampling=math.sqrt(c["var_s"]), scale=scale,
+        sd_within=math.sqrt(c["var_w"]), scale=scale,
     )
 
 
@@ -273,9 +276,10 @@ class CorrectedGamma:
     The null draws carry the same bias through the same weights and certificates, so
     ``value = raw - reference`` removes it, and its interval carries the uncertainty of
     both and of the sampled rows: ``value -+ t_{K-1, (1 + coverage) / 2} scale`` with
-    the verdict's ``scale`` (:func:`null_reference`, sampling term included). For
-    gamma_max, ``value`` is the verdict's ``excess``: "evidence" exactly when
-    ``value > t_{K-1, 1 - level} scale``.
+    ``scale^2`` the verdict's (:func:`null_reference`) plus the sampling term
+    ``rho s_g^2`` (module docstring). For gamma_max, ``value`` is the verdict's
+    ``excess``; the verdict judges it on the verdict's own scale (given the rows), so
+    "evidence" may come with an interval that holds 0.
 
     Attributes
     ----------
@@ -288,7 +292,10 @@ class CorrectedGamma:
     reference:
         Mean over the K null draws of a draw's mean gamma.
     scale:
-        Standard error of ``value`` (variance components).
+        Standard error of ``value`` about the population gamma (variance components
+        and the sampling term).
+    sd_sampling:
+        ``sqrt(rho s_g^2)``, the sampling term of ``scale``.
     draws:
         K.
     coverage:
@@ -303,6 +310,7 @@ class CorrectedGamma:
     scale: float
     draws: int
     coverage: float
+    sd_sampling: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The summary.json form."""
@@ -323,7 +331,8 @@ def corrected_gamma(
     if c is None:
         return None
     value = c["t_obs"] - c["m"]
-    half = float(stats.t.ppf(0.5 + coverage / 2.0, c["kk"] - 1)) * c["scale"]
+    half = float(stats.t.ppf(0.5 + coverage / 2.0, c["kk"] - 1)) * c["scale_sampled"]
     return CorrectedGamma(value=value, lower=value - half, upper=value + half,
-                          raw=c["t_obs"], reference=c["m"], scale=c["scale"],
-                          draws=c["kk"], coverage=float(coverage))
+                          raw=c["t_obs"], reference=c["m"], scale=c["scale_sampled"],
+                          draws=c["kk"], coverage=float(coverage),
+                          sd_sampling=math.sqrt(c["var_s"]))

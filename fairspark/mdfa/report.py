@@ -139,6 +139,11 @@ def _lead(res: AttributeResult) -> str:
                 f"audit features alone give on these rows ({ref.mean:.3f}, sd "
                 f"{ref.sd:.3f}): {'evidence' if ref.evidence else 'no evidence'} that "
                 f"decisions depend on {res.attribute} beyond the features.")
+        c = res.corrected.get("gamma_max")
+        if ref.evidence and c is not None and c.lower <= 0.0:
+            head += (f" How large that dependence is in the population these rows "
+                     f"represent is not pinned down: {c.value:.3f} above the reference, "
+                     f"95% interval {c.lower:.3f} to {c.upper:.3f}.")
     said = finding(res)
     if not said:
         return head
