@@ -329,6 +329,12 @@ def gap_check(*, splits: int, datasets: list[str], variants: list[str] | None = 
     return 0
 
 
+#: the file name of one seed's split table (--recovery --save-splits writes it,
+#: --summarise-splits reads it back)
+SPLIT_FILE = "nu{nu}_mu{mu}_seed{seed}.parquet"
+SPLIT_FILE_RE = r"nu([\d.]+)_mu([\d.]+)_seed(\d+)\.parquet"
+
+
 def recovery(*, seeds: int, splits: int, designs: list[tuple[float, float]],
              extra: dict | None = None, first_seed: int = 0,
              save_splits: Path | None = None) -> int:
@@ -366,7 +372,7 @@ def recovery(*, seeds: int, splits: int, designs: list[tuple[float, float]],
                                          params=p) for i in range(splits)])
             if save_splits is not None:
                 save_splits.mkdir(parents=True, exist_ok=True)
-                res.to_parquet(save_splits / f"nu{nu}_mu{mu}_seed{g}.parquet")
+                res.to_parquet(save_splits / SPLIT_FILE.format(nu=nu, mu=mu, seed=g))
             gam = res["gamma_pos"].to_numpy(float)
             lo, hi = np.percentile(gam, [2.5, 97.5])
             a = acc[(nu, mu)]
@@ -414,7 +420,7 @@ def summarise_saved(directory: Path, *, level: float = 0.01) -> int:
 
     acc: dict[tuple[float, float], dict[str, list]] = {}
     for f in sorted(directory.glob("nu*_mu*_seed*.parquet")):
-        m = re.fullmatch(r"nu([\d.]+)_mu([\d.]+)_seed(\d+)\.parquet", f.name)
+        m = re.fullmatch(SPLIT_FILE_RE, f.name)
         if not m:
             continue
         nu, mu, g = float(m[1]), float(m[2]), int(m[3])

@@ -15,6 +15,7 @@ import pandas as pd
 
 from fairspark.audits.base import ReportSection
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
+from fairspark.mdfa.null import corrected_gamma
 from fairspark.mdfa.results import AttributeResult, MDFAResult, finding
 from fairspark.mdfa.spec import SPEC
 from fairspark.report.sections import render_template
@@ -139,7 +140,7 @@ def _lead(res: AttributeResult) -> str:
                 f"audit features alone give on these rows ({ref.mean:.3f}, sd "
                 f"{ref.sd:.3f}): {'evidence' if ref.evidence else 'no evidence'} that "
                 f"decisions depend on {res.attribute} beyond the features.")
-        c = res.corrected.get("gamma_max")
+        c = corrected_gamma(res.splits, observed="gamma_max")
         if ref.evidence and c is not None and c.lower <= 0.0:
             head += (f" How large that dependence is in the population these rows "
                      f"represent is not pinned down: {c.value:.3f} above the reference, "
