@@ -404,13 +404,20 @@ def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *, run
 
 
 def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[str, Any],
-             long_rows: list[dict[str, Any]], sections: list[ReportSection]) -> str:
-    """Write the run to a staging folder and publish it for the date."""
+             long_rows: list[dict[str, Any]], sections: list[ReportSection],
+             timings: dict[str, float]) -> str:
+    """Write the run to a staging folder and publish it for the date.
+
+    The metrics and report writes are timed into ``timings`` (``summary`` holds the
+    same dict) before ``summary.json`` is written, so the summary carries them.
+    """
     staging = out.staging(run_date)
     try:
-        out.write_metrics(staging, long_rows)
+        with _stage("write: metrics", timings):
+            out.write_metrics(staging, long_rows)
         if config.output.report:
-            _write_report(out, staging, summary, long_rows, sections)
+            with _stage("write: report", timings):
+                _write_report(out, staging, summary, long_rows, sections)
         out.write_text(f"{staging}/summary.json", summary_json(summary))
         return out.publish(staging, run_date)
     except BaseException:
@@ -533,13 +540,14 @@ def run_audit_job(
                 run.summary["previous"] = previous_run(out, run_date)
             with _stage("write", timings):
                 final = _publish(out, config, run_date, run.summary, run.long_rows,
-                                 run.sections)
+                                 run.sections, timings)
         except BaseException as err:
             write_status(out, run_date, exit_code=exit_code_for(err), run_id=run_id,
                          error=f"{type(err).__name__}: {err}"[:2000])
             raise
-    # the timing of the write stage itself is recorded in the log; summary.json is
-    # already published at this point.
+    # the whole write stage (summary.json and the publish included) is timed in the
+    # log only: summary.json is already published at this point. Its metrics and
+    # report writes are in summary.json as "write: metrics" / "write: report".
     if config.output.table:
         with _stage("warehouse table", timings):
             from fairspark.nightly.warehouse import append_to_table

@@ -108,7 +108,8 @@ def test_outputs_layout_and_summary(adult_run):
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["rows"]["read"] == summary["rows"]["audited"] > 10000
     assert summary["audits"]["group"]["status"] == "ok"
-    assert set(summary["stage_timings"]) >= {"read", "prepare", "audit group"}
+    assert set(summary["stage_timings"]) >= {"read", "prepare", "audit group", "write: metrics"}
+    assert "write: report" not in summary["stage_timings"]  # this run writes no report
     assert summary["versions"]["spark"].startswith("4.")
     assert not [p for p in (base / "out").iterdir() if p.name.startswith("_tmp")]
 
