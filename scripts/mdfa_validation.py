@@ -8,8 +8,8 @@ partial run still leaves its finished blocks. Usage::
 The null calibration of the verdict (issue 14 item 3) is a separate mode that prints
 one line per null draw::
 
-    python scripts/mdfa_validation.py --null-check compas --splits 20 --draws 20
-    python scripts/mdfa_validation.py --null-check synthetic:0.5:0.2 --splits 10 --draws 20
+    python scripts/mdfa_validation.py --null-check compas --splits 100 --draws 20
+    python scripts/mdfa_validation.py --null-check synthetic:0.5:0.2 --splits 100 --draws 20
 
 and the outcome-relevant imbalance per balancing variant (issue 14 item 2)::
 
@@ -61,24 +61,49 @@ def _stats(v: np.ndarray) -> str:
             f"{np.percentile(v, 97.5):.4f}")
 
 
-def synthetic_block(spark, *, splits: int, setting: dict, name: str, configs) -> list[str]:
-    from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_splits
+def _verdict(null: dict | None) -> str:
+    """'evidence (p)' / 'no evidence (p)' from a NullReference in its summary.json form."""
+    if not null:
+        return "n/a"
+    return f"{'evidence' if null['evidence'] else 'no evidence'} ({null['p_value']:.2g})"
 
-    lines = [f"### Synthetic, setting `{name}`: {setting}", "",
-             "| nu | mu | extra | planted gamma | mean gamma | sd | 2.5% | 97.5% | "
-             "rel. error | planted delta | seconds |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+def synthetic_block(spark, *, splits: int, setting: dict, name: str, configs) -> list[str]:
+    """gamma(+1) on the paper's synthetic design (generator seed 0, n = 5000): the raw
+    mean over splits (the paper's estimate), the reported value (less the features-only
+    reference) with its 95% interval, and the verdict, as the audit gives them."""
+    from fairspark.audits.base import derive_seed
+    from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_splits
+    from fairspark.mdfa.null import corrected_gamma, null_reference
+
+    lines = [f"### Synthetic, setting `{name}`: {setting or 'the defaults'}", "",
+             "| nu | mu | extra | planted gamma | raw mean gamma | sd | 2.5% | 97.5% | "
+             "rel. error (raw) | reported [95%] | rel. error | interval covers planted | "
+             "verdict (p) | planted delta | seconds |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for nu, mu, extra in configs:
         d = make_synthetic(n=5000, nu=nu, mu=mu, seed=0)
         smp = MDFASample(x=d.x, s=d.s, y=d.y, desc=d.x, feature_names=["x1", "x2"],
                          desc_names=["x1", "x2"])
         p = MDFAParams(splits=splits, worst_violation=False, **{**setting, **extra})
+        if p.null_draws > 0:
+            smp = smp.with_null_model(seed=derive_seed(7, "validation", nu, mu, "null"))
         t0 = time.time()
         res = run_splits(spark, smp, seeds=[7 * k + 1 for k in range(splits)], params=p)
         g = res["gamma_pos"].to_numpy(float)
-        rel = (g.mean() - d.gamma) / d.gamma if d.gamma > 0.005 else float("nan")
+        planted = d.gamma > 0.005
+        rel = (g.mean() - d.gamma) / d.gamma if planted else float("nan")
+        c = corrected_gamma(res, observed="gamma_pos") if p.null_draws > 0 else None
+        ref = null_reference(res, level=p.verdict_level) if p.null_draws > 0 else None
+        verdict = _verdict(ref.as_dict() if ref else None)
+        if c is None:
+            rep, rel_c, cov = "n/a", "n/a", "n/a"
+        else:
+            rep = f"{c.value:.4f} [{c.lower:.4f}, {c.upper:.4f}]"
+            rel_c = f"{(c.value - d.gamma) / d.gamma:+.2f}" if planted else "n/a"
+            cov = ("yes" if c.lower <= d.gamma <= c.upper else "no") if planted else "n/a"
         lines.append(f"| {nu} | {mu} | {extra or ''} | {d.gamma:.4f} | {_stats(g)} | "
-                     f"{rel:+.2f} | "
+                     f"{rel:+.2f} | {rep} | {rel_c} | {cov} | {verdict} | "
                      f"{d.delta:.3f} | {time.time() - t0:.0f} |")
         print(lines[-1], flush=True)
     return [*lines, ""]
@@ -87,8 +112,8 @@ def synthetic_block(spark, *, splits: int, setting: dict, name: str, configs) ->
 def synthetic_delta_block(spark, *, splits: int) -> list[str]:
     from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_splits
 
-    lines = ["### Synthetic worst violation (Algorithm 1), SVM RBF, raw features, "
-             "alpha = 0.1 (below G's mass among Y=+1, about 0.14)", "",
+    lines = ["### Synthetic worst violation (Algorithm 1), setting `tests` "
+             f"{TEST_SETTING}, alpha = 0.1 (below G's mass among Y=+1, about 0.14)", "",
              "| nu | mu | planted delta | mean delta (unweighted) | sd | 2.5% | 97.5% | "
              "mean delta (Alg. 1 line 4) | seconds |", "|---|---|---|---|---|---|---|---|---|"]
     for nu, mu, extra in ((0.5, 0.0, {}), (0.8, 0.0, {}), (0.5, 0.2, QUAD)):
@@ -147,8 +172,11 @@ def compas_block(spark, *, splits: int, extra_splits: int, wv_splits: int,
              "age, juvenile felonies and misdemeanours (min-max scaled, then standardised "
              "per split). Paper (Table 1): race 0.0238 (0.0043), gender -0.0001 (0.0006).",
              "", "| setting | attribute | mean gamma(High) | sd | 2.5% | 97.5% | "
-             "mean - 2 sd | seconds |", "|---|---|---|---|---|---|---|---|"]
-    settings = [("paper defaults (RF depth 2, representation, tilt 0)", {}, splits),
+             "reported gamma(High) [95%] | verdict (p) | seconds |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    settings = [("defaults", {}, splits),
+                ("paper's balancing (linear MMD, standardised)", PAPER_BALANCING,
+                 extra_splits),
                 ("uniform weights (no balancing)", {"balancing": "uniform"}, extra_splits),
                 ("RF on raw features, tilt 0.3", {"certificate_features": "raw",
                                                   "certificate_tilt": 0.3}, extra_splits)]
@@ -159,12 +187,16 @@ def compas_block(spark, *, splits: int, extra_splits: int, wv_splits: int,
             {"splits": n_splits, "worst_violation": False, **extra}, "g")))
         secs = time.time() - t0
         for attr in ("race", "sex"):
-            a = res.summary["audits"]["mdfa"]["attributes"][attr]["gamma_neg"]
+            at = res.summary["audits"]["mdfa"]["attributes"][attr]
+            a = at["gamma_neg"]
+            c = (at.get("corrected") or {}).get("gamma_neg")
+            rep = "n/a" if not c else f"{c['value']:.4f} [{c['lower']:.4f}, {c['upper']:.4f}]"
+            verdict = _verdict(at.get("null"))
             lines.append(f"| {label} | {attr} | {a['mean']:.4f} | {a['sd']:.4f} | "
-                         f"{a['p2_5']:.4f} | {a['p97_5']:.4f} | "
-                         f"{a['mean'] - 2 * a['sd']:+.4f} | {secs:.0f} |")
+                         f"{a['p2_5']:.4f} | {a['p97_5']:.4f} | {rep} | {verdict} | "
+                         f"{secs:.0f} |")
             print(lines[-1], flush=True)
-    lines += ["", f"### Worst violation on COMPAS ({wv_splits} splits, paper defaults, "
+    lines += ["", f"### Worst violation on COMPAS ({wv_splits} splits, defaults, "
               "alpha = 0.025, xi = 0.05)", ""]
     t0 = time.time()
     res = run_audit_job(spark, parse_config(cfg(
@@ -202,30 +234,49 @@ def _compas_arrays(attr: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return x, s, y
 
 
+def null_generator_p(x: np.ndarray, y: np.ndarray, *,
+                     generator: str = "cross-fitted") -> np.ndarray:
+    """P(Y = +1 | x) of the null check's decisions: a random forest (200 trees, >= 20
+    rows per leaf, seed 0) fitted without S; ``cross-fitted`` predicts each of 5 folds
+    from the other 4, ``in-sample`` predicts the rows it was fitted on."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    rf = RandomForestClassifier(200, min_samples_leaf=20, random_state=0, n_jobs=1)
+    if generator == "in-sample":
+        return rf.fit(x, y > 0).predict_proba(x)[:, 1]
+    if generator == "cross-fitted":
+        from sklearn.model_selection import KFold, cross_val_predict
+
+        return cross_val_predict(rf, x, y > 0, method="predict_proba",
+                                 cv=KFold(5, shuffle=True, random_state=0))[:, 1]
+    raise ValueError(f"--null-generator {generator!r}: expected in-sample or cross-fitted")
+
+
 def null_check(data: str, *, splits: int, draws: int, observed: bool,
-               extra: dict | None = None) -> int:
+               extra: dict | None = None, generator: str = "cross-fitted") -> int:
     """Null calibration of the verdict: ``draws`` decision vectors redrawn from
     P(Y | x) estimated without S by a random forest (200 trees, >= 20 rows per leaf,
     independent of the audit's own null model), each audited at the default settings
     with ``splits`` splits (Algorithm 1 off: it does not enter the verdict). The
     balancing depends on (x, s) and the split seed only, so it is computed once per
-    split and shared by every decision vector (the numbers equal a fresh run's)."""
+    split and shared by every decision vector (the numbers equal a fresh run's).
+
+    ``generator``: ``cross-fitted`` (default) takes every row's probability from a
+    forest fitted on the other 4 of 5 folds; ``in-sample`` from the forest fitted on
+    all rows (sessions 5-8). The in-sample forest partly memorises each row's own
+    observed decision, which depends on S, and on continuous features (every x
+    unique) that is S information in a "function of x": its null draws are not
+    decisions that depend on the features alone (docs/mdfa_validation.md, session 9).
+    """
     import dataclasses
 
-    from sklearn.ensemble import RandomForestClassifier
-
     from fairspark.audits.base import derive_seed
-    from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_split
+    from fairspark.mdfa import MDFAParams, MDFASample, run_split
     from fairspark.mdfa.certify import balance_split
     from fairspark.mdfa.null import null_reference
     from fairspark.mdfa.results import split_frame
 
-    if data.startswith("compas"):
-        x, s, y = _compas_arrays("sex" if data.endswith("sex") else "race")
-    else:  # synthetic:nu:mu, generator seed 0, n = 5000
-        nu, mu = (float(v) for v in data.split(":")[1:])
-        d = make_synthetic(n=5000, nu=nu, mu=mu, seed=0)
-        x, s, y = d.x, d.s, d.y
+    x, s, y = _design(data)
     names = [f"x{j}" for j in range(x.shape[1])]
     smp0 = MDFASample(x=x, s=s, y=y, desc=x, feature_names=names, desc_names=names)
     p = MDFAParams(splits=splits, worst_violation=False, **(extra or {}))
@@ -235,8 +286,7 @@ def null_check(data: str, *, splits: int, draws: int, observed: bool,
     print(f"{data}: balancing {splits} splits {time.time() - t0:.0f} s; held-out AUC "
           f"{np.mean([st.balance.auc for st in states]):.3f}, max |SMD| after "
           f"{np.mean([st.balance.max_abs_smd_after for st in states]):.3f}", flush=True)
-    rf = RandomForestClassifier(200, min_samples_leaf=20, random_state=0, n_jobs=1)
-    p_test = rf.fit(x, y > 0).predict_proba(x)[:, 1]
+    p_test = null_generator_p(x, y, generator=generator)
     runs = [("observed", y)] if observed else []
     runs += [(f"null{k}", np.where(np.random.default_rng(1000 + k).random(len(y)) < p_test,
                                    1, -1)) for k in range(draws)]
@@ -255,7 +305,7 @@ def null_check(data: str, *, splits: int, draws: int, observed: bool,
         print(f"| {tag} | {ref.observed:.4f} | {ref.mean:.4f} | {ref.sd:.4f} | "
               f"{ref.bound:.4f} | {ref.p_value:.3g} | {'evidence' if ref.evidence else 'no'} "
               f"| {'evidence' if old else 'no'} | {time.time() - t1:.0f} |", flush=True)
-    print(f"{data}, {splits} splits, K = {min(splits, p.null_draws)}, "
+    print(f"{data}, {splits} splits, K = {min(splits, p.null_draws)}, {generator} generator, "
           f"{extra or 'defaults'}: evidence in {n_new} of {draws} null draws "
           f"(old mean - 2 sd rule: {n_old} of {draws}); total "
           f"{time.time() - t0:.0f} s")
@@ -465,6 +515,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--null-check", metavar="DATA",
                     help="null calibration only: compas, compas_sex or synthetic:NU:MU")
     ap.add_argument("--draws", type=int, default=20, help="null draws of --null-check")
+    ap.add_argument("--null-generator", default="cross-fitted",
+                    choices=["cross-fitted", "in-sample"],
+                    help="--null-check: how the null decisions' P(Y | x) is fitted")
     ap.add_argument("--observed", action="store_true",
                     help="--null-check: audit the observed decisions too")
     ap.add_argument("--gap-check", action="store_true",
@@ -510,7 +563,8 @@ def main(argv: list[str] | None = None) -> int:
         import json
 
         return null_check(args.null_check, splits=args.splits, draws=args.draws,
-                          observed=args.observed, extra=json.loads(args.params))
+                          observed=args.observed, extra=json.loads(args.params),
+                          generator=args.null_generator)
     out = Path(args.out)
     spark = _spark()
     t_start = time.time()
@@ -526,10 +580,10 @@ def main(argv: list[str] | None = None) -> int:
     def flush() -> None:
         out.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
-    configs = [(0.5, 0.0, {}), (0.8, 0.0, {}), (0.5, 0.2, QUAD), (0.0, 0.0, {}),
-               (0.0, 0.2, QUAD), (0.0, 0.2, {"mmd_kernel": "linear", "epochs": 60})]
+    configs = [(0.5, 0.0, {}), (0.8, 0.0, {}), (0.5, 0.2, {}), (0.8, 0.2, {}),
+               (0.0, 0.0, {}), (0.0, 0.2, {}), (0.0, 0.2, PAPER_BALANCING)]
     lines += ["## Synthetic data (METHODS §2, paper Sec. 4.1)", ""]
-    lines += synthetic_block(spark, splits=args.splits, setting=TEST_SETTING, name="tests",
+    lines += synthetic_block(spark, splits=args.splits, setting={}, name="defaults",
                              configs=configs)
     flush()
     lines += compas_block(spark, splits=args.splits, extra_splits=args.extra_splits,

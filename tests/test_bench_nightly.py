@@ -3,24 +3,18 @@ table it writes, the stage lines it reads from a log cut short, its fit and its 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_nightly",
-                                                  ROOT / "scripts" / "bench_nightly.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_nightly")
 
 
 def test_config_is_valid_with_every_audit_at_its_defaults(bench, tmp_path):

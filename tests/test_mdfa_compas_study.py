@@ -6,12 +6,12 @@ No Spark: the script's loader is plain pandas.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT.parent / "shared" / "data" / "compas" / "compas-scores-two-years.csv"
@@ -21,11 +21,7 @@ pytestmark = pytest.mark.skipif(not CSV.exists(), reason="shared COMPAS data mis
 
 @pytest.fixture(scope="module")
 def study():
-    spec = importlib.util.spec_from_file_location(
-        "mdfa_compas_study", ROOT / "scripts" / "mdfa_compas_study.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("mdfa_compas_study")
 
 
 def _expected_rows() -> pd.DataFrame:
