@@ -404,14 +404,14 @@ def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *, run
 
 
 def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[str, Any],
-             long_rows: list[dict[str, Any]], sections: list[ReportSection],
-             timings: dict[str, float]) -> str:
+             long_rows: list[dict[str, Any]], sections: list[ReportSection]) -> str:
     """Write the run to a staging folder and publish it for the date.
 
-    The metrics and report writes are timed into ``timings`` (``summary`` holds the
-    same dict) before ``summary.json`` is written, so the summary carries them.
+    The metrics and report writes are timed into ``summary["stage_timings"]`` before
+    ``summary.json`` is written, so the summary carries them.
     """
     staging = out.staging(run_date)
+    timings = summary["stage_timings"]
     try:
         with _stage("write: metrics", timings):
             out.write_metrics(staging, long_rows)
@@ -540,7 +540,7 @@ def run_audit_job(
                 run.summary["previous"] = previous_run(out, run_date)
             with _stage("write", timings):
                 final = _publish(out, config, run_date, run.summary, run.long_rows,
-                                 run.sections, timings)
+                                 run.sections)
         except BaseException as err:
             write_status(out, run_date, exit_code=exit_code_for(err), run_id=run_id,
                          error=f"{type(err).__name__}: {err}"[:2000])

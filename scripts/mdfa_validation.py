@@ -93,15 +93,14 @@ def synthetic_block(spark, *, splits: int, setting: dict, name: str, configs) ->
         g = res["gamma_pos"].to_numpy(float)
         planted = d.gamma > 0.005
         rel = (g.mean() - d.gamma) / d.gamma if planted else float("nan")
-        c = corrected_gamma(res, observed="gamma_pos") if p.null_draws > 0 else None
-        ref = null_reference(res, level=p.verdict_level) if p.null_draws > 0 else None
-        verdict = _verdict(ref.as_dict() if ref else None)
-        if c is None:
-            rep, rel_c, cov = "n/a", "n/a", "n/a"
-        else:
+        rep = rel_c = cov = verdict = "n/a"
+        if p.null_draws > 0:
+            c = corrected_gamma(res, observed="gamma_pos")
+            verdict = _verdict(null_reference(res, level=p.verdict_level).as_dict())
             rep = f"{c.value:.4f} [{c.lower:.4f}, {c.upper:.4f}]"
-            rel_c = f"{(c.value - d.gamma) / d.gamma:+.2f}" if planted else "n/a"
-            cov = ("yes" if c.lower <= d.gamma <= c.upper else "no") if planted else "n/a"
+            if planted:
+                rel_c = f"{(c.value - d.gamma) / d.gamma:+.2f}"
+                cov = "yes" if c.lower <= d.gamma <= c.upper else "no"
         lines.append(f"| {nu} | {mu} | {extra or ''} | {d.gamma:.4f} | {_stats(g)} | "
                      f"{rel:+.2f} | {rep} | {rel_c} | {cov} | {verdict} | "
                      f"{d.delta:.3f} | {time.time() - t0:.0f} |")
