@@ -26,7 +26,7 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -445,6 +445,7 @@ def compute_run(
     fail_on_violation: bool | None = None,
     timings: dict[str, float] | None = None,
     render: bool = True,
+    progress: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> ComputedRun:
     """Prepare, run every enabled audit, judge the limits: everything but the writing.
 
@@ -465,6 +466,10 @@ def compute_run(
     render:
         Draw the audits' report sections (the CLI skips them when
         ``output.report`` is false: nothing would show them).
+    progress:
+        Called with (audit, progress dict) by long audit stages
+        (:class:`fairspark.progress.Progress`); the CLI writes it into the running
+        status file.
     """
     import pandas as pd
 
@@ -483,7 +488,8 @@ def compute_run(
         timings[f"prepare: {step}"] = seconds
         log.info("stage   %-20s %7.2f s", f"prepare: {step}", seconds)
     try:
-        ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=run_date)
+        ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=run_date,
+                           progress=progress)
         done = _run_audits(ctx, config, timings, render=render)
         _scrub_redacted(done, prepared, config)
         limits_info, gating = _limits(config, done.rows, run_date, history, done.sections)
@@ -532,9 +538,13 @@ def run_audit_job(
         write_status(out, run_date, exit_code=None, run_id=run_id)
         try:
             history = _history(out, config, run_date)
+            def running(audit: str, state: dict[str, Any]) -> None:
+                write_status(out, run_date, exit_code=None, run_id=run_id,
+                             progress={"audit": audit, **state})
+
             run = compute_run(spark, config, history=history,
                               fail_on_violation=fail_on_violation, timings=timings,
-                              render=config.output.report)
+                              render=config.output.report, progress=running)
             run.summary["run_id"] = run_id
             with _stage("previous run", timings):
                 run.summary["previous"] = previous_run(out, run_date)
@@ -612,11 +622,13 @@ def previous_run(out: OutputLocation, run_date: Any, *,
 
 def write_status(out: OutputLocation, run_date: Any, *, exit_code: int | None,
                  summary: dict[str, Any] | None = None, error: str | None = None,
-                 run_id: str | None = None) -> None:
+                 run_id: str | None = None, progress: dict[str, Any] | None = None) -> None:
     """Write ``<output>/_status/run_date=<D>.json``: the exit code for schedulers that lose it.
 
     ``exit_code=None`` marks a run that has started (``"state": "running"``); every
     run that knows its output location writes that first and its exit code last.
+    While it runs, long stages rewrite it with ``progress`` (audit, stage, done of
+    total, elapsed and remaining seconds) at least once a minute.
     """
     audits = (summary or {}).get("audits") or {}
     known = exit_code is not None and exit_code in set(ExitCode)
@@ -634,6 +646,8 @@ def write_status(out: OutputLocation, run_date: Any, *, exit_code: int | None,
         "output": out.path(f"run_date={run_date}") if exit_code in (0, 3, 4) else None,
         "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if progress is not None:
+        status["progress"] = progress
     try:
         out.write_text(out.path("_status", f"run_date={run_date}.json"),
                        json.dumps(status, indent=2, default=str))

@@ -12,7 +12,7 @@ from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
     import datetime as dt
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from pyspark.sql import SparkSession
 
@@ -92,6 +92,7 @@ class AuditContext:
     deadline: float | None = None
     partial: AuditOutcome | None = None
     cancelled: bool = False
+    progress: Callable[[str, dict[str, Any]], None] | None = None
 
     def seed_for(self, *parts: object) -> int:
         """A seed derived from the config's seed and the given labels."""
@@ -104,6 +105,14 @@ class AuditContext:
         if self.cancelled:
             return 0.0
         return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+
+    def progress_sink(self, audit: str) -> Callable[[dict[str, Any]], None] | None:
+        """Where an audit's :class:`~fairspark.progress.Progress` hands its updates
+        (the run's running status), or None outside a job."""
+        if self.progress is None:
+            return None
+        report = self.progress
+        return lambda state: report(audit, state)
 
     def report_partial(self, outcome: AuditOutcome) -> None:
         """Record the best result so far (published as ``timed_out`` on a timeout)."""

@@ -29,7 +29,7 @@ _EXPORTS: dict[str, str] = {
                     "fairspark.mdfa.balance"),
     **dict.fromkeys(
         ["MDFASample", "SplitState", "WorstViolation", "balance_split", "certificate_gamma",
-         "fit_certificate", "make_auditor", "run_split", "violation_delta",
+         "choose_l2", "fit_certificate", "make_auditor", "run_split", "violation_delta",
          "worst_violation"],
         "fairspark.mdfa.certify"),
     "MDFAParams": "fairspark.mdfa.params",

@@ -12,8 +12,9 @@ Design (METHODS §2, design card)
    by a seeded ``xxhash64`` of the row key (not ``rand``/``sampleBy``), so the sample
    does not depend on partitioning. Only the capped sample is collected.
 3. The splits are independent: they are dealt round-robin to a fixed number of
-   chunks (split ``i`` to chunk ``i mod C``, 4 chunks per core by default, so that a
-   core slowed down by another tenant does not hold up the end), each chunk one row and
+   chunks (split ``i`` to chunk ``i mod C``, one split per chunk by default, so that a
+   core slowed down by another tenant does not hold up the end and the status tracker
+   counts finished splits), each chunk one row and
    one partition of ``spark.range(C)``; a ``mapInPandas`` with an explicit schema runs
    :func:`~.certify.run_split` on the chunk's splits over the broadcast sample (read
    once per Python worker), with the split's own seed and one BLAS/OpenMP/torch
@@ -162,6 +163,8 @@ def run_splits(
     params: MDFAParams,
     partitions: int | None = None,
     profile: list[dict[str, Any]] | None = None,
+    first: int = 0,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
     """Run every split as a Spark task over the broadcast sample.
 
@@ -176,14 +179,20 @@ def run_splits(
     params:
         Audit parameters.
     partitions:
-        Number of tasks (chunks of splits; default ``params.partitions``, else 4 per
-        core of the session's default parallelism); the results do not depend on it.
+        Number of tasks (chunks of splits; default ``params.partitions``, else one
+        task per split); the results do not depend on it.
     profile:
         A list to which every task appends its timings (``chunk``, ``splits``,
         ``pid``, ``worker_tasks_before`` (0 = a fresh Python worker), wall-clock
         ``start``/``end`` epoch seconds, ``ship_s``, ``run_s`` and its CPU seconds
         ``run_cpu_s``, ``serialise_s``) and
         then the driver's ``{"submit", "collected"}``; None records nothing.
+    first:
+        Number of the first split (``seeds[i]`` is split ``first + i``: a later wave of
+        splits continues the numbering, which picks each split's null draw).
+    on_progress:
+        Called with (splits done, splits) from a driver thread while the job runs (at
+        most every few seconds, from Spark's status tracker); None: not followed.
 
     Returns
     -------
@@ -193,18 +202,26 @@ def run_splits(
     """
     import time
 
+    from fairspark.progress import follow_tasks
+
     n = len(seeds)
-    parts = partitions or params.partitions or 4 * int(spark.sparkContext.defaultParallelism)
+    parts = partitions or params.partitions or n  # one split a task: progress in splits
     chunks = max(1, min(int(parts), n))
     shipped = _Shipped(spark, (sample, params.model_dump(), [int(s) for s in seeds]))
-    task = _splits_task(shipped, n, chunks, record=profile is not None)
+    task = _splits_task(shipped, n, chunks, record=profile is not None, first=first)
     t_submit = time.time()
+
+    def tick(done_tasks: int, tasks: int) -> None:
+        if on_progress is not None:  # a task holds ceil or floor of n / chunks splits
+            on_progress(min(n, round(done_tasks * n / max(tasks, 1))), n)
+
     try:
-        out = (
-            spark.range(0, chunks, 1, numPartitions=chunks)
-            .mapInPandas(task, schema=split_schema())
-            .toPandas()
-        )
+        with follow_tasks(spark, tick if on_progress is not None else None):
+            out = (
+                spark.range(0, chunks, 1, numPartitions=chunks)
+                .mapInPandas(task, schema=split_schema())
+                .toPandas()
+            )
     finally:
         shipped.release()
     if profile is not None:
@@ -231,7 +248,7 @@ _WORKER_TASKS = [0]
 
 
 def _splits_task(
-    shipped: _Shipped, n: int, chunks: int, *, record: bool
+    shipped: _Shipped, n: int, chunks: int, *, record: bool, first: int = 0
 ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
     """The ``mapInPandas`` function: a task runs the splits of its chunks."""
 
@@ -258,7 +275,8 @@ def _splits_task(
                     ids = chunk_splits(n, chunks, int(c))
                     c1 = time.process_time()
                     frame = split_frame(
-                        [run_split(smp, split=i, seed=sds[i], params=p) for i in ids]
+                        [run_split(smp, split=first + i, seed=sds[i], params=p)
+                         for i in ids]
                     )
                     t2, c2 = time.perf_counter(), time.process_time()
                     yield frame  # Arrow serialisation happens before the generator resumes

@@ -7,6 +7,7 @@ the report section is drawn from that result by :func:`fairspark.mdfa.report.ren
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +19,9 @@ from fairspark.audits.base import AuditOutcome, MetricRow
 from fairspark.columns import KEY, PRED, WEIGHT, X, input_col
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.mdfa._spark import collect_sample, grouped_stats, run_splits, with_mdfa_columns
-from fairspark.mdfa.certify import MDFASample
+from fairspark.mdfa.certify import MDFASample, choose_l2
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
-from fairspark.mdfa.null import null_reference
+from fairspark.mdfa.null import null_reference, predicted_half_width
 from fairspark.mdfa.params import MDFAParams
 from fairspark.mdfa.results import (
     AttributeResult,
@@ -30,6 +31,7 @@ from fairspark.mdfa.results import (
     finding,
     subgroup_summary,
 )
+from fairspark.progress import Progress
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,6 +43,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["AttributeFailureError", "audit_attribute", "run", "summarise_splits"]
 
 AUDIT = "mdfa"
+
+log = logging.getLogger("fairspark")
 
 #: the per-split numbers summarised over splits
 _SPREAD_COLUMNS = ("gamma_pos", "gamma_neg", "gamma_max", "delta", "delta_unweighted",
@@ -247,17 +251,72 @@ def audit_attribute(
     if params.null_draws > 0:
         sample = sample.with_null_model(seed=ctx.seed_for(AUDIT, name, "null"))
     _check_time(ctx, name)
-    seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.splits)]
-    splits = run_splits(ctx.spark, sample, seeds=seeds, params=params)
+    seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.planned_splits())]
+    params = choose_l2(sample, seed=seeds[0], params=params)
+    splits, stop = _run_waves(ctx, sample, seeds=seeds, params=params, name=name)
     res = AttributeResult(
         attribute=name, target_label=target, other_label=_other_label(attr, params.target_group),
         splits=splits, stats=stats,
         sample_rows=len(sample.s), features=plan.names, dropped_constant=plan.dropped_constant,
         aggregates=summarise_splits(splits),
         null=null_reference(splits, level=params.verdict_level),
+        splits_stop=stop, l2=params.l2,
     )
     _violation_summary(res)
     return res
+
+
+def _run_waves(
+    ctx: AuditContext, sample: MDFASample, *, seeds: list[int], params: MDFAParams,
+    name: str,
+) -> tuple[pd.DataFrame, str]:
+    """Run the splits: all of a fixed ``splits``, or waves of ``splits: auto``.
+
+    Returns the split table and why it stopped (in words, for the summary and the
+    report). Progress is logged at least every 30 s and handed to ``ctx.progress``.
+    """
+    total = len(seeds)
+    auto = params.splits == "auto"
+    wave = min(params.splits_wave, total) if auto else total
+    progress = Progress(what=f"mdfa {name}", unit="splits", total=total,
+                        sink=ctx.progress_sink(AUDIT))
+    progress.update(0, note=f"auto: waves of {wave}, at most {total}" if auto else None,
+                    force=True)
+    tables: list[pd.DataFrame] = []
+    why = f"as configured (splits: {total})"
+    done = 0
+    while done < total:
+        n = min(wave, total - done)
+
+        def tick(k: int, _n: int, base: int = done) -> None:
+            progress.update(base + k, note=f"wave of {_n}" if auto else None)
+
+        tables.append(run_splits(ctx.spark, sample, seeds=seeds[done:done + n],
+                                 params=params, first=done, on_progress=tick))
+        done += n
+        if not auto or done >= total:
+            if auto:
+                why = f"splits: auto reached splits_max = {total}"
+            break
+        table = pd.concat(tables, ignore_index=True)
+        hw = predicted_half_width(table, n_splits=min(total, done + wave), k=params.null_k())
+        if hw is None:
+            why = ("no null reference: the interval is the spread over splits, which "
+                   "more splits do not narrow")
+            break
+        gain = 1.0 - hw[1] / hw[0] if hw[0] > 0 else 0.0
+        if gain < params.splits_tolerance:
+            why = (f"splits: auto stopped: another wave of {wave} would narrow the gamma_max "
+                   f"interval by {100 * gain:.1f}% (half-width {hw[0]:.4f} -> "
+                   f"{hw[1]:.4f}), less than splits_tolerance = "
+                   f"{100 * params.splits_tolerance:g}%")
+            break
+        log.info("mdfa %s: %d splits; another wave should narrow the gamma_max interval "
+                 "by %.1f%%: running it", name, done, 100 * gain)
+        _check_time(ctx, name)
+    progress.update(done, total=done, note=None, force=True)
+    log.info("mdfa %s: %d splits, %s", name, done, why)
+    return pd.concat(tables, ignore_index=True).sort_values("split").reset_index(drop=True), why
 
 
 def _fmt(v: float | None, nd: int = 4) -> str:
@@ -403,6 +462,8 @@ class _Progress:
             "target_group": res.target_label,
             "sample_rows": res.sample_rows,
             "splits": len(res.splits),
+            "splits_stop": res.splits_stop,
+            "l2": res.l2,
             "verdict": res.verdict(),
             "balance": {
                 "poor_splits": res.poor_balance_splits,

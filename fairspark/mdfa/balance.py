@@ -194,13 +194,16 @@ def fit_balancing(
     learning_rate: float = 1e-3,
     l2_grid: list[float] | tuple[float, ...] = (1e-4, 1e-3, 1e-2),
     folds: int = 5,
+    l2: float | None = None,
 ) -> BalancingResult:
     """Train the balancing net; pick the L2 strength by held-out MMD.
 
     For each L2 strength of ``l2_grid`` a net is trained on ``folds - 1`` folds and its
     MMD is measured on the remaining fold; the net with the lowest held-out MMD is
-    returned (it is not retrained). Deterministic given ``seed`` (single-threaded
-    torch).
+    returned (it is not retrained). With ``l2`` given only that strength is trained
+    (same folds and, when ``l2`` is in ``l2_grid``, the same net initialisation as the
+    grid's net of that strength, so the result equals the grid search's whenever the
+    grid search picks ``l2``). Deterministic given ``seed`` (single-threaded torch).
 
     Parameters
     ----------
@@ -215,6 +218,9 @@ def fit_balancing(
         Feature map of the MMD (:func:`mmd_phi`).
     feature_map:
         What the MMD compares (:func:`mmd_features`); the net's input is ``x`` itself.
+    l2:
+        Train only this L2 strength (chosen beforehand, e.g. by :func:`choose_l2` on
+        another split); None searches ``l2_grid``.
     """
     x = np.asarray(x, dtype=np.float32)
     feats = torch.as_tensor(mmd_features(x, feature_map))
@@ -227,14 +233,17 @@ def fit_balancing(
     if held.sum() == 0 or train.sum() == 0:
         train = held = np.ones(len(x), dtype=bool)
     xh = torch.as_tensor(x[held])
+    grid = list(enumerate(l2_grid))
+    if l2 is not None:  # the grid index k keeps the seed of the grid's net of that l2
+        grid = [next(((k, v) for k, v in grid if float(v) == float(l2)), (0, l2))]
     best: tuple[float, float, BalancingNet] | None = None
-    for k, l2 in enumerate(l2_grid):
+    for k, strength in grid:
         net = _train_one(
             x[train],
             feats[torch.as_tensor(train)],
             pos[train],
             kernel=kernel,
-            l2=float(l2),
+            l2=float(strength),
             epochs=epochs,
             batch_size=batch_size,
             lr=learning_rate,
@@ -244,7 +253,7 @@ def fit_balancing(
             loss = float(_mmd_loss(net(xh), feats[torch.as_tensor(held)],
                                         torch.as_tensor(pos[held]), kernel))
         if best is None or loss < best[0]:
-            best = (loss, float(l2), net)
+            best = (loss, float(strength), net)
     assert best is not None
     return BalancingResult(net=best[2], l2=best[1], heldout_loss=best[0])
 

@@ -23,7 +23,7 @@ from fairspark._values import nan_to_none
 from fairspark.audits.base import derive_seed
 from fairspark.mdfa.balance import balanced_weights, fit_balancing
 from fairspark.mdfa.diagnostics import BalanceDiagnostics, balance_diagnostics
-from fairspark.mdfa.null import fit_null_model, null_draws_used, null_outcome
+from fairspark.mdfa.null import fit_null_model, null_outcome
 from fairspark.mdfa.params import MDFAParams
 from fairspark.mdfa.results import SplitResult
 
@@ -33,6 +33,7 @@ __all__ = [
     "WorstViolation",
     "balance_split",
     "certificate_gamma",
+    "choose_l2",
     "fit_certificate",
     "make_auditor",
     "readable_rules",
@@ -326,6 +327,66 @@ class SplitState:
     balance: BalanceDiagnostics
 
 
+def _split_rows(
+    sample: MDFASample, *, seed: int, params: MDFAParams
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The split's training and held-out row indices and x standardised on the
+    training part (float32)."""
+    x = sample.x
+    rng = np.random.default_rng(derive_seed(seed, "split"))
+    perm = rng.permutation(len(x))
+    n_te = round(params.test_fraction * len(x))
+    te, tr = np.sort(perm[:n_te]), np.sort(perm[n_te:])
+    mean = x[tr].mean(0)
+    sd = x[tr].std(0)
+    sd[sd == 0] = 1.0
+    return tr, te, ((x - mean) / sd).astype(np.float32)
+
+
+def _balance(xs: np.ndarray, s: np.ndarray, *, seed: int, params: MDFAParams):
+    """The balancing net of a split's training rows (``params.l2`` or the grid)."""
+    return fit_balancing(
+        xs, s, seed=derive_seed(seed, "balance"), kernel=params.mmd_kernel,
+        feature_map=params.mmd_features,
+        epochs=params.epochs, batch_size=params.batch_size,
+        learning_rate=params.learning_rate, l2_grid=params.l2_grid, folds=params.folds,
+        l2=params.l2,
+    )
+
+
+def choose_l2(sample: MDFASample, *, seed: int, params: MDFAParams) -> MDFAParams:
+    """``params`` with the L2 strength of the balancing net fixed for every split.
+
+    With ``l2_selection: once`` (default), balancing ``mmd_net``, no fixed ``l2`` and
+    more than one value in ``l2_grid``, the grid is searched on the folds of the split
+    whose seed is ``seed`` (the view's first split) exactly as :func:`balance_split`
+    would search it there, and the strength kept is returned in ``l2``: that split's
+    net is then the grid search's, and every other split trains one net instead of
+    ``len(l2_grid)`` (issue 25 item 2). Otherwise ``params`` is returned unchanged
+    (with a one-value grid that value is used, the same net either way).
+
+    Parameters
+    ----------
+    sample:
+        The view's collected sample.
+    seed:
+        Seed of the view's first split.
+    params:
+        The audit parameters.
+    """
+    if (params.balancing != "mmd_net" or params.l2 is not None
+            or params.l2_selection != "once" or len(params.l2_grid) < 2):
+        return params
+    import torch  # noqa: F401 - loaded so that single_thread pins its pool too
+
+    from fairspark._threads import single_thread
+
+    with single_thread():  # as in a task: one thread, the same floats
+        tr, _, xs = _split_rows(sample, seed=seed, params=params)
+        bal = _balance(xs[tr], sample.s.astype(int)[tr], seed=seed, params=params)
+    return params.model_copy(update={"l2": bal.l2})
+
+
 def balance_split(sample: MDFASample, *, seed: int, params: MDFAParams) -> SplitState:
     """Split the rows, standardise x on the training part, balance, pick the features z.
 
@@ -333,25 +394,13 @@ def balance_split(sample: MDFASample, *, seed: int, params: MDFAParams) -> Split
     decisions), so several outcome vectors on the same rows can share it
     (``run_split(..., state=...)``).
     """
-    x, s, y = sample.x, sample.s.astype(int), sample.y.astype(int)
+    s, y = sample.s.astype(int), sample.y.astype(int)
     n = len(s)
-    rng = np.random.default_rng(derive_seed(seed, "split"))
-    perm = rng.permutation(n)
-    n_te = round(params.test_fraction * n)
-    te, tr = np.sort(perm[:n_te]), np.sort(perm[n_te:])
-    mean = x[tr].mean(0)
-    sd = x[tr].std(0)
-    sd[sd == 0] = 1.0
-    xs = ((x - mean) / sd).astype(np.float32)
+    tr, te, xs = _split_rows(sample, seed=seed, params=params)
     bal = None
     u, l2, mmd = np.ones(n), None, None
     if params.balancing == "mmd_net":
-        bal = fit_balancing(
-            xs[tr], s[tr], seed=derive_seed(seed, "balance"), kernel=params.mmd_kernel,
-            feature_map=params.mmd_features,
-            epochs=params.epochs, batch_size=params.batch_size,
-            learning_rate=params.learning_rate, l2_grid=params.l2_grid, folds=params.folds,
-        )
+        bal = _balance(xs[tr], s[tr], seed=seed, params=params)
         u, l2, mmd = bal.u(xs), bal.l2, bal.heldout_loss
     use_rep = params.certificate_features == "representation" and bal is not None
     z = bal.representation(xs) if use_rep else xs.astype(float)
@@ -406,7 +455,7 @@ def _null_gammas(
 ) -> dict[str, Any]:
     """gamma(+1), gamma(-1) and their max for the split's null draw ``split mod K``,
     with this split's weights and certificates fitted afresh (empty: no null model)."""
-    k_used = null_draws_used(params.null_draws, params.splits)
+    k_used = params.null_k()
     if sample.p_null is None or k_used == 0:
         return {}
     k = int(split) % k_used

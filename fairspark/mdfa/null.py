@@ -64,7 +64,8 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["CORRECTED_COLUMNS", "CorrectedGamma", "NullReference", "corrected_gamma",
-           "fit_null_model", "null_draws_used", "null_outcome", "null_reference"]
+           "fit_null_model", "null_draws_used", "null_outcome", "null_reference",
+           "predicted_half_width"]
 
 
 def fit_null_model(x: np.ndarray, y: np.ndarray, *, seed: int, folds: int = 5) -> np.ndarray:
@@ -336,3 +337,55 @@ def corrected_gamma(
                           raw=c["t_obs"], reference=c["m"], scale=c["scale_sampled"],
                           draws=c["kk"], coverage=float(coverage),
                           sd_sampling=math.sqrt(c["var_s"]))
+
+
+def predicted_half_width(
+    splits: pd.DataFrame, *, n_splits: int, k: int, observed: str = "gamma_max",
+    coverage: float = 0.95,
+) -> tuple[float, float] | None:
+    """The half-width of the reported interval of ``observed`` now and with
+    ``n_splits`` splits, from the variance components of the splits so far.
+
+    Both come from the same model of the components (:func:`corrected_gamma`'s
+    ``scale^2 = sigma_b^2 + sigma_w^2 / n + (sigma_b^2 + sigma_w^2 / m) / K + rho
+    s_g^2``, with ``m`` the harmonic mean of the splits per draw when split ``i``
+    evaluates draw ``i mod k``), so their ratio is what more splits buy: the
+    ``splits: auto`` rule adds a wave only while ``1 - predicted / now`` is at least
+    ``splits_tolerance``. The sampling term ``rho s_g^2`` does not shrink.
+
+    Parameters
+    ----------
+    splits:
+        The split table so far (with null draws).
+    n_splits:
+        The number of splits to predict for.
+    k:
+        K, the null draws the splits cycle through.
+    observed:
+        ``gamma_max`` (default), ``gamma_pos`` or ``gamma_neg``.
+    coverage:
+        Two-sided coverage of the interval.
+
+    Returns
+    -------
+    tuple of float or None
+        (half-width now, predicted half-width), None without at least 3 null draws.
+    """
+    from scipy import stats
+
+    null = CORRECTED_COLUMNS[observed]
+    if "null_draw" not in splits or null not in splits:
+        return None
+    c = _components(*_columns(splits, observed, null))
+    if c is None:
+        return None
+    t = float(stats.t.ppf(0.5 + coverage / 2.0, c["kk"] - 1))
+    var_b, var_w, var_s, kk = c["var_b"], c["var_w"], c["var_s"], c["kk"]
+
+    def half(n: int) -> float:
+        sizes = np.bincount(np.arange(int(n)) % int(k), minlength=int(k))
+        sizes = sizes[sizes > 0].astype(float)
+        m = float(len(sizes) / np.sum(1.0 / sizes))
+        return t * math.sqrt(var_b + var_w / n + (var_b + var_w / m) / kk + var_s)
+
+    return half(c["n"]), half(n_splits)

@@ -60,8 +60,26 @@ class MDFAParams(AuditParams):
         code 0.001, too few steps for the quadratic MMD), ``epochs`` passes per candidate L2
         strength, the strength with the lowest held-out MMD on one of ``folds``
         folds is kept.
+    l2, l2_selection:
+        ``l2`` fixes the L2 strength of the balancing net (one net per split). With
+        ``l2: null`` (default) it is chosen from ``l2_grid``: ``l2_selection: once``
+        (default, issue 25 item 2) on the first split's folds, before the splits run,
+        and reused by every split of the view (the first split's net is then the one
+        the grid search kept); ``per_split`` (the paper's reference code) searches the
+        grid in every split, at ``len(l2_grid)`` times the balancing cost.
     splits:
-        Number of random 70/30 train/test splits (paper: 100).
+        Number of random 70/30 train/test splits (paper: 100), or ``auto`` (default,
+        issue 25 item 1): splits run in waves of ``splits_wave`` until one more wave
+        would narrow the 95% interval of the reported gamma_max by less than
+        ``splits_tolerance`` (predicted from the variance components of the splits so
+        far, ``fairspark.mdfa.null.predicted_half_width``), at most ``splits_max``.
+        The interval's sampling term does not shrink with more splits, so the first
+        wave is usually enough (``docs/mdfa.md``, "How many splits"); the summary and
+        the report state the splits used and why it stopped.
+    splits_wave, splits_max, splits_tolerance:
+        Wave size (also the splits the null draws are spread over: K = min(null_draws,
+        splits_wave)), the most splits, and the smallest relative narrowing of the
+        interval that another wave must promise, of ``splits: auto``.
     test_fraction:
         Held-out share of each split.
     worst_violation:
@@ -88,7 +106,8 @@ class MDFAParams(AuditParams):
         Decisions redrawn from ``P(Y | x)`` estimated without S (cross-fitted
         gradient boosting) for the verdict's null reference; split ``i`` evaluates draw
         ``i mod K``, ``K = min(null_draws, splits)``, at the cost of one more
-        certificate fit per split. 0 turns the verdict off (see
+        certificate fit per split (``K = min(null_draws, splits_wave)`` with
+        ``splits: auto``). 0 turns the verdict off (see
         :mod:`fairspark.mdfa.null`).
     verdict_level:
         One-sided level of the verdict: "evidence" when the mean gamma_max is above the
@@ -112,7 +131,12 @@ class MDFAParams(AuditParams):
     learning_rate: float = Field(3e-3, gt=0)
     l2_grid: list[float] = Field(default_factory=lambda: [1e-4, 1e-3, 1e-2])
     folds: int = Field(5, ge=2)
-    splits: int = Field(100, ge=1)
+    l2: float | None = Field(None, ge=0)
+    l2_selection: Literal["once", "per_split"] = "once"
+    splits: int | Literal["auto"] = "auto"
+    splits_wave: int = Field(20, ge=1)
+    splits_max: int = Field(100, ge=1)
+    splits_tolerance: float = Field(0.05, gt=0, lt=1)
     test_fraction: float = Field(0.3, gt=0, lt=1)
     worst_violation: bool = True
     violation_outcome: Literal["auto", "favourable", "unfavourable"] = "auto"
@@ -124,6 +148,24 @@ class MDFAParams(AuditParams):
     partitions: int | None = Field(None, ge=1)
     null_draws: int = Field(20, ge=0)
     verdict_level: float = Field(0.01, gt=0, lt=0.5)
+
+    @field_validator("splits")
+    @classmethod
+    def _splits(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"splits must be 'auto' or at least 1, got {v}")
+        return v
+
+    def planned_splits(self) -> int:
+        """The splits a run may use: ``splits``, or ``splits_max`` with ``auto``."""
+        return self.splits_max if self.splits == "auto" else int(self.splits)
+
+    def null_k(self) -> int:
+        """K, the null draws the splits cycle through (split i evaluates draw i mod K):
+        ``min(null_draws, splits)``, or ``min(null_draws, splits_wave)`` with ``auto``
+        (every wave then holds each draw as often)."""
+        per = self.splits_wave if self.splits == "auto" else int(self.splits)
+        return max(0, min(int(self.null_draws), per))
 
     @field_validator("l2_grid")
     @classmethod

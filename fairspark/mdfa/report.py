@@ -163,6 +163,8 @@ def _item(res: AttributeResult, redacted: list[str] | None = None) -> dict[str, 
     k = representative_split(res.splits)
     return {
         "attribute": res.attribute,
+        "splits_note": (f"{len(res.splits)}, {res.splits_stop}" if res.splits_stop
+                        else str(len(res.splits))),
         "target": res.target_label,
         "g_pos": _f(a["gamma_pos"].mean),
         "g_neg": _f(a["gamma_neg"].mean),

@@ -300,6 +300,11 @@ class AttributeResult:
     null:
         The observed mean gamma_max against its null reference
         (:func:`fairspark.mdfa.null.null_reference`; None: none).
+    splits_stop:
+        How many splits ran and why no more did (``splits: auto``), in words.
+    l2:
+        The balancing net's L2 strength used by the splits (chosen once, or fixed),
+        None when each split chose its own or there is no net.
     """
 
     attribute: str
@@ -315,6 +320,8 @@ class AttributeResult:
     ratio_overall: float | None = None
     other_label: str = "other group"
     null: NullReference | None = None
+    splits_stop: str | None = None
+    l2: float | None = None
 
     @property
     def corrected(self) -> dict[str, CorrectedGamma]:
