@@ -423,6 +423,9 @@ def test_driver_path_and_spark_passes_give_the_same_audit(spark, tmp_path_factor
     for name, extra in (("driver", {}), ("spark", {"local_max_bytes": 0})):
         res = run_audit_job(spark, _small_config(inp, str(base / name), histogram_bins=9,
                                                  **extra))
+        cost = res.summary["audits"]["hfm"]["cost"]  # the stage's cost model, in summary.json
+        assert cost["engine"] == name and cost["jobs"] == sum(p["jobs"] for p in cost["passes"])
+        assert (cost["jobs"] == 1) == (name == "driver")
         rows = pd.DataFrame(res.rows)
         got[name] = rows[rows.audit == "hfm"].sort_values(["attribute", "metric"])
     for metric, t in (("D", pdf["y"]), ("D_f", pdf["pred"])):

@@ -471,11 +471,14 @@ def _outcome(
                 "value": r.value, "lower": r.lower, "upper": r.upper,
                 "certified": r.certified, "avg": r.avg,
                 "witness": [r.key, r.nb_key],
-                **{k: v for k, v in r.extra.items() if k not in ("hist", "rounds")},
+                **{k: v for k, v in r.extra.items() if k not in ("hist", "rounds", "cost")},
             }
             for t, r in ((0, d), (1, d_f))
         }
         summary["attributes"][name]["df"] = hfm_df(d.value, d_f.value)
+        # one cost model for the stage (every attribute and target ran in the same passes)
+        if "cost" in d.extra:
+            summary["cost"] = d.extra["cost"]
     if dr_summary is not None:
         rows += dr_rows or []
         summary["dr"] = dr_summary

@@ -377,6 +377,8 @@ def _apply_certification(
         res.extra["rounds"] = c.rounds
         if c.engine is not None:
             res.extra["engine"] = c.engine
+        if c.cost is not None:
+            res.extra["cost"] = c.cost
         # the pointwise value bounds D from above before any remaining bound is known
         upper = min(c.upper, res.extra.get("pointwise", math.inf))
         lower = c.lower if math.isfinite(c.lower) else None

@@ -71,6 +71,9 @@ class CertifiedResult:
     rounds: list[dict[str, Any]] = field(default_factory=list)
     #: where the passes ran: ``"driver"`` (small table, collected once) or ``"spark"``
     engine: str | None = None
+    #: the cost model of the run (shared by every pair): per pass seconds, Spark jobs
+    #: and stages, rows and feature bytes read, rows left (``CostLog.as_dict``)
+    cost: dict[str, Any] | None = None
 
 
 @dataclass

@@ -51,6 +51,7 @@ from pyspark.sql import functions as F
 from fairspark._testing import maybe_fail_first_attempt
 from fairspark._threads import pin_threads
 from fairspark.hfm._kernels import nn_other_group
+from fairspark.hfm._spark._cost import CostLog
 from fairspark.hfm._spark._points import code_cols, points_schema_check
 from fairspark.hfm.results import CertifiedResult
 
@@ -682,6 +683,16 @@ class _Work:
     counts: dict[int, dict[int, int]]
     quota: float
     max_result: float
+    cost: CostLog
+    n_rows: int
+    dim_x: int
+
+    def step(self, name: str, *, full: bool = False):
+        """A pass measured by the cost log; ``full``: it reads every row's features."""
+        if not full:
+            return self.cost.step(name)
+        return self.cost.step(name, rows_read=self.n_rows,
+                              bytes_read=self.n_rows * 8.0 * (self.dim_x + 2))
 
     def n_part(self) -> int:
         """Partitions the working table is read in (sizes the collects)."""
@@ -706,9 +717,11 @@ class _SparkWork(_Work):
     where = "spark"
 
     def __init__(self, df: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
-                 counts: dict[int, dict[int, int]], quota: float) -> None:
+                 counts: dict[int, dict[int, int]], quota: float, n_rows: int,
+                 cost: CostLog) -> None:
         self.df, self.n_attr, self.dim_x = df, n_attr, dim_x
         self.counts, self.quota = counts, quota
+        self.n_rows, self.cost = n_rows, cost
         self.max_result = _max_result_bytes(df.sparkSession)
         ub = None
         for p in pairs:
@@ -720,9 +733,14 @@ class _SparkWork(_Work):
 
     @classmethod
     def build(cls, pts: DataFrame, ranked: DataFrame, *, n_attr: int, dim_x: int,
-              pairs: list[Pair], sample_rows: int) -> _SparkWork:
+              pairs: list[Pair], sample_rows: int, n_rows: int | None,
+              cost: CostLog) -> _SparkWork:
         """Code counts, the sample (one collect) and pass A (persisted, not run yet)."""
-        counts = code_counts(pts, n_attr)
+        with cost.step("code counts") as rec:
+            counts = code_counts(pts, n_attr)
+        if n_rows is None:
+            n_rows = sum(counts[0].values()) if n_attr else 0
+        rec["rows_read"] = n_rows
         quota = _quota(sample_rows, counts)
         n_codes = sum(len(c) for c in counts.values())
         in_sample = F.lit(False)
@@ -731,11 +749,16 @@ class _SparkWork(_Work):
                 m = F.create_map(*[x for code, n in sorted(counts[a].items())
                                    for x in (F.lit(code), F.lit(float(n)))])
                 in_sample |= F.col("h") * F.element_at(m, F.col(c)) < F.lit(quota)
-        sample = _collect(ranked.where(in_sample).select("key", "y", "yp", "x", *code_cols(n_attr)),
-                          est_bytes=8.0 * (dim_x + 4) * quota * max(1, n_codes))
+        with cost.step("sample collect", rows_read=n_rows,
+                       bytes_read=n_rows * 8.0 * (dim_x + 2)) as rec:
+            sample = _collect(ranked.where(in_sample).select("key", "y", "yp", "x",
+                                                             *code_cols(n_attr)),
+                              est_bytes=8.0 * (dim_x + 4) * quota * max(1, n_codes))
+            rec["rows_out"] = len(sample)
         df = _work_table(ranked, sample, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
                          counts=counts).persist(StorageLevel.MEMORY_AND_DISK)
-        return cls(df, n_attr=n_attr, dim_x=dim_x, pairs=pairs, counts=counts, quota=quota)
+        return cls(df, n_attr=n_attr, dim_x=dim_x, pairs=pairs, counts=counts, quota=quota,
+                   n_rows=n_rows, cost=cost)
 
     def n_part(self) -> int:
         return max(1, self.df.rdd.getNumPartitions())
@@ -833,8 +856,9 @@ class _LocalWork(_Work):
     where = "driver"
 
     def __init__(self, batch: pa.RecordBatch, *, n_attr: int, dim_x: int, pairs: list[Pair],
-                 sample_rows: int, max_result: float) -> None:
+                 sample_rows: int, max_result: float, cost: CostLog) -> None:
         self.n_attr, self.dim_x, self.max_result = n_attr, dim_x, max_result
+        self.cost, self.n_rows = cost, batch.num_rows
         cols = code_cols(n_attr)
         codes = {c: _codes(batch, c) for c in cols}
         self.counts = {}
@@ -851,7 +875,9 @@ class _LocalWork(_Work):
         s = {"keys": np.asarray(_col(batch, "key").take(pa.array(idx)).to_pylist(), dtype=object),
              "P": P[idx], "codes": {c: codes[c][idx].astype(np.int64) for c in cols},
              "counts": self.counts}
-        self.batch = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs)
+        with self.step("A: sample bounds", full=True) as rec:
+            self.batch = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs)
+            rec["rows_out"] = len(idx)
         self.keys = np.asarray(_col(self.batch, "key").to_pylist(), dtype=object)
         self.u = {p: _np(self.batch, _ucol(p)) for p in pairs}
         self.nb = {p: np.asarray(_col(self.batch, _nbcol(p)).to_pylist(), dtype=object)
@@ -859,7 +885,8 @@ class _LocalWork(_Work):
 
     @classmethod
     def collect(cls, ranked: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
-                sample_rows: int, n_rows: int | None, max_bytes: int) -> _LocalWork | None:
+                sample_rows: int, n_rows: int | None, max_bytes: int,
+                cost: CostLog) -> _LocalWork | None:
         """The points on the driver when they fit ``max_bytes`` (and a quarter of
         ``spark.driver.maxResultSize``): one capped collect; ``None`` when they do not."""
         max_result = _max_result_bytes(ranked.sparkSession)
@@ -868,7 +895,10 @@ class _LocalWork(_Work):
         if cap < 1 or (n_rows is not None and n_rows > cap):
             return None
         cols = code_cols(n_attr)
-        tbl = ranked.select("key", "h", "y", "yp", "x", *cols).limit(cap + 1).toArrow()
+        with cost.step("driver collect") as rec:
+            tbl = ranked.select("key", "h", "y", "yp", "x", *cols).limit(cap + 1).toArrow()
+            rec["rows_read"] = rec["rows_out"] = tbl.num_rows
+            rec["bytes_read"] = int(tbl.nbytes)
         if tbl.num_rows > cap or tbl.num_rows == 0:
             _LOG.info("hfm: %d points do not fit the driver path (at most %d)", tbl.num_rows, cap)
             return None
@@ -876,7 +906,7 @@ class _LocalWork(_Work):
         batch = pa.RecordBatch.from_arrays(
             [tbl.column(c).combine_chunks() for c in tbl.column_names], names=tbl.column_names)
         return cls(batch, n_attr=n_attr, dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
-                   max_result=max_result)
+                   max_result=max_result, cost=cost)
 
     def _after(self, u: np.ndarray, cursor: tuple[float, str] | None) -> np.ndarray:
         if cursor is None:
@@ -1011,14 +1041,21 @@ def certify_exact(
     ranked = pts.withColumn("h", h)
     k = first_search if max_candidates is None else max(1, min(first_search, max_candidates))
     t0 = time.perf_counter()
+    cost = CostLog(pts.sparkSession)
     work = _LocalWork.collect(ranked, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
-                              sample_rows=sample_rows, n_rows=n_rows, max_bytes=local_max_bytes)
+                              sample_rows=sample_rows, n_rows=n_rows, max_bytes=local_max_bytes,
+                              cost=cost)
     if work is None:
         work = _SparkWork.build(pts, ranked, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
-                                sample_rows=sample_rows)
-    return _certify_on(work, pairs, n_attr=n_attr, dim_x=dim_x, k=k, t0=t0,
-                       first_block=first_block, max_candidates=max_candidates,
-                       time_left=time_left, on_step=on_step, on_bounds=on_bounds)
+                                sample_rows=sample_rows, n_rows=n_rows, cost=cost)
+    cost.engine = work.where
+    out = _certify_on(work, pairs, n_attr=n_attr, dim_x=dim_x, k=k, t0=t0,
+                      first_block=first_block, max_candidates=max_candidates,
+                      time_left=time_left, on_step=on_step, on_bounds=on_bounds)
+    summary = cost.log()
+    for r in out.values():
+        r.cost = summary
+    return out
 
 
 def _certify_on(work: _Work, pairs: list[Pair], *, n_attr: int, dim_x: int, k: int,
@@ -1030,15 +1067,16 @@ def _certify_on(work: _Work, pairs: list[Pair], *, n_attr: int, dim_x: int, k: i
     """The passes of :func:`certify_exact` on a working table (Spark or driver)."""
     try:
         state = {p: _PairState() for p in pairs}
-        top = work.top_bounds(pairs, k + 1)  # Spark: pass A, into the cache
+        with work.step("A: sample bounds, top bounds", full=True) as rec:
+            top = work.top_bounds(pairs, k + 1)  # Spark: pass A, into the cache
+            rec["rows_left"] = work.n_rows
         _LOG.info("hfm pass A (bounds, working table, %s): %.2f s", work.where,
                   time.perf_counter() - t0)
         for p in pairs:
             state[p].ub_rem = -top[p][0][0] if top.get(p) else -math.inf
         if on_bounds is not None:
-            t0 = time.perf_counter()
-            on_bounds(work.bounds_rows(pairs))
-            _LOG.info("hfm bound summaries: %.2f s", time.perf_counter() - t0)
+            with work.step("bound summaries"):
+                on_bounds(work.bounds_rows(pairs))
 
         def report(step: bool = True) -> None:
             if step:
@@ -1051,7 +1089,8 @@ def _certify_on(work: _Work, pairs: list[Pair], *, n_attr: int, dim_x: int, k: i
         _run_passes(work, top, state, pairs, n_attr=n_attr, dim_x=dim_x, k=k,
                     first_block=first_block, max_candidates=max_candidates,
                     time_left=time_left, report=report)
-        n_above = work.count_above(state)
+        with work.step("candidate count"):
+            n_above = work.count_above(state)
         out = {p: st.result(n_above=n_above.get(p, 0)) for p, st in state.items()}
         for r in out.values():
             r.engine = work.where
@@ -1090,15 +1129,21 @@ def _run_passes(work: _Work, top: dict, state: dict[Pair, _PairState], pairs: li
     edges = _block_edges(quota, first_block, n_blocks)
     # one collect: the vectors of the first searches and the blocks of pass C
     top_keys = sorted({r[1] for p in pairs for r in top.get(p, [])[:k]})
-    got = work.fetch(top_keys, attrs if n_blocks else [], edges[0], edges[-1],
-                     est_bytes=row_bytes * ((edges[-1] - edges[0])
-                                            * sum(len(counts[a]) for a in attrs)
-                                            + len(top_keys)))
-    _search_top(work, got, top, state, pairs, dim_x=dim_x, k=k)
+    with work.step("fetch: top vectors, blocks") as rec:
+        got = work.fetch(top_keys, attrs if n_blocks else [], edges[0], edges[-1],
+                         est_bytes=row_bytes * ((edges[-1] - edges[0])
+                                                * sum(len(counts[a]) for a in attrs)
+                                                + len(top_keys)))
+        rec["rows_out"] = len(got)
+    with work.step("B: exact searches", full=True) as rec_b:
+        _search_top(work, got, top, state, pairs, dim_x=dim_x, k=k)
+        rec_b["queries"] = sum(min(k, len(top.get(p, []))) for p in pairs)
     report()
     active = [p for p in pairs if not state[p].done]
+    rec_b["rows_left"] = 0 if not active else None  # known once pass C counts its rows
     if max_candidates is not None and active:
-        n_left = work.count_left(active, state)
+        with work.step("count left"):
+            n_left = work.count_left(active, state)
         for p in active:
             if state[p].n_checked + n_left[p] > max_candidates:
                 state[p].done = True
@@ -1110,8 +1155,14 @@ def _run_passes(work: _Work, top: dict, state: dict[Pair, _PairState], pairs: li
         r = got[f"rho{a}"].to_numpy(float)
         in_blocks |= (r >= edges[0]) & (r < edges[-1])
     b = _block_bcast(got[in_blocks], n_attr=n_attr, dim_x=dim_x, counts=counts)
-    small, surv = work.eliminate(b, _pass_c_spec(state, active), edges)
+    with work.step("C: elimination", full=True) as rec:
+        small, surv = work.eliminate(b, _pass_c_spec(state, active), edges)
+        rec["block_rows"] = int(in_blocks.sum())
     try:
+        # rows left after pass B (bound not below L) entered pass C; its survivors are
+        # the rows left after it (rows of every pair, a row counted once per pair)
+        rec_b["rows_left"] = int(small.loc[small["kind"] == 4, "n"].sum())
+        rec["rows_left"] = int(small.loc[small["kind"] == 5, "n"].sum())
         _apply_pass_c(small, state, active, edges)
         for p in active:
             st = state[p]
@@ -1145,8 +1196,9 @@ def _survivors(work: _Work, surv, state: dict[Pair, _PairState], pairs: list[Pai
         parts = []
         for p in active:
             st = state[p]
-            rows = work.survivor_rows(surv, p, _thr(st.lb), st.cursor, max_q + 1,
-                                      est_bytes=row_bytes * (max_q + 1))
+            with work.step("D: survivor batch"):
+                rows = work.survivor_rows(surv, p, _thr(st.lb), st.cursor, max_q + 1,
+                                          est_bytes=row_bytes * (max_q + 1))
             rows = rows.sort_values(["d", "key"], ascending=[False, True],
                                     kind="mergesort").reset_index(drop=True)
             st.ub_rem = float(rows["d"].iloc[max_q]) if len(rows) > max_q else -math.inf
@@ -1193,7 +1245,9 @@ def _check_batch(work: _Work, batch: pd.DataFrame, state: dict[Pair, _PairState]
             m = live[(tg[live] == p[0]) & (at[live] == p[1])]
             queries.append((p[0], p[1], _tpoints(P[m], p[0]), codes[m]))
             index.append(m)
-        found = work.scan(queries, lo=lo, hi=hi)
+        with work.step("D: survivor round", full=True) as rec:
+            found = work.scan(queries, lo=lo, hi=hi)
+            rec["queries"] = len(live)
         pos = {(q[0], q[1]): m for q, m in zip(queries, index, strict=True)}
         for t, a, qi, d, nk in zip(found["tgt"], found["attr"], found["qi"], found["d"],
                                    found["nb_key"], strict=True):
@@ -1217,6 +1271,7 @@ def _check_batch(work: _Work, batch: pd.DataFrame, state: dict[Pair, _PairState]
                               "max_eliminated": float(bound[live[out]].max()) if len(out) else None,
                               "left": int(keep[sel].sum())})
         live = live[keep]
+        rec["rows_left"] = len(live)
         for st in state.values():
             st.open_ub = -math.inf
         for p in {(int(tg[i]), int(at[i])) for i in live}:

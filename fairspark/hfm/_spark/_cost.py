@@ -1,0 +1,105 @@
+"""The cost model of the certified engine: what each pass cost, measured (issue 26).
+
+Every pass of :mod:`fairspark.hfm._spark.elim` runs inside :meth:`CostLog.step`, which
+records its wall-clock seconds, the Spark jobs it started and their stages (from
+``SparkContext.statusTracker()``: the job ids of the current job group before and after
+the step, no listener of our own), the rows and feature bytes it read, and the rows it left to the
+next pass. :meth:`CostLog.as_dict` is what ``summary.json`` carries under ``cost`` and
+what the log prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["CostLog"]
+
+_LOG = logging.getLogger("fairspark.hfm._spark.elim")
+
+
+class CostLog:
+    """Per pass: seconds, Spark jobs and stages, rows and bytes read, rows left.
+
+    Parameters
+    ----------
+    spark : SparkSession or None
+        The session whose status tracker counts the jobs (``None``: no job counts).
+    """
+
+    def __init__(self, spark) -> None:
+        self._sc = spark.sparkContext if spark is not None else None
+        self.engine: str | None = None
+        self.steps: list[dict[str, Any]] = []
+
+    def _job_ids(self) -> set[int]:
+        if self._sc is None:
+            return set()
+        # the tracker learns of a job from the listener bus, which may lag the action
+        # that ran it by a moment: drain it first, so every job is counted in its step
+        with contextlib.suppress(Exception):
+            self._sc._jsc.sc().listenerBus().waitUntilEmpty()
+        group = self._sc.getLocalProperty("spark.jobGroup.id")
+        return set(self._sc.statusTracker().getJobIdsForGroup(group))
+
+    def _stages(self, jobs: set[int]) -> int:
+        tracker = self._sc.statusTracker()
+        n = 0
+        for j in jobs:
+            info = tracker.getJobInfo(j)
+            n += len(list(info.stageIds)) if info is not None else 0
+        return n
+
+    @contextlib.contextmanager
+    def step(self, name: str, *, rows_read: int | None = None,
+             bytes_read: float | None = None) -> Iterator[dict[str, Any]]:
+        """Measure one pass; the caller may set ``rows_left`` (and more) on the yielded dict.
+
+        Parameters
+        ----------
+        name : str
+            What the pass is (``"A: sample bounds"``, ...).
+        rows_read, bytes_read : optional
+            Rows of the table the pass reads and their feature bytes.
+        """
+        before = self._job_ids()
+        rec: dict[str, Any] = {"pass": name, "rows_read": rows_read,
+                               "bytes_read": None if bytes_read is None else int(bytes_read)}
+        t0 = time.perf_counter()
+        try:
+            yield rec
+        finally:
+            rec["seconds"] = round(time.perf_counter() - t0, 4)
+            rec["jobs_ids"] = self._job_ids() - before
+            self.steps.append(rec)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The cost model: per pass and in all (JSON-ready)."""
+        passes = []
+        for s in self.steps:
+            rec = {k: v for k, v in s.items() if k != "jobs_ids"}
+            ids = s["jobs_ids"]
+            rec["jobs"] = len(ids)
+            rec["stages"] = self._stages(ids) if self._sc is not None else 0
+            passes.append(rec)
+        return {
+            "engine": self.engine,
+            "jobs": sum(p["jobs"] for p in passes),
+            "stages": sum(p["stages"] for p in passes),
+            "seconds": round(sum(p["seconds"] for p in passes), 4),
+            "passes": passes,
+        }
+
+    def log(self) -> dict[str, Any]:
+        """:meth:`as_dict`, also written to the log one line per pass."""
+        out = self.as_dict()
+        for p in out["passes"]:
+            _LOG.info("hfm cost: %-28s %7.2f s, %2d jobs, %2d stages, read %s rows (%s bytes),"
+                      " left %s", p["pass"], p["seconds"], p["jobs"], p["stages"],
+                      p.get("rows_read"), p.get("bytes_read"), p.get("rows_left"))
+        _LOG.info("hfm cost: %s engine, %d jobs, %d stages, %.2f s in all", out["engine"],
+                  out["jobs"], out["stages"], out["seconds"])
+        return out
