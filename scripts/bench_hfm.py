@@ -95,6 +95,34 @@ def _adult_features(d: int, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
     return Xr, g[idx]
 
 
+def adult_replica(copies: int, jitter: float, seed: int) -> tuple[np.ndarray, np.ndarray,
+                                                                   np.ndarray]:
+    """Issue 26's real-table case: UCI Adult (train + test, complete rows, 45,222), encoded
+    as the job encodes it (numeric columns min-max scaled, categorical ones one-hot in
+    alphabetical order; native_country left out: d = 56), replicated ``copies`` times
+    with a Gaussian jitter of ``jitter`` on every feature. Label: income > 50K;
+    prediction: a fixed rule (education_num >= 13 and hours >= 40); group: sex."""
+    frames = []
+    for f, skip in (("adult.data", 0), ("adult.test", 1)):
+        frames.append(pd.read_csv(SHARED / "adult/uci" / f, header=None, names=ADULT_COLS,
+                                  skipinitialspace=True, na_values="?", skiprows=skip))
+    df = pd.concat(frames, ignore_index=True).dropna().reset_index(drop=True)
+    num = ["age", "fnlwgt", "education_num", "capital_gain", "capital_loss", "hours_per_week"]
+    cat = ["workclass", "education", "marital_status", "occupation", "relationship"]
+    cols = [((df[c] - df[c].min()) / (df[c].max() - df[c].min())).to_numpy(float) for c in num]
+    for c in cat:
+        for v in sorted(df[c].unique()):
+            cols.append((df[c] == v).to_numpy(float))
+    X = np.column_stack(cols)
+    y = df["income"].str.startswith(">50K").to_numpy(float)
+    yp = ((df["education_num"] >= 13) & (df["hours_per_week"] >= 40)).to_numpy(float)
+    g = (df["sex"] == "Male").to_numpy(int)
+    rng = np.random.default_rng(seed)
+    Xr = np.tile(X, (copies, 1))
+    Xr += rng.normal(0.0, jitter, Xr.shape)
+    return Xr, np.column_stack([np.tile(y, copies), np.tile(yp, copies)]), np.tile(g, copies)
+
+
 # Real tables at their natural size and dimension (fairness-comparison's
 # numerical-binsensitive files: one-hot features, sensitive columns binarised, 1 =
 # privileged). Features are min-max scaled; the sensitive and joint columns are left out.
@@ -150,11 +178,13 @@ def numpy_approx(V, g, W, m2):
 
 
 def _peer_worker(name, V, g, W, m2, q):
+    """One peer cell; ``V`` a tuple (``--cli-stage``): D and D_f, the time of both."""
+    fn = {"scipy": lambda P: scipy_hausdorff(P, g), "numpy_brute": lambda P: numpy_brute(P, g),
+          "numpy_approx": lambda P: numpy_approx(P, g, W, m2)}[name]
+    todo = V if isinstance(V, tuple) else (V,)
     t = time.perf_counter()
-    fn = {"scipy": lambda: scipy_hausdorff(V, g), "numpy_brute": lambda: numpy_brute(V, g),
-          "numpy_approx": lambda: numpy_approx(V, g, W, m2)}[name]
-    v = fn()
-    q.put((v, time.perf_counter() - t))
+    vals = [fn(P) for P in todo]
+    q.put((vals[0], time.perf_counter() - t))
 
 
 def run_peer(name, V, g, W, m2, limit):
@@ -280,15 +310,20 @@ def bench(args) -> str:
     lines += [hdr, "|" + "---|" * 10]
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.datasets:
-            real = kind in REAL  # natural n and d
+            real = kind in REAL or kind == "adult_replica"  # natural n and d
             for d in ([None] if real else args.dims):
                 for n in ([None] if real else args.sizes):
-                    if real:
+                    if kind == "adult_replica":
+                        X, Y, g = adult_replica(args.copies, args.jitter, seed=1)
+                        n = len(X)
+                    elif real:
                         X, Y, g = real_table(kind)
                         n = len(X)
                     else:
                         X, Y, g = make_data(kind, n, d, seed=1)
                     V = np.column_stack([Y[:, 0], X])  # D (label) only
+                    if args.cli_stage:  # D and D_f, as the fairspark cells compute them
+                        V = (V, np.column_stack([Y[:, 1], X]))
                     m2 = default_m2(n)
                     W = sample_projections(dim=1 + X.shape[1], m1=args.m1,
                                            sampler="uniform_l1", seed=2)
@@ -322,6 +357,8 @@ def bench(args) -> str:
                                          f"feature passes")
                             cells[f"spark_{method}"] = (r.value, el, note, _load())
                         print(kind, n, dd, method, cells[f"spark_{method}"], flush=True)
+                        if el is not None and "cost" in r.extra:
+                            print(_cost_table(r.extra["cost"]), flush=True)
                     if args.worker_rss:
                         cells["worker peak RSS"] = (None, None,
                                                     f"{worker_peak_rss_mb(spark):.0f} MB "
@@ -349,6 +386,20 @@ def bench(args) -> str:
                                      f"{err} | {note} | {ld} |")
     spark.stop()
     return "\n".join([_run_header(load0), "", *lines])
+
+
+def _cost_table(cost: dict) -> str:
+    """The engine's cost model (summary.json's ``cost``) as a small markdown table."""
+    out = [f"cost model: {cost['engine']} engine, {cost['jobs']} jobs, {cost['stages']} "
+           f"stages, {cost['seconds']:.2f} s in the passes",
+           "| pass | s | jobs | stages | rows read | feature MB read | rows left |",
+           "|---|---|---|---|---|---|---|"]
+    for p in cost["passes"]:
+        mb = "" if p.get("bytes_read") is None else f"{p['bytes_read'] / 1e6:.1f}"
+        out.append(f"| {p['pass']} | {p['seconds']:.2f} | {p['jobs']} | {p['stages']} | "
+                   f"{p.get('rows_read') if p.get('rows_read') is not None else ''} | {mb} | "
+                   f"{p.get('rows_left') if p.get('rows_left') is not None else ''} |")
+    return "\n".join(out)
 
 
 def _load() -> str:
@@ -413,13 +464,17 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--dims", type=int, nargs="+", default=[10, 100])
     ap.add_argument("--datasets", nargs="+", default=["uniform", "clustered", "adult"],
-                    choices=["uniform", "clustered", "adult", *REAL],
+                    choices=["uniform", "clustered", "adult", "adult_replica", *REAL],
                     help="synthetic kinds (sized by --sizes/--dims), adult replicated, or "
                          "real tables at their natural size (e.g. compas_race)")
     ap.add_argument("--methods", nargs="+",
                     default=["approx", "pointwise", "certified", "exact"])
     ap.add_argument("--peers", nargs="*", default=["scipy", "numpy_brute", "numpy_approx"],
                     choices=["scipy", "numpy_brute", "numpy_approx"])
+    ap.add_argument("--copies", type=int, default=20,
+                    help="adult_replica: copies of Adult's 45,222 rows (20: 904k rows)")
+    ap.add_argument("--jitter", type=float, default=1e-3,
+                    help="adult_replica: standard deviation of the jitter on every feature")
     ap.add_argument("--m1", type=int, default=25)
     ap.add_argument("--time-limit", type=float, default=600.0)
     ap.add_argument("--master", default="local[2]")
