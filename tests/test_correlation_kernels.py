@@ -290,7 +290,7 @@ def test_params_defaults_and_errors():
     p = CorrelationParams()
     assert (p.n_samples, p.rounds, p.min_accuracy, p.tau, p.attempt_cap) == (
         1000,
-        30,
+        "auto",
         0.5,
         0.5,
         5000,

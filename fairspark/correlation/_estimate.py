@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -9,7 +10,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
-__all__ = ["CorrelationEstimate", "estimate_correlations", "pairwise_pearson"]
+__all__ = [
+    "CorrelationEstimate",
+    "RoundsDecision",
+    "decide_rounds",
+    "estimate_correlations",
+    "matrix_se_path",
+    "pairwise_pearson",
+]
 
 _MIN_PAIRS = 3
 
@@ -162,3 +170,119 @@ def estimate_correlations(
         per_round=per_round,
         ci_level=ci_level,
     )
+
+
+# ---------------------------------------------------------------- rounds by Monte-Carlo error
+def matrix_se_path(per_round: np.ndarray) -> np.ndarray:
+    """The matrix's Monte-Carlo standard error after each of the first 1..L rounds.
+
+    Parameters
+    ----------
+    per_round : (L, m, m) per-round Pearson r (NaN where undefined), rounds in order.
+
+    Returns
+    -------
+    (L,) array: entry ``l`` is ``max_{i<j} s_ij / sqrt(L_ij)`` over the first ``l + 1``
+    rounds, ``L_ij`` the rounds among them where r_ij is defined and ``s_ij`` their
+    sample standard deviation (ddof 1); pairs with ``L_ij < 2`` are left out; NaN when
+    no pair is left. The SE of r*_ij is ``e_ij / z``: the interval's own spread.
+    """
+    per_round = np.asarray(per_round, dtype=np.float64)
+    n_rounds, m, _ = per_round.shape
+    iu = np.triu_indices(m, k=1)
+    x = per_round[:, iu[0], iu[1]]  # (L, pairs)
+    defined = np.isfinite(x)
+    xv = np.where(defined, x, 0.0)
+    n = np.cumsum(defined, axis=0)
+    s1 = np.cumsum(xv, axis=0)
+    s2 = np.cumsum(xv**2, axis=0)
+    out = np.full(n_rounds, np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # sum of squared deviations from the running mean; clipped at 0 against the
+        # rounding of an entry that is the same in every round (an identity: r = -1)
+        ssd = np.maximum(s2 - s1**2 / np.maximum(n, 1), 0.0)
+        se = np.sqrt(ssd / np.maximum(n - 1, 1)) / np.sqrt(np.maximum(n, 1))
+    se = np.where(n >= 2, se, np.nan)
+    for t, row in enumerate(se):
+        if np.isfinite(row).any():
+            out[t] = float(np.nanmax(row))
+    return out
+
+
+@dataclass(frozen=True)
+class RoundsDecision:
+    """Where the rounds of one (attribute, model) stand under ``rounds: auto``.
+
+    Attributes
+    ----------
+    stopped : no further round is needed.
+    rounds : round ids used (``0..rounds-1``) when stopped; else the ids run so far.
+    kept : complete rounds among them (a dropped round hit the attempt cap).
+    se : the matrix's standard error over the kept rounds (NaN: none defined).
+    reason : ``target_se`` (reached), ``rounds_max``, ``no_round`` (none complete after
+        ``rounds_min`` rounds), ``undefined`` (no pair defined in two kept rounds after
+        ``rounds_min`` kept rounds), ``fixed`` (an integer ``rounds``) or ``running``.
+    next_rounds : when not stopped, the round ids to have run after the next wave
+        (the rounds the current standard error predicts, at least one more).
+    """
+
+    stopped: bool
+    rounds: int
+    kept: int
+    se: float
+    reason: str
+    next_rounds: int | None = None
+
+
+def decide_rounds(
+    round_ids: Sequence[int],
+    per_round: np.ndarray | None,
+    *,
+    rounds_run: int,
+    rounds_min: int,
+    rounds_max: int,
+    target_se: float,
+) -> RoundsDecision:
+    """The stopping rule of ``rounds: auto``: the first round where the SE is small.
+
+    Parameters
+    ----------
+    round_ids : the kept (complete) round ids among ``0..rounds_run-1``, ascending.
+    per_round : (len(round_ids), m, m) their per-round correlations (None: none kept).
+    rounds_run : round ids run so far, all finished (``0..rounds_run-1``).
+    rounds_min, rounds_max, target_se : the rule's parameters.
+
+    Returns
+    -------
+    RoundsDecision
+        Stopped at the first kept round ``k >= rounds_min`` (counting kept rounds) whose
+        standard error over kept rounds ``1..k`` (:func:`matrix_se_path`) is at most
+        ``target_se``; the rounds used are the ids up to that round. Otherwise stopped
+        at ``rounds_max`` ids, or when nothing more can come of it (see
+        :class:`RoundsDecision`). The rule looks at prefixes only, so a round run beyond
+        the stop (a wave ends later) changes nothing: the decision depends on the
+        rounds' results, never on how they were grouped into waves or tasks.
+    """
+    ids = list(round_ids)
+    path = matrix_se_path(per_round) if ids and per_round is not None else np.empty(0)
+    for k in range(rounds_min, len(ids) + 1):
+        if path[k - 1] <= target_se:  # NaN compares False
+            return RoundsDecision(True, ids[k - 1] + 1, k, float(path[k - 1]), "target_se")
+    kept = len(ids)
+    se = float(path[-1]) if kept else float("nan")
+    if rounds_run >= rounds_max:
+        used = [i for i in ids if i < rounds_max]
+        k = len(used)
+        se = float(path[k - 1]) if k else float("nan")
+        return RoundsDecision(True, rounds_max, k, se, "rounds_max")
+    if kept == 0 and rounds_run >= rounds_min:
+        return RoundsDecision(True, rounds_run, 0, se, "no_round")
+    if kept >= rounds_min and not np.isfinite(se):
+        return RoundsDecision(True, rounds_run, kept, se, "undefined")
+    # SE ~ 1 / sqrt(kept): kept rounds needed, then round ids at the drop rate so far
+    # (less a hair, so that rounding does not ask for a round more than the ratio says)
+    need = rounds_min if kept < rounds_min else math.ceil(kept * (se / target_se) ** 2 - 1e-9)
+    need = max(need, kept + 1)
+    ids_need = math.ceil(need * rounds_run / kept) if kept else need
+    nxt = min(rounds_max, max(rounds_run + 1, ids_need))
+    return RoundsDecision(False, rounds_run, kept, se, "running", nxt)

@@ -451,6 +451,37 @@ class _Waves:
     rounds: dict[tuple[int, int, int], _RoundState]
     frames: list[pd.DataFrame] = field(default_factory=list)
     profile: list[dict[str, Any]] = field(default_factory=list)
+    #: (attr, model_index) whose rounds are all planned (no further round will come)
+    final: set[tuple[int, int]] = field(default_factory=set)
+    #: the most rounds an (attr, model) not yet final may reach (the progress bound)
+    max_rounds: int = 0
+
+    def planned(self) -> dict[tuple[int, int], int]:
+        """Round ids planned so far per (attr, model_index)."""
+        out: dict[tuple[int, int], int] = {}
+        for a, mi, _ in self.rounds:
+            out[(a, mi)] = out.get((a, mi), 0) + 1
+        return out
+
+    def extend(self, targets: Mapping[tuple[int, int], int | None]) -> None:
+        """Plan more rounds: ``(attr, model_index) -> rounds in all``, None = no more."""
+        have = self.planned()
+        for (a, mi), n in targets.items():
+            if n is None:
+                self.final.add((a, mi))
+                continue
+            for r in range(have.get((a, mi), 0), int(n)):
+                self.rounds[(a, mi, r)] = _RoundState()
+
+    def done_count(self) -> int:
+        """Rounds finished (complete or at the attempt cap)."""
+        return sum(st.done(n_samples=self.n_samples, attempt_cap=self.attempt_cap)
+                   for st in self.rounds.values())
+
+    def bound(self) -> int:
+        """Rounds in all at most: the planned ones, and up to ``max_rounds`` where open."""
+        return sum(n if key in self.final else max(n, self.max_rounds)
+                   for key, n in self.planned().items())
 
     def plan(self, limit: int | None = None) -> np.ndarray:
         """Rows ``(attr, model_index, round, first_attempt, need, cap)`` of the next wave.
@@ -525,6 +556,9 @@ def run_oracle_tasks(
     on_wave: Callable[[AttemptTable], None] | None = None,
     rounds_per_wave: int | None = None,
     profile: bool = False,
+    more_rounds: Callable[[AttemptTable], Mapping[tuple[int, int], int | None]] | None = None,
+    max_rounds: int | None = None,
+    on_progress: Callable[[int, int, str], None] | None = None,
 ) -> AttemptTable:
     """Run the N x L (x models x attributes) oracle calls as ``mapInPandas`` tasks.
 
@@ -548,6 +582,15 @@ def run_oracle_tasks(
     profile : record where the time goes: one dict per task (see :func:`_wave_task`)
         and per wave (``wave``, ``tasks``, ``attempts``, driver-side ``submit`` and
         ``collected`` epoch seconds) in :attr:`AttemptTable.profile`.
+    more_rounds : with ``rounds: auto``: called with the attempts so far whenever every
+        planned round is finished; returns, per ``(attribute, model_index)`` still
+        open, the round ids to have run in all (more rounds in the next wave) or None
+        (no more). ``rounds`` is then the first wave's rounds. None: ``rounds`` is all.
+    max_rounds : the most rounds an open (attribute, model) may reach (``rounds_max``),
+        for the progress bound; default ``rounds``.
+    on_progress : called with ``(rounds done, rounds at most, note)`` after every wave
+        and, from a driver thread, every few seconds inside a wave (finished tasks of
+        its Spark job, counted in rounds); rate-limiting is the caller's.
 
     Returns
     -------
@@ -575,13 +618,17 @@ def run_oracle_tasks(
         n_samples=n_samples,
         attempt_cap=attempt_cap,
         rounds={key: _RoundState() for key in keys},
+        max_rounds=int(max_rounds or rounds),
     )
+    if more_rounds is None:
+        waves.final = {(a, mi) for a, mi, _ in keys}
     payload = {"x": sample.x, "y": sample.y, "w": sample.w, "priv": sample.priv}
     shipped = Shipped(spark, payload, how=shipping)
     parts = partitions or _default_partitions(spark)
     try:
         _run_waves(spark, shipped, spec, waves, parts, on_wave, profile=profile,
-                   rounds_per_wave=rounds_per_wave)
+                   rounds_per_wave=rounds_per_wave, more_rounds=more_rounds,
+                   on_progress=on_progress)
     finally:
         shipped.release()
     return waves.table(shipped.how)
@@ -597,21 +644,26 @@ def _run_waves(
     *,
     profile: bool = False,
     rounds_per_wave: int | None = None,
+    more_rounds: Callable[[AttemptTable], Mapping[tuple[int, int], int | None]] | None = None,
+    on_progress: Callable[[int, int, str], None] | None = None,
 ) -> None:
-    """Run waves of rounds until every round is complete or at the attempt cap."""
+    """Run waves of rounds until every round is complete or at the attempt cap, and
+    ``more_rounds`` (if given) asks for no further round."""
     import time
 
     ranges = waves.plan(rounds_per_wave)
     while len(ranges):
         chunks = n_chunks(len(ranges), n_parts)
         t_submit = time.time()
-        wave_pdf = (
-            spark.range(0, chunks, 1, numPartitions=chunks)
-            .mapInPandas(
-                _wave_task(shipped, spec, ranges, chunks, profile), schema=_schema(spec.metrics)
+        with _following(spark, waves, len(ranges), on_progress):
+            wave_pdf = (
+                spark.range(0, chunks, 1, numPartitions=chunks)
+                .mapInPandas(
+                    _wave_task(shipped, spec, ranges, chunks, profile),
+                    schema=_schema(spec.metrics),
+                )
+                .toPandas()
             )
-            .toPandas()
-        )
         if profile:
             import json
 
@@ -625,8 +677,34 @@ def _run_waves(
             wave_pdf = wave_pdf[~is_prof].reset_index(drop=True)
         waves.record(ranges, wave_pdf)
         ranges = waves.plan(rounds_per_wave)
+        if not len(ranges) and more_rounds is not None:
+            waves.extend(more_rounds(waves.table(shipped.how)))
+            ranges = waves.plan(rounds_per_wave)
+        if on_progress is not None:
+            on_progress(waves.done_count(), waves.bound(), f"wave {len(waves.frames)} done")
         if len(ranges) and on_wave is not None:
             on_wave(waves.table(shipped.how))
+
+
+def _following(
+    spark: SparkSession, waves: _Waves, wave_rounds: int,
+    on_progress: Callable[[int, int, str], None] | None,
+) -> Any:
+    """Inside a wave's Spark job: its finished tasks, in rounds, to ``on_progress``."""
+    import contextlib
+
+    if on_progress is None:
+        return contextlib.nullcontext()
+    from fairspark.progress import follow_tasks
+
+    before, bound, wave = waves.done_count(), waves.bound(), len(waves.frames) + 1
+
+    def tick(done_tasks: int, total_tasks: int) -> None:
+        ran = int(wave_rounds * done_tasks / max(total_tasks, 1))
+        on_progress(before + ran, bound,
+                    f"wave {wave}: {done_tasks} of {total_tasks} tasks finished")
+
+    return follow_tasks(spark, tick)
 
 
 # ---------------------------------------------------------------- the kept rounds

@@ -10,6 +10,7 @@ catalogue metric i          metric j     r*_ij, r* - e, r* + e; rounds and pair 
 ``representative``          pivot        cluster size; the members it represents
 ``tau``                     --           tau used (given, or searched for k)
 ``acceptance_rate``         --           accepted / attempts; rejection reasons
+``monte_carlo_se``          --           the matrix's Monte-Carlo SE; rounds, why they stopped
 ``model_accuracy``          --           mean, 2.5 % and 97.5 % quantiles (kept models)
 =========================== ============ ==================================================
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,17 +31,29 @@ from fairspark import columns
 from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, derive_seed
 from fairspark.correlation._cluster import cluster_metrics, search_tau
-from fairspark.correlation._estimate import CorrelationEstimate, estimate_correlations
+from fairspark.correlation._estimate import (
+    CorrelationEstimate,
+    RoundsDecision,
+    decide_rounds,
+    estimate_correlations,
+    matrix_se_path,
+)
 from fairspark.correlation._oracle import CELLS, DEFAULT_METRICS, make_model
 from fairspark.correlation._spark import (
     AttemptTable,
     OracleSample,
+    _default_partitions,
     draw_stratified_sample,
     run_oracle_tasks,
     select_rounds,
 )
 from fairspark.correlation.params import CorrelationParams
-from fairspark.correlation.results import CorrelationResult, ModelResult, RoundSelection
+from fairspark.correlation.results import (
+    CorrelationResult,
+    ModelResult,
+    RoundSelection,
+    rounds_text,
+)
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.status import Status
 
@@ -142,7 +155,7 @@ def _no_round_detail(sel: RoundSelection, params: CorrelationParams) -> str:
     reasons = "; ".join(f"{k}: {v}" for k, v in sorted(sel.rejected_reasons.items()))
     if sel.pending:
         return (
-            f"no round complete yet: {len(sel.pending)} of {params.rounds} rounds still "
+            f"no round complete yet: {len(sel.pending)} of {params.max_rounds} rounds still "
             f"running ({sel.accepted} of {sel.attempts} attempts accepted so far)"
         )
     if sel.accepted == 0:
@@ -159,7 +172,8 @@ def _no_round_detail(sel: RoundSelection, params: CorrelationParams) -> str:
 
 @dataclass
 class _AuditRun:
-    """One run of the audit: what is known before the oracle tasks start."""
+    """One run of the audit: what is known before the oracle tasks start, and the
+    rounds of every (attribute, model) as they are planned and stopped."""
 
     params: CorrelationParams
     metrics: list[str]
@@ -168,29 +182,84 @@ class _AuditRun:
     sample: OracleSample
     failed: dict[str, str]
     cells: dict[str, list[int]]
+    #: cores of the session: a wave of ``rounds: auto`` keeps them busy
+    cores: int = 1
+    #: (attribute index, model) -> round ids planned (run, once the wave is back)
+    planned: dict[tuple[int, str], int] = field(default_factory=dict)
+    #: (attribute index, model) -> the stopping decision, once stopped
+    decisions: dict[tuple[int, str], RoundsDecision] = field(default_factory=dict)
 
     @property
     def ok_attributes(self) -> list[int]:
         """Indices of the attributes whose four cells all have sample rows."""
         return [i for i, n in enumerate(self.names) if n not in self.failed]
 
+    @property
+    def first_wave(self) -> int:
+        """Rounds of every (attribute, model) in the first wave."""
+        p = self.params
+        return p.rounds_min if p.auto_rounds else int(p.rounds)  # type: ignore[arg-type]
+
+    def _select(self, attempts: Any, i: int, model: str, rounds: int) -> RoundSelection:
+        p = self.params
+        sub = attempts[(attempts["attr"] == i) & (attempts["model"] == model)]
+        return select_rounds(sub, metrics=self.metrics, n_samples=p.n_samples, rounds=rounds,
+                             attempt_cap=p.attempt_cap)
+
+    def _decision(self, sel: RoundSelection, rounds_run: int) -> RoundsDecision:
+        """The stopping rule on the kept rounds of ``0..rounds_run-1`` (or, for an
+        integer ``rounds``, the standard error they reached)."""
+        p = self.params
+        per = (estimate_correlations(sel.values, metrics=self.metrics, ci_level=p.ci_level)
+               .per_round if sel.values else None)
+        if p.auto_rounds:
+            return decide_rounds(sel.round_ids, per, rounds_run=rounds_run,
+                                 rounds_min=p.rounds_min, rounds_max=p.rounds_max,
+                                 target_se=p.target_se)
+        se = float(matrix_se_path(per)[-1]) if per is not None else float("nan")
+        return RoundsDecision(True, rounds_run, len(sel.values), se, "fixed")
+
+    def more_rounds(self, table: AttemptTable) -> dict[tuple[int, int], int | None]:
+        """``run_oracle_tasks``' ``more_rounds``: stop an (attribute, model) or plan more.
+
+        Every open (attribute, model) gets the rounds its standard error predicts
+        (:func:`decide_rounds`), and at least enough that the wave has a round per core:
+        a core left idle would cost the same wall time. Rounds past the stopping round
+        are run but not used, so the result does not depend on these wave sizes.
+        """
+        p = self.params
+        out: dict[tuple[int, int], int | None] = {}
+        wants: dict[tuple[int, int, str], int] = {}
+        for (i, model), run in self.planned.items():
+            if (i, model) in self.decisions:
+                continue
+            mi = p.models.index(model)
+            d = self._decision(self._select(table.attempts, i, model, run), run)
+            if d.stopped:
+                self.decisions[(i, model)] = d
+                out[(i, mi)] = None
+            else:
+                wants[(i, mi, model)] = int(d.next_rounds or run + 1)
+        step = math.ceil(self.cores / len(wants)) if wants else 0
+        for (i, mi, model), n in wants.items():
+            run = self.planned[(i, model)]
+            self.planned[(i, model)] = out[(i, mi)] = min(p.rounds_max, max(n, run + step))
+        return out
+
     def model_result(self, attempts: Any, i: int, model: str) -> ModelResult:
         """Kept rounds, r* and clusters of attribute ``i`` and ``model``."""
         p = self.params
-        sub = attempts[(attempts["attr"] == i) & (attempts["model"] == model)]
-        sel = select_rounds(
-            sub,
-            metrics=self.metrics,
-            n_samples=p.n_samples,
-            rounds=p.rounds,
-            attempt_cap=p.attempt_cap,
-        )
-        res = ModelResult(attribute=self.names[i], model=model, status=Status.OK, selection=sel)
+        run = self.planned.get((i, model), self.first_wave)
+        stopped = self.decisions.get((i, model))
+        sel = self._select(attempts, i, model, stopped.rounds if stopped else run)
+        res = ModelResult(attribute=self.names[i], model=model, status=Status.OK, selection=sel,
+                          rounds=stopped or self._decision(sel, run), rounds_run=run)
         if not sel.values:
             res.status = Status.NOT_COMPUTED if sel.pending else Status.FAILED
             res.detail = _no_round_detail(sel, p)
             return res
         res.estimate = estimate_correlations(sel.values, metrics=self.metrics, ci_level=p.ci_level)
+        res.se_path = matrix_se_path(res.estimate.per_round).tolist()
         _cluster(res.estimate, p, derive_seed(self.seed, AUDIT, "pivot", self.names[i], model), res)
         return res
 
@@ -237,6 +306,7 @@ def correlation_audit(
     key_col: str = columns.KEY,
     time_left: Callable[[], float] | None = None,
     report_partial: Callable[[CorrelationResult], None] | None = None,
+    progress_sink: Callable[[dict[str, Any]], None] | None = None,
 ) -> CorrelationResult:
     """Sample models, estimate metric correlations and cluster them, for each attribute.
 
@@ -252,6 +322,9 @@ def correlation_audit(
         after the sample and after every wave of oracle tasks.
     report_partial : receives the result of the rounds complete after each wave but
         the last, while ``time_left`` is finite.
+    progress_sink : receives the progress (rounds done of at most how many, elapsed,
+        estimate of the rest) whenever it is logged: at least every 30 s while rounds
+        run (``AuditContext.progress_sink``).
 
     Returns
     -------
@@ -292,7 +365,9 @@ def correlation_audit(
         sample=sample,
         failed=failed,
         cells=cells,
+        cores=max(1, _default_partitions(spark) // 4),
     )
+    state.planned = {(i, m): state.first_wave for i in state.ok_attributes for m in params.models}
     if not state.ok_attributes:
         return state.result(None)
     _check_budget(time_left, 0)
@@ -303,22 +378,40 @@ def correlation_audit(
         _check_budget(time_left, table.waves)
 
     # one wave (one Spark job) of every round, unless a time budget wants partial
-    # results in between: then waves of one round per task
+    # results in between: then waves of one round per task; rounds: auto adds waves
+    # until every (attribute, model) stopped
     budgeted = time_left is not None and math.isfinite(time_left())
-    return state.result(_oracle_tasks(spark, state, on_wave=on_wave, waves=budgeted))
+    progress = _progress(params, len(state.planned), progress_sink)
+    table = _oracle_tasks(
+        spark, state, on_wave=on_wave, waves=budgeted,
+        on_progress=lambda done, bound, note: progress.update(done, total=bound, note=note),
+    )
+    progress.update(progress.done, total=progress.done, note="finished", force=True)
+    return state.result(table)
+
+
+def _progress(
+    params: CorrelationParams, combos: int, sink: Callable[[dict[str, Any]], None] | None
+) -> Any:
+    """The rounds' :class:`~fairspark.progress.Progress` (a line at least every 30 s)."""
+    from fairspark.progress import Progress
+
+    what = "correlation"
+    if params.auto_rounds:
+        what += f" (rounds: auto, stop at SE <= {params.target_se:g})"
+    return Progress(what=what, unit="rounds", total=combos * params.max_rounds, sink=sink)
 
 
 def _oracle_tasks(
     spark: SparkSession, state: _AuditRun, *, on_wave: Callable[[AttemptTable], None],
-    waves: bool = False,
+    waves: bool = False, on_progress: Callable[[int, int, str], None] | None = None,
 ) -> AttemptTable:
     """Every attempt of the oracle for the attributes with four non-empty cells.
 
     ``waves``: run the rounds in waves of one round per task (partial results between
-    them) instead of one wave.
+    them) instead of one wave. With ``rounds: auto`` the first wave runs ``rounds_min``
+    rounds of every (attribute, model) and :meth:`_AuditRun.more_rounds` plans the next.
     """
-    from fairspark.correlation._spark import _default_partitions
-
     p = state.params
     return run_oracle_tasks(
         spark,
@@ -327,7 +420,7 @@ def _oracle_tasks(
         models=p.models,
         seeds=[derive_seed(state.seed, AUDIT, n) for n in state.names],
         n_samples=p.n_samples,
-        rounds=p.rounds,
+        rounds=state.first_wave,
         k=p.k,
         min_accuracy=p.min_accuracy,
         attempt_cap=p.attempt_cap,
@@ -338,6 +431,9 @@ def _oracle_tasks(
         shipping=p.shipping,
         on_wave=on_wave,
         rounds_per_wave=(p.partitions or _default_partitions(spark)) if waves else None,
+        more_rounds=state.more_rounds if p.auto_rounds else None,
+        max_rounds=p.max_rounds,
+        on_progress=on_progress,
     )
 
 
@@ -368,6 +464,8 @@ def _row_maker(res: ModelResult, result: CorrelationResult) -> _RowMaker:
         model_params=p.model_params.get(res.model, {}),
         n_samples=p.n_samples,
         rounds=p.rounds,
+        **({"rounds_min": p.rounds_min, "rounds_max": p.rounds_max, "target_se": p.target_se}
+           if p.auto_rounds else {}),
         k=p.k,
         min_accuracy=p.min_accuracy,
         ci_level=p.ci_level,
@@ -379,18 +477,26 @@ def _row_maker(res: ModelResult, result: CorrelationResult) -> _RowMaker:
     return _RowMaker(attribute=res.attribute, model=res.model, params=pj)
 
 
-def _selection_rows(row: _RowMaker, sel: RoundSelection, rounds: int) -> list[MetricRow]:
+def _selection_rows(row: _RowMaker, res: ModelResult, params: CorrelationParams
+                    ) -> list[MetricRow]:
+    sel, d = res.selection, res.rounds
+    assert sel is not None and d is not None
     reasons = ", ".join(f"{k}: {v}" for k, v in sorted(sel.rejected_reasons.items())) or "none"
     dropped = "; ".join(sel.dropped.values())
     detail = (
         f"accepted {sel.accepted} of {sel.attempts} attempts; rejected: {reasons}; "
-        f"rounds used {len(sel.values)} of {rounds}"
+        f"rounds used {len(sel.values)} of {d.rounds}"
     )
     if sel.pending:
         detail += f"; {len(sel.pending)} rounds still running"
     if dropped:
         detail += f"; dropped: {dropped}"
-    rows = [row("acceptance_rate", value=sel.acceptance_rate, detail=detail)]
+    rows = [
+        row("acceptance_rate", value=sel.acceptance_rate, detail=detail),
+        row("monte_carlo_se", value=nan_to_none(d.se),
+            status=Status.OK if math.isfinite(d.se) else Status.NOT_COMPUTED,
+            detail=rounds_text(d, params, res.rounds_run)),
+    ]
     if sel.accuracies.size:
         q = np.quantile(sel.accuracies, [0.025, 0.975])
         rows.append(
@@ -472,7 +578,7 @@ def _model_rows(res: ModelResult, result: CorrelationResult) -> list[MetricRow]:
     row = _row_maker(res, result)
     rows = []
     if res.selection is not None:
-        rows += _selection_rows(row, res.selection, result.params.rounds)
+        rows += _selection_rows(row, res, result.params)
     if res.estimate is None:
         return [*rows, row("*", status=res.status, detail=res.detail)]
     return [*rows, *_matrix_rows(row, res.estimate), *_cluster_rows(row, res, res.estimate)]
@@ -489,7 +595,7 @@ def outcome_rows(result: CorrelationResult) -> list[MetricRow]:
     return rows
 
 
-def _model_summary(res: ModelResult) -> dict[str, Any]:
+def _model_summary(res: ModelResult, params: CorrelationParams) -> dict[str, Any]:
     d: dict[str, Any] = {"status": res.status}
     if res.detail:
         d["detail"] = res.detail
@@ -503,6 +609,15 @@ def _model_summary(res: ModelResult) -> dict[str, Any]:
         )
         if s.pending:
             d["rounds_pending"] = len(s.pending)
+    if res.rounds is not None:
+        d.update(
+            rounds=res.rounds.rounds,
+            rounds_run=res.rounds_run,
+            monte_carlo_se=nan_to_none(res.rounds.se),
+            target_se=params.target_se if params.auto_rounds else None,
+            stopped_by=res.rounds.reason,
+            monte_carlo_se_by_round=[nan_to_none(round(v, 6)) for v in res.se_path],
+        )
     if res.clustering is not None:
         n = res.clustered_metrics
         d["tau"] = res.clustering.tau
@@ -528,7 +643,9 @@ def outcome_summary(result: CorrelationResult) -> dict[str, Any]:
     for name, why in result.failed_attributes.items():
         out["attributes"][name] = {"status": Status.FAILED, "detail": why}
     for res in result.models:
-        out["attributes"].setdefault(res.attribute, {})[res.model] = _model_summary(res)
+        out["attributes"].setdefault(res.attribute, {})[res.model] = _model_summary(
+            res, result.params
+        )
     out["status"] = Status.FAILED if result.failed else Status.OK
     return out
 
@@ -556,5 +673,6 @@ def run(ctx: AuditContext, params: CorrelationParams) -> AuditOutcome:
         seed=ctx.config.seed,
         time_left=ctx.time_left,
         report_partial=lambda partial: ctx.report_partial(outcome_from_result(partial)),
+        progress_sink=ctx.progress_sink(AUDIT),
     )
     return outcome_from_result(result)

@@ -25,7 +25,21 @@ class CorrelationParams(AuditParams):
     n_samples:
         N, accepted models per round (paper: 1000).
     rounds:
-        L, estimation rounds (paper: 30).
+        L, estimation rounds: ``auto`` (default) adds rounds in waves until the
+        Monte-Carlo standard error of the correlation matrix is at most
+        ``target_se`` (between ``rounds_min`` and ``rounds_max`` rounds); an integer
+        runs exactly that many (the paper: 30).
+    rounds_min:
+        With ``rounds: auto``, the kept rounds needed before the stopping rule applies
+        (the standard deviation over fewer rounds is too rough to stop on).
+    rounds_max:
+        With ``rounds: auto``, the most rounds run; the audit stops there with the
+        standard error it reached (default 30, the paper's L, so that ``auto`` never
+        costs more than the fixed default it replaces).
+    target_se:
+        With ``rounds: auto``, the target of the matrix's Monte-Carlo standard error:
+        the largest over metric pairs of ``s_ij / sqrt(L_ij)``, ``s_ij`` the sample
+        standard deviation over rounds of each round's Pearson r (see correlation.md).
     k:
         K, size of each bootstrapped training sample.
     min_accuracy:
@@ -60,7 +74,10 @@ class CorrelationParams(AuditParams):
     models: list[ModelName] = Field(default_factory=lambda: ["logistic_regression"])
     model_params: dict[ModelName, dict[str, Scalar]] = Field(default_factory=dict)
     n_samples: int = Field(1000, ge=2)
-    rounds: int = Field(30, ge=2)
+    rounds: int | Literal["auto"] = "auto"
+    rounds_min: int = Field(10, ge=2)
+    rounds_max: int = Field(30, ge=2)
+    target_se: float = Field(0.05, gt=0, lt=1)
     k: int = Field(1000, ge=10)
     min_accuracy: float = Field(0.5, ge=0, le=1)
     max_attempts_per_round: int | None = Field(None, ge=2)
@@ -95,6 +112,12 @@ class CorrelationParams(AuditParams):
                 )
             if len(self.metrics) < 2:
                 raise ValueError("'metrics' needs at least two metrics to correlate")
+        if self.rounds != "auto" and self.rounds < 2:
+            raise ValueError(f"'rounds' is 'auto' or an integer of at least 2, got {self.rounds}")
+        if self.rounds_min > self.rounds_max:
+            raise ValueError(
+                f"rounds_min ({self.rounds_min}) is above rounds_max ({self.rounds_max})"
+            )
         if len(set(self.models)) != len(self.models):
             raise ValueError(f"'models' repeats a name: {self.models}")
         return self
@@ -103,3 +126,13 @@ class CorrelationParams(AuditParams):
     def attempt_cap(self) -> int:
         """The effective cap on attempts per round."""
         return self.max_attempts_per_round or 5 * self.n_samples
+
+    @property
+    def auto_rounds(self) -> bool:
+        """Whether the rounds stop by the Monte-Carlo standard error (``rounds: auto``)."""
+        return self.rounds == "auto"
+
+    @property
+    def max_rounds(self) -> int:
+        """The most rounds run: ``rounds``, or ``rounds_max`` with ``rounds: auto``."""
+        return self.rounds_max if self.rounds == "auto" else int(self.rounds)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fairspark.audits.base import AuditOutcome, ReportSection
-from fairspark.correlation.results import CorrelationResult, ModelResult
+from fairspark.correlation.results import CorrelationResult, ModelResult, rounds_text
 from fairspark.report.figures import figure_to_data_uri, plt
 from fairspark.report.sections import render_template
 from fairspark.status import Status
@@ -214,6 +214,7 @@ class _Block:
     attribute: str
     model: str
     acceptance: str | None = None
+    rounds: str | None = None
     failed: str | None = None
     note: str | None = None
     tau_detail: str | None = None
@@ -256,9 +257,10 @@ def _block(res: ModelResult, result: CorrelationResult) -> _Block:
     if sel is not None and sel.attempts:
         b.acceptance = (
             f"{sel.accepted} of {sel.attempts} attempts accepted "
-            f"({sel.accepted / sel.attempts:.1%}); rounds used {len(sel.values)} "
-            f"of {result.params.rounds}"
+            f"({sel.accepted / sel.attempts:.1%})"
         )
+    if res.rounds is not None:
+        b.rounds = rounds_text(res.rounds, result.params, res.rounds_run)
     est = res.estimate
     if est is not None:
         b.figures.append(("Correlation heatmap", _heatmap(res)))

@@ -6,16 +6,17 @@ them), so neither imports the other.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from fairspark.correlation._cluster import Clustering
-from fairspark.correlation._estimate import CorrelationEstimate
+from fairspark.correlation._estimate import CorrelationEstimate, RoundsDecision
 from fairspark.correlation.params import CorrelationParams
 from fairspark.status import Status
 
-__all__ = ["CorrelationResult", "ModelResult", "RoundSelection"]
+__all__ = ["CorrelationResult", "ModelResult", "RoundSelection", "rounds_text"]
 
 
 @dataclass
@@ -63,6 +64,12 @@ class ModelResult:
     clustered_metrics: list[str] = field(default_factory=list)
     excluded: dict[str, str] = field(default_factory=dict)
     tau_detail: str | None = None
+    #: the rounds used, the standard error they reached and why they stopped
+    rounds: RoundsDecision | None = None
+    #: round ids run (>= ``rounds.rounds``: a wave may end past the stopping round)
+    rounds_run: int = 0
+    #: the matrix's Monte-Carlo SE after each kept round (:func:`matrix_se_path`)
+    se_path: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -97,3 +104,40 @@ class CorrelationResult:
     def failed(self) -> bool:
         """Whether an attribute or a model family failed."""
         return bool(self.failed_attributes) or any(r.status == Status.FAILED for r in self.models)
+
+
+_STOPPED = {
+    "target_se": "the standard error reached target_se",
+    "rounds_max": "rounds_max reached before target_se",
+    "no_round": "no round reached n_samples accepted models",
+    "undefined": "no metric pair has a correlation defined in two rounds",
+    "fixed": "an integer 'rounds' runs exactly that many",
+    "running": "still running",
+}
+
+
+def rounds_text(d: RoundsDecision, params: CorrelationParams, rounds_run: int) -> str:
+    """The rounds used, the standard error reached and why the rounds stopped.
+
+    Parameters
+    ----------
+    d : the (attribute, model)'s rounds decision.
+    params : the audit parameters (the rule's settings).
+    rounds_run : round ids run, including any past the stopping round.
+
+    Returns
+    -------
+    str
+        One sentence, the ``monte_carlo_se`` row's detail and the report's line.
+    """
+    used = f"{d.kept} complete rounds used (round ids 0..{d.rounds - 1})"
+    if params.auto_rounds:
+        rule = (f"rounds: auto (target_se={params.target_se:g}, rounds_min="
+                f"{params.rounds_min}, rounds_max={params.rounds_max})")
+    else:
+        rule = f"rounds: {params.rounds}"
+    se = f"{d.se:.4f}" if math.isfinite(d.se) else "undefined"
+    text = f"{rule}: {used}; Monte-Carlo SE {se}; stopped: {_STOPPED[d.reason]}"
+    if rounds_run > d.rounds:
+        text += f"; {rounds_run - d.rounds} later rounds run in the last wave and not used"
+    return text

@@ -15,5 +15,5 @@ SPEC = AuditSpec(
     order=40,
     headline_metrics=("representative",),
     metrics=(*CATALOGUE, "representative", "cluster", "tau", "model_accuracy",
-             "acceptance_rate"),
+             "acceptance_rate", "monte_carlo_se"),
 )
