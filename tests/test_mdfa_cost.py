@@ -148,3 +148,70 @@ def test_progress_logs_at_most_every_interval_and_feeds_the_sink(caplog):
     assert seen[-1]["remaining_s"] == pytest.approx(seen[-1]["elapsed_s"], abs=0.2)
     assert format_seconds(75.2) == "1m15s" and format_seconds(42) == "42s"
     assert format_seconds(3 * 3600 + 120) == "3h02m"
+
+
+def _toy_context(spark, tmp_path, mdfa: dict):
+    from conftest import write_parquet
+
+    from fairspark.audits.base import AuditContext
+    from fairspark.config import parse_config
+    from fairspark.io import read_input
+    from fairspark.prepare import prepare
+
+    rng = np.random.default_rng(4)
+    n = 900
+    x1, x2 = rng.normal(size=n), rng.uniform(0, 10, n)
+    grp = np.where(rng.random(n) < 0.4, "b", "a")
+    pred = ((x1 + 0.5 * (grp == "b") + rng.normal(0, 0.5, n)) > 0).astype(int)
+    pdf = pd.DataFrame({"id": np.arange(n).astype(str), "x1": x1, "x2": x2, "grp": grp,
+                        "label": rng.integers(0, 2, n), "pred": pred})
+    inp = write_parquet(pdf, tmp_path / "in")
+    cfg = parse_config({
+        "dataset": "mdfa_waves", "run_date": "2026-11-29", "seed": 3, "input": {"path": inp},
+        "columns": {"features": ["x1", "x2"], "row_key": "id",
+                    "sensitive": [{"column": "grp", "privileged": "a"}],
+                    "label": {"column": "label", "positive": 1},
+                    "prediction": {"column": "pred", "positive": 1}},
+        "audits": {"group": None, "mdfa": mdfa},
+        "output": {"path": str(tmp_path / "out"), "report": False},
+    })
+    prepared = prepare(read_input(spark, input_config=cfg.input), config=cfg)
+    return AuditContext(spark=spark, prepared=prepared, config=cfg,
+                        run_date=cfg.effective_run_date()), cfg.audits.mdfa
+
+
+@pytest.mark.parametrize("tolerance", [0.999, 1e-6])
+def test_auto_splits_stop_by_the_predicted_narrowing(spark, tmp_path, tolerance):
+    from fairspark.mdfa import run
+
+    ctx, params = _toy_context(spark, tmp_path, {
+        "splits": "auto", "splits_wave": 3, "splits_max": 6, "splits_tolerance": tolerance,
+        "auditor": "logistic_regression", "epochs": 2, "worst_violation": False,
+        "min_rows": 50})
+    seen: list[tuple[str, dict]] = []
+    ctx.progress = lambda audit, state: seen.append((audit, state))
+    res = run(ctx, params).result.attributes[0]
+    first = res.splits.iloc[:3]
+    now, later = predicted_half_width(first, n_splits=6, k=3)
+    more = 1.0 - later / now >= tolerance
+    assert len(res.splits) == (6 if more else 3)
+    assert list(res.splits["split"]) == list(range(len(res.splits)))
+    assert ("reached splits_max" in res.splits_stop) == more
+    assert res.l2 == params.l2_grid[0] or res.l2 in params.l2_grid
+    # progress: a first line, the last with every split done, all for mdfa
+    assert seen and {a for a, _ in seen} == {"mdfa"}
+    assert seen[-1][1]["done"] == len(res.splits) == seen[-1][1]["total"]
+
+
+def test_running_status_carries_progress(spark, tmp_path):
+    import json
+
+    from fairspark.outputs import OutputLocation
+    from fairspark.runner import write_status
+
+    out = OutputLocation(spark, str(tmp_path / "out"))
+    write_status(out, "2026-11-29", exit_code=None, run_id="r1",
+                 progress={"audit": "mdfa", "done": 3, "total": 20})
+    st = json.loads((tmp_path / "out" / "_status" / "run_date=2026-11-29.json").read_text())
+    assert st["state"] == "running" and st["progress"] == {"audit": "mdfa", "done": 3,
+                                                            "total": 20}

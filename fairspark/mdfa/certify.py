@@ -83,11 +83,13 @@ class MDFASample:
         return dataclasses.replace(self, p_null=p, null_seed=int(seed))
 
 
-def make_auditor(name: str, *, seed: int) -> Any:
-    """A fresh scikit-learn estimator for the certificate's concept class."""
+def make_auditor(name: str, *, seed: int, trees: int = 100) -> Any:
+    """A fresh scikit-learn estimator for the certificate's concept class
+    (``trees``: the forest's size, 100 as in the paper)."""
     rs = seed % (2**32)
     if name == "random_forest":
-        return RandomForestClassifier(n_estimators=100, max_depth=2, random_state=rs, n_jobs=1)
+        return RandomForestClassifier(n_estimators=trees, max_depth=2, random_state=rs,
+                                      n_jobs=1)
     if name == "svm_rbf":
         return SVC(kernel="rbf", C=1.0, gamma="scale")
     if name == "linear_svm":
@@ -101,7 +103,8 @@ def make_auditor(name: str, *, seed: int) -> Any:
 
 
 def fit_certificate(
-    auditor: str, z: np.ndarray, target: np.ndarray, weights: np.ndarray, *, seed: int
+    auditor: str, z: np.ndarray, target: np.ndarray, weights: np.ndarray, *, seed: int,
+    trees: int = 100,
 ) -> Predictor:
     """Fit c to predict ``target`` in {-1, +1} with sample weights; return x -> {-1, +1}.
 
@@ -111,7 +114,7 @@ def fit_certificate(
     if len(classes) == 1:
         const = int(classes[0])
         return lambda zz: np.full(len(zz), const, dtype=int)
-    model = make_auditor(auditor, seed=seed)
+    model = make_auditor(auditor, seed=seed, trees=trees)
     model.fit(z, target, sample_weight=weights)
     return lambda zz: model.predict(zz).astype(int)
 
@@ -194,9 +197,10 @@ class _WVASteps:
     """
 
     def __init__(
-        self, *, auditor: str, train: _Part, test: _Part, y_value: int, xi: float, seed: int
+        self, *, auditor: str, train: _Part, test: _Part, y_value: int, xi: float, seed: int,
+        trees: int = 100,
     ):
-        self.auditor, self.train, self.test = auditor, train, test
+        self.auditor, self.train, self.test, self.trees = auditor, train, test, trees
         self.y_value, self.xi, self.seed = y_value, xi, seed
         r = 1 if y_value > 0 else -1
         self.target = r * train.s * train.y
@@ -210,7 +214,7 @@ class _WVASteps:
             tr, te = self.train, self.test
             wt = tr.w * (1.0 + self.xi * t * self.boosted)
             c = fit_certificate(self.auditor, tr.z, self.target, wt,
-                                seed=derive_seed(self.seed, "wva", t))
+                                seed=derive_seed(self.seed, "wva", t), trees=self.trees)
             g_tr = c(tr.z) == 1
             mass = float(np.sum(tr.w[g_tr & (tr.y == self.y_value)]) / np.sum(tr.w))
             g_te = c(te.z) == 1
@@ -275,6 +279,7 @@ def worst_violation(
     search: str,
     max_iterations: int,
     seed: int,
+    trees: int = 100,
 ) -> WorstViolation:
     """Algorithm 1 (WVA): reweight, refit, stop when the subgroup's mass drops below alpha.
 
@@ -287,7 +292,7 @@ def worst_violation(
     """
     steps = _WVASteps(
         auditor=auditor, train=_Part(z_tr, s_tr, y_tr, w_tr), test=_Part(z_te, s_te, y_te, w_te),
-        y_value=y_value, xi=xi, seed=seed,
+        y_value=y_value, xi=xi, seed=seed, trees=trees,
     )
     if steps.at(0)[0] < alpha:
         return WorstViolation(0, steps.at(0)[0], np.zeros(len(z_te), bool), None, steps.trace)
@@ -567,7 +572,7 @@ def _with_violation(
         auditor=params.auditor, z_tr=tr.z, s_tr=tr.s, y_tr=tr.y, w_tr=tr.w,
         z_te=te.z, s_te=te.s, y_te=te.y, w_te=te.w, y_value=y_value, xi=params.xi,
         alpha=params.alpha, search=params.wva_search, max_iterations=params.max_iterations,
-        seed=seed,
+        seed=seed, trees=params.violation_trees,
     )
     g = wv.in_g_test
     du = violation_delta(g, s=te.s, y=te.y, w=None, y_value=y_value)
@@ -642,6 +647,7 @@ def run_split(
                                       in zip(b.smd_before, b.smd_after, strict=True)]),
                       **_outcome_gaps(st, sample),
                       **_null_gammas(st, sample, split=split, seed=seed, params=params))
-    if not params.worst_violation:
+    if not params.worst_violation or (params.violation_splits is not None
+                                      and split >= params.violation_splits):
         return out
     return _with_violation(out, st, sample, seed=seed, params=params)

@@ -98,6 +98,16 @@ class MDFAParams(AuditParams):
         does not guarantee, so bisection is an opt-in shortcut.
     max_iterations:
         Cap on t.
+    violation_trees:
+        Trees of Algorithm 1's random forest (``auditor: random_forest``; the
+        certificate for gamma keeps the paper's 100). Algorithm 1 refits the forest at
+        every step t (T + 2 fits per split), which made it as costly as the balancing
+        (issue 25 item 3; measurements in ``docs/mdfa.md``, "Cost").
+    violation_splits:
+        Algorithm 1 runs in the first ``violation_splits`` splits of a view (None: in
+        every split). It describes the worst-treated subgroup (delta, outcome ratio,
+        mass, rules: means and percentiles over the splits that ran it); gamma, its
+        interval and the verdict use every split.
     rule_depth:
         Depth of the decision tree fitted to the certificate for readable rules.
     partitions:
@@ -144,6 +154,8 @@ class MDFAParams(AuditParams):
     alpha: float = Field(0.025, gt=0, lt=1)
     wva_search: Literal["bisection", "sequential"] = "sequential"
     max_iterations: int = Field(400, ge=1)
+    violation_trees: int = Field(100, ge=1)
+    violation_splits: int | None = Field(None, ge=1)
     rule_depth: int = Field(3, ge=1, le=6)
     partitions: int | None = Field(None, ge=1)
     null_draws: int = Field(20, ge=0)
