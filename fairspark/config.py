@@ -296,12 +296,12 @@ class Config(StrictModel):
             Naming the audit's key and the unknown name.
         """
         known = self.columns.attribute_names()
-        for name, params in self.audits.present().items():
-            for a in params.attributes or []:
-                if a not in known:
-                    raise ConfigError(
-                        f"config key 'audits.{name}.attributes': {a!r} is not a sensitive "
-                        f"attribute or intersection (configured: {known})")
+        bad = [f"config key 'audits.{name}.attributes': {a!r} is not a sensitive attribute or "
+               "intersection"
+               for name, params in self.audits.present().items()
+               for a in params.attributes or [] if a not in known]
+        if bad:  # every audit that names it, not only the first
+            raise ConfigError(f"{'; '.join(bad)} (configured: {known})")
 
     def check_limits(self) -> None:
         """Every limit names a metric (and attribute) that an enabled audit can produce.

@@ -31,6 +31,7 @@ With more than :data:`ONE_PASS_MAX_GROUPS` groups the staged flow runs instead
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -297,6 +298,15 @@ class InputStats:
     label_values: int = 0
     score_min: float = float("nan")
     score_max: float = float("nan")
+    #: role (``label``, ``decision``) -> distinct non-positive values among the kept,
+    #: known values (2 means "two or more"); the decision only for a prediction column
+    negatives: dict[str, int] = field(default_factory=dict)
+    #: role -> kept rows whose value is one of the configured positive values
+    positive_rows: dict[str, int] = field(default_factory=dict)
+    #: sum of the squared weights of the kept rows (inf: the weights overflow)
+    weight_sq_total: float = 0.0
+    #: rows with a NaN prediction (dropped, like a null one)
+    nan_decisions: int = 0
 
     @property
     def audited(self) -> int:
@@ -544,6 +554,8 @@ def _check_counters(plan: _ColumnPlan, config: Config, keep: Column) -> list[Col
         aggs.append(_count_where(F.isnan(w) | w.isin(float("inf")), "nan::weight"))
     if cols.score and plan.types[cols.score.column] in _FLOATING:
         aggs.append(_count_where(F.isnan(input_col(cols.score.column)), "nan::score"))
+    if cols.prediction and plan.types[cols.prediction.column] in _FLOATING:
+        aggs.append(_count_where(F.isnan(input_col(cols.prediction.column)), "nan::decision"))
     if cols.score:
         score = input_col(cols.score.column).cast("double")
         aggs += [F.min(F.when(keep, score)).alias("min::score"),
@@ -565,8 +577,16 @@ def _stat_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
     for c in plan.categorical:
         aggs.append(F.approx_count_distinct(F.when(keep, input_col(c))).alias(f"card::{c}"))
     aggs.append(_count_where(keep & _missing(cols.label.column, plan.types), "unlabelled"))
-    aggs.append(F.approx_count_distinct(F.when(keep, input_col(cols.label.column)))
+    known_label = keep & ~_missing(cols.label.column, plan.types)
+    aggs.append(F.approx_count_distinct(F.when(known_label, input_col(cols.label.column)))
                 .alias("card::label"))
+    for role, column, pos in _binary_roles(config, plan.types):
+        known = keep & ~_missing(column, plan.types)
+        aggs.append(F.approx_count_distinct(F.when(known & ~pos, input_col(column)))
+                    .alias(f"neg::{role}"))
+        aggs.append(_count_where(known & pos, f"pos::{role}"))
+    w_kept = input_col(cols.weight).cast("double") if cols.weight else F.lit(1.0)
+    aggs.append(F.sum(F.when(keep, w_kept * w_kept)).alias("weight_sq_total"))
     return aggs
 
 
@@ -603,6 +623,12 @@ def _collect_stats(df: DataFrame, plan: _ColumnPlan, config: Config) -> InputSta
         label_values=count("card::label"),
         score_min=number("min::score") if "min::score" in row else float("nan"),
         score_max=number("max::score") if "max::score" in row else float("nan"),
+        negatives={role: min(count(f"neg::{role}"), 2)
+                   for role, _, _ in _binary_roles(config, plan.types)},
+        positive_rows={role: count(f"pos::{role}")
+                       for role, _, _ in _binary_roles(config, plan.types)},
+        weight_sq_total=number("weight_sq_total"),
+        nan_decisions=count("nan::decision"),
     )
 
 
@@ -653,6 +679,15 @@ def _check_stats(stats: InputStats, config: Config) -> None:
             f"(column {config.columns.weight!r}, 'columns.weight'); at least one row needs a "
             "positive weight"
         )
+    if config.columns.weight and not (math.isfinite(stats.weight_total)
+                                      and math.isfinite(stats.weight_sq_total)):
+        which = ("sum" if not math.isfinite(stats.weight_total) else "sum of squares")
+        raise InvalidValueError(
+            f"the weights in column {config.columns.weight!r} ('columns.weight') overflow: "
+            f"their {which} over the {stats.audited} audited rows is not a finite double "
+            "(weights near 1e154 or above); rescale them, e.g. divide by their mean (rates "
+            "and their intervals do not change)"
+        )
     if dropped_total / n > prep.max_dropped_fraction:
         raise InvalidValueError(
             f"{dropped_total} of {n} rows ({dropped_total / n:.1%}) have a missing prediction, "
@@ -675,6 +710,10 @@ def _input_warnings(stats: InputStats, config: Config) -> list[str]:
     if stats.nan_labels:
         out.append(f"{stats.nan_labels} rows have a NaN label in {cols.label.column!r}: "
                    "counted as unlabelled, like null")
+    if stats.nan_decisions:
+        d = cols.decision_column
+        out.append(f"{stats.nan_decisions} rows have a NaN decision in {d!r}: dropped like a "
+                   f"null one (counted in rows.dropped.null_{d})")
     if stats.label_values > 2:
         out.append(f"label column {cols.label.column!r} has about {stats.label_values} "
                    f"distinct values; every value other than {cols.label.positive} counts as "
@@ -685,6 +724,90 @@ def _input_warnings(stats: InputStats, config: Config) -> list[str]:
                    f"{stats.score_max:g}], outside [0, 1], while the threshold is the default "
                    "0.5; set 'columns.score.threshold' if the scores are not probabilities")
     return out
+
+
+def _binary_roles(config: Config, types: dict[str, str]) -> list[tuple[str, str, Column]]:
+    """(role, column, "is a configured positive value") of the label and a prediction.
+
+    A score column is thresholded, so it has no values to check. The flag is never
+    null (a string that is not a number compares as null with a numeric positive).
+    """
+    from pyspark.sql import functions as F
+
+    cols = config.columns
+    lab = cols.label
+    out = [("label", lab.column,
+            _isin(lab.column, types[lab.column], lab.positive, "columns.label.positive"))]
+    if cols.prediction:
+        p = cols.prediction
+        out.append(("decision", p.column,
+                    _isin(p.column, types[p.column], p.positive, "columns.prediction.positive")))
+    return [(role, column, F.coalesce(pos, F.lit(False))) for role, column, pos in out]
+
+
+#: how many of a column's values an error message shows
+_VALUES_SHOWN = 8
+
+
+def _values_seen(df: DataFrame, plan: _ColumnPlan, column: str) -> tuple[list[Any], int]:
+    """The most frequent known values of ``column`` among the kept rows, and how many.
+
+    Runs only on the error path (a column that is not binary).
+    """
+    from pyspark.sql import functions as F
+
+    known = df.where(~_any_null(plan) & ~_missing(column, plan.types)).select(
+        input_col(column).alias("v"))
+    top = (known.groupBy("v").count().orderBy(F.desc("count"), F.asc("v"))
+           .limit(_VALUES_SHOWN).collect())
+    return [r["v"] for r in top], int(known.distinct().count())
+
+
+def _shown(values: list[Any], n: int) -> str:
+    def one(v: Any) -> str:
+        return f"{v:.6g}" if isinstance(v, float) else repr(v)
+
+    more = f", ... ({n} distinct)" if n > len(values) else f" ({n} distinct)"
+    return ", ".join(one(v) for v in values) + more
+
+
+def _check_binary(stats: InputStats, df: DataFrame, plan: _ColumnPlan, config: Config) -> None:
+    """A label or decision must hold the configured positive value(s) and one other value.
+
+    Refused (exit 2, naming the values seen): a numeric column with two or more values
+    besides the positive ones (scores or probabilities where a decision belongs, a
+    third class), and any column with two or more values none of which is the
+    configured positive value (``yes``/``no`` with ``positive: 1``). A string column
+    with several non-positive values (``High`` against ``Low`` and ``Medium``) is a
+    category against the rest and is kept.
+    """
+    cols = config.columns
+    for role, column, _ in _binary_roles(config, plan.types):
+        several = stats.negatives.get(role, 0) >= 2
+        no_positive = stats.positive_rows.get(role, 0) == 0
+        numeric = plan.types[column] in _NUMERIC
+        if not several or not (numeric or no_positive):
+            continue
+        values, n = _values_seen(df, plan, column)
+        what = cols.label if role == "label" else cols.prediction
+        key = "columns.label" if role == "label" else "columns.prediction"
+        pos = what.positive[0] if len(what.positive) == 1 else what.positive  # type: ignore[union-attr]
+        head = f"{'label' if role == 'label' else 'decision'} column {column!r} ('{key}.column')"
+        if no_positive and not numeric:
+            raise InvalidValueError(
+                f"{head} holds the values {_shown(values, n)}; none of them is the configured "
+                f"positive value {pos!r} ('{key}.positive'); set '{key}.positive' to the "
+                "value(s) as they appear in the column")
+        hint = (f"if it holds scores or probabilities, configure 'columns.score: {{column: "
+                f"{column}, threshold: <cut-off>}}' instead of 'columns.prediction'"
+                if role == "decision" else
+                f"list every favourable value under '{key}.positive' and map the others to "
+                "one value upstream")
+        none = " (none of them is)" if no_positive else ""
+        raise InvalidValueError(
+            f"{head} is not binary: it holds {_shown(values, n)}, where a "
+            f"{'decision' if role == 'decision' else 'label'} holds the positive value "
+            f"{pos!r} ('{key}.positive'){none} and one negative value; {hint}")
 
 
 def _checks_needed(config: Config) -> tuple[bool, bool]:
@@ -917,8 +1040,12 @@ def _one_pass_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
     # a 64-bit hash of the raw label, not its text: a string minimum or maximum has no
     # fixed-width buffer and turns the whole pass into a sort aggregation (4x slower)
     label = input_col(cols.label.column)
-    raw_label = F.when(keep & label.isNotNull(), F.xxhash64(label))
+    # a NaN label is unknown (counted by nan::label), not a value of the label
+    raw_label = F.when(keep & ~_missing(cols.label.column, plan.types), F.xxhash64(label))
     aggs += [F.min(raw_label).alias("lo::label"), F.max(raw_label).alias("hi::label")]
+    if cols.prediction:  # the decision's raw values, to tell a decision from a score
+        raw_pred = F.when(keep, F.xxhash64(input_col(cols.prediction.column)))
+        aggs += [F.min(raw_pred).alias("lo::decision"), F.max(raw_pred).alias("hi::decision")]
     return aggs
 
 
@@ -1025,7 +1152,39 @@ def _stats_from_groups(df: DataFrame, groups: list[dict[str, Any]], plan: _Colum
         label_values=label_values,
         score_min=extreme("min::score", min) if cols.score else float("nan"),
         score_max=extreme("max::score", max) if cols.score else float("nan"),
+        **_binary_sides(kept, config),
+        nan_decisions=(total("nan::decision") if cols.prediction and
+                       plan.types[cols.prediction.column] in _FLOATING else 0),
+        weight_sq_total=float(sum(float(r["w2"]) for r in kept if r["w2"] is not None)),
     )
+
+
+def _binary_sides(kept: list[dict[str, Any]], config: Config) -> dict[str, dict[str, int]]:
+    """``negatives`` and ``positive_rows`` of :class:`InputStats` from the one pass's groups.
+
+    A group's label (decision) key is 1 for a favourable value, so its raw values are
+    all positive or all non-positive ones; the non-positive values are counted by the
+    minimum and maximum of their 64-bit hashes (exact up to a hash collision).
+    """
+    cols = config.columns
+    pos_code = 1 if cols.favourable == "positive" else 0
+    negatives: dict[str, int] = {}
+    positives: dict[str, int] = {}
+    roles = [("label", LABEL)] + ([("decision", PRED)] if cols.prediction else [])
+    for role, key in roles:
+        seen: set[int] = set()
+        several = False
+        positives[role] = 0
+        for r in kept:
+            if r[key] is None or r[f"lo::{role}"] is None:
+                continue
+            if r[key] == pos_code:
+                positives[role] += int(r["n"])
+                continue
+            several = several or r[f"lo::{role}"] != r[f"hi::{role}"]
+            seen.add(r[f"lo::{role}"])
+        negatives[role] = 2 if several else min(len(seen), 2)
+    return {"negatives": negatives, "positive_rows": positives}
 
 
 def _views_from_groups(
@@ -1188,6 +1347,7 @@ def _checked(stats: InputStats, df: DataFrame, plan: _ColumnPlan, config: Config
     import time
 
     _check_stats(stats, config)
+    _check_binary(stats, df, plan, config)
     if plan.check_row_key:
         t0 = time.perf_counter()
         _check_unique_keys(df, config)

@@ -47,6 +47,24 @@ def _support(counts: dict[str, float], cells: tuple[str, ...]) -> int:
     return int(sum(counts[f"{c}_n"] for c in cells))
 
 
+def _too_little(counts: dict[str, float], cells: tuple[str, ...], what: str,
+                params: GroupParams) -> str | None:
+    """Why a rate over ``cells`` cannot be trusted here, or ``None``.
+
+    Fewer rows than ``min_group_size``; or, with sampling weights, fewer effective
+    rows (Kish: ``(sum w)^2 / sum w^2``, what the interval is computed on): a group
+    of 500 rows where one row carries most of the weight is about one row.
+    """
+    n = _support(counts, cells)
+    if n < params.min_group_size:
+        return f"{n} {what}"
+    if params.weights == "sampling":
+        n_eff = float(iv.effective_n(counts, cells, weights="sampling"))
+        if n_eff < params.min_group_size:
+            return f"{n} {what} but an effective sample size of {n_eff:.1f} under the weights"
+    return None
+
+
 def _rate_rows(
     attr: str, group: str, counts: dict[str, float], params: GroupParams, label_ok: bool,
     pjson: str,
@@ -58,15 +76,15 @@ def _rate_rows(
         if why is None:
             lo, hi = iv.rate_interval(counts, name, level=params.ci_level,
                                       weights=params.weights)
-        n = _support(counts, spec.denominator)
+        small = _too_little(counts, spec.denominator, spec.denominator_name, params)
         status, detail = Status.OK, why
         if name in _LABEL_RATES and not label_ok:
             status, detail = Status.FAILED, "no labelled row has the favourable label"
         elif why:  # undefined here (an empty denominator): never "ok"
             status = Status.NOT_COMPUTED
-        elif n < params.min_group_size:
+        elif small:
             status = Status.INCONCLUSIVE
-            detail = f"only {n} {spec.denominator_name} (minimum {params.min_group_size})"
+            detail = f"only {small} (minimum {params.min_group_size})"
         rows.append(MetricRow(
             audit="group", attribute=attr, group=group, metric=name, value=_f(value),
             lower=_f(lo), upper=_f(hi), status=status, detail=detail, params=pjson,
@@ -95,9 +113,9 @@ def _comparison_rows(
             for r in rate_names:
                 den = RATES[r].denominator
                 for side, c in (("unprivileged", unpriv), ("privileged", priv)):
-                    k = _support(c, den)
-                    if k < params.min_group_size:
-                        small.append(f"{k} {RATES[r].denominator_name} in the {side} group")
+                    why = _too_little(c, den, RATES[r].denominator_name, params)
+                    if why:
+                        small.append(f"{why} in the {side} group")
             if small:
                 status = Status.INCONCLUSIVE
                 detail = f"only {'; '.join(small)} (minimum {params.min_group_size})"
