@@ -138,6 +138,9 @@ class PreparedData:
     cells: Any = None
     #: seconds of the steps of :func:`prepare` (``scan``, ``row keys``)
     timings: dict[str, float] = field(default_factory=dict)
+    #: raw source columns of ``privileged_expr`` attributes (neither features nor
+    #: flipped), kept in ``base_df`` and ``df`` for a model that reads them (HFM's DR)
+    context_columns: list[str] = field(default_factory=list)
     _features: tuple[DataFrame, list[str]] | None = field(default=None, repr=False)
 
     def rows(self) -> DataFrame:
@@ -1269,6 +1272,8 @@ class _FeatureEncoder:
     feature_max: dict[str, float]
     #: the sensitive-view columns carried into the encoded table, in order
     view_cols: list[str]
+    #: raw columns carried unchanged (``PreparedData.context_columns``)
+    context: list[str] = field(default_factory=list)
 
     def _scaled(self) -> tuple[DataFrame, list[str]]:
         from pyspark.sql import functions as F
@@ -1319,7 +1324,7 @@ class _FeatureEncoder:
                 names += [f"{c}={v}" for v in labels]
         encoded = model.transform(staged).select(
             *_ROLE_COLUMNS, vector_to_array(F.col("_fs_vec")).alias(X), *self.view_cols,
-            *[input_col(c) for c in (*self.numeric, *self.categorical)],
+            *[input_col(c) for c in (*self.numeric, *self.categorical, *self.context)],
         ).persist(StorageLevel.MEMORY_AND_DISK)
         log.info("features encoded: %d columns -> %d dimensions",
                  len(self.numeric) + len(self.categorical), len(names))
@@ -1337,8 +1342,19 @@ def _persisted_base(df: DataFrame, plan: _ColumnPlan, config: Config) -> DataFra
     with_views, views = _with_views(df, kept, config, plan.types)
     view_cols = [c for v in views for c in (v.value_col, v.priv_col)]
     return with_views.select(*_ROLE_COLUMNS, *view_cols,
-                             *[input_col(c) for c in plan.features]).persist(
-        StorageLevel.MEMORY_AND_DISK)
+                             *[input_col(c) for c in (*plan.features,
+                                                      *_context_columns(plan, config))]
+                             ).persist(StorageLevel.MEMORY_AND_DISK)
+
+
+def _context_columns(plan: _ColumnPlan, config: Config) -> list[str]:
+    """The source columns of ``privileged_expr`` attributes that are not features.
+
+    A model fitted on them (HFM's discriminative risk) needs them as they are.
+    """
+    return list(dict.fromkeys(s.column for s in config.columns.sensitive
+                              if s.privileged_expr is not None and s.column in plan.types
+                              and s.column not in plan.features))
 
 
 def _checked(stats: InputStats, df: DataFrame, plan: _ColumnPlan, config: Config,
@@ -1446,9 +1462,11 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
         decision_column=cols.decision_column,
         weighted=cols.weight is not None,
         warnings=warnings,
+        context_columns=_context_columns(plan, config),
     )
     prepared.build_features = _FeatureEncoder(prepared.rows, plan.numeric, plan.categorical,
-                                              fmin, fmax, view_cols=view_cols)
+                                              fmin, fmax, view_cols=view_cols,
+                                              context=prepared.context_columns)
     log.info(
         "prepared %d of %d rows (%d dropped, %d unlabelled); %d features",
         stats.audited, stats.rows, stats.dropped, stats.unlabelled, len(plan.features),

@@ -482,4 +482,7 @@ def _outcome(
     if dr_summary is not None:
         rows += dr_rows or []
         summary["dr"] = dr_summary
+        # DR is an optional quantity: a failed DR row fails alone (its row and
+        # summary["dr"] say why); D, D_f and the audit's status stand
+        summary["optional_metrics"] = ["DR"]
     return AuditOutcome(rows=rows, summary=summary, result=result)

@@ -206,6 +206,11 @@ def _dr_counts(
     prepared = ctx.prepared
     seeds = [ctx.seed_for("hfm", "dr", a.name) for a in usable]
     path = params.dr_model
+    # every column the model may have been fitted on: the features and the source
+    # columns of privileged_expr attributes (kept as they are: a predicate is not flipped)
+    flipped = {a.source_columns[0] for a in usable}
+    feature_cols = [*prepared.raw_feature_cols,
+                    *[c for c in getattr(prepared, "context_columns", []) if c not in flipped]]
     kind = dr_model_kind(path, kind=params.dr_model_kind)
     if kind == "spark":
         model = load_pipeline_model(path)
@@ -213,14 +218,14 @@ def _dr_counts(
                                 features=False)
         counts = _spark_counts(
             df, model=model, attrs=usable, seeds=seeds, settings=settings,
-            feature_cols=prepared.raw_feature_cols,
+            feature_cols=feature_cols,
             source_types=_source_types(ctx, usable), model_path=path,
         )
         # rows a stage with handleInvalid="skip" drops
         return kind, counts, df.count() - int(counts[0][1])
     df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"))
     counts = _sklearn_counts(df, model_path=path, attrs=usable, seeds=seeds,
-                             settings=settings, feature_cols=prepared.raw_feature_cols)
+                             settings=settings, feature_cols=feature_cols)
     return kind, counts, 0
 
 
