@@ -9,19 +9,26 @@ settings of ``config.spark``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import json
 import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from fairspark._version import __version__
 
 __all__ = ["main", "build_parser", "config_overrides"]
 
 log = logging.getLogger("fairspark")
+
+#: a config that did not parse has no ``output.lock_stale_s``: its default (6 h)
+_LOCK_STALE_S = 21600.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,25 +149,144 @@ def _session(config, *, under_submit: bool):
 
 
 def _status_after_error(spark, config, code: int, message: str,
-                        err: BaseException | None = None) -> None:
+                        err: BaseException | None = None, *,
+                        args: argparse.Namespace | None = None,
+                        under_submit: bool = False) -> None:
     """Best effort: leave ``_status/run_date=D.json`` so a scheduler sees the failure.
 
     A run refused by the date's lock (:class:`~fairspark.errors.RunLockedError`) leaves
     the status alone: it belongs to the run holding the lock, which is still writing
-    the date and will record its own exit code.
+    the date and will record its own exit code; so does a run whose status the runner
+    already wrote (with its run id). A config that could not be parsed still names
+    its output path and run date (:func:`_output_target`): the status is written there,
+    unless a live run holds that date's lock.
     """
     from fairspark.errors import RunLockedError
+    from fairspark.outputs import OutputPathError
 
-    if spark is None or config is None or isinstance(err, RunLockedError):
-        return
+    if isinstance(err, RunLockedError | OutputPathError) or getattr(
+            err, "fairspark_status_written", False):
+        return  # (an OutputPathError: the location cannot hold a status file either)
+    from fairspark.runner import status_record
+
     try:
-        from fairspark.outputs import OutputLocation
-        from fairspark.runner import write_status
+        if config is not None:
+            base, run_date = config.output.path, config.effective_run_date().isoformat()
+        else:
+            target = _output_target(args)
+            if target is None:
+                return
+            base, run_date = target
+        record = status_record(run_date, exit_code=code, error=message,
+                               state="terminated" if code in (130, 143) else None)
+        text = json.dumps(record, indent=2, default=str)
+        scheme = urlparse(base).scheme
+        if spark is None and scheme in ("", "file") and not under_submit:
+            _write_local_status(base, run_date, text)
+            return
+        from fairspark.outputs import OutputLocation, _stale
 
-        write_status(OutputLocation(spark, config.output.path), config.effective_run_date(),
-                     exit_code=code, error=message)
-    except Exception as err:  # noqa: BLE001
-        log.warning("could not write the status file: %s", err)
+        if spark is None:
+            spark = _session_for_status(under_submit=under_submit)
+        out = OutputLocation(spark, base)
+        lock = out.path("_status", f"run_date={run_date}.lock")
+        if out.exists(lock) and not _stale(out._lock_holder(lock), _LOCK_STALE_S):
+            return  # a live run is writing the date: the status is its own
+        out.write_text(out.path("_status", f"run_date={run_date}.json"), text)
+    except Exception as werr:  # noqa: BLE001
+        from fairspark.outputs import one_line
+
+        log.warning("could not write the status file: %s", one_line(werr))
+
+
+def _output_target(args: argparse.Namespace | None) -> tuple[str, str] | None:
+    """(output path, run date) of a config that did not parse, when both can be read."""
+    import yaml
+
+    if args is None or not args.config:
+        return None
+    try:
+        raw = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        raw = None
+    raw = raw if isinstance(raw, dict) else {}
+    output = raw.get("output") if isinstance(raw.get("output"), dict) else {}
+    base = args.output or output.get("path")
+    run_date = args.run_date or raw.get("run_date") or dt.datetime.now(dt.timezone.utc).date()
+    run_date = str(run_date)
+    if not isinstance(base, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", run_date):
+        return None
+    if not urlparse(base).scheme:
+        base = os.path.abspath(base)
+    return base.rstrip("/"), run_date
+
+
+def _write_local_status(base: str, run_date: str, text: str) -> None:
+    """The status file of a local output folder, written without Spark (a config error)."""
+    from fairspark.outputs import _stale
+
+    folder = Path(urlparse(base).path if base.startswith("file:") else base) / "_status"
+    lock = folder / f"run_date={run_date}.lock"
+    if lock.exists():
+        try:
+            held = json.loads(lock.read_text() or "{}")
+        except (OSError, ValueError):
+            held = {}
+        if not _stale(held, _LOCK_STALE_S):
+            return  # a live run is writing the date: the status is its own
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".run_date={run_date}.json.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(folder / f"run_date={run_date}.json")
+
+
+def _session_for_status(*, under_submit: bool):
+    """A session to reach a remote output location for a status file (config errors)."""
+    from fairspark.session import build_session
+
+    return build_session(master=None if under_submit else "local[1]",
+                         app_name="fairspark-status")
+
+
+@contextlib.contextmanager
+def _signals_end_the_run(get_spark) -> Iterator[None]:
+    """SIGTERM and SIGINT raise :class:`~fairspark.runner.TerminatedBySignal` in the driver.
+
+    The run then unwinds through its cleanup (staging folder deleted, the previous run
+    of the date put back, lock released, status ``"terminated"``) and exits 143
+    (SIGTERM) or 130 (SIGINT). Running Spark jobs are cancelled first. A second signal
+    during the cleanup is logged and ignored. Only in the main thread (Python allows
+    handlers nowhere else); the previous handlers are restored afterwards.
+    """
+    import signal
+    import threading
+
+    from fairspark.runner import TerminatedBySignal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired: list[int] = []
+
+    def handler(signum, _frame):
+        if fired:
+            log.warning("received %s again while stopping; still cleaning up",
+                        signal.Signals(signum).name)
+            return
+        fired.append(signum)
+        log.warning("received %s: stopping the run", signal.Signals(signum).name)
+        spark = get_spark()
+        if spark is not None:
+            with contextlib.suppress(Exception):
+                spark.sparkContext.cancelAllJobs()
+        raise TerminatedBySignal(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def _load(args: argparse.Namespace):
@@ -221,7 +347,7 @@ def main(
     1 unexpected crash.
     """
     from fairspark.errors import FairsparkInputError
-    from fairspark.runner import exit_code_for
+    from fairspark.runner import TerminatedBySignal, describe_error, exit_code_for
     from fairspark.status import ExitCode
 
     parser = build_parser()
@@ -235,30 +361,40 @@ def main(
     _setup_logging(args.quiet)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     spark = config = None
+    status = {"args": args, "under_submit": under_submit}
     try:
-        config, demo = _load(args)
-        spark = _start(config, under_submit=under_submit, demo=demo)
-        from fairspark.runner import run_audit_job
+        with _signals_end_the_run(lambda: spark):
+            config, demo = _load(args)
+            spark = _start(config, under_submit=under_submit, demo=demo)
+            from fairspark.runner import run_audit_job
 
-        result = run_audit_job(
-            spark, config, fail_on_violation=False if args.no_fail_on_violation else None)
-        _print_result(result)
-        return result.exit_code
+            result = run_audit_job(
+                spark, config, fail_on_violation=False if args.no_fail_on_violation else None)
+            _print_result(result)
+            return result.exit_code
     except FairsparkInputError as err:
         log.error("%s", err)
         print(f"fairspark: error: {err}", file=sys.stderr, flush=True)
-        _status_after_error(spark, config, exit_code_for(err), str(err), err)
+        _status_after_error(spark, config, exit_code_for(err), str(err), err, **status)
+        return int(exit_code_for(err))
+    except (TerminatedBySignal, KeyboardInterrupt) as err:
+        msg = describe_error(err)
+        log.error("%s", msg)
+        print(f"fairspark: {msg}", file=sys.stderr, flush=True)
+        _status_after_error(spark, config, exit_code_for(err), msg, err, **status)
         return int(exit_code_for(err))
     except Exception as err:
         from fairspark.errors import out_of_memory_hint
+        from fairspark.outputs import OutputWriteError
 
         hint = out_of_memory_hint(err)
-        if hint:
-            log.error("%s", hint)
-            print(f"fairspark: error: {hint}", file=sys.stderr, flush=True)
+        if hint or isinstance(err, OutputWriteError):  # one line, no Java frames
+            log.error("%s", hint or err)
+            print(f"fairspark: error: {hint or err}", file=sys.stderr, flush=True)
         else:
             log.exception("unexpected error")
-        _status_after_error(spark, config, exit_code_for(err), f"{type(err).__name__}: {err}")
+        _status_after_error(spark, config, exit_code_for(err), describe_error(err), err,
+                            **status)
         return int(exit_code_for(err))
     finally:
         if spark is not None and (not under_submit if stop_session is None else stop_session):

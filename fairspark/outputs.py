@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -24,13 +25,15 @@ from urllib.parse import urlparse
 
 from fairspark._testing import fault_point
 from fairspark._values import nan_to_none
+from fairspark.errors import FairsparkError, FairsparkInputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
     from fairspark.audits.base import MetricRow
 
-__all__ = ["OutputLocation", "ROW_COLUMNS", "rows_schema", "to_long_rows"]
+__all__ = ["OutputLocation", "OutputPathError", "OutputWriteError", "ROW_COLUMNS", "one_line",
+           "rows_schema", "to_long_rows"]
 
 log = logging.getLogger("fairspark")
 
@@ -39,6 +42,36 @@ ROW_COLUMNS: tuple[str, ...] = (
     "value", "lower", "upper", "status", "detail", "params", "config_hash",
     "fairspark_version", "schema_version",
 )
+
+
+class OutputPathError(FairsparkInputError):
+    """The output location cannot be written, found before any audit ran (exit 2)."""
+
+
+class OutputWriteError(FairsparkError):
+    """Writing or publishing the outputs failed (a full disk, a lost permission; exit 1)."""
+
+
+#: a Java exception class at the start of a line of a Py4J error
+_JAVA_EXC = re.compile(r"^(?:Caused by: )?((?:[a-z]\w*\.)+[A-Z]\w*(?:Exception|Error)):?\s*(.*)$")
+
+
+def one_line(err: BaseException) -> str:
+    """The cause of ``err`` in one line, without Java frames or Py4J's preamble.
+
+    For an error raised in the JVM the innermost Java exception that has a message
+    (``java.io.IOException: No space left on device``); otherwise ``Type: message``
+    (first line).
+    """
+    text = str(err)
+    java = [m for ln in text.splitlines()
+            if (m := _JAVA_EXC.match(ln.strip().lstrip(": ").strip()))]
+    if java:
+        with_msg = [m for m in java if m.group(2)] or java
+        name, msg = with_msg[-1].group(1), with_msg[-1].group(2)
+        return f"{name}: {msg}"[:500] if msg else name
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return f"{type(err).__name__}: {first}"[:500] if first else type(err).__name__
 
 
 def rows_schema():
@@ -133,6 +166,31 @@ class OutputLocation:
                     out.append(name.split("=", 1)[1])
         return sorted(out)
 
+    def check_writable(self) -> None:
+        """Raise :class:`OutputPathError` unless the run can write under the base folder.
+
+        Checked before the input is read: the base is a folder (or can be created) and
+        ``_status`` can be created in it. The message is one line naming the path and
+        the cause, without Java frames.
+        """
+        status = self.path("_status")
+        try:
+            if self.exists(self.base) and not self._fs.getFileStatus(
+                    self._Path(self.base)).isDirectory():
+                raise OutputPathError(f"cannot write to the output location {self.base!r} "
+                                      "('output.path'): it is a file, not a folder")
+            if not self._fs.mkdirs(self._Path(status)):
+                raise OutputPathError(f"cannot write to the output location {self.base!r} "
+                                      f"('output.path'): could not create {status}")
+            probe = self.path("_status", f"_probe-{uuid.uuid4().hex[:12]}")
+            self.write_text(probe, "")
+            self.delete(probe)
+        except OutputPathError:
+            raise
+        except Exception as err:  # noqa: BLE001 - any refusal of the file system
+            raise OutputPathError(f"cannot write to the output location {self.base!r} "
+                                  f"('output.path'): {one_line(err)}") from None
+
     # -- the run's outputs ---------------------------------------------------------
     def staging(self, run_date: dt.date) -> str:
         """A fresh temporary folder for this run's outputs."""
@@ -163,11 +221,11 @@ class OutputLocation:
         if self.exists(final):
             old = self.path(f"_old-run_date={run_date.isoformat()}-{uuid.uuid4().hex[:12]}")
             self.rename(final, old)
-        fault_point("publish:between_renames")
         try:
+            fault_point("publish:between_renames")
             self.rename(staging, final)
-        except Exception:
-            if old is not None:  # put the previous outputs back
+        except BaseException:  # a failed rename or a signal: put the previous run back
+            if old is not None:
                 self.rename(old, final)
             raise
         if old is not None:
@@ -240,8 +298,8 @@ class OutputLocation:
 
                 raise RunLockedError(f"run date {run_date.isoformat()}: another run took the "
                                      f"stale lock {path} first")
-        fault_point("lock:acquired")
         try:
+            fault_point("lock:acquired")
             yield
         finally:
             with contextlib.suppress(Exception):

@@ -22,6 +22,7 @@ import html as _html
 import json
 import logging
 import platform
+import re
 import sys
 import time
 import traceback
@@ -37,11 +38,12 @@ from fairspark.audits.registry import get_spec
 from fairspark.errors import (
     AuditError,
     FairsparkInputError,
+    RunLockedError,
     TimeBudgetExhaustedError,
     input_read_error,
 )
 from fairspark.io import read_input
-from fairspark.outputs import OutputLocation, summary_json, to_long_rows
+from fairspark.outputs import OutputLocation, OutputWriteError, one_line, summary_json, to_long_rows
 from fairspark.prepare import prepare
 from fairspark.status import FAILED_STATUSES, ExitCode, Status, Verdict
 
@@ -137,11 +139,19 @@ def _run_one(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[AuditOutc
         log.error("audit %s raised %s\n%s", name, msg, traceback.format_exc())
         return _failed(name, msg)
     outcome.rows[:] = [_undefined_is_not_ok(r) for r in outcome.rows]
-    failed = [r for r in outcome.rows if r.status == Status.FAILED]
+    # an audit's optional quantities (summary "optional_metrics", e.g. HFM's DR) fail
+    # alone: their failed rows stay failed but do not fail the audit
+    optional = set(outcome.summary.get("optional_metrics") or ())
+    failed = [r for r in outcome.rows if r.status == Status.FAILED and r.metric not in optional]
     status = outcome.summary.get("status") or (Status.FAILED if failed else Status.OK)
     if failed and status == Status.OK:
         status = Status.FAILED
     info = {**outcome.summary, "status": status}
+    if outcome.rows and all(r.status == Status.NOT_COMPUTED for r in outcome.rows):
+        # an audit that computed nothing is a failed audit (exit 4), never "ok"
+        reasons = "; ".join(dict.fromkeys(r.detail for r in outcome.rows if r.detail))
+        info["status"] = Status.FAILED
+        info["detail"] = f"no metric of audit {name} could be computed: {reasons}"[:2000]
     if failed and "detail" not in info:
         info["detail"] = "; ".join(dict.fromkeys(f"{r.attribute}: {r.detail}" for r in failed))
     return outcome, info
@@ -532,6 +542,32 @@ def run_audit_job(
     run_id = uuid.uuid4().hex[:16]
     _check_before_run(config)
     out = OutputLocation(spark, config.output.path)
+    out.check_writable()  # a file or a read-only folder: exit 2 before the input is read
+    try:
+        return _locked_run(spark, config, out, run_date, run_id, timings,
+                           fail_on_violation=fail_on_violation)
+    except BaseException as err:
+        # a signal or an error while the lock was taken (before the run's own handler)
+        if not getattr(err, "fairspark_status_written", False) and not isinstance(
+                err, RunLockedError):
+            _record_end(out, run_date, run_id, err)
+        raise
+
+
+def _record_end(out: OutputLocation, run_date: Any, run_id: str, err: BaseException) -> None:
+    """Write the status of a run that ended on ``err`` (one line, with the run id)."""
+    code = exit_code_for(err)
+    state = "terminated" if isinstance(err, TerminatedBySignal | KeyboardInterrupt) else None
+    write_status(out, run_date, exit_code=code, run_id=run_id, error=describe_error(err),
+                 state=state)
+    with contextlib.suppress(Exception):
+        err.fairspark_status_written = True  # type: ignore[attr-defined]
+
+
+def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_date: Any,
+                run_id: str, timings: dict[str, float], *,
+                fail_on_violation: bool | None) -> RunResult:
+    """The body of :func:`run_audit_job` that holds the date's lock."""
     with out.lock(run_date, run_id=run_id, stale_after_s=config.output.lock_stale_s):
         for line in out.recover(run_date):
             log.warning("recovered from an earlier killed run: %s", line)
@@ -549,11 +585,16 @@ def run_audit_job(
             with _stage("previous run", timings):
                 run.summary["previous"] = previous_run(out, run_date)
             with _stage("write", timings):
-                final = _publish(out, config, run_date, run.summary, run.long_rows,
-                                 run.sections)
+                try:
+                    final = _publish(out, config, run_date, run.summary, run.long_rows,
+                                     run.sections)
+                except Exception as err:  # a full disk, a lost permission: one line
+                    raise OutputWriteError(
+                        f"cannot write the outputs of {run_date} under {out.base}: "
+                        f"{one_line(err)}; nothing was published, an earlier run of the "
+                        "date is intact") from err
         except BaseException as err:
-            write_status(out, run_date, exit_code=exit_code_for(err), run_id=run_id,
-                         error=f"{type(err).__name__}: {err}"[:2000])
+            _record_end(out, run_date, run_id, err)
             raise
     # the whole write stage (summary.json and the publish included) is timed in the
     # log only: summary.json is already published at this point. Its metrics and
@@ -620,39 +661,61 @@ def previous_run(out: OutputLocation, run_date: Any, *,
         return {"run_date": d or "unknown", "error": msg}
 
 
-def write_status(out: OutputLocation, run_date: Any, *, exit_code: int | None,
-                 summary: dict[str, Any] | None = None, error: str | None = None,
-                 run_id: str | None = None, progress: dict[str, Any] | None = None) -> None:
-    """Write ``<output>/_status/run_date=<D>.json``: the exit code for schedulers that lose it.
+#: ``config key '<dotted.key>'`` in an error message: the key a status file names
+_KEY_RE = re.compile(r"config key '([^']+)'")
 
-    ``exit_code=None`` marks a run that has started (``"state": "running"``); every
-    run that knows its output location writes that first and its exit code last.
-    While it runs, long stages rewrite it with ``progress`` (audit, stage, done of
-    total, elapsed and remaining seconds) at least once a minute.
+
+def status_record(run_date: Any, *, exit_code: int | None,
+                  summary: dict[str, Any] | None = None, error: str | None = None,
+                  run_id: str | None = None, output: str | None = None,
+                  state: str | None = None) -> dict[str, Any]:
+    """The content of ``_status/run_date=<D>.json`` (see :func:`write_status`).
+
+    ``key`` (and ``keys`` when several) are the config keys that ``error`` names.
     """
     audits = (summary or {}).get("audits") or {}
     known = exit_code is not None and exit_code in set(ExitCode)
-    status = {
+    keys = list(dict.fromkeys(_KEY_RE.findall(error or "")))
+    state = state or ("running" if exit_code is None else "finished")
+    return {
         "run_date": str(run_date),
-        "state": "running" if exit_code is None else "finished",
+        "state": state,
         "run_id": run_id,
         "exit_code": None if exit_code is None else int(exit_code),
         "meaning": ("running" if exit_code is None
-                    else ExitCode(exit_code).meaning if known else "unknown"),
+                    else ExitCode(exit_code).meaning if known else state),
         "failed_audits": {k: v.get("detail") for k, v in audits.items()
                           if v.get("status") in FAILED_STATUSES},
         "limits": (summary or {}).get("limits"),
         "error": error,
-        "output": out.path(f"run_date={run_date}") if exit_code in (0, 3, 4) else None,
+        "key": keys[0] if keys else None,
+        **({"keys": keys} if len(keys) > 1 else {}),
+        "output": output if exit_code in (0, 3, 4) else None,
         "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def write_status(out: OutputLocation, run_date: Any, *, exit_code: int | None,
+                 summary: dict[str, Any] | None = None, error: str | None = None,
+                 run_id: str | None = None, progress: dict[str, Any] | None = None,
+                 state: str | None = None) -> None:
+    """Write ``<output>/_status/run_date=<D>.json``: the exit code for schedulers that lose it.
+
+    ``exit_code=None`` marks a run that has started (``"state": "running"``); every
+    run that knows its output location writes that first and its exit code last
+    (``"state": "finished"``, or ``"terminated"`` for a run stopped by a signal).
+    While it runs, long stages rewrite it with ``progress`` (audit, stage, done of
+    total, elapsed and remaining seconds) at least once a minute.
+    """
+    status = status_record(run_date, exit_code=exit_code, summary=summary, error=error,
+                           run_id=run_id, output=out.path(f"run_date={run_date}"), state=state)
     if progress is not None:
         status["progress"] = progress
     try:
         out.write_text(out.path("_status", f"run_date={run_date}.json"),
                        json.dumps(status, indent=2, default=str))
     except Exception as err:  # noqa: BLE001
-        log.warning("could not write the status file: %s", err)
+        log.warning("could not write the status file: %s", one_line(err))
 
 
 def _write_report(out: OutputLocation, staging: str, summary: dict[str, Any],
@@ -663,8 +726,43 @@ def _write_report(out: OutputLocation, staging: str, summary: dict[str, Any],
     out.write_text(f"{staging}/report.html", html)
 
 
-def exit_code_for(exc: BaseException) -> ExitCode:
-    """The exit code of an exception that ended a run: 2 for bad config or input, else 1."""
+class TerminatedBySignal(BaseException):
+    """Raised in the driver's main thread when the run receives SIGTERM (or SIGINT).
+
+    A ``BaseException``, like :class:`KeyboardInterrupt`, so that no ``except
+    Exception`` of an audit swallows it: the run unwinds through the publish's and
+    the lock's cleanup and exits with ``128 + signum`` (143 for SIGTERM, 130 for SIGINT).
+    """
+
+    def __init__(self, signum: int):
+        import signal
+
+        self.signum = int(signum)
+        self.name = signal.Signals(signum).name
+        super().__init__(f"terminated by {self.name}")
+
+
+def describe_error(err: BaseException) -> str:
+    """What ended a run, in one line for the status file and the console."""
+    if isinstance(err, TerminatedBySignal):
+        return f"terminated by {err.name}: the run stopped and cleaned up after itself"
+    if isinstance(err, KeyboardInterrupt):
+        return "interrupted (SIGINT): the run stopped and cleaned up after itself"
+    if isinstance(err, FairsparkInputError | OutputWriteError):
+        return str(err)[:2000]
+    return one_line(err)
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code of an exception that ended a run.
+
+    2 for bad config or input, ``128 + signum`` for a signal (143 SIGTERM, 130
+    SIGINT), else 1.
+    """
     if isinstance(exc, FairsparkInputError):
         return ExitCode.INPUT
+    if isinstance(exc, TerminatedBySignal):
+        return 128 + exc.signum
+    if isinstance(exc, KeyboardInterrupt):
+        return 130
     return ExitCode.CRASH
