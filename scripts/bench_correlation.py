@@ -22,6 +22,18 @@ Example::
 
     python scripts/bench_correlation.py --n 300 --rounds 6 --k 1000 \\
         --models logistic_regression --trials 3
+
+``auto-vs-fixed`` (issue 25 item 5) runs the audit itself twice in one session on the
+demo's scored Adult table (categorical features encoded by the job): ``rounds: auto``
+(the default) and ``rounds: 30`` (fixed), the other settings at their defaults, and
+prints per (attribute, model) the rounds used and run, the Monte-Carlo SE reached, the
+wall time of each and their ratio, r(tpr_difference, fnr_difference), whether the
+representatives agree, and the load average before and after; ``--save`` pickles
+each run's summary (its ``monte_carlo_se_by_round`` gives any other target's stopping
+round: round r depends only on its seed) and rows::
+
+    python scripts/bench_correlation.py auto-vs-fixed \
+        --input out/demo/_input/adult_scored.parquet --attributes sex
 """
 
 from __future__ import annotations
@@ -211,7 +223,78 @@ def _load() -> str:
         else f"{os.getloadavg()[0]:.2f}"
 
 
+def _correlation_run(spark, cfg) -> tuple[dict, list[dict], float, str, str]:
+    """One audit run: the correlation summary, its rows, wall seconds, load before/after."""
+    from fairspark.runner import compute_run
+
+    before, t0 = _load(), time.perf_counter()
+    run = compute_run(spark, cfg, render=False)
+    wall = time.perf_counter() - t0
+    rows = [r for r in run.long_rows if r["audit"] == "correlation"]
+    return run.summary["audits"]["correlation"], rows, wall, before, _load()
+
+
+def _pair(rows: list[dict], attr: str, model: str) -> float:
+    return next(r["value"] for r in rows if r["attribute"] == attr and r["model"] == model
+                and r["metric"] == "tpr_difference" and r["metric_b"] == "fnr_difference")
+
+
+def auto_vs_fixed(argv: list[str]) -> int:
+    """``rounds: auto`` against ``rounds: 30`` in one session (issue 25 item 5)."""
+    import logging
+    import pickle
+
+    from fairspark.demo import demo_config
+
+    ap = argparse.ArgumentParser(prog="bench_correlation.py auto-vs-fixed")
+    ap.add_argument("--input", required=True, help="the demo's scored Adult parquet")
+    ap.add_argument("--attributes", nargs="+", default=["sex"])
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="correlation parameters for both runs (YAML values)")
+    ap.add_argument("--runs", nargs="+", default=["auto", "30"],
+                    help="the rounds of each run, in order (default: auto 30)")
+    ap.add_argument("--save", help="pickle every run's summary and rows here (after each)")
+    ap.add_argument("--master", default="local[2]")
+    args = ap.parse_args(argv)
+    import yaml
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    extra = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    spark = build_session(master=args.master)
+    out: dict[str, tuple] = {}
+    for name in args.runs:
+        corr = {"attributes": args.attributes, **extra, "rounds": yaml.safe_load(name)}
+        cfg = demo_config(overrides={
+            "input": {"path": args.input},
+            "audits": {"group": None, "hfm": None, "mdfa": None, "correlation": corr},
+        })
+        summary, rows, wall, before, after = out[name] = _correlation_run(spark, cfg)
+        print(f"rounds: {name}: {wall:.1f} s wall (load {before} -> {after})", flush=True)
+        for attr, models in summary["attributes"].items():
+            for model, a in models.items():
+                print(f"  {attr}/{model}: {a['rounds']} rounds used ({a['rounds_run']} run, "
+                      f"stopped by {a['stopped_by']}), Monte-Carlo SE "
+                      f"{a['monte_carlo_se']:.4f}, {a['attempts']} attempts, r(tpr, fnr) "
+                      f"{_pair(rows, attr, model):.12f}, representatives "
+                      f"{a.get('representatives')}", flush=True)
+        if args.save:
+            Path(args.save).write_bytes(pickle.dumps(out))
+    if len(out) == 2:
+        (sa, _, wa, _, _), (sf, _, wf, _, _) = out.values()
+        same = all(sa["attributes"][a][m].get("representatives")
+                   == sf["attributes"][a][m].get("representatives")
+                   for a in sa["attributes"] for m in sa["attributes"][a])
+        print(f"wall {args.runs[0]} / {args.runs[1]} = {wa / wf:.2f}; representatives "
+              f"{'the same' if same else 'DIFFER'}")
+    spark.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["auto-vs-fixed"]:
+        return auto_vs_fixed(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200, help="N accepted models per round")
     ap.add_argument("--rounds", type=int, default=10, help="L rounds")
