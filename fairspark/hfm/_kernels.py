@@ -27,6 +27,7 @@ __all__ = [
     "exact_nn_numpy",
     "hfm_df",
     "nn_other_group",
+    "nn_other_group_clustered",
     "pair_distance",
     "project",
     "sample_projections",
@@ -270,6 +271,150 @@ def nn_other_group(
             best[gq[better]] = d[better]
             bidx[gq[better]] = ri[better] + rs
     return best, bidx
+
+
+#: grid cell of the cluster proposal (in feature units; min-max scaled features)
+CLUSTER_CELL = 0.05
+#: grid offset (in cells): 0/1 values (one-hot, min-max ends) sit mid-cell, not on an edge
+_CELL_OFFSET = 0.37
+#: the clustered search runs when the queries form at most this fraction of clusters
+_CLUSTER_GAIN = 0.5
+#: rows (query, candidate) measured at a time by the clustered search
+_PAIR_ROWS = 1 << 16
+
+
+def _clusters(q: np.ndarray, qcodes: np.ndarray, cell: float) -> tuple[np.ndarray, np.ndarray]:
+    """Proposed clusters of the queries: same grid cell (hashed) and same code.
+
+    Returns ``order`` (queries grouped by cluster, each cluster's first the smallest
+    index) and ``starts`` (where each cluster begins in ``order``, with ``len(q)`` last).
+    The hash is a float dot product of the cell coordinates: a collision only merges
+    cells, and rounding only splits one; the search measures every member's distance to
+    its representative, so a proposal never changes the result, only the work.
+    """
+    nq, dim = q.shape
+    w = np.random.default_rng(12345).random(dim) + 0.5
+    h = np.empty(nq)
+    step = max(1, _BLOCK_DOUBLES // max(1, dim))
+    for s0 in range(0, nq, step):
+        g = q[s0:s0 + step] * (1.0 / cell)
+        g += _CELL_OFFSET
+        np.floor(g, out=g)
+        h[s0:s0 + step] = g @ w
+    order = np.lexsort((np.arange(nq), h, qcodes))
+    hs, cs = h[order], np.asarray(qcodes)[order]
+    new = np.ones(nq, dtype=bool)
+    new[1:] = (hs[1:] != hs[:-1]) | (cs[1:] != cs[:-1])
+    return order, np.r_[np.flatnonzero(new), nq]
+
+
+def nn_other_group_clustered(
+    queries: np.ndarray,
+    qcodes: np.ndarray,
+    refs: np.ndarray,
+    rcodes: np.ndarray,
+    *,
+    cell: float = CLUSTER_CELL,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`nn_other_group`, one full search per cluster of queries (same result).
+
+    Queries that repeat, or lie within a grid cell of each other (same code), form a
+    cluster; only its first query (the representative ``c``) is compared with every
+    reference (one BLAS product). A member ``m`` at ``delta = |m - c|`` has its nearest
+    reference among the references within ``nn(c) + 2 * delta`` of ``c`` (triangle
+    inequality; a relative margin and the rounding bound of the norm shortcut on top),
+    so only those are measured for it, directly, with the same ties (the smallest
+    reference index): the distances and indices are those of :func:`nn_other_group`,
+    bit for bit. When the queries do not cluster (more than half as many clusters as
+    queries), this is :func:`nn_other_group`.
+
+    Parameters
+    ----------
+    queries, refs : numpy.ndarray
+        Shapes ``(q, dim)`` and ``(r, dim)``.
+    qcodes, rcodes : numpy.ndarray
+        Integer group codes.
+    cell : float
+        Grid cell of the cluster proposal.
+
+    Returns
+    -------
+    dist, idx : numpy.ndarray
+        As :func:`nn_other_group`.
+    """
+    q = np.ascontiguousarray(queries, dtype=np.float64)
+    r = np.ascontiguousarray(refs, dtype=np.float64)
+    qcodes, rcodes = np.asarray(qcodes), np.asarray(rcodes)
+    nq, nr = q.shape[0], r.shape[0]
+    if nq < 8 or nr == 0 or q.shape[1] == 0:
+        return nn_other_group(q, qcodes, r, rcodes)
+    order, starts = _clusters(q, qcodes, cell)
+    n_cl = len(starts) - 1
+    if n_cl > _CLUSTER_GAIN * nq:
+        return nn_other_group(q, qcodes, r, rcodes)
+    size = np.diff(starts)
+    rep = order[starts[:-1]]
+    rad = np.zeros(n_cl)
+    multi = np.flatnonzero(size > 1)
+    for s0 in range(0, len(multi), 4096):  # slices: no large fresh temporaries
+        cl = multi[s0:s0 + 4096]
+        cnt = size[cl]
+        first = np.repeat(np.cumsum(cnt) - cnt, cnt)
+        pos = np.repeat(starts[cl], cnt) + np.arange(cnt.sum()) - first
+        dl = pair_distance(q[order[pos]], q[np.repeat(rep[cl], cnt)])
+        rad[cl] = np.maximum.reduceat(dl, np.cumsum(cnt) - cnt)
+    # candidates of each cluster: references of another code within nn(c) + 2 rad of c,
+    # from one norm-shortcut product (its error per entry is below tol / 2)
+    cn = np.sum(q[rep] ** 2, axis=1)
+    rn = np.sum(r * r, axis=1)
+    coef = 4.0 * (q.shape[1] + 4) * _EPS
+    tol = 2.0 * coef * (cn + float(rn.max())) + 1e-300
+    ccode = qcodes[rep]
+    best = np.full(nq, np.inf)
+    bidx = np.full(nq, -1, dtype=np.int64)
+    bq = max(1, min(n_cl, _BLOCK_DOUBLES // max(1, nr)))
+    for s0 in range(0, n_cl, bq):
+        sl = slice(s0, s0 + bq)
+        sq = q[rep[sl]] @ r.T
+        sq *= -2.0
+        sq += cn[sl, None]
+        sq += rn[None, :]
+        sq[rcodes[None, :] == ccode[sl, None]] = np.inf
+        m = sq.min(axis=1)
+        ok = np.isfinite(m)
+        reach = np.where(ok, (np.sqrt(np.maximum(m, 0.0) + tol[sl]) + 2.0 * rad[sl])
+                         * (1.0 + 1e-9), 0.0)
+        ci, ri = np.nonzero(sq <= (reach ** 2 + tol[sl])[:, None])
+        _measure_members(q, r, ci + s0, ri, order, starts, size, best, bidx)
+    return best, bidx
+
+
+def _measure_members(q: np.ndarray, r: np.ndarray, pc: np.ndarray, pr: np.ndarray,
+                     order: np.ndarray, starts: np.ndarray, size: np.ndarray,
+                     best: np.ndarray, bidx: np.ndarray) -> None:
+    """Every member of each cluster against that cluster's candidates (pairs ``pc, pr``,
+    ``pc`` ascending), measured directly; ``best``/``bidx`` updated in place (smallest
+    distance, then smallest reference index)."""
+    mem_n = size[pc]
+    ends = np.cumsum(mem_n)
+    s0 = 0
+    while s0 < len(pc):
+        base = ends[s0 - 1] if s0 else 0
+        s1 = max(s0 + 1, int(np.searchsorted(ends, base + _PAIR_ROWS, "right")))
+        cnt = mem_n[s0:s1]
+        pair = np.repeat(np.arange(s0, s1), cnt)
+        first = np.repeat(np.cumsum(cnt) - cnt, cnt)
+        mi = order[starts[pc[pair]] + np.arange(len(pair)) - first]
+        ri = pr[pair]
+        d = pair_distance(q[mi], r[ri])
+        o = np.lexsort((ri, d, mi))
+        mi, ri, d = mi[o], ri[o], d[o]
+        keep = np.ones(len(mi), dtype=bool)
+        keep[1:] = mi[1:] != mi[:-1]
+        mi, ri, d = mi[keep], ri[keep], d[keep]
+        better = (d < best[mi]) | ((d == best[mi]) & (ri < bidx[mi]))
+        best[mi[better]], bidx[mi[better]] = d[better], ri[better]
+        s0 = s1
 
 
 def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
