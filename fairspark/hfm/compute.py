@@ -108,7 +108,7 @@ def hfm_distances(
     paper_value: bool = False,
     sample_rows: int = 1024,
     time_left: Callable[[], float] | None = None,
-    local_max_bytes: int = LOCAL_MAX_BYTES,
+    local_max_bytes: int | None = LOCAL_MAX_BYTES,
 ) -> dict[Pair, DistanceResult]:
     """D and D_f per attribute of a points DataFrame.
 
@@ -165,11 +165,12 @@ def hfm_distances(
     time_left : callable, optional
         ``certified``: seconds left of the time budget; when it runs out the result is
         ``not_certified`` with its interval.
-    local_max_bytes : int
+    local_max_bytes : int, optional
         ``certified``: points that fit this many bytes (``8 * (dim_x + 2) + 64`` a row,
-        and at most a quarter of ``spark.driver.maxResultSize``) are collected once and
+        and at most half of ``spark.driver.maxResultSize``) are collected once and
         searched on the driver with the same passes (one Spark job); 0 always runs the
-        passes on Spark.
+        passes on Spark; ``None`` (default) sizes the budget from the driver's memory
+        (:func:`fairspark.hfm._spark.elim.driver_budget`).
 
     Returns
     -------
@@ -254,7 +255,7 @@ def _certified_distances(
     pts: DataFrame, *, n_attr: int, dim_x: int, targets: tuple[int, ...], seed: int,
     sample_rows: int, max_candidates: int | None, histogram_bins: int,
     time_left: Callable[[], float] | None, on_progress: Progress | None,
-    n_rows: int | None = None, local_max_bytes: int = LOCAL_MAX_BYTES,
+    n_rows: int | None = None, local_max_bytes: int | None = LOCAL_MAX_BYTES,
 ) -> dict[Pair, DistanceResult]:
     """The ``certified`` method: exact D by sample bounds and elimination."""
     out: dict[Pair, DistanceResult] = {}
@@ -396,8 +397,9 @@ def _summarise_local(rows: pd.DataFrame, col: str) -> pd.DataFrame:
     out = []
     for (tgt, attr), g in rows.groupby(["tgt", "attr"], sort=True):
         v, w = g[col].to_numpy(float), g["mult"].to_numpy(float)
-        best = g.assign(_nd=-v).sort_values(["_nd", "key", "nb_key"], kind="mergesort",
-                                           na_position="first").iloc[0]
+        top = g[v == v.max()]  # only the rows at the maximum are sorted for the witness
+        best = top.sort_values(["key", "nb_key"], kind="mergesort",
+                               na_position="first").iloc[0]
         out.append({"tgt": int(tgt), "attr": int(attr), "D": float(v.max()),
                     "D_avg": float((v * w).sum() / w.sum()), "key": best["key"],
                     "nb_key": best["nb_key"]})

@@ -107,10 +107,11 @@ class HFMParams(AuditParams):
         upper bound (at least 64 per group).
     local_max_bytes:
         ``certified``: when the audited points fit this many bytes (``8 * (d + 2) + 64``
-        per row, d features) and a quarter of ``spark.driver.maxResultSize``, they are
+        per row, d features) and half of ``spark.driver.maxResultSize``, they are
         collected to the driver once (a capped collect) and searched there with the
-        same passes, in one Spark job instead of about ten (small tables); larger
-        tables run the passes on Spark. 0 always uses Spark.
+        same passes, in one Spark job instead of about twenty; larger tables run the
+        passes on Spark. Default (unset): sized from the driver's memory (a quarter of
+        its JVM heap, an eighth of the physical memory available); 0 always uses Spark.
     min_rows:
         Labelled rows every group of an attribute needs; below it the attribute's rows
         are ``inconclusive`` (the values are still reported, the reason names the
@@ -154,7 +155,7 @@ class HFMParams(AuditParams):
     paper_value: bool = False
     max_candidates: int | None = Field(None, ge=1)
     sample_rows: int = Field(1024, ge=16)
-    local_max_bytes: int = Field(32 << 20, ge=0)
+    local_max_bytes: int | None = Field(None, ge=0)
     min_rows: int = Field(30, ge=1)
     num_partitions: int | None = Field(None, ge=1)
     rows_per_partition: int = Field(50_000, ge=100)

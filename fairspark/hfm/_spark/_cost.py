@@ -33,6 +33,8 @@ class CostLog:
     def __init__(self, spark) -> None:
         self._sc = spark.sparkContext if spark is not None else None
         self.engine: str | None = None
+        #: the driver path's budget and what it was sized from (set when it was asked)
+        self.budget: dict[str, Any] | None = None
         self.steps: list[dict[str, Any]] = []
 
     def _job_ids(self) -> set[int]:
@@ -87,6 +89,7 @@ class CostLog:
             passes.append(rec)
         return {
             "engine": self.engine,
+            "driver_budget": self.budget,
             "jobs": sum(p["jobs"] for p in passes),
             "stages": sum(p["stages"] for p in passes),
             "seconds": round(sum(p["seconds"] for p in passes), 4),

@@ -24,7 +24,9 @@ they lie (a float64 blob per row, decoded without a per-row Python object):
 
 Only keys, groups and bounds (and the vectors of the few rows searched) leave a task.
 Every distance that decides D or a witness is computed directly
-(``sqrt(sum((a - b)^2))``, in :func:`fairspark.hfm._kernels.nn_other_group`), and a row
+(``sqrt(sum((a - b)^2))``, in :func:`fairspark.hfm._kernels.nn_other_group`; rows that
+repeat or cluster are searched once per cluster by
+:func:`~fairspark.hfm._kernels.nn_other_group_clustered`, same result), and a row
 is eliminated only when its bound is below ``L`` by a relative margin (:data:`MARGIN`),
 so rounding never drops a row that could realise D, nor one that ties with it (witness
 ties go to the smallest key, as in the ``exact`` method). Everything is a function of
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -50,12 +53,13 @@ from pyspark.sql import functions as F
 
 from fairspark._testing import maybe_fail_first_attempt
 from fairspark._threads import pin_threads
-from fairspark.hfm._kernels import nn_other_group
+from fairspark.hfm._kernels import nn_other_group_clustered
 from fairspark.hfm._spark._cost import CostLog
 from fairspark.hfm._spark._points import code_cols, points_schema_check
 from fairspark.hfm.results import CertifiedResult
 
-__all__ = ["LOCAL_MAX_BYTES", "MARGIN", "certify_exact", "code_counts", "sample_bounds_numpy"]
+__all__ = ["LOCAL_MAX_BYTES", "MARGIN", "certify_exact", "code_counts", "driver_budget",
+           "sample_bounds_numpy"]
 
 Pair = tuple[int, int]
 _LOG = logging.getLogger(__name__)
@@ -65,8 +69,9 @@ MARGIN = 1e-9
 _RANK = 1 << 30
 #: bytes of feature vectors broadcast in one round (queries or blocks)
 _BCAST_BYTES = 32 << 20
-#: default budget of the driver path (``audits.hfm.local_max_bytes``)
-LOCAL_MAX_BYTES = 32 << 20
+#: default budget of the driver path (``audits.hfm.local_max_bytes``): ``None`` sizes it
+#: from the driver's memory (:func:`driver_budget`)
+LOCAL_MAX_BYTES: int | None = None
 _NN_SCHEMA = "tgt int, attr int, qi long, d double, nb_key string"
 _C_SCHEMA = ("kind int, tgt int, attr int, blk int, n long, mx double, key string, "
              "d double, nb_key string, code int, xb binary")
@@ -129,6 +134,50 @@ def _max_result_bytes(spark) -> float:
     unit = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2)]
     n = int(m.group(1)) * unit
     return math.inf if n == 0 else float(n)
+
+
+def _jvm_max_heap(spark) -> float:
+    """The driver JVM's maximum heap (bytes; ``inf`` when it cannot be read)."""
+    try:
+        return float(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory())
+    except Exception:  # noqa: BLE001 - a remote (Connect) session has no JVM here
+        return math.inf
+
+
+def _available_memory() -> float:
+    """Physical memory available to this process now (bytes; ``inf`` when unknown)."""
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return math.inf
+
+
+def driver_budget(spark, local_max_bytes: int | None = None) -> tuple[float, dict[str, float]]:
+    """Bytes of points (``8 * (d + 2) + 64`` a row) the driver path may collect.
+
+    An explicit ``local_max_bytes`` is used as given; ``None`` sizes the budget from the
+    driver: a quarter of the JVM's maximum heap (the collected Arrow batches pass
+    through it), an eighth of the physical memory available now (the working batch and
+    the passes' temporaries hold about five copies of the points in Python), and always
+    at most half of ``spark.driver.maxResultSize`` (the row estimate is above the Arrow
+    bytes of a row, ``8 d + 45``, so the collect stays within the limit).
+
+    Returns
+    -------
+    budget : float
+        Bytes.
+    sized_from : dict
+        The figures the budget was taken from (for the cost model).
+    """
+    max_result = _max_result_bytes(spark)
+    parts = {"max_result_size / 2": max_result / 2}
+    if local_max_bytes is not None:
+        parts["local_max_bytes"] = float(local_max_bytes)
+    else:
+        parts["jvm_heap / 4"] = _jvm_max_heap(spark) / 4
+        parts["available_memory / 8"] = _available_memory() / 8
+    budget = min(parts.values())
+    return budget, {k: (v if math.isfinite(v) else None) for k, v in parts.items()}
 
 
 def _collect(df: DataFrame, est_bytes: float) -> pd.DataFrame:
@@ -261,7 +310,7 @@ def sample_bounds_numpy(P: np.ndarray, codes: np.ndarray, S: np.ndarray, scodes:
     nb : numpy.ndarray
         Its key (``None`` when none).
     """
-    d, idx = nn_other_group(P, codes, S, scodes)
+    d, idx = nn_other_group_clustered(P, codes, S, scodes)
     nb = np.full(len(d), None, dtype=object)
     ok = idx >= 0
     nb[ok] = np.asarray(skeys, dtype=object)[idx[ok]]
@@ -361,27 +410,35 @@ def _work_table(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: 
 
 
 # ----------------------------------------------------------------------------- searches
+def _scan_arrays(batch: pa.RecordBatch, *, n_attr: int, dim_x: int) -> tuple:
+    """What a scan reads of a batch, key-sorted: points, keys, and per attribute the
+    ranks and codes (the driver path decodes its one batch once for every scan)."""
+    batch = _key_order(batch)
+    cols = code_cols(n_attr)
+    return (_from_blob(_col(batch, "xb"), dim_x + 2),
+            np.asarray(_col(batch, "key").to_pylist(), dtype=object),
+            {a: _np(batch, f"rho{a}") for a in range(n_attr)},
+            {a: _codes(batch, cols[a]) for a in range(n_attr)})
+
+
 def _scan_batches(it, qs: list[tuple], *, n_attr: int, dim_x: int, lo: float,
-                  hi: float) -> Iterator[pa.RecordBatch]:
+                  hi: float, prepared: list[tuple] | None = None) -> Iterator[pa.RecordBatch]:
     """The exact scan of :func:`_exact_scan` over some batches of the working table.
 
     Per query its best neighbour over the batches (ties to the smaller key); shared by
-    the Spark task and the driver path.
+    the Spark task and the driver path (``prepared``: batches already read by
+    :func:`_scan_arrays`, instead of ``it``).
     """
-    cols = code_cols(n_attr)
     best = [(np.full(len(q[2]), np.inf), np.full(len(q[2]), None, dtype=object)) for q in qs]
-    for batch in it:
-        if batch.num_rows == 0:
-            continue
-        batch = _key_order(batch)
-        P = _from_blob(_col(batch, "xb"), dim_x + 2)
-        keys = np.asarray(_col(batch, "key").to_pylist(), dtype=object)
+    arrays = prepared if prepared is not None else (
+        _scan_arrays(b, n_attr=n_attr, dim_x=dim_x) for b in it if b.num_rows)
+    for P, keys, rhos, codes in arrays:
         for (t, a, Q, qc), (bd, bk) in zip(qs, best, strict=True):
-            rho = _np(batch, f"rho{a}")
+            rho = rhos[a]
             m = (rho >= lo) & (rho < hi)
             if not m.any():
                 continue
-            d, idx = nn_other_group(Q, qc, _tpoints(P[m], t), _codes(batch, cols[a])[m])
+            d, idx = nn_other_group_clustered(Q, qc, _tpoints(P[m], t), codes[a][m])
             nk = np.full(len(d), None, dtype=object)
             ok = idx >= 0
             nk[ok] = keys[m][idx[ok]]
@@ -567,8 +624,8 @@ def _pass_c_batches(it, b: dict, spec: list[tuple], edges: list[float],
                 if not len(live):
                     break
                 if m.any():
-                    d, ri = nn_other_group(Q[live], codes[live], _tpoints(b["P"][m], t),
-                                           b["codes"][a][m])
+                    d, ri = nn_other_group_clustered(Q[live], codes[live],
+                                                     _tpoints(b["P"][m], t), b["codes"][a][m])
                     nk = np.full(len(d), None, dtype=object)
                     ok = ri >= 0
                     nk[ok] = b["keys"][m][ri[ok]]
@@ -879,19 +936,23 @@ class _LocalWork(_Work):
             self.batch = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs)
             rec["rows_out"] = len(idx)
         self.keys = np.asarray(_col(self.batch, "key").to_pylist(), dtype=object)
+        self._scan_read: tuple | None = None
         self.u = {p: _np(self.batch, _ucol(p)) for p in pairs}
         self.nb = {p: np.asarray(_col(self.batch, _nbcol(p)).to_pylist(), dtype=object)
                    for p in pairs}
 
     @classmethod
     def collect(cls, ranked: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
-                sample_rows: int, n_rows: int | None, max_bytes: int,
+                sample_rows: int, n_rows: int | None, max_bytes: int | None,
                 cost: CostLog) -> _LocalWork | None:
-        """The points on the driver when they fit ``max_bytes`` (and a quarter of
-        ``spark.driver.maxResultSize``): one capped collect; ``None`` when they do not."""
+        """The points on the driver when they fit the budget (:func:`driver_budget`):
+        one capped collect; ``None`` when they do not."""
         max_result = _max_result_bytes(ranked.sparkSession)
         row_bytes = 8.0 * (dim_x + 2) + 64
-        cap = int(min(float(max_bytes), max_result / 4) // row_bytes)
+        budget, sized_from = driver_budget(ranked.sparkSession, max_bytes)
+        cap = int(budget // row_bytes)
+        cost.budget = {"bytes": int(budget), "rows": cap, "row_bytes": row_bytes,
+                       "sized_from": sized_from}
         if cap < 1 or (n_rows is not None and n_rows > cap):
             return None
         cols = code_cols(n_attr)
@@ -931,7 +992,12 @@ class _LocalWork(_Work):
 
     def fetch(self, keys: list[str], attrs: list[int], lo: float, hi: float, *,
               est_bytes: float) -> pd.DataFrame:
-        want = np.isin(self.keys, np.asarray(keys, dtype=object))
+        # the batch is key-sorted: the wanted keys by binary search (no object-array isin)
+        want = np.zeros(len(self.keys), dtype=bool)
+        if keys and len(self.keys):
+            ks = np.asarray(sorted(keys), dtype=object)
+            pos = np.clip(np.searchsorted(self.keys, ks), 0, len(self.keys) - 1)
+            want[pos[self.keys[pos] == ks]] = True
         for a in attrs:
             r = _np(self.batch, f"rho{a}")
             want |= (r >= lo) & (r < hi)
@@ -939,8 +1005,10 @@ class _LocalWork(_Work):
         return self.batch.filter(pa.array(want)).select(names).to_pandas()
 
     def scan(self, queries: list[tuple], *, lo: float, hi: float) -> pd.DataFrame:
-        raw = _frame(_scan_batches([self.batch], queries, n_attr=self.n_attr, dim_x=self.dim_x,
-                                   lo=lo, hi=hi), _NN_PA)
+        if self._scan_read is None:
+            self._scan_read = _scan_arrays(self.batch, n_attr=self.n_attr, dim_x=self.dim_x)
+        raw = _frame(_scan_batches([], queries, n_attr=self.n_attr, dim_x=self.dim_x,
+                                   lo=lo, hi=hi, prepared=[self._scan_read]), _NN_PA)
         return _best_per_query(raw)
 
     def count_left(self, active: list[Pair], state: dict[Pair, _PairState]) -> dict[Pair, int]:
@@ -983,7 +1051,7 @@ def certify_exact(
     on_step: Callable[[dict[Pair, CertifiedResult]], None] | None = None,
     on_bounds: Callable[[DataFrame | pd.DataFrame], None] | None = None,
     n_rows: int | None = None,
-    local_max_bytes: int = LOCAL_MAX_BYTES,
+    local_max_bytes: int | None = LOCAL_MAX_BYTES,
 ) -> dict[Pair, CertifiedResult]:
     """Exact D per (target, attribute) by sample bounds and elimination (module doc).
 
@@ -1023,12 +1091,13 @@ def certify_exact(
     n_rows : int, optional
         Rows of ``pts`` when known: a table that cannot fit ``local_max_bytes`` goes to
         the Spark passes without trying the driver path.
-    local_max_bytes : int
+    local_max_bytes : int, optional
         Driver path: when the points (``8 * (dim_x + 2) + 64`` bytes a row) fit this
-        budget and a quarter of ``spark.driver.maxResultSize``, they are collected once
+        budget and half of ``spark.driver.maxResultSize``, they are collected once
         (a capped collect of at most that many rows) and the same passes run on the
-        driver, on one Arrow batch (one Spark job instead of about ten; same result,
-        counts and rounds). 0: always the Spark passes.
+        driver, on one Arrow batch (one Spark job instead of about twenty; same result,
+        counts and rounds). 0: always the Spark passes; ``None`` (default): sized from
+        the driver's memory (:func:`driver_budget`).
 
     Returns
     -------
