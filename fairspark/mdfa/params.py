@@ -113,7 +113,8 @@ class MDFAParams(AuditParams):
     rule_depth:
         Depth of the decision tree fitted to the certificate for readable rules.
     partitions:
-        Spark tasks the splits are spread over (``None``: the default parallelism).
+        Spark tasks a wave of splits is spread over (``None``: one task per split, so
+        that the status tracker counts finished splits for the progress lines).
     null_draws:
         Decisions redrawn from ``P(Y | x)`` estimated without S (cross-fitted
         gradient boosting) for the verdict's null reference; split ``i`` evaluates draw
