@@ -189,9 +189,11 @@ def test_single_group_attribute_fails_that_attribute_only(spark, small_table, tm
 
 
 def test_no_positive_labels_fails_label_metrics(spark, small_table, tmp_path, capsys):
-    def edit(c):
-        c["columns"]["label"]["positive"] = 7  # a value that never occurs
-    code, err, out = _run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit)
+    # one label value, not the positive one: a night without a favourable label (two or
+    # more values none of which is positive is a config error, tests/test_bad_input_round2.py)
+    pdf = small_table[0].copy()
+    pdf["y"] = 0
+    code, err, out = _run(spark, tmp_path, pdf, capsys)
     assert code == 4, err
     m = pd.read_parquet(out / "metrics.parquet")
     tpr = m[(m.attribute == "sex") & (m.metric == "tpr_difference")].iloc[0]
@@ -220,11 +222,12 @@ def _raising_audit(ctx, params):
     raise RuntimeError("boom from a test hook")
 
 
-def test_unexpected_crash_exit_1(spark, small_table, tmp_path, capsys):
-    # the output location is a file, so publishing cannot create folders under it
+def test_an_output_location_that_is_a_file_is_exit_2(spark, small_table, tmp_path, capsys):
+    # found before the input is read (issue 29 item 5); was an exit-1 crash with Java
+    # frames. A write that fails later (a full disk) is exit 1: test_bad_input_round2.py
     (tmp_path / "out").write_text("not a folder")
-    code, _err, _out = _run(spark, tmp_path, small_table[0], capsys)
-    assert code == 1
+    code, err, _out = _run(spark, tmp_path, small_table[0], capsys)
+    assert code == 2 and "it is a file, not a folder" in err, err
 
 
 def test_rerun_replaces_the_date_and_keeps_others(spark, small_table, tmp_path, capsys):
@@ -445,10 +448,14 @@ def test_duplicate_csv_header_is_named(spark, small_table, tmp_path, capsys):
 def test_third_label_value_and_scores_outside_0_1_are_warned(spark, small_table, tmp_path,
                                                              capsys):
     pdf = small_table[0].copy()
-    pdf.loc[0:9, "y"] = 2                       # a third label value: counted as negative
+    # a third (string) label value: counted as negative (a third numeric value is an
+    # input error, tests/test_bad_input_round2.py)
+    pdf["y"] = pdf["y"].map({1: "yes", 0: "no"})
+    pdf.loc[0:9, "y"] = "maybe"
     pdf["s"] = np.linspace(-3.0, 3.0, len(pdf))  # a logit, not a probability
 
     def edit(c):
+        c["columns"]["label"]["positive"] = "yes"
         c["columns"].pop("prediction")
         c["columns"]["score"] = {"column": "s"}
         c["columns"]["features"] = ["x1", "x2", "city"]

@@ -313,3 +313,60 @@ def test_two_runs_of_one_date_at_once_one_wins_one_fails_fast(spark, table, tmp_
     assert _leftovers(out) == []
     assert not (out / "_status" / f"{DATE_DIR}.lock").exists()
     assert [p.name for p in out.iterdir() if p.name.startswith("run_date=")] == [DATE_DIR]
+
+
+# ---------------------------------------------------------------- issue 29 item 4: signals
+
+
+def _wait_for(log: Path, text: str, proc: subprocess.Popen, timeout: float = 400) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in log.read_text():
+            return
+        assert proc.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} not in the log: {log.read_text()[-3000:]}")
+
+
+@pytest.mark.parametrize(("point", "sig"), [
+    ("lock:acquired", "SIGTERM"),
+    ("publish:staging", "SIGTERM"),
+    ("publish:between_renames", "SIGTERM"),
+    ("publish:between_renames", "SIGINT"),
+])
+def test_a_signal_at_a_fault_point_ends_the_run_cleanly(spark, table, tmp_path, capsys, point,
+                                                        sig):
+    import signal
+
+    cfg = _config(tmp_path, table)
+    out = tmp_path / "out"
+    code, err = _in_process(cfg, capsys)      # the earlier run of the date
+    assert code == 0, err
+    old = _snapshot(out / DATE_DIR)
+    old_run = json.loads(old["summary.json"])["run_id"]
+    log = tmp_path / "signalled.log"
+    proc = _launch(cfg, log, FAIRSPARK_FAULT=point, FAIRSPARK_FAULT_SLEEP_S="400",
+                   FAIRSPARK_FAULT_RELEASE_FILE=str(tmp_path / "never"))
+    try:
+        _wait_for(log, f"fairspark test hook: sleep 400 s at {point}", proc)
+        proc.send_signal(getattr(signal, sig))
+        rc = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    expected = 128 + int(getattr(signal, sig))             # 143 / 130, by POSIX convention
+    assert rc == expected, (rc, text[-3000:])
+    assert "Traceback" not in text and "\tat " not in text, text[-3000:]
+    # staging removed, the earlier run back in place byte for byte, the lock released
+    assert _snapshot(out / DATE_DIR) == old
+    assert _leftovers(out) == []
+    assert not (out / "_status" / f"{DATE_DIR}.lock").exists()
+    status = _status(out)
+    assert status["state"] == "terminated" and status["exit_code"] == expected, status
+    assert status["run_id"] and status["run_id"] != old_run, status
+    # SIGINT arrives as pyspark's KeyboardInterrupt (its SparkContext installs a SIGINT
+    # handler that cancels the jobs), SIGTERM through fairspark's handler
+    assert status["error"] == (f"terminated by {sig}" if sig == "SIGTERM" else
+                               "interrupted (SIGINT)") + (": the run stopped and cleaned up "
+                                                          "after itself"), status
