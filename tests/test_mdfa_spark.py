@@ -231,7 +231,9 @@ def test_runner_outcome_ratio_matches_pandas_and_report_redacts(toy_run):
     ("mdfa", "cols", "message"),
     [
         ({"min_rows": 5000}, {}, "needs at least min_rows=5000"),
-        ({"features": ["x1"]}, {"prediction": {"column": "pred", "positive": 7}},
+        # every decision the one unfavourable value (a positive value that is absent
+        # from a two-valued column is an input error, exit 2: test_bad_input_round2)
+        ({"features": ["x1"]}, {"prediction": {"column": "pred0", "positive": 1}},
          "no row has a favourable decision"),
         ({"features": ["const"]}, {"features": ["x1", "const"], "categorical": []},
          "every audit feature is constant"),
@@ -240,6 +242,7 @@ def test_runner_outcome_ratio_matches_pandas_and_report_redacts(toy_run):
 def test_runner_bad_input_fails_the_attribute_with_a_message(spark, tmp_path, mdfa, cols, message):
     t = _table(400)
     t["const"] = 1.5
+    t["pred0"] = 0
     inp = write_parquet(t, tmp_path / "in")
     cfg = _cfg(inp, str(tmp_path / "out"), {**FAST, **mdfa, "attributes": ["grp"]}, **cols)
     cfg["output"]["report"] = False
