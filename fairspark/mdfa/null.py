@@ -318,6 +318,15 @@ class CorrectedGamma:
         return asdict(self)
 
 
+def _gamma_components(splits: pd.DataFrame, observed: str) -> dict[str, Any] | None:
+    """The variance components of ``observed`` against its null column (None without
+    null draws or with fewer than 3)."""
+    null = CORRECTED_COLUMNS[observed]
+    if "null_draw" not in splits or null not in splits:
+        return None
+    return _components(*_columns(splits, observed, null))
+
+
 def corrected_gamma(
     splits: pd.DataFrame, *, observed: str = "gamma_max", coverage: float = 0.95
 ) -> CorrectedGamma | None:
@@ -325,10 +334,7 @@ def corrected_gamma(
     ``gamma_max``) and its interval (None without at least 3 null draws)."""
     from scipy import stats
 
-    null = CORRECTED_COLUMNS[observed]
-    if "null_draw" not in splits or null not in splits:
-        return None
-    c = _components(*_columns(splits, observed, null))
+    c = _gamma_components(splits, observed)
     if c is None:
         return None
     value = c["t_obs"] - c["m"]
@@ -373,10 +379,7 @@ def predicted_half_width(
     """
     from scipy import stats
 
-    null = CORRECTED_COLUMNS[observed]
-    if "null_draw" not in splits or null not in splits:
-        return None
-    c = _components(*_columns(splits, observed, null))
+    c = _gamma_components(splits, observed)
     if c is None:
         return None
     t = float(stats.t.ppf(0.5 + coverage / 2.0, c["kk"] - 1))
