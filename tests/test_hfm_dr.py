@@ -7,6 +7,7 @@ the flipped rows.
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -343,7 +344,11 @@ def test_bad_dr_model_path_is_a_config_error(spark, compas_input, tmp_path, caps
     assert code == 2, err
     assert f"config key 'audits.hfm.dr_model': {path!r}" in err and fragment in err
     assert "Traceback" not in err
-    assert not (tmp_path / "out").exists()  # nothing written, not even a status file
+    # nothing of the run is written; the status file records the refusal (issue 29 item 7)
+    out = tmp_path / "out"
+    assert not list(out.glob("run_date=*"))
+    statuses = [json.loads(f.read_text()) for f in out.glob("_status/*.json")]
+    assert statuses and all(st["exit_code"] == 2 for st in statuses)
 
 
 def test_run_built_in_code_checks_the_model_path_before_any_output(spark, compas_input,

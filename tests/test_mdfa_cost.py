@@ -133,15 +133,31 @@ def test_auto_splits_in_waves_equal_one_loop_and_stop_by_the_rule(spark, caplog)
     assert later < now
 
 
-def test_progress_logs_at_most_every_interval_and_feeds_the_sink(caplog):
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_progress_logs_at_most_every_interval_and_feeds_the_sink():
     seen: list[dict] = []
     p = Progress(what="mdfa race", unit="splits", total=20, sink=seen.append, every_s=3600)
-    with caplog.at_level(logging.INFO, logger="fairspark"):
+    logger, handler = logging.getLogger("fairspark"), _Lines()
+    level = logger.level
+    logger.addHandler(handler)  # the CLI's tests may have stopped propagation to root
+    logger.setLevel(logging.INFO)
+    try:
         p.update(0, force=True)
         for k in range(1, 10):
             p.update(k)  # within the interval: not logged
         p.update(10, force=True)
-    lines = [r.getMessage() for r in caplog.records if "mdfa race" in r.getMessage()]
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    lines = [m for m in handler.lines if "mdfa race" in m]
     assert len(lines) == 2 and len(seen) == 2
     assert lines[-1].startswith("mdfa race: 10 of 20 splits done")
     assert "left" in lines[-1] and seen[-1]["done"] == 10 and seen[-1]["total"] == 20

@@ -113,8 +113,8 @@ def test_mdfa_same_splits_for_1_2_7_and_default_chunks(spark):
     ref = run_splits_local(smp, seeds=seeds, params=p)
     prof: list[dict] = []
     default = run_splits(spark, smp, seeds=seeds, params=p, profile=prof)
-    # the default: 4 tasks per core of the session (2 cores here), one record each
-    assert prof[-1]["chunks"] == 8 and len(prof) == 9
+    # the default: one task per split (the progress lines count finished splits)
+    assert prof[-1]["chunks"] == 9 and len(prof) == 10
     assert sum(r["splits"] for r in prof[:-1]) == 9
     for got in [default] + [run_splits(spark, smp, seeds=seeds, params=p, partitions=k)
                             for k in (1, 2, 7)]:
