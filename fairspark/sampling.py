@@ -25,7 +25,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["BUCKETS", "hash_bucket", "stratified_sample", "stratum_counts", "stratum_quotas"]
+__all__ = [
+    "BUCKETS",
+    "hash_bucket",
+    "per_stratum",
+    "prefilter_fractions",
+    "stratified_sample",
+    "stratum_counts",
+    "stratum_quotas",
+]
 
 #: the ranking hash is reduced to this many buckets
 BUCKETS = 1 << 30
@@ -76,7 +84,9 @@ def stratum_counts(df: DataFrame, strata: Sequence[str]) -> dict[tuple, int]:
     return {tuple(r[c] for c in strata): int(r["_n"]) for r in rows}
 
 
-def _per_stratum(strata: Sequence[str], values: Mapping[tuple, object], default: object) -> Column:
+def per_stratum(strata: Sequence[str], values: Mapping[tuple, object], default: object) -> Column:
+    """A column that is ``values[k]`` on the rows of stratum ``k`` (a tuple of the
+    ``strata`` columns' values), ``default`` elsewhere."""
     from pyspark.sql import functions as F
 
     expr = F.lit(default)
@@ -139,10 +149,19 @@ def stratified_sample(
     quotas = stratum_quotas(counts, cap)
     if not exact:
         thr = {k: int(q / counts[k] * BUCKETS) for k, q in quotas.items()}
-        keep = _per_stratum(strata, thr, 0)
+        keep = per_stratum(strata, thr, 0)
         return ranked.where(bucket < keep)
     return _take_exact(ranked, strata=strata, key_col=key_col, counts=counts, quotas=quotas,
                        rank_col=rank_col)
+
+
+def prefilter_fractions(counts: Mapping[Hashable, int], quotas: Mapping[Hashable, int], *,
+                        factor: float = 1.2) -> dict[Hashable, float]:
+    """The rank below which a stratum keeps about ``factor`` times its quota (plus 50
+    rows), before the exact lowest-ranked quota is taken; 1.0 for a stratum taken
+    whole. A row whose rank falls below its stratum's fraction is kept."""
+    return {k: (1.0 if q >= counts[k] else min(1.0, factor * q / counts[k] + 50.0 / counts[k]))
+            for k, q in quotas.items()}
 
 
 def _take_exact(ranked: DataFrame, *, strata: Sequence[str], key_col: str,
@@ -158,9 +177,8 @@ def _take_exact(ranked: DataFrame, *, strata: Sequence[str], key_col: str,
 
     factor = 1.2
     while True:
-        frac = {k: (1.0 if q >= counts[k] else min(1.0, factor * q / counts[k] + 50.0 / counts[k]))
-                for k, q in quotas.items()}
-        kept = ranked.where(F.col(rank_col) < _per_stratum(strata, frac, 0.0))
+        frac = prefilter_fractions(counts, quotas, factor=factor)
+        kept = ranked.where(F.col(rank_col) < per_stratum(strata, frac, 0.0))
         got = stratum_counts(kept, strata)
         if all(got.get(k, 0) >= q for k, q in quotas.items()) or factor > 1e6:
             break
@@ -169,6 +187,6 @@ def _take_exact(ranked: DataFrame, *, strata: Sequence[str], key_col: str,
     win = order.orderBy(rank_col, key_col)
     return (
         kept.select("*", F.row_number().over(win).alias("_fs_rank"))
-        .where(F.col("_fs_rank") <= _per_stratum(strata, quotas, 0))
+        .where(F.col("_fs_rank") <= per_stratum(strata, quotas, 0))
         .drop("_fs_rank")
     )

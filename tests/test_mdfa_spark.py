@@ -29,6 +29,8 @@ from fairspark.mdfa import (
     run_splits,
     run_splits_local,
 )
+from fairspark.mdfa._spark import view_samples, view_stats
+from fairspark.sampling import BUCKETS, hash_bucket, stratum_quotas
 from fairspark.prepare import prepare
 from fairspark.runner import run_audit_job
 from fairspark.status import Status
@@ -86,6 +88,80 @@ def test_stratified_sample_is_proportional_capped_and_partition_free(spark):
     full = collect_sample(spark.createDataFrame(pdf), columns=[F.col("a")], key_col="k",
                           counts=counts, cap=10_000, seed=1)
     assert sorted(full["_k"]) == sorted(pdf.k)
+
+
+def _views_pdf(seed: int = 5, n: int = 4000) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "k": [f"r{i}" for i in range(n)], "a": rng.normal(1.0, 2.0, n),
+        "p1": rng.random(n) < 0.6, "p2": rng.random(n) < 0.3,
+        "_mdfa_y": np.where(rng.random(n) < 0.4, 1, -1).astype("int32"),
+    })
+
+
+def _brute_sample(spark, pdf, *, s: np.ndarray, seed: int, cap: int) -> list[str]:
+    """The stratified sample by its definition: the ranks from Spark's hash, every row
+    ranked in pandas, each (s, y) cell's quota of lowest (rank, key)."""
+    ranks = (spark.createDataFrame(pdf[["k"]])
+             .select("k", (hash_bucket("k", seed) / F.lit(float(BUCKETS))).alias("h"))
+             .toPandas().set_index("k")["h"])
+    full = pdf.assign(_s=s, _h=ranks.loc[pdf.k].to_numpy())
+    counts = full.groupby(["_s", "_mdfa_y"]).size().to_dict()
+    quotas = stratum_quotas({(int(a), int(b)): int(v) for (a, b), v in counts.items()}, cap)
+    keys = []
+    for (cs, cy), q in sorted(quotas.items()):
+        cell = full[(full._s == cs) & (full._mdfa_y == cy)].sort_values(["_h", "k"])
+        keys += list(cell.k[:q])
+    return keys
+
+
+@pytest.mark.parametrize("cap", [700, 10_000])
+def test_one_pass_view_samples_and_stats_equal_one_view_at_a_time(spark, cap):
+    pdf = _views_pdf()
+    s1 = np.where(~pdf.p1, 1, -1)
+    s2 = np.where(pdf.p2, 1, -1)
+    views = {"v1": (~F.col("p1"), s1, 11), "v2": (F.col("p2"), s2, 12)}
+    got = []
+    for parts in (1, 4):
+        df = spark.createDataFrame(pdf).repartition(parts)
+        s_cols = {n: F.when(c, F.lit(1)).otherwise(F.lit(-1)) for n, (c, _, _) in views.items()}
+        stats = view_stats(df, views=s_cols, desc_cols=[F.col("a")], desc_names=["a"])
+        wanted = {n: (s_cols[n], seed, stats[n].cell_counts())
+                  for n, (_, _, seed) in views.items()}
+        got.append(view_samples(df, views=wanted, columns=[F.col("a")], key_col="k", cap=cap))
+        for n, (_, s, seed) in views.items():
+            # the statistics: counts and moments per (s, y) by pandas
+            for cs in (1, -1):
+                sub = pdf[s == cs]
+                d = stats[n].group_description(cs)
+                assert d["n"] == len(sub)
+                assert d["mean"][0] == pytest.approx(sub.a.mean(), rel=1e-9)
+                assert d["sd"][0] == pytest.approx(sub.a.std(ddof=0), rel=1e-7)
+                for cy in (1, -1):
+                    assert stats[n].count(s=cs, y=cy) == ((s == cs) & (pdf._mdfa_y == cy)).sum()
+            # the sample: the rows of the definition, in collect_sample's order and columns
+            smp = got[-1][n]
+            assert sorted(smp["_k"]) == sorted(_brute_sample(spark, pdf, s=s, seed=seed, cap=cap))
+            one = collect_sample(df.withColumn("_mdfa_s", s_cols[n]), columns=[F.col("a")],
+                                 key_col="k", counts=stats[n].cell_counts(), cap=cap, seed=seed)
+            assert list(smp.columns) == list(one.columns)
+            pd.testing.assert_frame_equal(smp, one, check_dtype=False)
+    for n in views:
+        pd.testing.assert_frame_equal(got[0][n], got[1][n])
+
+
+def test_one_pass_view_samples_fall_back_when_the_prefilter_is_short(spark, monkeypatch):
+    """A pre-filter that keeps too few rows of a cell must not shorten the sample."""
+    pdf = _views_pdf(n=1500)
+    df = spark.createDataFrame(pdf)
+    s_col = F.when(F.col("p1"), F.lit(1)).otherwise(F.lit(-1))
+    counts = view_stats(df, views={"v": s_col}, desc_cols=[], desc_names=[])["v"].cell_counts()
+    monkeypatch.setattr("fairspark.mdfa._spark.prefilter_fractions",
+                        lambda c, q, factor=1.2: {k: 0.01 for k in q})
+    got = view_samples(df, views={"v": (s_col, 3, counts)}, columns=[F.col("a")],
+                       key_col="k", cap=300)["v"]
+    assert sorted(got["_k"]) == sorted(
+        _brute_sample(spark, pdf, s=np.where(pdf.p1, 1, -1), seed=3, cap=300))
 
 
 def test_parallel_splits_equal_sequential_loop_for_any_partitioning(spark):

@@ -11,6 +11,12 @@ Design (METHODS §2, design card)
    (:func:`fairspark.sampling.stratified_sample`): rows are ranked inside their cell
    by a seeded ``xxhash64`` of the row key (not ``rand``/``sampleBy``), so the sample
    does not depend on partitioning. Only the capped sample is collected.
+   With several attribute views (:func:`view_stats`, :func:`view_samples`) the
+   statistics of every view come from one ``groupBy`` over all the views' s columns
+   and y (each view's cells are margins of it), and the samples of every view from one
+   pre-filtered collect: a row is kept when it ranks below its cell's pre-filter in
+   any view, and the driver takes each view's exact lowest-ranked quota from the kept
+   rows. The rows are those :func:`collect_sample` draws view by view.
 3. The splits are independent: they are dealt round-robin to a fixed number of
    chunks (split ``i`` to chunk ``i mod C``, one split per chunk by default, so that a
    core slowed down by another tenant does not hold up the end and the status tracker
@@ -28,6 +34,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from fairspark._shipping import Shipped as _Shipped
@@ -35,7 +42,14 @@ from fairspark._threads import single_thread
 from fairspark.mdfa.certify import MDFASample, run_split
 from fairspark.mdfa.params import MDFAParams
 from fairspark.mdfa.results import GroupedStats, split_frame, split_schema
-from fairspark.sampling import stratified_sample
+from fairspark.sampling import (
+    BUCKETS,
+    hash_bucket,
+    per_stratum,
+    prefilter_fractions,
+    stratified_sample,
+    stratum_quotas,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -48,8 +62,17 @@ __all__ = [
     "grouped_stats",
     "run_splits",
     "run_splits_local",
+    "s_column",
+    "view_samples",
+    "view_stats",
     "with_mdfa_columns",
+    "y_column",
 ]
+
+#: about the most rows one pass of :func:`view_samples` collects: the views of a
+#: nightly (three samples of the default 50,000 rows) share one pass, and more views
+#: take more passes rather than more driver memory
+GATHER_ROWS = 200_000
 
 S_COL = "_mdfa_s"
 Y_COL = "_mdfa_y"
@@ -59,14 +82,29 @@ def with_mdfa_columns(
     df: DataFrame, *, priv_col: str, prediction_col: str, target_group: str
 ) -> DataFrame:
     """Add ``_mdfa_s`` (+1 = target group) and ``_mdfa_y`` (+1 = favourable decision)."""
+
+    return df.select(
+        "*",
+        s_column(priv_col=priv_col, target_group=target_group).alias(S_COL),
+        y_column(prediction_col).alias(Y_COL),
+    )
+
+
+def y_column(prediction_col: str) -> Column:
+    """``+1`` on the rows with a favourable decision (the prepared 0/1 column), else
+    ``-1``."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.col(prediction_col) >= F.lit(0.5), F.lit(1)).otherwise(F.lit(-1))
+
+
+def s_column(*, priv_col: str, target_group: str) -> Column:
+    """``+1`` on the rows of the target group, ``-1`` elsewhere (a null privilege
+    flag counts as the other group)."""
     from pyspark.sql import functions as F
 
     target = ~F.col(priv_col) if target_group == "unprivileged" else F.col(priv_col)
-    return df.select(
-        "*",
-        F.when(target, F.lit(1)).otherwise(F.lit(-1)).alias(S_COL),
-        F.when(F.col(prediction_col) >= F.lit(0.5), F.lit(1)).otherwise(F.lit(-1)).alias(Y_COL),
-    )
+    return F.when(target, F.lit(1)).otherwise(F.lit(-1))
 
 
 def grouped_stats(
@@ -153,6 +191,163 @@ def collect_sample(
     )
     pdf = picked.toPandas()
     return pdf.sort_values(["_s", "_y", "_h", "_k"], kind="mergesort").reset_index(drop=True)
+
+
+def view_stats(
+    df: DataFrame,
+    *,
+    views: Mapping[str, Column],
+    desc_cols: Sequence[Column],
+    desc_names: Sequence[str],
+    weight_col: str | None = None,
+    y_col: str = Y_COL,
+) -> dict[str, GroupedStats]:
+    """:func:`grouped_stats` of every view from one aggregation pass.
+
+    One ``groupBy`` over every view's s column and y gives at most
+    ``2^len(views) x 2`` cells; each view's (s, y) cells are sums of them.
+
+    Parameters
+    ----------
+    df:
+        A table with the y column.
+    views:
+        View name to its s column (``+1``/``-1``, :func:`s_column`); at most 12 views.
+    desc_cols, desc_names, weight_col:
+        As in :func:`grouped_stats`.
+
+    Returns
+    -------
+    dict
+        View name to its :class:`~fairspark.mdfa.results.GroupedStats`.
+    """
+    from pyspark.sql import functions as F
+
+    names = list(views)
+    if len(names) > 12:
+        raise ValueError(f"view_stats takes at most 12 views at a time, got {len(names)}")
+    keys = [c.alias(f"_s{i}") for i, c in enumerate(views.values())]
+    w = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
+    aggs = [F.count(F.lit(1)).alias("n"), F.sum(w).alias("w")]
+    for j, c in enumerate(desc_cols):
+        v = c.cast("double")
+        aggs += [F.sum(v).alias(f"sum_{j}"), F.sum(v * v).alias(f"sq_{j}")]
+    rows = df.groupBy(*keys, F.col(y_col).alias("y")).agg(*aggs).collect()
+    cells = pd.DataFrame([r.asDict() for r in rows])
+    value_cols = ["n", "w"] + [f"{p}_{j}" for j in range(len(desc_cols)) for p in ("sum", "sq")]
+    out = {}
+    for i, name in enumerate(names):
+        if cells.empty:
+            part = pd.DataFrame(columns=["s", "y", "n", "w"])
+        else:
+            part = (cells.fillna({c: 0.0 for c in value_cols[1:]})
+                    .groupby([f"_s{i}", "y"], sort=True)[value_cols].sum()
+                    .reset_index().rename(columns={f"_s{i}": "s"}))
+        out[name] = GroupedStats(cells=part.fillna(0.0), desc_names=list(desc_names))
+    return out
+
+
+def view_samples(
+    df: DataFrame,
+    *,
+    views: Mapping[str, tuple[Column, int, Mapping[tuple[int, int], int]]],
+    columns: Sequence[Column],
+    key_col: str,
+    cap: int,
+    y_col: str = Y_COL,
+) -> dict[str, pd.DataFrame]:
+    """:func:`collect_sample` of every view, from one pre-filtered collect per
+    :data:`GATHER_ROWS` rows of samples.
+
+    A row is collected when, in some view, its rank ``xxhash64(key, seed)`` falls below
+    its (s, y) cell's pre-filter (:func:`fairspark.sampling.prefilter_fractions`, about
+    1.2 quotas). A view's cell then holds every row of the table that ranks below the
+    pre-filter; when those are at least its quota, the quota's lowest-ranked rows among
+    the collected ones are the table's, so the sample equals :func:`collect_sample`'s.
+    A view whose pre-filter fell short (unlikely) is drawn again on its own.
+
+    Parameters
+    ----------
+    df:
+        A table with the y column and ``key_col``.
+    views:
+        View name to (its s column, the seed of its ranking, its rows per (s, y) cell).
+    columns, key_col, cap:
+        As in :func:`collect_sample`.
+
+    Returns
+    -------
+    dict
+        View name to its sample, with the columns and order of :func:`collect_sample`.
+    """
+    names = list(views)
+    per_pass = max(1, GATHER_ROWS // max(int(cap), 1))
+    out: dict[str, pd.DataFrame] = {}
+    for start in range(0, len(names), per_pass):
+        part = {n: views[n] for n in names[start:start + per_pass]}
+        out.update(_view_samples_pass(df, views=part, columns=columns, key_col=key_col,
+                                      cap=cap, y_col=y_col))
+    return out
+
+
+def _view_samples_pass(
+    df: DataFrame,
+    *,
+    views: Mapping[str, tuple[Column, int, Mapping[tuple[int, int], int]]],
+    columns: Sequence[Column],
+    key_col: str,
+    cap: int,
+    y_col: str,
+) -> dict[str, pd.DataFrame]:
+    """One pass of :func:`view_samples`."""
+    from pyspark.sql import functions as F
+
+    sel = [F.col(y_col).alias("_y"), F.col(key_col).alias("_k"), *columns]
+    plans = []
+    for i, (s_col, seed, counts) in enumerate(views.values()):
+        sel += [s_col.alias(f"_s{i}"),
+                (hash_bucket(key_col, seed) / F.lit(float(BUCKETS))).alias(f"_h{i}")]
+        counts = {k: int(v) for k, v in counts.items()}
+        if sum(counts.values()) <= cap:  # the whole view is its sample
+            quotas, frac = dict(counts), {k: 1.0 for k in counts}
+        else:
+            quotas = stratum_quotas(counts, cap)
+            frac = prefilter_fractions(counts, quotas)
+        plans.append((quotas, frac))
+    base = df.select(*sel)
+    keep = F.lit(False)
+    for i, (_q, frac) in enumerate(plans):
+        keep = keep | (F.col(f"_h{i}") < per_stratum([f"_s{i}", "_y"], frac, 0.0))
+    kept = base.where(keep).toPandas()
+    data = [c for c in kept.columns if c not in ("_y", "_k") and not c.startswith(("_s", "_h"))]
+    out: dict[str, pd.DataFrame] = {}
+    for i, name in enumerate(views):
+        quotas, frac = plans[i]
+        s, h = kept[f"_s{i}"].to_numpy(), kept[f"_h{i}"].to_numpy(float)
+        picked: list | None = []
+        for (cs, cy), q in quotas.items():
+            cell = (s == cs) & (kept["_y"].to_numpy() == cy)
+            below = cell & (h < frac[(cs, cy)])
+            if int(below.sum()) < q:
+                picked = None
+                break
+            rows = kept.loc[below, ["_k"]].assign(_h=h[below])
+            picked.append(rows.sort_values(["_h", "_k"], kind="mergesort").index[:q])
+        if picked is None:  # the pre-filter fell short in a cell: draw this view alone
+            s_col, seed, counts = views[name]
+            out[name] = collect_sample(df.withColumn(S_COL, s_col), columns=columns,
+                                       key_col=key_col, counts=counts, cap=cap, seed=seed,
+                                       y_col=y_col)
+            continue
+        idx = np.concatenate([np.asarray(p) for p in picked]) if picked else np.array([], int)
+        pdf = pd.DataFrame({"_s": s[idx], "_y": kept["_y"].to_numpy()[idx],
+                            "_k": kept["_k"].to_numpy()[idx]})
+        for c in data:
+            pdf[c] = kept[c].to_numpy()[idx]
+        pdf["_h"] = h[idx]
+        out[name] = pdf.sort_values(["_s", "_y", "_h", "_k"], kind="mergesort").reset_index(
+            drop=True)
+    return out
 
 
 def run_splits(

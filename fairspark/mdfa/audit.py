@@ -18,7 +18,14 @@ from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditOutcome, MetricRow
 from fairspark.columns import KEY, PRED, WEIGHT, X, input_col
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
-from fairspark.mdfa._spark import collect_sample, grouped_stats, run_splits, with_mdfa_columns
+from fairspark.mdfa._spark import (
+    Y_COL,
+    run_splits,
+    s_column,
+    view_samples,
+    view_stats,
+    y_column,
+)
 from fairspark.mdfa.certify import MDFASample, choose_l2
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
 from fairspark.mdfa.null import null_reference, predicted_half_width
@@ -35,7 +42,6 @@ from fairspark.progress import Progress
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
 
     from fairspark.audits.base import AuditContext
     from fairspark.prepare import AttributeInfo, PreparedData
@@ -166,21 +172,67 @@ def _check_counts(stats: GroupedStats, *, name: str, target: str, min_rows: int)
         )
 
 
-def _sample(
-    df: DataFrame, *, name: str, plan: FeaturePlan, stats: GroupedStats, cap: int, seed: int
-) -> MDFASample:
-    """Collect the stratified sample of one attribute as an :class:`MDFASample`."""
+@dataclass
+class _View:
+    """What one pass over the table gives an attribute view: its cell statistics and
+    its collected sample, or why mdfa cannot audit it."""
+
+    stats: GroupedStats
+    rows: pd.DataFrame | None = None
+    error: AttributeFailureError | None = None
+
+
+def gather_views(
+    ctx: AuditContext, params: MDFAParams, attrs: list[AttributeInfo], plan: FeaturePlan
+) -> dict[str, _View]:
+    """The statistics and samples of every attribute view, in two passes over the table.
+
+    One aggregation gives every view's (s, y) cells (:func:`~._spark.view_stats`); the
+    views whose cells can support mdfa get their stratified samples from one
+    pre-filtered collect (:func:`~._spark.view_samples`), the same rows a collect per
+    view would draw.
+    """
     from pyspark.sql import functions as F
 
-    pdf = collect_sample(
-        df,
-        columns=[F.col(X).alias("_x")] + [input_col(c).cast("double").alias(f"_d{j}")
-                                          for j, c in enumerate(plan.desc_numeric)],
-        key_col=KEY,
-        counts=stats.cell_counts(),
-        cap=cap,
-        seed=seed,
-    )
+    prepared = ctx.prepared
+    base = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for(AUDIT, "max_rows"))
+    df = base.select("*", y_column(PRED).alias(Y_COL))
+    s_cols = {a.name: s_column(priv_col=a.priv_col, target_group=params.target_group)
+              for a in attrs}
+    desc_cols = ([input_col(c) for c in plan.desc_numeric]
+                 + [F.col(X)[i] for i in plan.desc_onehot_idx])
+    names = list(s_cols)
+    stats: dict[str, GroupedStats] = {}
+    for i in range(0, len(names), 12):
+        stats.update(view_stats(df, views={n: s_cols[n] for n in names[i:i + 12]},
+                                desc_cols=desc_cols, desc_names=plan.desc_names,
+                                weight_col=WEIGHT if prepared.weighted else None))
+    out: dict[str, _View] = {}
+    wanted = {}
+    for attr in attrs:
+        st = stats[attr.name]
+        try:
+            _check_counts(st, name=attr.name, target=_target_label(attr, params.target_group),
+                          min_rows=params.min_rows)
+        except AttributeFailureError as err:
+            out[attr.name] = _View(stats=st, error=err)
+            continue
+        out[attr.name] = _View(stats=st)
+        wanted[attr.name] = (s_cols[attr.name], ctx.seed_for(AUDIT, attr.name, "sample"),
+                             st.cell_counts())
+    if wanted:
+        _check_time(ctx, next(iter(wanted)))
+        columns = [F.col(X).alias("_x")] + [input_col(c).cast("double").alias(f"_d{j}")
+                                            for j, c in enumerate(plan.desc_numeric)]
+        rows = view_samples(df, views=wanted, columns=columns, key_col=KEY,
+                            cap=params.sample_rows)
+        for name, pdf in rows.items():
+            out[name].rows = pdf
+    return out
+
+
+def _sample(pdf: pd.DataFrame, *, name: str, plan: FeaturePlan) -> MDFASample:
+    """One attribute's collected sample rows as an :class:`MDFASample`."""
     xfull = np.asarray(pdf["_x"].tolist(), dtype=float)
     x = xfull[:, plan.x_idx]
     desc = np.column_stack(
@@ -217,37 +269,32 @@ def _violation_summary(res: AttributeResult) -> None:
 
 
 def audit_attribute(
-    ctx: AuditContext, params: MDFAParams, attr: AttributeInfo, plan: FeaturePlan
+    ctx: AuditContext, params: MDFAParams, attr: AttributeInfo, plan: FeaturePlan,
+    view: _View | None = None,
 ) -> AttributeResult:
-    """Grouped stats, stratified sample and the parallel splits for one attribute.
+    """The parallel splits of one attribute, on its statistics and sample (``view``,
+    from :func:`gather_views`; gathered for this attribute alone when None).
 
     Raises
     ------
     AttributeFailureError
         When the attribute cannot be audited (message names the attribute).
     """
-    from pyspark.sql import functions as F
-
     name = attr.name
     if not plan.x_idx:
         raise AttributeFailureError(
             f"mdfa cannot audit attribute {name!r}: every audit feature is constant "
             f"({plan.dropped_constant})"
         )
-    prepared = ctx.prepared
-    base = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for(AUDIT, "max_rows"))
-    df = with_mdfa_columns(
-        base, priv_col=attr.priv_col, prediction_col=PRED, target_group=params.target_group
-    )
-    desc_cols = ([input_col(c) for c in plan.desc_numeric]
-                 + [F.col(X)[i] for i in plan.desc_onehot_idx])
-    stats = grouped_stats(df, desc_cols=desc_cols, desc_names=plan.desc_names,
-                          weight_col=WEIGHT if prepared.weighted else None)
+    if view is None:
+        view = gather_views(ctx, params, [attr], plan)[name]
+    if view.error is not None:
+        raise view.error
+    stats = view.stats
     target = _target_label(attr, params.target_group)
-    _check_counts(stats, name=name, target=target, min_rows=params.min_rows)
     _check_time(ctx, name)
-    sample = _sample(df, name=name, plan=plan, stats=stats, cap=params.sample_rows,
-                     seed=ctx.seed_for(AUDIT, name, "sample"))
+    sample = _sample(view.rows, name=name, plan=plan)
+    view.rows = None  # the sample's arrays are all the splits need
     if params.null_draws > 0:
         sample = sample.with_null_model(seed=ctx.seed_for(AUDIT, name, "null"))
     _check_time(ctx, name)
@@ -517,10 +564,15 @@ def run(ctx: AuditContext, params: MDFAParams) -> AuditOutcome:
     pjson = params_json(params.model_dump(mode="json"), features_used=plan.names,
                         constant_features_dropped=plan.dropped_constant)
     progress = _Progress(redacted=sorted(redacted))
+    views: dict[str, _View] = {}
+    if attrs and plan.x_idx:  # every view's statistics and sample in one pass each
+        _check_time(ctx, attrs[0].name)
+        views = gather_views(ctx, params, attrs, plan)
     for attr in attrs:
         _check_time(ctx, attr.name)
         try:
-            progress.done(audit_attribute(ctx, params, attr, plan), pjson)
+            progress.done(audit_attribute(ctx, params, attr, plan, views.get(attr.name)),
+                          pjson)
         except AttributeFailureError as err:
             progress.failed(attr.name, str(err), pjson)
         ctx.report_partial(progress.outcome())
