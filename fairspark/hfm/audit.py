@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow
 from fairspark.columns import KEY, LABEL, PRED, X, input_col
-from fairspark.errors import AuditError
+from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.hfm._kernels import default_m2, hfm_df
 from fairspark.hfm.compute import hfm_distances, make_projections, points_from_table
 from fairspark.hfm.dr import discriminative_risk
@@ -338,6 +338,8 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     if params.method == "certified" and results and not all(
             d.certified and d_f.certified for d, d_f in results.values()):
         log.info("hfm: time budget reached before certification finished")
+    if ctx.time_left() <= 0:  # the runner publishes the interval so far; skip the extras
+        raise TimeBudgetExhaustedError("hfm: time budget spent before the witnesses and DR")
     witness_keys = {k for d, d_f in results.values() for r in (d, d_f)
                     for k in (r.key, r.nb_key) if k is not None}
     witnesses = _witness_values(ctx, params, witness_keys, redacted)

@@ -300,6 +300,7 @@ def audit_attribute(
     _check_time(ctx, name)
     seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.planned_splits())]
     params = choose_l2(sample, seed=seeds[0], params=params)
+    _check_time(ctx, name)  # choose_l2 trains on the driver: no Spark job to cancel
     splits, stop = _run_waves(ctx, sample, seeds=seeds, params=params, name=name)
     res = AttributeResult(
         attribute=name, target_label=target, other_label=_other_label(attr, params.target_group),
