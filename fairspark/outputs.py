@@ -14,7 +14,6 @@ import contextlib
 import datetime as dt
 import json
 import logging
-import math
 import os
 import re
 import uuid
@@ -360,23 +359,8 @@ def _stale(held: dict[str, Any], stale_after_s: float) -> bool:
 
 
 def summary_json(summary: dict[str, Any]) -> str:
-    """Serialise the summary (NaN -> null, dates -> ISO strings)."""
+    """Serialise the summary (:func:`fairspark._values.json_text`: NaN -> null,
+    infinities -> "inf"/"-inf", dates -> ISO strings)."""
+    from fairspark._values import json_text
 
-    def clean(x: Any) -> Any:
-        if isinstance(x, float):
-            if math.isnan(x):
-                return None
-            if math.isinf(x):
-                return "inf" if x > 0 else "-inf"
-            return x
-        if isinstance(x, dict):
-            return {str(k): clean(v) for k, v in x.items()}
-        if isinstance(x, list | tuple):
-            return [clean(v) for v in x]
-        if isinstance(x, dt.date):
-            return x.isoformat()
-        if hasattr(x, "item"):  # numpy scalar
-            return clean(x.item())
-        return x
-
-    return json.dumps(clean(summary), indent=2, sort_keys=False)
+    return json_text(summary, indent=2, sort_keys=False)
