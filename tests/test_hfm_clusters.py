@@ -14,6 +14,7 @@ from fairspark.hfm._kernels import (
     nn_other_group,
     nn_other_group_clustered,
     pair_distance,
+    query_clusters,
 )
 
 
@@ -92,3 +93,41 @@ def test_no_other_group_and_empty_refs():
     assert np.isinf(d).all() and (idx == -1).all()
     d, idx = nn_other_group_clustered(q, np.zeros(80, int), np.zeros((0, 3)), np.zeros(0, int))
     assert np.isinf(d).all() and (idx == -1).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_one_proposal_for_both_targets(seed):
+    """Clusters found once on ``[y, yp, x]`` serve the points of either target: the
+    same distances and neighbours as the plain search and brute force, per target."""
+    rng = np.random.default_rng(100 + seed)
+    base = rng.random((60, 5))
+    n = 1200
+    x = base[rng.integers(0, 60, n)] + rng.normal(0.0, 1e-3, (n, 5))
+    y, yp = rng.integers(0, 2, n).astype(float), rng.integers(0, 2, n).astype(float)
+    codes = rng.integers(0, 2, n)
+    P = np.column_stack([y, yp, x])
+    cl = query_clusters(P, codes)
+    assert len(cl[1]) - 1 < 0.5 * n  # the clustered path is taken
+    ref = rng.choice(n, 300, replace=False)
+    for t in (0, 1):
+        T = np.column_stack([P[:, t], x])
+        d, idx = nn_other_group_clustered(T, codes, T[ref], codes[ref], clusters=cl)
+        d0, idx0 = nn_other_group(T, codes, T[ref], codes[ref])
+        assert np.array_equal(d, d0) and np.array_equal(idx, idx0)
+        db, _ = _brute(T, codes, T[ref], codes[ref])
+        np.testing.assert_allclose(d, db, rtol=0, atol=1e-12)
+
+
+def test_members_far_from_their_representative_keep_their_nearest():
+    """One cell holding everything (members far from the representative, whose
+    candidate lists differ member by member) and many codes: brute force's result."""
+    rng = np.random.default_rng(7)
+    q = rng.random((900, 4))
+    qc = rng.integers(0, 12, 900)
+    r = np.r_[q[:200], rng.random((300, 4))]
+    rc = rng.integers(0, 12, 500)
+    d, idx = nn_other_group_clustered(q, qc, r, rc, cell=100.0)
+    db, _ = _brute(q, qc, r, rc)
+    np.testing.assert_allclose(d, db, rtol=0, atol=1e-12)
+    d0, idx0 = nn_other_group(q, qc, r, rc)
+    assert np.array_equal(d, d0) and np.array_equal(idx, idx0)

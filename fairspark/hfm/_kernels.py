@@ -30,6 +30,7 @@ __all__ = [
     "nn_other_group_clustered",
     "pair_distance",
     "project",
+    "query_clusters",
     "sample_projections",
     "window_scan",
 ]
@@ -315,18 +316,20 @@ def nn_other_group_clustered(
     rcodes: np.ndarray,
     *,
     cell: float = CLUSTER_CELL,
+    clusters: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`nn_other_group`, one full search per cluster of queries (same result).
 
     Queries that repeat, or lie within a grid cell of each other (same code), form a
     cluster; only its first query (the representative ``c``) is compared with every
-    reference (one BLAS product). A member ``m`` at ``delta = |m - c|`` has its nearest
-    reference among the references within ``nn(c) + 2 * delta`` of ``c`` (triangle
-    inequality; a relative margin and the rounding bound of the norm shortcut on top),
-    so only those are measured for it, directly, with the same ties (the smallest
-    reference index): the distances and indices are those of :func:`nn_other_group`,
-    bit for bit. When the queries do not cluster (more than half as many clusters as
-    queries), this is :func:`nn_other_group`.
+    reference of another code (one BLAS product per code). A member ``m`` at
+    ``delta = |m - c|`` has its nearest reference among the references within
+    ``nn(c) + 2 * delta`` of ``c`` (triangle inequality; a relative margin and the
+    rounding bound of the norm shortcut on top), so only those are measured for it,
+    directly, with the same ties (the smallest reference index): the distances and
+    indices are those of :func:`nn_other_group`, bit for bit. A member of a cluster
+    with one such reference costs one direct distance. When the queries do not cluster
+    (more than half as many clusters as queries), this is :func:`nn_other_group`.
 
     Parameters
     ----------
@@ -336,6 +339,11 @@ def nn_other_group_clustered(
         Integer group codes.
     cell : float
         Grid cell of the cluster proposal.
+    clusters : (order, starts), optional
+        A cluster proposal computed elsewhere (:func:`query_clusters`, e.g. once for
+        the points of both targets): every cluster's members must share a code, its
+        first member is the representative. Any proposal gives the same result; it
+        only changes the work.
 
     Returns
     -------
@@ -348,13 +356,37 @@ def nn_other_group_clustered(
     nq, nr = q.shape[0], r.shape[0]
     if nq < 8 or nr == 0 or q.shape[1] == 0:
         return nn_other_group(q, qcodes, r, rcodes)
-    order, starts = _clusters(q, qcodes, cell)
+    order, starts = clusters if clusters is not None else _clusters(q, qcodes, cell)
     n_cl = len(starts) - 1
     if n_cl > _CLUSTER_GAIN * nq:
         return nn_other_group(q, qcodes, r, rcodes)
     size = np.diff(starts)
     rep = order[starts[:-1]]
-    rad = np.zeros(n_cl)
+    rad, delta = _cluster_radii(q, order, starts, size, rep)
+    coff, ncand, cand, clb_d, nn_ub = _cluster_candidates(q, qcodes, r, rcodes, rep, rad)
+    best = np.full(nq, np.inf)
+    bidx = np.full(nq, -1, dtype=np.int64)
+    _measure_members(q, r, order, size, delta, (coff, ncand, cand, clb_d, nn_ub), best, bidx)
+    return best, bidx
+
+
+def query_clusters(points: np.ndarray, codes: np.ndarray, *,
+                   cell: float = CLUSTER_CELL) -> tuple[np.ndarray, np.ndarray]:
+    """The cluster proposal of :func:`nn_other_group_clustered` (``order``, ``starts``).
+
+    Computed on points that hold every target's coordinates (``[y, yp, x]``), it is a
+    valid proposal for the points of each target (``[y, x]``, ``[yp, x]``): rows in
+    one grid cell of all coordinates are in one cell of any subset of them.
+    """
+    return _clusters(np.ascontiguousarray(points, dtype=np.float64), np.asarray(codes), cell)
+
+
+def _cluster_radii(q: np.ndarray, order: np.ndarray, starts: np.ndarray, size: np.ndarray,
+                   rep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per cluster the largest distance of a member to its representative (0 for
+    singletons), and per position of ``order`` that member's distance."""
+    rad = np.zeros(len(size))
+    delta = np.zeros(len(order))
     multi = np.flatnonzero(size > 1)
     for s0 in range(0, len(multi), 4096):  # slices: no large fresh temporaries
         cl = multi[s0:s0 + 4096]
@@ -362,59 +394,108 @@ def nn_other_group_clustered(
         first = np.repeat(np.cumsum(cnt) - cnt, cnt)
         pos = np.repeat(starts[cl], cnt) + np.arange(cnt.sum()) - first
         dl = pair_distance(q[order[pos]], q[np.repeat(rep[cl], cnt)])
+        delta[pos] = dl
         rad[cl] = np.maximum.reduceat(dl, np.cumsum(cnt) - cnt)
-    # candidates of each cluster: references of another code within nn(c) + 2 rad of c,
-    # from one norm-shortcut product (its error per entry is below tol / 2)
+    return rad, delta
+
+
+def _cluster_candidates(q: np.ndarray, qcodes: np.ndarray, r: np.ndarray, rcodes: np.ndarray,
+                        rep: np.ndarray, rad: np.ndarray,
+                        ) -> tuple[np.ndarray, ...]:
+    """Per cluster, the references of another code within ``nn(c) + 2 rad`` of its
+    representative ``c`` (one norm-shortcut product, whose error per entry is below
+    ``tol / 2``), ascending: ``cand[coff[k]:coff[k] + ncand[k]]`` for cluster ``k``;
+    with ``cand_lb``, a lower bound of each candidate's distance to ``c``, and
+    ``nn_ub``, an upper bound of ``nn(c)`` per cluster."""
+    n_cl = len(rep)
     cn = np.sum(q[rep] ** 2, axis=1)
     rn = np.sum(r * r, axis=1)
     coef = 4.0 * (q.shape[1] + 4) * _EPS
     tol = 2.0 * coef * (cn + float(rn.max())) + 1e-300
     ccode = qcodes[rep]
-    best = np.full(nq, np.inf)
-    bidx = np.full(nq, -1, dtype=np.int64)
-    bq = max(1, min(n_cl, _BLOCK_DOUBLES // max(1, nr)))
-    for s0 in range(0, n_cl, bq):
-        sl = slice(s0, s0 + bq)
-        sq = q[rep[sl]] @ r.T
-        sq *= -2.0
-        sq += cn[sl, None]
-        sq += rn[None, :]
-        sq[rcodes[None, :] == ccode[sl, None]] = np.inf
-        m = sq.min(axis=1)
-        ok = np.isfinite(m)
-        reach = np.where(ok, (np.sqrt(np.maximum(m, 0.0) + tol[sl]) + 2.0 * rad[sl])
-                         * (1.0 + 1e-9), 0.0)
-        ci, ri = np.nonzero(sq <= (reach ** 2 + tol[sl])[:, None])
-        _measure_members(q, r, ci + s0, ri, order, starts, size, best, bidx)
-    return best, bidx
+    ucodes = np.unique(ccode)
+    # few codes: per code, only the references of other codes (no masked work)
+    groups = ([(np.flatnonzero(ccode == c), np.flatnonzero(rcodes != c)) for c in ucodes]
+              if len(ucodes) <= 8 else [(np.arange(n_cl), None)])
+    coff = np.zeros(n_cl, dtype=np.int64)
+    ncand = np.zeros(n_cl, dtype=np.int64)
+    nn_ub = np.zeros(n_cl)
+    parts, lbs, total = [], [], 0
+    for cl, rs in groups:
+        rr, rnn = (r, rn) if rs is None else (r[rs], rn[rs])
+        if len(rr) == 0:
+            continue
+        bq = max(1, min(len(cl), _BLOCK_DOUBLES // max(1, len(rr))))
+        for s0 in range(0, len(cl), bq):
+            clb = cl[s0:s0 + bq]
+            sq = q[rep[clb]] @ rr.T
+            sq *= -2.0
+            sq += cn[clb, None]
+            sq += rnn[None, :]
+            if rs is None:
+                sq[rcodes[None, :] == ccode[clb, None]] = np.inf
+            m = sq.min(axis=1)
+            ok = np.isfinite(m)
+            reach = np.where(ok, (np.sqrt(np.maximum(m, 0.0) + tol[clb]) + 2.0 * rad[clb])
+                             * (1.0 + 1e-9), 0.0)
+            ci, ri = np.nonzero(sq <= (reach ** 2 + tol[clb])[:, None])
+            nn_ub[clb] = np.where(ok, np.sqrt(np.maximum(m, 0.0) + tol[clb]), 0.0)
+            lbs.append(np.sqrt(np.maximum(sq[ci, ri] - tol[clb][ci], 0.0)))
+            cnt = np.bincount(ci, minlength=len(clb))
+            ncand[clb] = cnt
+            coff[clb] = total + np.cumsum(cnt) - cnt
+            parts.append(ri if rs is None else rs[ri])
+            total += len(ri)
+    cand = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    cand_lb = np.concatenate(lbs) if lbs else np.zeros(0)
+    return coff, ncand, cand, cand_lb, nn_ub
 
 
-def _measure_members(q: np.ndarray, r: np.ndarray, pc: np.ndarray, pr: np.ndarray,
-                     order: np.ndarray, starts: np.ndarray, size: np.ndarray,
-                     best: np.ndarray, bidx: np.ndarray) -> None:
-    """Every member of each cluster against that cluster's candidates (pairs ``pc, pr``,
-    ``pc`` ascending), measured directly; ``best``/``bidx`` updated in place (smallest
-    distance, then smallest reference index)."""
-    mem_n = size[pc]
-    ends = np.cumsum(mem_n)
-    s0 = 0
-    while s0 < len(pc):
+def _measure_members(q: np.ndarray, r: np.ndarray, order: np.ndarray, size: np.ndarray,
+                     delta: np.ndarray, cands: tuple, best: np.ndarray,
+                     bidx: np.ndarray) -> None:
+    """Every member of each cluster against the candidates of its cluster that can be
+    its nearest, measured directly; ``best``/``bidx`` set in place (smallest distance,
+    then smallest reference index: the candidates are ascending, so the first at the
+    minimum).
+
+    ``cands``: :func:`_cluster_candidates`' output. A member ``m`` at ``delta`` from its
+    representative ``c`` needs only the candidates with ``d(c, r) <= nn(c) + 2 delta``
+    (``nn(m) <= nn(c) + delta``, and ``d(m, r) >= d(c, r) - delta``), by the same
+    margins. Members are taken in ``order`` (grouped by cluster), each with all its
+    candidates in one slice of at most :data:`_PAIR_ROWS` pairs (or one member)."""
+    coff, ncand, cand, cand_lb, nn_ub = cands
+    cid = np.repeat(np.arange(len(size)), size)
+    k = ncand[cid]
+    ends = np.cumsum(k)
+    s0, n = 0, len(order)
+    while s0 < n:
         base = ends[s0 - 1] if s0 else 0
         s1 = max(s0 + 1, int(np.searchsorted(ends, base + _PAIR_ROWS, "right")))
-        cnt = mem_n[s0:s1]
-        pair = np.repeat(np.arange(s0, s1), cnt)
-        first = np.repeat(np.cumsum(cnt) - cnt, cnt)
-        mi = order[starts[pc[pair]] + np.arange(len(pair)) - first]
-        ri = pr[pair]
-        d = pair_distance(q[mi], r[ri])
-        o = np.lexsort((ri, d, mi))
-        mi, ri, d = mi[o], ri[o], d[o]
-        keep = np.ones(len(mi), dtype=bool)
-        keep[1:] = mi[1:] != mi[:-1]
-        mi, ri, d = mi[keep], ri[keep], d[keep]
-        better = (d < best[mi]) | ((d == best[mi]) & (ri < bidx[mi]))
-        best[mi[better]], bidx[mi[better]] = d[better], ri[better]
+        km = k[s0:s1]
+        has = km > 0
+        pos = np.arange(s0, s1)[has]
+        km = km[has]
         s0 = s1
+        if not len(pos):
+            continue
+        seg = np.cumsum(km) - km
+        ci = cid[pos]
+        pi = np.repeat(coff[ci] - seg, km) + np.arange(int(km.sum()))
+        mj = np.repeat(np.arange(len(pos)), km)
+        reach = (nn_ub[ci] + 2.0 * delta[pos]) * (1.0 + 1e-9)
+        keep = cand_lb[pi] <= reach[mj]
+        pi, mj = pi[keep], mj[keep]
+        # every member keeps its nearest candidate: at least one pair each
+        km = np.bincount(mj, minlength=len(pos))
+        seg = np.cumsum(km) - km
+        ri = cand[pi]
+        mem = order[pos]
+        d = pair_distance(q[mem[mj]], r[ri])
+        mn = np.minimum.reduceat(d, seg)
+        hit = np.flatnonzero(d == np.repeat(mn, km))
+        first = hit[np.searchsorted(hit, seg)]
+        best[mem], bidx[mem] = mn, ri[first]
 
 
 def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

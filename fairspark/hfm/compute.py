@@ -419,7 +419,11 @@ def _add_histograms(
     for attr, top in tops.items():
         top_col = F.when(F.col("attr") == attr, F.lit(top if top > 0 else 1.0)).otherwise(top_col)
     if isinstance(rows, pd.DataFrame):
-        top_v = np.array([tops[int(a)] if tops[int(a)] > 0 else 1.0 for a in rows["attr"]])
+        attrs = rows["attr"].to_numpy(int)
+        top_v = np.ones(len(rows))
+        for attr, top in tops.items():  # per attribute, not per row
+            if top > 0:
+                top_v[attrs == attr] = top
         bin_v = np.minimum(np.floor(rows[col].to_numpy(float) / top_v * bins), bins - 1)
         counts = (rows.assign(bin=bin_v.astype(int)).groupby(["tgt", "attr", "bin"])["mult"]
                   .sum().rename("n").reset_index())

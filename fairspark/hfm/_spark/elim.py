@@ -53,7 +53,7 @@ from pyspark.sql import functions as F
 
 from fairspark._testing import maybe_fail_first_attempt
 from fairspark._threads import pin_threads
-from fairspark.hfm._kernels import nn_other_group_clustered
+from fairspark.hfm._kernels import nn_other_group_clustered, query_clusters
 from fairspark.hfm._spark._cost import CostLog
 from fairspark.hfm._spark._points import code_cols, points_schema_check
 from fairspark.hfm.results import CertifiedResult
@@ -217,8 +217,9 @@ def _to_blob(P: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offs), pa.py_buffer(P)])
 
 
-def _from_blob(col: pa.Array, width: int) -> np.ndarray:
-    """A binary array of float64 blobs as an ``(n, width)`` matrix (no per-row objects)."""
+def _from_blob(col: pa.Array, width: int, *, copy: bool = True) -> np.ndarray:
+    """A binary array of float64 blobs as an ``(n, width)`` matrix (no per-row objects;
+    ``copy=False``: a read-only view of the Arrow buffer, valid while it lives)."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
     n = len(col)
@@ -232,7 +233,8 @@ def _from_blob(col: pa.Array, width: int) -> np.ndarray:
         raise ValueError("feature blobs of unequal length")
     data = np.frombuffer(bufs[2], dtype=np.uint8, count=int(offs[-1] - offs[0]),
                          offset=int(offs[0]))
-    return np.array(data.view(np.float64).reshape(n, width))
+    view = data.view(np.float64).reshape(n, width)
+    return np.array(view) if copy else view
 
 
 def _blobs_of(values) -> np.ndarray:
@@ -291,7 +293,8 @@ def _key_order(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 # ----------------------------------------------------------------------------- pass A
 def sample_bounds_numpy(P: np.ndarray, codes: np.ndarray, S: np.ndarray, scodes: np.ndarray,
-                        skeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                        skeys: np.ndarray, *, clusters: tuple | None = None,
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """``u(p)`` of points against a key-sorted sample, with the sample key realising it.
 
     Parameters
@@ -302,6 +305,9 @@ def sample_bounds_numpy(P: np.ndarray, codes: np.ndarray, S: np.ndarray, scodes:
         Their group codes.
     skeys : numpy.ndarray
         Sample keys (sorted).
+    clusters : (order, starts), optional
+        A cluster proposal of the points (:func:`~fairspark.hfm._kernels.query_clusters`);
+        the result does not depend on it.
 
     Returns
     -------
@@ -310,7 +316,7 @@ def sample_bounds_numpy(P: np.ndarray, codes: np.ndarray, S: np.ndarray, scodes:
     nb : numpy.ndarray
         Its key (``None`` when none).
     """
-    d, idx = nn_other_group_clustered(P, codes, S, scodes)
+    d, idx = nn_other_group_clustered(P, codes, S, scodes, clusters=clusters)
     nb = np.full(len(d), None, dtype=object)
     ok = idx >= 0
     nb[ok] = np.asarray(skeys, dtype=object)[idx[ok]]
@@ -355,9 +361,13 @@ def _top_bounds(work: DataFrame, pairs: list[Pair], k: int) -> dict[Pair, list[t
 
 
 def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
-                  pairs: list[Pair]) -> pa.RecordBatch:
+                  pairs: list[Pair], keep: dict | None = None) -> pa.RecordBatch:
     """Pass A on one batch: ranks, blobs and sample bounds (``s``: the sample, see
-    :func:`_work_table`); shared by the Spark task and the driver path."""
+    :func:`_work_table`); shared by the Spark task and the driver path (``keep``: gets
+    the points ``P`` and each target's points ``tp``, for the driver path's scans).
+
+    The rows' clusters (:func:`~fairspark.hfm._kernels.query_clusters` of ``[y, yp, x]``
+    and the attribute's codes) are found once per attribute, for both targets."""
     cols = code_cols(n_attr)
     P = _features(batch, dim_x)
     h = _np(batch, "h")
@@ -368,12 +378,20 @@ def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
     for a, c in enumerate(cols):
         out[f"rho{a}"] = pa.array(_rho(h, codes[c], s["counts"][a]))
     out["xb"] = _to_blob(P)
+    tp: dict[int, np.ndarray] = {}
+    clusters: dict[int, tuple] = {}
     for p in pairs:
         c = cols[p[1]]
-        u, nb = sample_bounds_numpy(_tpoints(P, p[0]), codes[c], _tpoints(s["P"], p[0]),
-                                    s["codes"][c], s["keys"])
+        if p[0] not in tp:
+            tp[p[0]] = _tpoints(P, p[0])
+        if p[1] not in clusters:
+            clusters[p[1]] = query_clusters(P, codes[c])
+        u, nb = sample_bounds_numpy(tp[p[0]], codes[c], _tpoints(s["P"], p[0]),
+                                    s["codes"][c], s["keys"], clusters=clusters[p[1]])
         out[_ucol(p)] = pa.array(u)
         out[_nbcol(p)] = pa.array(nb, type=pa.string())
+    if keep is not None:
+        keep["P"], keep["tp"] = P, tp
     return pa.RecordBatch.from_pydict(out)
 
 
@@ -410,15 +428,18 @@ def _work_table(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: 
 
 
 # ----------------------------------------------------------------------------- searches
-def _scan_arrays(batch: pa.RecordBatch, *, n_attr: int, dim_x: int) -> tuple:
+def _scan_arrays(batch: pa.RecordBatch, *, n_attr: int, dim_x: int,
+                 key_sorted: bool = False) -> tuple:
     """What a scan reads of a batch, key-sorted: points, keys, and per attribute the
-    ranks and codes (the driver path decodes its one batch once for every scan)."""
-    batch = _key_order(batch)
+    ranks and codes, and a cache of each target's points (the driver path decodes its
+    one batch, already key-sorted, once for every scan)."""
+    if not key_sorted:
+        batch = _key_order(batch)
     cols = code_cols(n_attr)
     return (_from_blob(_col(batch, "xb"), dim_x + 2),
             np.asarray(_col(batch, "key").to_pylist(), dtype=object),
             {a: _np(batch, f"rho{a}") for a in range(n_attr)},
-            {a: _codes(batch, cols[a]) for a in range(n_attr)})
+            {a: _codes(batch, cols[a]) for a in range(n_attr)}, {})
 
 
 def _scan_batches(it, qs: list[tuple], *, n_attr: int, dim_x: int, lo: float,
@@ -432,16 +453,20 @@ def _scan_batches(it, qs: list[tuple], *, n_attr: int, dim_x: int, lo: float,
     best = [(np.full(len(q[2]), np.inf), np.full(len(q[2]), None, dtype=object)) for q in qs]
     arrays = prepared if prepared is not None else (
         _scan_arrays(b, n_attr=n_attr, dim_x=dim_x) for b in it if b.num_rows)
-    for P, keys, rhos, codes in arrays:
+    for P, keys, rhos, codes, tp in arrays:
         for (t, a, Q, qc), (bd, bk) in zip(qs, best, strict=True):
             rho = rhos[a]
             m = (rho >= lo) & (rho < hi)
             if not m.any():
                 continue
-            d, idx = nn_other_group_clustered(Q, qc, _tpoints(P[m], t), codes[a][m])
+            if t not in tp:  # each target's points once per batch (no copy per query set)
+                tp[t] = _tpoints(P, t)
+            whole = bool(m.all())
+            d, idx = nn_other_group_clustered(Q, qc, tp[t] if whole else tp[t][m],
+                                              codes[a] if whole else codes[a][m])
             nk = np.full(len(d), None, dtype=object)
             ok = idx >= 0
-            nk[ok] = keys[m][idx[ok]]
+            nk[ok] = (keys if whole else keys[m])[idx[ok]]
             better = _tie_keys(d, nk, bd, bk)
             bd[better], bk[better] = d[better], nk[better]
     for (t, a, _, _), (bd, bk) in zip(qs, best, strict=True):
@@ -606,8 +631,8 @@ def _pass_c_batches(it, b: dict, spec: list[tuple], edges: list[float],
             idx = np.flatnonzero(alive)
             if not len(idx):
                 continue
-            if P is None:
-                P = _from_blob(_col(batch, "xb"), dim_x + 2)
+            if P is None:  # a view: only the rows checked are copied
+                P = _from_blob(_col(batch, "xb"), dim_x + 2, copy=False)
             st = stats[(t, a)]
             st[3][0] += len(idx)
             codes = _codes(batch, f"c{a}")[idx]
@@ -928,15 +953,22 @@ class _LocalWork(_Work):
         for a, c in enumerate(cols):
             in_sample |= (codes[c] != _NULL_CODE) & (_rho(h, codes[c], self.counts[a]) < self.quota)
         idx = np.flatnonzero(in_sample)
-        P = _features(batch, dim_x)
         s = {"keys": np.asarray(_col(batch, "key").take(pa.array(idx)).to_pylist(), dtype=object),
-             "P": P[idx], "codes": {c: codes[c][idx].astype(np.int64) for c in cols},
+             "P": _features(batch.take(pa.array(idx)), dim_x),
+             "codes": {c: codes[c][idx].astype(np.int64) for c in cols},
              "counts": self.counts}
+        kept: dict = {}
         with self.step("A: sample bounds", full=True) as rec:
-            self.batch = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs)
+            self.batch = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
+                                       keep=kept)
             rec["rows_out"] = len(idx)
+        del batch
         self.keys = np.asarray(_col(self.batch, "key").to_pylist(), dtype=object)
-        self._scan_read: tuple | None = None
+        # what the scans read: the batch is key-sorted, its points and each target's
+        # points are pass A's (no second decode)
+        self._scan_read = (kept["P"], self.keys,
+                           {a: _np(self.batch, f"rho{a}") for a in range(n_attr)},
+                           {a: _codes(self.batch, c) for a, c in enumerate(cols)}, kept["tp"])
         self.u = {p: _np(self.batch, _ucol(p)) for p in pairs}
         self.nb = {p: np.asarray(_col(self.batch, _nbcol(p)).to_pylist(), dtype=object)
                    for p in pairs}
@@ -1010,8 +1042,6 @@ class _LocalWork(_Work):
         return self.batch.filter(pa.array(want)).select(names).to_pandas()
 
     def scan(self, queries: list[tuple], *, lo: float, hi: float) -> pd.DataFrame:
-        if self._scan_read is None:
-            self._scan_read = _scan_arrays(self.batch, n_attr=self.n_attr, dim_x=self.dim_x)
         raw = _frame(_scan_batches([], queries, n_attr=self.n_attr, dim_x=self.dim_x,
                                    lo=lo, hi=hi, prepared=[self._scan_read]), _NN_PA)
         return _best_per_query(raw)
