@@ -172,6 +172,10 @@ class PreparationConfig(StrictModel):
 
     max_dropped_fraction: float = Field(0.05, ge=0, le=1)
     max_categories: int = Field(200, ge=2)
+    #: what a run does when the resolved features (columns, types, encoded dimension)
+    #: differ from the previous published run's: ``warn`` (log, summary.json, report;
+    #: trends are not compared across it) or ``fail`` (exit 2 before any output)
+    on_schema_change: Literal["warn", "fail"] = "warn"
 
 
 class _AuditsBase(StrictModel):
@@ -340,10 +344,15 @@ class Config(StrictModel):
         ``model`` keys, and where the input comes from and which window of it is read
         (``input.path``, ``input.table``, ``input.where``). A nightly job points at a new
         partition or filters a new date window every night; its runs stay comparable as
-        long as the columns, groups and audit parameters stay the same.
+        long as the columns, groups and audit parameters stay the same. What the input
+        itself resolves to (features, their types, the encoded dimension) is the other
+        half of the comparability key: ``summary.json`` ``input_schema``, compared by
+        :func:`fairspark.nightly.history.schema_change`. ``preparation.on_schema_change``
+        changes no number and is left out too.
         """
         skip: dict[str, Any] = {"run_date": True, "output": True, "spark": True,
-                                "model": True, "input": {"path", "table", "where"}}
+                                "model": True, "input": {"path", "table", "where"},
+                                "preparation": {"on_schema_change"}}
         d = self.model_dump(mode="json", exclude=skip)
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

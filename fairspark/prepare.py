@@ -141,6 +141,8 @@ class PreparedData:
     #: raw source columns of ``privileged_expr`` attributes (neither features nor
     #: flipped), kept in ``base_df`` and ``df`` for a model that reads them (HFM's DR)
     context_columns: list[str] = field(default_factory=list)
+    #: feature column -> its Spark type in the input (``int``, ``string``, ...)
+    feature_types: dict[str, str] = field(default_factory=dict)
     _features: tuple[DataFrame, list[str]] | None = field(default=None, repr=False)
 
     def rows(self) -> DataFrame:
@@ -206,6 +208,23 @@ class PreparedData:
             self.base_df.unpersist()
         if self._features is not None:
             self._features[0].unpersist()
+
+    def input_schema(self) -> dict[str, Any]:
+        """The resolved features as the audits see them: part of the comparability key.
+
+        ``features`` lists every feature column in order with its input type and kind
+        (``numeric`` or ``categorical``, i.e. one-hot encoded); ``encoded_dimension``
+        is the length of ``_fs_x`` once an audit has encoded the features (``None``
+        before, or when no audit reads them). Two runs whose schemas differ are not
+        compared (:func:`fairspark.nightly.history.schema_change`).
+        """
+        kinds = [(c, "numeric") for c in self.numeric_features]
+        kinds += [(c, "categorical") for c in self.categorical_features]
+        return {
+            "features": [{"column": c, "type": self.feature_types.get(c, "unknown"), "kind": k}
+                         for c, k in kinds],
+            "encoded_dimension": len(self._features[1]) if self._features else None,
+        }
 
     def summary(self) -> dict[str, Any]:
         """Row counts and feature facts for ``summary.json``."""
@@ -1463,6 +1482,7 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
         weighted=cols.weight is not None,
         warnings=warnings,
         context_columns=_context_columns(plan, config),
+        feature_types={c: plan.types[c] for c in plan.features},
     )
     prepared.build_features = _FeatureEncoder(prepared.rows, plan.numeric, plan.categorical,
                                               fmin, fmax, view_cols=view_cols,

@@ -363,7 +363,7 @@ def _exit_code(done: _AuditsDone, *, gating: bool, fail: bool) -> ExitCode:
 
 
 def _trend_section(config: Config, history: Any, long_rows: list[dict[str, Any]],
-                   run_date: Any) -> ReportSection | None:
+                   run_date: Any, *, schema_hash: str | None = None) -> ReportSection | None:
     """Trends over the earlier runs; "no previous runs" when there are none.
 
     ``history=None`` (a run in memory, e.g. the notebook) and ``output.trend_runs: 0``
@@ -377,11 +377,54 @@ def _trend_section(config: Config, history: Any, long_rows: list[dict[str, Any]]
         if not len(history):
             return no_history_section(config_hash=config.config_hash())
         frame = trend_frame(history, long_rows, run_date=run_date.isoformat(),
-                            config_hash=config.config_hash(), version=__version__)
+                            config_hash=config.config_hash(), version=__version__,
+                            schema_hash=schema_hash)
         return trend_section(frame, rules=list(config.limits.rules))
     except Exception as err:  # noqa: BLE001 - a trend plot must not lose tonight's numbers
         log.warning("trend section could not be rendered: %s", err)
         return None
+
+
+def _check_schema(config: Config, prepared: PreparedData,
+                  previous: dict[str, Any] | None) -> None:
+    """With ``preparation.on_schema_change: fail``, raise when the schema changed.
+
+    Runs before any audit, on the columns, their types and (when an enabled audit
+    reads the features, which are then encoded already) the encoded dimension.
+    """
+    from fairspark.nightly.history import SchemaChangedError, describe_schema_change, schema_change
+
+    if config.preparation.on_schema_change != "fail" or not previous:
+        return
+    change = schema_change(previous.get("input_schema"), prepared.input_schema(),
+                           previous_run_date=previous.get("run_date"))
+    if change is not None:
+        raise SchemaChangedError(
+            f"{describe_schema_change(change)} (config key 'preparation.on_schema_change' is "
+            "'fail'; set it to 'warn' to run and report the change, or fix the upstream table)")
+
+
+def _schema_info(prepared: PreparedData, previous: dict[str, Any] | None) -> dict[str, Any]:
+    """``input_schema`` (with its hash) and, when it changed, ``schema_change`` for the summary.
+
+    A change is logged and added to the run's warnings; the trends do not compare
+    across it (the history rows carry each run's schema hash).
+    """
+    from fairspark.nightly.history import describe_schema_change, schema_change, schema_hash
+
+    schema = prepared.input_schema()
+    schema["hash"] = schema_hash(schema)
+    info: dict[str, Any] = {"input_schema": schema}
+    if not previous:
+        return info
+    change = schema_change(previous.get("input_schema"), schema,
+                           previous_run_date=previous.get("run_date"))
+    if change is not None:
+        text = describe_schema_change(change)
+        log.warning("%s", text)
+        prepared.warnings.append(text)
+        info["schema_change"] = {**change, "action": "warn", "message": text}
+    return info
 
 
 def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *, run_date: Any,
@@ -456,6 +499,7 @@ def compute_run(
     timings: dict[str, float] | None = None,
     render: bool = True,
     progress: Callable[[str, dict[str, Any]], None] | None = None,
+    previous_schema: dict[str, Any] | None = None,
 ) -> ComputedRun:
     """Prepare, run every enabled audit, judge the limits: everything but the writing.
 
@@ -480,6 +524,11 @@ def compute_run(
         Called with (audit, progress dict) by long audit stages
         (:class:`fairspark.progress.Progress`); the CLI writes it into the running
         status file.
+    previous_schema:
+        ``{"run_date": D, "input_schema": ...}`` of the previous published run
+        (:func:`fairspark.nightly.history.previous_schema`); tonight's resolved schema
+        is compared with it (``summary.json`` ``schema_change``; with
+        ``preparation.on_schema_change: fail`` a change raises before any audit runs).
     """
     import pandas as pd
 
@@ -498,21 +547,30 @@ def compute_run(
         timings[f"prepare: {step}"] = seconds
         log.info("stage   %-20s %7.2f s", f"prepare: {step}", seconds)
     try:
+        if any(get_spec(n).reads_features for n in config.audits.enabled()):
+            # encoded once for every audit that reads them, outside any audit's time
+            # budget (the first such audit used to pay for it), and known to the schema
+            # check before any audit runs
+            with _input_errors(config), _stage("encode features", timings):
+                _ = prepared.feature_names
+        _check_schema(config, prepared, previous_schema)
         ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=run_date,
                            progress=progress)
         done = _run_audits(ctx, config, timings, render=render)
+        schema_info = _schema_info(prepared, previous_schema)
         _scrub_redacted(done, prepared, config)
         limits_info, gating = _limits(config, done.rows, run_date, history, done.sections)
         fail = config.limits.fail_on_violation if fail_on_violation is None else fail_on_violation
         exit_code = _exit_code(done, gating=gating, fail=fail)
         long_rows = _long(done.rows, config, run_date)
         trend = _trend_section(config, history if have_history else None, long_rows,
-                               run_date)
+                               run_date, schema_hash=schema_info["input_schema"]["hash"])
         if trend is not None:
             done.sections.append(trend)
         summary = _summary(spark, config, prepared, run_date=run_date, started=started,
                            done=done, limits_info=limits_info, exit_code=exit_code,
                            timings=timings)
+        summary.update(schema_info)
     finally:
         prepared.unpersist()
     return ComputedRun(exit_code, long_rows, summary, done.sections)
@@ -574,13 +632,15 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
         write_status(out, run_date, exit_code=None, run_id=run_id)
         try:
             history = _history(out, config, run_date)
+            prev_schema = _previous_schema(out, run_date)
             def running(audit: str, state: dict[str, Any]) -> None:
                 write_status(out, run_date, exit_code=None, run_id=run_id,
                              progress={"audit": audit, **state})
 
             run = compute_run(spark, config, history=history,
                               fail_on_violation=fail_on_violation, timings=timings,
-                              render=config.output.report, progress=running)
+                              render=config.output.report, progress=running,
+                              previous_schema=prev_schema)
             run.summary["run_id"] = run_id
             with _stage("previous run", timings):
                 run.summary["previous"] = previous_run(out, run_date)
@@ -621,6 +681,17 @@ def _history(out: OutputLocation, config: Config, run_date: Any):
     except Exception as err:  # noqa: BLE001 - history is a nicety; tonight's run goes on
         log.warning("could not read earlier runs from %s: %s", out.base, err)
         return pd.DataFrame()
+
+
+def _previous_schema(out: OutputLocation, run_date: Any) -> dict[str, Any] | None:
+    """The previous published run's input schema (``None``: none, or unreadable)."""
+    try:
+        from fairspark.nightly.history import previous_schema
+
+        return previous_schema(out, before=run_date)
+    except Exception as err:  # noqa: BLE001 - not comparing is better than not running
+        log.warning("could not read the previous run's input schema: %s", one_line(err))
+        return None
 
 
 #: the audits whose rows the decision box reads (group: only the unprivileged rows)

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+from fairspark.errors import FairsparkInputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.outputs import OutputLocation
 
-__all__ = ["HEADLINE_METRICS", "load_history"]
+__all__ = ["HEADLINE_METRICS", "SchemaChangedError", "describe_schema_change", "load_history",
+           "previous_schema", "schema_change", "schema_hash"]
 
 log = logging.getLogger("fairspark")
 
@@ -40,7 +45,7 @@ def load_history(
 
     dates = [d for d in out.list_run_dates() if d < before.isoformat()][-max_runs:]
     if not dates or max_runs == 0:
-        return pd.DataFrame(columns=_COLUMNS)
+        return pd.DataFrame(columns=[*_COLUMNS, "schema_hash"])
     cond = F.col("audit") == "limits"
     for audit, metrics in HEADLINE_METRICS.items():
         c = (F.col("audit") == audit) & F.col("metric").isin(list(metrics))
@@ -57,9 +62,105 @@ def load_history(
             continue
         cols = [c for c in _COLUMNS if c in df.columns]
         rows = df.where(cond).select(*cols).limit(max_rows_per_run).collect()
-        frames.append(pd.DataFrame([r.asDict() for r in rows], columns=cols))
+        frame = pd.DataFrame([r.asDict() for r in rows], columns=cols)
+        # the other half of the comparability key: the input schema the run resolved
+        frame["schema_hash"] = schema_hash(_run_schema(out, d))
+        frames.append(frame)
     if not frames:
-        return pd.DataFrame(columns=_COLUMNS)
+        return pd.DataFrame(columns=[*_COLUMNS, "schema_hash"])
     hist = pd.concat(frames, ignore_index=True)
     hist["run_date"] = pd.to_datetime(hist["run_date"]).dt.date.astype(str)
     return hist
+
+
+# ------------------------------------------------------------------------ input schema
+
+
+def _run_schema(out: OutputLocation, run_date: str) -> dict[str, Any] | None:
+    """``input_schema`` of the published run of ``run_date`` (``None``: not recorded)."""
+    try:
+        summary = json.loads(out.read_text(out.path(f"run_date={run_date}", "summary.json")))
+    except Exception as err:  # noqa: BLE001 - an old or damaged run is simply not compared
+        log.warning("history: cannot read the summary of %s: %s", run_date,
+                    str(err).splitlines()[0] if str(err) else type(err).__name__)
+        return None
+    schema = summary.get("input_schema")
+    return schema if isinstance(schema, dict) else None
+
+
+def schema_hash(schema: dict[str, Any] | None) -> str | None:
+    """A short hash of a run's ``input_schema`` (``None`` when it was not recorded).
+
+    The features in order with their types and kinds, and the encoded dimension
+    (left out when it is not known: no audit encoded the features).
+    """
+    if not schema:
+        return None
+    key = {"features": [[f.get("column"), f.get("type"), f.get("kind")]
+                        for f in schema.get("features") or []]}
+    if schema.get("encoded_dimension") is not None:
+        key["encoded_dimension"] = schema["encoded_dimension"]
+    blob = json.dumps(key, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def previous_schema(out: OutputLocation, *, before: dt.date) -> dict[str, Any] | None:
+    """``{"run_date": D, "input_schema": ...}`` of the last published run before ``before``.
+
+    ``None`` when no run is published before it; ``input_schema`` is ``None`` when
+    that run did not record one (a run of an older fairspark) or cannot be read.
+    """
+    dates = [d for d in out.list_run_dates() if d < before.isoformat()]
+    if not dates:
+        return None
+    return {"run_date": dates[-1], "input_schema": _run_schema(out, dates[-1])}
+
+
+def schema_change(before: dict[str, Any] | None, after: dict[str, Any], *,
+                  previous_run_date: str | None = None) -> dict[str, Any] | None:
+    """What changed between two runs' input schemas; ``None`` when nothing did.
+
+    Returns ``{"previous_run_date", "appeared": [{column, type}], "vanished": [{column,
+    type}], "changed_type": [{column, before, after}], "changed_kind": [...],
+    "encoded_dimension": {"before", "after"}}``. The encoded dimension counts as a
+    change only when both runs know it (a run whose audits read no features does not
+    encode them).
+    """
+    if not before:
+        return None
+    old = {f["column"]: f for f in before.get("features") or []}
+    new = {f["column"]: f for f in after.get("features") or []}
+    appeared = [{"column": c, "type": f.get("type")} for c, f in new.items() if c not in old]
+    vanished = [{"column": c, "type": f.get("type")} for c, f in old.items() if c not in new]
+    changed = [{"column": c, "before": old[c].get("type"), "after": f.get("type")}
+               for c, f in new.items() if c in old and old[c].get("type") != f.get("type")]
+    kinds = [{"column": c, "before": old[c].get("kind"), "after": f.get("kind")}
+             for c, f in new.items() if c in old and old[c].get("kind") != f.get("kind")]
+    dims = {"before": before.get("encoded_dimension"), "after": after.get("encoded_dimension")}
+    dim_changed = None not in dims.values() and dims["before"] != dims["after"]
+    if not (appeared or vanished or changed or kinds or dim_changed):
+        return None
+    return {"previous_run_date": previous_run_date, "appeared": appeared,
+            "vanished": vanished, "changed_type": changed, "changed_kind": kinds,
+            "encoded_dimension": dims}
+
+
+def describe_schema_change(change: dict[str, Any]) -> str:
+    """One sentence for the log, the warnings and the report's first screen."""
+    parts = [f"{c['column']} changed type {c['before']} -> {c['after']}"
+             for c in change.get("changed_type") or []]
+    parts += [f"{c['column']} is now {c['after']} (was {c['before']})"
+              for c in change.get("changed_kind") or []
+              if c["column"] not in {x["column"] for x in change.get("changed_type") or []}]
+    parts += [f"{c['column']} ({c['type']}) vanished" for c in change.get("vanished") or []]
+    parts += [f"{c['column']} ({c['type']}) appeared" for c in change.get("appeared") or []]
+    dims = change.get("encoded_dimension") or {}
+    if None not in (dims.get("before"), dims.get("after")) and dims["before"] != dims["after"]:
+        parts.append(f"encoded dimension {dims['before']} -> {dims['after']}")
+    since = change.get("previous_run_date")
+    return (f"the input schema changed since the run of {since or 'the previous run'}: "
+            + "; ".join(parts) + "; its numbers are not comparable with that run's")
+
+
+class SchemaChangedError(FairsparkInputError):
+    """The input schema changed since the previous run and ``on_schema_change`` is ``fail``."""

@@ -155,8 +155,13 @@ def limits_section(checks: list[Check], rows: list[dict[str, Any]],
 
 
 def trend_frame(history: pd.DataFrame, rows: list[dict[str, Any]], *, run_date: str,
-                config_hash: str, version: str) -> pd.DataFrame:
-    """History plus tonight's headline rows, one row per (series, run date)."""
+                config_hash: str, version: str, schema_hash: str | None = None
+                ) -> pd.DataFrame:
+    """History plus tonight's headline rows, one row per (series, run date).
+
+    ``schema_hash`` is tonight's input schema (the history frame carries each earlier
+    run's); two runs whose schema hashes differ are not compared.
+    """
     now = []
     for r in rows:
         metrics = HEADLINE_METRICS.get(r.get("audit"), ())
@@ -167,7 +172,8 @@ def trend_frame(history: pd.DataFrame, rows: list[dict[str, Any]], *, run_date: 
         now.append({**{k: r.get(k) for k in ("audit", "attribute", "group", "metric", "model",
                                               "value", "lower", "upper", "status")},
                     "run_date": run_date, "config_hash": config_hash,
-                    "fairspark_version": version, "metric_b": None})
+                    "fairspark_version": version, "metric_b": None,
+                    "schema_hash": schema_hash})
     cur = pd.DataFrame(now)
     hist = history[history["audit"] != "limits"] if len(history) else history
     frame = pd.concat([hist, cur], ignore_index=True) if len(hist) else cur
@@ -236,6 +242,9 @@ def _flag(s: pd.DataFrame) -> tuple[str, str]:
     a, b = s.iloc[-2], s.iloc[-1]
     if a["config_hash"] != b["config_hash"] or a["fairspark_version"] != b["fairspark_version"]:
         return "", "config or fairspark version changed: not comparable with the run before"
+    if _schema_changed(a, b):
+        return "", ("not comparable: schema changed (the input's features differ from the "
+                    "run before)")
     va, vb = _num(a["value"]), _num(b["value"])
     if va is None or vb is None:
         return "", "no value in one of the two runs"
@@ -264,6 +273,12 @@ def _flag(s: pd.DataFrame) -> tuple[str, str]:
                      "is larger than the uncertainty explains")
     return "", (f"within the uncertainty ({move}; the intervals overlap)"
                 + (f", nominally {way}" if way else ""))
+
+
+def _schema_changed(a: pd.Series, b: pd.Series) -> bool:
+    """Both runs recorded their input schema (``schema_hash``) and the two differ."""
+    ha, hb = a.get("schema_hash"), b.get("schema_hash")
+    return isinstance(ha, str) and isinstance(hb, str) and ha != hb
 
 
 def _rule_matches(rule: Any, series: pd.Series) -> bool:
@@ -327,7 +342,8 @@ def _panel(ax: Any, s: pd.DataFrame, name: str, flag: str, limits: list[float],
     ax.errorbar(x, v, yerr=[lo, hi], fmt="o-", ms=3, capsize=2, lw=1, color="#2457a6")
     for i in range(1, len(s)):
         if (s.loc[i, "config_hash"] != s.loc[i - 1, "config_hash"]
-                or s.loc[i, "fairspark_version"] != s.loc[i - 1, "fairspark_version"]):
+                or s.loc[i, "fairspark_version"] != s.loc[i - 1, "fairspark_version"]
+                or _schema_changed(s.loc[i - 1], s.loc[i])):
             ax.axvline(i - 0.5, color="#7a4f00", ls=":", lw=1.2)
     for lim in limits:
         ax.axhline(lim, color="#a8231b", ls="--", lw=1)
@@ -380,8 +396,9 @@ def _trend_figure(frame: pd.DataFrame, drawn: list[tuple], info: list[tuple]) ->
         f"<figure><img alt='{escape(alt)}' src='{uri}' style='max-width:100%'>"
         "<figcaption>Headline numbers over run dates, worst change first. Each panel: "
         "value and interval per run (blue), the fair value (grey line), the configured "
-        "limits (red dashes), a dotted brown line where the config or fairspark version "
-        "changed (not comparable across it), and a marker on tonight's point when it moved "
+        "limits (red dashes), a dotted brown line where the config, the input schema or "
+        "the fairspark version changed (not comparable across it), and a marker on "
+        "tonight's point when it moved "
         "beyond the uncertainty (▼ red: worse, ▲ green: better, ◆: changed, no better side)."
         " One y-scale rule: all panels of the same metric share one range, spanning its "
         "values, intervals, fair value and limits.</figcaption></figure>"

@@ -341,6 +341,8 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
     prev_items = (previous or {}).get("items") if isinstance(previous, Mapping) else None
     if isinstance(previous, Mapping) and not previous.get("run_date"):
         prev_items = None  # nothing published before this run: nothing to compare with
+    if summary.get("schema_change"):
+        prev_items = None  # the input's features changed: not comparable with that run
     for ln in lines:
         if prev_items is not None:
             ln["change"] = _change(
@@ -371,6 +373,9 @@ def _previous_note(summary: Mapping[str, Any], previous: Any) -> str:
     if previous.get("error"):
         return (f"Change since the previous run: the run of {date} could not be read "
                 f"({previous['error']}).")
+    change = summary.get("schema_change")
+    if isinstance(change, Mapping) and change.get("message"):
+        return f"Change since the previous run: not shown, not comparable: {change['message']}."
     prev_hash, hash_now = previous.get("config_hash"), summary.get("config_hash")
     if prev_hash and hash_now and prev_hash != hash_now:
         return (f"Compared with the run of {date}, whose configuration differs (config hash "
