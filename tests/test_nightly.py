@@ -206,22 +206,23 @@ def test_trends_state_better_or_worse_and_sort_worst_first(trend_rows, monkeypat
     html, _ = _trend_html(trend_rows, monkeypatch)
     table = html[html.index("<tbody>"):]
     names = re.findall(r"<tr class='\w*'><td>([^<]+)</td>", table)
-    flags = re.findall(r"<td>(?:<b>(\w+)</b>|–)</td><td class='small'>", table)
+    flags = re.findall(r"<td>(?:<b>(\w[\w ]*)</b>|–)</td><td class='small'>", table)
     got = dict(zip(names, flags, strict=True))
     assert got["group · sex · statistical_parity_difference"] == "worse"
     assert got["group · race · statistical_parity_difference"] == "better"
     assert got["group · age · disparate_impact"] == "better"
     assert got["hfm · sex · D"] == "changed"
-    assert got["group · sex · disparate_impact"] == ""
+    # inside the interval of the difference: one phrase, as the decision box says it
+    assert got["group · sex · disparate_impact"] == "within noise"
     notes = dict(zip(names, re.findall(r"<td class='small'>([^<]*)</td></tr>", table),
                      strict=True))
     assert notes["hfm · sex · df"] == "unchanged (0.1)"
-    assert "intervals do not overlap" in notes["group · sex · statistical_parity_difference"]
+    assert "beyond its interval" in notes["group · sex · statistical_parity_difference"]
     # nothing to draw, said so; never silently gone
     assert "Not drawn, no value in any run (not computed): hfm · * · DR." in html
     # worst first: worse, then changed, then better, then unflagged
     order = [got[n] for n in names]
-    rank = {"worse": 0, "changed": 1, "better": 2, "": 3}
+    rank = {"worse": 0, "changed": 1, "better": 2, "within noise": 3, "": 4}
     assert order == sorted(order, key=rank.get)
     assert len(names) == 15 and names[-1] == "hfm · * · DR"  # every series is in the table
 
@@ -365,7 +366,7 @@ def test_persistence_gates_only_after_n_consecutive_violations(spark, biased_tab
     assert "Trends over previous runs" in html and "No previous runs." not in html
     # the same table and config both nights: the violation is "still there"
     box = html[html.index('id="decision"'):html.index("</section>", html.index('id="decision"'))]
-    assert "since 2026-11-01" in box and "(same configuration)" in box
+    assert "since 2026-11-01" in box and "(same configuration and data window)" in box
     (line,) = [tr for tr in box.split("<tr")[2:] if "statistical parity" in tr]
     assert "still there" in line and "violated" in line
     # the limits table says how in words, not p(violated)=...

@@ -286,7 +286,8 @@ def _ok_summary(summary, **extra):
 @pytest.mark.parametrize(("exit_code", "limits", "failed", "expected"), [
     (3, {"status": "violated", "gates": True, "checks": 2, "violated": 2}, False,
      "This run gates: exit code 3. 2 violated limit(s) fail the pipeline"),
-    (0, {"status": "violated", "gates": True, "checks": 2, "violated": 2}, False,
+    (0, {"status": "violated", "gates": False, "would_gate": True, "fail_on_violation": False,
+         "checks": 2, "violated": 2}, False,
      "This run does not gate (exit code 0), although 2 limit(s) are violated"),
     (0, {"status": "violated", "gates": False, "checks": 2, "violated": 1}, False,
      "not yet for their required number of consecutive runs"),
@@ -321,7 +322,9 @@ def _decision_rows_of(html):
 
 
 def test_decision_lines_rank_and_measure_the_distance_to_the_limit(decision_rows, summary):
-    s = _ok_summary(summary, limits={"status": "violated", "gates": True, "checks": 3,
+    # exit code 0 with failing on a violation off: the violated lines "would gate"
+    s = _ok_summary(summary, limits={"status": "violated", "gates": False, "would_gate": True,
+                                     "fail_on_violation": False, "checks": 3,
                                      "violated": 2, "inconclusive": 1})
     html = render_report_html(summary=s, rows=decision_rows, sections=[])
     lines = _decision_rows_of(html)
@@ -331,7 +334,8 @@ def test_decision_lines_rank_and_measure_the_distance_to_the_limit(decision_rows
     by = {(st, attr, "hfm" in t, "mdfa" in t, "disparate" in t): t for st, attr, t in lines}
     # DI 0.40 against a minimum of 0.8: 0.4 below, the whole interval [0.36, 0.44] too
     di = by[("violated", "sex", False, False, True)]
-    assert "0.4 below the minimum 0.8 (whole interval below)" in di and "gates" in di
+    assert "0.4 below the minimum 0.8 (whole interval below)" in di
+    assert "violated (would gate)" in di and "(gates)" not in di
     spd = next(t for st, a, t in lines if st == "violated" and "statistical" in t)
     assert "|value| 0.18 is 0.08 beyond the limit ±0.1 (whole interval beyond)" in spd
     inc = next(t for st, a, t in lines if st == "inconclusive")
@@ -348,20 +352,45 @@ def test_decision_lines_rank_and_measure_the_distance_to_the_limit(decision_rows
     assert "not shown, this run carries no previous run" in html
 
 
+def _num(metric, value, lower, upper):
+    return {"metric": metric, "value": value, "lower": lower, "upper": upper}
+
+
 def test_change_since_the_previous_run(decision_rows, summary):
+    import math
+
     from fairspark.report.decision import item_key
 
+    # the expected words by hand: beyond noise when |b - a| > sqrt(h_a^2 + h_b^2), with
+    # h the interval half-widths (ratios on the log scale)
+    def beyond(a, b, log=False):
+        f = math.log if log else (lambda x: x)
+        h = math.hypot((f(a[2]) - f(a[1])) / 2, (f(b[2]) - f(b[1])) / 2)
+        return abs(f(b[0]) - f(a[0])) > h
+
+    di_then, di_now = (0.70, 0.66, 0.74), (0.40, 0.36, 0.44)
+    spd_then, spd_now = (-0.30, -0.32, -0.28), (-0.18, -0.195, -0.165)
+    g_then, g_now = (0.045, 0.040, 0.050), (0.043, 0.038, 0.051)
+    assert beyond(di_then, di_now, log=True) and beyond(spd_then, spd_now)
+    assert not beyond(g_then, g_now)
     prev = {"run_date": "2026-11-28", "items": {
-        # DI was 0.1 below its minimum, now 0.4: worse
-        item_key("limit on group", "sex", "disparate_impact"): {"status": "violated",
-                                                                "excess": 0.1},
-        # SPD was violated by 0.2, now by 0.08: better
+        # DI was 0.70, now 0.40, beyond the difference's interval: worse
+        item_key("limit on group", "sex", "disparate_impact"): {
+            "status": "violated", "excess": 0.1,
+            "number": _num("disparate_impact", *di_then)},
+        # SPD was -0.30, now -0.18, beyond noise: better
         item_key("limit on group", "sex", "statistical_parity_difference"): {
-            "status": "violated", "excess": 0.2},
-        # mdfa sex had no evidence before: new
-        item_key("mdfa", "sex", "gamma_max"): {"status": "ok", "excess": 0.001},
-        # hfm race was evidence before, fine now: resolved
-        item_key("hfm", "race", "df"): {"status": "evidence", "excess": 0.05},
+            "status": "violated", "excess": 0.2,
+            "number": _num("statistical_parity_difference", *spd_then)},
+        # mdfa sex: evidence both times, gamma 0.045 -> 0.043 inside the noise
+        item_key("mdfa", "sex", "gamma_max"): {
+            "status": "evidence", "excess": 0.045, "number": _num("gamma_max", *g_then)},
+        # hfm race was evidence before (df 0.05), fine now (-0.01, exact): resolved
+        item_key("hfm", "race", "df"): {"status": "evidence", "excess": 0.05,
+                                        "number": _num("df", 0.05, 0.05, 0.05)},
+        # a published run of an older version: no number, no interval
+        item_key("limit on group", "race", "statistical_parity_difference"): {
+            "status": "inconclusive", "excess": 0.0},
     }}
     s = _ok_summary(summary, previous=prev)
     html = render_report_html(summary=s, rows=decision_rows, sections=[])
@@ -374,9 +403,33 @@ def test_change_since_the_previous_run(decision_rows, summary):
 
     assert change("sex", "limit on group: disparate") == "worse"
     assert change("sex", "limit on group: |statistical") == "better"
-    assert change("sex", "mdfa: gamma") == "new"
+    assert change("sex", "mdfa: gamma") == "still there, within noise"
     assert change("race", "hfm: D, D_f, df") == "resolved"
     assert change("sex", "hfm: D, D_f, df") == "new"  # bad now, absent before
+    # no line calls a change better or worse inside its uncertainty
+    assert all("better" not in c[4] and "worse" not in c[4] for c in cells
+               if c[2].startswith("mdfa"))
+
+
+def test_a_status_change_inside_the_noise_is_not_called_new_or_resolved(decision_rows,
+                                                                        summary):
+    from fairspark.report.decision import item_key
+
+    prev = {"run_date": "2026-11-28", "items": {
+        # evidence before at 0.030 [0.020, 0.040]: the status went, the number barely moved
+        item_key("mdfa", "race", "gamma_max"): {
+            "status": "evidence", "excess": 0.03, "number": _num("gamma_max", 0.003, -0.008,
+                                                                 0.012)},
+        # no evidence before at 0.040 [0.033, 0.050]; evidence now at 0.043 [0.038, 0.051]
+        item_key("mdfa", "sex", "gamma_max"): {
+            "status": "ok", "excess": 0.04, "number": _num("gamma_max", 0.040, 0.033, 0.050)},
+    }}
+    html = render_report_html(summary=_ok_summary(summary, previous=prev),
+                              rows=decision_rows, sections=[])
+    cells = [t.split(" | ") for _, _, t in _decision_rows_of(html)]
+    by = {(c[1], c[2].split(":")[0]): c[4] for c in cells}
+    assert by[("race", "mdfa")] == "no longer flagged (the number moved within noise)"
+    assert by[("sex", "mdfa")] == "new (the number moved within noise)"
 
 
 def test_change_note_says_why_there_is_no_change_column(decision_rows, summary):

@@ -20,8 +20,20 @@ it matches. A check is one of:
   passed when entirely inside, inconclusive when it straddles. No correction: these
   are not random.
 
-A violated check *gates* when it was also violated in the ``persistence - 1``
-previous published runs (from the history of ``metrics.parquet`` rows).
+**Per group.** On the group audit a rule without ``group`` is checked on every
+unprivileged value against the reference (privileged) group wherever the audit has
+those rows (``multi_valued``, an attribute or intersection with more than one
+unprivileged value): each comparison is one check, named by its group, and every one
+counts in the multiple-testing family. The pooled view (``group = unprivileged``, all
+unprivileged values together) is kept as an extra check of role ``pooled``: judged on
+its own p-values, outside the family, and it never gates. A binary attribute has one
+unprivileged value and its pooled row is the check.
+
+**Persistence.** Every violated check counts, from the history of published
+``metrics.parquet`` rows, how many runs in a row it has been violated (this run
+included; a run without this check breaks the chain). It *would gate* when that count
+reaches the rule's ``persistence``; it *gates* (the run exits 3) only when failing on a
+violation is on (``limits.fail_on_violation``, ``--no-fail-on-violation``).
 """
 
 from __future__ import annotations
@@ -36,6 +48,7 @@ import numpy as np
 
 from fairspark._values import params_json
 from fairspark.audits.base import MetricRow
+from fairspark.metrics._core import BASELINES, CATALOGUE
 from fairspark.status import Status, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,12 +56,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from fairspark.config import LimitRule, LimitsConfig
 
-__all__ = ["Check", "adjust_pvalues", "evaluate_limits", "rule_text"]
+__all__ = ["Check", "adjust_pvalues", "evaluate_limits", "gate_word", "limits_summary",
+           "rule_text"]
 
 _BOUND_AUDITS = {"hfm"}
 #: statuses of rows whose value a limit may judge
 _USABLE = frozenset({Status.OK, Status.INCONCLUSIVE, Status.NOT_CERTIFIED, Status.TIMED_OUT})
 _N = NormalDist()
+#: the group audit's rows that are not one unprivileged value against the reference
+_POOLED_GROUPS = frozenset({"unprivileged", "privileged", "all"})
+#: role of a check: "gate" (may gate the run) or "pooled" (the extra pooled view)
+GATE, POOLED = "gate", "pooled"
 
 
 def rule_text(rule: LimitRule) -> str:
@@ -93,7 +111,8 @@ class Check:
     p_passed: float = 1.0
     verdict: Verdict = Verdict.INCONCLUSIVE
     consecutive: int = 0
-    gates: bool = False
+    would_gate: bool = False
+    role: str = GATE
 
     def same_check(self, history: pd.DataFrame) -> pd.DataFrame:
         """This check's rows among earlier runs' ``limits`` rows."""
@@ -107,16 +126,23 @@ class Check:
                        & (history["metric_b"] == rule_text(self.rule))]
 
     def persistence(self, history: pd.DataFrame | None) -> int:
-        """Violations in a row, this run included (0 unless this run is violated)."""
+        """Violations in a row, this run included (0 unless this run is violated).
+
+        Counted for every rule, whatever its ``persistence``: the earlier runs of the
+        history are walked from the newest, and the chain stops at the first run whose
+        row of this check is not violated or that has no row of this check.
+        """
         if self.verdict != Verdict.VIOLATED:
             return 0
         consecutive = 1
-        if history is not None and len(history) and self.rule.persistence > 1:
-            mine = self.same_check(history)
-            for _, st in mine.sort_values("run_date", ascending=False).iterrows():
-                if st["status"] != Verdict.VIOLATED:
-                    break
-                consecutive += 1
+        if history is None or not len(history) or "run_date" not in history:
+            return consecutive
+        mine = self.same_check(history)
+        status = dict(zip(mine["run_date"].astype(str), mine["status"], strict=True))
+        for d in sorted(set(history["run_date"].astype(str)), reverse=True):
+            if status.get(d) != Verdict.VIOLATED:
+                break
+            consecutive += 1
         return consecutive
 
 
@@ -183,7 +209,7 @@ def _bounds(check: Check) -> None:
                      else Verdict.INCONCLUSIVE)
 
 
-def _matches(rule: LimitRule, row: dict[str, Any]) -> bool:
+def _matches(rule: LimitRule, row: dict[str, Any], *, group: str | None = None) -> bool:
     if row["metric"] != rule.metric or row.get("metric_b"):
         return False
     if rule.audit is not None and row["audit"] != rule.audit:
@@ -192,14 +218,42 @@ def _matches(rule: LimitRule, row: dict[str, Any]) -> bool:
         return False
     if rule.model is not None and row.get("model") != rule.model:
         return False
-    group = rule.group
-    if group is None and row["audit"] == "group":
-        group = "unprivileged"
+    group = rule.group if group is None else group
     if group is not None and row.get("group") != group:
         return False
     if row.get("status") not in _USABLE or row.get("value") is None:
         return False
     return not (isinstance(row["value"], float) and math.isnan(row["value"]))
+
+
+def _per_group(rule: LimitRule, rows: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
+    """(gating rows, pooled rows) of a group-audit rule that names no group.
+
+    Per attribute: the rows of every unprivileged value against the reference gate
+    when the audit has them; the pooled ``unprivileged`` row is then the extra view.
+    Without per-value rows (binary attribute, ``multi_valued: false``, a rate metric)
+    the pooled row is the check.
+    """
+    comparison = rule.metric in CATALOGUE or rule.metric in BASELINES
+    gate: list[dict] = []
+    pooled: list[dict] = []
+    by_attr: dict[Any, list[dict]] = {}
+    for r in rows:
+        if r.get("audit") == "group":
+            by_attr.setdefault(r["attribute"], []).append(r)
+    for attr_rows in by_attr.values():
+        # per-value rows of this metric exist, usable or not: the per-group view applies
+        per_value = comparison and any(
+            r["metric"] == rule.metric and not r.get("metric_b")
+            and r.get("group") not in _POOLED_GROUPS for r in attr_rows)
+        unpriv = [r for r in attr_rows if _matches(rule, r, group="unprivileged")]
+        if per_value:
+            gate += [r for r in attr_rows if r.get("group") not in _POOLED_GROUPS
+                     and r.get("group") is not None and _matches(rule, r, group=r["group"])]
+            pooled += unpriv
+        else:
+            gate += unpriv
+    return gate, pooled
 
 
 def _find_checks(
@@ -209,48 +263,119 @@ def _find_checks(
     checks: list[Check] = []
     unmatched: list[str] = []
     for rule in rules:
-        found = [r for r in rows if _matches(rule, r)]
-        if not found:
+        found = [r for r in rows if r.get("audit") != "group" and _matches(rule, r)]
+        pooled: list[dict] = []
+        if rule.audit in (None, "group"):
+            if rule.group is None:
+                gate, pooled = _per_group(rule, rows)
+                found += gate
+            else:
+                found += [r for r in rows if r.get("audit") == "group" and _matches(rule, r)]
+        if not found and not pooled:
             unmatched.append(f"limit {rule_text(rule)} matched no result row"
                              + (f" (attribute {rule.attribute!r})" if rule.attribute else ""))
         for r in found:
             kind = "bounds" if r["audit"] in _BOUND_AUDITS else "statistical"
             checks.append(Check(rule=rule, row=r, kind=kind))
+        checks += [Check(rule=rule, row=r, kind="statistical", role=POOLED) for r in pooled]
     return checks, unmatched
 
 
 def _judge_statistical(stat: list[Check], limits: LimitsConfig) -> None:
-    """p-values of the statistical checks, corrected as one family, then verdicts."""
+    """p-values of the statistical checks, corrected as one family, then verdicts.
+
+    The family is every gating check (each group against the reference is one);
+    a pooled check is judged on its own, unadjusted p-values.
+    """
     for c in stat:
         _statistical(c)
-    if not stat:
-        return
-    pv = adjust_pvalues(np.array([c.p_violated for c in stat]), limits.correction)
-    pp = adjust_pvalues(np.array([c.p_passed for c in stat]), limits.correction)
-    for c, a, b in zip(stat, pv, pp, strict=True):
-        c.p_violated, c.p_passed = float(a), float(b)
-        c.verdict = (Verdict.VIOLATED if a <= limits.alpha
-                     else Verdict.PASSED if b <= limits.alpha else Verdict.INCONCLUSIVE)
+    family = [c for c in stat if c.role == GATE]
+    if family:
+        pv = adjust_pvalues(np.array([c.p_violated for c in family]), limits.correction)
+        pp = adjust_pvalues(np.array([c.p_passed for c in family]), limits.correction)
+        for c, a, b in zip(family, pv, pp, strict=True):
+            c.p_violated, c.p_passed = float(a), float(b)
+    for c in stat:
+        c.verdict = (Verdict.VIOLATED if c.p_violated <= limits.alpha
+                     else Verdict.PASSED if c.p_passed <= limits.alpha
+                     else Verdict.INCONCLUSIVE)
 
 
-def _limit_row(c: Check, limits: LimitsConfig, n_statistical: int) -> MetricRow:
+def gate_word(verdict: str, *, would_gate: bool, consecutive: int, persistence: int,
+              fail_on_violation: bool, role: str = GATE) -> str:
+    """The one phrase that says what a check does to the run.
+
+    ``gates`` (violated long enough and failing on a violation is on: exit 3),
+    ``would gate`` (violated long enough, failing is off), ``gates after N runs in a
+    row`` (violated, not yet long enough), ``pooled view, does not gate``; empty for a
+    passed or inconclusive check.
+    """
+    if role == POOLED:
+        return "pooled view, does not gate"
+    if verdict != Verdict.VIOLATED:
+        return ""
+    if would_gate:
+        return "gates" if fail_on_violation else "would gate"
+    return f"gates after {persistence} runs in a row ({consecutive} so far)"
+
+
+def _limit_row(c: Check, limits: LimitsConfig, n_family: int) -> MetricRow:
     """The ``limits`` result row of one check."""
     r = c.row
-    if c.kind == "statistical":
+    if c.kind == "statistical" and c.role == POOLED:
+        how = (f"p(violated)={c.p_violated:.3g}, p(passed)={c.p_passed:.3g} (pooled view of "
+               f"every unprivileged value, not adjusted, alpha={limits.alpha:g}; does not gate)")
+    elif c.kind == "statistical":
         how = (f"p(violated)={c.p_violated:.3g}, p(passed)={c.p_passed:.3g} "
-               f"({limits.correction} over {n_statistical} checks, alpha={limits.alpha:g})")
+               f"({limits.correction} over {n_family} checks, alpha={limits.alpha:g})")
     else:
         how = "judged on the certified/approximate bounds"
     gate = (f"; violated {c.consecutive} run(s) in a row, gates at {c.rule.persistence}"
-            if c.verdict == Verdict.VIOLATED else "")
+            if c.verdict == Verdict.VIOLATED and c.role == GATE else "")
     return MetricRow(
         audit="limits", attribute=r["attribute"], group=r.get("group"), metric=r["metric"],
         metric_b=rule_text(c.rule), model=r.get("model"), value=r["value"],
         lower=r.get("lower"), upper=r.get("upper"), status=c.verdict,
         detail=f"{rule_text(c.rule)} [{r['audit']}]: {c.verdict}; {how}{gate}",
-        params=params_json(rule=c.rule.model_dump(mode="json"), gates=c.gates, kind=c.kind,
+        params=params_json(rule=c.rule.model_dump(mode="json"), would_gate=c.would_gate,
+                           consecutive=c.consecutive, role=c.role, kind=c.kind,
                            source_audit=r["audit"]),
     )
+
+
+def limits_summary(checks: list[Check], unmatched: list[str], *, limits: LimitsConfig,
+                   fail_on_violation: bool) -> dict[str, Any]:
+    """``summary.json``'s ``limits``: counts, and gate fields that agree with the exit code.
+
+    ``would_gate``: some check is violated for its required runs in a row;
+    ``gates``: it also fails the run (``would_gate`` and ``fail_on_violation``), so
+    ``gates: true`` never sits beside ``exit_code: 0``. Pooled views are counted apart
+    (``pooled``) and never gate.
+    """
+    gating = [c for c in checks if c.role == GATE]
+    would = any(c.would_gate for c in gating)
+    verdicts = [c.verdict for c in gating]
+    info: dict[str, Any] = {
+        "status": Verdict.VIOLATED if Verdict.VIOLATED in verdicts else
+                  Verdict.INCONCLUSIVE if Verdict.INCONCLUSIVE in verdicts else Verdict.PASSED,
+        "gates": bool(would and fail_on_violation),
+        "would_gate": would,
+        "fail_on_violation": bool(fail_on_violation),
+        "checks": len(gating),
+        "violated": verdicts.count(Verdict.VIOLATED),
+        "passed": verdicts.count(Verdict.PASSED),
+        "inconclusive": verdicts.count(Verdict.INCONCLUSIVE),
+        "pooled": sum(1 for c in checks if c.role == POOLED),
+        "unmatched": unmatched,
+        "correction": limits.correction,
+        "alpha": limits.alpha,
+    }
+    if would:
+        info["detail"] = "; ".join(
+            f"{rule_text(c.rule)} ({c.row['attribute']}"
+            + (f" / {c.row['group']}" if c.row.get("group") else "") + ")"
+            for c in gating if c.would_gate)
+    return info
 
 
 def evaluate_limits(
@@ -279,6 +404,8 @@ def evaluate_limits(
         if c.kind == "bounds":
             _bounds(c)
     for c in checks:
-        c.consecutive = c.persistence(history)
-        c.gates = c.consecutive >= c.rule.persistence
-    return checks, [_limit_row(c, limits, len(stat)) for c in checks], unmatched
+        if c.role == GATE:
+            c.consecutive = c.persistence(history)
+            c.would_gate = c.consecutive >= c.rule.persistence
+    n_family = sum(1 for c in stat if c.role == GATE)
+    return checks, [_limit_row(c, limits, n_family) for c in checks], unmatched

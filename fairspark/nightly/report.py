@@ -30,17 +30,33 @@ def _fmt(x: Any) -> str:
     return f"{x:.4g}"
 
 
+def _would_gate(params: dict[str, Any]) -> bool:
+    """A limit row's "violated for its required runs in a row" (older runs: ``gates``)."""
+    return bool(params.get("would_gate", params.get("gates")))
+
+
+def _row_params(r: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return json.loads(r.get("params") or "{}")
+    except (TypeError, ValueError):
+        return {}
+
+
 def headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[str]:
     """Verdicts in words for the limits (used by the report's summary)."""
     out = []
-    checks = [r for r in rows if r.get("audit") == "limits"]
+    checks = [r for r in rows if r.get("audit") == "limits"
+              and _row_params(r).get("role", "gate") == "gate"]
     if not checks:
         return out
-    gating = [r for r in checks if json.loads(r.get("params") or "{}").get("gates")]
+    lim = summary.get("limits") or {}
+    failing = bool(lim.get("fail_on_violation", summary.get("exit_code") == 3))
+    gating = [r for r in checks if _would_gate(_row_params(r))]
     violated = [r for r in checks if r["status"] == Verdict.VIOLATED]
     for r in gating:
-        out.append(f"LIMIT VIOLATED: {r['metric_b']} for {r['attribute']}"
-                   f"{'/' + r['group'] if r.get('group') else ''} "
+        word = "gates the run" if failing else "would gate; failing on a violation is off"
+        out.append(f"LIMIT VIOLATED ({word}): {r['metric_b']} for {r['attribute']}"
+                   f"{' / ' + str(r['group']) if r.get('group') else ''} "
                    f"(value {_fmt(r['value'])}, interval [{_fmt(r.get('lower'))}, "
                    f"{_fmt(r.get('upper'))}]).")
     waiting = [r for r in violated if r not in gating]
@@ -87,6 +103,11 @@ def how_in_words(check: Check, *, correction: str | None = None,
             if corr and correction != "none" and n_statistical else "")
     adj = f", {corr}{over}" if corr else ""
     lvl = f" at alpha {alpha:g}" if alpha is not None else ""
+    if check.role == "pooled":
+        pv, pp = _p(check.p_violated), _p(check.p_passed)
+        return (f"the pooled view of every unprivileged value together, shown for "
+                f"comparison: {check.verdict} ({pv} for beyond {side}, {pp} for within, not "
+                "adjusted); it does not gate, each group against the reference does")
     if check.kind == "bounds":
         text = {Verdict.VIOLATED: f"the whole certified interval is beyond {side}",
                 Verdict.PASSED: f"the whole certified interval is within {side}",
@@ -106,8 +127,49 @@ def how_in_words(check: Check, *, correction: str | None = None,
     return text
 
 
+def _group_label(r: dict[str, Any], role: str) -> str:
+    g = str(r.get("group") or "")
+    return "all unprivileged pooled (extra view)" if role == "pooled" else g
+
+
+def _worst_groups(checks: list[Check]) -> list[str]:
+    """One sentence per (rule, attribute) judged per group: the worst group named."""
+    from fairspark.nightly.gating import rule_text
+
+    by: dict[tuple[str, str], list[Check]] = {}
+    for c in checks:
+        if c.role == "gate" and c.row.get("audit") == "group" and c.row.get("group") not in (
+                None, "unprivileged"):
+            by.setdefault((rule_text(c.rule), str(c.row["attribute"])), []).append(c)
+    out = []
+    for (rule, attr), cs in by.items():
+        worst = max(cs, key=lambda c: limit_excess(c.row.get("value"), c.rule))
+        n_v = sum(c.verdict == Verdict.VIOLATED for c in cs)
+        out.append(f"{attr}: {rule} checked on each of {len(cs)} group(s) against the "
+                   f"reference; worst {worst.row['group']} ({_fmt(worst.row.get('value'))}, "
+                   f"{worst.verdict}); {n_v} of {len(cs)} violated.")
+    return out
+
+
+def limit_excess(value: Any, rule: Any) -> float:
+    """Signed distance of ``value`` beyond ``rule`` (larger = further beyond the limit)."""
+    v = _num(value)
+    if v is None:
+        return -math.inf
+    get = (lambda k: rule.get(k)) if isinstance(rule, dict) else (lambda k: getattr(rule, k))
+    parts = []
+    if get("abs_max") is not None:
+        parts.append(abs(v) - float(get("abs_max")))
+    if get("max") is not None:
+        parts.append(v - float(get("max")))
+    if get("min") is not None:
+        parts.append(float(get("min")) - v)
+    return max(parts) if parts else -math.inf
+
+
 def limits_section(checks: list[Check], rows: list[dict[str, Any]],
-                   unmatched: list[str], *, limits: Any = None) -> ReportSection:
+                   unmatched: list[str], *, limits: Any = None,
+                   fail_on_violation: bool | None = None) -> ReportSection:
     """A table of every limit check, violated ones first, the "how" said in words.
 
     Parameters
@@ -119,33 +181,59 @@ def limits_section(checks: list[Check], rows: list[dict[str, Any]],
         Messages for rules that matched no row.
     limits:
         ``config.limits`` (correction and alpha, for the words); optional.
+    fail_on_violation:
+        Whether a violation fails the run (``gates``) or not (``would gate``); default
+        ``limits.fail_on_violation``.
     """
+    from fairspark.nightly.gating import gate_word
+
+    if fail_on_violation is None:
+        fail_on_violation = bool(getattr(limits, "fail_on_violation", True))
     order = {Verdict.VIOLATED: 0, Verdict.INCONCLUSIVE: 1, Verdict.PASSED: 2}
-    n_stat = sum(1 for c in checks if c.kind == "statistical")
-    hows = {id(r): how_in_words(c, correction=getattr(limits, "correction", None),
-                                n_statistical=n_stat, alpha=getattr(limits, "alpha", None))
-            for c, r in zip(checks, rows, strict=False)}
+    n_stat = sum(1 for c in checks if c.kind == "statistical" and c.role == "gate")
+    by_row = {id(r): c for c, r in zip(checks, rows, strict=False)}
     body = []
-    for r in sorted(rows, key=lambda r: (order.get(r["status"], 3), r["attribute"])):
-        gates = json.loads(r.get("params") or "{}").get("gates")
-        cls = ("bad" if r["status"] == Verdict.VIOLATED
+
+    def key(r: dict[str, Any]) -> tuple:
+        c = by_row.get(id(r))
+        pooled = c is not None and c.role == "pooled"
+        ex = limit_excess(r.get("value"), c.rule) if c is not None else 0.0
+        return (pooled, order.get(r["status"], 3), r["attribute"], -ex)
+
+    for r in sorted(rows, key=key):
+        c = by_row.get(id(r))
+        role = c.role if c is not None else "gate"
+        word = gate_word(r["status"], would_gate=bool(c and c.would_gate),
+                         consecutive=c.consecutive if c else 0,
+                         persistence=c.rule.persistence if c else 1,
+                         fail_on_violation=fail_on_violation, role=role)
+        cls = ("muted" if role == "pooled" else "bad" if r["status"] == Verdict.VIOLATED
                else "warn" if r["status"] == Verdict.INCONCLUSIVE else "good")
-        how = hows.get(id(r)) or r.get("detail") or ""
+        how = (how_in_words(c, correction=getattr(limits, "correction", None),
+                            n_statistical=n_stat, alpha=getattr(limits, "alpha", None))
+               if c is not None else r.get("detail") or "")
+        verdict = f"<b>{escape(r['status'])}</b>" + (f" ({escape(word)})" if word else "")
         body.append(
             f"<tr class='{cls}'><td>{escape(r['metric_b'])}</td><td>{escape(r['attribute'])}"
-            f"</td><td>{escape(r.get('group') or '')}</td><td>{_fmt(r['value'])}</td>"
+            f"</td><td>{escape(_group_label(r, role))}</td><td>{_fmt(r['value'])}</td>"
             f"<td>[{_fmt(r.get('lower'))}, {_fmt(r.get('upper'))}]</td>"
-            f"<td><b>{escape(r['status'])}</b>{' — gates' if gates else ''}</td>"
-            f"<td class='small'>{escape(how)}</td></tr>")
+            f"<td>{verdict}</td><td class='small'>{escape(how)}</td></tr>")
     miss = "".join(f"<li>{escape(m)}</li>" for m in unmatched)
+    worst = "".join(f"<li>{escape(w)}</li>" for w in _worst_groups(checks))
     html = (
         "<p>Each limit is judged on the uncertainty of its number: the confidence interval "
         "(group metrics), the certified interval (HFM) or the band over splits (mdfa). "
-        "<em>Inconclusive</em> means the interval straddles the limit.</p>"
-        "<div class='tablewrap'><table class='metrics'><caption>Every limit check, violated "
-        "first: the number, its interval, the verdict (✖ violated, ? inconclusive, "
-        "✔ passed; <em>gates</em> = fails the run when failing on a violation is on) and "
-        "how the verdict was reached, in words.</caption>"
+        "<em>Inconclusive</em> means the interval straddles the limit. On an attribute "
+        "with several unprivileged values (and on intersections) a group limit is checked "
+        "on <b>each group against the reference</b> (privileged) group, and every such "
+        "comparison counts in the multiple-testing correction; the pooled view of all "
+        "unprivileged values together is an extra row that does not gate.</p>"
+        + (f"<ul class='worst'>{worst}</ul>" if worst else "")
+        + "<div class='tablewrap'><table class='metrics'><caption>Every limit check, "
+        "violated first, worst group first: the number, its interval, the verdict "
+        "(✖ violated, ? inconclusive, ✔ passed; <em>gates</em> = this violation fails the "
+        "run, <em>would gate</em> = it would if failing on a violation were on) and how "
+        "the verdict was reached, in words.</caption>"
         "<thead><tr><th>limit</th><th>attribute</th><th>group</th>"
         "<th>value</th><th>interval</th><th>verdict</th><th>how</th></tr></thead><tbody>"
         + "".join(body) + "</tbody></table></div>"
@@ -189,7 +277,8 @@ def trend_frame(history: pd.DataFrame, rows: list[dict[str, Any]], *, run_date: 
 
 #: flag -> (sort rank, words); worst first (the table's row class adds ✖ / ? / ✔)
 _FLAG_ORDER: dict[str, tuple[int, str]] = {
-    "worse": (0, "worse"), "changed": (1, "changed"), "better": (2, "better"), "": (3, ""),
+    "worse": (0, "worse"), "changed": (1, "changed"), "better": (2, "better"),
+    "within noise": (3, "within noise"), "": (4, ""),
 }
 
 
@@ -235,8 +324,63 @@ def _num(x: Any) -> float | None:
     return None if math.isnan(v) else v
 
 
+def _scale(metric: str, *xs: float | None) -> tuple[Any, str]:
+    """(transform, name): ratios on the log scale when every number is positive."""
+    if fair_value(metric) == 1.0 and all(x is not None and x > 0 for x in xs):
+        return math.log, "log"
+    return (lambda x: x), "linear"
+
+
+def change_between(metric: str, a: Any, b: Any) -> tuple[str, str]:
+    """(word, note) for the move of ``metric`` from run ``a`` to run ``b``.
+
+    ``a`` and ``b`` have ``value``, ``lower``, ``upper`` (mappings or Series). The
+    move is beyond noise when the difference ``b - a`` lies outside its own interval:
+    ``|b - a| > sqrt(h_a^2 + h_b^2)``, with ``h`` each run's interval half-width (the
+    difference of two independent estimates; ratios on the log scale). Then it is
+    **worse** / **better** (further from / closer to the fair value, see
+    :func:`badness`) or **changed** for a number with no fair side; otherwise **within
+    noise**. Without a value: ``""``; without intervals: ``""`` with a note. The
+    decision box and the trends both use this one rule and these words.
+    """
+    get = (lambda m, k: m.get(k)) if not isinstance(a, pd.Series) else (lambda m, k: m[k])
+    va, vb = _num(get(a, "value")), _num(get(b, "value"))
+    if va is None or vb is None:
+        return "", "no value in one of the two runs"
+    move = f"{_fmt(va)} → {_fmt(vb)}"
+    ba, bb = badness(metric, va), badness(metric, vb)
+    way = ("worse" if bb > ba else "better" if bb < ba else "") if (
+        ba is not None and bb is not None) else ""
+    fair = fair_value(metric)
+    la, ua = _num(get(a, "lower")), _num(get(a, "upper"))
+    lb, ub = _num(get(b, "lower")), _num(get(b, "upper"))
+    if None in (la, ua, lb, ub):
+        if va == vb:
+            return "", f"unchanged ({_fmt(vb)}); no interval"
+        what = (f"{way}: {'further from' if way == 'worse' else 'closer to'} {fair:g}"
+                if way else "higher" if vb > va else "lower")
+        return "", f"{what} ({move}); no interval to tell whether that is more than noise"
+    if va == vb:
+        return "", f"unchanged ({_fmt(vb)})"
+    f, scale = _scale(metric, va, vb, la, ua, lb, ub)
+    d = f(vb) - f(va)
+    h = math.hypot((f(ua) - f(la)) / 2, (f(ub) - f(lb)) / 2)
+    on = " on the log scale" if scale == "log" else ""
+    if abs(d) <= h:
+        return "within noise", (
+            f"within noise ({move}; the difference {d:+.3g}{on} is inside its interval "
+            f"±{h:.3g})" + (f", nominally {way}" if way else ""))
+    if not way:
+        return "changed", (f"{'higher' if vb > va else 'lower'} ({move}); the difference "
+                           f"{d:+.3g}{on} is beyond its interval ±{h:.3g}. This number has "
+                           "no better or worse side")
+    return way, (f"{way}: {'further from' if way == 'worse' else 'closer to'} the fair "
+                 f"value {fair:g} ({move}); the difference {d:+.3g}{on} is beyond its "
+                 f"interval ±{h:.3g}, so the change is larger than the uncertainty explains")
+
+
 def _flag(s: pd.DataFrame) -> tuple[str, str]:
-    """(flag, note) for the last two points of one series: better / worse, in words."""
+    """(flag, note) for the last two points of one series (:func:`change_between`)."""
     if len(s) < 2:
         return "", "first run of this series"
     a, b = s.iloc[-2], s.iloc[-1]
@@ -245,34 +389,7 @@ def _flag(s: pd.DataFrame) -> tuple[str, str]:
     if _schema_changed(a, b):
         return "", ("not comparable: schema changed (the input's features differ from the "
                     "run before)")
-    va, vb = _num(a["value"]), _num(b["value"])
-    if va is None or vb is None:
-        return "", "no value in one of the two runs"
-    metric = str(b["metric"])
-    ba, bb = badness(metric, va), badness(metric, vb)
-    way = ("worse" if bb > ba else "better" if bb < ba else "") if (
-        ba is not None and bb is not None) else ""
-    fair = fair_value(metric)
-    move = f"{_fmt(va)} → {_fmt(vb)}"
-    lo_a, hi_a, lo_b, hi_b = (_num(a["lower"]), _num(a["upper"]), _num(b["lower"]),
-                              _num(b["upper"]))
-    if None in (lo_a, hi_a, lo_b, hi_b):
-        if va == vb:
-            return "", f"unchanged ({_fmt(vb)}); no interval"
-        what = (f"{way}: {'further from' if way == 'worse' else 'closer to'} {fair:g}"
-                if way else "higher" if vb > va else "lower")
-        return "", f"{what} ({move}); no interval to tell whether that is more than noise"
-    if va == vb:
-        return "", f"unchanged ({_fmt(vb)})"
-    if lo_b > hi_a or hi_b < lo_a:  # type: ignore[operator]
-        if not way:
-            return "changed", (f"{'higher' if vb > va else 'lower'} ({move}); the intervals do "
-                               "not overlap. This number has no better or worse side")
-        return way, (f"{way}: {'further from' if way == 'worse' else 'closer to'} the fair "
-                     f"value {fair:g} ({move}); the intervals do not overlap, so the change "
-                     "is larger than the uncertainty explains")
-    return "", (f"within the uncertainty ({move}; the intervals overlap)"
-                + (f", nominally {way}" if way else ""))
+    return change_between(str(b["metric"]), a, b)
 
 
 def _schema_changed(a: pd.Series, b: pd.Series) -> bool:
@@ -350,6 +467,8 @@ def _panel(ax: Any, s: pd.DataFrame, name: str, flag: str, limits: list[float],
     fair = fair_value(str(s["metric"].iloc[0]))
     if fair is not None:
         ax.axhline(fair, color="#555", lw=0.6)
+    if flag == "within noise":
+        flag = ""
     if flag:
         marker = {"worse": "v", "better": "^"}.get(flag, "D")
         ax.plot([x[-1]], [v.iloc[-1]], marker, color="#a8231b" if flag == "worse" else "#1f6e3a"

@@ -21,7 +21,8 @@ from typing import Any
 from fairspark._values import nan_to_none
 from fairspark.status import FAILED_STATUSES
 
-__all__ = ["audited_facts", "decision_box", "decision_items", "item_key"]
+__all__ = ["ROW_CHANGE_FRACTION", "audited_brief", "audited_facts", "data_differences",
+           "decision_box", "decision_items", "item_key"]
 
 #: status -> (sort rank, icon shown beside the word; colour is never the only signal)
 STATUS_ORDER: dict[str, tuple[int, str]] = {
@@ -110,24 +111,68 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str,
 
 
 def _line(*, audit: str, attribute: str, metric: str, what: str, status: str, far: str,
-          excess: float | None, nxt: str, anchor: str | None, gates: bool = False) -> dict:
+          excess: float | None, nxt: str, anchor: str | None, gate_word: str = "",
+          number: Mapping[str, Any] | None = None) -> dict:
     rank, icon = STATUS_ORDER.get(status, (6, "•"))
+    n = number or {}
     return {"audit": audit, "attribute": attribute, "metric": metric, "what": what,
             "status": status, "icon": icon, "rank": rank, "far": far, "excess": excess,
             "next": nxt, "anchor": None if status in ("passed", "ok") else anchor,
-            "gates": gates, "change": ""}
+            "gate_word": gate_word, "change": "",
+            # the number the change since the previous run is judged on
+            "number": {"metric": n.get("metric"), "value": _num(n.get("value")),
+                       "lower": _num(n.get("lower")), "upper": _num(n.get("upper"))}}
 
 
-def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str]) -> list[dict]:
-    out = []
+def _failing(summary: Mapping[str, Any]) -> bool:
+    """Whether a violation fails this run (older summaries: exit code 3)."""
+    lim = summary.get("limits") or {}
+    return bool(lim.get("fail_on_violation", summary.get("exit_code") == 3))
+
+
+def _limit_gate_word(r: Mapping[str, Any], p: Mapping[str, Any], failing: bool) -> str:
+    from fairspark.nightly.gating import gate_word
+
+    rule = p.get("rule") or {}
+    return gate_word(str(r.get("status") or ""),
+                     would_gate=bool(p.get("would_gate", p.get("gates"))),
+                     consecutive=int(p.get("consecutive") or 1),
+                     persistence=int(rule.get("persistence") or 1),
+                     fail_on_violation=failing, role=str(p.get("role") or "gate"))
+
+
+def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str],
+                 summary: Mapping[str, Any] | None = None) -> list[dict]:
+    """One line per (limit, attribute): the worst group's check when judged per group."""
+    failing = _failing(summary or {})
+    checks: dict[tuple[str, str, str], list[tuple[Mapping[str, Any], dict]]] = {}
     for r in rows:
         if r.get("audit") != "limits":
             continue
         p = _params(r)
+        if p.get("role") == "pooled":
+            continue  # the pooled view is in the Limits section, it does not decide
         rule = p.get("rule") or {}
         source = p.get("source_audit") or rule.get("audit") or "group"
+        checks.setdefault((str(r.get("metric_b")), str(r.get("attribute")), source),
+                          []).append((r, p))
+    out = []
+    for (check, attr, source), found in checks.items():
+        def worst_key(t: tuple[Mapping[str, Any], dict]) -> tuple:
+            r, p = t
+            ex = _limit_distance(r, p.get("rule") or {})[1]
+            return (STATUS_ORDER.get(str(r.get("status")), (6, ""))[0],
+                    -(ex if ex is not None else -math.inf))
+
+        r, p = min(found, key=worst_key)
+        rule = p.get("rule") or {}
         far, excess = _limit_distance(r, rule)
-        attr = str(r.get("attribute"))
+        groups = [str(x.get("group")) for x, _ in found if x.get("group") not in
+                  (None, "unprivileged", "all")]
+        if groups:
+            n_v = sum(1 for x, _ in found if x.get("status") == "violated")
+            far = (f"worst group {r.get('group')}: {far}; {n_v} of {len(found)} groups "
+                   "violated (each against the reference)")
         metric = str(r.get("metric") or rule.get("metric") or "")
         status = str(r.get("status") or "")
         where = anchors.get(source)
@@ -140,8 +185,9 @@ def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str]) -> l
         if status == "inconclusive":
             nxt = f"Interval straddles the limit: more rows or runs decide; watch {look}"
         out.append(_line(audit=f"limit on {source}", attribute=attr, metric=metric,
-                         what=_readable(str(r.get("metric_b") or metric)), status=status, far=far,
-                         excess=excess, nxt=nxt, anchor=where, gates=bool(p.get("gates"))))
+                         what=_readable(check if check != "None" else metric), status=status,
+                         far=far, excess=excess, nxt=nxt, anchor=where,
+                         gate_word=_limit_gate_word(r, p, failing), number=r))
     return out
 
 
@@ -181,7 +227,7 @@ def _group_lines(rows: list[Mapping[str, Any]], covered: set[str],
             else "selection rate, disparate impact, TPR"
         out.append(_line(audit="group", attribute=attr, metric="group", what=what,
                          status=status, far=far, excess=None, nxt=nxt,
-                         anchor=anchors.get("group")))
+                         anchor=anchors.get("group"), number=di or spd))
     return out
 
 
@@ -214,7 +260,8 @@ def _hfm_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str]) -> lis
                if st == "evidence" else
                "Nothing: the model adds no individual-level separation to the data.")
         out.append(_line(audit="hfm", attribute=attr, metric="df", what="D, D_f, df",
-                         status=st, far=far, excess=v, nxt=nxt, anchor=anchors.get("hfm")))
+                         status=st, far=far, excess=v, nxt=nxt, anchor=anchors.get("hfm"),
+                         number=df))
     return out
 
 
@@ -254,7 +301,8 @@ def _mdfa_lines(rows: list[Mapping[str, Any]], summary: Mapping[str, Any],
                }.get(st, "Nothing: gamma is within what decisions that depend on the "
                          "features alone give.")
         out.append(_line(audit="mdfa", attribute=attr, metric="gamma_max", what="gamma",
-                         status=st, far=far, excess=v, nxt=nxt, anchor=anchors.get("mdfa")))
+                         status=st, far=far, excess=v, nxt=nxt, anchor=anchors.get("mdfa"),
+                         number=r))
     return out
 
 
@@ -271,21 +319,35 @@ def _failed_lines(summary: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
 
 
 def _change(line: dict, prev: Mapping[str, Any] | None) -> str:
-    """new / still there / better / worse / resolved, from the previous run's item."""
+    """The change since the previous run's item, on the trends' rule and words.
+
+    A status that appears or goes is *new* / *resolved* only when the number moved
+    beyond the interval of the difference (:func:`fairspark.nightly.report.change_between`);
+    otherwise the line says the status changed but the number's move is *within noise*.
+    A problem still there is *worse* / *better* beyond that interval, else *within noise*.
+    """
+    from fairspark.nightly.report import change_between
+
     if prev is None:
         return "new" if line["status"] in _BAD else ""
     was_bad = str(prev.get("status")) in _BAD
     now_bad = line["status"] in _BAD
+    a, b = prev.get("number") or {}, line.get("number") or {}
+    metric = str(b.get("metric") or a.get("metric") or "")
+    word = change_between(metric, a, b)[0] if a and b else ""
     if now_bad and not was_bad:
-        return "new"
+        return "new (the number moved within noise)" if word == "within noise" else "new"
     if was_bad and not now_bad:
-        return "resolved"
+        return ("no longer flagged (the number moved within noise)" if word == "within noise"
+                else "resolved")
     if not now_bad:
         return "unchanged"
-    a, b = _num(prev.get("excess")), line.get("excess")
-    if a is None or b is None or abs(b - a) < 1e-9:
+    if word:
+        return "still there, " + word if word == "within noise" else word
+    ea, eb = _num(prev.get("excess")), line.get("excess")
+    if ea is None or eb is None or abs(eb - ea) < 1e-9:
         return "still there"
-    return "worse" if b > a else "better"
+    return "still there (no interval to judge the change)"
 
 
 def _gate_sentence(summary: Mapping[str, Any], failed: list[str]) -> dict[str, str]:
@@ -304,7 +366,7 @@ def _gate_sentence(summary: Mapping[str, Any], failed: list[str]) -> dict[str, s
         return {"kind": "nogate", "text": (
             f"This run does not gate (exit code {code}): no fairness limits are configured, "
             "so nothing in this report can fail the pipeline.")}
-    if limits.get("gates"):
+    if limits.get("would_gate", limits.get("gates")):
         return {"kind": "nogate-violated", "text": (
             f"This run does not gate (exit code {code}), although {n_viol} limit(s) are "
             "violated: failing on a violation is switched off (limits.fail_on_violation: "
@@ -332,7 +394,7 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
     """
     failed = [n for n, a in (summary.get("audits") or {}).items()
               if (a or {}).get("status") in FAILED_STATUSES]
-    limit_lines = _limit_lines(rows, anchors)
+    limit_lines = _limit_lines(rows, anchors, summary)
     covered = {ln["attribute"] for ln in limit_lines if ln["audit"] == "limit on group"}
     lines = [*_failed_lines(summary, rows), *limit_lines,
              *_group_lines(rows, covered, anchors), *_hfm_lines(rows, anchors),
@@ -358,7 +420,50 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
         "counts": [(s, counts[s], STATUS_ORDER[s][1]) for s in STATUS_ORDER if s in counts],
         "previous": (previous or {}).get("run_date") if prev_items is not None else None,
         "previous_note": _previous_note(summary, previous),
+        "differs": data_differences(summary, previous),
+        "differs_from": (previous or {}).get("run_date") if isinstance(previous, Mapping)
+        else None,
     }
+
+
+#: rows audited may move by this fraction between two runs before the report says so
+ROW_CHANGE_FRACTION = 0.01
+
+
+def data_differences(summary: Mapping[str, Any], previous: Any) -> list[str]:
+    """Why tonight's data differ from the previous run's, in words (empty: they do not).
+
+    A changed data window (``input.where``, ``--where``), input path or table, and a
+    number of audited rows that moved by more than :data:`ROW_CHANGE_FRACTION`. These
+    leave the config hash alone (a nightly job reads a new window every night), so the
+    report states them on the first screen as a reason the runs differ.
+    """
+    if not isinstance(previous, Mapping) or not previous.get("run_date") or previous.get(
+            "error"):
+        return []
+    before = previous.get("input")
+    if not isinstance(before, Mapping):
+        return []  # a previous run read by an older version: nothing to compare
+    now = summary.get("input") or {}
+    out = []
+    w0, w1 = before.get("where"), now.get("where")
+    if (w0 or None) != (w1 or None):
+        out.append(f"the data window changed: {('where ' + w0) if w0 else 'all rows'} then, "
+                   f"{('where ' + w1) if w1 else 'all rows'} now")
+    for key, word in (("path", "input path"), ("table", "input table")):
+        a, b = before.get(key), now.get(key)
+        if (a or None) != (b or None):
+            out.append(f"the {word} changed: {a or 'none'} then, {b or 'none'} now")
+    n0 = previous.get("rows_audited")
+    n1 = (summary.get("rows") or {}).get("audited")
+    try:
+        n0, n1 = int(n0), int(n1)
+    except (TypeError, ValueError):
+        return out
+    if n0 > 0 and abs(n1 - n0) / n0 > ROW_CHANGE_FRACTION:
+        out.append(f"rows audited went from {n0:,} to {n1:,} ({(n1 - n0) / n0:+.1%}, more "
+                   f"than the {ROW_CHANGE_FRACTION:.0%} this report lets pass unremarked)")
+    return out
 
 
 def _previous_note(summary: Mapping[str, Any], previous: Any) -> str:
@@ -381,9 +486,13 @@ def _previous_note(summary: Mapping[str, Any], previous: Any) -> str:
         return (f"Compared with the run of {date}, whose configuration differs (config hash "
                 f"{prev_hash} then, {hash_now} now): a change may come from the "
                 "configuration rather than from the model or the data.")
-    return (f"Compared with the run of {date} (same configuration): new = a problem that "
-            "was not there; still there = as far from the limit as before; better / worse "
-            "= closer to / further beyond its limit; resolved = gone.")
+    differs = data_differences(summary, previous)
+    data = (f"same configuration, but the data differ: {'; '.join(differs)}" if differs
+            else "same configuration and data window")
+    return (f"Compared with the run of {date} ({data}). new = a problem that was not there; "
+            "still there = as before; better / worse = closer to / further from its limit "
+            "or fair value by more than the interval of the difference; within noise = a "
+            "move inside it; resolved = gone.")
 
 
 def decision_items(summary: Mapping[str, Any], rows: list[Mapping[str, Any]]
@@ -395,7 +504,8 @@ def decision_items(summary: Mapping[str, Any], rows: list[Mapping[str, Any]]
     """
     box = decision_box(summary, rows, anchors={})
     return {item_key(ln["audit"], ln["attribute"], ln["metric"]):
-            {"status": ln["status"], "excess": ln["excess"]} for ln in box["lines"]}
+            {"status": ln["status"], "excess": ln["excess"], "number": ln["number"]}
+            for ln in box["lines"]}
 
 
 # --------------------------------------------------------------------- what was audited
@@ -416,6 +526,26 @@ def _groups(attrs: Mapping[str, Any], limit: int = 6) -> list[tuple[str, str]]:
     return out
 
 
+def _values(vals: Any) -> str:
+    vals = vals if isinstance(vals, list | tuple) else [vals]
+    return " or ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in vals)
+
+
+def _favourable(inp: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(decision, label) favourable outcome as in the data, e.g. ``prediction = 1.0``."""
+    neg = inp.get("favourable") == "negative"
+    eq = "≠" if neg else "="
+    dec = lab = None
+    col = inp.get("decision")
+    if inp.get("decision_positive") is not None and col:
+        dec = f"{col} {eq} {_values(inp['decision_positive'])}"
+    elif inp.get("decision_rule"):
+        dec = f"not ({inp['decision_rule']})" if neg else str(inp["decision_rule"])
+    if inp.get("label_positive") is not None and inp.get("label"):
+        lab = f"{inp['label']} {eq} {_values(inp['label_positive'])}"
+    return dec, lab
+
+
 def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(label, text) pairs: dataset, model, decision, label, window, rows, group sizes."""
     inp = summary.get("input") or {}
@@ -433,15 +563,25 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     decision = model.get("decision")
     fav_words = model.get("favourable")
     col = inp.get("decision")
+    dec_value, lab_value = _favourable(inp)
     text = (f"{decision} (column {col})" if decision else f"column {col}") if col else \
         (decision or "n/a")
-    text += (f"; favourable outcome: {fav_words} (the {fav} value)" if fav_words
-             else f"; favourable outcome: the {fav} value")
+    shown = dec_value or f"the {fav} value"
+    text += (f"; favourable outcome: {fav_words} ({shown})" if fav_words
+             else f"; favourable outcome: {shown}")
     out.append(("Decision", text))
     if inp.get("label"):
-        out.append(("Label", f"column {inp['label']}"))
+        out.append(("Label", f"column {inp['label']}"
+                    + (f"; favourable: {lab_value}" if lab_value else "")))
     out.append(("Data window", f"where {inp['where']}" if inp.get("where")
                 else "all rows of the input (no where filter)"))
+    out.append(("Rows", _rows_text(rows)))
+    for name, text in _groups(rows.get("attributes") or {}):
+        out.append((f"Groups: {name}", text))
+    return out
+
+
+def _rows_text(rows: Mapping[str, Any]) -> str:
     dropped = {k: v for k, v in (rows.get("dropped") or {}).items() if v and k != "total"}
     n_drop = sum(int(v) for v in dropped.values())
     rtext = (f"{_count(rows.get('audited'))} audited of {_count(rows.get('read'))} read; "
@@ -452,7 +592,21 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         rtext += f"; {_count(rows['unlabelled'])} without a label yet"
     if rows.get("weighted"):
         rtext += "; rows are weighted"
-    out.append(("Rows", rtext))
-    for name, text in _groups(rows.get("attributes") or {}):
-        out.append((f"Groups: {name}", text))
-    return out
+    return rtext
+
+
+def audited_brief(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The first screen's short form of :func:`audited_facts` (one line per fact).
+
+    Dataset and source, model (or "not named" with the config keys to name it), the
+    decision and label with their favourable values as in the data, the data window,
+    rows audited and dropped, and every attribute's group sizes (first four values).
+    """
+    facts = dict(audited_facts(summary))
+    rows = summary.get("rows") or {}
+    brief = [(k, facts[k]) for k in ("Dataset", "Model", "Decision", "Label", "Data window",
+                                     "Rows") if k in facts]
+    groups = _groups(rows.get("attributes") or {}, limit=4)
+    if groups:
+        brief.append(("Groups", " · ".join(f"{n}: {t}" for n, t in groups)))
+    return brief

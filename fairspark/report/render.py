@@ -28,7 +28,7 @@ import jinja2
 from markupsafe import Markup
 
 from fairspark._version import SCHEMA_VERSION, __version__
-from fairspark.report.decision import audited_facts, decision_box
+from fairspark.report.decision import audited_brief, audited_facts, decision_box
 from fairspark.status import FAILED_STATUSES, Status
 
 __all__ = [
@@ -141,7 +141,10 @@ def _outcome(summary: Mapping[str, Any]) -> dict[str, str]:
                 "text": f"{len(failed)} of {len(audits)} audit(s) failed: {', '.join(failed)} "
                         f"(exit code {code}). The others completed and are reported below."}
     if violated:
+        would = limits.get("would_gate", limits.get("gates"))
         gate = (", which fails the run" if code == 3
+                else "; they would gate, but failing on a violation is off" if code == 0
+                and would and not limits.get("fail_on_violation", True)
                 else "; this run does not gate" if code == 0 else "")
         return {"kind": "failed" if code == 3 else "warn",
                 "text": f"All {len(audits)} audit(s) completed; {limits.get('violated')} of "
@@ -352,6 +355,7 @@ def render_report_html(
     html = env.get_template("report.html.j2").render(
         decision=decision,
         audited=audited_facts(summary),
+        audited_brief=audited_brief(summary),
         dataset=summary.get("dataset", "unnamed dataset"),
         run_date=summary.get("run_date", ""),
         config_hash=summary.get("config_hash", ""),
