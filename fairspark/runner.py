@@ -45,7 +45,7 @@ from fairspark.errors import (
 from fairspark.io import read_input
 from fairspark.outputs import OutputLocation, OutputWriteError, one_line, summary_json, to_long_rows
 from fairspark.prepare import prepare
-from fairspark.status import FAILED_STATUSES, ExitCode, Status
+from fairspark.status import FAILED_STATUSES, ExitCode, Status, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -216,11 +216,34 @@ def _run_with_budget(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[A
     thread.join(budget)
     if "result" in box:
         return box["result"]
-    ctx.cancelled = True
+    ctx.cancelled = True  # time_left() is 0 from now on: the audit's loops stop at their check
     log.warning("audit %s: time budget of %g s exhausted; cancelling its Spark jobs", name, budget)
     sc.cancelJobGroup(group)
-    thread.join(30.0)  # let it unwind; a thread stuck in driver-side Python is abandoned
+    # let it unwind, cancelling the jobs it still starts, for at most budget + 4 s (so
+    # that an audit stage ends within 2x its budget + 5 s); a thread still running in
+    # driver-side Python then is abandoned and stops at its next time check
+    end = time.monotonic() + min(budget + _GRACE_S, _MAX_GRACE_S)
+    while thread.is_alive() and time.monotonic() < end:
+        thread.join(min(0.5, max(end - time.monotonic(), 0.0)))
+        _cancel_active(sc, group)
+    if thread.is_alive():
+        log.warning("audit %s did not stop within %g s of its budget; left to stop at its "
+                    "next time check", name, min(budget + _GRACE_S, _MAX_GRACE_S))
     return _timed_out(name, ctx, budget)
+
+
+#: how long a timed-out audit may take to unwind: budget + _GRACE_S, at most _MAX_GRACE_S
+_GRACE_S, _MAX_GRACE_S = 4.0, 30.0
+
+
+def _cancel_active(sc: Any, group: str) -> None:
+    """Cancel the job group again if it has active jobs (started after the first cancel)."""
+    try:
+        tracker = sc.statusTracker()
+        if set(tracker.getJobIdsForGroup(group)) & set(tracker.getActiveJobsIds()):
+            sc.cancelJobGroup(group)
+    except Exception as err:  # noqa: BLE001 - best effort while the audit unwinds
+        log.debug("could not cancel job group %s: %s", group, err)
 
 
 def _render(spec: AuditSpec, outcome: AuditOutcome, ctx: AuditContext, params: Any,
@@ -250,6 +273,8 @@ def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
     With ``render`` false (no HTML report is written) no section is drawn.
     """
     done = _AuditsDone()
+    with _stage("load audits", timings):
+        _import_audits(config)
     for name, params in config.audits.enabled().items():
         spec = get_spec(name)
         t0 = time.perf_counter()
@@ -263,6 +288,17 @@ def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
         done.info[name] = info
         done.rows += outcome.rows
     return done
+
+
+def _import_audits(config: Config) -> None:
+    """Import every enabled audit's module before the first audit's clock starts.
+
+    mdfa's imports torch: 6-13 s on a busy 2-core machine, which its 0.5 s budget
+    paid for. An import that fails is left to the audit's own run (it fails alone).
+    """
+    for name in config.audits.enabled():
+        with contextlib.suppress(Exception):
+            get_spec(name).run_fn()
 
 
 @contextlib.contextmanager
@@ -315,15 +351,11 @@ def _check_before_run(config: Config) -> None:
 
 
 def _limits(config: Config, rows: list[MetricRow], run_date: Any, history: Any,
-            sections: list[ReportSection], *, fail: bool) -> tuple[dict[str, Any], bool]:
-    """Judge the configured limits; add their rows and section; return (summary, would gate).
-
-    ``fail`` is whether failing on a violation is on; the summary's ``gates`` is true
-    only when a check would gate and ``fail`` is on (``fairspark.nightly.gating``).
-    """
+            sections: list[ReportSection]) -> tuple[dict[str, Any], bool]:
+    """Judge the configured limits; add their rows and section; return (summary, gates)."""
     if not config.limits.rules:
         return {}, False
-    from fairspark.nightly.gating import evaluate_limits, limits_summary
+    from fairspark.nightly.gating import evaluate_limits
     from fairspark.nightly.report import limits_section
 
     long_now = _long(rows, config, run_date)
@@ -331,9 +363,26 @@ def _limits(config: Config, rows: list[MetricRow], run_date: Any, history: Any,
                                                     history=history)
     rows += limit_rows
     sections.append(limits_section(checks, [r.__dict__ for r in limit_rows], unmatched,
-                                   limits=config.limits, fail_on_violation=fail))
-    info = limits_summary(checks, unmatched, limits=config.limits, fail_on_violation=fail)
-    return info, bool(info["would_gate"])
+                                   limits=config.limits))
+    gating = any(c.gates for c in checks)
+    verdicts = [c.verdict for c in checks]
+    info: dict[str, Any] = {
+        "status": Verdict.VIOLATED if Verdict.VIOLATED in verdicts else
+                  Verdict.INCONCLUSIVE if Verdict.INCONCLUSIVE in verdicts else Verdict.PASSED,
+        "gates": gating,
+        "checks": len(checks),
+        "violated": verdicts.count(Verdict.VIOLATED),
+        "passed": verdicts.count(Verdict.PASSED),
+        "inconclusive": verdicts.count(Verdict.INCONCLUSIVE),
+        "unmatched": unmatched,
+        "correction": config.limits.correction,
+        "alpha": config.limits.alpha,
+    }
+    if gating:
+        info["detail"] = "; ".join(
+            f"{r.metric_b} ({r.attribute})" for r, c in zip(limit_rows, checks, strict=True)
+            if c.gates)
+    return info, gating
 
 
 def _long(rows: list[MetricRow], config: Config, run_date: Any) -> list[dict[str, Any]]:
@@ -428,13 +477,6 @@ def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *, run
             "format": config.input.format, "where": config.input.where,
             "label": prepared.label_column, "decision": prepared.decision_column,
             "favourable": config.columns.favourable,
-            # the values as they are in the data, for the report's first screen
-            "label_positive": list(config.columns.label.positive),
-            **({"decision_positive": list(config.columns.prediction.positive)}
-               if config.columns.prediction is not None else
-               {"decision_rule": f"{config.columns.score.column} >= "
-                                 f"{config.columns.score.threshold:g}"}
-               if config.columns.score is not None else {}),
         },
         "rows": prepared.summary(),
         "seeds": {"seed": config.seed},
@@ -553,9 +595,8 @@ def compute_run(
         done = _run_audits(ctx, config, timings, render=render)
         schema_info = _schema_info(prepared, previous_schema)
         _scrub_redacted(done, prepared, config)
+        limits_info, gating = _limits(config, done.rows, run_date, history, done.sections)
         fail = config.limits.fail_on_violation if fail_on_violation is None else fail_on_violation
-        limits_info, gating = _limits(config, done.rows, run_date, history, done.sections,
-                                      fail=fail)
         exit_code = _exit_code(done, gating=gating, fail=fail)
         long_rows = _long(done.rows, config, run_date)
         trend = _trend_section(config, history if have_history else None, long_rows,
@@ -720,11 +761,7 @@ def previous_run(out: OutputLocation, run_date: Any, *,
         rows = [r.asDict() for r in out.spark.read.parquet(
             out.path(f"run_date={d}", "metrics.parquet")).where(cond).limit(max_rows).collect()]
         return {"run_date": d, "config_hash": prev.get("config_hash"),
-                "items": decision_items(prev, rows),
-                # what the report compares tonight's data with (window, path, rows)
-                "input": {k: (prev.get("input") or {}).get(k) for k in ("path", "table",
-                                                                        "where")},
-                "rows_audited": (prev.get("rows") or {}).get("audited")}
+                "items": decision_items(prev, rows)}
     except Exception as err:  # noqa: BLE001 - the change column is a nicety
         msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
         log.warning("could not read the previous run (%s): %s", d or "listing", msg)
