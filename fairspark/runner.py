@@ -45,7 +45,7 @@ from fairspark.errors import (
 from fairspark.io import read_input
 from fairspark.outputs import OutputLocation, OutputWriteError, one_line, summary_json, to_long_rows
 from fairspark.prepare import prepare
-from fairspark.status import FAILED_STATUSES, ExitCode, Status, Verdict
+from fairspark.status import FAILED_STATUSES, ExitCode, Status
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -351,11 +351,15 @@ def _check_before_run(config: Config) -> None:
 
 
 def _limits(config: Config, rows: list[MetricRow], run_date: Any, history: Any,
-            sections: list[ReportSection]) -> tuple[dict[str, Any], bool]:
-    """Judge the configured limits; add their rows and section; return (summary, gates)."""
+            sections: list[ReportSection], *, fail: bool) -> tuple[dict[str, Any], bool]:
+    """Judge the configured limits; add their rows and section; return (summary, would gate).
+
+    ``fail`` is whether failing on a violation is on; the summary's ``gates`` is true
+    only when a check would gate and ``fail`` is on (``fairspark.nightly.gating``).
+    """
     if not config.limits.rules:
         return {}, False
-    from fairspark.nightly.gating import evaluate_limits
+    from fairspark.nightly.gating import evaluate_limits, limits_summary
     from fairspark.nightly.report import limits_section
 
     long_now = _long(rows, config, run_date)
@@ -363,26 +367,9 @@ def _limits(config: Config, rows: list[MetricRow], run_date: Any, history: Any,
                                                     history=history)
     rows += limit_rows
     sections.append(limits_section(checks, [r.__dict__ for r in limit_rows], unmatched,
-                                   limits=config.limits))
-    gating = any(c.gates for c in checks)
-    verdicts = [c.verdict for c in checks]
-    info: dict[str, Any] = {
-        "status": Verdict.VIOLATED if Verdict.VIOLATED in verdicts else
-                  Verdict.INCONCLUSIVE if Verdict.INCONCLUSIVE in verdicts else Verdict.PASSED,
-        "gates": gating,
-        "checks": len(checks),
-        "violated": verdicts.count(Verdict.VIOLATED),
-        "passed": verdicts.count(Verdict.PASSED),
-        "inconclusive": verdicts.count(Verdict.INCONCLUSIVE),
-        "unmatched": unmatched,
-        "correction": config.limits.correction,
-        "alpha": config.limits.alpha,
-    }
-    if gating:
-        info["detail"] = "; ".join(
-            f"{r.metric_b} ({r.attribute})" for r, c in zip(limit_rows, checks, strict=True)
-            if c.gates)
-    return info, gating
+                                   limits=config.limits, fail_on_violation=fail))
+    info = limits_summary(checks, unmatched, limits=config.limits, fail_on_violation=fail)
+    return info, bool(info["would_gate"])
 
 
 def _long(rows: list[MetricRow], config: Config, run_date: Any) -> list[dict[str, Any]]:
@@ -477,6 +464,13 @@ def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *, run
             "format": config.input.format, "where": config.input.where,
             "label": prepared.label_column, "decision": prepared.decision_column,
             "favourable": config.columns.favourable,
+            # the values as they are in the data, for the report's first screen
+            "label_positive": list(config.columns.label.positive),
+            **({"decision_positive": list(config.columns.prediction.positive)}
+               if config.columns.prediction is not None else
+               {"decision_rule": f"{config.columns.score.column} >= "
+                                 f"{config.columns.score.threshold:g}"}
+               if config.columns.score is not None else {}),
         },
         "rows": prepared.summary(),
         "seeds": {"seed": config.seed},
@@ -595,8 +589,9 @@ def compute_run(
         done = _run_audits(ctx, config, timings, render=render)
         schema_info = _schema_info(prepared, previous_schema)
         _scrub_redacted(done, prepared, config)
-        limits_info, gating = _limits(config, done.rows, run_date, history, done.sections)
         fail = config.limits.fail_on_violation if fail_on_violation is None else fail_on_violation
+        limits_info, gating = _limits(config, done.rows, run_date, history, done.sections,
+                                      fail=fail)
         exit_code = _exit_code(done, gating=gating, fail=fail)
         long_rows = _long(done.rows, config, run_date)
         trend = _trend_section(config, history if have_history else None, long_rows,
@@ -761,7 +756,11 @@ def previous_run(out: OutputLocation, run_date: Any, *,
         rows = [r.asDict() for r in out.spark.read.parquet(
             out.path(f"run_date={d}", "metrics.parquet")).where(cond).limit(max_rows).collect()]
         return {"run_date": d, "config_hash": prev.get("config_hash"),
-                "items": decision_items(prev, rows)}
+                "items": decision_items(prev, rows),
+                # what the report compares tonight's data with (window, path, rows)
+                "input": {k: (prev.get("input") or {}).get(k) for k in ("path", "table",
+                                                                        "where")},
+                "rows_audited": (prev.get("rows") or {}).get("audited")}
     except Exception as err:  # noqa: BLE001 - the change column is a nicety
         msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
         log.warning("could not read the previous run (%s): %s", d or "listing", msg)
