@@ -101,7 +101,9 @@ def _audits(spec: Iterable[str] | Mapping[str, Any] | None) -> dict[str, Any]:
 
 def _config(*, config: Config | Mapping[str, Any] | None, dataset: str,
             sensitive: Any, label: Any, prediction: Any, score: Any, audits: Any,
-            limits: Any, model: Any, seed: int | None) -> Config:
+            limits: Any, model: Any, seed: int | None, row_key: str | None = None,
+            exclude: Iterable[str] | None = None,
+            features: Iterable[str] | str | None = None) -> Config:
     if isinstance(config, Config):
         data = config.model_dump(mode="json", exclude_none=True)
     else:
@@ -119,6 +121,12 @@ def _config(*, config: Config | Mapping[str, Any] | None, dataset: str,
         cols["prediction"], cols["score"] = _column(prediction), None
     if score is not None:
         cols["score"], cols["prediction"] = _column(score), None
+    if row_key is not None:
+        cols["row_key"] = row_key
+    if exclude is not None:
+        cols["exclude"] = list(exclude)
+    if features is not None:
+        cols["features"] = features if isinstance(features, str) else list(features)
     data["columns"] = {k: v for k, v in cols.items() if v is not None}
     if audits is not None:
         data["audits"] = _audits(audits)
@@ -138,6 +146,9 @@ def audit(
     label: str | Mapping[str, Any] | None = None,
     prediction: str | Mapping[str, Any] | None = None,
     score: Mapping[str, Any] | None = None,
+    row_key: str | None = None,
+    exclude: Iterable[str] | None = None,
+    features: Iterable[str] | str | None = None,
     audits: Iterable[str] | Mapping[str, Any] | None = None,
     config: Config | Mapping[str, Any] | None = None,
     dataset: str = "notebook",
@@ -159,7 +170,12 @@ def audit(
     label, prediction:
         A column name (positive value ``1``) or ``{"column": ..., "positive": [...]}``.
     score:
-        Instead of ``prediction``: ``{"column": ..., "threshold": 0.5}``.
+        Instead of ``prediction``: ``{"column": ..., "threshold": 0.5}``. A column
+        configured as the score is never a feature.
+    row_key, exclude, features:
+        ``columns.row_key`` (the column that names a row: HFM's witness pairs, DR),
+        ``columns.exclude`` (never features, e.g. a model score column beside the
+        configured prediction) and ``columns.features`` (default ``all_others``).
     audits:
         Audit names to run (``["group", "hfm"]``: exactly these), or the ``audits:``
         mapping of a config. Default: the config's audits (``group`` alone).
@@ -188,7 +204,8 @@ def audit(
 
     cfg = _config(config=config, dataset=dataset, sensitive=sensitive, label=label,
                   prediction=prediction, score=score, audits=audits, limits=limits,
-                  model=model, seed=seed)
+                  model=model, seed=seed, row_key=row_key, exclude=exclude,
+                  features=features)
     if cfg.input.where:
         df = df.where(cfg.input.where)
     run = compute_run(df.sparkSession, cfg, df=df)
