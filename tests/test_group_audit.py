@@ -328,3 +328,26 @@ def test_one_pass_statistics_equal_the_statistics_pass(spark, tmp_path):
     only = prep._stats_from_groups(df, prep._one_pass_groups(df, plan, cfg, views), plan, cfg)
     assert only.categories == {} and only.null_row_keys == 0
     assert (only.rows, only.dropped, only.nulls) == (old.rows, old.dropped, old.nulls)
+
+
+@pytest.mark.parametrize(("value", "lower", "upper"), [
+    (1.47e-05, 1.2e-05, 1.7e-05),   # issue 28: printed as "0.000 [0.000, 0.000]" before
+    (0.1234, 0.1231, 0.1236),
+    (-0.00042, -0.0009, 0.00005),
+    (0.25, 0.2, 0.3),
+])
+def test_printed_value_lies_inside_its_printed_interval(value, lower, upper):
+    import re as _re
+
+    from fairspark.group.report import _ci, _value
+
+    row = {"value": value, "lower": lower, "upper": upper}
+    for signed in (False, True):
+        printed = _value(row, signed=signed)
+        v = float(printed.replace("−", "-"))
+        lo, hi = (float(x.replace("−", "-"))
+                  for x in _re.findall(r"[−+]?[0-9.]+", _ci(row, signed=signed)))
+        assert lo <= v <= hi and lo < hi, (v, lo, hi)
+        # and each printed number is its true value rounded, not another number
+        assert abs(v - value) <= 0.5 * 10 ** -len(printed.split(".")[1]) + 1e-15
+    assert _value({"value": 0.25, "lower": 0.2, "upper": 0.3}) == "0.250"  # 3 decimals kept

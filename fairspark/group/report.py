@@ -82,17 +82,31 @@ def _fair(metric: str) -> float | None:
     return spec.fair_value if spec else None
 
 
-def _fmt(x: float | None, *, signed: bool = False) -> str:
+def _fmt(x: float | None, *, signed: bool = False, decimals: int = 3) -> str:
     if x is None:
         return "–"
     if math.isinf(x):
         return "∞" if x > 0 else "−∞"
-    s = f"{x:+.3f}" if signed else f"{x:.3f}"
+    s = f"{x:+.{decimals}f}" if signed else f"{x:.{decimals}f}"
     return s.replace("-", "−")
 
 
-def _fmt_small(x: float | None) -> str:
-    return "–" if x is None else f"{x:.3g}"
+def _decimals(row: Mapping[str, Any], *, least: int = 3, most: int = 12) -> int:
+    """Decimals that keep the printed value inside its printed interval.
+
+    Three by default; more while rounding would put the value outside the interval
+    or print a non-empty interval as one point (e.g. a between-group GEI of 1.47e-05
+    in [1.2e-05, 1.7e-05] would read "0.000 [0.000, 0.000]").
+    """
+    v, lo, hi = _num(row.get("value")), _num(row.get("lower")), _num(row.get("upper"))
+    if v is None or lo is None or hi is None or not all(map(math.isfinite, (v, lo, hi))):
+        return least
+    for d in range(least, most + 1):
+        rv, rlo, rhi = round(v, d), round(lo, d), round(hi, d)
+        if rlo <= rv <= rhi and (rlo < rhi or lo == hi) and (
+                rv != 0 or v == 0 or rlo < 0 < rhi):
+            return d
+    return most
 
 
 def _pct(x: float | None) -> str:
@@ -121,7 +135,13 @@ def _ci(row: Mapping[str, Any], *, signed: bool) -> str:
     lo, hi = _num(row.get("lower")), _num(row.get("upper"))
     if lo is None or hi is None:
         return "–"
-    return f"[{_fmt(lo, signed=signed)}, {_fmt(hi, signed=signed)}]"
+    d = _decimals(row)
+    return f"[{_fmt(lo, signed=signed, decimals=d)}, {_fmt(hi, signed=signed, decimals=d)}]"
+
+
+def _value(row: Mapping[str, Any], *, signed: bool = False) -> str:
+    """A row's value at the precision its interval is printed with (:func:`_decimals`)."""
+    return _fmt(_num(row.get("value")), signed=signed, decimals=_decimals(row))
 
 
 def _signed(metric: str) -> bool:
@@ -244,7 +264,7 @@ def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str
         if kind == "gap" and v is not None:
             more = "less" if v < 0 else "more"
             parts.append(f"{who} receives the favourable decision {more} often ({rates}; "
-                         f"difference {_fmt(v, signed=True)}, {level} CI "
+                         f"difference {_value(spd, signed=True)}, {level} CI "
                          f"{_ci(spd, signed=True)})")
         elif kind == "nogap":
             parts.append(f"selection rates show no clear difference ({rates}; {level} CI "
@@ -464,7 +484,7 @@ def _comparison_row(r: Mapping[str, Any], name: str, names: Mapping[str, str],
     # An inconclusive metric shows its row count, not a number that looks precise.
     return {
         "label": metric_label(name), "formula": spec.formula,
-        "value": "–" if inconclusive else _fmt(_num(r.get("value")), signed=signed),
+        "value": "–" if inconclusive else _value(r, signed=signed),
         "ci": "–" if inconclusive else _ci(r, signed=signed),
         "fair": f"{spec.fair_value:g}",
         "status": r.get("status") or "ok", "kind": kind, "reading": words,
@@ -542,7 +562,7 @@ def _value_table(idx, attr: str, values: list[str],
             elif val is None:
                 text = "undefined"
             else:
-                text = f"{_fmt(val, signed=signed)} {_ci(r, signed=signed)}"
+                text = f"{_value(r, signed=signed)} {_ci(r, signed=signed)}"
                 if side == "unprivileged":
                     text = f"▼ {text}"
             cells.append({"text": text, "title": words,
@@ -606,8 +626,7 @@ def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str, *,
             xlabel=f"difference, unprivileged − privileged ({level} CI)",
         )
     between = [
-        {"label": metric_label(m), "value": _fmt_small(_num(r.get("value"))),
-         "ci": _ci(r, signed=False)}
+        {"label": metric_label(m), "value": _value(r), "ci": _ci(r, signed=False)}
         for m in ("between_group_gei", "between_group_theil")
         if (r := idx.get((attr, "all", m))) is not None
     ]
@@ -691,7 +710,7 @@ def group_section(
              for a in names]
     di_chart = _di_chart(idx, names, {a["name"]: a["names"] for a in attrs}, level, limits)
     overall = [
-        {"label": metric_label(m), "value": _fmt(_num(r.get("value"))),
+        {"label": metric_label(m), "value": _value(r),
          "ci": _ci(r, signed=False), "status": r.get("status") or "ok",
          "detail": r.get("detail") or ""}
         for m in ("gei", "theil") if (r := idx.get(("*", "all", m))) is not None
