@@ -797,3 +797,33 @@ def test_the_mdfa_line_reads_the_features_only_reference(summary, verdict, null,
     (line,) = [ln for ln in box["lines"] if ln["audit"] == "mdfa"]
     assert line["status"] == status
     assert expected in f"{line['far']} {line['next']}"
+
+
+def test_trend_series_are_one_each_and_include_tonight():
+    """Correlation representatives (metric_b = the metric) are three series, not one."""
+    import pandas as pd
+
+    from fairspark.nightly.report import trend_frame, trend_section
+
+    reps = ["tpr_difference", "disparate_impact", "ppv_ratio"]
+
+    def row(d, metric_b, value):
+        return {"run_date": d, "audit": "correlation", "attribute": "*", "group": None,
+                "metric": "representative", "metric_b": metric_b, "model": None,
+                "value": value, "lower": None, "upper": None, "status": "ok",
+                "config_hash": "h", "fairspark_version": "1"}
+
+    hist = pd.DataFrame([row(d, m, float(i + 1)) for d in ("2026-12-01", "2026-12-02")
+                         for i, m in enumerate(reps)])
+    tonight = [{k: v for k, v in row("2026-12-03", m, float(i + 1)).items()
+                if k not in ("run_date", "config_hash", "fairspark_version")}
+               for i, m in enumerate(reps)]
+    frame = trend_frame(hist, tonight, run_date="2026-12-03", config_hash="h", version="1")
+    series = frame.groupby("series")["run_date"].apply(list)
+    assert len(series) == 3
+    for name, dates in series.items():
+        assert dates == ["2026-12-01", "2026-12-02", "2026-12-03"], name  # tonight present
+        assert any(m in name for m in reps)
+    html = trend_section(frame).html
+    for m in reps:
+        assert f"correlation · * · representative · {m}" in html

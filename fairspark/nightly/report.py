@@ -253,22 +253,26 @@ def trend_frame(history: pd.DataFrame, rows: list[dict[str, Any]], *, run_date: 
     now = []
     for r in rows:
         metrics = HEADLINE_METRICS.get(r.get("audit"), ())
-        if r.get("metric") not in metrics or r.get("metric_b"):
+        if r.get("metric") not in metrics:
             continue
         if r["audit"] == "group" and r.get("group") != "unprivileged":
             continue
         now.append({**{k: r.get(k) for k in ("audit", "attribute", "group", "metric", "model",
                                               "value", "lower", "upper", "status")},
                     "run_date": run_date, "config_hash": config_hash,
-                    "fairspark_version": version, "metric_b": None,
+                    "fairspark_version": version, "metric_b": r.get("metric_b"),
                     "schema_hash": schema_hash})
     cur = pd.DataFrame(now)
     hist = history[history["audit"] != "limits"] if len(history) else history
     frame = pd.concat([hist, cur], ignore_index=True) if len(hist) else cur
     if frame.empty:
         return frame
+    # one series per (audit, attribute, metric, second metric, model): a correlation
+    # representative names its metric in metric_b, and three of them are three series
+    second = (frame["metric_b"] if "metric_b" in frame else pd.Series(None, index=frame.index))
     frame["series"] = (frame["audit"] + " · " + frame["attribute"].astype(str) + " · "
                        + frame["metric"].astype(str)
+                       + second.fillna("").map(lambda m: f" · {m}" if m else "")
                        + frame["model"].fillna("").map(lambda m: f" · {m}" if m else ""))
     return frame.sort_values(["series", "run_date"]).reset_index(drop=True)
 
