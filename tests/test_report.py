@@ -827,3 +827,24 @@ def test_trend_series_are_one_each_and_include_tonight():
     html = trend_section(frame).html
     for m in reps:
         assert f"correlation · * · representative · {m}" in html
+
+
+@pytest.mark.parametrize(("df", "status", "words"), [
+    # issue 28: +0.003 is within the reference datasets' range (-0.169 to +0.035)
+    (0.003, "ok", "within the range seen on the reference datasets"),
+    (0.25, "evidence", "above the range seen on the reference datasets"),
+    (-0.2, "ok", "below the range seen on the reference datasets"),
+])
+def test_hfm_line_follows_the_reference_range_rule(summary, df, status, words):
+    from fairspark.report.decision import decision_box
+
+    # the range by hand from docs/report.md's reference table
+    lo, hi = -0.169, 0.035
+    assert (df > hi) == (status == "evidence")
+    rows = [_other("hfm", "race", "binary", "D", 2.0, 2.0, 2.0),
+            _other("hfm", "race", "binary", "D_f", 2.0 * (1 + df), 2.0 * (1 + df),
+                   2.0 * (1 + df)),
+            _other("hfm", "race", "binary", "df", df, df, df)]
+    (line,) = decision_box(_ok_summary(summary), rows, anchors={})["lines"]
+    assert line["status"] == status
+    assert words in line["far"] and f"({lo:+.3f} to {hi:+.3f})" in line["far"]

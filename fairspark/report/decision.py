@@ -252,17 +252,39 @@ def _hfm_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str]) -> lis
             if v == 0:
                 far = ("df 0: the decisions separate the groups as much as the labels "
                        f"(D_f = D = {dv})")
-            st = "evidence" if (lo if lo is not None else v) > 0 else "ok"
+            # the HFM section's own rule: evidence only above the range of df seen on
+            # the reference datasets (fairspark.hfm.report.REFERENCE), judged on the
+            # lower bound when there is one
+            ref_lo, ref_hi = _hfm_reference_range()
+            low = lo if lo is not None else v
+            st = "evidence" if low > ref_hi else "ok"
+            where = ("above" if v > ref_hi else "below" if v < ref_lo else "within")
+            far += (f"; {where} the range seen on the reference datasets "
+                    f"({ref_lo:+.3f} to {ref_hi:+.3f})"
+                    + (", but not its whole interval" if where == "above" and st == "ok"
+                       else ""))
         dr = idx.get((attr, "DR"))
         if dr is not None and _num(dr.get("value")) is not None:
             far += f"; discriminative risk {_f(float(dr['value']))}"
         nxt = (f"{attr}: the HFM witness pair (the rows the decisions pull apart)"
                if st == "evidence" else
+               "Nothing: the model adds no individual-level separation to the data."
+               if st == "ok" and (v is None or v <= 0) else
+               "Nothing urgent: df is within what the reference datasets show; "
+               "watch its trend." if st == "ok" else
                "Nothing: the model adds no individual-level separation to the data.")
         out.append(_line(audit="hfm", attribute=attr, metric="df", what="D, D_f, df",
                          status=st, far=far, excess=v, nxt=nxt, anchor=anchors.get("hfm"),
                          number=df))
     return out
+
+
+def _hfm_reference_range() -> tuple[float, float]:
+    """(lowest, highest) df on the reference datasets (the HFM section's scale)."""
+    from fairspark.hfm.report import REFERENCE
+
+    dfs = [float(r[3]) for r in REFERENCE]
+    return min(dfs), max(dfs)
 
 
 def _mdfa_lines(rows: list[Mapping[str, Any]], summary: Mapping[str, Any],
