@@ -848,3 +848,33 @@ def test_hfm_line_follows_the_reference_range_rule(summary, df, status, words):
     (line,) = decision_box(_ok_summary(summary), rows, anchors={})["lines"]
     assert line["status"] == status
     assert words in line["far"] and f"({lo:+.3f} to {hi:+.3f})" in line["far"]
+
+
+def test_a_breached_limit_outranks_a_change_without_fair_side():
+    """Issue 28: HFM's D moving 2.833 -> 2.846 was ranked above a breached limit."""
+    import re as _re
+
+    import pandas as pd
+
+    from fairspark.nightly.report import trend_frame, trend_section
+
+    def row(d, audit, attr, group, metric, v, lo, hi):
+        return {"run_date": d, "audit": audit, "attribute": attr, "group": group,
+                "metric": metric, "metric_b": None, "model": None, "value": v, "lower": lo,
+                "upper": hi, "status": "ok", "config_hash": "h", "fairspark_version": "1"}
+
+    hist = pd.DataFrame([
+        row("2026-12-01", "hfm", "race", "binary", "D", 2.833, 2.833, 2.833),
+        row("2026-12-01", "group", "race", "unprivileged", "disparate_impact", 0.60, 0.55,
+            0.65)])
+    tonight = [
+        {k: v for k, v in row("2026-12-02", "hfm", "race", "binary", "D", 2.846, 2.846,
+                              2.846).items() if k != "run_date"},
+        {k: v for k, v in row("2026-12-02", "group", "race", "unprivileged",
+                              "disparate_impact", 0.61, 0.56, 0.66).items()
+         if k != "run_date"}]
+    frame = trend_frame(hist, tonight, run_date="2026-12-02", config_hash="h", version="1")
+    html = trend_section(frame, rules=[{"metric": "disparate_impact", "min": 0.8}]).html
+    table = html[html.index("<tbody>"):]
+    names = _re.findall(r"<tr class='\w*'><td>([^<]+)</td>", table)
+    assert names == ["group · race · disparate_impact", "hfm · race · D"]

@@ -414,6 +414,12 @@ def _rule_matches(rule: Any, series: pd.Series) -> bool:
     return group is None or str(series.get("group")) == str(group)
 
 
+def _breached(rules: list[Any], series: pd.Series) -> bool:
+    """Tonight's value of a series lies beyond one of the limits that match it."""
+    return any(_rule_matches(rule, series) and limit_excess(series.get("value"), rule) > 0
+               for rule in rules)
+
+
 def _limit_lines(rules: list[Any], series: pd.Series) -> list[float]:
     """The limit values drawn on one series' panel."""
     out: list[float] = []
@@ -557,7 +563,11 @@ def trend_section(frame: pd.DataFrame, *, rules: list[Any] | None = None,
         flag, note = _flag(s)
         info.append((name, s, flag, note, _limit_lines(rules, s.iloc[-1])))
     # worst first: flag, then the limited series, then the catalogue order
-    info.sort(key=lambda t: (_FLAG_ORDER[t[2]][0], not t[4]))
+    # worst first: worse, then a series beyond a configured limit tonight (a breach
+    # outranks a move), then better, changed (no fair side: HFM's D), within noise
+    breached = {t[0] for t in info if _breached(rules, t[1].iloc[-1])}
+    info.sort(key=lambda t: (0 if t[2] == "worse" else 1 if t[0] in breached
+                             else 1 + _FLAG_ORDER[t[2]][0], not t[4]))
     # a series with no value in any run (e.g. DR without a model) has nothing to draw
     empty = [t for t in info if t[1]["value"].astype(float).isna().all()]
     info = [t for t in info if t not in empty] + empty
