@@ -345,7 +345,7 @@ def test_decision_lines_rank_and_measure_the_distance_to_the_limit(decision_rows
     assert "25.0% more than the labels" in hfm
     assert ("ok", "race", True, False, False) in by
     # mdfa: the verdict in the detail decides evidence / ok, gamma is printed
-    assert "gamma 0.043" in by[("evidence", "sex", False, True, False)]
+    assert "gamma_max 0.043" in by[("evidence", "sex", False, True, False)]
     assert ("ok", "race", False, True, False) in by
     # the group line of race (no limit on its group metrics... but one limit covers race)
     assert not any(st == "evidence" and "group:" in t and a == "sex" for st, a, t in lines)
@@ -777,7 +777,8 @@ def test_correlation_heatmap_writes_r_and_explains_the_sign(monkeypatch):
 @pytest.mark.parametrize(("verdict", "null", "status", "expected"), [
     ("evidence of multi-differential unfairness (ref)",
      {"mean": 0.0067, "bound": 0.0150, "p_value": 0.0004}, "evidence",
-     "against 0.0067 for decisions that depend on the features alone (evidence above 0.015"),
+     "gamma_max 0.0101: gamma 0.0101 against 0.0067 for decisions that depend on the "
+     "features alone (evidence when gamma is above 0.015"),
     ("no evidence of multi-differential unfairness (ref)",
      {"mean": 0.0067, "bound": 0.0150, "p_value": 0.15}, "ok",
      "Nothing: gamma is within what decisions that depend on the features alone give"),
@@ -878,3 +879,21 @@ def test_a_breached_limit_outranks_a_change_without_fair_side():
     table = html[html.index("<tbody>"):]
     names = _re.findall(r"<tr class='\w*'><td>([^<]+)</td>", table)
     assert names == ["group · race · disparate_impact", "hfm · race · D"]
+
+
+def test_the_mdfa_line_carries_the_balance_caveat_and_one_name(summary):
+    from fairspark.report.decision import decision_box
+
+    verdict = ("evidence of multi-differential unfairness (ref); the weights leave the "
+               "groups unbalanced in 6 of 12 splits (held-out AUC ...)")
+    rows = [_other("mdfa", "race", "unprivileged (Other)", "gamma_max", 0.0323, 0.02, 0.04,
+                   detail=verdict)]
+    s = _ok_summary(summary)
+    s["audits"]["mdfa"] = {"status": "ok", "attributes": {"race": {
+        "verdict": verdict, "null": {"mean": 0.0051, "bound": 0.012, "p_value": 0.001,
+                                     "observed": 0.0374}}}}
+    (line,) = decision_box(summary=s, rows=rows, anchors={})["lines"]
+    # the trends' name (gamma_max = the row's value) first, the raw gamma beside it
+    assert line["what"] == "gamma_max"
+    assert line["far"].startswith("gamma_max 0.0323: gamma 0.0374 against 0.0051")
+    assert "caveat: the weights leave the groups unbalanced in 6 of 12 splits" in line["far"]

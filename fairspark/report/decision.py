@@ -301,7 +301,7 @@ def _mdfa_lines(rows: list[Mapping[str, Any]], summary: Mapping[str, Any],
         if status in FAILED_STATUSES or v is None:
             st, far = "failed", f"not computed: {r.get('detail') or 'failed'}"
         elif verdict.startswith("not judged"):
-            st, far = "inconclusive", f"gamma {_f(v)}: {verdict}"
+            st, far = "inconclusive", f"gamma_max {_f(v)}: {verdict}"
         else:
             # "evidence of ..." vs "no evidence of ..." (fairspark.mdfa.results)
             st = "evidence" if re.search(r"(?<!no )evidence of", verdict) else "ok"
@@ -311,18 +311,26 @@ def _mdfa_lines(rows: list[Mapping[str, Any]], summary: Mapping[str, Any],
             # the row's value is gamma less the reference (issue 14 item 4): the raw
             # mean (the null block's observed) is what the bound is on
             raw = _num(null.get("observed"))
+            # one name per quantity, as in the trends: gamma_max is the row's value
+            # (gamma less the features-only reference); gamma is the raw mean
             if ref is not None and bound is not None:
-                far = (f"gamma {_f(v if raw is None else raw)} against {_f(ref)} for "
-                       f"decisions that depend on the "
-                       f"features alone (evidence above {_f(bound)}"
+                far = (f"gamma_max {_f(v)}: gamma {_f(v if raw is None else raw)} against "
+                       f"{_f(ref)} for decisions that depend on the features alone "
+                       f"(evidence when gamma is above {_f(bound)}"
                        + (f"; p = {p:.2g})" if p is not None else ")"))
             else:
-                far = f"gamma {_f(v)} over splits (0 = decisions reveal nothing of {attr})"
+                far = (f"gamma_max {_f(v)} over splits (0 = decisions reveal nothing of "
+                       f"{attr})")
+        m = re.search(r"the weights leave the groups unbalanced in (\d+) of (\d+) splits",
+                      verdict)
+        if m:  # the balance caveat belongs in the line, not only in a table cell
+            far += (f"; caveat: the weights leave the groups unbalanced in {m.group(1)} of "
+                    f"{m.group(2)} splits, so part of gamma is imbalance, not treatment")
         nxt = {"evidence": f"{attr}: mdfa's worst-treated sub-population",
                "inconclusive": f"{attr}: run mdfa with null_draws and splits of at least 3",
                }.get(st, "Nothing: gamma is within what decisions that depend on the "
                          "features alone give.")
-        out.append(_line(audit="mdfa", attribute=attr, metric="gamma_max", what="gamma",
+        out.append(_line(audit="mdfa", attribute=attr, metric="gamma_max", what="gamma_max",
                          status=st, far=far, excess=v, nxt=nxt, anchor=anchors.get("mdfa"),
                          number=r))
     return out
