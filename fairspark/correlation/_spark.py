@@ -16,9 +16,11 @@ Design (METHODS §3 "design card")
    or the attempt cap is reached, so no attempt beyond the round's last needed one
    runs and there is no second job for rounds that fell short. The rounds are dealt
    round-robin to a fixed number of chunks (round ``g`` to chunk ``g mod C``), so
-   every chunk gets the same mix of attributes and models. Each chunk is one row (and
-   one partition) of ``spark.range(C)``; a ``mapInPandas`` with an explicit schema
-   runs :func:`~._oracle.run_attempt` with BLAS/OpenMP/torch pinned to one thread.
+   every chunk gets the same mix of attributes and models. The chunks run through
+   the one task fan-out (:func:`fairspark._fanout.fan_out`, shared with mdfa's
+   splits): each chunk is one row (and one partition) of ``spark.range(C)``; a
+   ``mapInPandas`` with an explicit schema runs :func:`~._oracle.run_attempt` with
+   BLAS/OpenMP/torch pinned to one thread.
    ``C`` is 4 tasks per core by default (at most one per round). All rounds run in one
    wave (one Spark job); under a time budget they run in waves of ``C`` rounds, with
    a partial result after each. Each attempt's result depends on its ids only, so the
@@ -28,7 +30,8 @@ Design (METHODS §3 "design card")
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from fairspark import columns
+from fairspark._fanout import chunk_ids, fan_out, n_chunks
 from fairspark._shipping import Shipped
 from fairspark.correlation._oracle import (
     DEFAULT_METRICS,
@@ -337,26 +341,6 @@ def run_round_ids(
     return _result_frame(rows, spec)
 
 
-def chunk_ids(total: int, chunks: int, chunk: int) -> np.ndarray:
-    """The global ids of chunk ``chunk`` of ``chunks``: ``chunk, chunk + chunks, ...``.
-
-    Dealing the ids round-robin gives every chunk the same mix of (attribute, model,
-    round), so equal chunks cost about the same whatever the models' relative costs.
-    """
-    if not 0 <= chunk < chunks:
-        raise ValueError(f"chunk must be in [0, {chunks}), got {chunk}")
-    return np.arange(chunk, total, chunks, dtype=np.int64)
-
-
-def n_chunks(total: int, partitions: int) -> int:
-    """Chunks (tasks) of a wave of ``total`` attempts: ``partitions``, at most one per id."""
-    return max(1, min(int(partitions), int(total)))
-
-
-# Per Python worker: tasks it has run (0 = a fresh worker), for the task profile.
-_WORKER_TASKS = [0]
-
-
 def _profile_row(spec: _TaskSpec, info: dict[str, Any]) -> pd.DataFrame:
     """A task's timings as one row of the result schema (``attr = -1``)."""
     import json
@@ -367,53 +351,29 @@ def _profile_row(spec: _TaskSpec, info: dict[str, Any]) -> pd.DataFrame:
     )
 
 
-def _wave_task(
-    shipped: Shipped, spec: _TaskSpec, rounds: np.ndarray, chunks: int, profile: bool = False
-) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The ``mapInPandas`` function of one wave: a task runs its chunk's rounds.
+class _WaveWork:
+    """A task's work in one wave: the rounds of its chunk (:func:`fairspark._fanout.fan_out`).
 
-    With ``profile`` every task adds one row (``attr = -1``) holding its timings as
-    JSON: wall-clock ``start`` and ``end`` (epoch seconds), seconds to read the shipped
-    sample (``ship_s``), to run the attempts into the result frame (``run_s``, and its
-    CPU seconds ``run_cpu_s``) and to
-    hand that frame to Arrow (``serialise_s``), the ``pid``, the worker's OS threads
-    and how many tasks that Python worker ran before (0 = a fresh worker).
+    Its timings: seconds to read the shipped sample (``ship_s``), to run the attempts
+    into the result frame (``run_s``, and its CPU seconds ``run_cpu_s``), the rounds
+    and attempts of the chunk.
     """
-    total = len(rounds)
 
-    def task_fn(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        import os
+    def __init__(self, shipped: Shipped, spec: _TaskSpec, rounds: np.ndarray,
+                 chunks: int) -> None:
+        self.shipped, self.spec, self.rounds, self.chunks = shipped, spec, rounds, chunks
+
+    def __call__(self, chunk: int) -> tuple[pd.DataFrame, dict[str, Any]]:
         import time
 
-        from fairspark._testing import maybe_fail_first_attempt
-        from fairspark._threads import os_threads, single_thread
-        from fairspark.correlation import _spark as this  # the worker's module, not a copy
-
-        t_start = time.time()
-        maybe_fail_first_attempt("correlation")
-        served = this._WORKER_TASKS[0]
-        this._WORKER_TASKS[0] += 1
-        with single_thread():
-            for b in batches:
-                for c in b["id"].to_numpy():
-                    ids = chunk_ids(total, chunks, int(c))
-                    t0 = time.perf_counter()
-                    _ = shipped.value  # the broadcast, read once per Python worker
-                    t1, c1 = time.perf_counter(), time.process_time()
-                    out = run_round_ids(shipped, spec, rounds, ids)
-                    t2, c2 = time.perf_counter(), time.process_time()
-                    yield out  # Arrow serialisation happens before the generator resumes
-                    if profile:
-                        yield _profile_row(spec, {
-                            "chunk": int(c), "rounds": len(ids), "attempts": len(out),
-                            "pid": os.getpid(),
-                            "worker_tasks_before": served, "start": t_start,
-                            "os_threads": os_threads(),
-                            "ship_s": t1 - t0, "run_s": t2 - t1, "run_cpu_s": c2 - c1,
-                            "serialise_s": time.perf_counter() - t2, "end": time.time(),
-                        })
-
-    return task_fn
+        ids = chunk_ids(len(self.rounds), self.chunks, chunk)
+        t0 = time.perf_counter()
+        _ = self.shipped.value  # the broadcast, read once per Python worker
+        t1, c1 = time.perf_counter(), time.process_time()
+        out = run_round_ids(self.shipped, self.spec, self.rounds, ids)
+        t2, c2 = time.perf_counter(), time.process_time()
+        return out, {"rounds": len(ids), "attempts": len(out), "ship_s": t1 - t0,
+                     "run_s": t2 - t1, "run_cpu_s": c2 - c1}
 
 
 # ---------------------------------------------------------------- the waves
@@ -579,7 +539,8 @@ def run_oracle_tasks(
         budget's partial result); an exception it raises ends the run.
     rounds_per_wave : rounds of each wave (``None``: every round in one wave, one
         Spark job; a time budget sets it so that partial results come in between).
-    profile : record where the time goes: one dict per task (see :func:`_wave_task`)
+    profile : record where the time goes: one dict per task (see :class:`_WaveWork`
+        and :func:`fairspark._fanout.fan_out`)
         and per wave (``wave``, ``tasks``, ``attempts``, driver-side ``submit`` and
         ``collected`` epoch seconds) in :attr:`AttemptTable.profile`.
     more_rounds : with ``rounds: auto``: called with the attempts so far whenever every
@@ -655,15 +616,12 @@ def _run_waves(
     while len(ranges):
         chunks = n_chunks(len(ranges), n_parts)
         t_submit = time.time()
-        with _following(spark, waves, len(ranges), on_progress):
-            wave_pdf = (
-                spark.range(0, chunks, 1, numPartitions=chunks)
-                .mapInPandas(
-                    _wave_task(shipped, spec, ranges, chunks, profile),
-                    schema=_schema(spec.metrics),
-                )
-                .toPandas()
-            )
+        wave_pdf = fan_out(
+            spark, chunks=chunks, work=_WaveWork(shipped, spec, ranges, chunks),
+            schema=_schema(spec.metrics), tag="correlation",
+            profile_row=functools.partial(_profile_row, spec) if profile else None,
+            on_tasks=_following(waves, len(ranges), on_progress),
+        )
         if profile:
             import json
 
@@ -687,16 +645,11 @@ def _run_waves(
 
 
 def _following(
-    spark: SparkSession, waves: _Waves, wave_rounds: int,
-    on_progress: Callable[[int, int, str], None] | None,
-) -> Any:
+    waves: _Waves, wave_rounds: int, on_progress: Callable[[int, int, str], None] | None,
+) -> Callable[[int, int], None] | None:
     """Inside a wave's Spark job: its finished tasks, in rounds, to ``on_progress``."""
-    import contextlib
-
     if on_progress is None:
-        return contextlib.nullcontext()
-    from fairspark.progress import follow_tasks
-
+        return None
     before, bound, wave = waves.done_count(), waves.bound(), len(waves.frames) + 1
 
     def tick(done_tasks: int, total_tasks: int) -> None:
@@ -704,7 +657,7 @@ def _following(
         on_progress(before + ran, bound,
                     f"wave {wave}: {done_tasks} of {total_tasks} tasks finished")
 
-    return follow_tasks(spark, tick)
+    return tick
 
 
 # ---------------------------------------------------------------- the kept rounds

@@ -20,7 +20,8 @@ Design (METHODS §2, design card)
 3. The splits are independent: they are dealt round-robin to a fixed number of
    chunks (split ``i`` to chunk ``i mod C``, one split per chunk by default, so that a
    core slowed down by another tenant does not hold up the end and the status tracker
-   counts finished splits), each chunk one row and
+   counts finished splits) by the one task fan-out (:func:`fairspark._fanout.fan_out`,
+   shared with the correlation audit's rounds), each chunk one row and
    one partition of ``spark.range(C)``; a ``mapInPandas`` with an explicit schema runs
    :func:`~.certify.run_split` on the chunk's splits over the broadcast sample (read
    once per Python worker), with the split's own seed and one BLAS/OpenMP/torch
@@ -31,14 +32,14 @@ Design (METHODS §2, design card)
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from fairspark._fanout import chunk_ids, fan_out, n_chunks
 from fairspark._shipping import Shipped as _Shipped
-from fairspark._threads import single_thread
 from fairspark.mdfa.certify import MDFASample, run_split
 from fairspark.mdfa.params import MDFAParams
 from fairspark.mdfa.results import GroupedStats, split_frame, split_schema
@@ -397,13 +398,10 @@ def run_splits(
     """
     import time
 
-    from fairspark.progress import follow_tasks
-
     n = len(seeds)
     parts = partitions or params.partitions or n  # one split a task: progress in splits
-    chunks = max(1, min(int(parts), n))
+    chunks = n_chunks(n, int(parts))
     shipped = _Shipped(spark, (sample, params.model_dump(), [int(s) for s in seeds]))
-    task = _splits_task(shipped, n, chunks, record=profile is not None, first=first)
     t_submit = time.time()
 
     def tick(done_tasks: int, tasks: int) -> None:
@@ -411,12 +409,10 @@ def run_splits(
             on_progress(min(n, round(done_tasks * n / max(tasks, 1))), n)
 
     try:
-        with follow_tasks(spark, tick if on_progress is not None else None):
-            out = (
-                spark.range(0, chunks, 1, numPartitions=chunks)
-                .mapInPandas(task, schema=split_schema())
-                .toPandas()
-            )
+        out = fan_out(spark, chunks=chunks, work=_SplitsWork(shipped, n, chunks, first),
+                      schema=split_schema(), tag="mdfa",
+                      profile_row=_profile_row if profile is not None else None,
+                      on_tasks=tick if on_progress is not None else None)
     finally:
         shipped.release()
     if profile is not None:
@@ -432,61 +428,39 @@ _PROFILE_COL = "trace"
 
 
 def chunk_splits(n: int, chunks: int, chunk: int) -> list[int]:
-    """Splits of chunk ``chunk`` of ``chunks``: ``chunk, chunk + chunks, ...`` below ``n``."""
-    if not 0 <= chunk < chunks:
-        raise ValueError(f"chunk must be in [0, {chunks}), got {chunk}")
-    return list(range(chunk, n, chunks))
+    """Splits of chunk ``chunk`` of ``chunks``: ``chunk, chunk + chunks, ...`` below ``n``
+    (:func:`fairspark._fanout.chunk_ids`)."""
+    return [int(i) for i in chunk_ids(n, chunks, chunk)]
 
 
-# Per Python worker: tasks it has run (0 = a fresh worker), for the task profile.
-_WORKER_TASKS = [0]
+class _SplitsWork:
+    """A task's work: the splits of one chunk over the shipped sample."""
 
+    def __init__(self, shipped: _Shipped, n: int, chunks: int, first: int) -> None:
+        self.shipped, self.n, self.chunks, self.first = shipped, n, chunks, first
 
-def _splits_task(
-    shipped: _Shipped, n: int, chunks: int, *, record: bool, first: int = 0
-) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The ``mapInPandas`` function: a task runs the splits of its chunks."""
-
-    def task(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        import os
+    def __call__(self, chunk: int) -> tuple[pd.DataFrame, dict[str, Any]]:
         import time
 
-        from fairspark._testing import maybe_fail_first_attempt
-        from fairspark._threads import os_threads
-        from fairspark.mdfa import _spark as this  # the worker's module, not a copy
+        t0 = time.perf_counter()
+        smp, pdict, sds = self.shipped.value  # the broadcast, once per worker
+        p = MDFAParams(**pdict)
+        t1 = time.perf_counter()
+        ids = chunk_splits(self.n, self.chunks, chunk)
+        c1 = time.process_time()
+        frame = split_frame([run_split(smp, split=self.first + i, seed=sds[i], params=p)
+                             for i in ids])
+        t2, c2 = time.perf_counter(), time.process_time()
+        return frame, {"splits": len(ids), "ship_s": t1 - t0, "run_s": t2 - t1,
+                       "run_cpu_s": c2 - c1}
 
-        t_start = time.time()
-        maybe_fail_first_attempt("mdfa")
-        served = this._WORKER_TASKS[0]
-        this._WORKER_TASKS[0] += 1
-        # BLAS/OpenMP/torch pools may already exist in a reused worker: limit them here
-        with single_thread():
-            for batch in batches:
-                for c in batch["id"].to_numpy():
-                    t0 = time.perf_counter()
-                    smp, pdict, sds = shipped.value  # the broadcast, once per worker
-                    p = MDFAParams(**pdict)
-                    t1 = time.perf_counter()
-                    ids = chunk_splits(n, chunks, int(c))
-                    c1 = time.process_time()
-                    frame = split_frame(
-                        [run_split(smp, split=first + i, seed=sds[i], params=p)
-                         for i in ids]
-                    )
-                    t2, c2 = time.perf_counter(), time.process_time()
-                    yield frame  # Arrow serialisation happens before the generator resumes
-                    if record:
-                        info = {"chunk": int(c), "splits": len(ids), "pid": os.getpid(),
-                                "worker_tasks_before": served, "start": t_start,
-                                "os_threads": os_threads(),
-                                "ship_s": t1 - t0, "run_s": t2 - t1, "run_cpu_s": c2 - c1,
-                                "serialise_s": time.perf_counter() - t2, "end": time.time()}
-                        row = split_frame([]).reindex([0])
-                        row["split"] = pd.array([-1], dtype="Int32")
-                        row[_PROFILE_COL] = json.dumps(info)
-                        yield row
 
-    return task
+def _profile_row(info: dict[str, Any]) -> pd.DataFrame:
+    """A task's timings as one row of the split table (``split = -1``)."""
+    row = split_frame([]).reindex([0])
+    row["split"] = pd.array([-1], dtype="Int32")
+    row[_PROFILE_COL] = json.dumps(info)
+    return row
 
 
 def run_splits_local(
