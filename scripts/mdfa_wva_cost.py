@@ -81,11 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 if in_g is not None:  # the held-out subgroup found, against the planted G
                     yv = _violation_outcome(p, r.gamma_pos, r.gamma_neg)
                     tr, te = st.train, st.test
-                    wv = worst_violation(
-                        auditor=p.auditor, z_tr=tr.z, s_tr=tr.s, y_tr=tr.y, w_tr=tr.w,
-                        z_te=te.z, s_te=te.s, y_te=te.y, w_te=te.w, y_value=yv, xi=p.xi,
-                        alpha=p.alpha, search=p.wva_search,
-                        max_iterations=p.max_iterations, seed=sd, trees=nt)
+                    wv = worst_violation(tr, te, y_value=yv, seed=sd, params=p)
                     found = wv.in_g_test & (te.y == yv)
                     truth = in_g[st.te] & (te.y == yv)
                     tp = float(np.sum(found & truth))

@@ -22,6 +22,7 @@ from fairspark.mdfa import (
     violation_delta,
     worst_violation,
 )
+from fairspark.mdfa.certify import SplitPart
 
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
@@ -280,14 +281,13 @@ def test_worst_violation_bisection_equals_sequential_and_finds_g():
     d = make_synthetic(n=2500, nu=0.6, mu=0.0, seed=2)
     tr, te = _split(d, frac=0.4)
     x = (d.x - d.x[tr].mean(0)) / d.x[tr].std(0)
-    kw = dict(
-        auditor="svm_rbf", z_tr=x[tr], s_tr=d.s[tr], y_tr=d.y[tr],
-        w_tr=balanced_weights(np.ones(len(tr)), d.s[tr]), z_te=x[te], s_te=d.s[te],
-        y_te=d.y[te], w_te=balanced_weights(np.ones(len(te)), d.s[te]), y_value=1,
-        xi=0.05, alpha=0.1, max_iterations=200, seed=1,
-    )
-    seq = worst_violation(search="sequential", **kw)
-    bis = worst_violation(search="bisection", **kw)
+    train = SplitPart(x[tr], d.s[tr], d.y[tr], balanced_weights(np.ones(len(tr)), d.s[tr]))
+    test = SplitPart(x[te], d.s[te], d.y[te], balanced_weights(np.ones(len(te)), d.s[te]))
+    p = MDFAParams(auditor="svm_rbf", xi=0.05, alpha=0.1, max_iterations=200)
+    seq = worst_violation(train, test, y_value=1, seed=1,
+                          params=p.model_copy(update={"wva_search": "sequential"}))
+    bis = worst_violation(train, test, y_value=1, seed=1,
+                          params=p.model_copy(update={"wva_search": "bisection"}))
     assert bis.t == seq.t
     np.testing.assert_array_equal(bis.in_g_test, seq.in_g_test)
     assert len(bis.trace) < len(seq.trace) / 2

@@ -29,6 +29,7 @@ from fairspark.mdfa.results import SplitResult
 
 __all__ = [
     "MDFASample",
+    "SplitPart",
     "SplitState",
     "WorstViolation",
     "balance_split",
@@ -180,7 +181,7 @@ class WorstViolation:
 
 
 @dataclass
-class _Part:
+class SplitPart:
     """One side (training or held-out) of a split: certificate features, s, y, weights."""
 
     z: np.ndarray
@@ -197,8 +198,8 @@ class _WVASteps:
     """
 
     def __init__(
-        self, *, auditor: str, train: _Part, test: _Part, y_value: int, xi: float, seed: int,
-        trees: int = 100,
+        self, *, auditor: str, train: SplitPart, test: SplitPart, y_value: int, xi: float,
+        seed: int, trees: int = 100,
     ):
         self.auditor, self.train, self.test, self.trees = auditor, train, test, trees
         self.y_value, self.xi, self.seed = y_value, xi, seed
@@ -263,23 +264,7 @@ def _last_good_step(ok: Callable[[int], bool], *, search: str, max_iterations: i
 
 
 def worst_violation(
-    *,
-    auditor: str,
-    z_tr: np.ndarray,
-    s_tr: np.ndarray,
-    y_tr: np.ndarray,
-    w_tr: np.ndarray,
-    z_te: np.ndarray,
-    s_te: np.ndarray,
-    y_te: np.ndarray,
-    w_te: np.ndarray,
-    y_value: int,
-    xi: float,
-    alpha: float,
-    search: str,
-    max_iterations: int,
-    seed: int,
-    trees: int = 100,
+    train: SplitPart, test: SplitPart, *, y_value: int, params: MDFAParams, seed: int
 ) -> WorstViolation:
     """Algorithm 1 (WVA): reweight, refit, stop when the subgroup's mass drops below alpha.
 
@@ -289,18 +274,31 @@ def worst_violation(
     ``sum_{c_t=1, Y=y} u / sum u`` on the training part. The answer is the last t
     whose mass is >= alpha; the trace records every evaluated t with the held-out
     delta (Alg. 1 line 4, u-weighted).
+
+    Parameters
+    ----------
+    train, test:
+        The split's training and held-out parts (certificate features, s, y, weights).
+    y_value:
+        The outcome searched (+1 or -1).
+    params:
+        The audit's options it reads: ``auditor``, ``violation_trees``, ``xi``,
+        ``alpha``, ``wva_search`` and ``max_iterations``.
+    seed:
+        Seed of the auditor fits.
     """
     steps = _WVASteps(
-        auditor=auditor, train=_Part(z_tr, s_tr, y_tr, w_tr), test=_Part(z_te, s_te, y_te, w_te),
-        y_value=y_value, xi=xi, seed=seed, trees=trees,
+        auditor=params.auditor, train=train, test=test, y_value=y_value, xi=params.xi,
+        seed=seed, trees=params.violation_trees,
     )
+    alpha = params.alpha
     if steps.at(0)[0] < alpha:
-        return WorstViolation(0, steps.at(0)[0], np.zeros(len(z_te), bool), None, steps.trace)
-    good = _last_good_step(lambda t: steps.at(t)[0] >= alpha, search=search,
-                           max_iterations=max_iterations)
+        return WorstViolation(0, steps.at(0)[0], np.zeros(len(test.z), bool), None, steps.trace)
+    good = _last_good_step(lambda t: steps.at(t)[0] >= alpha, search=params.wva_search,
+                           max_iterations=params.max_iterations)
     mass, c = steps.at(good)
     steps.trace.sort(key=lambda d: d["t"])
-    return WorstViolation(good, mass, c(z_te) == 1, c, steps.trace)
+    return WorstViolation(good, mass, c(test.z) == 1, c, steps.trace)
 
 
 def _group_description(
@@ -323,8 +321,8 @@ def _group_description(
 class SplitState:
     """One split after balancing: row indices, certificate features and weights."""
 
-    train: _Part
-    test: _Part
+    train: SplitPart
+    test: SplitPart
     tr: np.ndarray
     te: np.ndarray
     l2: float | None
@@ -413,7 +411,7 @@ def balance_split(sample: MDFASample, *, seed: int, params: MDFAParams) -> Split
     diag = balance_diagnostics(x_tr=xs[tr], s_tr=s[tr], w_tr=w_tr,
                                x_te=xs[te], s_te=s[te], w_te=w_te)
     return SplitState(
-        train=_Part(z[tr], s[tr], y[tr], w_tr), test=_Part(z[te], s[te], y[te], w_te),
+        train=SplitPart(z[tr], s[tr], y[tr], w_tr), test=SplitPart(z[te], s[te], y[te], w_te),
         tr=tr, te=te, l2=l2, mmd=mmd, balance=diag,
     )
 
@@ -568,12 +566,7 @@ def _with_violation(
     """``out`` with Algorithm 1's worst violation, its description and rules."""
     y_value = _violation_outcome(params, out.gamma_pos, out.gamma_neg)
     tr, te = st.train, st.test
-    wv = worst_violation(
-        auditor=params.auditor, z_tr=tr.z, s_tr=tr.s, y_tr=tr.y, w_tr=tr.w,
-        z_te=te.z, s_te=te.s, y_te=te.y, w_te=te.w, y_value=y_value, xi=params.xi,
-        alpha=params.alpha, search=params.wva_search, max_iterations=params.max_iterations,
-        seed=seed, trees=params.violation_trees,
-    )
+    wv = worst_violation(tr, te, y_value=y_value, params=params, seed=seed)
     g = wv.in_g_test
     du = violation_delta(g, s=te.s, y=te.y, w=None, y_value=y_value)
     desc = sample.desc[st.te]
