@@ -351,3 +351,40 @@ def test_printed_value_lies_inside_its_printed_interval(value, lower, upper):
         # and each printed number is its true value rounded, not another number
         assert abs(v - value) <= 0.5 * 10 ** -len(printed.split(".")[1]) + 1e-15
     assert _value({"value": 0.25, "lower": 0.2, "upper": 0.3}) == "0.250"  # 3 decimals kept
+
+
+def test_di_chart_draws_its_limits_and_the_whole_four_fifths_band(monkeypatch):
+    """Issue 28: the legend promised a dotted limit line that was never drawn, and the
+    four-fifths band was cut at 1.04."""
+    from matplotlib.axes import Axes
+
+    from fairspark.group import report as gr
+
+    drawn = {"dotted_x": [], "xlim": None, "legend": []}
+    real_plot, real_xlim, real_legend = Axes.plot, Axes.set_xlim, Axes.legend
+
+    def plot(ax, *a, **k):
+        if k.get("ls") == ":" and len(a) >= 1 and len(set(a[0])) == 1:
+            drawn["dotted_x"].append(a[0][0])
+        return real_plot(ax, *a, **k)
+
+    def xlim(ax, *a, **k):
+        drawn["xlim"] = a
+        return real_xlim(ax, *a, **k)
+
+    def legend(ax, *a, handles=(), **k):
+        drawn["legend"] = [h.get_label() for h in handles]
+        return real_legend(ax, *a, handles=handles, **k)
+
+    monkeypatch.setattr(Axes, "plot", plot)
+    monkeypatch.setattr(Axes, "set_xlim", xlim)
+    monkeypatch.setattr(Axes, "legend", legend)
+    row = {"attribute": "race", "group": "unprivileged", "metric": "disparate_impact",
+           "value": 0.55, "lower": 0.50, "upper": 0.60, "status": "ok"}
+    uri = gr._di_chart({("race", "unprivileged", "disparate_impact"): row}, ["race"],
+                       {"race": {}}, "95%", [{"metric": "disparate_impact", "min": 0.8}])
+    assert uri and uri.startswith("data:image/png")
+    assert 0.8 in drawn["dotted_x"]  # the configured limit, on the attribute's row
+    assert "configured limit" in drawn["legend"]
+    lo, hi = drawn["xlim"]
+    assert lo <= 0.5 and hi >= 1.25  # values and the whole band 0.8-1.25

@@ -453,17 +453,18 @@ def _di_chart(idx, attrs: list[str], names_of: Mapping[str, Mapping[str, str]],
         r = idx.get((a, "unprivileged", "disparate_impact"))
         if r is not None:
             rows.append({**r, "_label": a, "_names": names_of.get(a, {})})
+    bounds = sorted({b for a in attrs for k, b in _limits_for(a, "disparate_impact", limits)
+                     if k in ("min", "max")})
+    for r in rows:  # before the entries are built, so the limits are drawn on each row
+        r["_limits"] = [b for k, b in _limits_for(r["_label"], "disparate_impact", limits)
+                        if k in ("min", "max")]
     entries = []
     for r in rows:
         entries += _chart_entries([r], r["_names"])
     if not entries:
         return None
-    bounds = sorted({b for a in attrs for k, b in _limits_for(a, "disparate_impact", limits)
-                     if k in ("min", "max")})
-    for r in rows:
-        r["_limits"] = [b for k, b in _limits_for(r["_label"], "disparate_impact", limits)
-                        if k in ("min", "max")]
-    xlim = _span(rows, fair=1.0, extra=[_FOUR_FIFTHS, *bounds])
+    # the whole four-fifths band is in range (it was cut at the largest value)
+    xlim = _span(rows, fair=1.0, extra=[_FOUR_FIFTHS, 1 / _FOUR_FIFTHS, *bounds])
     return _interval_chart(
         entries, title="Disparate impact per attribute (unprivileged ÷ privileged)",
         xlabel=f"selection-rate ratio, unprivileged ÷ privileged ({level} CI)", fair=1.0,
