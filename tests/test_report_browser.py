@@ -50,12 +50,14 @@ def report_path(spark, tmp_path_factory) -> Path:
         "output": {"path": str(base / "out")},
     }
     (base / "c.yaml").write_text(yaml.safe_dump(cfg))
-    # two nights: the second report has trends and the change since the first
-    for date in ("2026-11-28", "2026-11-29"):
+    # three nights, the third with a --where that drops a slice of rows: the last report
+    # has trends, the change since the second and the data-window change to state
+    for date, extra in (("2026-11-28", []), ("2026-11-29", []),
+                        ("2026-11-30", ["--where", "x > -1"])):
         code = cli.main(["audit", "--config", str(base / "c.yaml"), "--run-date", date,
-                         "-q", "--no-fail-on-violation"], under_submit=True)
+                         "-q", "--no-fail-on-violation", *extra], under_submit=True)
         assert code == 0
-    return base / "out" / "run_date=2026-11-29" / "report.html"
+    return base / "out" / "run_date=2026-11-30" / "report.html"
 
 
 needs_chromium = pytest.mark.skipif(
@@ -202,8 +204,8 @@ def test_change_trends_and_hfm_read_on_a_laptop_and_a_phone(driver, report_path,
         "return {heads: h, trend_img: img ? [img.complete && img.naturalWidth > 0, img.alt]"
         "  : null, trend_caps: sec ? Array.from(sec.querySelectorAll('table caption'))"
         "  .length : 0, hfm: hfm.textContent};")
-    # the same data twice: the change column is there, dated by the first night
-    assert "since 2026-11-28" in got["heads"], got["heads"]
+    # the change column is there, dated by the previous night
+    assert "since 2026-11-29" in got["heads"], got["heads"]
     assert got["trend_img"] and got["trend_img"][0] and "run dates" in got["trend_img"][1]
     assert got["trend_caps"] >= 1
     # HFM: the lead says what df means; witness values are hidden by default
@@ -217,3 +219,60 @@ def test_change_trends_and_hfm_read_on_a_laptop_and_a_phone(driver, report_path,
         wide = driver.execute_script("return document.documentElement.scrollWidth")
         assert wide <= width, (width, wide)
         _keep(driver, tmp_path, f"report-{width}x{height}-trends.png")
+
+
+@needs_chromium
+def test_first_screen_states_the_window_change_and_honest_changes(driver, report_path):
+    """Issue 28 item 8: the --where change on the first screen; no "better" / "worse"
+    inside the uncertainty; the limits table names the worst group of race."""
+    import math
+    import re
+
+    _open(driver, report_path, 1400, 900)
+    got = driver.execute_script(
+        "const d = document.getElementById('differs');"
+        "const b = document.getElementById('audited-brief');"
+        "const rows = Array.from(document.querySelectorAll('table.decision tbody tr'))"
+        "  .map(tr => Array.from(tr.cells).map(c => c.textContent.trim()));"
+        "const lim = Array.from(document.querySelectorAll('h2'))"
+        "  .find(h => h.textContent.startsWith('Limits'));"
+        "return {differs: d ? [d.textContent, d.getBoundingClientRect().bottom] : null,"
+        "  brief: b ? [b.textContent, b.getBoundingClientRect().bottom] : null, rows: rows,"
+        "  limits: lim ? lim.closest('section').textContent : ''};")
+    assert got["differs"] is not None, "the data-window change is not stated"
+    text, bottom = got["differs"]
+    assert "the data window changed: all rows then, where x > -1 now" in " ".join(
+        text.split())
+    assert bottom <= 900, "the data-window change is below the first screen"
+    brief, brief_bottom = got["brief"]
+    assert "Rows" in brief and "Groups" in brief and brief_bottom <= 900
+    # every "better" / "worse" in the change column is beyond the difference's interval:
+    # recompute from the two runs' rows
+    base = report_path.parent.parent
+    now = pd.read_parquet(base / "run_date=2026-11-30" / "metrics.parquet")
+    before = pd.read_parquet(base / "run_date=2026-11-29" / "metrics.parquet")
+
+    def spd(m, attr, group):
+        r = m[(m.audit == "limits") & (m.attribute == attr) & (m.group == group)
+              & (m.metric == "statistical_parity_difference")]
+        return r.iloc[0] if len(r) else None
+
+    checked = 0
+    for cells in got["rows"]:
+        change = cells[4] if len(cells) > 5 else ""
+        if "statistical parity" not in cells[2]:
+            continue
+        checked += 1
+        if not re.search(r"better|worse", change):
+            continue
+        worst = re.search(r"worst group (\S+):", cells[3])
+        group = worst.group(1) if worst else "unprivileged"
+        a, b = spd(before, cells[1], group), spd(now, cells[1], group)
+        h = math.hypot((a.upper - a.lower) / 2, (b.upper - b.lower) / 2)
+        assert abs(b.value - a.value) > h, (cells, a.value, b.value, h)
+    # race (w privileged; b and a unprivileged) is judged per group and the worst named
+    lim = " ".join(got["limits"].split())
+    assert checked >= 2  # sex and race
+    assert re.search(r"race: \|statistical_parity_difference\| <= 0\.1 checked on each of "
+                     r"2 group", lim)
+    assert "worst " in lim and "all unprivileged pooled (extra view)" in lim
