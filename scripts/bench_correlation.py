@@ -60,6 +60,7 @@ from fairspark._shipping import Shipped
 from fairspark.audits.base import derive_seed
 from fairspark.correlation import (
     OracleData,
+    OracleJob,
     draw_stratified_sample,
     run_attempt,
     run_oracle_tasks,
@@ -360,9 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     # and joblib's loky processes start once per application, as a SparkSession does;
     # the trials compare steady-state throughput
     t0 = time.perf_counter()
-    warm = run_oracle_tasks(spark, sample, attributes=[0], models=[args.models[0]],
-                            seeds=[seed], n_samples=2, rounds=4, k=args.k,
-                            min_accuracy=args.min_accuracy, attempt_cap=10)
+    warm = run_oracle_tasks(spark, sample, OracleJob(
+        attributes=[0], models=[args.models[0]], seeds=[seed], n_samples=2, rounds=4,
+        k=args.k, min_accuracy=args.min_accuracy, attempt_cap=10))
     if not args.skip_joblib:
         wids = list(zip(warm.attempts["round"].astype(int), warm.attempts["attempt"].astype(int),
                         strict=True))
@@ -378,20 +379,11 @@ def main(argv: list[str] | None = None) -> int:
             # trial's ratios compare runs made under the same machine load
             load_before = _load()
             t0 = time.perf_counter()
-            tab = run_oracle_tasks(
-                spark,
-                sample,
-                attributes=[0],
-                models=[model],
-                seeds=[seed],
-                n_samples=args.n,
-                rounds=args.rounds,
-                k=args.k,
-                min_accuracy=args.min_accuracy,
-                attempt_cap=5 * args.n,
-                partitions=args.partitions,
-                profile=True,
-            )
+            tab = run_oracle_tasks(spark, sample, OracleJob(
+                attributes=[0], models=[model], seeds=[seed], n_samples=args.n,
+                rounds=args.rounds, k=args.k, min_accuracy=args.min_accuracy,
+                attempt_cap=5 * args.n, partitions=args.partitions, profile=True,
+            ))
             t_fs = time.perf_counter() - t0
             att = tab.attempts
             ids = list(zip(att["round"].astype(int), att["attempt"].astype(int), strict=True))

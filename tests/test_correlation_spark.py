@@ -12,6 +12,7 @@ from conftest import synthetic_scored
 from fairspark.correlation import (
     BudgetExhaustedError,
     CorrelationParams,
+    OracleJob,
     correlation_audit,
     draw_stratified_sample,
     estimate_correlations,
@@ -154,12 +155,12 @@ def test_tasks_identical_for_1_and_4_partitions_and_equal_to_kernel(spark, table
         "min_accuracy": 0.55,
         "attempt_cap": 60,
     }
-    t1 = run_oracle_tasks(spark, s, partitions=1, **kw)
-    t4 = run_oracle_tasks(spark, s, partitions=4, **kw)
+    t1 = run_oracle_tasks(spark, s, OracleJob(partitions=1, **kw))
+    t4 = run_oracle_tasks(spark, s, OracleJob(partitions=4, **kw))
     pd.testing.assert_frame_equal(t1.attempts, t4.attempts)
     assert t1.shipped_as == "broadcast"
     # without a broadcast (as under Spark Connect) the sample travels in the closure
-    tc = run_oracle_tasks(spark, s, partitions=3, shipping="closure", **kw)
+    tc = run_oracle_tasks(spark, s, OracleJob(partitions=3, shipping="closure", **kw))
     assert tc.shipped_as == "closure"
     pd.testing.assert_frame_equal(t1.attempts, tc.attempts)
     att = t1.attempts
@@ -510,14 +511,8 @@ def _lc_run(spark, parts):
     return run_oracle_tasks(
         spark,
         s,
-        attributes=[0],
-        models=["linear_svm"],
-        seeds=[11],
-        n_samples=10,
-        rounds=2,
-        k=100,
-        min_accuracy=0.5,
-        attempt_cap=40,
+        OracleJob(attributes=[0], models=["linear_svm"], seeds=[11], n_samples=10, rounds=2,
+                  k=100, min_accuracy=0.5, attempt_cap=40),
     ).attempts
 
 

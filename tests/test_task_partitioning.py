@@ -16,7 +16,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairspark.correlation import draw_stratified_sample, run_attempt, run_oracle_tasks, split_round
+from fairspark.correlation import (
+    OracleJob,
+    draw_stratified_sample,
+    run_attempt,
+    run_oracle_tasks,
+    split_round,
+)
 from fairspark.correlation._spark import chunk_ids, n_chunks
 from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_splits, run_splits_local
 from fairspark.mdfa._spark import chunk_splits
@@ -62,10 +68,10 @@ _KW = {"attributes": [0], "models": ["logistic_regression", "linear_svm"], "seed
 
 
 def test_correlation_same_attempts_for_1_2_7_and_default_chunks(spark, oracle_sample):
-    default = run_oracle_tasks(spark, oracle_sample, **_KW).attempts
+    default = run_oracle_tasks(spark, oracle_sample, OracleJob(**_KW)).attempts
     assert (default["attr"] >= 0).all()  # no profile rows without profile=True
     for parts in (1, 2, 7):
-        got = run_oracle_tasks(spark, oracle_sample, partitions=parts, **_KW).attempts
+        got = run_oracle_tasks(spark, oracle_sample, OracleJob(partitions=parts, **_KW)).attempts
         pd.testing.assert_frame_equal(got, default)
     # each round runs exactly the attempts a sequential loop runs: 0, 1, ... up to its
     # n_samples-th accepted one, or to the attempt cap
@@ -86,8 +92,8 @@ def test_correlation_same_attempts_for_1_2_7_and_default_chunks(spark, oracle_sa
 
 
 def test_correlation_profile_has_one_record_per_task(spark, oracle_sample):
-    tab = run_oracle_tasks(spark, oracle_sample, partitions=3, profile=True, **_KW)
-    plain = run_oracle_tasks(spark, oracle_sample, partitions=3, **_KW)
+    tab = run_oracle_tasks(spark, oracle_sample, OracleJob(partitions=3, profile=True, **_KW))
+    plain = run_oracle_tasks(spark, oracle_sample, OracleJob(partitions=3, **_KW))
     pd.testing.assert_frame_equal(tab.attempts, plain.attempts)
     assert len(tab.profile) == tab.waves >= 1
     assert tab.waves == 1  # every round in one Spark job

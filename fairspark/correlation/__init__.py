@@ -49,7 +49,9 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(
         [
             "AttemptTable",
+            "OracleJob",
             "OracleSample",
+            "WaveHooks",
             "draw_stratified_sample",
             "run_oracle_tasks",
             "select_rounds",

@@ -56,8 +56,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "AttemptTable",
+    "OracleJob",
     "OracleSample",
     "RoundSelection",
+    "WaveHooks",
     "chunk_ids",
     "draw_stratified_sample",
     "n_chunks",
@@ -496,100 +498,136 @@ def _default_partitions(spark: SparkSession) -> int:
         return 8
 
 
+@dataclass(frozen=True)
+class OracleJob:
+    """What :func:`run_oracle_tasks` runs: the N x L (x models x attributes) trainings.
+
+    Attributes
+    ----------
+    attributes:
+        Indices into the sample's attributes to run.
+    models, model_params:
+        Estimator families and their hyperparameters.
+    seeds:
+        Base seed of every attribute of the sample (indexed like it).
+    n_samples, rounds, k, min_accuracy, attempt_cap, test_fraction:
+        METHODS §3 (``rounds``: the first wave's rounds with ``more_rounds``, else all).
+    metrics:
+        Catalogue metrics returned per attempt.
+    partitions:
+        Tasks (chunks of rounds) of each wave, at most one per round (default: 4 x
+        default parallelism); the results do not depend on it.
+    shipping:
+        ``auto`` (broadcast when the session has a SparkContext, else the task
+        closure), ``broadcast`` or ``closure``.
+    rounds_per_wave:
+        Rounds of each wave (``None``: every round in one wave, one Spark job; a time
+        budget sets it so that partial results come in between).
+    max_rounds:
+        The most rounds an open (attribute, model) may reach (``rounds_max``), for the
+        progress bound; default ``rounds``.
+    profile:
+        Record where the time goes: one dict per task (:class:`_WaveWork`,
+        :func:`fairspark._fanout.fan_out`) and per wave (``wave``, ``tasks``,
+        ``attempts``, driver-side ``submit`` and ``collected`` epoch seconds) in
+        :attr:`AttemptTable.profile`.
+    """
+
+    attributes: Sequence[int]
+    models: Sequence[str]
+    seeds: Sequence[int]
+    n_samples: int
+    rounds: int
+    k: int
+    min_accuracy: float
+    attempt_cap: int
+    test_fraction: float = 0.3
+    metrics: Sequence[str] = DEFAULT_METRICS
+    model_params: Mapping[str, Mapping[str, Any]] | None = None
+    partitions: int | None = None
+    shipping: str = "auto"
+    rounds_per_wave: int | None = None
+    max_rounds: int | None = None
+    profile: bool = False
+
+    def spec(self) -> _TaskSpec:
+        """What every task needs of the job."""
+        return _TaskSpec(
+            models=tuple(self.models),
+            model_params={m: dict(v) for m, v in (self.model_params or {}).items()},
+            seeds=tuple(int(s) for s in self.seeds),
+            metrics=tuple(self.metrics),
+            k=int(self.k),
+            min_accuracy=float(self.min_accuracy),
+            test_fraction=float(self.test_fraction),
+        )
+
+
+@dataclass(frozen=True)
+class WaveHooks:
+    """What the caller hears between and inside the waves of :func:`run_oracle_tasks`.
+
+    Attributes
+    ----------
+    on_wave:
+        Called with the attempts so far after every wave but the last (a time budget's
+        partial result); an exception it raises ends the run.
+    more_rounds:
+        With ``rounds: auto``: called with the attempts so far whenever every planned
+        round is finished; returns, per ``(attribute, model_index)`` still open, the
+        round ids to have run in all (more rounds in the next wave) or None (no more).
+        None: the job's ``rounds`` are all.
+    on_progress:
+        Called with ``(rounds done, rounds at most, note)`` after every wave and, from
+        a driver thread, every few seconds inside a wave (finished tasks of its Spark
+        job, counted in rounds); rate-limiting is the caller's.
+    """
+
+    on_wave: Callable[[AttemptTable], None] | None = None
+    more_rounds: Callable[[AttemptTable], Mapping[tuple[int, int], int | None]] | None = None
+    on_progress: Callable[[int, int, str], None] | None = None
+
+
 def run_oracle_tasks(
-    spark: SparkSession,
-    sample: OracleSample,
-    *,
-    attributes: Sequence[int],
-    models: Sequence[str],
-    seeds: Sequence[int],
-    n_samples: int,
-    rounds: int,
-    k: int,
-    min_accuracy: float,
-    attempt_cap: int,
-    test_fraction: float = 0.3,
-    metrics: Sequence[str] = DEFAULT_METRICS,
-    model_params: Mapping[str, Mapping[str, Any]] | None = None,
-    partitions: int | None = None,
-    shipping: str = "auto",
-    on_wave: Callable[[AttemptTable], None] | None = None,
-    rounds_per_wave: int | None = None,
-    profile: bool = False,
-    more_rounds: Callable[[AttemptTable], Mapping[tuple[int, int], int | None]] | None = None,
-    max_rounds: int | None = None,
-    on_progress: Callable[[int, int, str], None] | None = None,
+    spark: SparkSession, sample: OracleSample, job: OracleJob, hooks: WaveHooks | None = None
 ) -> AttemptTable:
     """Run the N x L (x models x attributes) oracle calls as ``mapInPandas`` tasks.
 
     Parameters
     ----------
-    spark : the session.
-    sample : the shipped sample (:func:`draw_stratified_sample`).
-    attributes : indices into ``sample.attributes`` to run.
-    models, model_params : estimator families and hyperparameters.
-    seeds : base seed of every attribute of ``sample`` (indexed like it).
-    n_samples, rounds, k, min_accuracy, attempt_cap, test_fraction : METHODS §3.
-    metrics : catalogue metrics returned per attempt.
-    partitions : tasks (chunks of rounds) of each wave, at most one per round
-        (default: 4 x default parallelism); the results do not depend on it.
-    shipping : ``auto`` (broadcast when the session has a SparkContext, else the task
-        closure), ``broadcast`` or ``closure``.
-    on_wave : called with the attempts so far after every wave but the last (a time
-        budget's partial result); an exception it raises ends the run.
-    rounds_per_wave : rounds of each wave (``None``: every round in one wave, one
-        Spark job; a time budget sets it so that partial results come in between).
-    profile : record where the time goes: one dict per task (see :class:`_WaveWork`
-        and :func:`fairspark._fanout.fan_out`)
-        and per wave (``wave``, ``tasks``, ``attempts``, driver-side ``submit`` and
-        ``collected`` epoch seconds) in :attr:`AttemptTable.profile`.
-    more_rounds : with ``rounds: auto``: called with the attempts so far whenever every
-        planned round is finished; returns, per ``(attribute, model_index)`` still
-        open, the round ids to have run in all (more rounds in the next wave) or None
-        (no more). ``rounds`` is then the first wave's rounds. None: ``rounds`` is all.
-    max_rounds : the most rounds an open (attribute, model) may reach (``rounds_max``),
-        for the progress bound; default ``rounds``.
-    on_progress : called with ``(rounds done, rounds at most, note)`` after every wave
-        and, from a driver thread, every few seconds inside a wave (finished tasks of
-        its Spark job, counted in rounds); rate-limiting is the caller's.
+    spark:
+        The session.
+    sample:
+        The shipped sample (:func:`draw_stratified_sample`).
+    job:
+        What to run (:class:`OracleJob`).
+    hooks:
+        Partial results, more rounds and progress (:class:`WaveHooks`); None: none.
 
     Returns
     -------
     AttemptTable
         One row per attempt run, sorted by (attr, model, round, attempt).
-
-    Notes
-    -----
-    Over 60 lines only by this docstring and the keyword-only parameters; the waves
-    run in :func:`_run_waves`.
     """
-    spec = _TaskSpec(
-        models=tuple(models),
-        model_params={m: dict(v) for m, v in (model_params or {}).items()},
-        seeds=tuple(int(s) for s in seeds),
-        metrics=tuple(metrics),
-        k=int(k),
-        min_accuracy=float(min_accuracy),
-        test_fraction=float(test_fraction),
-    )
-    keys = [(a, mi, r) for a in attributes for mi in range(len(models)) for r in range(rounds)]
+    hooks = hooks or WaveHooks()
+    spec = job.spec()
+    keys = [(a, mi, r) for a in job.attributes for mi in range(len(spec.models))
+            for r in range(job.rounds)]
     waves = _Waves(
         models=spec.models,
         metrics=spec.metrics,
-        n_samples=n_samples,
-        attempt_cap=attempt_cap,
+        n_samples=job.n_samples,
+        attempt_cap=job.attempt_cap,
         rounds={key: _RoundState() for key in keys},
-        max_rounds=int(max_rounds or rounds),
+        max_rounds=int(job.max_rounds or job.rounds),
     )
-    if more_rounds is None:
+    if hooks.more_rounds is None:
         waves.final = {(a, mi) for a, mi, _ in keys}
     payload = {"x": sample.x, "y": sample.y, "w": sample.w, "priv": sample.priv}
-    shipped = Shipped(spark, payload, how=shipping)
-    parts = partitions or _default_partitions(spark)
+    shipped = Shipped(spark, payload, how=job.shipping)
+    parts = job.partitions or _default_partitions(spark)
     try:
-        _run_waves(spark, shipped, spec, waves, parts, on_wave, profile=profile,
-                   rounds_per_wave=rounds_per_wave, more_rounds=more_rounds,
-                   on_progress=on_progress)
+        _run_waves(spark, shipped, spec, waves, job=job, parts=parts, hooks=hooks)
     finally:
         shipped.release()
     return waves.table(shipped.how)
@@ -600,29 +638,27 @@ def _run_waves(
     shipped: Shipped,
     spec: _TaskSpec,
     waves: _Waves,
-    n_parts: int,
-    on_wave: Callable[[AttemptTable], None] | None,
     *,
-    profile: bool = False,
-    rounds_per_wave: int | None = None,
-    more_rounds: Callable[[AttemptTable], Mapping[tuple[int, int], int | None]] | None = None,
-    on_progress: Callable[[int, int, str], None] | None = None,
+    job: OracleJob,
+    parts: int,
+    hooks: WaveHooks,
 ) -> None:
     """Run waves of rounds until every round is complete or at the attempt cap, and
-    ``more_rounds`` (if given) asks for no further round."""
+    ``hooks.more_rounds`` (if given) asks for no further round."""
     import time
 
-    ranges = waves.plan(rounds_per_wave)
+    on_progress = hooks.on_progress
+    ranges = waves.plan(job.rounds_per_wave)
     while len(ranges):
-        chunks = n_chunks(len(ranges), n_parts)
+        chunks = n_chunks(len(ranges), parts)
         t_submit = time.time()
         wave_pdf = fan_out(
             spark, chunks=chunks, work=_WaveWork(shipped, spec, ranges, chunks),
             schema=_schema(spec.metrics), tag="correlation",
-            profile_row=functools.partial(_profile_row, spec) if profile else None,
+            profile_row=functools.partial(_profile_row, spec) if job.profile else None,
             on_tasks=_following(waves, len(ranges), on_progress),
         )
-        if profile:
+        if job.profile:
             import json
 
             is_prof = wave_pdf["attr"] == -1
@@ -634,14 +670,14 @@ def _run_waves(
                                   "collected": time.time()})
             wave_pdf = wave_pdf[~is_prof].reset_index(drop=True)
         waves.record(ranges, wave_pdf)
-        ranges = waves.plan(rounds_per_wave)
-        if not len(ranges) and more_rounds is not None:
-            waves.extend(more_rounds(waves.table(shipped.how)))
-            ranges = waves.plan(rounds_per_wave)
+        ranges = waves.plan(job.rounds_per_wave)
+        if not len(ranges) and hooks.more_rounds is not None:
+            waves.extend(hooks.more_rounds(waves.table(shipped.how)))
+            ranges = waves.plan(job.rounds_per_wave)
         if on_progress is not None:
             on_progress(waves.done_count(), waves.bound(), f"wave {len(waves.frames)} done")
-        if len(ranges) and on_wave is not None:
-            on_wave(waves.table(shipped.how))
+        if len(ranges) and hooks.on_wave is not None:
+            hooks.on_wave(waves.table(shipped.how))
 
 
 def _following(

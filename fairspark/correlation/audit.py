@@ -41,7 +41,9 @@ from fairspark.correlation._estimate import (
 from fairspark.correlation._oracle import CELLS, DEFAULT_METRICS, make_model
 from fairspark.correlation._spark import (
     AttemptTable,
+    OracleJob,
     OracleSample,
+    WaveHooks,
     _default_partitions,
     draw_stratified_sample,
     run_oracle_tasks,
@@ -413,9 +415,7 @@ def _oracle_tasks(
     rounds of every (attribute, model) and :meth:`_AuditRun.more_rounds` plans the next.
     """
     p = state.params
-    return run_oracle_tasks(
-        spark,
-        state.sample,
+    job = OracleJob(
         attributes=state.ok_attributes,
         models=p.models,
         seeds=[derive_seed(state.seed, AUDIT, n) for n in state.names],
@@ -429,12 +429,12 @@ def _oracle_tasks(
         model_params=p.model_params,
         partitions=p.partitions,
         shipping=p.shipping,
-        on_wave=on_wave,
         rounds_per_wave=(p.partitions or _default_partitions(spark)) if waves else None,
-        more_rounds=state.more_rounds if p.auto_rounds else None,
         max_rounds=p.max_rounds,
-        on_progress=on_progress,
     )
+    hooks = WaveHooks(on_wave=on_wave, on_progress=on_progress,
+                      more_rounds=state.more_rounds if p.auto_rounds else None)
+    return run_oracle_tasks(spark, state.sample, job, hooks)
 
 
 # ---------------------------------------------------------------- long rows and summary
