@@ -13,6 +13,7 @@ from fairspark.hfm._kernels import (
     _clusters,
     nn_other_group,
     nn_other_group_clustered,
+    nn_other_group_refclustered,
     pair_distance,
     query_clusters,
 )
@@ -130,4 +131,38 @@ def test_members_far_from_their_representative_keep_their_nearest():
     db, _ = _brute(q, qc, r, rc)
     np.testing.assert_allclose(d, db, rtol=0, atol=1e-12)
     d0, idx0 = nn_other_group(q, qc, r, rc)
+    assert np.array_equal(d, d0) and np.array_equal(idx, idx0)
+
+
+@pytest.mark.parametrize("kind", ["duplicates", "jitter", "wide", "grid", "one_hot",
+                                  "uniform"])
+@pytest.mark.parametrize("seed", range(4))
+def test_reference_clusters_give_the_plain_result(kind, seed):
+    """Few queries against many clustered references (pass B against the whole table):
+    the references grouped, only near clusters measured; plain search and brute force."""
+    q, qc, r, rc = _case(kind, 50 + seed)
+    rng = np.random.default_rng(seed)
+    refs, rcodes = q, qc  # the table itself is the reference set
+    queries = np.r_[r[:40], q[rng.integers(0, len(q), 40)]]
+    qcodes = np.r_[rc[:40], rng.integers(0, 3, 40)]
+    for cl in (None, query_clusters(refs, rcodes)):
+        d, idx = nn_other_group_refclustered(queries, qcodes, refs, rcodes, clusters=cl)
+        d0, idx0 = nn_other_group(queries, qcodes, refs, rcodes)
+        assert np.array_equal(d, d0) and np.array_equal(idx, idx0)
+        db, _ = _brute(queries, qcodes, refs, rcodes)
+        np.testing.assert_allclose(d, db, rtol=0, atol=1e-12)
+
+
+def test_reference_clusters_from_both_targets_bound_each_target():
+    """Clusters and radii found on ``[y, yp, x]`` serve the references of one target."""
+    rng = np.random.default_rng(3)
+    base = rng.random((40, 4))
+    x = base[rng.integers(0, 40, 2000)] + rng.normal(0.0, 1e-3, (2000, 4))
+    y, yp = rng.integers(0, 2, 2000), rng.integers(0, 2, 2000)
+    codes = rng.integers(0, 2, 2000)
+    cl = query_clusters(np.column_stack([y, yp, x]), codes)
+    T = np.column_stack([yp, x]).astype(float)
+    qi = rng.choice(2000, 64, replace=False)
+    d, idx = nn_other_group_refclustered(T[qi], codes[qi], T, codes, clusters=cl)
+    d0, idx0 = nn_other_group(T[qi], codes[qi], T, codes)
     assert np.array_equal(d, d0) and np.array_equal(idx, idx0)

@@ -28,6 +28,7 @@ __all__ = [
     "hfm_df",
     "nn_other_group",
     "nn_other_group_clustered",
+    "nn_other_group_refclustered",
     "pair_distance",
     "project",
     "query_clusters",
@@ -339,11 +340,12 @@ def nn_other_group_clustered(
         Integer group codes.
     cell : float
         Grid cell of the cluster proposal.
-    clusters : (order, starts), optional
-        A cluster proposal computed elsewhere (:func:`query_clusters`, e.g. once for
-        the points of both targets): every cluster's members must share a code, its
-        first member is the representative. Any proposal gives the same result; it
-        only changes the work.
+    clusters : tuple, optional
+        A cluster proposal computed elsewhere: ``(order, starts)``, or
+        :func:`query_clusters`' four arrays (with radii and member distances that are
+        upper bounds of those of these points, e.g. found once on the points of both
+        targets). Every cluster's members must share a code, its first member is the
+        representative. Any proposal gives the same result; it only changes the work.
 
     Returns
     -------
@@ -356,13 +358,14 @@ def nn_other_group_clustered(
     nq, nr = q.shape[0], r.shape[0]
     if nq < 8 or nr == 0 or q.shape[1] == 0:
         return nn_other_group(q, qcodes, r, rcodes)
-    order, starts = clusters if clusters is not None else _clusters(q, qcodes, cell)
+    order, starts = clusters[:2] if clusters is not None else _clusters(q, qcodes, cell)
     n_cl = len(starts) - 1
     if n_cl > _CLUSTER_GAIN * nq:
         return nn_other_group(q, qcodes, r, rcodes)
     size = np.diff(starts)
     rep = order[starts[:-1]]
-    rad, delta = _cluster_radii(q, order, starts, size, rep)
+    rad, delta = (clusters[2:4] if clusters is not None and len(clusters) > 2
+                  else _cluster_radii(q, order, starts, size, rep))
     coff, ncand, cand, clb_d, nn_ub = _cluster_candidates(q, qcodes, r, rcodes, rep, rad)
     best = np.full(nq, np.inf)
     bidx = np.full(nq, -1, dtype=np.int64)
@@ -371,14 +374,22 @@ def nn_other_group_clustered(
 
 
 def query_clusters(points: np.ndarray, codes: np.ndarray, *,
-                   cell: float = CLUSTER_CELL) -> tuple[np.ndarray, np.ndarray]:
-    """The cluster proposal of :func:`nn_other_group_clustered` (``order``, ``starts``).
+                   cell: float = CLUSTER_CELL) -> tuple[np.ndarray, ...]:
+    """A cluster proposal for :func:`nn_other_group_clustered` (of queries) and
+    :func:`nn_other_group_refclustered` (of references): ``order``, ``starts``, each
+    cluster's radius and each member's distance to its representative (by position of
+    ``order``).
 
-    Computed on points that hold every target's coordinates (``[y, yp, x]``), it is a
-    valid proposal for the points of each target (``[y, x]``, ``[yp, x]``): rows in
-    one grid cell of all coordinates are in one cell of any subset of them.
+    Computed on points that hold every target's coordinates (``[y, yp, x]``), it serves
+    the points of each target (``[y, x]``, ``[yp, x]``): rows in one grid cell of all
+    coordinates are in one cell of any subset of them, and a distance over all
+    coordinates is at least the distance over a subset, so the radii stay upper bounds.
     """
-    return _clusters(np.ascontiguousarray(points, dtype=np.float64), np.asarray(codes), cell)
+    p = np.ascontiguousarray(points, dtype=np.float64)
+    order, starts = _clusters(p, np.asarray(codes), cell)
+    size = np.diff(starts)
+    rad, delta = _cluster_radii(p, order, starts, size, order[starts[:-1]])
+    return order, starts, rad, delta
 
 
 def _cluster_radii(q: np.ndarray, order: np.ndarray, starts: np.ndarray, size: np.ndarray,
@@ -496,6 +507,123 @@ def _measure_members(q: np.ndarray, r: np.ndarray, order: np.ndarray, size: np.n
         hit = np.flatnonzero(d == np.repeat(mn, km))
         first = hit[np.searchsorted(hit, seg)]
         best[mem], bidx[mem] = mn, ri[first]
+
+
+def nn_other_group_refclustered(
+    queries: np.ndarray,
+    qcodes: np.ndarray,
+    refs: np.ndarray,
+    rcodes: np.ndarray,
+    *,
+    clusters: tuple[np.ndarray, np.ndarray] | None = None,
+    cell: float = CLUSTER_CELL,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`nn_other_group` with the *references* grouped in clusters (same result).
+
+    For few queries against many references that repeat or cluster (pass B's first
+    searches against the whole table): each query is compared with every cluster's
+    representative ``c`` (one BLAS product); the closest one bounds ``nn(q)`` from
+    above, and a cluster of radius ``R`` can hold a nearest reference only when
+    ``d(q, c) - R`` is not above that bound (triangle inequality; a relative margin and
+    the rounding bound of the norm shortcut on top). Only the members of those
+    clusters are measured, directly, ties to the smallest reference index: the
+    distances and indices are those of :func:`nn_other_group`, bit for bit. When the
+    references do not cluster (more than half as many clusters as references), this is
+    :func:`nn_other_group`.
+
+    Parameters
+    ----------
+    queries, refs : numpy.ndarray
+        Shapes ``(q, dim)`` and ``(r, dim)``.
+    qcodes, rcodes : numpy.ndarray
+        Integer group codes.
+    clusters : tuple, optional
+        A cluster proposal of the references: ``(order, starts)`` or
+        :func:`query_clusters`' four arrays (radii that bound these references'); default:
+        found here with ``cell``.
+    cell : float
+        Grid cell of the cluster proposal when ``clusters`` is not given.
+
+    Returns
+    -------
+    dist, idx : numpy.ndarray
+        As :func:`nn_other_group`.
+    """
+    q = np.ascontiguousarray(queries, dtype=np.float64)
+    r = np.ascontiguousarray(refs, dtype=np.float64)
+    qcodes, rcodes = np.asarray(qcodes), np.asarray(rcodes)
+    nq, nr = q.shape[0], r.shape[0]
+    if nq == 0 or nr < 8 or q.shape[1] == 0:
+        return nn_other_group(q, qcodes, r, rcodes)
+    order, starts = clusters[:2] if clusters is not None else _clusters(r, rcodes, cell)
+    n_cl = len(starts) - 1
+    if n_cl > _CLUSTER_GAIN * nr:
+        return nn_other_group(q, qcodes, r, rcodes)
+    size = np.diff(starts)
+    rep = order[starts[:-1]]
+    rad = (clusters[2] if clusters is not None and len(clusters) > 2
+           else _cluster_radii(r, order, starts, size, rep)[0])
+    ccode = rcodes[rep]
+    qn = np.sum(q * q, axis=1)
+    cn = np.sum(r[rep] ** 2, axis=1)
+    coef = 4.0 * (q.shape[1] + 4) * _EPS
+    # the shortcut is computed for the representatives only: their norms bound its error
+    tol = 2.0 * coef * (qn + float(cn.max())) + 1e-300
+    best = np.full(nq, np.inf)
+    bidx = np.full(nq, -1, dtype=np.int64)
+    uq = np.unique(qcodes)
+    groups = ([(np.flatnonzero(qcodes == c), np.flatnonzero(ccode != c)) for c in uq]
+              if len(uq) <= 8 else [(np.arange(nq), None)])
+    for qs_all, ks in groups:
+        reps = rep if ks is None else rep[ks]
+        if len(reps) == 0:
+            continue
+        R = r[reps]
+        bq = max(1, min(len(qs_all), _BLOCK_DOUBLES // len(reps)))
+        for s0 in range(0, len(qs_all), bq):
+            qs = qs_all[s0:s0 + bq]
+            sq = q[qs] @ R.T
+            sq *= -2.0
+            sq += qn[qs, None]
+            sq += (cn if ks is None else cn[ks])[None, :]
+            if ks is None:
+                sq[qcodes[qs, None] == ccode[None, :]] = np.inf
+            m = sq.min(axis=1)
+            ub = np.where(np.isfinite(m), np.sqrt(np.maximum(m, 0.0) + tol[qs]), -np.inf)
+            lb = np.sqrt(np.maximum(sq - tol[qs, None], 0.0))
+            lb -= (rad if ks is None else rad[ks])[None, :]
+            qi, ki = np.nonzero(lb <= (ub * (1.0 + 1e-9))[:, None])
+            if ks is not None:
+                ki = ks[ki]
+            _measure_clusters(q, r, qs[qi], ki, order, starts, size, best, bidx)
+    return best, bidx
+
+
+def _measure_clusters(q: np.ndarray, r: np.ndarray, qi: np.ndarray, ki: np.ndarray,
+                      order: np.ndarray, starts: np.ndarray, size: np.ndarray,
+                      best: np.ndarray, bidx: np.ndarray) -> None:
+    """Each query ``qi`` against every member of its candidate cluster ``ki``, measured
+    directly; ``best``/``bidx`` updated in place (smallest distance, then smallest
+    reference index), in slices of about :data:`_PAIR_ROWS` pairs."""
+    cnt = size[ki]
+    ends = np.cumsum(cnt)
+    s0 = 0
+    while s0 < len(qi):
+        base = ends[s0 - 1] if s0 else 0
+        s1 = max(s0 + 1, int(np.searchsorted(ends, base + _PAIR_ROWS, "right")))
+        c = cnt[s0:s1]
+        seg = np.cumsum(c) - c
+        mi = order[np.repeat(starts[ki[s0:s1]] - seg, c) + np.arange(int(c.sum()))]
+        qq = np.repeat(qi[s0:s1], c)
+        s0 = s1
+        d = pair_distance(q[qq], r[mi])
+        o = np.lexsort((mi, d, qq))
+        qq, mi, d = qq[o], mi[o], d[o]
+        first = np.ones(len(qq), dtype=bool)
+        first[1:] = qq[1:] != qq[:-1]
+        qq, mi, d = qq[first], mi[first], d[first]
+        better = (d < best[qq]) | ((d == best[qq]) & (mi < bidx[qq]))
+        best[qq[better]], bidx[qq[better]] = d[better], mi[better]
 
 
 def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

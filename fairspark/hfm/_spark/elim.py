@@ -41,6 +41,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,8 +53,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from fairspark._testing import maybe_fail_first_attempt
-from fairspark._threads import pin_threads
-from fairspark.hfm._kernels import nn_other_group_clustered, query_clusters
+from fairspark._threads import pin_threads, single_thread
+from fairspark.hfm._kernels import (
+    nn_other_group_clustered,
+    nn_other_group_refclustered,
+    query_clusters,
+)
 from fairspark.hfm._spark._cost import CostLog
 from fairspark.hfm._spark._points import code_cols, points_schema_check
 from fairspark.hfm.results import CertifiedResult
@@ -63,6 +68,8 @@ __all__ = ["LOCAL_MAX_BYTES", "MARGIN", "certify_exact", "code_counts", "driver_
 
 Pair = tuple[int, int]
 _LOG = logging.getLogger(__name__)
+#: a scan of every row with at least this many queries groups the rows first
+_REF_CLUSTER_QUERIES = 32
 
 #: a row is eliminated only when its upper bound is below ``L * (1 - MARGIN)``
 MARGIN = 1e-9
@@ -360,11 +367,22 @@ def _top_bounds(work: DataFrame, pairs: list[Pair], k: int) -> dict[Pair, list[t
     return {p: sorted(v) for p, v in out.items()}
 
 
+def _map(fn: Callable, items: list, threads: int) -> list:
+    """``[fn(x) for x in items]``, on up to ``threads`` threads (numpy's kernels release
+    the GIL; BLAS held to one thread each meanwhile). Same results in the same order."""
+    if threads <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    with single_thread(), ThreadPoolExecutor(max_workers=min(threads, len(items))) as ex:
+        return list(ex.map(fn, items))
+
+
 def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
-                  pairs: list[Pair], keep: dict | None = None) -> pa.RecordBatch:
+                  pairs: list[Pair], keep: dict | None = None,
+                  threads: int = 1) -> pa.RecordBatch:
     """Pass A on one batch: ranks, blobs and sample bounds (``s``: the sample, see
     :func:`_work_table`); shared by the Spark task and the driver path (``keep``: gets
-    the points ``P`` and each target's points ``tp``, for the driver path's scans).
+    the points ``P`` and each target's points ``tp``, for the driver path's scans;
+    ``threads``: the driver path searches its pairs on the driver's cores).
 
     The rows' clusters (:func:`~fairspark.hfm._kernels.query_clusters` of ``[y, yp, x]``
     and the attribute's codes) are found once per attribute, for both targets."""
@@ -378,19 +396,21 @@ def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
     for a, c in enumerate(cols):
         out[f"rho{a}"] = pa.array(_rho(h, codes[c], s["counts"][a]))
     out["xb"] = _to_blob(P)
-    tp: dict[int, np.ndarray] = {}
-    clusters: dict[int, tuple] = {}
-    for p in pairs:
+    tp = {t: _tpoints(P, t) for t in sorted({p[0] for p in pairs})}
+    attrs = sorted({p[1] for p in pairs})
+    clusters = dict(zip(attrs, _map(lambda a: query_clusters(P, codes[cols[a]]), attrs,
+                                    threads), strict=True))
+
+    def one(p: Pair) -> tuple[np.ndarray, np.ndarray]:
         c = cols[p[1]]
-        if p[0] not in tp:
-            tp[p[0]] = _tpoints(P, p[0])
-        if p[1] not in clusters:
-            clusters[p[1]] = query_clusters(P, codes[c])
-        u, nb = sample_bounds_numpy(tp[p[0]], codes[c], _tpoints(s["P"], p[0]),
-                                    s["codes"][c], s["keys"], clusters=clusters[p[1]])
+        return sample_bounds_numpy(tp[p[0]], codes[c], _tpoints(s["P"], p[0]),
+                                   s["codes"][c], s["keys"], clusters=clusters[p[1]])
+
+    for p, (u, nb) in zip(pairs, _map(one, pairs, threads), strict=True):
         out[_ucol(p)] = pa.array(u)
         out[_nbcol(p)] = pa.array(nb, type=pa.string())
     if keep is not None:
+        tp.update({("cl", a): cl for a, cl in clusters.items()})
         keep["P"], keep["tp"] = P, tp
     return pa.RecordBatch.from_pydict(out)
 
@@ -462,8 +482,16 @@ def _scan_batches(it, qs: list[tuple], *, n_attr: int, dim_x: int, lo: float,
             if t not in tp:  # each target's points once per batch (no copy per query set)
                 tp[t] = _tpoints(P, t)
             whole = bool(m.all())
-            d, idx = nn_other_group_clustered(Q, qc, tp[t] if whole else tp[t][m],
-                                              codes[a] if whole else codes[a][m])
+            if whole and len(Q) >= _REF_CLUSTER_QUERIES:
+                # every row is a reference: grouped once per batch and attribute (on
+                # [y, yp, x], for both targets), only near clusters are measured
+                if ("cl", a) not in tp:
+                    tp[("cl", a)] = query_clusters(P, codes[a])
+                d, idx = nn_other_group_refclustered(Q, qc, tp[t], codes[a],
+                                                     clusters=tp[("cl", a)])
+            else:
+                d, idx = nn_other_group_clustered(Q, qc, tp[t] if whole else tp[t][m],
+                                                  codes[a] if whole else codes[a][m])
             nk = np.full(len(d), None, dtype=object)
             ok = idx >= 0
             nk[ok] = (keys if whole else keys[m])[idx[ok]]
@@ -927,6 +955,35 @@ def _frame(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pd.DataFrame
     return pa.Table.from_batches(bs, schema=schema).to_pandas()
 
 
+def _driver_threads(spark) -> int:
+    """Threads of the driver path's pass A: the session's parallelism (``local[2]``:
+    2), at most the driver's cores."""
+    try:
+        par = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - a remote (Connect) session has no context here
+        par = 1
+    return max(1, min(par, os.cpu_count() or 1))
+
+
+def _sorted_by_key(tbl: pa.Table, dim_x: int) -> pa.RecordBatch:
+    """The collected points as one key-sorted batch. The feature lists are decoded to
+    one matrix and permuted in numpy (an Arrow ``take`` of a list column is several
+    times slower), then handed back as a fixed-size list column over that matrix."""
+    perm = pc.sort_indices(tbl["key"])
+    rest = tbl.drop_columns(["x"]).take(perm).combine_chunks()
+    n = tbl.num_rows
+    flat = [c.flatten().to_numpy(zero_copy_only=False) for c in tbl.column("x").chunks]
+    X = np.concatenate(flat) if flat else np.zeros(0)
+    if X.size != n * dim_x or tbl.column("x").null_count:
+        raise ValueError(f"feature vectors must all have length {dim_x}")
+    X = X.reshape(n, dim_x)[perm.to_numpy()]
+    xs = pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), dim_x)
+    cols = {c: rest.column(c).combine_chunks() for c in rest.column_names}
+    cols["x"] = xs
+    names = tbl.column_names
+    return pa.RecordBatch.from_arrays([cols[c] for c in names], names=names)
+
+
 class _LocalWork(_Work):
     """The working table as one key-sorted Arrow batch on the driver.
 
@@ -938,7 +995,7 @@ class _LocalWork(_Work):
     where = "driver"
 
     def __init__(self, batch: pa.RecordBatch, *, n_attr: int, dim_x: int, pairs: list[Pair],
-                 sample_rows: int, max_result: float, cost: CostLog) -> None:
+                 sample_rows: int, max_result: float, cost: CostLog, threads: int = 1) -> None:
         self.n_attr, self.dim_x, self.max_result = n_attr, dim_x, max_result
         self.cost, self.n_rows = cost, batch.num_rows
         cols = code_cols(n_attr)
@@ -960,7 +1017,8 @@ class _LocalWork(_Work):
         kept: dict = {}
         with self.step("A: sample bounds", full=True) as rec:
             self.batch = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
-                                       keep=kept)
+                                       keep=kept, threads=threads)
+            rec["threads"] = threads
             rec["rows_out"] = len(idx)
         del batch
         self.keys = np.asarray(_col(self.batch, "key").to_pylist(), dtype=object)
@@ -1000,11 +1058,10 @@ class _LocalWork(_Work):
         if tbl.num_rows > cap or tbl.num_rows == 0:
             _LOG.info("hfm: %d points do not fit the driver path (at most %d)", tbl.num_rows, cap)
             return None
-        tbl = tbl.take(pc.sort_indices(tbl["key"])).combine_chunks()
-        batch = pa.RecordBatch.from_arrays(
-            [tbl.column(c).combine_chunks() for c in tbl.column_names], names=tbl.column_names)
+        batch = _sorted_by_key(tbl, dim_x)
+        del tbl
         return cls(batch, n_attr=n_attr, dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
-                   max_result=max_result, cost=cost)
+                   max_result=max_result, cost=cost, threads=_driver_threads(ranked.sparkSession))
 
     def _after(self, u: np.ndarray, cursor: tuple[float, str] | None) -> np.ndarray:
         if cursor is None:

@@ -1,0 +1,60 @@
+"""The driver path's fast paths (issue 26): the key sort in numpy, pass A on threads
+with one cluster grouping for both targets; each against a reference computed here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+from scipy.spatial.distance import cdist
+
+from fairspark.hfm._spark.elim import _bounds_batch, _features, _sorted_by_key
+
+
+def _table(rng, n=3000, dim=4, chunks=3):
+    base = rng.random((n // 20, dim))
+    x = base[rng.integers(0, len(base), n)] + rng.normal(0.0, 1e-3, (n, dim))
+    keys = [f"k{v:07d}" for v in rng.permutation(10 * n)[:n]]
+    tbl = pa.table({
+        "key": keys, "h": rng.random(n), "y": rng.integers(0, 2, n).astype(float),
+        "yp": rng.integers(0, 2, n).astype(float),
+        "x": pa.array(list(x), type=pa.list_(pa.float64())),
+        "c0": rng.integers(0, 2, n).astype(np.int32),
+    })
+    step = -(-n // chunks)
+    return pa.concat_tables([tbl.slice(s, step) for s in range(0, n, step)]), x
+
+
+def test_key_sort_keeps_rows_whole():
+    rng = np.random.default_rng(0)
+    tbl, x = _table(rng)
+    batch = _sorted_by_key(tbl, 4)
+    order = np.argsort(np.asarray(tbl["key"].to_pylist()), kind="stable")
+    assert batch.schema.names == tbl.column_names
+    assert batch.column(0).to_pylist() == [tbl["key"].to_pylist()[i] for i in order]
+    want = np.column_stack([tbl["y"].to_numpy()[order], tbl["yp"].to_numpy()[order], x[order]])
+    assert np.array_equal(_features(batch, 4), want)
+    assert np.array_equal(batch.column(5).to_numpy(), tbl["c0"].to_numpy()[order])
+
+
+def test_pass_a_on_threads_equals_one_thread_and_brute_force():
+    rng = np.random.default_rng(1)
+    tbl, _ = _table(rng)
+    batch = _sorted_by_key(tbl, 4)
+    P = _features(batch, 4)
+    codes = batch.column(5).to_numpy().astype(np.int64)
+    idx = np.sort(rng.choice(len(P), 200, replace=False))
+    keys = np.asarray(batch.column(0).to_pylist(), dtype=object)
+    s = {"keys": keys[idx], "P": P[idx], "codes": {"c0": codes[idx]},
+         "counts": {0: {0: int((codes == 0).sum()), 1: int((codes == 1).sum())}}}
+    pairs = [(0, 0), (1, 0)]
+    one = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=1)
+    two = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2)
+    assert one.equals(two)
+    for t in (0, 1):
+        T = np.column_stack([P[:, t], P[:, 2:]])
+        d = cdist(T, T[idx])
+        d[codes[:, None] == codes[idx][None, :]] = np.inf
+        u = one.column(one.schema.get_field_index(f"u{t}_0")).to_numpy()
+        np.testing.assert_allclose(u, d.min(axis=1), rtol=0, atol=1e-12)
+        nb = one.column(one.schema.get_field_index(f"nb{t}_0")).to_pylist()
+        assert nb == list(keys[idx][d.argmin(axis=1)])  # ties: the smaller key
