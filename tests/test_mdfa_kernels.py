@@ -22,6 +22,7 @@ from fairspark.mdfa import (
     violation_delta,
     worst_violation,
 )
+from fairspark.mdfa.balance import BalancingOptions
 from fairspark.mdfa.certify import SplitPart
 
 torch = pytest.importorskip("torch")
@@ -110,14 +111,14 @@ def test_balancing_net_reduces_mean_gap_and_is_deterministic():
     x = rng.standard_normal((n, 3)).astype(np.float32)
     p = 1 / (1 + np.exp(-(1.2 * x[:, 0] - 0.8 * x[:, 1])))  # s depends on x
     s = np.where(rng.random(n) < p, 1, -1)
-    res = fit_balancing(x, s, seed=7, epochs=30, l2_grid=[1e-3])
+    res = fit_balancing(x, s, seed=7, options=BalancingOptions(epochs=30, l2_grid=(1e-3,)))
     u = res.u(x)
     assert np.all((u > 0) & (u < 10))
     before = _weighted_gap(x, s, np.ones(n))
     after = _weighted_gap(x, s, balanced_weights(u, s))
     assert before > 0.5
     assert after < 0.35 * before
-    again = fit_balancing(x, s, seed=7, epochs=30, l2_grid=[1e-3])
+    again = fit_balancing(x, s, seed=7, options=BalancingOptions(epochs=30, l2_grid=(1e-3,)))
     np.testing.assert_array_equal(again.u(x), u)
     assert res.representation(x).shape == (n, 8)
 
@@ -135,8 +136,10 @@ def test_quadratic_kernel_matches_second_moments():
         v = x.sum(1) ** 2
         return abs((w[pos] * v[pos]).sum() / w[pos].sum() - v[~pos].mean())
 
-    lin = fit_balancing(x, s, seed=1, epochs=40, l2_grid=[1e-3], kernel="linear")
-    quad = fit_balancing(x, s, seed=1, epochs=40, l2_grid=[1e-3], kernel="quadratic")
+    lin = fit_balancing(x, s, seed=1, options=BalancingOptions(
+        epochs=40, l2_grid=(1e-3,), kernel="linear"))
+    quad = fit_balancing(x, s, seed=1, options=BalancingOptions(
+        epochs=40, l2_grid=(1e-3,), kernel="quadratic"))
     g0 = var_gap(np.ones(n))
     g_quad = var_gap(balanced_weights(quad.u(x), s))
     assert g_quad < 0.5 * g0

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["BalancingNet", "BalancingResult", "balanced_weights", "fit_balancing",
+__all__ = ["BalancingNet", "BalancingOptions", "BalancingResult", "balanced_weights",
+           "fit_balancing",
            "mmd_features", "mmd_phi"]
 
 #: random Fourier features of the ``gaussian`` kernel
@@ -125,6 +126,31 @@ def _mmd_loss(u: torch.Tensor, f: torch.Tensor, pos: torch.Tensor,
     return torch.sqrt(sq)
 
 
+@dataclass(frozen=True)
+class BalancingOptions:
+    """How the balancing net is trained (the defaults are the paper's).
+
+    Attributes
+    ----------
+    kernel:
+        Feature map of the MMD (:func:`mmd_phi`).
+    feature_map:
+        What the MMD compares (:func:`mmd_features`); the net's input is ``x`` itself.
+    epochs, batch_size, learning_rate:
+        Adam over mini-batches of the training rows.
+    l2_grid, folds:
+        The L2 strengths searched and the folds of the held-out MMD that picks one.
+    """
+
+    kernel: str = "linear"
+    feature_map: str = "standardised"
+    epochs: int = 30
+    batch_size: int = 512
+    learning_rate: float = 1e-3
+    l2_grid: tuple[float, ...] = (1e-4, 1e-3, 1e-2)
+    folds: int = 5
+
+
 @dataclass
 class BalancingResult:
     """A trained balancing net and the L2 strength that was chosen."""
@@ -154,21 +180,19 @@ def _train_one(
     feats: torch.Tensor,
     pos: np.ndarray,
     *,
-    kernel: str,
+    options: BalancingOptions,
     l2: float,
-    epochs: int,
-    batch_size: int,
-    lr: float,
     seed: int,
 ) -> BalancingNet:
     gen = torch.Generator().manual_seed(seed % (2**63))
     torch.manual_seed(seed % (2**63))
     net = BalancingNet(x.shape[1])
-    opt = torch.optim.Adam(net.parameters(), lr=lr, fused=True)
+    opt = torch.optim.Adam(net.parameters(), lr=options.learning_rate, fused=True)
+    kernel, batch_size = options.kernel, options.batch_size
     xt = torch.as_tensor(x, dtype=torch.float32)
     pt = torch.as_tensor(pos)
     n = len(x)
-    for _ in range(epochs):
+    for _ in range(options.epochs):
         order = torch.randperm(n, generator=gen)
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size]
@@ -187,13 +211,7 @@ def fit_balancing(
     s: np.ndarray,
     *,
     seed: int,
-    kernel: str = "linear",
-    feature_map: str = "standardised",
-    epochs: int = 30,
-    batch_size: int = 512,
-    learning_rate: float = 1e-3,
-    l2_grid: list[float] | tuple[float, ...] = (1e-4, 1e-3, 1e-2),
-    folds: int = 5,
+    options: BalancingOptions | None = None,
     l2: float | None = None,
 ) -> BalancingResult:
     """Train the balancing net; pick the L2 strength by held-out MMD.
@@ -214,16 +232,16 @@ def fit_balancing(
     seed:
         Seed of the fold split, the initialisation, the batch order and the random
         features of the ``gaussian`` kernel.
-    kernel:
-        Feature map of the MMD (:func:`mmd_phi`).
-    feature_map:
-        What the MMD compares (:func:`mmd_features`); the net's input is ``x`` itself.
+    options:
+        How the net is trained (:class:`BalancingOptions`; None: the paper's defaults).
     l2:
         Train only this L2 strength (chosen beforehand, e.g. by :func:`choose_l2` on
         another split); None searches ``l2_grid``.
     """
+    opts = options or BalancingOptions()
+    kernel, folds, l2_grid = opts.kernel, opts.folds, opts.l2_grid
     x = np.asarray(x, dtype=np.float32)
-    feats = torch.as_tensor(mmd_features(x, feature_map))
+    feats = torch.as_tensor(mmd_features(x, opts.feature_map))
     if kernel != "quadratic":  # quadratic: _mmd_loss forms the products per batch
         feats = mmd_phi(feats, kernel, seed=seed + 104729)
     pos = np.asarray(s) > 0
@@ -242,11 +260,8 @@ def fit_balancing(
             x[train],
             feats[torch.as_tensor(train)],
             pos[train],
-            kernel=kernel,
+            options=opts,
             l2=float(strength),
-            epochs=epochs,
-            batch_size=batch_size,
-            lr=learning_rate,
             seed=seed + 7919 * (k + 1),
         )
         with torch.no_grad():

@@ -348,13 +348,8 @@ def _split_rows(
 
 def _balance(xs: np.ndarray, s: np.ndarray, *, seed: int, params: MDFAParams):
     """The balancing net of a split's training rows (``params.l2`` or the grid)."""
-    return fit_balancing(
-        xs, s, seed=derive_seed(seed, "balance"), kernel=params.mmd_kernel,
-        feature_map=params.mmd_features,
-        epochs=params.epochs, batch_size=params.batch_size,
-        learning_rate=params.learning_rate, l2_grid=params.l2_grid, folds=params.folds,
-        l2=params.l2,
-    )
+    return fit_balancing(xs, s, seed=derive_seed(seed, "balance"), l2=params.l2,
+                         options=params.balancing_options())
 
 
 def choose_l2(sample: MDFASample, *, seed: int, params: MDFAParams) -> MDFAParams:

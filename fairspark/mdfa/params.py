@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 
 from fairspark._params import AuditParams
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fairspark.mdfa.balance import BalancingOptions
 
 __all__ = ["MDFAParams"]
 
@@ -175,6 +178,16 @@ class MDFAParams(AuditParams):
     def planned_splits(self) -> int:
         """The splits a run may use: ``splits``, or ``splits_max`` with ``auto``."""
         return self.splits_max if self.splits == "auto" else int(self.splits)
+
+    def balancing_options(self) -> BalancingOptions:
+        """How the balancing net of a split is trained, from these options."""
+        from fairspark.mdfa.balance import BalancingOptions
+
+        return BalancingOptions(
+            kernel=self.mmd_kernel, feature_map=self.mmd_features, epochs=self.epochs,
+            batch_size=self.batch_size, learning_rate=self.learning_rate,
+            l2_grid=tuple(float(v) for v in self.l2_grid), folds=self.folds,
+        )
 
     def null_k(self) -> int:
         """K, the null draws the splits cycle through (split i evaluates draw i mod K):
