@@ -30,9 +30,9 @@ from fairspark.mdfa import (
     run_splits_local,
 )
 from fairspark.mdfa._spark import view_samples, view_stats
-from fairspark.sampling import BUCKETS, hash_bucket, stratum_quotas
 from fairspark.prepare import prepare
 from fairspark.runner import run_audit_job
+from fairspark.sampling import BUCKETS, hash_bucket, stratum_quotas
 from fairspark.status import Status
 
 FAST = {"epochs": 3, "l2_grid": [0.001], "splits": 2, "auditor": "logistic_regression",
@@ -297,6 +297,14 @@ def test_runner_outcome_ratio_matches_pandas_and_report_redacts(toy_run):
     assert said in section.replace("&#39;", "'")
     assert "<li>" in section and "|---" not in section and "class: True" not in section
     assert "Balance of the weights" in section and "max |SMD|" in section
+    # every symbol is explained where it appears (issue 28 item 5)
+    text = " ".join(section.split())
+    assert "<b>s = +1</b> is the unprivileged group" in text
+    assert "<b>Algorithm 1</b> (the paper's worst-violation search)" in text
+    assert "(the paper's DT_G)" in text
+    assert "maximum mean discrepancy" in text  # what mmd_net balances
+    if "median-delta split" in text:
+        assert "the split whose delta is the median over splits" in text
     # a plain lead with a scale, and the null reference beside gamma
     assert "How to read gamma" in section and "null reference" in section
     assert '<p class="mdfa-lead">' in section

@@ -106,21 +106,23 @@ def _figure(results: list[AttributeResult]) -> str | None:
     ax.set_ylabel("gamma (max over y)")
     ax.set_title("certificate gamma over splits")
     ax = axes[1]
-    for r in results:
+    styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-")]
+    for i, r in enumerate(results):  # a marker and a dash per attribute, not colour alone
         k = representative_split(r.splits)
         if k is None:
             continue
+        marker, dash = styles[i % len(styles)]
         tr = json.loads(r.splits.loc[k, "trace"])
         ts = [d["t"] for d in tr if d.get("delta") is not None]
         ds = [d["delta"] for d in tr if d.get("delta") is not None]
         if ts:
-            line = ax.plot(ts, ds, marker="o", label=r.attribute)[0]
+            line = ax.plot(ts, ds, marker=marker, ls=dash, label=r.attribute)[0]
             chosen = r.splits.loc[k, "t"]
             if chosen is not None and not pd.isna(chosen):
                 ax.axvline(int(chosen), color=line.get_color(), ls=":", lw=1)
     ax.set_xlabel("Algorithm 1 iteration t (evaluated steps)")
     ax.set_ylabel("delta (held-out, weighted)")
-    ax.set_title("delta across Algorithm 1 (median-delta split; dotted: answer)")
+    ax.set_title("delta across Algorithm 1 (median-delta split;\nthin dotted line: the answer)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
     return figure_to_data_uri(fig)
