@@ -178,9 +178,11 @@ def _trend_html(rows, monkeypatch, **kw):
     from fairspark.nightly.report import trend_frame, trend_section
 
     drawn: dict[str, dict] = {}
+    alive: list = []  # every panel is its own figure: keep its axes so no id is reused
     real_hline, real_ylim = Axes.axhline, Axes.set_ylim
 
     def hline(ax, y=0, *a, **k):
+        alive.append(ax)
         drawn.setdefault(id(ax), {}).setdefault("h", []).append(y)
         return real_hline(ax, y, *a, **k)
 
@@ -190,6 +192,7 @@ def _trend_html(rows, monkeypatch, **kw):
         return real_ylim(ax, *a, **k)
 
     def title(ax, t, *a, **k):
+        alive.append(ax)
         drawn.setdefault(id(ax), {})["title"] = t
 
     monkeypatch.setattr(Axes, "axhline", hline)
@@ -199,6 +202,9 @@ def _trend_html(rows, monkeypatch, **kw):
     now = [r for r in rows if r["run_date"] == "2026-11-02"]
     frame = trend_frame(hist, now, run_date="2026-11-02", config_hash="h1", version="1")
     sec = trend_section(frame, **kw)
+    # one image per panel, in a grid that wraps on a narrow screen (issue 28 item 6)
+    assert sec.html.count("<img ") == len([v for v in drawn.values() if "title" in v])
+    assert "class='trend-panels'" in sec.html
     return sec.html, {v["title"]: v for v in drawn.values() if "title" in v}
 
 

@@ -218,6 +218,15 @@ def test_change_trends_and_hfm_read_on_a_laptop_and_a_phone(driver, report_path,
             ".find(h => h.textContent.startsWith('Trends')).scrollIntoView();")
         wide = driver.execute_script("return document.documentElement.scrollWidth")
         assert wide <= width, (width, wide)
+        # one image per panel in a grid: side by side on a laptop, stacked on a phone,
+        # each wide enough to read (issue 28 item 6)
+        cols, narrowest = driver.execute_script(
+            "const r = Array.from(document.querySelectorAll('.trend-panels img'))"
+            "  .map(i => i.getBoundingClientRect());"
+            "return [new Set(r.map(b => Math.round(b.left))).size,"
+            "  Math.min(...r.map(b => b.width))];")
+        assert (cols == 1) if width < 500 else (cols >= 3), (width, cols)
+        assert narrowest >= 280, (width, narrowest)
         _keep(driver, tmp_path, f"report-{width}x{height}-trends.png")
 
 

@@ -60,9 +60,10 @@ def _figure(name: str, d: DistanceResult, d_f: DistanceResult, method: str) -> d
     if "hist" not in d.extra or "hist" not in d_f.extra:
         return None
     fig, ax = plt.subplots(figsize=(6, 2.6))
-    for r, label in ((d, "label (D)"), (d_f, "prediction (D_f)")):
+    # a dash besides the colour tells the two apart (issue 28 item 6)
+    for r, label, dash in ((d, "label (D), solid", "-"), (d_f, "prediction (D_f), dashed", "--")):
         edges, counts = r.extra["hist"]
-        ax.stairs(counts, edges, label=label)
+        ax.stairs(counts, edges, label=label, linestyle=dash, linewidth=1.4)
     ax.set_yscale("symlog")
     ax.set_xlabel("distance to the nearest row of the other group")
     ax.set_ylabel("rows")

@@ -485,7 +485,7 @@ def _panel(ax: Any, s: pd.DataFrame, name: str, flag: str, limits: list[float],
                 if flag == "better" else "#7a4f00", ms=9)
     if ylim is not None:
         ax.set_ylim(*ylim)
-    ax.set_title(name + (f" ({flag})" if flag else ""), fontsize=9)
+    ax.set_title(name + (f" ({flag})" if flag else ""), fontsize=9, wrap=True)
     ax.set_xticks(x)
     ax.set_xticklabels([str(d)[5:] for d in s["run_date"]], rotation=45)
     ax.set_ylabel(str(s["metric"].iloc[0]))
@@ -503,26 +503,31 @@ def no_history_section(*, config_hash: str | None = None) -> ReportSection:
 
 
 def _trend_figure(frame: pd.DataFrame, drawn: list[tuple], info: list[tuple]) -> str:
-    """The small multiples of the drawn series as a ``<figure>`` with its caption."""
+    """The small multiples of the drawn series as a ``<figure>`` with its caption.
+
+    Each panel is its own image in a grid that wraps (``.trend-panels``): three or more
+    across on a wide screen, one under the other on a phone, each at a readable size,
+    and a title never runs into its neighbour's (long titles wrap inside their panel).
+    """
     from fairspark.report.figures import figure_to_data_uri, plt
 
     ylim = _y_ranges(frame[frame["series"].isin([t[0] for t in drawn])],
                      {t[0]: t[4] for t in drawn})
-    ncol = 3
-    nrow = math.ceil(len(drawn) / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(10.5, 2.9 * nrow), squeeze=False)
-    for ax, (name, s, flag, _note, lims) in zip(axes.flat, drawn, strict=False):
+    panels = []
+    for name, s, flag, _note, lims in drawn:
+        fig, ax = plt.subplots(figsize=(3.6, 2.9))
         _panel(ax, s, name, flag, lims, ylim.get(str(s["metric"].iloc[0])))
-    for ax in list(axes.flat)[len(drawn):]:
-        ax.axis("off")
-    fig.tight_layout()
-    uri = figure_to_data_uri(fig)
+        fig.tight_layout()
+        alt = (f"{name} over {s['run_date'].nunique()} run dates"
+               + (f", {flag}" if flag else ""))
+        panels.append(f"<img alt='{escape(alt)}' src='{figure_to_data_uri(fig)}'>")
     n_flag = sum(1 for t in info if t[2])
-    alt = (f"Trend panels of {len(drawn)} headline series over "
-           f"{frame['run_date'].nunique()} run dates; {n_flag} flagged: "
-           + (", ".join(f"{t[0]} {t[2]}" for t in info if t[2]) or "none") + ".")
+    label = (f"Trend panels of {len(drawn)} headline series over "
+             f"{frame['run_date'].nunique()} run dates; {n_flag} flagged: "
+             + (", ".join(f"{t[0]} {t[2]}" for t in info if t[2]) or "none") + ".")
     return (
-        f"<figure><img alt='{escape(alt)}' src='{uri}' style='max-width:100%'>"
+        f"<figure aria-label='{escape(label)}'><div class='trend-panels'>"
+        + "".join(panels) + "</div>"
         "<figcaption>Headline numbers over run dates, worst change first. Each panel: "
         "value and interval per run (blue), the fair value (grey line), the configured "
         "limits (red dashes), a dotted brown line where the config, the input schema or "
