@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dim", type=int, default=50)
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--tmp", default="/tmp/fairspark_mdfa_gather")
+    ap.add_argument("--tmp", default="/tmp/fairspark_nightly_bench")
     args = ap.parse_args(argv)
 
     from bench_nightly import nightly_config, write_table
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     from fairspark.mdfa.audit import AUDIT, _plan_features, gather_views
     from fairspark.prepare import prepare
 
-    base = Path(args.tmp) / f"rows{args.rows}_d{args.dim}"
+    base = Path(args.tmp) / f"n{args.rows}_d{args.dim}"  # the table bench_nightly writes
     inp = base / "in"
     if not (inp / "_done").exists():
         write_table(inp, args.rows, args.dim)
