@@ -365,6 +365,7 @@ def main(
     try:
         with _signals_end_the_run(lambda: spark):
             config, demo = _load(args)
+            config = config.pinned()  # the run date is resolved once, here
             spark = _start(config, under_submit=under_submit, demo=demo)
             from fairspark.runner import run_audit_job
 

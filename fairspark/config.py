@@ -361,6 +361,17 @@ class Config(StrictModel):
         """The run date, defaulting to today (UTC)."""
         return self.run_date or _dt.datetime.now(_dt.timezone.utc).date()
 
+    def pinned(self) -> Config:
+        """This config with its run date fixed (today, UTC, when not configured).
+
+        A run resolves its date once, when it starts: every later reader (the status
+        file, the published folder, the rows, the summary) then sees the same date,
+        also when the run crosses midnight UTC.
+        """
+        if self.run_date is not None:
+            return self
+        return self.model_copy(update={"run_date": self.effective_run_date()})
+
 
 def _format_validation_error(err: ValidationError) -> str:
     lines = []

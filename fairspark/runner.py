@@ -350,7 +350,7 @@ def _check_before_run(config: Config) -> None:
         params.check_files()
 
 
-def _limits(config: Config, rows: list[MetricRow], run_date: Any, history: Any,
+def _limits(config: Config, rows: list[MetricRow], facts: RunFacts, history: Any,
             sections: list[ReportSection], *, fail: bool) -> tuple[dict[str, Any], bool]:
     """Judge the configured limits; add their rows and section; return (summary, would gate).
 
@@ -362,7 +362,7 @@ def _limits(config: Config, rows: list[MetricRow], run_date: Any, history: Any,
     from fairspark.nightly.gating import evaluate_limits, limits_summary
     from fairspark.nightly.report import limits_section
 
-    long_now = _long(rows, config, run_date)
+    long_now = _long(rows, config, facts)
     checks, limit_rows, unmatched = evaluate_limits(long_now, limits=config.limits,
                                                     history=history)
     rows += limit_rows
@@ -372,9 +372,17 @@ def _limits(config: Config, rows: list[MetricRow], run_date: Any, history: Any,
     return info, bool(info["would_gate"])
 
 
-def _long(rows: list[MetricRow], config: Config, run_date: Any) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run resolves once and every part of it reads: its date and config hash."""
+
+    run_date: Any
+    config_hash: str
+
+
+def _long(rows: list[MetricRow], config: Config, facts: RunFacts) -> list[dict[str, Any]]:
     return to_long_rows(
-        rows, run_date=run_date, dataset=config.dataset, config_hash=config.config_hash(),
+        rows, run_date=facts.run_date, dataset=config.dataset, config_hash=facts.config_hash,
         version=__version__, schema_version=SCHEMA_VERSION,
     )
 
@@ -386,7 +394,7 @@ def _exit_code(done: _AuditsDone, *, gating: bool, fail: bool) -> ExitCode:
 
 
 def _trend_section(config: Config, history: Any, long_rows: list[dict[str, Any]],
-                   run_date: Any, *, schema_hash: str | None = None) -> ReportSection | None:
+                   facts: RunFacts, *, schema_hash: str | None = None) -> ReportSection | None:
     """Trends over the earlier runs; "no previous runs" when there are none.
 
     ``history=None`` (a run in memory, e.g. the notebook) and ``output.trend_runs: 0``
@@ -398,9 +406,9 @@ def _trend_section(config: Config, history: Any, long_rows: list[dict[str, Any]]
         from fairspark.nightly.report import no_history_section, trend_frame, trend_section
 
         if not len(history):
-            return no_history_section(config_hash=config.config_hash())
-        frame = trend_frame(history, long_rows, run_date=run_date.isoformat(),
-                            config_hash=config.config_hash(), version=__version__,
+            return no_history_section(config_hash=facts.config_hash)
+        frame = trend_frame(history, long_rows, run_date=facts.run_date.isoformat(),
+                            config_hash=facts.config_hash, version=__version__,
                             schema_hash=schema_hash)
         return trend_section(frame, rules=list(config.limits.rules))
     except Exception as err:  # noqa: BLE001 - a trend plot must not lose tonight's numbers
@@ -450,13 +458,13 @@ def _schema_info(prepared: PreparedData, previous: dict[str, Any] | None) -> dic
     return info
 
 
-def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *, run_date: Any,
-             started: float, done: _AuditsDone, limits_info: dict[str, Any],
+def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *,
+             facts: RunFacts, started: float, done: _AuditsDone, limits_info: dict[str, Any],
              exit_code: int, timings: dict[str, float]) -> dict[str, Any]:
     return {
-        "run_date": run_date.isoformat(),
+        "run_date": facts.run_date.isoformat(),
         "dataset": config.dataset,
-        "config_hash": config.config_hash(),
+        "config_hash": facts.config_hash,
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "versions": _versions(spark),
         "input": {
@@ -565,7 +573,9 @@ def compute_run(
     timings = {} if timings is None else timings
     have_history = history is not None
     history = pd.DataFrame() if history is None else history
-    run_date = config.effective_run_date()
+    config = config.pinned()
+    facts = RunFacts(run_date=config.effective_run_date(), config_hash=config.config_hash())
+    run_date = facts.run_date
     started = time.time()
     _check_before_run(config)
     if df is None:
@@ -590,15 +600,15 @@ def compute_run(
         schema_info = _schema_info(prepared, previous_schema)
         _scrub_redacted(done, prepared, config)
         fail = config.limits.fail_on_violation if fail_on_violation is None else fail_on_violation
-        limits_info, gating = _limits(config, done.rows, run_date, history, done.sections,
+        limits_info, gating = _limits(config, done.rows, facts, history, done.sections,
                                       fail=fail)
         exit_code = _exit_code(done, gating=gating, fail=fail)
-        long_rows = _long(done.rows, config, run_date)
+        long_rows = _long(done.rows, config, facts)
         trend = _trend_section(config, history if have_history else None, long_rows,
-                               run_date, schema_hash=schema_info["input_schema"]["hash"])
+                               facts, schema_hash=schema_info["input_schema"]["hash"])
         if trend is not None:
             done.sections.append(trend)
-        summary = _summary(spark, config, prepared, run_date=run_date, started=started,
+        summary = _summary(spark, config, prepared, facts=facts, started=started,
                            done=done, limits_info=limits_info, exit_code=exit_code,
                            timings=timings)
         summary.update(schema_info)
@@ -627,6 +637,7 @@ def run_audit_job(
         ``exit_code`` is 0, 3 (a limit gates) or 4 (some audit failed or timed out).
     """
     timings: dict[str, float] = {}
+    config = config.pinned()  # one run date for the lock, the folder, the rows and status
     run_date = config.effective_run_date()
     run_id = uuid.uuid4().hex[:16]
     _check_before_run(config)
