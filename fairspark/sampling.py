@@ -67,11 +67,13 @@ def stratum_quotas(counts: Mapping[Hashable, int], cap: int) -> dict[Hashable, i
     return q
 
 
-def hash_bucket(key_col: str, seed: int) -> Column:
-    """The ranking of a row: ``pmod(xxhash64(key, seed), 2^30)`` as a long column."""
+def hash_bucket(key_col: str, seed: int, *salts: int) -> Column:
+    """The ranking of a row: ``pmod(xxhash64(key, seed, *salts), 2^30)`` as a long column
+    (the one hash every seeded per-row draw uses; ``salts`` give independent draws)."""
     from pyspark.sql import functions as F
 
-    return F.pmod(F.xxhash64(F.col(key_col), F.lit(int(seed))), F.lit(BUCKETS))
+    return F.pmod(F.xxhash64(F.col(key_col), F.lit(int(seed)), *[F.lit(int(v)) for v in salts]),
+                  F.lit(BUCKETS))
 
 
 def stratum_counts(df: DataFrame, strata: Sequence[str]) -> dict[tuple, int]:

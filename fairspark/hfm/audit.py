@@ -248,36 +248,6 @@ def _one_sided(
     return n, valid, failed, small
 
 
-def check_row_keys(df: DataFrame, column: str | None) -> None:
-    """Refuse a configured row key that is null or repeats (one aggregation).
-
-    For a table not built by :func:`fairspark.prepare.prepare` (which refuses such keys
-    itself, so the audit does not call this).
-
-    HFM treats rows with one key as one point (the generated key of an identical row),
-    so a configured key shared by different rows would merge them.
-
-    Raises
-    ------
-    AuditError
-        Naming the column and an example key.
-    """
-    if not column:
-        return
-    bad = (
-        df.groupBy(KEY).count()
-        .where(F.col(KEY).isNull() | (F.col("count") > 1))
-        .limit(1).collect()
-    )
-    if bad:
-        key, k = bad[0][KEY], int(bad[0]["count"])
-        what = (f"{k} rows have a null key" if key is None
-                else f"key {key!r} is shared by {k} rows")
-        raise AuditError(
-            f"hfm: columns.row_key {column!r} must be unique and not null: {what}; "
-            "HFM would merge those rows (fix the key, or leave row_key unset)")
-
-
 def _params_json(params: HFMParams, m2: int | None) -> str | None:
     return params_json(method=params.method, view=params.view, m1=params.m1, m2=m2,
                        sampler=params.sampler, max_candidates=params.max_candidates,
@@ -309,8 +279,7 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
         raise AuditError("hfm: no sensitive attribute to audit")
     df = ctx.prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"))
     # a repeated or null columns.row_key is refused when the table is prepared
-    # (prepare._check_unique_keys, for every audit); check_row_keys here again would
-    # shuffle every key a second time (3 Spark jobs) for nothing
+    # (prepare._check_unique_keys, for every audit), so the keys are not checked again
     codes = [attribute_codes(a, params.view) for a in attrs]
     pts_all = points_from_table(df, key_col=KEY, label_col=LABEL, pred_col=PRED, x_col=X,
                                 code_exprs=[c for c, _ in codes])

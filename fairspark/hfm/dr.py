@@ -28,6 +28,7 @@ from fairspark.audits.base import AuditContext, MetricRow
 from fairspark.columns import KEY, input_col
 from fairspark.errors import AuditError, FairsparkInputError
 from fairspark.hfm.params import dr_model_kind
+from fairspark.sampling import hash_bucket
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,8 +68,7 @@ def wilson(k: float, n: float, level: float) -> tuple[float, float]:
 
 def _uniform(seed: int, salt: int) -> Column:
     """A uniform in [0, 1) from a hash of the row key, the seed and a salt."""
-    h = F.pmod(F.xxhash64(F.col(KEY), F.lit(int(seed)), F.lit(salt)), F.lit(1 << 30))
-    return h.cast("double") / F.lit(_SCALE)
+    return hash_bucket(KEY, seed, salt).cast("double") / F.lit(_SCALE)
 
 
 def with_flip_uniforms(df: DataFrame, *, seeds: list[int]) -> DataFrame:

@@ -62,6 +62,7 @@ from fairspark.hfm._kernels import (
 from fairspark.hfm._spark._cost import CostLog
 from fairspark.hfm._spark._points import code_cols, points_schema_check
 from fairspark.hfm.results import CertifiedResult
+from fairspark.sampling import hash_bucket
 
 __all__ = ["LOCAL_MAX_BYTES", "MARGIN", "certify_exact", "code_counts", "driver_budget",
            "sample_bounds_numpy"]
@@ -73,7 +74,7 @@ _REF_CLUSTER_QUERIES = 32
 
 #: a row is eliminated only when its upper bound is below ``L * (1 - MARGIN)``
 MARGIN = 1e-9
-_RANK = 1 << 30
+_RANK = 1 << 30  # fairspark.sampling.BUCKETS
 #: bytes of feature vectors broadcast in one round (queries or blocks)
 _BCAST_BYTES = 32 << 20
 #: default budget of the driver path (``audits.hfm.local_max_bytes``): ``None`` sizes it
@@ -1198,7 +1199,7 @@ def certify_exact(
     """
     points_schema_check(pts, n_attr)
     time_left = time_left or (lambda: math.inf)
-    h = F.pmod(F.xxhash64(F.col("key"), F.lit(seed)), F.lit(_RANK)).cast("double") / float(_RANK)
+    h = hash_bucket("key", seed).cast("double") / float(_RANK)  # the one sampler's hash
     ranked = pts.withColumn("h", h)
     k = first_search if max_candidates is None else max(1, min(first_search, max_candidates))
     t0 = time.perf_counter()
