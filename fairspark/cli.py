@@ -365,7 +365,9 @@ def main(
     try:
         with _signals_end_the_run(lambda: spark):
             config, demo = _load(args)
-            config = config.pinned()  # the run date is resolved once, here
+            # the run date is resolved once, here, and relative paths against the
+            # folder the command runs in (not the JVM's, which may be another)
+            config = config.pinned().with_local_paths_absolute()
             spark = _start(config, under_submit=under_submit, demo=demo)
             from fairspark.runner import run_audit_job
 

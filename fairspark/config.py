@@ -361,6 +361,36 @@ class Config(StrictModel):
         """The run date, defaulting to today (UTC)."""
         return self.run_date or _dt.datetime.now(_dt.timezone.utc).date()
 
+    def with_local_paths_absolute(self, cwd: str | None = None) -> Config:
+        """This config with its relative local paths made absolute against ``cwd``
+        (default: the process's working directory).
+
+        ``input.path``, ``output.path`` and ``audits.hfm.dr_model`` without a URI scheme
+        are relative to where the command runs, as a user reads them. Spark resolves
+        them against its JVM's working directory instead, which is another folder when
+        the session was started elsewhere (a notebook's or a test's session reused by
+        the CLI), so the CLI resolves them once, here.
+        """
+        import os
+
+        base = cwd or os.getcwd()
+
+        def absolute(path: str | None) -> str | None:
+            if not path or "://" in path or path.startswith("file:") or os.path.isabs(path):
+                return path
+            return os.path.normpath(os.path.join(base, path))
+
+        update: dict[str, Any] = {}
+        if self.input.path and absolute(self.input.path) != self.input.path:
+            update["input"] = self.input.model_copy(update={"path": absolute(self.input.path)})
+        if absolute(self.output.path) != self.output.path:
+            update["output"] = self.output.model_copy(update={"path": absolute(self.output.path)})
+        hfm = self.audits.hfm
+        if hfm is not None and hfm.dr_model and absolute(hfm.dr_model) != hfm.dr_model:
+            update["audits"] = self.audits.model_copy(
+                update={"hfm": hfm.model_copy(update={"dr_model": absolute(hfm.dr_model)})})
+        return self.model_copy(update=update) if update else self
+
     def pinned(self) -> Config:
         """This config with its run date fixed (today, UTC, when not configured).
 

@@ -162,3 +162,22 @@ def test_cli_run_date_flag_must_be_yyyy_mm_dd(bad):
     args = build_parser().parse_args(["audit", "--run-date", bad])
     with pytest.raises(ConfigError, match=r"--run-date .*expected a date as YYYY-MM-DD"):
         config_overrides(args)
+
+
+def test_relative_local_paths_are_made_absolute_against_the_working_folder():
+    """The CLI resolves relative paths where the command runs, not in the JVM's folder
+    (a reused session's JVM may have started elsewhere)."""
+    cfg = parse_config({**MINIMAL, "input": {"path": "data/in.parquet"},
+                        "output": {"path": "out/x"},
+                        "audits": {"hfm": {"dr_model": "models/m.joblib"}}})
+    got = cfg.with_local_paths_absolute("/srv/run")
+    assert got.input.path == "/srv/run/data/in.parquet"
+    assert got.output.path == "/srv/run/out/x"
+    assert got.audits.hfm.dr_model == "/srv/run/models/m.joblib"
+    assert got.config_hash() == parse_config({
+        **MINIMAL, "input": {"path": "/elsewhere/in.parquet"}, "output": {"path": "/o"},
+        "audits": {"hfm": {"dr_model": "/srv/run/models/m.joblib"}}}).config_hash()
+    # absolute paths and URIs are left alone
+    keep = parse_config({**MINIMAL, "input": {"path": "s3a://bucket/t"},
+                         "output": {"path": "/abs/out"}})
+    assert keep.with_local_paths_absolute("/srv/run") is keep
