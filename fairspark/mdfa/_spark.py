@@ -130,11 +130,7 @@ def grouped_stats(
     """
     from pyspark.sql import functions as F
 
-    w = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
-    aggs = [F.count(F.lit(1)).alias("n"), F.sum(w).alias("w")]
-    for j, c in enumerate(desc_cols):
-        v = c.cast("double")
-        aggs += [F.sum(v).alias(f"sum_{j}"), F.sum(v * v).alias(f"sq_{j}")]
+    aggs = _cell_aggs(desc_cols, weight_col)
     rows = df.groupBy(F.col(s_col).alias("s"), F.col(y_col).alias("y")).agg(*aggs).collect()
     cells = pd.DataFrame([r.asDict() for r in rows])
     if cells.empty:
@@ -194,6 +190,19 @@ def collect_sample(
     return pdf.sort_values(["_s", "_y", "_h", "_k"], kind="mergesort").reset_index(drop=True)
 
 
+def _cell_aggs(desc_cols: Sequence[Column], weight_col: str | None) -> list[Column]:
+    """The aggregates of one (s, y) cell: rows ``n``, weight ``w``, and per description
+    column ``j`` its sum ``sum_j`` and sum of squares ``sq_j``."""
+    from pyspark.sql import functions as F
+
+    w = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
+    aggs = [F.count(F.lit(1)).alias("n"), F.sum(w).alias("w")]
+    for j, c in enumerate(desc_cols):
+        v = c.cast("double")
+        aggs += [F.sum(v).alias(f"sum_{j}"), F.sum(v * v).alias(f"sq_{j}")]
+    return aggs
+
+
 def view_stats(
     df: DataFrame,
     *,
@@ -228,11 +237,7 @@ def view_stats(
     if len(names) > 12:
         raise ValueError(f"view_stats takes at most 12 views at a time, got {len(names)}")
     keys = [c.alias(f"_s{i}") for i, c in enumerate(views.values())]
-    w = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
-    aggs = [F.count(F.lit(1)).alias("n"), F.sum(w).alias("w")]
-    for j, c in enumerate(desc_cols):
-        v = c.cast("double")
-        aggs += [F.sum(v).alias(f"sum_{j}"), F.sum(v * v).alias(f"sq_{j}")]
+    aggs = _cell_aggs(desc_cols, weight_col)
     rows = df.groupBy(*keys, F.col(y_col).alias("y")).agg(*aggs).collect()
     cells = pd.DataFrame([r.asDict() for r in rows])
     value_cols = ["n", "w"] + [f"{p}_{j}" for j in range(len(desc_cols)) for p in ("sum", "sq")]
