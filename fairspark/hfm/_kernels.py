@@ -252,7 +252,7 @@ def nn_other_group(
             rs = np.flatnonzero(rcodes != c)
             if rs.size == 0:
                 continue
-            d, i = _nn_plain(q[qs], r[rs], rn[rs])
+            d, i = _nn_plain(q, r[rs], rn[rs], rows=qs)
             best[qs] = d
             bidx[qs] = np.where(i >= 0, rs[np.maximum(i, 0)], -1)
         return best, bidx
@@ -626,31 +626,74 @@ def _measure_clusters(q: np.ndarray, r: np.ndarray, qi: np.ndarray, ki: np.ndarr
         best[qq[better]], bidx[qq[better]] = d[better], mi[better]
 
 
-def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+#: float32 rounding unit (the prefilter's products)
+_EPS32 = float(np.finfo(np.float32).eps)
+#: the float32 prefilter is used while squared norms stay far from float32's range
+_F32_MAX_NORM = 1e30
+#: a float32 block with more candidates than this per query is redone in float64
+_F32_MAX_CAND = 8
+
+
+def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray,
+              rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Exact nearest reference of each query (no groups), ties to the smallest index.
 
-    ``rn``: squared norms of ``r``. The shortcut ``|r|^2 - 2 q.r`` (the query's own norm
-    does not change the order) selects everything within its rounding bound of the
-    block minimum; those candidates are measured directly.
+    ``rn``: squared norms of ``r``; ``rows``: the queries to search (indices into ``q``;
+    default all), gathered a block at a time (no copy of the whole query set).
+
+    The shortcut ``|r|^2 - 2 q.r`` (the query's own norm does not change the order) is
+    one product of ``[q, 1]`` and ``[-2 r, |r|^2]``, in float32 (twice BLAS's float64
+    speed, half the memory traffic); it only *selects* candidates, everything within
+    its rounding bound of the block minimum, and those are measured directly in
+    float64, so the result is the float64 direct formula's, bit for bit. The bound:
+    rounding ``q``, ``r`` and ``|r|^2`` to float32 and the product's own error move an
+    entry by at most ``(dim + 3) eps32 (|q|^2 + max |r|^2)`` (with ``gamma_{dim+1}``
+    for the dot product of ``dim + 1`` terms whose absolute sum is at most ``|q|^2 +
+    2 |r|^2``); the tolerance is twice that, and twice again. A block whose tolerance
+    lets through more than :data:`_F32_MAX_CAND` candidates per query (features far
+    from the origin) is redone in float64 with its own bound (:func:`_plain_f64`).
     """
-    nq, nr = q.shape[0], r.shape[0]
+    nq = q.shape[0] if rows is None else len(rows)
+    nr, dim = r.shape
     best = np.full(nq, np.inf)
     bidx = np.full(nq, -1, dtype=np.int64)
-    qn = np.sum(q * q, axis=1)
-    coef = 4.0 * (q.shape[1] + 4) * _EPS
+    if nq == 0 or nr == 0:
+        return best, bidx
     bq = max(1, min(nq, 1024))
     br = max(1, _BLOCK_DOUBLES // bq)
     rmax = float(rn.max())
+    f32 = rmax < _F32_MAX_NORM
+    ra = np.empty((nr, dim + 1), dtype=np.float32 if f32 else np.float64)
+    np.multiply(r, -2.0, out=ra[:, :dim], casting="same_kind")
+    ra[:, dim] = rn
+    ra64 = None
+    qa = np.empty((bq, dim + 1), dtype=ra.dtype)
+    qa[:, dim] = 1.0
+    qb = np.empty((bq, dim))
     for qs in range(0, nq, bq):
-        qb = q[qs:qs + bq]
-        tol = 2.0 * coef * (qn[qs:qs + bq] + rmax) + 1e-300
+        m_q = min(bq, nq - qs)
+        qv = qb[:m_q]
+        qv[...] = q[qs:qs + m_q] if rows is None else q[rows[qs:qs + m_q]]
+        qa[:m_q, :dim] = qv
+        qn = np.einsum("ij,ij->i", qv, qv)
+        use32 = f32 and float(qn.max()) < _F32_MAX_NORM
         for rs in range(0, nr, br):
-            s = qb @ r[rs:rs + br].T
-            s *= -2.0
-            s += rn[None, rs:rs + br]
-            m = s.min(axis=1)
-            qi, ri = np.nonzero(s <= (m + tol)[:, None])
-            d = pair_distance(qb[qi], r[rs + ri])
+            re = min(nr, rs + br)
+            cand = None
+            if use32:
+                tol = 4.0 * (dim + 4) * _EPS32 * (qn + rmax)
+                s = qa[:m_q] @ ra[rs:re].T
+                cand = np.nonzero(s <= (s.min(axis=1) + tol)[:, None])
+                if len(cand[0]) > _F32_MAX_CAND * m_q:
+                    cand = None
+            if cand is None:
+                if ra64 is None:
+                    ra64 = np.empty((nr, dim + 1))
+                    np.multiply(r, -2.0, out=ra64[:, :dim])
+                    ra64[:, dim] = rn
+                cand = _plain_f64(qv, qn, ra64[rs:re], rmax)
+            qi, ri = cand
+            d = pair_distance(qv[qi], r[rs + ri])
             order = np.lexsort((ri, d, qi))
             qi, ri, d = qi[order], ri[order], d[order]
             first = np.ones(qi.size, dtype=bool)
@@ -661,6 +704,18 @@ def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray) -> tuple[np.ndarray,
             best[gq[better]] = d[better]
             bidx[gq[better]] = ri[better]
     return best, bidx
+
+
+def _plain_f64(qv: np.ndarray, qn: np.ndarray, ra: np.ndarray,
+               rmax: float) -> tuple[np.ndarray, np.ndarray]:
+    """Candidates of :func:`_nn_plain`'s float64 product (``ra``: ``[-2 r, |r|^2]``):
+    its error is below ``1.5 (dim + 1) eps (|q|^2 + max |r|^2)``, the tolerance more
+    than twice that."""
+    dim = qv.shape[1]
+    tol = 8.0 * (dim + 4) * _EPS * (qn + rmax) + 1e-300
+    s = qv @ ra[:, :dim].T
+    s += ra[:, dim][None, :]
+    return np.nonzero(s <= (s.min(axis=1) + tol)[:, None])
 
 
 def _nn_block(

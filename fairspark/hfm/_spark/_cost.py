@@ -45,7 +45,10 @@ class CostLog:
         with contextlib.suppress(Exception):
             self._sc._jsc.sc().listenerBus().waitUntilEmpty()
         group = self._sc.getLocalProperty("spark.jobGroup.id")
-        return set(self._sc.statusTracker().getJobIdsForGroup(group))
+        ids = self._sc._jsc.statusTracker().getJobIdsForGroup(group)
+        # one call for the whole array (iterating a Java array costs a call per element)
+        text = str(self._sc._jvm.java.util.Arrays.toString(ids)).strip("[]")
+        return {int(v) for v in text.split(",") if v.strip()}
 
     def _stages(self, jobs: set[int]) -> int:
         tracker = self._sc.statusTracker()
@@ -57,7 +60,8 @@ class CostLog:
 
     @contextlib.contextmanager
     def step(self, name: str, *, rows_read: int | None = None,
-             bytes_read: float | None = None) -> Iterator[dict[str, Any]]:
+             bytes_read: float | None = None,
+             spark_jobs: bool = True) -> Iterator[dict[str, Any]]:
         """Measure one pass; the caller may set ``rows_left`` (and more) on the yielded dict.
 
         Parameters
@@ -66,8 +70,12 @@ class CostLog:
             What the pass is (``"A: sample bounds"``, ...).
         rows_read, bytes_read : optional
             Rows of the table the pass reads and their feature bytes.
+        spark_jobs : bool
+            ``False`` for a pass that runs no Spark job by construction (the driver
+            path's numpy passes): its jobs are not looked up (0), which saves the
+            tracker's round trips to the JVM.
         """
-        before = self._job_ids()
+        before = self._job_ids() if spark_jobs else set()
         rec: dict[str, Any] = {"pass": name, "rows_read": rows_read,
                                "bytes_read": None if bytes_read is None else int(bytes_read)}
         t0 = time.perf_counter()
@@ -75,7 +83,7 @@ class CostLog:
             yield rec
         finally:
             rec["seconds"] = round(time.perf_counter() - t0, 4)
-            rec["jobs_ids"] = self._job_ids() - before
+            rec["jobs_ids"] = (self._job_ids() - before) if spark_jobs else set()
             self.steps.append(rec)
 
     def as_dict(self) -> dict[str, Any]:

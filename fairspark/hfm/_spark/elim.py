@@ -798,12 +798,16 @@ class _Work:
     n_rows: int
     dim_x: int
 
+    #: whether the passes run Spark jobs (the driver path's passes are numpy only)
+    spark_jobs = True
+
     def step(self, name: str, *, full: bool = False):
         """A pass measured by the cost log; ``full``: it reads every row's features."""
         if not full:
-            return self.cost.step(name)
+            return self.cost.step(name, spark_jobs=self.spark_jobs)
         return self.cost.step(name, rows_read=self.n_rows,
-                              bytes_read=self.n_rows * 8.0 * (self.dim_x + 2))
+                              bytes_read=self.n_rows * 8.0 * (self.dim_x + 2),
+                              spark_jobs=self.spark_jobs)
 
     def n_part(self) -> int:
         """Partitions the working table is read in (sizes the collects)."""
@@ -994,11 +998,12 @@ class _LocalWork(_Work):
     """
 
     where = "driver"
+    spark_jobs = False
 
     def __init__(self, batch: pa.RecordBatch, *, n_attr: int, dim_x: int, pairs: list[Pair],
                  sample_rows: int, max_result: float, cost: CostLog, threads: int = 1) -> None:
         self.n_attr, self.dim_x, self.max_result = n_attr, dim_x, max_result
-        self.cost, self.n_rows = cost, batch.num_rows
+        self.cost, self.n_rows, self.threads = cost, batch.num_rows, threads
         cols = code_cols(n_attr)
         codes = {c: _codes(batch, c) for c in cols}
         self.counts = {}
@@ -1100,8 +1105,13 @@ class _LocalWork(_Work):
         return self.batch.filter(pa.array(want)).select(names).to_pandas()
 
     def scan(self, queries: list[tuple], *, lo: float, hi: float) -> pd.DataFrame:
-        raw = _frame(_scan_batches([], queries, n_attr=self.n_attr, dim_x=self.dim_x,
-                                   lo=lo, hi=hi, prepared=[self._scan_read]), _NN_PA)
+        # each query set on its own thread (same batch, read only; same result)
+        def one(q: tuple) -> pd.DataFrame:
+            return _frame(_scan_batches([], [q], n_attr=self.n_attr, dim_x=self.dim_x,
+                                        lo=lo, hi=hi, prepared=[self._scan_read]), _NN_PA)
+
+        parts = _map(one, queries, self.threads)
+        raw = pd.concat(parts, ignore_index=True) if parts else _frame(iter(()), _NN_PA)
         return _best_per_query(raw)
 
     def count_left(self, active: list[Pair], state: dict[Pair, _PairState]) -> dict[Pair, int]:
@@ -1289,13 +1299,15 @@ def _run_passes(work: _Work, top: dict, state: dict[Pair, _PairState], pairs: li
     attrs = sorted({p[1] for p in pairs})
     n_blocks = _n_blocks(first_block, quota, counts, attrs, budget)
     edges = _block_edges(quota, first_block, n_blocks)
-    # one collect: the vectors of the first searches and the blocks of pass C
+    # Spark: one collect, the vectors of the first searches and the blocks of pass C;
+    # the driver path takes the blocks only when pass C runs (no job to save there)
     top_keys = sorted({r[1] for p in pairs for r in top.get(p, [])[:k]})
-    with work.step("fetch: top vectors, blocks") as rec:
-        got = work.fetch(top_keys, attrs if n_blocks else [], edges[0], edges[-1],
-                         est_bytes=row_bytes * ((edges[-1] - edges[0])
-                                                * sum(len(counts[a]) for a in attrs)
-                                                + len(top_keys)))
+    block_bytes = row_bytes * (edges[-1] - edges[0]) * sum(len(counts[a]) for a in attrs)
+    blocks_now = bool(n_blocks) and work.spark_jobs
+    with work.step("fetch: top vectors, blocks" if blocks_now else "fetch: top vectors") as rec:
+        got = work.fetch(top_keys, attrs if blocks_now else [], edges[0], edges[-1],
+                         est_bytes=(block_bytes if blocks_now else 0.0)
+                         + row_bytes * len(top_keys))
         rec["rows_out"] = len(got)
     with work.step("B: exact searches", full=True) as rec_b:
         _search_top(work, got, top, state, pairs, dim_x=dim_x, k=k)
@@ -1312,6 +1324,10 @@ def _run_passes(work: _Work, top: dict, state: dict[Pair, _PairState], pairs: li
         active = [p for p in active if not state[p].done]
     if not active or time_left() <= 0:
         return
+    if n_blocks and not blocks_now:
+        with work.step("fetch: blocks") as rec:
+            got = work.fetch([], attrs, edges[0], edges[-1], est_bytes=block_bytes)
+            rec["rows_out"] = len(got)
     in_blocks = np.zeros(len(got), dtype=bool)
     for a in attrs if n_blocks else []:
         r = got[f"rho{a}"].to_numpy(float)
