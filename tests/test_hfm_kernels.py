@@ -149,6 +149,31 @@ def test_nn_other_group_blocks_and_no_other_group():
     assert np.all(np.isinf(d)) and np.all(idx == -1)
 
 
+@pytest.mark.parametrize("case", ["uniform", "ties", "far", "one_hot_wide"])
+def test_nn_other_group_float32_selection_is_the_direct_minimum(case):
+    """The float32 candidate selection (and its float64 redo for features far from the
+    origin) gives each query the smallest direct distance, ties to the smallest
+    reference index: against a double loop of the direct formula."""
+    rng = np.random.default_rng({"uniform": 1, "ties": 2, "far": 3, "one_hot_wide": 4}[case])
+    nq, nr, dim = (60, 80, 7) if case != "one_hot_wide" else (50, 70, 300)
+    q, r = rng.random((nq, dim)), rng.random((nr, dim))
+    if case == "ties":  # many equal distances: a half grid, and copies of queries
+        q, r = np.round(q * 2) / 2, np.round(r * 2) / 2
+        r[:10] = q[:10]
+    if case == "far":  # the float32 bound is too loose here: the float64 redo
+        q, r = q + 1e7, r + 1e7
+    if case == "one_hot_wide":
+        q, r = (q < 0.03).astype(float), (r < 0.03).astype(float)
+        q[:, 0], r[:, 0] = rng.random(nq), rng.random(nr)
+    qc, rc = rng.integers(0, 2, nq), rng.integers(0, 2, nr)
+    d, idx = nn_other_group(q, qc, r, rc)
+    for i in range(nq):
+        dd = [math.inf if qc[i] == rc[j] else float(np.sqrt(np.sum((q[i] - r[j]) ** 2)))
+              for j in range(nr)]
+        j = int(np.argmin(dd))  # the first index at the minimum
+        assert idx[i] == j and d[i] == dd[j]
+
+
 @pytest.mark.parametrize(
     "n_codes,m2,dup", [(2, 1, True), (2, 3, True), (3, 2, True), (5, 4, False)]
 )
