@@ -62,7 +62,7 @@ _FAULT_ENV = "FAIRSPARK_FAULT"
 _FAULT_SLEEP_ENV = "FAIRSPARK_FAULT_SLEEP_S"
 _FAULT_RELEASE_ENV = "FAIRSPARK_FAULT_RELEASE_FILE"
 #: the points :func:`fault_point` is called at (see the module docstring)
-FAULT_POINTS = ("publish:staging", "publish:between_renames", "lock:acquired")
+FAULT_POINTS = ("publish:staging", "publish:between_renames", "lock:acquired", "states:staged")
 
 
 class InjectedTaskFailureError(RuntimeError):

@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="override any config key, e.g. --set audits.group.ci_level=0.9 (YAML value)",
     )
+    a.add_argument(
+        "--restate", action="append", default=[], metavar="PARTITION",
+        help="with 'window': aggregate this partition (YYYY-MM-DD) again even if its "
+             "stored state looks valid (repeatable)",
+    )
     a.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
     return p
 
@@ -76,6 +81,8 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.no_report:
         ov["output.report"] = False
+    if getattr(args, "restate", None):
+        ov["window.restate"] = list(args.restate)
     for item in args.set:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE")

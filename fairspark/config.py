@@ -43,12 +43,37 @@ class InputConfig(StrictModel):
     table: str | None = None
     options: dict[str, Scalar] = Field(default_factory=dict)
     where: str | None = None
+    #: the column the table is partitioned by, one value (a date, YYYY-MM-DD) a day:
+    #: never a feature; with ``window`` each partition is aggregated once into a state
+    partition_column: str | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> InputConfig:
         if (self.path is None) == (self.table is None):
             raise ValueError("give exactly one of 'input.path' or 'input.table'")
         return self
+
+
+class WindowConfig(StrictModel):
+    """A rolling window of daily partitions, audited from per-partition states.
+
+    Each partition of ``input.partition_column`` in the window is aggregated once
+    into a state stored under ``<output.path>/_states`` (its group cells, input-check
+    counters, and a hash-rank sample of its rows); a night reads only the partitions
+    it has no valid state for (see ``docs/operations.md``, "Incremental nightlies").
+    """
+
+    #: the window ends at the run date and holds this many days of partitions
+    days: int = Field(30, ge=1, le=3660)
+    #: what HFM, whose distance does not merge, audits: the newest partition of the
+    #: window, or the window's merged hash-rank sample
+    hfm: Literal["newest", "sample"] = "newest"
+    #: rows of the window's merged sample, which mdfa and correlation (and HFM with
+    #: ``hfm: sample``) audit; default: the largest ``sample_rows`` of those audits
+    sample_rows: int | None = Field(None, ge=100)
+    #: partitions to re-aggregate even when their state looks valid (``--restate``);
+    #: not part of the config hash
+    restate: list[str] = Field(default_factory=list)
 
 
 class SensitiveConfig(StrictModel):
@@ -278,6 +303,7 @@ class Config(StrictModel):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     redact_columns: list[str] = Field(default_factory=list)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    window: WindowConfig | None = None
 
     @field_validator("run_date", mode="before")
     @classmethod
@@ -287,6 +313,31 @@ class Config(StrictModel):
         if isinstance(v, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v.strip()):
             return v.strip()
         raise ValueError(f"expected a date as YYYY-MM-DD, got {v!r}")
+
+    def check_window(self) -> None:
+        """A ``window`` needs a partitioned folder, and selects its partitions itself.
+
+        Raises
+        ------
+        ConfigError
+            Naming the key that is missing or in the way.
+        """
+        if self.window is None:
+            return
+        if not self.input.partition_column:
+            raise ConfigError("config key 'window' needs 'input.partition_column': the "
+                              "column whose daily partitions the window is made of")
+        if not self.input.path:
+            raise ConfigError("config key 'window' reads a partitioned folder: give "
+                              "'input.path' (a metastore 'input.table' is not supported "
+                              "with a window)")
+        if self.input.where:
+            raise ConfigError("config key 'input.where' cannot be used with 'window': the "
+                              "window selects its partitions itself (it ends at the run date)")
+        for part in self.window.restate:
+            if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(part)):
+                raise ConfigError(f"config key 'window.restate': {part!r} is not a partition "
+                                  "date (expected YYYY-MM-DD)")
 
     def check_attributes(self) -> None:
         """Every audit's ``attributes`` must name configured views (the one rule).
@@ -352,7 +403,8 @@ class Config(StrictModel):
         """
         skip: dict[str, Any] = {"run_date": True, "output": True, "spark": True,
                                 "model": True, "input": {"path", "table", "where"},
-                                "preparation": {"on_schema_change"}}
+                                "preparation": {"on_schema_change"},
+                                "window": {"restate"}}
         d = self.model_dump(mode="json", exclude=skip)
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -459,6 +511,7 @@ def parse_config(raw: Any, *, overrides: dict[str, Any] | None = None) -> Config
         raise ConfigError(_format_validation_error(err)) from None
     config.check_attributes()
     config.check_limits()
+    config.check_window()
     return config
 
 

@@ -143,6 +143,9 @@ class PreparedData:
     context_columns: list[str] = field(default_factory=list)
     #: feature column -> its Spark type in the input (``int``, ``string``, ...)
     feature_types: dict[str, str] = field(default_factory=dict)
+    #: the one aggregation's groups (``None`` after the staged flow): what a partition's
+    #: state stores (:mod:`fairspark.nightly.window`); they merge by concatenation
+    groups: list[dict[str, Any]] | None = None
     _features: tuple[DataFrame, list[str]] | None = field(default=None, repr=False)
 
     def rows(self) -> DataFrame:
@@ -463,7 +466,11 @@ def _split_features(
 
 def _resolve_features(config: Config, types: dict[str, str]) -> tuple[list[str], list[str]]:
     cols = config.columns
-    feats = _selected_features(cols, types)
+    part = config.input.partition_column
+    if part and part not in types and config.window is not None:
+        raise MissingColumnError(part, "partition column ('input.partition_column')", list(types))
+    # the partition column (a date a day) is never a feature: it names where a row is
+    feats = _selected_features(cols, {c: t for c, t in types.items() if c != part})
     for c in cols.categorical:
         if c not in feats:
             raise ConfigError(
@@ -1128,9 +1135,14 @@ def _one_pass_groups(df: DataFrame, plan: _ColumnPlan, config: Config,
     return [r.asDict() for r in rows]
 
 
-def _stats_from_groups(df: DataFrame, groups: list[dict[str, Any]], plan: _ColumnPlan,
+def _stats_from_groups(distinct: Callable[[list[str]], dict[str, int]],
+                       groups: list[dict[str, Any]], plan: _ColumnPlan,
                        config: Config, timings: dict[str, float] | None = None) -> InputStats:
-    """:class:`InputStats` merged from the groups of the one pass (plus distinct counts)."""
+    """:class:`InputStats` merged from the groups of the one pass (plus distinct counts).
+
+    ``distinct`` gives the distinct values of columns over the kept rows (a Spark
+    aggregation, or the merged per-partition value counts of a window).
+    """
     import time
 
     cols = config.columns
@@ -1148,8 +1160,7 @@ def _stats_from_groups(df: DataFrame, groups: list[dict[str, Any]], plan: _Colum
     label = cols.label.column
     categorical = plan.categorical if plan.count_categories else []
     t0 = time.perf_counter()
-    cards = _distinct_counts(df, plan, config,
-                             [*categorical, *([label] if label_values is None else [])])
+    cards = distinct([*categorical, *([label] if label_values is None else [])])
     if cards and timings is not None:
         timings["distinct values"] = round(time.perf_counter() - t0, 3)
     if label_values is None:
@@ -1238,7 +1249,10 @@ def _views_from_groups(
             continue
         d = combos.setdefault(tuple(r[c] for c in base_cols), dict.fromkeys(CELL_STATS, 0.0))
         cell = _CELL_OF[(r[LABEL], r[PRED])]
-        d[cell], d[f"{cell}_w2"], d[f"{cell}_n"] = float(r["w"]), float(r["w2"]), float(r["n"])
+        # += : a window's groups hold the same key once per partition
+        d[cell] += float(r["w"])
+        d[f"{cell}_w2"] += float(r["w2"])
+        d[f"{cell}_n"] += float(r["n"])
     cells = pd.DataFrame([dict(zip(base_cols, k, strict=True)) | d for k, d in combos.items()],
                          columns=[*base_cols, *CELL_STATS])
     by_attr = {v.name: v for v in base}
@@ -1377,13 +1391,13 @@ def _context_columns(plan: _ColumnPlan, config: Config) -> list[str]:
 
 
 def _checked(stats: InputStats, df: DataFrame, plan: _ColumnPlan, config: Config,
-             timings: dict[str, float]) -> list[str]:
+             timings: dict[str, float], *, row_keys: bool = True) -> list[str]:
     """Raise for unusable input (the statistics, then the row keys); the warnings."""
     import time
 
     _check_stats(stats, config)
     _check_binary(stats, df, plan, config)
-    if plan.check_row_key:
+    if plan.check_row_key and row_keys:
         t0 = time.perf_counter()
         _check_unique_keys(df, config)
         timings["row keys"] = round(time.perf_counter() - t0, 3)
@@ -1409,7 +1423,80 @@ def _staged(df: DataFrame, plan: _ColumnPlan, config: Config, cap: int,
     return stats, warnings, base, [_attribute_info(base, v, cap) for v in views]
 
 
-def prepare(df: DataFrame, *, config: Config) -> PreparedData:
+@dataclass(frozen=True)
+class MergedGroups:
+    """A window's one-aggregation groups, merged from its partitions' states.
+
+    Attributes
+    ----------
+    groups:
+        Every partition's groups, concatenated (counts add, extremes combine).
+    categories:
+        Categorical feature -> value -> kept rows, summed over the partitions (each
+        partition keeps at most ``max_categories + 1`` values).
+    label_hashes:
+        64-bit hashes of the raw labels of the partitions whose groups hold two label
+        values (``None``: none did).
+    """
+
+    groups: list[dict[str, Any]]
+    categories: dict[str, dict[str, int]] = field(default_factory=dict)
+    label_hashes: list[int] | None = None
+
+    def distinct(self, label: str) -> Callable[[list[str]], dict[str, int]]:
+        """Distinct values per column, exactly, from the merged states."""
+
+        def count(columns: list[str]) -> dict[str, int]:
+            out = {}
+            for c in columns:
+                if c == label:
+                    single = {r["lo::label"] for r in self.groups if r[_KEEP] and
+                              r["lo::label"] is not None and r["lo::label"] == r["hi::label"]}
+                    out[c] = len(single | set(self.label_hashes or ()))
+                else:
+                    out[c] = len(self.categories.get(c, {}))
+            return out
+
+        return count
+
+
+def partition_extras(df: DataFrame, *, config: Config,
+                     groups: list[dict[str, Any]]) -> tuple[dict[str, dict[str, int]],
+                                                             list[int] | None]:
+    """What a partition's state needs besides its groups: category and label values.
+
+    Returns
+    -------
+    (categories, label_hashes)
+        Categorical feature -> value -> kept rows (at most ``max_categories + 1``
+        values each; only when an enabled audit encodes features), and the raw label
+        hashes when a group of ``groups`` holds two label values (else ``None``).
+    """
+    from pyspark.sql import functions as F
+
+    plan = _plan_columns(df, config)
+    keep = ~_any_null(plan)
+    cats: dict[str, dict[str, int]] = {}
+    if plan.categorical and plan.count_categories:
+        cap = config.preparation.max_categories + 1
+        pairs = F.explode(F.array(*[F.struct(F.lit(c).alias("c"),
+                                             input_col(c).cast("string").alias("v"))
+                                    for c in plan.categorical]))
+        rows = (df.where(keep).select(pairs.alias("p")).groupBy("p.c", "p.v").count()
+                .collect())
+        for r in rows:
+            cats.setdefault(r["c"], {})[r["v"]] = int(r["count"])
+        cats = {c: dict(sorted(v.items(), key=lambda kv: -kv[1])[:cap]) for c, v in cats.items()}
+    hashes = None
+    if _label_values(groups) is None:
+        label = config.columns.label.column
+        ok = keep & ~_missing(label, plan.types)
+        hashes = [int(r[0]) for r in df.where(ok).select(F.xxhash64(input_col(label)))
+                  .distinct().limit(1001).collect()]
+    return cats, hashes
+
+
+def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None) -> PreparedData:
     """Check the input and count its groups in one aggregation; rows and features lazily.
 
     One aggregation over the input, grouped by (kept, each sensitive view, label,
@@ -1426,6 +1513,10 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
         The input table (already filtered by ``input.where``).
     config:
         The run configuration.
+    merged:
+        A window's groups merged from its partitions' states: no aggregation runs
+        (``df`` is read only by an audit that reads rows, or to name bad values);
+        the row keys are checked per partition when its state is written.
 
     Returns
     -------
@@ -1449,16 +1540,20 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
     all_views = [v for v, _, _ in views] + [v for v, _, _ in _intersection_views(cols)]
     cap = max(config.preparation.max_categories, 1000)
     t0 = time.perf_counter()
-    groups = _one_pass_groups(df, plan, config, views)
+    groups = merged.groups if merged is not None else _one_pass_groups(df, plan, config, views)
     base: DataFrame | None = None
     cells = None
     if groups is None:
         log.info("more than %d groups: the staged preparation runs", ONE_PASS_MAX_GROUPS)
         stats, warnings, base, attributes = _staged(df, plan, config, cap, timings)
     else:
-        timings["scan"] = round(time.perf_counter() - t0, 3)
-        stats = _stats_from_groups(df, groups, plan, config, timings)
-        warnings = _checked(stats, df, plan, config, timings)
+        if merged is None:
+            timings["scan"] = round(time.perf_counter() - t0, 3)
+            distinct = lambda columns: _distinct_counts(df, plan, config, columns)
+        else:
+            distinct = merged.distinct(cols.label.column)
+        stats = _stats_from_groups(distinct, groups, plan, config, timings)
+        warnings = _checked(stats, df, plan, config, timings, row_keys=merged is None)
         attributes, cells = _views_from_groups(groups, all_views, config, cap)
     view_cols = [c for v in all_views for c in (v.value_col, v.priv_col)]
     fmin = {c: stats.feature_min[c] for c in plan.numeric}
@@ -1467,6 +1562,7 @@ def prepare(df: DataFrame, *, config: Config) -> PreparedData:
         base_df=base,
         build_base=lambda: _persisted_base(df, plan, config),
         cells=cells,
+        groups=groups,
         timings=timings,
         attributes=attributes,
         numeric_features=plan.numeric,

@@ -37,6 +37,7 @@ from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, ReportS
 from fairspark.audits.registry import get_spec
 from fairspark.errors import (
     AuditError,
+    ConfigError,
     FairsparkInputError,
     RunLockedError,
     TimeBudgetExhaustedError,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from fairspark.audits.spec import AuditSpec
     from fairspark.config import Config
+    from fairspark.nightly.window import WindowRun
     from fairspark.prepare import PreparedData
 
 __all__ = [
@@ -267,10 +269,12 @@ def _render(spec: AuditSpec, outcome: AuditOutcome, ctx: AuditContext, params: A
 
 
 def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
-                render: bool = True) -> _AuditsDone:
+                render: bool = True, window: WindowRun | None = None) -> _AuditsDone:
     """Run every enabled audit in isolation, each with a fresh context.
 
-    With ``render`` false (no HTML report is written) no section is drawn.
+    With ``render`` false (no HTML report is written) no section is drawn. With a
+    ``window``, an audit audits the prepared table the window gives it (the merged
+    sample, the newest partition), or fails with the window's reason.
     """
     done = _AuditsDone()
     with _stage("load audits", timings):
@@ -279,8 +283,13 @@ def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
         spec = get_spec(name)
         t0 = time.perf_counter()
         actx = dataclasses.replace(ctx)
+        if window is not None and name in window.for_audit:
+            actx = dataclasses.replace(ctx, prepared=window.for_audit[name])
         with _stage(f"audit {name}", timings):
-            outcome, info = _run_with_budget(spec, actx, params)
+            if window is not None and name in window.failed:
+                outcome, info = _failed(name, window.failed[name])
+            else:
+                outcome, info = _run_with_budget(spec, actx, params)
         info["seconds"] = round(time.perf_counter() - t0, 3)
         info["params"] = params.model_dump(mode="json")
         if render:
@@ -342,10 +351,20 @@ def _scrub_redacted(done: _AuditsDone, prepared: PreparedData, config: Config) -
     done.sections[:] = [dataclasses.replace(sec, html=clean(sec.html)) for sec in done.sections]
 
 
+def _feature_tables(prepared: PreparedData, window: WindowRun | None,
+                    readers: list[str]) -> list[PreparedData]:
+    """The prepared tables whose features the audits in ``readers`` read (once each)."""
+    if window is None:
+        return [prepared]
+    tables = {id(t): t for n in readers if (t := window.for_audit.get(n)) is not None}
+    return list(tables.values())
+
+
 def _check_before_run(config: Config) -> None:
     """The config checks of :func:`~fairspark.config.load_config`, for runs built in code."""
     config.check_attributes()
     config.check_limits()
+    config.check_window()
     for params in config.audits.present().values():
         params.check_files()
 
@@ -578,27 +597,42 @@ def compute_run(
     run_date = facts.run_date
     started = time.time()
     _check_before_run(config)
-    if df is None:
-        with _input_errors(config), _stage("read", timings):
-            df = read_input(spark, input_config=config.input)
-    with _input_errors(config), _stage("prepare", timings):
-        prepared = prepare(df, config=config)
+    window = None
+    if config.window is not None:
+        if df is not None:
+            raise ConfigError("config key 'window' reads its partitions from 'input.path'; "
+                              "a table passed in code cannot be audited with a window")
+        from fairspark.nightly.window import prepare_window
+
+        with _input_errors(config), _stage("prepare", timings):
+            window = prepare_window(spark, config, timings=timings)
+        prepared = window.prepared
+    else:
+        if df is None:
+            with _input_errors(config), _stage("read", timings):
+                df = read_input(spark, input_config=config.input)
+        with _input_errors(config), _stage("prepare", timings):
+            prepared = prepare(df, config=config)
     for step, seconds in prepared.timings.items():  # the steps inside "prepare"
         timings[f"prepare: {step}"] = seconds
         log.info("stage   %-20s %7.2f s", f"prepare: {step}", seconds)
     try:
-        if any(get_spec(n).reads_features for n in config.audits.enabled()):
+        readers = [n for n in config.audits.enabled() if get_spec(n).reads_features]
+        if readers:
             # encoded once for every audit that reads them, outside any audit's time
             # budget (the first such audit used to pay for it), and known to the schema
-            # check before any audit runs
+            # check before any audit runs; a window encodes what its audits audit
             with _input_errors(config), _stage("encode features", timings):
-                _ = prepared.feature_names
+                for p in _feature_tables(prepared, window, readers):
+                    _ = p.feature_names
         _check_schema(config, prepared, previous_schema)
         ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=run_date,
                            progress=progress)
-        done = _run_audits(ctx, config, timings, render=render)
+        done = _run_audits(ctx, config, timings, render=render, window=window)
         schema_info = _schema_info(prepared, previous_schema)
-        _scrub_redacted(done, prepared, config)
+        for p in {id(p): p for p in [prepared, *(window.for_audit.values()
+                                                 if window else [])]}.values():
+            _scrub_redacted(done, p, config)
         fail = config.limits.fail_on_violation if fail_on_violation is None else fail_on_violation
         limits_info, gating = _limits(config, done.rows, facts, history, done.sections,
                                       fail=fail)
@@ -612,8 +646,13 @@ def compute_run(
                            done=done, limits_info=limits_info, exit_code=exit_code,
                            timings=timings)
         summary.update(schema_info)
+        if window is not None:
+            summary["window"] = window.info
     finally:
-        prepared.unpersist()
+        if window is not None:
+            window.unpersist()
+        else:
+            prepared.unpersist()
     return ComputedRun(exit_code, long_rows, summary, done.sections)
 
 

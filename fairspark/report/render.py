@@ -182,12 +182,36 @@ def _facts(summary: Mapping[str, Any]) -> list[str]:
         parts.append(audited)
     if parts:
         facts.append("; ".join(parts) + ("; rows are weighted." if rows.get("weighted") else "."))
+    if summary.get("window"):
+        facts.append(_window_fact(summary["window"]))
     attrs = rows.get("attributes") or {}
     groups = [f"{name} = {', '.join(map(str, a.get('privileged') or []))}"
               for name, a in attrs.items() if a.get("privileged")]
     if groups:
         facts.append("Privileged groups: " + "; ".join(groups) + ".")
     return facts
+
+
+def _window_fact(win: Mapping[str, Any]) -> str:
+    """What a windowed run audited: the window, tonight's aggregation, each audit's rows."""
+    parts = win.get("partitions") or []
+    new = win.get("aggregated") or {}
+    text = (f"Window: {win.get('days')} days of {win.get('column')}, {win.get('first')} to "
+            f"{win.get('last')}: {len(parts)} partition(s), {len(new)} aggregated tonight, "
+            f"{len(parts) - len(new)} from their stored states")
+    if win.get("missing"):
+        miss = win["missing"]
+        text += (f"; no partition for {len(miss)} day(s): {', '.join(miss[:5])}"
+                 + (" ..." if len(miss) > 5 else ""))
+    text += ". The group metrics cover every row of the window"
+    sample = win.get("sample") or {}
+    on_sample = win.get("audits_on_sample") or []
+    if on_sample:
+        text += (f"; {', '.join(on_sample)} audited the window's merged hash-rank sample of "
+                 f"{_fmt_count(sample.get('rows') or 0)} rows")
+    if win.get("hfm"):
+        text += f"; HFM audited {win['hfm']}"
+    return text + "."
 
 
 def _headline_fn(audit: str) -> Callable[..., list[str]] | None:

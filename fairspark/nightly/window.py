@@ -1,0 +1,549 @@
+"""Incremental nightlies: one mergeable state per daily partition, windows from states.
+
+With ``window`` configured, a run audits the partitions of ``input.partition_column``
+that fall in the window ending at the run date (``window.days`` days). Each
+partition is aggregated once into a *state*, stored under
+``<output.path>/_states/definition=<hash>/<column>=<value>/``:
+
+- ``state.json``: the partition's one-aggregation groups (every input check's
+  counters and the weighted confusion cells per combination of the sensitive views,
+  :func:`fairspark.prepare.prepare`), its categorical values with their row counts,
+  and the fingerprint of its files;
+- ``sample.parquet``: its lowest-ranked rows under one seeded hash
+  (:func:`fairspark.sampling.hash_bucket` of the row key), when an audit of the run
+  audits a sample (mdfa, correlation; HFM with ``window.hfm: sample``).
+
+Everything the group audit and its intervals need is additive, so the window's
+groups are the concatenation of its partitions' groups, and its metrics and
+intervals equal those of a from-scratch audit of the same rows. Hash-rank samples
+merge exactly: the ``K`` lowest ranks of a union are among the ``K`` lowest of each
+part; a partition that stored fewer rows than the window's sample needs from it is
+re-read for exactly those rows (``summary.json`` ``window.sample.reread``).
+
+A state is keyed by its partition value and by the hash of everything that defines
+it (:func:`definition_hash`), never by the run date. It is written to a temporary
+folder and renamed into place, ``state.json`` last, so a killed run leaves nothing
+that is read. A partition whose files changed since its state was written (file
+count, bytes or modification time), or that is named in ``window.restate``
+(``--restate``), is aggregated again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fairspark.errors import EmptyInputError, FairsparkInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+    from fairspark.config import Config
+    from fairspark.outputs import OutputLocation
+    from fairspark.prepare import PreparedData
+
+__all__ = ["STATE_FORMAT", "Partition", "StateStore", "WindowRun", "definition_hash",
+           "list_partitions", "prepare_window", "window_sample_rows"]
+
+log = logging.getLogger("fairspark")
+
+#: bumped when what a state holds changes: older states are then not read
+STATE_FORMAT = 1
+#: salt of the window sample's ranking hash (independent of every audit's own draws)
+SAMPLE_SALT = 30
+#: a partition keeps about this many times its expected share of the window sample
+SAMPLE_MARGIN = 2.0
+#: ... plus this many rows
+SAMPLE_EXTRA = 200
+_RANK, _WKEY = "_fs_wrank", "_fs_wkey"
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One daily partition folder of the input: its value, path and file fingerprint."""
+
+    value: str
+    path: str
+    fingerprint: dict[str, int]
+
+
+def window_sample_rows(config: Config) -> int:
+    """Rows of the window's merged sample: ``window.sample_rows``, else the largest
+    ``sample_rows`` of the enabled audits that audit a sample (0: none does)."""
+    win = config.window
+    if win is None:
+        return 0
+    enabled = config.audits.enabled()
+    users = [n for n in ("mdfa", "correlation") if n in enabled]
+    if win.hfm == "sample" and "hfm" in enabled:
+        users.append("hfm")
+    if not users:
+        return 0
+    if win.sample_rows is not None:
+        return int(win.sample_rows)
+    return max(int(getattr(enabled[n], "sample_rows", 0) or 0) for n in users)
+
+
+def definition_hash(config: Config) -> str:
+    """The hash of everything that defines a partition's state.
+
+    The columns and their roles, the partition column, the reader, the preparation
+    settings, the seed, the window sample's size and whether the categorical values
+    are counted (an audit encodes features); not the run date, the window's length,
+    the outputs or the audits' other parameters.
+    """
+    from fairspark.audits.registry import get_spec
+
+    enabled = config.audits.enabled()
+    blob = {
+        "format": STATE_FORMAT,
+        "columns": config.columns.model_dump(mode="json"),
+        "partition_column": config.input.partition_column,
+        "reader": {"format": config.input.format, "options": config.input.options},
+        "preparation": config.preparation.model_dump(mode="json",
+                                                     exclude={"on_schema_change"}),
+        "seed": config.seed,
+        "sample_rows": window_sample_rows(config),
+        "categories": any(get_spec(n).reads_features for n in enabled),
+        "row_key_checked": bool(config.columns.row_key) and "hfm" in enabled,
+    }
+    text = json.dumps(blob, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    p = jvm.org.apache.hadoop.fs.Path(path)
+    return p.getFileSystem(conf), jvm.org.apache.hadoop.fs.Path
+
+
+def list_partitions(spark: SparkSession, base: str, column: str) -> list[Partition]:
+    """The ``<column>=<value>`` folders under ``base``, with their files' fingerprints.
+
+    Raises
+    ------
+    FairsparkInputError
+        When ``base`` does not exist or holds no partition folder of ``column``.
+    """
+    fs, Path = _fs(spark, base)
+    root = Path(base)
+    if not fs.exists(root):
+        raise FairsparkInputError(f"input {base!r} ('input.path') does not exist")
+    out = []
+    for st in fs.listStatus(root):
+        name = st.getPath().getName()
+        if not (st.isDirectory() and name.startswith(f"{column}=")):
+            continue
+        files = size = modified = 0
+        it = fs.listFiles(st.getPath(), True)
+        while it.hasNext():
+            f = it.next()
+            if f.getPath().getName().startswith(("_", ".")):
+                continue
+            files += 1
+            size += int(f.getLen())
+            modified = max(modified, int(f.getModificationTime()))
+        out.append(Partition(value=name.split("=", 1)[1], path=f"{base.rstrip('/')}/{name}",
+                             fingerprint={"files": files, "bytes": size,
+                                          "modified_ms": modified}))
+    if not out:
+        raise FairsparkInputError(
+            f"input {base!r} has no partition folders '{column}=<value>' "
+            "('input.partition_column'); a window reads a folder partitioned by that column")
+    return sorted(out, key=lambda p: p.value)
+
+
+def _as_date(value: str, column: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value[:10])
+    except ValueError:
+        raise FairsparkInputError(
+            f"partition {column}={value!r}: a window needs date partitions (YYYY-MM-DD) in "
+            "'input.partition_column'") from None
+
+
+class StateStore:
+    """The published states of one definition under ``<output>/_states``."""
+
+    def __init__(self, out: OutputLocation, *, definition: str, column: str):
+        self.out = out
+        self.definition = definition
+        self.column = column
+        self.root = out.path("_states", f"definition={definition}")
+
+    def folder(self, value: str) -> str:
+        """The published folder of partition ``value``."""
+        return f"{self.root}/{self.column}={value}"
+
+    def read(self, value: str) -> dict[str, Any] | None:
+        """The published state of ``value`` (``None``: none, or another format)."""
+        path = f"{self.folder(value)}/state.json"
+        if not self.out.exists(path):
+            return None
+        try:
+            state = json.loads(_read_small(self.out, path))
+        except Exception as err:  # noqa: BLE001 - an unreadable state is aggregated again
+            log.warning("state of %s=%s is unreadable (%s); aggregating it again",
+                        self.column, value, err)
+            return None
+        return state if state.get("format") == STATE_FORMAT else None
+
+    def other_definitions(self) -> list[str]:
+        """Definitions (hashes) other than this one that have states here."""
+        base = self.out.path("_states")
+        if not self.out.exists(base):
+            return []
+        fs, Path = self.out._fs, self.out._Path
+        return sorted(st.getPath().getName().split("=", 1)[1] for st in fs.listStatus(Path(base))
+                      if st.getPath().getName().startswith("definition=")
+                      and st.getPath().getName() != f"definition={self.definition}")
+
+    def write(self, value: str, state: dict[str, Any], sample: DataFrame | None) -> None:
+        """Publish the state of ``value``: staged, ``state.json`` last, then renamed.
+
+        An earlier state of the partition is renamed aside and deleted once the new
+        one is in place; a folder without ``state.json`` is never read.
+        """
+        from fairspark._testing import fault_point
+
+        tmp = f"{self.root}/_tmp-{self.column}={value}-{uuid.uuid4().hex[:12]}"
+        final = self.folder(value)
+        try:
+            if sample is not None:
+                sample.coalesce(1).write.mode("overwrite").parquet(f"{tmp}/sample.parquet")
+            self.out.write_text(f"{tmp}/state.json", json.dumps(state, default=str))
+            fault_point("states:staged")
+            old = None
+            if self.out.exists(final):
+                old = f"{self.root}/_old-{self.column}={value}-{uuid.uuid4().hex[:12]}"
+                self.out.rename(final, old)
+            try:
+                self.out.rename(tmp, final)
+            except BaseException:
+                if old is not None:
+                    self.out.rename(old, final)
+                raise
+            if old is not None:
+                self.out.delete(old)
+        except BaseException:
+            self.out.delete(tmp)
+            raise
+
+    def cleanup(self) -> list[str]:
+        """Delete what killed runs left (``_tmp-`` and ``_old-`` folders)."""
+        if not self.out.exists(self.root):
+            return []
+        fs, Path = self.out._fs, self.out._Path
+        done = []
+        for st in fs.listStatus(Path(self.root)):
+            name = st.getPath().getName()
+            if name.startswith(("_tmp-", "_old-")):
+                final = self.folder(name.split("=", 1)[1].rsplit("-", 1)[0])
+                if name.startswith("_old-") and not self.out.exists(f"{final}/state.json"):
+                    self.out.delete(final)
+                    self.out.rename(f"{self.root}/{name}", final)
+                    done.append(f"restored the state {final}")
+                    continue
+                self.out.delete(f"{self.root}/{name}")
+                done.append(f"deleted the leftover {self.root}/{name}")
+        return done
+
+
+def _read_small(out: OutputLocation, path: str) -> str:
+    stream = out._fs.open(out._Path(path))
+    try:
+        return bytes(out._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)).decode("utf-8")
+    finally:
+        stream.close()
+
+
+@dataclass
+class WindowRun:
+    """A window prepared from states: what each audit audits, and what was done.
+
+    Attributes
+    ----------
+    prepared:
+        The window's rows, checks and cells merged from its partitions' states (the
+        group audit reads its cells; its rows are read only by an audit that asks).
+    for_audit:
+        Audit name -> the prepared table it audits instead (the merged sample, or the
+        newest partition for HFM).
+    failed:
+        Audit name -> why it cannot run on this window (its prepared table failed).
+    info:
+        ``summary.json`` ``window``.
+    """
+
+    prepared: PreparedData
+    for_audit: dict[str, PreparedData] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def unpersist(self) -> None:
+        """Release every cached frame."""
+        self.prepared.unpersist()
+        for p in self.for_audit.values():
+            p.unpersist()
+
+
+def _ranked(df: DataFrame, config: Config, seed: int) -> DataFrame:
+    """The audited rows of ``df`` with the window sample's rank and the key it ties on.
+
+    The key is the prepared row key (``columns.row_key``, else a hash of every input
+    column), so a row ranks the same in its partition and in the whole window.
+    """
+    from pyspark.sql import functions as F
+
+    from fairspark.columns import input_col
+    from fairspark.prepare import _any_null, _plan_columns
+    from fairspark.sampling import hash_bucket
+
+    cols = config.columns
+    key = (input_col(cols.row_key).cast("string") if cols.row_key else
+           F.xxhash64(*[input_col(c) for c in df.columns]).cast("string"))
+    plan = _plan_columns(df, config)
+    keyed = df.where(~_any_null(plan)).select("*", key.alias(_WKEY))
+    return keyed.select("*", hash_bucket(_WKEY, seed, SAMPLE_SALT).alias(_RANK))
+
+
+def _aggregate(spark: SparkSession, config: Config, part: Partition, *, reader: Any,
+               k: int, prepared: PreparedData | None) -> tuple[dict[str, Any], DataFrame | None]:
+    """One partition's state (and its sample rows): one aggregation, one ranked take."""
+    from fairspark.prepare import (
+        ONE_PASS_MAX_GROUPS,
+        _check_unique_keys,
+        _one_pass_groups,
+        _plan_columns,
+        _sensitive_views,
+        partition_extras,
+    )
+
+    t0 = time.perf_counter()
+    df = reader(part.value)
+    if prepared is not None and prepared.groups is not None:
+        groups = prepared.groups
+    else:
+        plan = _plan_columns(df, config)
+        groups = _one_pass_groups(df, plan, config, _sensitive_views(df, config, plan.types))
+        if groups is None:
+            raise FairsparkInputError(
+                f"partition {part.value!r} of {config.input.partition_column!r} has more than "
+                f"{ONE_PASS_MAX_GROUPS} (view, label, decision) groups: a window needs the "
+                "one-aggregation preparation (fewer sensitive values)")
+        if plan.check_row_key and prepared is None:
+            _check_unique_keys(df, config)
+    cats, hashes = partition_extras(df, config=config, groups=groups)
+    kept = int(sum(r["n"] for r in groups if r["_fs_keep"]))
+    sample = None
+    sample_info: dict[str, Any] = {"rows": 0, "complete": True, "threshold": None}
+    if k > 0 and kept > 0:
+        take = min(k, kept)
+        ranked = _ranked(df, config, config.seed)
+        top = ranked.orderBy(_RANK, _WKEY).limit(take)
+        rows = top.collect()  # at most k rows, in rank order
+        sample = spark.createDataFrame(rows, schema=top.schema)
+        complete = take >= kept
+        last = rows[-1]
+        sample_info = {"rows": take, "complete": complete,
+                       "threshold": None if complete else [int(last[_RANK]), str(last[_WKEY])]}
+    state = {"format": STATE_FORMAT, "partition": part.value, "path": part.path,
+             "fingerprint": part.fingerprint, "rows_kept": kept, "groups": groups,
+             "categories": cats, "label_hashes": hashes, "sample": sample_info,
+             "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             "seconds": round(time.perf_counter() - t0, 3)}
+    return state, sample
+
+
+def prepare_window(spark: SparkSession, config: Config, *,
+                   timings: dict[str, float]) -> WindowRun:
+    """Aggregate the window's unseen partitions, merge every state, prepare the audits.
+
+    Raises
+    ------
+    FairsparkInputError
+        (exit 2) when the window holds no partition, a partition is not a date, or the
+        merged window fails an input check.
+    """
+    from pyspark.sql import functions as F
+
+    from fairspark.outputs import OutputLocation
+    from fairspark.prepare import MergedGroups, prepare
+
+    win, inp = config.window, config.input
+    assert win is not None and inp.path and inp.partition_column
+    column = inp.partition_column
+    run_date = config.effective_run_date()
+    first = run_date - dt.timedelta(days=win.days - 1)
+    t0 = time.perf_counter()
+    parts = [p for p in list_partitions(spark, inp.path, column)
+             if first <= _as_date(p.value, column) <= run_date]
+    have = {_as_date(p.value, column) for p in parts}
+    missing = [(first + dt.timedelta(days=i)).isoformat() for i in range(win.days)
+               if first + dt.timedelta(days=i) not in have]
+    if not parts:
+        raise EmptyInputError(
+            f"no partition of {column!r} under {inp.path!r} falls in the window "
+            f"{first.isoformat()}..{run_date.isoformat()} ('window.days': {win.days})")
+    from fairspark.io import read_input
+
+    whole = read_input(spark, input_config=inp)
+    if column not in whole.columns:
+        from fairspark.errors import MissingColumnError
+
+        raise MissingColumnError(column, "partition column ('input.partition_column')",
+                                 whole.columns)
+
+    def reader(value: str) -> DataFrame:
+        # an expression of the partition column only: Spark prunes the other folders
+        return whole.where(F.col(column).cast("string") == F.lit(value))
+
+    out = OutputLocation(spark, config.output.path)
+    store = StateStore(out, definition=definition_hash(config), column=column)
+    for line in store.cleanup():
+        log.warning("states: %s", line)
+    others = store.other_definitions()
+    timings["window: list"] = round(time.perf_counter() - t0, 3)
+    k_total = window_sample_rows(config)
+    k_part = min(k_total, math.ceil(SAMPLE_MARGIN * k_total / len(parts)) + SAMPLE_EXTRA) \
+        if k_total else 0
+    restate = {str(v) for v in win.restate}
+    newest = parts[-1]
+    enabled = config.audits.enabled()
+    hfm_newest = "hfm" in enabled and win.hfm == "newest"
+    run = WindowRun(prepared=None)  # type: ignore[arg-type]
+    newest_prepared = None
+    if hfm_newest:
+        try:
+            newest_prepared = prepare(reader(newest.value), config=config)
+        except FairsparkInputError as err:
+            run.failed["hfm"] = f"the newest partition {column}={newest.value}: {err}"
+    states: dict[str, dict[str, Any]] = {}
+    why: dict[str, str] = {}
+    t1 = time.perf_counter()
+    for p in parts:
+        old = store.read(p.value)
+        if p.value in restate:
+            why[p.value] = "restated (window.restate)"
+        elif old is None:
+            why[p.value] = "new"
+        elif old.get("fingerprint") != p.fingerprint:
+            why[p.value] = "its files changed since its state was written"
+        if p.value not in why:
+            states[p.value] = old  # type: ignore[assignment]
+            continue
+        log.info("window: aggregating %s=%s (%s)", column, p.value, why[p.value])
+        state, sample = _aggregate(spark, config, p, reader=reader, k=k_part,
+                                   prepared=newest_prepared if p is newest else None)
+        store.write(p.value, state, sample)
+        states[p.value] = state
+    timings["window: aggregate"] = round(time.perf_counter() - t1, 3)
+    t2 = time.perf_counter()
+    groups = [g for v in states for g in states[v]["groups"]]
+    cats: dict[str, dict[str, int]] = {}
+    for st in states.values():
+        for c, vals in st["categories"].items():
+            acc = cats.setdefault(c, {})
+            for v, n in vals.items():
+                acc[v] = acc.get(v, 0) + int(n)
+    hashes = [h for st in states.values() for h in (st.get("label_hashes") or [])]
+    label_hashes = hashes if any(st.get("label_hashes") is not None
+                                 for st in states.values()) else None
+    window_df = whole.where(F.col(column).cast("string").isin([p.value for p in parts]))
+    run.prepared = prepare(window_df, config=config,
+                           merged=MergedGroups(groups, cats, label_hashes))
+    timings["window: merge"] = round(time.perf_counter() - t2, 3)
+    notes = []
+    if missing:
+        notes.append(f"the window {first.isoformat()}..{run_date.isoformat()} has no "
+                     f"partition for {len(missing)} of its {win.days} days: "
+                     f"{', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
+    if others:
+        notes.append(f"states written under another definition ({', '.join(others[:3])}) "
+                     "are not reused: the columns, seed, preparation or sample size changed "
+                     "since; this run aggregated its partitions again")
+    sample_info: dict[str, Any] = {"rows": 0}
+    if k_total:
+        t3 = time.perf_counter()
+        sample_df, sample_info = _merged_sample(spark, config, store, states, parts,
+                                                reader=reader, k=k_total)
+        users = [n for n in ("mdfa", "correlation") if n in enabled]
+        if "hfm" in enabled and win.hfm == "sample":
+            users.append("hfm")
+        try:
+            sample_prepared = prepare(sample_df, config=config)
+            for n in users:
+                run.for_audit[n] = sample_prepared
+        except FairsparkInputError as err:
+            for n in users:
+                run.failed[n] = f"the window's merged sample: {err}"
+        timings["window: sample"] = round(time.perf_counter() - t3, 3)
+    if newest_prepared is not None:
+        run.for_audit["hfm"] = newest_prepared
+    for n in notes:
+        log.warning("window: %s", n)
+        run.prepared.warnings.append(n)
+    run.info = {
+        "column": column, "days": win.days, "first": first.isoformat(),
+        "last": run_date.isoformat(), "partitions": [p.value for p in parts],
+        "missing": missing, "aggregated": why, "reused": sorted(set(states) - set(why)),
+        "definition": store.definition, "other_definitions": others,
+        "states": store.root, "sample": sample_info,
+        "hfm": (f"the newest partition ({column}={newest.value})" if hfm_newest
+                else "the window's merged sample" if "hfm" in enabled else None),
+        "audits_on_sample": sorted(n for n in run.for_audit if run.for_audit[n] is not
+                                   newest_prepared),
+    }
+    return run
+
+
+def _merged_sample(spark: SparkSession, config: Config, store: StateStore,
+                   states: dict[str, dict[str, Any]], parts: list[Partition], *,
+                   reader: Any, k: int) -> tuple[DataFrame, dict[str, Any]]:
+    """The ``k`` lowest-ranked rows of the window, from its partitions' stored samples.
+
+    A partition that stored only its lowest rows up to a threshold below the merged
+    sample's ``k``-th rank may hold rows the window needs: its rows up to that rank
+    are read again (once; the ``k``-th rank can only fall).
+    """
+    from pyspark.sql import functions as F
+
+    paths = [f"{store.folder(v)}/sample.parquet" for v, st in states.items()
+             if st["sample"]["rows"]]
+    if not paths:
+        raise EmptyInputError("the window's partitions have no audited rows to sample")
+    stored = spark.read.parquet(*paths)
+    rows = stored.orderBy(_RANK, _WKEY).limit(k).collect()
+    reread = []
+    # the k-th rank of the stored rows; with fewer than k stored, every row may count
+    kth = (int(rows[-1][_RANK]), str(rows[-1][_WKEY])) if len(rows) >= k else None
+    short = [v for v, st in states.items() if not st["sample"]["complete"]
+             and (kth is None or tuple(st["sample"]["threshold"]) < kth)]
+    extra = None
+    for v in short:
+        thr = states[v]["sample"]["threshold"]
+        part = _ranked(reader(v), config, config.seed)
+        cond = (F.col(_RANK) > thr[0]) | ((F.col(_RANK) == thr[0]) & (F.col(_WKEY) > thr[1]))
+        if kth is not None:
+            cond = cond & ((F.col(_RANK) < kth[0]) | ((F.col(_RANK) == kth[0]) &
+                                                      (F.col(_WKEY) <= kth[1])))
+        # at most k rows of each partition can enter the sample
+        part = part.where(cond).orderBy(_RANK, _WKEY).limit(k)
+        extra = part if extra is None else extra.unionByName(part)
+        reread.append(v)
+    if extra is not None:
+        rows = sorted([*rows, *extra.collect()],
+                      key=lambda r: (int(r[_RANK]), str(r[_WKEY])))[:k]
+    schema = stored.schema
+    sample = spark.createDataFrame(rows, schema=schema).drop(_RANK, _WKEY)
+    info = {"rows": len(rows), "rows_wanted": k, "partitions_reread": reread,
+            "seed_salt": SAMPLE_SALT}
+    return sample, info
