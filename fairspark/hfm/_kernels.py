@@ -632,6 +632,9 @@ _EPS32 = float(np.finfo(np.float32).eps)
 _F32_MAX_NORM = 1e30
 #: a float32 block with more candidates than this per query is redone in float64
 _F32_MAX_CAND = 8
+#: after a float32 block with more candidates than this per query (a wide table of fine
+#: steps: measuring them costs what float32 saved), the next blocks are float64
+_F32_KEEP_CAND = 4
 
 
 def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray,
@@ -647,11 +650,15 @@ def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray,
     its rounding bound of the block minimum, and those are measured directly in
     float64, so the result is the float64 direct formula's, bit for bit. The bound:
     rounding ``q``, ``r`` and ``|r|^2`` to float32 and the product's own error move an
-    entry by at most ``(dim + 3) eps32 (|q|^2 + max |r|^2)`` (with ``gamma_{dim+1}``
-    for the dot product of ``dim + 1`` terms whose absolute sum is at most ``|q|^2 +
-    2 |r|^2``); the tolerance is twice that, and twice again. A block whose tolerance
+    entry by at most ``e = (dim + 3) eps32 (|q|^2 + max |r|^2)`` (with
+    ``gamma_{dim+1}`` for the dot product of ``dim + 1`` terms whose absolute sum is at
+    most ``|q|^2 + 2 |r|^2``). The entry of the float32 minimum gives a reference whose
+    direct distance ``d0`` is measured; the nearest reference has ``|r|^2 - 2 q.r <=
+    d0^2 - |q|^2``, so its entry is at most ``d0^2 - |q|^2 + e`` (with ``1.25 e`` and
+    float64's rounding of ``d0^2 - |q|^2`` on top): the candidates. A block whose bound
     lets through more than :data:`_F32_MAX_CAND` candidates per query (features far
-    from the origin) is redone in float64 with its own bound (:func:`_plain_f64`).
+    from the origin) is redone in float64 with its own bound (:func:`_plain_f64`), and
+    after a block with more than :data:`_F32_KEEP_CAND` per query the next ones are.
     """
     nq = q.shape[0] if rows is None else len(rows)
     nr, dim = r.shape
@@ -676,16 +683,24 @@ def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray,
         qv[...] = q[qs:qs + m_q] if rows is None else q[rows[qs:qs + m_q]]
         qa[:m_q, :dim] = qv
         qn = np.einsum("ij,ij->i", qv, qv)
-        use32 = f32 and float(qn.max()) < _F32_MAX_NORM
         for rs in range(0, nr, br):
             re = min(nr, rs + br)
             cand = None
-            if use32:
-                tol = 4.0 * (dim + 4) * _EPS32 * (qn + rmax)
+            if f32 and float(qn.max()) < _F32_MAX_NORM:
                 s = qa[:m_q] @ ra[rs:re].T
-                cand = np.nonzero(s <= (s.min(axis=1) + tol)[:, None])
+                # the float32 minimum's own distance d0 (direct): a reference can be
+                # the nearest only when its entry is within the bound of d0^2 - |q|^2
+                j0 = s.argmin(axis=1)
+                d0 = pair_distance(qv, r[rs + j0])
+                d0 *= d0
+                thr = (d0 - qn + 1.25 * (dim + 4) * _EPS32 * (qn + rmax)
+                       + 8.0 * (dim + 4) * _EPS * (qn + rmax + d0))
+                cand = np.nonzero(s <= thr[:, None])
+                f32 = len(cand[0]) <= _F32_KEEP_CAND * m_q + 16
                 if len(cand[0]) > _F32_MAX_CAND * m_q:
                     cand = None
+                else:  # the minimum itself, whatever the rounding of thr
+                    cand = (np.r_[cand[0], np.arange(m_q)], np.r_[cand[1], j0])
             if cand is None:
                 if ra64 is None:
                     ra64 = np.empty((nr, dim + 1))
