@@ -365,7 +365,7 @@ def nn_other_group_clustered(
     size = np.diff(starts)
     rep = order[starts[:-1]]
     rad, delta = (clusters[2:4] if clusters is not None and len(clusters) > 2
-                  else _cluster_radii(q, order, starts, size, rep))
+                  and clusters[2] is not None else _cluster_radii(q, order, starts, size, rep))
     coff, ncand, cand, clb_d, nn_ub = _cluster_candidates(q, qcodes, r, rcodes, rep, rad)
     best = np.full(nq, np.inf)
     bidx = np.full(nq, -1, dtype=np.int64)
@@ -380,6 +380,9 @@ def query_clusters(points: np.ndarray, codes: np.ndarray, *,
     cluster's radius and each member's distance to its representative (by position of
     ``order``).
 
+    The radii and distances are ``None`` when the clusters are too many for the
+    searches to use them (more than :data:`_CLUSTER_GAIN` of the points).
+
     Computed on points that hold every target's coordinates (``[y, yp, x]``), it serves
     the points of each target (``[y, x]``, ``[yp, x]``): rows in one grid cell of all
     coordinates are in one cell of any subset of them, and a distance over all
@@ -387,6 +390,9 @@ def query_clusters(points: np.ndarray, codes: np.ndarray, *,
     """
     p = np.ascontiguousarray(points, dtype=np.float64)
     order, starts = _clusters(p, np.asarray(codes), cell)
+    if len(starts) - 1 > _CLUSTER_GAIN * len(p):
+        # too many clusters: the searches take their plain path and never read the radii
+        return order, starts, None, None
     size = np.diff(starts)
     rad, delta = _cluster_radii(p, order, starts, size, order[starts[:-1]])
     return order, starts, rad, delta
@@ -562,7 +568,7 @@ def nn_other_group_refclustered(
     size = np.diff(starts)
     rep = order[starts[:-1]]
     rad = (clusters[2] if clusters is not None and len(clusters) > 2
-           else _cluster_radii(r, order, starts, size, rep)[0])
+           and clusters[2] is not None else _cluster_radii(r, order, starts, size, rep)[0])
     ccode = rcodes[rep]
     qn = np.sum(q * q, axis=1)
     cn = np.sum(r[rep] ** 2, axis=1)
