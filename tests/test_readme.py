@@ -58,7 +58,7 @@ def _run_lines() -> list[str]:
 
 def test_every_readme_command_is_run_or_excused():
     langs = {lang for lang, _ in _blocks()}
-    assert langs <= {"bash", "python", "json"}, langs
+    assert langs <= {"bash", "python", "json", "yaml"}, langs
     runnable = _run_lines()
     # every line that is not excused is one of the two ways to run the job
     for ln in runnable:
@@ -139,3 +139,39 @@ def test_readme_notebook_example_runs_as_written(spark, demo_input, tmp_path, mo
     assert "score" not in feats["numeric"] and "score" not in feats["categorical"]
     assert "row_id" not in feats["categorical"]
     assert len(result.rows) and "<!DOCTYPE html>" in result.report_html()[:200]
+
+
+def test_readme_window_example_runs(spark, workdir):
+    """The README's ``window`` snippet, on the demo table written as day partitions."""
+    import datetime as dt
+
+    import yaml
+
+    (body,) = [b for lang, b in _blocks() if lang == "yaml"]
+    snippet = yaml.safe_load(body)
+    pdf = spark.read.parquet(str(workdir / "out" / "demo" / "_input" /
+                                 "adult_scored.parquet")).toPandas()
+    days = [dt.date(2026, 11, 27) + dt.timedelta(days=i) for i in range(3)]
+    base = workdir / "scored"
+    for i, d in enumerate(days):
+        folder = base / f"day={d.isoformat()}"
+        folder.mkdir(parents=True)
+        pdf.iloc[i::3].to_parquet(folder / "part-0.parquet", index=False)
+    raw = yaml.safe_load((workdir / "conf" / "adult_demo.yaml").read_text())
+    raw["input"] = {**snippet["input"], "path": str(base)}  # the README's, here
+    raw["window"] = snippet["window"]
+    (workdir / "window.yaml").write_text(yaml.safe_dump(raw))
+    code = cli.main(["audit", "--config", "window.yaml", "--run-date", days[-1].isoformat(),
+                     "-q"], under_submit=True)
+    assert code == 0
+    run = workdir / "out" / "adult" / f"run_date={days[-1].isoformat()}"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["window"]["partitions"] == [d.isoformat() for d in days]
+    assert len(summary["window"]["missing"]) == snippet["window"]["days"] - 3
+    assert summary["rows"]["audited"] == len(pdf.dropna(subset=["sex", "race"]))
+    assert "Window: 30 days of day" in (run / "report.html").read_text()
+    # the next run of the night restates one partition and reuses the others
+    code = cli.main(["audit", "--config", "window.yaml", "--run-date", days[-1].isoformat(),
+                     "--restate", days[0].isoformat(), "-q"], under_submit=True)
+    summary = json.loads((run / "summary.json").read_text())
+    assert code == 0 and list(summary["window"]["aggregated"]) == [days[0].isoformat()]
