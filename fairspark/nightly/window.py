@@ -125,8 +125,12 @@ def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
     return p.getFileSystem(conf), jvm.org.apache.hadoop.fs.Path
 
 
-def list_partitions(spark: SparkSession, base: str, column: str) -> list[Partition]:
+def list_partitions(spark: SparkSession, base: str, column: str, *,
+                    keep: Any = None) -> list[Partition]:
     """The ``<column>=<value>`` folders under ``base``, with their files' fingerprints.
+
+    ``keep`` (a predicate on the value) selects the folders whose files are listed: a
+    table of many years lists only its window's files.
 
     Raises
     ------
@@ -142,6 +146,8 @@ def list_partitions(spark: SparkSession, base: str, column: str) -> list[Partiti
         name = st.getPath().getName()
         if not (st.isDirectory() and name.startswith(f"{column}=")):
             continue
+        if keep is not None and not keep(name.split("=", 1)[1]):
+            continue
         files = size = modified = 0
         it = fs.listFiles(st.getPath(), True)
         while it.hasNext():
@@ -154,7 +160,7 @@ def list_partitions(spark: SparkSession, base: str, column: str) -> list[Partiti
         out.append(Partition(value=name.split("=", 1)[1], path=f"{base.rstrip('/')}/{name}",
                              fingerprint={"files": files, "bytes": size,
                                           "modified_ms": modified}))
-    if not out:
+    if not out and keep is None:
         raise FairsparkInputError(
             f"input {base!r} has no partition folders '{column}=<value>' "
             "('input.partition_column'); a window reads a folder partitioned by that column")
@@ -384,8 +390,8 @@ def prepare_window(spark: SparkSession, config: Config, *,
     run_date = config.effective_run_date()
     first = run_date - dt.timedelta(days=win.days - 1)
     t0 = time.perf_counter()
-    parts = [p for p in list_partitions(spark, inp.path, column)
-             if first <= _as_date(p.value, column) <= run_date]
+    parts = list_partitions(spark, inp.path, column,
+                            keep=lambda v: first <= _as_date(v, column) <= run_date)
     have = {_as_date(p.value, column) for p in parts}
     missing = [(first + dt.timedelta(days=i)).isoformat() for i in range(win.days)
                if first + dt.timedelta(days=i) not in have]
