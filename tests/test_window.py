@@ -249,3 +249,21 @@ def test_a_killed_state_write_is_never_read(spark, adult_days, tmp_path):
     assert not list((out / "_states").glob("definition=*/_tmp-*"))
     _assert_same_rows(res.rows, compute_run(
         spark, parse_config(_rescan(raw, DAYS[0], DAYS[-1]))).long_rows)
+
+
+def test_all_four_audits_in_a_window(spark, adult_days):
+    """mdfa and correlation audit the merged sample, HFM the newest partition."""
+    pdf, base, out = adult_days
+    audits = {"group": {}, "hfm": {"max_rows": 3000},
+              "mdfa": {"splits": 2, "sample_rows": 1500, "epochs": 3},
+              "correlation": {"n_samples": 40, "rounds": 2, "k": 80, "sample_rows": 1200}}
+    raw = _raw(str(base), str(out), weight=False, audits=audits)
+    run = compute_run(spark, parse_config(raw))
+    assert run.exit_code == 0, {k: v.get("detail") for k, v in run.summary["audits"].items()}
+    win = run.summary["window"]
+    assert win["sample"]["rows"] == 1500  # the larger of the two audits' sample_rows
+    assert win["audits_on_sample"] == ["correlation", "mdfa"]
+    assert win["hfm"] == f"the newest partition (day={DAYS[-1].isoformat()})"
+    assert run.summary["rows"]["audited"] == len(pdf)
+    for name in ("hfm", "mdfa", "correlation"):
+        assert run.summary["audits"][name]["status"] in ("ok", "not_certified"), name
