@@ -736,46 +736,12 @@ def _previous_schema(out: OutputLocation, run_date: Any) -> dict[str, Any] | Non
         return None
 
 
-#: the audits whose rows the decision box reads (group: only the unprivileged rows)
-_DECISION_AUDITS = ("limits", "hfm", "mdfa")
-
-
 def previous_run(out: OutputLocation, run_date: Any, *,
                  max_rows: int = 50_000) -> dict[str, Any]:
-    """The last published run before ``run_date``, as ``summary['previous']`` of this run.
+    """``summary['previous']``: :func:`fairspark.nightly.history.load_previous_run`."""
+    from fairspark.nightly.history import load_previous_run
 
-    ``{"run_date": D, "config_hash": ..., "items": decision_items(...)}`` from D's
-    ``summary.json`` and the rows of D's ``metrics.parquet`` that the decision box reads
-    (limits, hfm, mdfa, and the group audit's unprivileged rows; at most ``max_rows``);
-    ``{"run_date": None, "items": {}}`` when no earlier run is published. A previous run
-    that cannot be read gives ``{"run_date": D, "error": ...}`` and a warning: the
-    report then says the change could not be read, and tonight's run goes on.
-    """
-    from pyspark.sql import functions as F
-
-    from fairspark.report.decision import decision_items
-
-    d = None
-    try:
-        dates = [x for x in out.list_run_dates() if x < str(run_date)]
-        if not dates:
-            return {"run_date": None, "items": {}}
-        d = dates[-1]
-        prev = json.loads(out.read_text(out.path(f"run_date={d}", "summary.json")))
-        cond = F.col("audit").isin(list(_DECISION_AUDITS)) | (
-            (F.col("audit") == "group") & (F.col("group") == "unprivileged"))
-        rows = [r.asDict() for r in out.spark.read.parquet(
-            out.path(f"run_date={d}", "metrics.parquet")).where(cond).limit(max_rows).collect()]
-        return {"run_date": d, "config_hash": prev.get("config_hash"),
-                "items": decision_items(prev, rows),
-                # what the report compares tonight's data with (window, path, rows)
-                "input": {k: (prev.get("input") or {}).get(k) for k in ("path", "table",
-                                                                        "where")},
-                "rows_audited": (prev.get("rows") or {}).get("audited")}
-    except Exception as err:  # noqa: BLE001 - the change column is a nicety
-        msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
-        log.warning("could not read the previous run (%s): %s", d or "listing", msg)
-        return {"run_date": d or "unknown", "error": msg}
+    return load_previous_run(out, before=run_date, max_rows=max_rows)
 
 
 #: ``config key '<dotted.key>'`` in an error message: the key a status file names

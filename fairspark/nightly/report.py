@@ -10,7 +10,7 @@ import pandas as pd
 from markupsafe import escape
 
 from fairspark.audits.base import ReportSection
-from fairspark.nightly.history import HEADLINE_METRICS
+from fairspark.nightly.history import is_trend_row
 from fairspark.status import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -252,10 +252,7 @@ def trend_frame(history: pd.DataFrame, rows: list[dict[str, Any]], *, run_date: 
     """
     now = []
     for r in rows:
-        metrics = HEADLINE_METRICS.get(r.get("audit"), ())
-        if r.get("metric") not in metrics:
-            continue
-        if r["audit"] == "group" and r.get("group") != "unprivileged":
+        if not is_trend_row(r):
             continue
         now.append({**{k: r.get(k) for k in ("audit", "attribute", "group", "metric", "model",
                                               "value", "lower", "upper", "status")},
