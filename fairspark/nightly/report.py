@@ -134,11 +134,13 @@ def _group_label(r: dict[str, Any], role: str) -> str:
 
 def _worst_groups(checks: list[Check]) -> list[str]:
     """One sentence per (rule, attribute) judged per group: the worst group named."""
+    from fairspark.audits.registry import specs
     from fairspark.nightly.gating import rule_text
 
+    per_group = {n for n, s in specs().items() if s.limits_per_group}
     by: dict[tuple[str, str], list[Check]] = {}
     for c in checks:
-        if c.role == "gate" and c.row.get("audit") == "group" and c.row.get("group") not in (
+        if c.role == "gate" and c.row.get("audit") in per_group and c.row.get("group") not in (
                 None, "unprivileged"):
             by.setdefault((rule_text(c.rule), str(c.row["attribute"])), []).append(c)
     out = []
@@ -399,6 +401,14 @@ def _schema_changed(a: pd.Series, b: pd.Series) -> bool:
     return isinstance(ha, str) and isinstance(hb, str) and ha != hb
 
 
+def _view_group(audit: str) -> str | None:
+    """The group of an audit's trend series (its spec's ``view_group``)."""
+    from fairspark.audits.registry import specs
+
+    spec = specs().get(audit)
+    return spec.view_group if spec is not None else None
+
+
 def _rule_matches(rule: Any, series: pd.Series) -> bool:
     get = (lambda k: rule.get(k)) if isinstance(rule, dict) else (lambda k: getattr(rule, k))
     if get("metric") != series["metric"]:
@@ -407,7 +417,7 @@ def _rule_matches(rule: Any, series: pd.Series) -> bool:
         want = get(key)
         if want is not None and str(series.get(key)) != str(want):
             return False
-    group = get("group") or ("unprivileged" if series["audit"] == "group" else None)
+    group = get("group") or _view_group(str(series["audit"]))
     return group is None or str(series.get("group")) == str(group)
 
 
