@@ -1,9 +1,11 @@
 """Earlier runs' results, read back from the output location: the one reader of past runs.
 
-The trends and the limits' persistence read the trend and limit rows of the last runs
-(:func:`load_history`); the decision box's change column reads the last run's
-summary and the rows its decision lines read (:func:`load_previous_run`); the schema
-check reads the last run's input schema (:func:`previous_schema`). Which rows an
+A run reads them once, before it computes (:func:`read_past_runs`, a
+:class:`PastRuns`): the trends and the limits' persistence read the trend and limit
+rows of the last runs (:func:`load_history`); the decision box's change column reads
+the last run's summary and the rows its decision lines read
+(:func:`load_previous_run`); the schema check reads the last run's input schema
+(:func:`previous_schema`). Which rows an
 audit's trends and decision lines read is in its spec (``trend_metrics``,
 ``view_group``, ``decision_lines``).
 """
@@ -14,6 +16,8 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -23,10 +27,60 @@ from fairspark.errors import FairsparkInputError
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.outputs import OutputLocation
 
-__all__ = ["SchemaChangedError", "describe_schema_change", "is_trend_row", "load_history",
-           "load_previous_run", "previous_schema", "schema_change", "schema_hash"]
+__all__ = ["PastRuns", "SchemaChangedError", "describe_schema_change", "is_trend_row",
+           "load_history", "load_previous_run", "previous_schema", "read_past_runs",
+           "schema_change", "schema_hash"]
 
 log = logging.getLogger("fairspark")
+
+
+@dataclass(frozen=True)
+class PastRuns:
+    """What a run knows of the runs published before it, read once (:func:`read_past_runs`).
+
+    Attributes
+    ----------
+    history:
+        Trend and limit rows of the last ``output.trend_runs`` runs (:func:`load_history`;
+        empty when there are none, when neither trends nor limits want them, or when
+        they cannot be read).
+    schema:
+        ``{"run_date", "input_schema"}`` of the last run (:func:`previous_schema`), or
+        ``None``.
+    previous:
+        ``summary['previous']`` (:func:`load_previous_run`), or ``None`` (not read).
+    """
+
+    history: pd.DataFrame = field(default_factory=pd.DataFrame)
+    schema: dict[str, Any] | None = None
+    previous: dict[str, Any] | None = None
+
+
+def read_past_runs(out: OutputLocation, *, before: dt.date, trend_runs: int, limits: bool,
+                   timings: dict[str, float] | None = None) -> PastRuns:
+    """The runs published at ``out`` before ``before``: history, schema, previous run.
+
+    A part that cannot be read is logged and left empty: tonight's run goes on. The
+    seconds of the previous-run read go to ``timings["previous run"]``.
+    """
+    history = pd.DataFrame()
+    if trend_runs or limits:
+        try:
+            history = load_history(out, before=before, max_runs=max(trend_runs, 1))
+        except Exception as err:  # noqa: BLE001 - history is a nicety; tonight's run goes on
+            log.warning("could not read earlier runs from %s: %s", out.base, err)
+    try:
+        schema = previous_schema(out, before=before)
+    except Exception as err:  # noqa: BLE001 - not comparing is better than not running
+        from fairspark.outputs import one_line
+
+        log.warning("could not read the previous run's input schema: %s", one_line(err))
+        schema = None
+    t0 = time.perf_counter()
+    previous = load_previous_run(out, before=before)
+    if timings is not None:
+        timings["previous run"] = round(time.perf_counter() - t0, 3)
+    return PastRuns(history=history, schema=schema, previous=previous)
 
 
 def is_trend_row(row: dict[str, Any]) -> bool:
