@@ -18,13 +18,14 @@ import os
 import sys
 from collections.abc import Iterator
 
-__all__ = ["PRELOAD", "os_threads", "pin_threads", "preload", "single_thread"]
+__all__ = ["PRELOAD", "os_threads", "pin_threads", "preload", "preload_modules",
+           "single_thread"]
 
 _VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
-#: modules the worker daemon imports before it forks workers: the libraries and the
-#: modules of the training tasks (a fresh worker of an mdfa job would otherwise spend
-#: seconds importing torch before its first split)
+#: libraries the worker daemon imports before it forks workers, before the modules of
+#: the audits' Spark tasks (``AuditSpec.worker_modules``; a fresh worker of an mdfa job
+#: would otherwise spend seconds importing torch before its first split)
 PRELOAD = (
     "numpy",
     "pandas",
@@ -38,9 +39,15 @@ PRELOAD = (
     "sklearn.tree",
     "threadpoolctl",
     "torch",
-    "fairspark.correlation._spark",
-    "fairspark.mdfa.certify",
 )
+
+
+def preload_modules() -> tuple[str, ...]:
+    """:data:`PRELOAD` and every registered audit's ``worker_modules``, in run order."""
+    from fairspark.audits.registry import specs
+
+    tasks = (m for spec in specs().values() for m in spec.worker_modules)
+    return (*PRELOAD, *dict.fromkeys(m for m in tasks if m not in PRELOAD))
 
 
 def pin_threads() -> None:
@@ -98,11 +105,17 @@ def os_threads() -> int:
         return 1
 
 
-def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
-    """Import ``modules`` with one thread each; return those that could not be imported."""
+def preload(modules: tuple[str, ...] | None = None) -> list[str]:
+    """Import ``modules`` (default: :func:`preload_modules`) with one thread each; return
+    those that could not be imported."""
     import importlib
 
     pin_threads()
+    if modules is None:
+        try:
+            modules = preload_modules()
+        except Exception:  # noqa: BLE001 - a broken registry only costs time here
+            modules = PRELOAD
     missing = []
     for name in modules:
         try:

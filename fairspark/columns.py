@@ -5,12 +5,14 @@ See ``docs/architecture.md`` ("The prepared table") for what each holds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column
 
-__all__ = ["KEY", "LABEL", "PRED", "WEIGHT", "X", "input_col", "priv_col", "quote", "value_col"]
+__all__ = ["KEY", "LABEL", "PRED", "PREPARED", "WEIGHT", "X", "TableColumns", "input_col",
+           "priv_col", "quote", "value_col"]
 
 #: stable row key (string)
 KEY = "_fs_key"
@@ -22,6 +24,23 @@ PRED = "_fs_pred"
 WEIGHT = "_fs_w"
 #: encoded non-sensitive features (array<double>)
 X = "_fs_x"
+
+
+@dataclass(frozen=True)
+class TableColumns:
+    """The columns a method reads from a table: the prepared table's by default.
+
+    ``weight=None`` means weight 1.
+    """
+
+    label: str = LABEL
+    features: str = X
+    weight: str | None = WEIGHT
+    key: str = KEY
+
+
+#: the prepared table's label, features, weight and key columns
+PREPARED = TableColumns()
 
 
 def value_col(i: int | str) -> str:

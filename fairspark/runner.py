@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from fairspark.audits.spec import AuditSpec
     from fairspark.config import Config
+    from fairspark.nightly.history import PastRuns
     from fairspark.nightly.window import WindowRun
     from fairspark.prepare import PreparedData
 
@@ -393,10 +394,12 @@ def _limits(config: Config, rows: list[MetricRow], facts: RunFacts, history: Any
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What a run resolves once and every part of it reads: its date and config hash."""
+    """What a run resolves once and every part of it reads: its date, config hash and
+    start time (``time.time()``)."""
 
     run_date: Any
     config_hash: str
+    started: float = 0.0
 
 
 def _long(rows: list[MetricRow], config: Config, facts: RunFacts) -> list[dict[str, Any]]:
@@ -478,13 +481,13 @@ def _schema_info(prepared: PreparedData, previous: dict[str, Any] | None) -> dic
 
 
 def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *,
-             facts: RunFacts, started: float, done: _AuditsDone, limits_info: dict[str, Any],
+             facts: RunFacts, done: _AuditsDone, limits_info: dict[str, Any],
              exit_code: int, timings: dict[str, float]) -> dict[str, Any]:
     return {
         "run_date": facts.run_date.isoformat(),
         "dataset": config.dataset,
         "config_hash": facts.config_hash,
-        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(facts.started)),
         "versions": _versions(spark),
         "input": {
             "path": config.input.path, "table": config.input.table,
@@ -551,12 +554,11 @@ def compute_run(
     config: Config,
     *,
     df: Any = None,
-    history: Any = None,
+    past: PastRuns | None = None,
     fail_on_violation: bool | None = None,
     timings: dict[str, float] | None = None,
     render: bool = True,
     progress: Callable[[str, dict[str, Any]], None] | None = None,
-    previous_schema: dict[str, Any] | None = None,
 ) -> ComputedRun:
     """Prepare, run every enabled audit, judge the limits: everything but the writing.
 
@@ -566,10 +568,14 @@ def compute_run(
     ----------
     df:
         The scored table; ``None`` reads ``config.input``.
-    history:
-        Earlier runs' long rows (limits' persistence, trends); an empty frame means
-        there are none (the trends section says "no previous runs"); ``None``: a run
-        without an output history (no trends section).
+    past:
+        The runs published before this one
+        (:func:`fairspark.nightly.history.read_past_runs`): their long rows (limits'
+        persistence, trends; an empty frame means there are none and the trends
+        section says "no previous runs") and the previous run's input schema, which
+        tonight's resolved schema is compared with (``summary.json`` ``schema_change``;
+        with ``preparation.on_schema_change: fail`` a change raises before any audit
+        runs). ``None``: a run without an output history (no trends section).
     fail_on_violation:
         Overrides ``limits.fail_on_violation``.
     timings:
@@ -581,21 +587,17 @@ def compute_run(
         Called with (audit, progress dict) by long audit stages
         (:class:`fairspark.progress.Progress`); the CLI writes it into the running
         status file.
-    previous_schema:
-        ``{"run_date": D, "input_schema": ...}`` of the previous published run
-        (:func:`fairspark.nightly.history.previous_schema`); tonight's resolved schema
-        is compared with it (``summary.json`` ``schema_change``; with
-        ``preparation.on_schema_change: fail`` a change raises before any audit runs).
     """
     import pandas as pd
 
     timings = {} if timings is None else timings
-    have_history = history is not None
-    history = pd.DataFrame() if history is None else history
+    have_history = past is not None
+    history = past.history if past is not None else pd.DataFrame()
+    previous_schema = past.schema if past is not None else None
     config = config.pinned()
-    facts = RunFacts(run_date=config.effective_run_date(), config_hash=config.config_hash())
+    facts = RunFacts(run_date=config.effective_run_date(), config_hash=config.config_hash(),
+                     started=time.time())
     run_date = facts.run_date
-    started = time.time()
     _check_before_run(config)
     window = None
     if config.window is not None:
@@ -642,9 +644,8 @@ def compute_run(
                                facts, schema_hash=schema_info["input_schema"]["hash"])
         if trend is not None:
             done.sections.append(trend)
-        summary = _summary(spark, config, prepared, facts=facts, started=started,
-                           done=done, limits_info=limits_info, exit_code=exit_code,
-                           timings=timings)
+        summary = _summary(spark, config, prepared, facts=facts, done=done,
+                           limits_info=limits_info, exit_code=exit_code, timings=timings)
         summary.update(schema_info)
         if window is not None:
             summary["window"] = window.info
@@ -712,19 +713,21 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
             log.warning("recovered from an earlier killed run: %s", line)
         write_status(out, run_date, exit_code=None, run_id=run_id)
         try:
-            history = _history(out, config, run_date)
-            prev_schema = _previous_schema(out, run_date)
+            from fairspark.nightly.history import read_past_runs
+
+            # the runs published before this one, read once: trends, persistence, the
+            # schema check and the change column all read this
+            past = read_past_runs(out, before=run_date, trend_runs=config.output.trend_runs,
+                                  limits=bool(config.limits.rules), timings=timings)
+
             def running(audit: str, state: dict[str, Any]) -> None:
                 write_status(out, run_date, exit_code=None, run_id=run_id,
                              progress={"audit": audit, **state})
 
-            run = compute_run(spark, config, history=history,
-                              fail_on_violation=fail_on_violation, timings=timings,
-                              render=config.output.report, progress=running,
-                              previous_schema=prev_schema)
+            run = compute_run(spark, config, past=past, fail_on_violation=fail_on_violation,
+                              timings=timings, render=config.output.report, progress=running)
             run.summary["run_id"] = run_id
-            with _stage("previous run", timings):
-                run.summary["previous"] = previous_run(out, run_date)
+            run.summary["previous"] = past.previous
             with _stage("write", timings):
                 try:
                     final = _publish(out, config, run_date, run.summary, run.long_rows,
@@ -750,71 +753,12 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
     return RunResult(int(run.exit_code), final, run.long_rows, run.summary)
 
 
-def _history(out: OutputLocation, config: Config, run_date: Any):
-    import pandas as pd
-
-    if config.output.trend_runs == 0 and not config.limits.rules:
-        return pd.DataFrame()
-    try:
-        from fairspark.nightly.history import load_history
-
-        return load_history(out, before=run_date, max_runs=max(config.output.trend_runs, 1))
-    except Exception as err:  # noqa: BLE001 - history is a nicety; tonight's run goes on
-        log.warning("could not read earlier runs from %s: %s", out.base, err)
-        return pd.DataFrame()
-
-
-def _previous_schema(out: OutputLocation, run_date: Any) -> dict[str, Any] | None:
-    """The previous published run's input schema (``None``: none, or unreadable)."""
-    try:
-        from fairspark.nightly.history import previous_schema
-
-        return previous_schema(out, before=run_date)
-    except Exception as err:  # noqa: BLE001 - not comparing is better than not running
-        log.warning("could not read the previous run's input schema: %s", one_line(err))
-        return None
-
-
-#: the audits whose rows the decision box reads (group: only the unprivileged rows)
-_DECISION_AUDITS = ("limits", "hfm", "mdfa")
-
-
 def previous_run(out: OutputLocation, run_date: Any, *,
                  max_rows: int = 50_000) -> dict[str, Any]:
-    """The last published run before ``run_date``, as ``summary['previous']`` of this run.
+    """``summary['previous']``: :func:`fairspark.nightly.history.load_previous_run`."""
+    from fairspark.nightly.history import load_previous_run
 
-    ``{"run_date": D, "config_hash": ..., "items": decision_items(...)}`` from D's
-    ``summary.json`` and the rows of D's ``metrics.parquet`` that the decision box reads
-    (limits, hfm, mdfa, and the group audit's unprivileged rows; at most ``max_rows``);
-    ``{"run_date": None, "items": {}}`` when no earlier run is published. A previous run
-    that cannot be read gives ``{"run_date": D, "error": ...}`` and a warning: the
-    report then says the change could not be read, and tonight's run goes on.
-    """
-    from pyspark.sql import functions as F
-
-    from fairspark.report.decision import decision_items
-
-    d = None
-    try:
-        dates = [x for x in out.list_run_dates() if x < str(run_date)]
-        if not dates:
-            return {"run_date": None, "items": {}}
-        d = dates[-1]
-        prev = json.loads(out.read_text(out.path(f"run_date={d}", "summary.json")))
-        cond = F.col("audit").isin(list(_DECISION_AUDITS)) | (
-            (F.col("audit") == "group") & (F.col("group") == "unprivileged"))
-        rows = [r.asDict() for r in out.spark.read.parquet(
-            out.path(f"run_date={d}", "metrics.parquet")).where(cond).limit(max_rows).collect()]
-        return {"run_date": d, "config_hash": prev.get("config_hash"),
-                "items": decision_items(prev, rows),
-                # what the report compares tonight's data with (window, path, rows)
-                "input": {k: (prev.get("input") or {}).get(k) for k in ("path", "table",
-                                                                        "where")},
-                "rows_audited": (prev.get("rows") or {}).get("audited")}
-    except Exception as err:  # noqa: BLE001 - the change column is a nicety
-        msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
-        log.warning("could not read the previous run (%s): %s", d or "listing", msg)
-        return {"run_date": d or "unknown", "error": msg}
+    return load_previous_run(out, before=run_date, max_rows=max_rows)
 
 
 #: ``config key '<dotted.key>'`` in an error message: the key a status file names

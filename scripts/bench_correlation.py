@@ -61,6 +61,7 @@ from fairspark.audits.base import derive_seed
 from fairspark.correlation import (
     OracleData,
     OracleJob,
+    OracleModel,
     draw_stratified_sample,
     run_attempt,
     run_oracle_tasks,
@@ -101,14 +102,8 @@ def _round_job(x, y, priv, w, ids, *, model, seed, k, min_accuracy):
             if rnd not in splits:
                 splits[rnd] = split_round(data, seed=seed, round_id=rnd, test_fraction=0.3)
             res = run_attempt(
-                data,
-                splits[rnd],
-                model=model,
-                seed=seed,
-                round_id=rnd,
-                attempt=att,
-                k=k,
-                min_accuracy=min_accuracy,
+                data, splits[rnd], OracleModel(model=model, k=k, min_accuracy=min_accuracy),
+                seed=seed, round_id=rnd, attempt=att,
             )
             out.append(res.metrics)
     return out
@@ -129,14 +124,8 @@ def cpu_probe(spark, sample, *, model: str, seed: int, k: int, n: int) -> dict:
                 c0, w0 = time.process_time(), time.perf_counter()
                 for a in b["id"]:
                     run_attempt(
-                        data,
-                        split,
-                        model=model,
-                        seed=seed,
-                        round_id=0,
-                        attempt=int(a),
-                        k=k,
-                        min_accuracy=0.0,
+                        data, split, OracleModel(model=model, k=k, min_accuracy=0.0),
+                        seed=seed, round_id=0, attempt=int(a),
                     )
                 yield pd.DataFrame(
                     {
@@ -157,7 +146,8 @@ def cpu_probe(spark, sample, *, model: str, seed: int, k: int, n: int) -> dict:
         c0, w0 = time.process_time(), time.perf_counter()
         for a in range(n):
             run_attempt(
-                data, split, model=model, seed=seed, round_id=0, attempt=a, k=k, min_accuracy=0.0
+                data, split, OracleModel(model=model, k=k, min_accuracy=0.0),
+                seed=seed, round_id=0, attempt=a,
             )
         cpu_seq, wall_seq = time.process_time() - c0, time.perf_counter() - w0
     shipped.release()

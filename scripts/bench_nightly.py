@@ -398,7 +398,13 @@ def probe_mdfa(dim: int, rows: int, splits: int, seed: int = 5) -> dict:
 def probe_correlation(dim: int, rows: int, attempts: int, seed: int = 5) -> dict:
     """Correlation at its defaults on ``rows`` sampled rows, attribute sex: seconds per
     attempt (mean over ``attempts`` of round 0) and the acceptance rate."""
-    from fairspark.correlation._oracle import OracleData, make_model, run_attempt, split_round
+    from fairspark.correlation._oracle import (
+        OracleData,
+        OracleModel,
+        make_model,
+        run_attempt,
+        split_round,
+    )
     from fairspark.correlation.params import CorrelationParams
 
     p = CorrelationParams()
@@ -408,13 +414,17 @@ def probe_correlation(dim: int, rows: int, attempts: int, seed: int = 5) -> dict
     split = split_round(data, seed=seed, round_id=0, test_fraction=p.test_fraction)
     # warm-up, not timed: the first call imports every model family's module (seconds;
     # Spark's worker daemon has them preloaded)
-    run_attempt(data, split, model=p.models[0], seed=seed, round_id=0, attempt=-1, k=p.k,
-                min_accuracy=p.min_accuracy)
+    run_attempt(
+        data, split, OracleModel(model=p.models[0], k=p.k, min_accuracy=p.min_accuracy),
+        seed=seed, round_id=0, attempt=-1,
+    )
     statuses = []
     t0, c0 = time.perf_counter(), time.process_time()
     for a in range(attempts):
-        res = run_attempt(data, split, model=p.models[0], seed=seed, round_id=0, attempt=a,
-                          k=p.k, min_accuracy=p.min_accuracy)
+        res = run_attempt(
+            data, split, OracleModel(model=p.models[0], k=p.k, min_accuracy=p.min_accuracy),
+            seed=seed, round_id=0, attempt=a,
+        )
         statuses.append(str(res.status))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     # the estimator alone on bootstraps of the same size (what the rest costs on top)

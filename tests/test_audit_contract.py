@@ -26,20 +26,13 @@ from fairspark.status import Status, Verdict
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = list(specs())
 
-#: small but real settings per audit, so that one run of all four takes seconds
-SMALL = {
-    "group": {},
-    "hfm": {"method": "exact"},
-    "mdfa": {"splits": 2, "sample_rows": 400, "epochs": 2},
-    "correlation": {"models": ["logistic_regression"], "n_samples": 40, "rounds": 2, "k": 60},
-}
-
 #: values of the redacted column: none may appear in any output
 SECRETS = ["zq-secret-alpha", "zq-secret-beta", "zq-secret-gamma"]
 
 
 def _small(name: str) -> dict:
-    return dict(SMALL[name])
+    """The audit's small but real settings (its spec's), so that a run of all takes seconds."""
+    return dict(specs()[name].small_params)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +77,7 @@ def _run(tmp_path: Path, cfg: dict, run_date: str = "2026-11-20") -> tuple[int, 
 
 
 def test_registry_drives_the_config_sections():
-    assert len(AUDIT_SPECS) == len(NAMES) == 4
+    assert [s.name for s in AUDIT_SPECS] == NAMES[:len(AUDIT_SPECS)]
     assert list(AuditsConfig.model_fields) == NAMES
     for name, spec in specs().items():
         assert isinstance(spec, AuditSpec) and spec.name == name
@@ -169,6 +162,28 @@ def test_rendering_error_keeps_the_numbers_of_every_audit(spark, table, tmp_path
         _audit_rows(out).drop(columns=["run_date"]),
         _audit_rows(normal_run[1]).drop(columns=["run_date"]),
     )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_trend_and_headline_metrics_are_ones_the_audit_emits(normal_run, name):
+    """Every metric an audit's spec trends or ranks first is one its rows carry.
+
+    The emitted names come from the run itself (``metrics.parquet``), in the rows the
+    trends read (``view_group``); a metric the audit emits only with an optional input
+    (its summary's ``optional_metrics``, e.g. HFM's DR without a model) is allowed.
+    """
+    _, out = normal_run
+    spec = specs()[name]
+    m = pd.read_parquet(out / "metrics.parquet")
+    mine = m[m.audit == name]
+    if spec.view_group is not None:
+        mine = mine[mine.group == spec.view_group]
+    emitted = set(mine.metric)
+    s = json.loads((out / "summary.json").read_text())
+    optional = set(s["audits"][name].get("optional_metrics") or ())
+    for metric in (*spec.trend_metrics, *spec.headline_metrics):
+        assert metric in emitted or metric in optional, (name, metric, sorted(emitted))
+        assert metric in spec.metrics, (name, metric)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -351,7 +351,7 @@ def test_an_audit_whose_every_metric_is_not_computed_has_failed(spark, small_tab
 
     # a test hook: an audit entry point whose every row is not_computed
     monkeypatch.setitem(registry.specs(), "hfm", dataclasses.replace(
-        registry.get_spec("hfm"), run="test_bad_input_round2:_not_computed_audit", render=None))
+        registry.get_spec("hfm"), run=_not_computed_audit, render=None))
 
     def edit(c):
         c["audits"] = {"group": {}, "hfm": {}}

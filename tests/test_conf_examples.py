@@ -2,8 +2,9 @@
 
 The examples point at the shared datasets or at the demo's scored table; the test
 writes the demo table into a temporary folder, sends every output there and shrinks
-the expensive knobs (mdfa splits, correlation rounds, HFM rows) with ``--set``, as a
-user would for a first try. Columns, data paths, keys and values stay as shipped.
+the expensive knobs (each audit's ``SPEC.shrink_params``: mdfa splits, correlation
+rounds, HFM rows) with ``--set``, as a user would for a first try. Columns, data
+paths, keys and values stay as shipped.
 """
 
 from __future__ import annotations
@@ -15,16 +16,10 @@ import pytest
 import yaml
 
 from fairspark import cli
+from fairspark.audits.registry import specs
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "conf").glob("*.yaml"))
-
-#: cheaper settings for the test run, applied only to audits the example enables
-SHRINK = {
-    "hfm": {"max_rows": 3000},
-    "mdfa": {"splits": 2, "sample_rows": 2000, "epochs": 3},
-    "correlation": {"n_samples": 40, "rounds": 2, "k": 80},
-}
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +48,9 @@ def test_example_config_runs(spark, shared_data, demo_input, tmp_path, monkeypat
         hfm = (raw.get("audits") or {}).get("hfm") or {}
         if hfm.get("dr_model"):
             args += ["--set", f"audits.hfm.dr_model={Path(demo_input).parent / 'adult_model'}"]
-    for audit, knobs in SHRINK.items():
+    for audit, spec in specs().items():  # each audit's own settings for a quick example
         if (raw.get("audits") or {}).get(audit) is not None:
-            args += [f"--set=audits.{audit}.{k}={v}" for k, v in knobs.items()]
+            args += [f"--set=audits.{audit}.{k}={v}" for k, v in spec.shrink_params.items()]
     code = cli.main(args, under_submit=True)
     out = tmp_path / "out" / "run_date=2026-11-20"
     assert code == 0, (example.name, code)

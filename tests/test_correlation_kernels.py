@@ -14,6 +14,7 @@ from fairspark.correlation import (
     CorrelationParams,
     EmptyCellError,
     OracleData,
+    OracleModel,
     cluster_metrics,
     estimate_correlations,
     make_model,
@@ -110,14 +111,8 @@ def test_oracle_equals_plain_sklearn_loop(model):
     for round_id, attempt in [(0, 0), (0, 7), (3, 2)]:
         split = split_round(d, seed=seed, round_id=round_id, test_fraction=0.3)
         got = run_attempt(
-            d,
-            split,
-            model=model,
-            seed=seed,
-            round_id=round_id,
-            attempt=attempt,
-            k=300,
-            min_accuracy=0.0,
+            d, split, OracleModel(model=model, k=300, min_accuracy=0.0),
+            seed=seed, round_id=round_id, attempt=attempt,
         )
         acc, ref = _reference_attempt(d, model, seed, round_id, attempt, 300)
         assert got.status == "accepted"
@@ -130,7 +125,8 @@ def test_oracle_rejects_below_min_accuracy_and_names_reason():
     d = _toy()
     split = split_round(d, seed=1, round_id=0, test_fraction=0.3)
     res = run_attempt(
-        d, split, model="linear_svm", seed=1, round_id=0, attempt=0, k=200, min_accuracy=1.0
+        d, split, OracleModel(model="linear_svm", k=200, min_accuracy=1.0),
+        seed=1, round_id=0, attempt=0,
     )
     assert res.status == "rejected"
     assert res.reason.startswith("accuracy ") and "< min_accuracy 1.0" in res.reason
@@ -144,14 +140,8 @@ def test_oracle_empty_cell_raises_specific_error():
     split = split_round(d2, seed=1, round_id=0, test_fraction=0.3)
     with pytest.raises(EmptyCellError, match="privileged, favourable label"):
         run_attempt(
-            d2,
-            split,
-            model="logistic_regression",
-            seed=1,
-            round_id=0,
-            attempt=0,
-            k=200,
-            min_accuracy=0,
+            d2, split, OracleModel(model="logistic_regression", k=200, min_accuracy=0),
+            seed=1, round_id=0, attempt=0,
         )
 
 
@@ -168,7 +158,8 @@ def test_identities_on_oracle_samples():
     vals = np.array(
         [
             run_attempt(
-                d, split, model="linear_svm", seed=5, round_id=0, attempt=a, k=200, min_accuracy=0
+                d, split, OracleModel(model="linear_svm", k=200, min_accuracy=0),
+                seed=5, round_id=0, attempt=a,
             ).metrics
             for a in range(40)
         ]

@@ -13,6 +13,7 @@ from fairspark.correlation import (
     BudgetExhaustedError,
     CorrelationParams,
     OracleJob,
+    OracleModel,
     correlation_audit,
     draw_stratified_sample,
     estimate_correlations,
@@ -174,14 +175,8 @@ def test_tasks_identical_for_1_and_4_partitions_and_equal_to_kernel(spark, table
         seed = [11, 12][int(row["attr"])]
         split = split_round(data, seed=seed, round_id=int(row["round"]), test_fraction=0.3)
         ref = run_attempt(
-            data,
-            split,
-            model=row["model"],
-            seed=seed,
-            round_id=int(row["round"]),
-            attempt=int(row["attempt"]),
-            k=150,
-            min_accuracy=0.55,
+            data, split, OracleModel(model=row["model"], k=150, min_accuracy=0.55),
+            seed=seed, round_id=int(row["round"]), attempt=int(row["attempt"]),
         )
         assert ref.status == row["status"]
         np.testing.assert_array_equal(ref.metrics, row[t1.metrics].to_numpy(float))

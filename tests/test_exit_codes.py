@@ -206,7 +206,7 @@ def test_an_audit_that_raises_is_failed_and_others_complete(
         spark, small_table, tmp_path, capsys, monkeypatch):
     # a test hook: register an audit entry point that raises
     monkeypatch.setitem(registry.specs(), "hfm", dataclasses.replace(
-        registry.get_spec("hfm"), run="test_exit_codes:_raising_audit", render=None))
+        registry.get_spec("hfm"), run=_raising_audit, render=None))
     def edit(c):
         c["audits"] = {"group": {}, "hfm": {}}
     code, _err, out = _run(spark, tmp_path, small_table[0], capsys, cfg_edit=edit)

@@ -422,7 +422,7 @@ def test_time_budget_keeps_partial_result_and_others_complete(
         spark, biased_table, tmp_path, monkeypatch):
     inp, _ = biased_table
     monkeypatch.setitem(registry.specs(), "hfm", dataclasses.replace(
-        registry.get_spec("hfm"), run="test_nightly:_slow_audit", render=None))
+        registry.get_spec("hfm"), run=_slow_audit, render=None))
     cfg = _cfg(tmp_path, inp, audits={"group": {}, "hfm": {"timeout_s": 4}})
     code = _main(cfg, "2026-11-03")
     # Spark's own record: the sleeping job (60 s per task) of the audit's job group ended

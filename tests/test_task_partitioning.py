@@ -18,6 +18,7 @@ import pytest
 
 from fairspark.correlation import (
     OracleJob,
+    OracleModel,
     draw_stratified_sample,
     run_attempt,
     run_oracle_tasks,
@@ -82,11 +83,13 @@ def test_correlation_same_attempts_for_1_2_7_and_default_chunks(spark, oracle_sa
     # and each row is the plain kernel call with the same ids (brute force, no Spark)
     data = oracle_sample.for_attribute(0)
     metrics = list(default.columns[7:])
-    assert len(metrics) == len(run_attempt.__kwdefaults__["metrics"])
+    assert len(metrics) == len(OracleModel.__dataclass_fields__["metrics"].default)
     for _, row in default.iterrows():
         split = split_round(data, seed=21, round_id=int(row["round"]), test_fraction=0.3)
-        ref = run_attempt(data, split, model=row["model"], seed=21, round_id=int(row["round"]),
-                          attempt=int(row["attempt"]), k=120, min_accuracy=0.6)
+        ref = run_attempt(
+            data, split, OracleModel(model=row["model"], k=120, min_accuracy=0.6),
+            seed=21, round_id=int(row["round"]), attempt=int(row["attempt"]),
+        )
         assert ref.status == row["status"]
         np.testing.assert_array_equal(ref.metrics, row[metrics].to_numpy(float))
 

@@ -1,32 +1,52 @@
 """The audit contract's one description of an audit: :class:`AuditSpec`.
 
-Each audit package has a ``spec.py`` with one ``SPEC``; the config, the runner and the
-report read everything they need about an audit from it (see
-``fairspark.audits.registry``). A spec module imports only the params model, so a
-broken method cannot stop the others from loading.
+Each audit package has a ``spec.py`` with one ``SPEC``; the config, the runner, the
+report, the decision box, the trends, the previous-run read and gating read
+everything they need about an audit from it (see ``fairspark.audits.registry``). A
+spec module imports only the params model and small, light modules; the audit's
+heavy modules (torch, scikit-learn, matplotlib) are imported by its entry points on
+first use, so a broken method cannot stop the others from loading.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from fairspark._params import AuditParams
 
-__all__ = ["AuditSpec", "load_target"]
+__all__ = ["AuditSpec", "DecisionInput"]
 
 
-def load_target(target: str) -> Callable[..., Any]:
-    """Import ``"package.module:function"`` and return the function."""
-    module, func = target.split(":")
-    return getattr(importlib.import_module(module), func)
+@dataclass(frozen=True)
+class DecisionInput:
+    """What an audit's decision-line function reads (see ``AuditSpec.decision_lines``).
+
+    Attributes
+    ----------
+    audit:
+        The audit's name.
+    rows:
+        The run's long rows of this audit (as dicts: ``metrics.parquet`` or in memory).
+    info:
+        The audit's ``summary.json`` entry (``summary["audits"][audit]``; may be empty).
+    anchor:
+        The id of its report section (for "look at next" links), or ``None``.
+    covered:
+        Attributes that a limit on this audit already has a decision line for.
+    """
+
+    audit: str
+    rows: list[Mapping[str, Any]]
+    info: Mapping[str, Any]
+    anchor: str | None
+    covered: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
 class AuditSpec:
-    """What the config, the runner and the report need to know about one audit.
+    """What the config, the runner, the report, the trends and gating know about an audit.
 
     Attributes
     ----------
@@ -36,20 +56,55 @@ class AuditSpec:
     params:
         Its pydantic params model (a subclass of ``AuditParams``).
     run:
-        ``"module:function"``: ``run(ctx, params) -> AuditOutcome``. It computes
-        numbers only; report sections come from ``render``.
+        ``run(ctx, params) -> AuditOutcome``. It computes numbers only; report
+        sections come from ``render``.
     render:
-        ``"module:function"``: ``render(outcome, *, ctx, params) -> list[ReportSection]``,
-        called by the runner inside its own error isolation (a rendering error keeps
-        the numbers and marks the section), or ``None`` for no section.
+        ``render(outcome, *, ctx, params) -> list[ReportSection]``, called by the
+        runner inside its own error isolation (a rendering error keeps the numbers
+        and marks the section), or ``None`` for no section.
     headlines:
-        ``"module:function"``: ``headlines(rows, *, summary) -> list[str]``, the
-        verdicts in words at the top of the report, or ``None``.
-    headline_metrics:
-        The metric names a reader (and a limit) looks at first.
+        ``headlines(rows, *, summary) -> list[str]``, the verdicts in words at the
+        top of the report, or ``None``.
+    decision_lines:
+        ``decision_lines(DecisionInput) -> list[DecisionLine]``: the audit's lines of
+        the report's decision box (``fairspark.report.decision``), or ``None`` for
+        none. The previous run's rows of an audit with decision lines are read back
+        so that each line says what changed since then.
+    load:
+        Imports the audit's modules (the runner calls it through :meth:`run_fn`
+        before any audit's clock starts, so no time budget pays for an import).
     metrics:
         Every metric name the audit's rows can carry (the ``metric`` column); a limit
         on any other name is a config error.
+    trend_metrics:
+        The metrics whose trend over earlier runs the report shows (and that are read
+        back from earlier runs for it).
+    headline_metrics:
+        The comparisons the audit's own report section ranks first (``()``: none).
+    view_group:
+        The ``group`` value of the rows the trends and the decision box read (the
+        group audit's pooled ``unprivileged`` comparison); ``None``: every row.
+    interval:
+        What the ``lower``/``upper`` of its rows are, which says how a limit judges
+        them: ``"confidence"`` (a confidence interval or band: two one-sided tests,
+        corrected over the run's family) or ``"bounds"`` (certified bounds: violated
+        when entirely outside, passed when entirely inside).
+    limits_per_group:
+        A limit without ``group`` is judged on every unprivileged value against the
+        reference where the audit has those rows (the pooled row is an extra,
+        non-gating view), instead of on every matching row.
+    limit_hint:
+        What to look at next for a limit check on this audit, with ``{attr}`` for the
+        attribute (``None``: "the <name> section").
+    worker_modules:
+        Modules the Spark worker daemon imports before it forks workers (the modules
+        of the audit's Spark tasks; ``fairspark._threads.preload_modules``).
+    small_params:
+        Small but real settings of its config section with which a run on a few
+        hundred rows takes seconds (the contract tests run every audit with them).
+    shrink_params:
+        Settings laid over an example config's section (``conf/``) so that the
+        example runs in seconds on the demo data.
     title:
         The report title of the audit.
     order:
@@ -66,25 +121,50 @@ class AuditSpec:
 
     name: str
     params: type[AuditParams]
-    run: str
+    run: Callable[..., Any]
     title: str
     order: int
-    render: str | None = None
-    headlines: str | None = None
-    headline_metrics: tuple[str, ...] = field(default_factory=tuple)
+    render: Callable[..., Any] | None = None
+    headlines: Callable[..., Any] | None = None
+    decision_lines: Callable[[DecisionInput], list[Any]] | None = None
+    load: Callable[[], Any] | None = None
     metrics: tuple[str, ...] = field(default_factory=tuple)
+    trend_metrics: tuple[str, ...] = field(default_factory=tuple)
+    headline_metrics: tuple[str, ...] = field(default_factory=tuple)
+    view_group: str | None = None
+    interval: Literal["confidence", "bounds"] = "confidence"
+    limits_per_group: bool = False
+    limit_hint: str | None = None
+    worker_modules: tuple[str, ...] = field(default_factory=tuple)
+    small_params: Mapping[str, Any] = field(default_factory=dict)
+    shrink_params: Mapping[str, Any] = field(default_factory=dict)
     enabled_by_default: bool = False
     reads_features: bool = True
     joins_by_key: bool = False
 
     def run_fn(self) -> Callable[..., Any]:
-        """The audit's entry point."""
-        return load_target(self.run)
+        """The audit's entry point, with its modules imported."""
+        if self.load is not None:
+            self.load()
+        return self.run
 
     def render_fn(self) -> Callable[..., Any] | None:
         """The section renderer, or ``None``."""
-        return load_target(self.render) if self.render else None
+        return self.render
 
     def headlines_fn(self) -> Callable[..., Any] | None:
         """The headline function, or ``None``."""
-        return load_target(self.headlines) if self.headlines else None
+        return self.headlines
+
+    def is_view_row(self, row: Mapping[str, Any]) -> bool:
+        """Whether a row of this audit is one the trends and the decision box read."""
+        return self.view_group is None or row.get("group") == self.view_group
+
+    def is_trend_row(self, row: Mapping[str, Any]) -> bool:
+        """Whether a row of this audit is one of its trend series."""
+        return row.get("metric") in self.trend_metrics and self.is_view_row(row)
+
+    def look_next(self, attr: str) -> str:
+        """What to look at next for a limit check on this audit's ``attr``."""
+        return (self.limit_hint.format(attr=attr) if self.limit_hint
+                else f"the {self.name} section")

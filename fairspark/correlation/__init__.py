@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
             "EmptyCellError",
             "MODEL_NAMES",
             "OracleData",
+            "OracleModel",
             "RoundSplit",
             "make_model",
             "run_attempt",
@@ -59,7 +60,8 @@ _EXPORTS: dict[str, str] = {
         "fairspark.correlation._spark",
     ),
     **dict.fromkeys(
-        ["BudgetExhaustedError", "correlation_audit", "run"], "fairspark.correlation.audit"
+        ["AuditHooks", "BudgetExhaustedError", "correlation_audit", "run"],
+        "fairspark.correlation.audit",
     ),
     **dict.fromkeys(["CorrelationParams"], "fairspark.correlation.params"),
     **dict.fromkeys(

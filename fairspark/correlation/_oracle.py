@@ -48,6 +48,7 @@ __all__ = [
     "AttemptStatus",
     "EmptyCellError",
     "OracleData",
+    "OracleModel",
     "RoundSplit",
     "make_model",
     "run_attempt",
@@ -218,18 +219,37 @@ def _group_counts(y: np.ndarray, pred: np.ndarray, w: np.ndarray) -> dict[str, f
     }
 
 
+@dataclass(frozen=True)
+class OracleModel:
+    """What one call of the sampling oracle trains and how it judges it.
+
+    Attributes
+    ----------
+    model, model_params
+        Estimator family and hyperparameters (:func:`make_model`).
+    k
+        Bootstrap size K; cell ``c`` contributes ``rint(w_c K)`` rows.
+    min_accuracy
+        Accept/reject threshold on the test-set accuracy.
+    metrics
+        Catalogue metrics to return, in this order.
+    """
+
+    model: str
+    k: int
+    min_accuracy: float
+    metrics: Sequence[str] = DEFAULT_METRICS
+    model_params: Mapping[str, Any] | None = None
+
+
 def run_attempt(
     data: OracleData,
     split: RoundSplit,
+    oracle: OracleModel,
     *,
-    model: str,
     seed: int,
     round_id: int,
     attempt: int,
-    k: int,
-    min_accuracy: float,
-    metrics: Sequence[str] = DEFAULT_METRICS,
-    model_params: Mapping[str, Any] | None = None,
 ) -> AttemptResult:
     """One call of the sampling oracle (Algorithm 2) for attempt ``attempt`` of a round.
 
@@ -237,17 +257,11 @@ def run_attempt(
     ----------
     data, split
         The attribute's sample and the round's split (:func:`split_round`).
-    model, model_params
-        Estimator family and hyperparameters (:func:`make_model`).
+    oracle
+        The estimator, bootstrap size, acceptance threshold and metrics.
     seed, round_id, attempt
         Base seed and ids; the attempt's random state is
         ``derive_seed(seed, round_id, attempt)``.
-    k
-        Bootstrap size K; cell ``c`` contributes ``rint(w_c K)`` rows.
-    min_accuracy
-        Accept/reject threshold on the test-set accuracy.
-    metrics
-        Catalogue metrics to return, in this order.
 
     Returns
     -------
@@ -260,6 +274,7 @@ def run_attempt(
     EmptyCellError
         A cell has no training rows but the draw asks rows from it.
     """
+    model, k, metrics = oracle.model, oracle.k, oracle.metrics
     rng = np.random.default_rng(derive_seed(seed, round_id, attempt))
     idx = _bootstrap(split, rng, k=k, round_id=round_id)
     random_state = int(rng.integers(0, 2**31 - 1))
@@ -269,7 +284,7 @@ def run_attempt(
         return AttemptResult(
             AttemptStatus.REJECTED, "training sample has a single class", np.nan, nan_vec
         )
-    est = make_model(model, model_params, random_state=random_state)
+    est = make_model(model, oracle.model_params, random_state=random_state)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # ConvergenceWarning on tiny bootstraps
@@ -277,7 +292,7 @@ def run_attempt(
             pred = est.predict(data.x[split.test])
     except Exception as exc:  # noqa: BLE001 - one bad fit must not end the round
         return AttemptResult(AttemptStatus.FAILED, f"{type(exc).__name__}: {exc}", np.nan, nan_vec)
-    return _judge(data, split, pred, metrics=metrics, min_accuracy=min_accuracy)
+    return _judge(data, split, pred, metrics=metrics, min_accuracy=oracle.min_accuracy)
 
 
 def _bootstrap(split: RoundSplit, rng: np.random.Generator, *, k: int, round_id: int) -> np.ndarray:

@@ -45,6 +45,7 @@ from fairspark.correlation._oracle import (
     DEFAULT_METRICS,
     AttemptStatus,
     OracleData,
+    OracleModel,
     RoundSplit,
     run_attempt,
     split_round,
@@ -97,20 +98,14 @@ class OracleSample:
         return OracleData(x=self.x, y=self.y, priv=self.priv[:, i], w=self.w)
 
 
-def _labelled_df(
-    df: DataFrame,
-    *,
-    priv_cols: Sequence[str],
-    label_col: str,
-    features_col: str,
-    weight_col: str | None,
-    key_col: str,
-) -> DataFrame:
+def _labelled_df(df: DataFrame, *, priv_cols: Sequence[str], cols: columns.TableColumns
+                 ) -> DataFrame:
     """The labelled rows as ``_y, _x, _w, _p0.._p<a-1>, _k`` (a null flag is False)."""
     from pyspark.sql import functions as F
 
     from fairspark.errors import MissingColumnError
 
+    label_col, features_col, weight_col, key_col = cols.label, cols.features, cols.weight, cols.key
     wanted = [label_col, features_col, *priv_cols, weight_col, key_col]
     missing = [c for c in wanted if c and c not in df.columns]
     if missing:
@@ -145,12 +140,9 @@ def draw_stratified_sample(
     *,
     priv_cols: Sequence[str],
     attributes: Sequence[str],
-    label_col: str = columns.LABEL,
-    features_col: str = columns.X,
-    weight_col: str | None = columns.WEIGHT,
-    key_col: str = columns.KEY,
     max_rows: int,
     seed: int,
+    cols: columns.TableColumns = columns.PREPARED,
 ) -> OracleSample:
     """Draw the labelled rows' stratified sample with Spark and bring it to the driver.
 
@@ -158,10 +150,10 @@ def draw_stratified_sample(
     ----------
     df : Spark DataFrame with the prepared-table columns.
     priv_cols, attributes : privileged-flag columns and the attribute names.
-    label_col, features_col, weight_col, key_col : column names; ``weight_col=None``
-        means weight 1.
     max_rows : cap on the sample's rows.
     seed : seed of the ranking hash.
+    cols : the label, features, weight and key columns (the prepared table's by
+        default; ``weight=None`` means weight 1).
 
     Returns
     -------
@@ -174,14 +166,7 @@ def draw_stratified_sample(
     """
     from fairspark.sampling import stratified_sample, stratum_counts
 
-    labelled_df = _labelled_df(
-        df,
-        priv_cols=priv_cols,
-        label_col=label_col,
-        features_col=features_col,
-        weight_col=weight_col,
-        key_col=key_col,
-    )
+    labelled_df = _labelled_df(df, priv_cols=priv_cols, cols=cols)
     strata = ["_y", *[f"_p{i}" for i in range(len(priv_cols))]]
     counts = stratum_counts(labelled_df, strata)
     if sum(counts.values()) == 0:
@@ -281,18 +266,9 @@ def _attempt_row(shipped: Shipped, spec: _TaskSpec, attr: int, mi: int, rnd: int
                  attempt: int) -> tuple:
     """One attempt of the oracle as a row of the result schema."""
     data, split = _cached_split(shipped, attr, rnd, spec.seeds[attr], spec.test_fraction)
-    res = run_attempt(
-        data,
-        split,
-        model=spec.models[mi],
-        seed=spec.seeds[attr],
-        round_id=rnd,
-        attempt=attempt,
-        k=spec.k,
-        min_accuracy=spec.min_accuracy,
-        metrics=spec.metrics,
-        model_params=spec.model_params.get(spec.models[mi]),
-    )
+    oracle = OracleModel(model=spec.models[mi], k=spec.k, min_accuracy=spec.min_accuracy,
+                         metrics=spec.metrics, model_params=spec.model_params.get(spec.models[mi]))
+    res = run_attempt(data, split, oracle, seed=spec.seeds[attr], round_id=rnd, attempt=attempt)
     return (attr, spec.models[mi], rnd, attempt, str(res.status), res.reason, res.accuracy,
             *res.metrics.tolist())
 

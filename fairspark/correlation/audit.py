@@ -63,6 +63,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
+    "AuditHooks",
     "BudgetExhaustedError",
     "correlation_audit",
     "outcome_from_result",
@@ -295,6 +296,26 @@ def _check_budget(time_left: Callable[[], float] | None, waves: int) -> None:
         )
 
 
+@dataclass(frozen=True)
+class AuditHooks:
+    """How a running correlation audit talks to its caller (all optional).
+
+    Attributes
+    ----------
+    time_left : seconds left of a time budget (``AuditContext.time_left``); checked
+        after the sample and after every wave of oracle tasks.
+    report_partial : receives the result of the rounds complete after each wave but
+        the last, while ``time_left`` is finite.
+    progress_sink : receives the progress (rounds done of at most how many, elapsed,
+        estimate of the rest) whenever it is logged: at least every 30 s while rounds
+        run (``AuditContext.progress_sink``).
+    """
+
+    time_left: Callable[[], float] | None = None
+    report_partial: Callable[[CorrelationResult], None] | None = None
+    progress_sink: Callable[[dict[str, Any]], None] | None = None
+
+
 def correlation_audit(
     spark: SparkSession,
     df: DataFrame,
@@ -302,13 +323,8 @@ def correlation_audit(
     attributes: Sequence[tuple[str, str]],
     params: CorrelationParams,
     seed: int,
-    label_col: str = columns.LABEL,
-    features_col: str = columns.X,
-    weight_col: str | None = columns.WEIGHT,
-    key_col: str = columns.KEY,
-    time_left: Callable[[], float] | None = None,
-    report_partial: Callable[[CorrelationResult], None] | None = None,
-    progress_sink: Callable[[dict[str, Any]], None] | None = None,
+    cols: columns.TableColumns = columns.PREPARED,
+    hooks: AuditHooks | None = None,
 ) -> CorrelationResult:
     """Sample models, estimate metric correlations and cluster them, for each attribute.
 
@@ -319,14 +335,8 @@ def correlation_audit(
     attributes : ``(name, privileged_flag_column)`` of each attribute (binary view).
     params : the audit parameters.
     seed : the run's base seed; every random draw derives from it.
-    label_col, features_col, weight_col, key_col : prepared-table column names.
-    time_left : seconds left of a time budget (``AuditContext.time_left``); checked
-        after the sample and after every wave of oracle tasks.
-    report_partial : receives the result of the rounds complete after each wave but
-        the last, while ``time_left`` is finite.
-    progress_sink : receives the progress (rounds done of at most how many, elapsed,
-        estimate of the rest) whenever it is logged: at least every 30 s while rounds
-        run (``AuditContext.progress_sink``).
+    cols : the label, features, weight and key columns (the prepared table's).
+    hooks : the time budget, partial results and progress (:class:`AuditHooks`).
 
     Returns
     -------
@@ -344,17 +354,16 @@ def correlation_audit(
     and :meth:`_AuditRun.result`.
     """
     _check_models(params)
+    hooks = hooks or AuditHooks()
+    time_left, report_partial = hooks.time_left, hooks.report_partial
     names = [a for a, _ in attributes]
     sample = draw_stratified_sample(
         df,
         priv_cols=[c for _, c in attributes],
         attributes=names,
-        label_col=label_col,
-        features_col=features_col,
-        weight_col=weight_col,
-        key_col=key_col,
         max_rows=params.sample_rows,
         seed=derive_seed(seed, AUDIT, "sample"),
+        cols=cols,
     )
     if sample.population_rows == 0:
         raise AuditError("correlation: the table has no labelled row; models cannot be trained")
@@ -383,7 +392,7 @@ def correlation_audit(
     # results in between: then waves of one round per task; rounds: auto adds waves
     # until every (attribute, model) stopped
     budgeted = time_left is not None and math.isfinite(time_left())
-    progress = _progress(params, len(state.planned), progress_sink)
+    progress = _progress(params, len(state.planned), hooks.progress_sink)
     table = _oracle_tasks(
         spark, state, on_wave=on_wave, waves=budgeted,
         on_progress=lambda done, bound, note: progress.update(done, total=bound, note=note),
@@ -671,8 +680,10 @@ def run(ctx: AuditContext, params: CorrelationParams) -> AuditOutcome:
         attributes=[(a.name, a.priv_col) for a in attrs],
         params=params,
         seed=ctx.config.seed,
-        time_left=ctx.time_left,
-        report_partial=lambda partial: ctx.report_partial(outcome_from_result(partial)),
-        progress_sink=ctx.progress_sink(AUDIT),
+        hooks=AuditHooks(
+            time_left=ctx.time_left,
+            report_partial=lambda partial: ctx.report_partial(outcome_from_result(partial)),
+            progress_sink=ctx.progress_sink(AUDIT),
+        ),
     )
     return outcome_from_result(result)

@@ -2,18 +2,43 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fairspark.audits.spec import AuditSpec
 from fairspark.correlation.params import CorrelationParams
 from fairspark.metrics._core import CATALOGUE
 
+
+def _load() -> None:
+    import fairspark.correlation.audit  # noqa: F401
+
+
+def run(ctx: Any, params: CorrelationParams) -> Any:
+    """:func:`fairspark.correlation.audit.run` (imported on first use)."""
+    from fairspark.correlation.audit import run as run_correlation
+
+    return run_correlation(ctx, params)
+
+
+def render(outcome: Any, **kw: Any) -> list[Any]:
+    """:func:`fairspark.correlation.report.render` (imported on first use: matplotlib)."""
+    from fairspark.correlation.report import render as render_correlation
+
+    return render_correlation(outcome, **kw)
+
+
 SPEC = AuditSpec(
     name="correlation",
     params=CorrelationParams,
-    run="fairspark.correlation.audit:run",
-    render="fairspark.correlation.report:render",
+    run=run,
+    render=render,
+    load=_load,
     title="Representative metrics",
     order=40,
-    headline_metrics=("representative",),
     metrics=(*CATALOGUE, "representative", "cluster", "tau", "model_accuracy",
              "acceptance_rate", "monte_carlo_se"),
+    trend_metrics=("representative",),
+    worker_modules=("fairspark.correlation._spark",),  # the oracle rounds' module
+    small_params={"models": ["logistic_regression"], "n_samples": 40, "rounds": 2, "k": 60},
+    shrink_params={"n_samples": 40, "rounds": 2, "k": 80},
 )

@@ -1,29 +1,30 @@
 """Limits that gate a nightly run, judged on each number's own uncertainty.
 
 Every limit rule (``limits.rules`` in the config) is checked against every result row
-it matches. A check is one of:
+it matches. How a row is judged is its audit's ``AuditSpec.interval``; which rows a
+rule without ``group`` judges, its ``AuditSpec.limits_per_group``. A check is one of:
 
-- **statistical** (group metrics with confidence intervals, mdfa's band over splits,
-  correlation estimates): two one-sided tests from the row's interval. For a limit
-  ``value <= L`` the p-value of "violated" is ``1 - Phi((v - L) / se)`` and of "passed"
-  ``Phi((v - L) / se)``, with ``se`` taken from the interval's half-width on the side
-  facing the limit (``(v - lower) / z`` or ``(upper - v) / z``, z of the interval's
-  level). ``abs_max`` checks both sides (intersection-union: passed needs both).
-  The p-values of all statistical checks of a run form one family and are corrected
-  together (Holm, default, or Benjamini-Hochberg); a check is *violated* when its
-  "violated" hypothesis is rejected, *passed* when its "passed" hypothesis is, and
+- **statistical** (``interval: confidence``: group metrics with confidence intervals,
+  mdfa's band over splits, correlation estimates): two one-sided tests from the row's
+  interval. For a limit ``value <= L`` the p-value of "violated" is ``1 - Phi((v - L) /
+  se)`` and of "passed" ``Phi((v - L) / se)``, with ``se`` taken from the interval's
+  half-width on the side facing the limit (``(v - lower) / z`` or ``(upper - v) / z``, z
+  of the interval's level). ``abs_max`` checks both sides (intersection-union: passed
+  needs both). The p-values of all statistical checks of a run form one family and are
+  corrected together (Holm, default, or Benjamini-Hochberg); a check is *violated* when
+  its "violated" hypothesis is rejected, *passed* when its "passed" hypothesis is, and
   *inconclusive* otherwise. With ``correction: none`` and alpha = (1 - level) / 2, a
-  one-sided check is violated exactly when the interval lies entirely beyond the
-  limit, and passed exactly when it lies entirely within.
-- **bounds** (HFM): ``[lower, upper]`` is a certified interval (or the approximation,
-  an upper bound of the exact value): violated when it lies entirely outside the limit,
-  passed when entirely inside, inconclusive when it straddles. No correction: these
-  are not random.
+  one-sided check is violated exactly when the interval lies entirely beyond the limit,
+  and passed exactly when it lies entirely within.
+- **bounds** (``interval: bounds``: HFM): ``[lower, upper]`` is a certified interval (or
+  the approximation, an upper bound of the exact value): violated when it lies entirely
+  outside the limit, passed when entirely inside, inconclusive when it straddles. No
+  correction: these are not random.
 
-**Per group.** On the group audit a rule without ``group`` is checked on every
-unprivileged value against the reference (privileged) group wherever the audit has
-those rows (``multi_valued``, an attribute or intersection with more than one
-unprivileged value): each comparison is one check, named by its group, and every one
+**Per group.** On the group audit (``limits_per_group``) a rule without ``group`` is
+checked on every unprivileged value against the reference (privileged) group wherever
+the audit has those rows (``multi_valued``, an attribute or intersection with more than
+one unprivileged value): each comparison is one check, named by its group, and every one
 counts in the multiple-testing family. The pooled view (``group = unprivileged``, all
 unprivileged values together) is kept as an extra check of role ``pooled``: judged on
 its own p-values, outside the family, and it never gates. A binary attribute has one
@@ -59,7 +60,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Check", "adjust_pvalues", "evaluate_limits", "gate_word", "limits_summary",
            "rule_text"]
 
-_BOUND_AUDITS = {"hfm"}
 #: statuses of rows whose value a limit may judge
 _USABLE = frozenset({Status.OK, Status.INCONCLUSIVE, Status.NOT_CERTIFIED, Status.TIMED_OUT})
 _N = NormalDist()
@@ -226,8 +226,9 @@ def _matches(rule: LimitRule, row: dict[str, Any], *, group: str | None = None) 
     return not (isinstance(row["value"], float) and math.isnan(row["value"]))
 
 
-def _per_group(rule: LimitRule, rows: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
-    """(gating rows, pooled rows) of a group-audit rule that names no group.
+def _per_group(rule: LimitRule, rows: list[dict[str, Any]], audit: str
+               ) -> tuple[list[dict], list[dict]]:
+    """(gating rows, pooled rows) of a rule that names no group, on a per-group audit.
 
     Per attribute: the rows of every unprivileged value against the reference gate
     when the audit has them; the pooled ``unprivileged`` row is then the extra view.
@@ -239,7 +240,7 @@ def _per_group(rule: LimitRule, rows: list[dict[str, Any]]) -> tuple[list[dict],
     pooled: list[dict] = []
     by_attr: dict[Any, list[dict]] = {}
     for r in rows:
-        if r.get("audit") == "group":
+        if r.get("audit") == audit:
             by_attr.setdefault(r["attribute"], []).append(r)
     for attr_rows in by_attr.values():
         # per-value rows of this metric exist, usable or not: the per-group view applies
@@ -260,22 +261,29 @@ def _find_checks(
     rules: list[LimitRule], rows: list[dict[str, Any]]
 ) -> tuple[list[Check], list[str]]:
     """One check per (rule, matching row); messages for rules that matched nothing."""
+    from fairspark.audits.registry import specs
+
+    per_group = [n for n, s in specs().items() if s.limits_per_group]
+    bounds = {n for n, s in specs().items() if s.interval == "bounds"}
     checks: list[Check] = []
     unmatched: list[str] = []
     for rule in rules:
-        found = [r for r in rows if r.get("audit") != "group" and _matches(rule, r)]
+        found = [r for r in rows if r.get("audit") not in per_group and _matches(rule, r)]
         pooled: list[dict] = []
-        if rule.audit in (None, "group"):
+        for audit in per_group:
+            if rule.audit not in (None, audit):
+                continue
             if rule.group is None:
-                gate, pooled = _per_group(rule, rows)
+                gate, more = _per_group(rule, rows, audit)
                 found += gate
+                pooled += more
             else:
-                found += [r for r in rows if r.get("audit") == "group" and _matches(rule, r)]
+                found += [r for r in rows if r.get("audit") == audit and _matches(rule, r)]
         if not found and not pooled:
             unmatched.append(f"limit {rule_text(rule)} matched no result row"
                              + (f" (attribute {rule.attribute!r})" if rule.attribute else ""))
         for r in found:
-            kind = "bounds" if r["audit"] in _BOUND_AUDITS else "statistical"
+            kind = "bounds" if r["audit"] in bounds else "statistical"
             checks.append(Check(rule=rule, row=r, kind=kind))
         checks += [Check(rule=rule, row=r, kind="statistical", role=POOLED) for r in pooled]
     return checks, unmatched

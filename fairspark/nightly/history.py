@@ -1,4 +1,14 @@
-"""Earlier runs' results, read back from the output location (for trends and persistence)."""
+"""Earlier runs' results, read back from the output location: the one reader of past runs.
+
+A run reads them once, before it computes (:func:`read_past_runs`, a
+:class:`PastRuns`): the trends and the limits' persistence read the trend and limit
+rows of the last runs (:func:`load_history`); the decision box's change column reads
+the last run's summary and the rows its decision lines read
+(:func:`load_previous_run`); the schema check reads the last run's input schema
+(:func:`previous_schema`). Which rows an
+audit's trends and decision lines read is in its spec (``trend_metrics``,
+``view_group``, ``decision_lines``).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +16,8 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -15,19 +27,95 @@ from fairspark.errors import FairsparkInputError
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.outputs import OutputLocation
 
-__all__ = ["HEADLINE_METRICS", "SchemaChangedError", "describe_schema_change", "load_history",
-           "previous_schema", "schema_change", "schema_hash"]
+__all__ = ["PastRuns", "SchemaChangedError", "describe_schema_change", "is_trend_row",
+           "load_history", "load_previous_run", "previous_schema", "read_past_runs",
+           "schema_change", "schema_hash"]
 
 log = logging.getLogger("fairspark")
 
-#: audit -> metrics whose trend the report shows (group metrics in the binary view).
-HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
-    "group": ("statistical_parity_difference", "disparate_impact", "tpr_difference",
-              "average_odds_difference", "equalized_odds_difference"),
-    "hfm": ("df", "D", "D_f", "DR"),
-    "mdfa": ("gamma", "gamma_max", "delta"),
-    "correlation": ("representative",),
-}
+
+@dataclass(frozen=True)
+class PastRuns:
+    """What a run knows of the runs published before it, read once (:func:`read_past_runs`).
+
+    Attributes
+    ----------
+    history:
+        Trend and limit rows of the last ``output.trend_runs`` runs (:func:`load_history`;
+        empty when there are none, when neither trends nor limits want them, or when
+        they cannot be read).
+    schema:
+        ``{"run_date", "input_schema"}`` of the last run (:func:`previous_schema`), or
+        ``None``.
+    previous:
+        ``summary['previous']`` (:func:`load_previous_run`), or ``None`` (not read).
+    """
+
+    history: pd.DataFrame = field(default_factory=pd.DataFrame)
+    schema: dict[str, Any] | None = None
+    previous: dict[str, Any] | None = None
+
+
+def read_past_runs(out: OutputLocation, *, before: dt.date, trend_runs: int, limits: bool,
+                   timings: dict[str, float] | None = None) -> PastRuns:
+    """The runs published at ``out`` before ``before``: history, schema, previous run.
+
+    A part that cannot be read is logged and left empty: tonight's run goes on. The
+    seconds of the previous-run read go to ``timings["previous run"]``.
+    """
+    history = pd.DataFrame()
+    if trend_runs or limits:
+        try:
+            history = load_history(out, before=before, max_runs=max(trend_runs, 1))
+        except Exception as err:  # noqa: BLE001 - history is a nicety; tonight's run goes on
+            log.warning("could not read earlier runs from %s: %s", out.base, err)
+    try:
+        schema = previous_schema(out, before=before)
+    except Exception as err:  # noqa: BLE001 - not comparing is better than not running
+        from fairspark.outputs import one_line
+
+        log.warning("could not read the previous run's input schema: %s", one_line(err))
+        schema = None
+    t0 = time.perf_counter()
+    previous = load_previous_run(out, before=before)
+    if timings is not None:
+        timings["previous run"] = round(time.perf_counter() - t0, 3)
+    return PastRuns(history=history, schema=schema, previous=previous)
+
+
+def is_trend_row(row: dict[str, Any]) -> bool:
+    """Whether a long row is one of its audit's trend series (``AuditSpec.trend_metrics``)."""
+    from fairspark.audits.registry import specs
+
+    spec = specs().get(str(row.get("audit")))
+    return spec is not None and spec.is_trend_row(row)
+
+
+def _rows_of(kind: str) -> Any:
+    """The Spark condition on ``metrics.parquet`` rows that the trends (``"trend"``) or the
+    decision box (``"decision"``) read: every ``limits`` row and, per audit, its trend
+    metrics or (for an audit with decision lines) all its rows, in its ``view_group``."""
+    from pyspark.sql import functions as F
+
+    from fairspark.audits.registry import specs
+
+    cond = F.col("audit") == "limits"
+    for name, spec in specs().items():
+        if kind == "trend" and spec.trend_metrics:
+            c = (F.col("audit") == name) & F.col("metric").isin(list(spec.trend_metrics))
+        elif kind == "decision" and spec.decision_lines is not None:
+            c = F.col("audit") == name
+        else:
+            continue
+        if spec.view_group is not None:
+            c = c & (F.col("group") == spec.view_group)
+        cond = cond | c
+    return cond
+
+
+def _dates_before(out: OutputLocation, before: Any) -> list[str]:
+    """The published run dates before ``before``, oldest first."""
+    return [d for d in out.list_run_dates() if d < str(before)]
 
 _COLUMNS = ["run_date", "audit", "attribute", "group", "metric", "metric_b", "model", "value",
             "lower", "upper", "status", "config_hash", "fairspark_version"]
@@ -41,17 +129,10 @@ def load_history(
     Only result rows are read (never the audited table), at most
     ``max_rows_per_run`` of them per run, so the driver receives a bounded frame.
     """
-    from pyspark.sql import functions as F
-
-    dates = [d for d in out.list_run_dates() if d < before.isoformat()][-max_runs:]
+    dates = _dates_before(out, before.isoformat())[-max_runs:]
     if not dates or max_runs == 0:
         return pd.DataFrame(columns=[*_COLUMNS, "schema_hash"])
-    cond = F.col("audit") == "limits"
-    for audit, metrics in HEADLINE_METRICS.items():
-        c = (F.col("audit") == audit) & F.col("metric").isin(list(metrics))
-        if audit == "group":
-            c = c & (F.col("group") == "unprivileged")
-        cond = cond | c
+    cond = _rows_of("trend")
     frames = []
     for d in dates:
         path = out.path(f"run_date={d}", "metrics.parquet")
@@ -71,6 +152,42 @@ def load_history(
     hist = pd.concat(frames, ignore_index=True)
     hist["run_date"] = pd.to_datetime(hist["run_date"]).dt.date.astype(str)
     return hist
+
+
+def load_previous_run(out: OutputLocation, *, before: Any, max_rows: int = 50_000
+                      ) -> dict[str, Any]:
+    """The last published run before ``before``, as ``summary['previous']`` of this run.
+
+    ``{"run_date": D, "config_hash": ..., "items": decision_items(...)}`` from D's
+    ``summary.json`` and the rows of D's ``metrics.parquet`` that the decision box reads
+    (the limits, and the rows of every audit with decision lines in its
+    ``view_group``; at most ``max_rows``); ``{"run_date": None, "items": {}}`` when no
+    earlier run is published. A previous run that cannot be read gives ``{"run_date":
+    D, "error": ...}`` and a warning: the report then says the change could not be
+    read, and tonight's run goes on.
+    """
+    from fairspark.report.decision import decision_items
+
+    d = None
+    try:
+        dates = _dates_before(out, before)
+        if not dates:
+            return {"run_date": None, "items": {}}
+        d = dates[-1]
+        prev = json.loads(out.read_text(out.path(f"run_date={d}", "summary.json")))
+        rows = [r.asDict() for r in out.spark.read.parquet(
+            out.path(f"run_date={d}", "metrics.parquet")).where(_rows_of("decision"))
+            .limit(max_rows).collect()]
+        return {"run_date": d, "config_hash": prev.get("config_hash"),
+                "items": decision_items(prev, rows),
+                # what the report compares tonight's data with (window, path, rows)
+                "input": {k: (prev.get("input") or {}).get(k) for k in ("path", "table",
+                                                                        "where")},
+                "rows_audited": (prev.get("rows") or {}).get("audited")}
+    except Exception as err:  # noqa: BLE001 - the change column is a nicety
+        msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
+        log.warning("could not read the previous run (%s): %s", d or "listing", msg)
+        return {"run_date": d or "unknown", "error": msg}
 
 
 # ------------------------------------------------------------------------ input schema
@@ -110,7 +227,7 @@ def previous_schema(out: OutputLocation, *, before: dt.date) -> dict[str, Any] |
     ``None`` when no run is published before it; ``input_schema`` is ``None`` when
     that run did not record one (a run of an older fairspark) or cannot be read.
     """
-    dates = [d for d in out.list_run_dates() if d < before.isoformat()]
+    dates = _dates_before(out, before.isoformat())
     if not dates:
         return None
     return {"run_date": dates[-1], "input_schema": _run_schema(out, dates[-1])}

@@ -10,7 +10,7 @@ import pandas as pd
 from markupsafe import escape
 
 from fairspark.audits.base import ReportSection
-from fairspark.nightly.history import HEADLINE_METRICS
+from fairspark.nightly.history import is_trend_row
 from fairspark.status import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -134,11 +134,13 @@ def _group_label(r: dict[str, Any], role: str) -> str:
 
 def _worst_groups(checks: list[Check]) -> list[str]:
     """One sentence per (rule, attribute) judged per group: the worst group named."""
+    from fairspark.audits.registry import specs
     from fairspark.nightly.gating import rule_text
 
+    per_group = {n for n, s in specs().items() if s.limits_per_group}
     by: dict[tuple[str, str], list[Check]] = {}
     for c in checks:
-        if c.role == "gate" and c.row.get("audit") == "group" and c.row.get("group") not in (
+        if c.role == "gate" and c.row.get("audit") in per_group and c.row.get("group") not in (
                 None, "unprivileged"):
             by.setdefault((rule_text(c.rule), str(c.row["attribute"])), []).append(c)
     out = []
@@ -252,10 +254,7 @@ def trend_frame(history: pd.DataFrame, rows: list[dict[str, Any]], *, run_date: 
     """
     now = []
     for r in rows:
-        metrics = HEADLINE_METRICS.get(r.get("audit"), ())
-        if r.get("metric") not in metrics:
-            continue
-        if r["audit"] == "group" and r.get("group") != "unprivileged":
+        if not is_trend_row(r):
             continue
         now.append({**{k: r.get(k) for k in ("audit", "attribute", "group", "metric", "model",
                                               "value", "lower", "upper", "status")},
@@ -402,6 +401,14 @@ def _schema_changed(a: pd.Series, b: pd.Series) -> bool:
     return isinstance(ha, str) and isinstance(hb, str) and ha != hb
 
 
+def _view_group(audit: str) -> str | None:
+    """The group of an audit's trend series (its spec's ``view_group``)."""
+    from fairspark.audits.registry import specs
+
+    spec = specs().get(audit)
+    return spec.view_group if spec is not None else None
+
+
 def _rule_matches(rule: Any, series: pd.Series) -> bool:
     get = (lambda k: rule.get(k)) if isinstance(rule, dict) else (lambda k: getattr(rule, k))
     if get("metric") != series["metric"]:
@@ -410,7 +417,7 @@ def _rule_matches(rule: Any, series: pd.Series) -> bool:
         want = get(key)
         if want is not None and str(series.get(key)) != str(want):
             return False
-    group = get("group") or ("unprivileged" if series["audit"] == "group" else None)
+    group = get("group") or _view_group(str(series["audit"]))
     return group is None or str(series.get("group")) == str(group)
 
 

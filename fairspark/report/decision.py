@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fairspark._values import nan_to_none
+from fairspark.audits.spec import DecisionInput
 from fairspark.status import FAILED_STATUSES
 
-__all__ = ["ROW_CHANGE_FRACTION", "audited_brief", "audited_facts", "data_differences",
-           "decision_box", "decision_items", "item_key"]
+__all__ = ["ROW_CHANGE_FRACTION", "DecisionInput", "DecisionLine", "audited_brief",
+           "audited_facts", "data_differences", "decision_box", "decision_items",
+           "fmt_number", "item_key", "num"]
 
 #: status -> (sort rank, icon shown beside the word; colour is never the only signal)
 STATUS_ORDER: dict[str, tuple[int, str]] = {
@@ -30,21 +32,33 @@ STATUS_ORDER: dict[str, tuple[int, str]] = {
     "inconclusive": (3, "?"), "passed": (4, "✔"), "ok": (5, "✔"),
 }
 _BAD = {"violated", "failed", "evidence"}
-_FOUR_FIFTHS = 0.8
-#: group metrics whose clear gap is evidence in the decision box (no limit configured)
-_GROUP_KEYS = ("statistical_parity_difference", "disparate_impact", "tpr_difference")
 
 
-def _num(x: Any) -> float | None:
+def specs() -> dict[str, Any]:
+    """The registry's specs (imported on use: the spec modules import this module)."""
+    from fairspark.audits.registry import specs as registered
+
+    return registered()
+
+
+def num(x: Any) -> float | None:
+    """A row's number as a float, ``None`` for a missing or NaN one."""
     return nan_to_none(x)
 
 
-def _f(x: float | None, signed: bool = False) -> str:
+_num = num
+
+
+def fmt_number(x: float | None, signed: bool = False) -> str:
+    """A number as the decision box writes it (3 significant digits, a real minus)."""
     if x is None:
         return "–"
     if math.isinf(x):
         return "∞" if x > 0 else "−∞"
     return (f"{x:+.3g}" if signed else f"{x:.3g}").replace("-", "−")
+
+
+_f = fmt_number
 
 
 def _count(x: Any) -> str:
@@ -110,18 +124,40 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str,
 # ------------------------------------------------------------------------ the lines
 
 
-def _line(*, audit: str, attribute: str, metric: str, what: str, status: str, far: str,
-          excess: float | None, nxt: str, anchor: str | None, gate_word: str = "",
-          number: Mapping[str, Any] | None = None) -> dict:
-    rank, icon = STATUS_ORDER.get(status, (6, "•"))
-    n = number or {}
-    return {"audit": audit, "attribute": attribute, "metric": metric, "what": what,
-            "status": status, "icon": icon, "rank": rank, "far": far, "excess": excess,
-            "next": nxt, "anchor": None if status in ("passed", "ok") else anchor,
-            "gate_word": gate_word, "change": "",
-            # the number the change since the previous run is judged on
-            "number": {"metric": n.get("metric"), "value": _num(n.get("value")),
-                       "lower": _num(n.get("lower")), "upper": _num(n.get("upper"))}}
+@dataclass(frozen=True)
+class DecisionLine:
+    """One line of the decision box (an audit's ``decision_lines`` returns these).
+
+    ``what`` names the check, ``far`` says how far the number is from its limit or
+    fair value, ``nxt`` the one thing to look at next, ``anchor`` the report section
+    it links to; ``excess`` (> 0: beyond) orders the bad lines; ``number`` is the row
+    whose change since the previous run is judged.
+    """
+
+    audit: str
+    attribute: str
+    metric: str
+    what: str
+    status: str
+    far: str
+    nxt: str
+    anchor: str | None = None
+    excess: float | None = None
+    gate_word: str = ""
+    number: Mapping[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The line as the report's template and ``summary['previous']`` read it."""
+        rank, icon = STATUS_ORDER.get(self.status, (6, "•"))
+        n = self.number or {}
+        return {"audit": self.audit, "attribute": self.attribute, "metric": self.metric,
+                "what": self.what, "status": self.status, "icon": icon, "rank": rank,
+                "far": self.far, "excess": self.excess, "next": self.nxt,
+                "anchor": None if self.status in ("passed", "ok") else self.anchor,
+                "gate_word": self.gate_word, "change": "",
+                # the number the change since the previous run is judged on
+                "number": {"metric": n.get("metric"), "value": _num(n.get("value")),
+                           "lower": _num(n.get("lower")), "upper": _num(n.get("upper"))}}
 
 
 def _failing(summary: Mapping[str, Any]) -> bool:
@@ -176,163 +212,33 @@ def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str],
         metric = str(r.get("metric") or rule.get("metric") or "")
         status = str(r.get("status") or "")
         where = anchors.get(source)
-        look = {
-            "group": f"{attr}: rates per group, which group gets less",
-            "hfm": f"{attr}: the HFM witness pair",
-            "mdfa": f"{attr}: mdfa's worst-treated sub-population",
-        }.get(source, f"the {source} section")
+        spec = specs().get(source)
+        look = spec.look_next(attr) if spec is not None else f"the {source} section"
         nxt = look if status != "passed" else "Nothing: within the limit."
         if status == "inconclusive":
             nxt = f"Interval straddles the limit: more rows or runs decide; watch {look}"
-        out.append(_line(audit=f"limit on {source}", attribute=attr, metric=metric,
-                         what=_readable(check if check != "None" else metric), status=status,
-                         far=far, excess=excess, nxt=nxt, anchor=where,
-                         gate_word=_limit_gate_word(r, p, failing), number=r))
+        out.append(DecisionLine(
+            audit=f"limit on {source}", attribute=attr, metric=metric,
+            what=_readable(check if check != "None" else metric), status=status, far=far,
+            excess=excess, nxt=nxt, anchor=where, gate_word=_limit_gate_word(r, p, failing),
+            number=r).as_dict())
     return out
 
 
-def _group_lines(rows: list[Mapping[str, Any]], covered: set[str],
-                 anchors: Mapping[str, str]) -> list[dict]:
-    idx = {(str(r.get("attribute")), str(r.get("group")), str(r.get("metric"))): r
-           for r in rows if r.get("audit") == "group"}
-    attrs = [a for a in dict.fromkeys(a for a, _, _ in idx) if a not in ("*", "None")]
-    out = []
-    for attr in attrs:
-        if attr in covered:
+def _audit_lines(summary: Mapping[str, Any], rows: list[Mapping[str, Any]],
+                 anchors: Mapping[str, str], limit_lines: list[dict]) -> list[dict]:
+    """Every registered audit's own lines (``AuditSpec.decision_lines``), in run order."""
+    audits = summary.get("audits") or {}
+    out: list[dict] = []
+    for name, spec in specs().items():
+        if spec.decision_lines is None:
             continue
-        di = idx.get((attr, "unprivileged", "disparate_impact"))
-        spd = idx.get((attr, "unprivileged", "statistical_parity_difference"))
-        gaps, far = [], "no group comparison"
-        for m in _GROUP_KEYS:
-            r = idx.get((attr, "unprivileged", m))
-            if r is None or (r.get("status") or "ok") != "ok":
-                continue
-            lo, hi = _num(r.get("lower")), _num(r.get("upper"))
-            fair = 1.0 if m == "disparate_impact" else 0.0
-            if lo is not None and hi is not None and (lo > fair or hi < fair):
-                gaps.append(m)
-        if di is not None and _num(di.get("value")) is not None:
-            v = float(di["value"])
-            far = (f"disparate impact {_f(v)}: {_f(abs(_FOUR_FIFTHS - v))} "
-                   f"{'below' if v < _FOUR_FIFTHS else 'above'} the four-fifths line 0.8")
-        elif spd is not None and _num(spd.get("value")) is not None:
-            far = f"selection-rate difference {_f(float(spd['value']), signed=True)}"
-        incon = any((r.get("status") == "inconclusive") for (a, g, m), r in idx.items()
-                    if a == attr and m in _GROUP_KEYS)
-        status = "evidence" if gaps else "inconclusive" if incon else "ok"
-        nxt = (f"{attr}: the ranked metrics in the group section" if gaps
-               else "Too few rows in a group to tell; see the group section" if incon
-               else "Nothing: no clear gap in selection rate, disparate impact or TPR.")
-        what = ("clear gap: " + ", ".join(m.replace("_", " ") for m in gaps)) if gaps \
-            else "selection rate, disparate impact, TPR"
-        out.append(_line(audit="group", attribute=attr, metric="group", what=what,
-                         status=status, far=far, excess=None, nxt=nxt,
-                         anchor=anchors.get("group"), number=di or spd))
-    return out
-
-
-def _hfm_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str]) -> list[dict]:
-    idx = {(str(r.get("attribute")), str(r.get("metric"))): r for r in rows
-           if r.get("audit") == "hfm" and r.get("group") in ("binary", None)}
-    attrs = [a for a, m in idx if m == "df" and a != "*"]
-    out = []
-    for attr in attrs:
-        d, d_f, df = (idx.get((attr, m)) for m in ("D", "D_f", "df"))
-        v = _num((df or {}).get("value"))
-        lo = _num((df or {}).get("lower"))
-        status = str((df or {}).get("status") or "ok")
-        if v is None or status in FAILED_STATUSES:
-            far, st = f"df not computed: {(df or {}).get('detail') or 'failed'}", "failed"
-        else:
-            more = "more" if v > 0 else "less"
-            dv = _f(_num(d.get("value")) if d else None)
-            dfv = _f(_num(d_f.get("value")) if d_f else None)
-            far = (f"df {_f(v, signed=True)}: the decisions separate the groups "
-                   f"{abs(v):.1%} {more} than the labels (D_f {dfv} vs D {dv})")
-            if v == 0:
-                far = ("df 0: the decisions separate the groups as much as the labels "
-                       f"(D_f = D = {dv})")
-            # the HFM section's own rule: evidence only above the range of df seen on
-            # the reference datasets (fairspark.hfm.report.REFERENCE), judged on the
-            # lower bound when there is one
-            ref_lo, ref_hi = _hfm_reference_range()
-            low = lo if lo is not None else v
-            st = "evidence" if low > ref_hi else "ok"
-            where = ("above" if v > ref_hi else "below" if v < ref_lo else "within")
-            far += (f"; {where} the range seen on the reference datasets "
-                    f"({ref_lo:+.3f} to {ref_hi:+.3f})"
-                    + (", but not its whole interval" if where == "above" and st == "ok"
-                       else ""))
-        dr = idx.get((attr, "DR"))
-        if dr is not None and _num(dr.get("value")) is not None:
-            far += f"; discriminative risk {_f(float(dr['value']))}"
-        nxt = (f"{attr}: the HFM witness pair (the rows the decisions pull apart)"
-               if st == "evidence" else
-               "Nothing: the model adds no individual-level separation to the data."
-               if st == "ok" and (v is None or v <= 0) else
-               "Nothing urgent: df is within what the reference datasets show; "
-               "watch its trend." if st == "ok" else
-               "Nothing: the model adds no individual-level separation to the data.")
-        out.append(_line(audit="hfm", attribute=attr, metric="df", what="D, D_f, df",
-                         status=st, far=far, excess=v, nxt=nxt, anchor=anchors.get("hfm"),
-                         number=df))
-    return out
-
-
-def _hfm_reference_range() -> tuple[float, float]:
-    """(lowest, highest) df on the reference datasets (the HFM section's scale)."""
-    from fairspark.hfm.report import REFERENCE
-
-    dfs = [float(r[3]) for r in REFERENCE]
-    return min(dfs), max(dfs)
-
-
-def _mdfa_lines(rows: list[Mapping[str, Any]], summary: Mapping[str, Any],
-                anchors: Mapping[str, str]) -> list[dict]:
-    info = (((summary.get("audits") or {}).get("mdfa") or {}).get("attributes")) or {}
-    out = []
-    for r in rows:
-        if r.get("audit") != "mdfa" or r.get("metric") != "gamma_max":
-            continue
-        attr = str(r.get("attribute"))
-        verdict = str((info.get(attr) or {}).get("verdict") or r.get("detail") or "")
-        status = str(r.get("status") or "ok")
-        v = _num(r.get("value"))
-        if status in FAILED_STATUSES or v is None:
-            st, far = "failed", f"not computed: {r.get('detail') or 'failed'}"
-        elif verdict.startswith("not judged"):
-            st, far = "inconclusive", f"gamma_max {_f(v)}: {verdict}"
-        else:
-            # "evidence of ..." vs "no evidence of ..." (fairspark.mdfa.results)
-            st = "evidence" if re.search(r"(?<!no )evidence of", verdict) else "ok"
-            null = (info.get(attr) or {}).get("null") or {}
-            ref, bound = _num(null.get("mean")), _num(null.get("bound"))
-            p = _num(null.get("p_value"))
-            # the row's value is gamma less the reference (issue 14 item 4): the raw
-            # mean (the null block's observed) is what the bound is on
-            raw = _num(null.get("observed"))
-            # one name per quantity, as in the trends: gamma_max is the row's value
-            # (gamma less the features-only reference); gamma is the raw mean
-            if ref is not None and bound is not None:
-                far = (f"gamma_max {_f(v)}: gamma {_f(v if raw is None else raw)} against "
-                       f"{_f(ref)} for decisions that depend on the features alone "
-                       f"(evidence when gamma is above {_f(bound)}"
-                       + (f"; p = {p:.2g})" if p is not None else ")"))
-            else:
-                far = (f"gamma_max {_f(v)} over splits (0 = decisions reveal nothing of "
-                       f"{attr})")
-        m = re.search(r"the weights leave the groups unbalanced in (\d+) of (\d+) splits",
-                      verdict)
-        if m:  # the balance caveat belongs in the line, not only in a table cell
-            far += (f"; caveat: the weights leave the groups unbalanced in {m.group(1)} of "
-                    f"{m.group(2)} splits, so part of gamma is imbalance, not treatment")
-        nxt = {"evidence": f"{attr}: mdfa's worst-treated sub-population",
-               "inconclusive": f"{attr}: run mdfa with null_draws and splits of at least 3",
-               }.get(st, "Nothing: gamma is within what decisions that depend on the "
-                         "features alone give.")
-        out.append(_line(audit="mdfa", attribute=attr, metric="gamma_max", what="gamma_max",
-                         status=st, far=far, excess=v, nxt=nxt, anchor=anchors.get("mdfa"),
-                         number=r))
+        covered = frozenset(ln["attribute"] for ln in limit_lines
+                            if ln["audit"] == f"limit on {name}")
+        mine = [r for r in rows if r.get("audit") == name]
+        view = DecisionInput(audit=name, rows=mine, info=audits.get(name) or {},
+                             anchor=anchors.get(name), covered=covered)
+        out += [ln.as_dict() for ln in spec.decision_lines(view)]
     return out
 
 
@@ -341,10 +247,10 @@ def _failed_lines(summary: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
     for name, a in (summary.get("audits") or {}).items():
         a = a or {}
         if a.get("status") in FAILED_STATUSES:
-            out.append(_line(audit=name, attribute="*", metric="*", what=f"{name} audit",
-                             status="failed", far=str(a.get("detail") or "see the log"),
-                             excess=None, nxt="Read the failure reason in the Audits table",
-                             anchor="audits"))
+            out.append(DecisionLine(
+                audit=name, attribute="*", metric="*", what=f"{name} audit", status="failed",
+                far=str(a.get("detail") or "see the log"),
+                nxt="Read the failure reason in the Audits table", anchor="audits").as_dict())
     return out
 
 
@@ -425,10 +331,8 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
     failed = [n for n, a in (summary.get("audits") or {}).items()
               if (a or {}).get("status") in FAILED_STATUSES]
     limit_lines = _limit_lines(rows, anchors, summary)
-    covered = {ln["attribute"] for ln in limit_lines if ln["audit"] == "limit on group"}
     lines = [*_failed_lines(summary, rows), *limit_lines,
-             *_group_lines(rows, covered, anchors), *_hfm_lines(rows, anchors),
-             *_mdfa_lines(rows, summary, anchors)]
+             *_audit_lines(summary, rows, anchors, limit_lines)]
     previous = summary.get("previous")
     prev_items = (previous or {}).get("items") if isinstance(previous, Mapping) else None
     if isinstance(previous, Mapping) and not previous.get("run_date"):

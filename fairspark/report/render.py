@@ -8,14 +8,13 @@ metadata. Figures are embedded as ``data:`` URIs
 ``url()`` that is not a ``data:`` URI is removed from the page before it is written.
 
 Verdicts in words come from the audits: each audit's ``SPEC.headlines`` (and, for the
-limits, ``HEADLINES``) is a ``"module:function"`` taking the long rows (and the
-summary) and returning sentences; an audit whose headline function is missing or
-fails gets none. Titles come from ``SPEC.title``.
+limits, ``HEADLINES``) is a function taking the long rows (and the summary) and
+returning sentences; an audit whose headline function is missing or fails gets none.
+Titles come from ``SPEC.title``.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import math
@@ -42,9 +41,14 @@ __all__ = [
 log = logging.getLogger("fairspark")
 
 #: headline functions of the parts of a run that are not audits (audits: SPEC.headlines)
-HEADLINES: dict[str, str] = {
-    "limits": "fairspark.nightly.report:headlines",
-}
+def _limits_headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[str]:
+    """:func:`fairspark.nightly.report.headlines` (imported on use)."""
+    from fairspark.nightly.report import headlines
+
+    return headlines(rows, summary=summary)
+
+
+HEADLINES: dict[str, Callable[..., list[str]]] = {"limits": _limits_headlines}
 
 _TITLES = {"limits": "Fairness limits"}
 
@@ -56,11 +60,11 @@ def _title(name: str) -> str:
     return spec.title if spec is not None else _TITLES.get(name, name)
 
 
-def _headline_target(name: str) -> str | None:
+def _headline_fn(name: str) -> Callable[..., list[str]] | None:
     from fairspark.audits.registry import specs
 
     spec = specs().get(name)
-    return spec.headlines if spec is not None else HEADLINES.get(name)
+    return spec.headlines_fn() if spec is not None else HEADLINES.get(name)
 
 
 # data: URIs and in-page fragments (#id) load nothing; everything else is external
@@ -212,18 +216,6 @@ def _window_fact(win: Mapping[str, Any]) -> str:
     if win.get("hfm"):
         text += f"; HFM audited {win['hfm']}"
     return text + "."
-
-
-def _headline_fn(audit: str) -> Callable[..., list[str]] | None:
-    target = _headline_target(audit)
-    if not target:
-        return None
-    module, func = target.split(":")
-    try:
-        return getattr(importlib.import_module(module), func)
-    except Exception as err:  # noqa: BLE001 - a missing headline must not lose the report
-        log.warning("report: no headlines for audit %s (%s)", audit, err)
-        return None
 
 
 def _headlines(

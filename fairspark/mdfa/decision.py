@@ -1,0 +1,60 @@
+"""The mdfa audit's lines of the report's decision box (``SPEC.decision_lines``)."""
+
+from __future__ import annotations
+
+import re
+
+from fairspark.report.decision import DecisionInput, DecisionLine, fmt_number, num
+from fairspark.status import FAILED_STATUSES
+
+__all__ = ["decision_lines"]
+
+
+def decision_lines(view: DecisionInput) -> list[DecisionLine]:
+    """One line per attribute: gamma_max against decisions that use the features alone."""
+    info = view.info.get("attributes") or {}
+    out = []
+    for r in view.rows:
+        if r.get("metric") != "gamma_max":
+            continue
+        attr = str(r.get("attribute"))
+        verdict = str((info.get(attr) or {}).get("verdict") or r.get("detail") or "")
+        status = str(r.get("status") or "ok")
+        v = num(r.get("value"))
+        if status in FAILED_STATUSES or v is None:
+            st, far = "failed", f"not computed: {r.get('detail') or 'failed'}"
+        elif verdict.startswith("not judged"):
+            st, far = "inconclusive", f"gamma_max {fmt_number(v)}: {verdict}"
+        else:
+            # "evidence of ..." vs "no evidence of ..." (fairspark.mdfa.results)
+            st = "evidence" if re.search(r"(?<!no )evidence of", verdict) else "ok"
+            null = (info.get(attr) or {}).get("null") or {}
+            ref, bound = num(null.get("mean")), num(null.get("bound"))
+            p = num(null.get("p_value"))
+            # the row's value is gamma less the reference (issue 14 item 4): the raw
+            # mean (the null block's observed) is what the bound is on
+            raw = num(null.get("observed"))
+            # one name per quantity, as in the trends: gamma_max is the row's value
+            # (gamma less the features-only reference); gamma is the raw mean
+            if ref is not None and bound is not None:
+                gamma = fmt_number(v if raw is None else raw)
+                far = (f"gamma_max {fmt_number(v)}: gamma {gamma} against "
+                       f"{fmt_number(ref)} for decisions that depend on the features alone "
+                       f"(evidence when gamma is above {fmt_number(bound)}"
+                       + (f"; p = {p:.2g})" if p is not None else ")"))
+            else:
+                far = (f"gamma_max {fmt_number(v)} over splits (0 = decisions reveal nothing of "
+                       f"{attr})")
+        m = re.search(r"the weights leave the groups unbalanced in (\d+) of (\d+) splits",
+                      verdict)
+        if m:  # the balance caveat belongs in the line, not only in a table cell
+            far += (f"; caveat: the weights leave the groups unbalanced in {m.group(1)} of "
+                    f"{m.group(2)} splits, so part of gamma is imbalance, not treatment")
+        nxt = {"evidence": f"{attr}: mdfa's worst-treated sub-population",
+               "inconclusive": f"{attr}: run mdfa with null_draws and splits of at least 3",
+               }.get(st, "Nothing: gamma is within what decisions that depend on the "
+                         "features alone give.")
+        out.append(DecisionLine(audit="mdfa", attribute=attr, metric="gamma_max",
+                                what="gamma_max", status=st, far=far, excess=v, nxt=nxt,
+                                anchor=view.anchor, number=r))
+    return out
