@@ -267,3 +267,20 @@ def test_all_four_audits_in_a_window(spark, adult_days):
     assert run.summary["rows"]["audited"] == len(pdf)
     for name in ("hfm", "mdfa", "correlation"):
         assert run.summary["audits"][name]["status"] in ("ok", "not_certified"), name
+
+
+def test_states_table_in_the_metastore(spark, adult_days):
+    """With ``output.table`` the window's states are rows of ``<table>_states``."""
+    _, base, out = adult_days
+    raw = _raw(str(base), str(out), weight=False)
+    raw["output"]["table"] = "default.window_metrics"
+    run = compute_run(spark, parse_config(raw))
+    rows = spark.table("default.window_metrics_states").collect()
+    assert sorted(r["partition"] for r in rows) == [d.isoformat() for d in DAYS]
+    assert {r["definition"] for r in rows} == {run.summary["window"]["definition"]}
+    for r in rows:  # each row is the published state, read back
+        state = json.loads((Path(r["folder"]) / "state.json").read_text())
+        assert json.loads(r["groups"]) == json.loads(json.dumps(state["groups"]))
+        assert r["rows_kept"] == state["rows_kept"]
+    compute_run(spark, parse_config(raw))  # a rerun replaces, does not append
+    assert spark.table("default.window_metrics_states").count() == len(DAYS)

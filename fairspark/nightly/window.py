@@ -452,6 +452,11 @@ def prepare_window(spark: SparkSession, config: Config, *,
         store.write(p.value, state, sample)
         states[p.value] = state
     timings["window: aggregate"] = round(time.perf_counter() - t1, 3)
+    if config.output.table:
+        t4 = time.perf_counter()
+        publish_states_table(spark, table=f"{config.output.table}_states", store=store,
+                             states=states)
+        timings["window: states table"] = round(time.perf_counter() - t4, 3)
     t2 = time.perf_counter()
     groups = [g for v in states for g in states[v]["groups"]]
     cats: dict[str, dict[str, int]] = {}
@@ -509,6 +514,38 @@ def prepare_window(spark: SparkSession, config: Config, *,
                                    newest_prepared),
     }
     return run
+
+
+def publish_states_table(spark: SparkSession, *, table: str, store: StateStore,
+                         states: dict[str, dict[str, Any]]) -> None:
+    """The window's states as rows of the metastore table ``table`` (with ``output.table``).
+
+    One row per partition of the window: the definition hash, the partition, its kept
+    rows, its sample's size and its folder, when it was written, the fingerprint and
+    the groups (JSON). The table is Parquet, partitioned by ``definition``; each run
+    replaces its definition's rows (dynamic partition overwrite), others are kept.
+    """
+    from pyspark.sql import types as T
+
+    schema = T.StructType([T.StructField(n, t) for n, t in [
+        ("partition", T.StringType()), ("rows_kept", T.LongType()),
+        ("sample_rows", T.LongType()), ("folder", T.StringType()),
+        ("written_utc", T.StringType()), ("fingerprint", T.StringType()),
+        ("groups", T.StringType()), ("definition", T.StringType())]])
+    rows = [(v, int(st["rows_kept"]), int(st["sample"]["rows"]), store.folder(v),
+             st.get("written_utc"), json.dumps(st["fingerprint"], sort_keys=True),
+             json.dumps(st["groups"], default=str), store.definition)
+            for v, st in sorted(states.items())]
+    df = spark.createDataFrame(rows, schema=schema).coalesce(1)
+    if not spark.catalog.tableExists(table):
+        df.write.format("parquet").partitionBy("definition").saveAsTable(table)
+        return
+    old = spark.conf.get("spark.sql.sources.partitionOverwriteMode")
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    try:
+        df.select(*spark.table(table).columns).write.insertInto(table, overwrite=True)
+    finally:
+        spark.conf.set("spark.sql.sources.partitionOverwriteMode", old)
 
 
 def _merged_sample(spark: SparkSession, config: Config, store: StateStore,
