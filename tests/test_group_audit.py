@@ -311,7 +311,8 @@ def test_one_pass_statistics_equal_the_statistics_pass(spark, tmp_path):
     df = read_input(spark, input_config=cfg.input)
     plan = prep._plan_columns(df, cfg)
     views = prep._sensitive_views(df, cfg, plan.types)
-    new = prep._stats_from_groups(df, prep._one_pass_groups(df, plan, cfg, views), plan, cfg)
+    new = prep._stats_from_groups(lambda c: prep._distinct_counts(df, plan, cfg, c),
+                                  prep._one_pass_groups(df, plan, cfg, views), plan, cfg)
     old = prep._collect_stats(df, plan, cfg)
     assert new.nulls and new.non_finite and new.negative_weights and new.null_row_keys
     assert new.categories == {"city": pdf["city"].nunique(), "sex2": pdf["sex2"].nunique()}
@@ -325,7 +326,8 @@ def test_one_pass_statistics_equal_the_statistics_pass(spark, tmp_path):
     raw["audits"] = {"group": {}}
     cfg = parse_config(raw)
     plan = prep._plan_columns(df, cfg)
-    only = prep._stats_from_groups(df, prep._one_pass_groups(df, plan, cfg, views), plan, cfg)
+    only = prep._stats_from_groups(lambda c: prep._distinct_counts(df, plan, cfg, c),
+                                   prep._one_pass_groups(df, plan, cfg, views), plan, cfg)
     assert only.categories == {} and only.null_row_keys == 0
     assert (only.rows, only.dropped, only.nulls) == (old.rows, old.dropped, old.nulls)
 
