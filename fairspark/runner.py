@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "EXIT_AUDIT_FAILED", "EXIT_CRASH", "EXIT_INPUT", "EXIT_OK", "EXIT_VIOLATION", "ComputedRun",
-    "RunResult", "compute_run", "exit_code_for", "previous_run", "run_audit_job", "write_status",
+    "RunResult", "compute_run", "exit_code_for", "run_audit_job", "write_status",
 ]
 
 log = logging.getLogger("fairspark")
@@ -751,14 +751,6 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
     write_status(out, run_date, exit_code=run.exit_code, summary=run.summary, run_id=run_id)
     log.info("outputs published to %s (exit code %d)", final, run.exit_code)
     return RunResult(int(run.exit_code), final, run.long_rows, run.summary)
-
-
-def previous_run(out: OutputLocation, run_date: Any, *,
-                 max_rows: int = 50_000) -> dict[str, Any]:
-    """``summary['previous']``: :func:`fairspark.nightly.history.load_previous_run`."""
-    from fairspark.nightly.history import load_previous_run
-
-    return load_previous_run(out, before=run_date, max_rows=max_rows)
 
 
 #: ``config key '<dotted.key>'`` in an error message: the key a status file names

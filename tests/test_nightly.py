@@ -400,11 +400,11 @@ def test_previous_run_is_read_from_published_runs_only(spark, tmp_path):
     import datetime as dt
 
     from fairspark.outputs import OutputLocation
-    from fairspark.runner import previous_run
+    from fairspark.nightly.history import load_previous_run
 
     out = OutputLocation(spark, str(tmp_path / "out"))
     day = dt.date(2026, 11, 5)
-    assert previous_run(out, day) == {"run_date": None, "items": {}}
+    assert load_previous_run(out, before=day) == {"run_date": None, "items": {}}
     # a damaged published run: the report says so and the run goes on
     damaged = tmp_path / "out" / "run_date=2026-11-02"
     damaged.mkdir(parents=True)
@@ -413,7 +413,7 @@ def test_previous_run_is_read_from_published_runs_only(spark, tmp_path):
     # a later folder that was never published (no _SUCCESS) and tonight's own date
     for name in ("run_date=2026-11-04", "run_date=2026-11-05"):
         (tmp_path / "out" / name).mkdir()
-    prev = previous_run(out, day)
+    prev = load_previous_run(out, before=day)
     assert prev["run_date"] == "2026-11-02" and "JSONDecodeError" in prev["error"]
     assert "items" not in prev
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from markupsafe import escape
 
+from fairspark._values import nan_to_none
 from fairspark.audits.base import ReportSection
 from fairspark.nightly.history import is_trend_row
 from fairspark.status import Verdict
@@ -155,7 +156,7 @@ def _worst_groups(checks: list[Check]) -> list[str]:
 
 def limit_excess(value: Any, rule: Any) -> float:
     """Signed distance of ``value`` beyond ``rule`` (larger = further beyond the limit)."""
-    v = _num(value)
+    v = nan_to_none(value)
     if v is None:
         return -math.inf
     get = (lambda k: rule.get(k)) if isinstance(rule, dict) else (lambda k: getattr(rule, k))
@@ -319,14 +320,6 @@ def badness(metric: str, value: float | None) -> float | None:
     return abs(float(value))
 
 
-def _num(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(v) else v
-
-
 def _scale(metric: str, *xs: float | None) -> tuple[Any, str]:
     """(transform, name): ratios on the log scale when every number is positive."""
     if fair_value(metric) == 1.0 and all(x is not None and x > 0 for x in xs):
@@ -347,7 +340,7 @@ def change_between(metric: str, a: Any, b: Any) -> tuple[str, str]:
     decision box and the trends both use this one rule and these words.
     """
     get = (lambda m, k: m.get(k)) if not isinstance(a, pd.Series) else (lambda m, k: m[k])
-    va, vb = _num(get(a, "value")), _num(get(b, "value"))
+    va, vb = nan_to_none(get(a, "value")), nan_to_none(get(b, "value"))
     if va is None or vb is None:
         return "", "no value in one of the two runs"
     move = f"{_fmt(va)} → {_fmt(vb)}"
@@ -355,8 +348,8 @@ def change_between(metric: str, a: Any, b: Any) -> tuple[str, str]:
     way = ("worse" if bb > ba else "better" if bb < ba else "") if (
         ba is not None and bb is not None) else ""
     fair = fair_value(metric)
-    la, ua = _num(get(a, "lower")), _num(get(a, "upper"))
-    lb, ub = _num(get(b, "lower")), _num(get(b, "upper"))
+    la, ua = nan_to_none(get(a, "lower")), nan_to_none(get(a, "upper"))
+    lb, ub = nan_to_none(get(b, "lower")), nan_to_none(get(b, "upper"))
     if None in (la, ua, lb, ub):
         if va == vb:
             return "", f"unchanged ({_fmt(vb)}); no interval"
