@@ -523,7 +523,8 @@ def publish_states_table(spark: SparkSession, *, table: str, store: StateStore,
     One row per partition of the window: the definition hash, the partition, its kept
     rows, its sample's size and its folder, when it was written, the fingerprint and
     the groups (JSON). The table is Parquet, partitioned by ``definition``; each run
-    replaces its definition's rows (dynamic partition overwrite), others are kept.
+    replaces its definition's rows (:func:`~fairspark.nightly.warehouse.replace_partitions`),
+    others are kept.
     """
     from pyspark.sql import types as T
 
@@ -536,16 +537,10 @@ def publish_states_table(spark: SparkSession, *, table: str, store: StateStore,
              st.get("written_utc"), json.dumps(st["fingerprint"], sort_keys=True),
              json.dumps(st["groups"], default=str), store.definition)
             for v, st in sorted(states.items())]
-    df = spark.createDataFrame(rows, schema=schema).coalesce(1)
-    if not spark.catalog.tableExists(table):
-        df.write.format("parquet").partitionBy("definition").saveAsTable(table)
-        return
-    old = spark.conf.get("spark.sql.sources.partitionOverwriteMode")
-    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
-    try:
-        df.select(*spark.table(table).columns).write.insertInto(table, overwrite=True)
-    finally:
-        spark.conf.set("spark.sql.sources.partitionOverwriteMode", old)
+    from fairspark.nightly.warehouse import replace_partitions
+
+    replace_partitions(spark.createDataFrame(rows, schema=schema).coalesce(1), table=table,
+                       partition_by="definition")
 
 
 def _merged_sample(spark: SparkSession, config: Config, store: StateStore,
