@@ -11,18 +11,47 @@ from __future__ import annotations
 
 import html as _html
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from fairspark.config import Config, parse_config
+from fairspark.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from pyspark.sql import DataFrame
+    from typing_extensions import Unpack
 
-__all__ = ["AuditResult", "audit"]
+__all__ = ["AuditOptions", "AuditResult", "audit"]
 
 #: the input and output locations of an in-memory run (never read or written)
 IN_MEMORY = "<in-memory DataFrame>"
+
+
+class AuditOptions(TypedDict, total=False):
+    """The keyword options of :func:`audit`, each optional (documented there).
+
+    A type checker checks ``audit``'s keywords against it; at run time :func:`audit`
+    refuses a name that is not one of them (the values are checked by the config model,
+    as for a config file).
+    """
+
+    sensitive: Mapping[str, Any] | Iterable[Mapping[str, Any]] | None
+    label: str | Mapping[str, Any] | None
+    prediction: str | Mapping[str, Any] | None
+    score: Mapping[str, Any] | None
+    row_key: str | None
+    exclude: Iterable[str] | None
+    features: Iterable[str] | str | None
+    audits: Iterable[str] | Mapping[str, Any] | None
+    config: Config | Mapping[str, Any] | None
+    dataset: str
+    limits: Mapping[str, Any] | None
+    model: Mapping[str, Any] | None
+    seed: int | None
+
+
+#: the options' names, in the order :func:`audit` documents them
+_OPTIONS = tuple(AuditOptions.__annotations__)
 
 
 class AuditResult:
@@ -93,77 +122,76 @@ def _audits(spec: Iterable[str] | Mapping[str, Any] | None) -> dict[str, Any]:
     names = list(spec)
     unknown = [n for n in names if n not in specs()]
     if unknown:
-        from fairspark.errors import ConfigError
-
         raise ConfigError(f"audits: {unknown} are not audits (known: {list(specs())})")
     return {n: {"enabled": n in names} for n in specs()}
 
 
-def _config(*, config: Config | Mapping[str, Any] | None, dataset: str,
-            sensitive: Any, label: Any, prediction: Any, score: Any, audits: Any,
-            limits: Any, model: Any, seed: int | None, row_key: str | None = None,
-            exclude: Iterable[str] | None = None,
-            features: Iterable[str] | str | None = None) -> Config:
+def _checked(options: Mapping[str, Any]) -> AuditOptions:
+    """``options`` when every name is one of :class:`AuditOptions`' (a ConfigError
+    naming the others and listing the known ones otherwise)."""
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise ConfigError(f"fairspark.audit(): unknown keyword argument(s) {unknown} "
+                          f"(known: {list(_OPTIONS)})")
+    return options  # type: ignore[return-value]
+
+
+def _config(options: AuditOptions) -> Config:
+    """The run's config: ``options["config"]`` with the other options over its keys."""
+    config = options.get("config")
     if isinstance(config, Config):
         data = config.model_dump(mode="json", exclude_none=True)
     else:
         data = dict(config or {})
-    data.setdefault("dataset", dataset)
+    data.setdefault("dataset", options.get("dataset", "notebook"))
     where = (data.get("input") or {}).get("where")
     data["input"] = {"path": IN_MEMORY, **({"where": where} if where else {})}
     data["output"] = {"path": IN_MEMORY, "report": False}
-    cols = dict(data.get("columns") or {})
-    if sensitive is not None:
-        cols["sensitive"] = _sensitive(sensitive)
-    if label is not None:
-        cols["label"] = _column(label)
-    if prediction is not None:
-        cols["prediction"], cols["score"] = _column(prediction), None
-    if score is not None:
-        cols["score"], cols["prediction"] = _column(score), None
-    if row_key is not None:
-        cols["row_key"] = row_key
-    if exclude is not None:
-        cols["exclude"] = list(exclude)
-    if features is not None:
-        cols["features"] = features if isinstance(features, str) else list(features)
-    data["columns"] = {k: v for k, v in cols.items() if v is not None}
-    if audits is not None:
-        data["audits"] = _audits(audits)
-    if limits is not None:
-        data["limits"] = dict(limits)
-    if model is not None:
-        data["model"] = dict(model)
-    if seed is not None:
-        data["seed"] = seed
+    data["columns"] = _columns(dict(data.get("columns") or {}), options)
+    if options.get("audits") is not None:
+        data["audits"] = _audits(options["audits"])
+    for key in ("limits", "model"):
+        if options.get(key) is not None:
+            data[key] = dict(options[key])
+    if options.get("seed") is not None:
+        data["seed"] = options["seed"]
     return parse_config(data)
 
 
-def audit(
-    df: DataFrame,
-    *,
-    sensitive: Mapping[str, Any] | Iterable[Mapping[str, Any]] | None = None,
-    label: str | Mapping[str, Any] | None = None,
-    prediction: str | Mapping[str, Any] | None = None,
-    score: Mapping[str, Any] | None = None,
-    row_key: str | None = None,
-    exclude: Iterable[str] | None = None,
-    features: Iterable[str] | str | None = None,
-    audits: Iterable[str] | Mapping[str, Any] | None = None,
-    config: Config | Mapping[str, Any] | None = None,
-    dataset: str = "notebook",
-    limits: Mapping[str, Any] | None = None,
-    model: Mapping[str, Any] | None = None,
-    seed: int | None = None,
-) -> AuditResult:
-    """Audit a scored Spark DataFrame in memory; nothing is written.
+def _columns(cols: dict[str, Any], options: AuditOptions) -> dict[str, Any]:
+    """``columns:`` of the config with the column options over its keys."""
+    if options.get("sensitive") is not None:
+        cols["sensitive"] = _sensitive(options["sensitive"])
+    if options.get("label") is not None:
+        cols["label"] = _column(options["label"])
+    if options.get("prediction") is not None:
+        cols["prediction"], cols["score"] = _column(options["prediction"]), None
+    if options.get("score") is not None:
+        cols["score"], cols["prediction"] = _column(options["score"]), None
+    if options.get("row_key") is not None:
+        cols["row_key"] = options["row_key"]
+    if options.get("exclude") is not None:
+        cols["exclude"] = list(options["exclude"])
+    features = options.get("features")
+    if features is not None:
+        cols["features"] = features if isinstance(features, str) else list(features)
+    return {k: v for k, v in cols.items() if v is not None}
 
-    Over 60 lines only by this docstring; the body is about 20 lines.
+
+def audit(df: DataFrame, **options: Unpack[AuditOptions]) -> AuditResult:
+    """Audit a scored Spark DataFrame in memory; nothing is written.
 
     Parameters
     ----------
     df:
         The scored table (one row per decision).
+    **options:
+        Keyword options, all optional (:class:`AuditOptions`), below. A name that is
+        not one of them is a :class:`~fairspark.errors.ConfigError` that names it and
+        lists the known ones.
+
+    Other Parameters
+    ----------------
     sensitive:
         ``{"column": privileged value(s)}`` or a list of ``columns.sensitive`` entries
         (``{"column": "age", "privileged_expr": "age >= 25"}``).
@@ -184,7 +212,7 @@ def audit(
         override its keys. ``input.where`` filters ``df``; the rest of ``input`` and
         ``output`` are ignored.
     dataset, limits, model, seed:
-        The config keys of the same names.
+        The config keys of the same names (``dataset`` defaults to ``"notebook"``).
 
     Returns
     -------
@@ -195,17 +223,14 @@ def audit(
     Raises
     ------
     fairspark.errors.FairsparkInputError
-        A config or input error (a missing column, a wrong type, an empty table), as
-        exit code 2 of the CLI.
+        A config or input error (a missing column, a wrong type, an empty table, an
+        unknown keyword), as exit code 2 of the CLI.
     """
     import pandas as pd
 
     from fairspark.runner import compute_run
 
-    cfg = _config(config=config, dataset=dataset, sensitive=sensitive, label=label,
-                  prediction=prediction, score=score, audits=audits, limits=limits,
-                  model=model, seed=seed, row_key=row_key, exclude=exclude,
-                  features=features)
+    cfg = _config(_checked(options))
     if cfg.input.where:
         df = df.where(cfg.input.where)
     run = compute_run(df.sparkSession, cfg, df=df)

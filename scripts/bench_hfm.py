@@ -233,7 +233,7 @@ def run_spark(spark, method, pts, n, d, W, m2, limit, *, cli_stage=False):
     """One fairspark cell; ``certified_spark`` is ``certified`` with the Spark passes
     forced (``local_max_bytes=0``); ``cli_stage``: both targets and the histogram, as
     the CLI's HFM stage computes them. The result gets ``extra["jobs"]``."""
-    from fairspark.hfm.compute import hfm_distances
+    from fairspark.hfm.compute import CertifyOptions, DistanceOptions, hfm_distances
 
     sc = spark.sparkContext
     group = f"bench-{method}-{time.time_ns()}"
@@ -241,15 +241,13 @@ def run_spark(spark, method, pts, n, d, W, m2, limit, *, cli_stage=False):
     sc.setJobGroup(group, method, interruptOnCancel=True)
     timer.start()
     t = time.perf_counter()
-    opts = {"local_max_bytes": 0} if method == "certified_spark" else {}
-    if cli_stage:
-        opts.update(targets=(0, 1), histogram_bins=40)
-    else:
-        opts.update(targets=(0,))
+    certify = CertifyOptions(local_max_bytes=0) if method == "certified_spark" else None
+    outputs = {"targets": (0, 1), "histogram_bins": 40} if cli_stage else {"targets": (0,)}
+    options = DistanceOptions(method=method.removesuffix("_spark"), m2=m2,
+                              exact_block_rows=10_000, **outputs)
     try:
-        res = hfm_distances(pts, n_attr=1, dim_x=d, n_rows=n,
-                            method=method.removesuffix("_spark"), m2=m2, projections=W,
-                            exact_block_rows=10_000, **opts)
+        res = hfm_distances(pts, n_attr=1, dim_x=d, n_rows=n, options=options,
+                            certify=certify, projections=W)
         el = time.perf_counter() - t
         res[(0, 0)].extra["jobs"] = len(sc.statusTracker().getJobIdsForGroup(group))
         return res[(0, 0)], el
@@ -287,14 +285,15 @@ def worker_peak_rss_mb(spark) -> float:
 def _warm_up(spark) -> None:
     """Start the Python workers once so the first measured cell does not pay for it."""
     from fairspark.hfm._kernels import sample_projections
-    from fairspark.hfm.compute import hfm_distances
+    from fairspark.hfm.compute import DistanceOptions, hfm_distances
 
     X, Y, g = make_data("uniform", 200, 3, seed=0)
     with tempfile.TemporaryDirectory() as tmp:
         pts = to_points_df(spark, X, Y, g, tmp)
         W = sample_projections(dim=4, m1=2, sampler="uniform_l1", seed=0)
-        hfm_distances(pts, n_attr=1, dim_x=3, n_rows=200, method="certified", m2=2,
-                      projections={0: W}, targets=(0,), paper_value=True)
+        hfm_distances(pts, n_attr=1, dim_x=3, n_rows=200, projections={0: W},
+                      options=DistanceOptions("certified", m2=2, targets=(0,),
+                                              paper_value=True))
 
 
 # ----------------------------------------------------------------------------- main

@@ -67,7 +67,12 @@ def fingerprint(spark: Any, *, partitions: tuple[int, ...] = (1, 3, 8), m1: int 
     dict
         ``{"P=<p>": {"<method>/<tgt>/<attr>": {...numbers and witness keys...}}}``.
     """
-    from fairspark.hfm.compute import hfm_distances, make_projections
+    from fairspark.hfm.compute import (
+        CertifyOptions,
+        DistanceOptions,
+        hfm_distances,
+        make_projections,
+    )
 
     rows = synthetic_points()
     pts = spark.createDataFrame(
@@ -80,11 +85,13 @@ def fingerprint(spark: Any, *, partitions: tuple[int, ...] = (1, 3, 8), m1: int 
         # certified: the default (this small table is searched on the driver);
         # certified_spark: the same passes forced onto Spark (local_max_bytes=0)
         for method in ("certified", "certified_spark", "exact"):
+            options = DistanceOptions(method=method.removesuffix("_spark"), m2=m2,
+                                      num_partitions=p, exact_block_rows=700,
+                                      paper_value=method == "certified")
+            certify = CertifyOptions(seed=seed, **({"local_max_bytes": 0}
+                                                   if method == "certified_spark" else {}))
             res = hfm_distances(pts.repartition(p), n_attr=3, dim_x=4, n_rows=len(rows),
-                                method=method.removesuffix("_spark"), m2=m2, projections=W,
-                                num_partitions=p, exact_block_rows=700, seed=seed,
-                                paper_value=method == "certified",
-                                **({"local_max_bytes": 0} if method == "certified_spark" else {}))
+                                options=options, certify=certify, projections=W)
             for (tgt, a), r in sorted(res.items()):
                 cell[f"{method}/{tgt}/{a}"] = {
                     "value": r.value, "avg": r.avg, "lower": r.lower, "upper": r.upper,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from fairspark.hfm.compute import hfm_distances
+from fairspark.hfm.compute import CertifyOptions, DistanceOptions, hfm_distances
 
 DX = 3
 
@@ -57,9 +57,11 @@ def test_cost_model_counts_the_jobs_it_ran(spark, pts, data, budget):
     sc.setJobGroup(group, "cost model")
     t0 = time.perf_counter()
     try:
-        res = hfm_distances(pts, n_attr=1, dim_x=DX, n_rows=len(keys), method="certified",
-                            m2=1, sample_rows=16, seed=2, histogram_bins=5,
-                            **({} if budget is None else {"local_max_bytes": budget}))
+        res = hfm_distances(
+            pts, n_attr=1, dim_x=DX, n_rows=len(keys),
+            options=DistanceOptions("certified", m2=1, histogram_bins=5),
+            certify=CertifyOptions(sample_rows=16, seed=2,
+                                   **({} if budget is None else {"local_max_bytes": budget})))
     finally:
         sc.setJobGroup("idle", "idle")
     wall = time.perf_counter() - t0

@@ -8,7 +8,7 @@ from scipy.spatial.distance import cdist
 from test_hfm_kernels import naive_approx_dist
 
 from fairspark.hfm._kernels import sample_projections
-from fairspark.hfm.compute import hfm_distances
+from fairspark.hfm.compute import CertifyOptions, DistanceOptions, hfm_distances
 
 M2 = 3
 DX = 4
@@ -71,9 +71,11 @@ def certified_runs(request, pts, data, projections):
     n = len(data[0])
     runs = {
         P: hfm_distances(
-            pts.repartition(P), n_attr=3, dim_x=DX, n_rows=n, method="certified",
-            m2=M2, projections=projections, num_partitions=P, paper_value=True, seed=5,
-            sample_rows=64, **PATHS[request.param],
+            pts.repartition(P), n_attr=3, dim_x=DX, n_rows=n,
+            options=DistanceOptions(method="certified", m2=M2, num_partitions=P,
+                                    paper_value=True),
+            certify=CertifyOptions(seed=5, sample_rows=64, **PATHS[request.param]),
+            projections=projections,
         )
         for P in (1, 3, 8)
     }
@@ -145,8 +147,8 @@ def test_exact_equals_brute_force_and_scipy(pts, data):
 
     keys, y, yp, X, C = data
     res = hfm_distances(
-        pts.repartition(3), n_attr=3, dim_x=DX, n_rows=len(keys), method="exact", m2=M2,
-        exact_block_rows=800,
+        pts.repartition(3), n_attr=3, dim_x=DX, n_rows=len(keys),
+        options=DistanceOptions(method="exact", m2=M2, exact_block_rows=800),
     )
     for tgt, t in ((0, y), (1, yp)):
         V = np.column_stack([t, X])
@@ -166,8 +168,9 @@ def test_cap_gives_valid_interval_not_certified(pts, data, path):
     keys, y, yp, X, C = data
     snapshots = []
     res = hfm_distances(
-        pts, n_attr=3, dim_x=DX, n_rows=len(keys), method="certified", m2=1,
-        max_candidates=1, sample_rows=8, on_progress=snapshots.append, **PATHS[path],
+        pts, n_attr=3, dim_x=DX, n_rows=len(keys), options=DistanceOptions("certified", m2=1),
+        certify=CertifyOptions(max_candidates=1, sample_rows=8, **PATHS[path]),
+        on_progress=snapshots.append,
     )
     assert len(snapshots) >= 2  # the sample bounds, then each round
     seen_uncertified = False
@@ -190,8 +193,10 @@ def test_cap_gives_valid_interval_not_certified(pts, data, path):
 def test_time_budget_gives_valid_interval(pts, data, path):
     keys, y, yp, X, C = data
     calls = iter([1.0] + [0.0] * 1000)  # the budget runs out after the first searches
-    res = hfm_distances(pts, n_attr=3, dim_x=DX, n_rows=len(keys), method="certified", m2=1,
-                        sample_rows=8, time_left=lambda: next(calls), **PATHS[path])
+    res = hfm_distances(pts, n_attr=3, dim_x=DX, n_rows=len(keys),
+                        options=DistanceOptions("certified", m2=1),
+                        certify=CertifyOptions(sample_rows=8, time_left=lambda: next(calls),
+                                               **PATHS[path]))
     for tgt, t in ((0, y), (1, yp)):
         V = np.column_stack([t, X])
         for a in range(3):
@@ -212,8 +217,8 @@ def test_exact_with_empty_blocks_and_duplicates(spark):
     rows = [(f"k{i}", 1.0, 0.0, [float(v) for v in X[i]], int(codes[i])) for i in range(12)]
     rows += rows[:2]  # two duplicated rows (same key)
     pts = spark.createDataFrame(rows, "key string, y double, yp double, x array<double>, c0 int")
-    res = hfm_distances(pts, n_attr=1, dim_x=2, n_rows=len(rows), method="exact", m2=1,
-                        exact_block_rows=1)  # 14 blocks: several are empty
+    res = hfm_distances(pts, n_attr=1, dim_x=2, n_rows=len(rows),  # 14 blocks: some empty
+                        options=DistanceOptions("exact", m2=1, exact_block_rows=1))
     V = np.column_stack([np.ones(14), np.r_[X, X[:2]]])
     nn = brute(V, np.r_[codes, codes[:2]])
     assert res[(0, 0)].value == pytest.approx(nn.max(), abs=1e-12)
@@ -263,8 +268,9 @@ def test_elimination_engine_equals_scipy(spark, kind, path):
     pts = _points_df(spark, keys, y, y, X, codes).cache()
     got, avgs = [], []
     for P in (1, 4):
-        res = hfm_distances(pts.repartition(P), n_attr=1, dim_x=d, n_rows=n, method="certified",
-                            m2=1, sample_rows=32, targets=(0,), seed=3, **PATHS[path])
+        res = hfm_distances(pts.repartition(P), n_attr=1, dim_x=d, n_rows=n,
+                            options=DistanceOptions("certified", m2=1, targets=(0,)),
+                            certify=CertifyOptions(sample_rows=32, seed=3, **PATHS[path]))
         r = res[(0, 0)]
         assert r.extra["engine"] == path
         assert r.certified and r.lower == r.upper == r.value
@@ -334,8 +340,9 @@ def test_survivor_pass_equals_brute_force(spark, monkeypatch, path):
     pts = _points_df(spark, keys, y, y, X, codes).cache()
     got = []
     for P in (1, 4):
-        r = elim.certify_exact(pts.repartition(P), n_attr=1, dim_x=d, pairs=[(0, 0)], seed=2,
-                               sample_rows=32, first_search=2, **PATHS[path])[(0, 0)]
+        opts = elim.CertifyOptions(seed=2, sample_rows=32, first_search=2, **PATHS[path])
+        r = elim.certify_exact(pts.repartition(P), n_attr=1, dim_x=d, pairs=[(0, 0)],
+                               options=opts)[(0, 0)]
         assert r.engine == path
         assert r.certified and r.lower == pytest.approx(nn.max(), abs=1e-12)
         assert r.key == min(keys[nn == nn.max()])
@@ -367,8 +374,9 @@ def test_driver_path_equals_spark_passes(spark, pts, data):
     runs = {}
     for path in sorted(PATHS):
         runs[path] = hfm_distances(pts.repartition(3), n_attr=3, dim_x=DX, n_rows=len(keys),
-                                   method="certified", m2=1, sample_rows=16, seed=9,
-                                   histogram_bins=7, **PATHS[path])
+                                   options=DistanceOptions("certified", m2=1, histogram_bins=7),
+                                   certify=CertifyOptions(sample_rows=16, seed=9,
+                                                          **PATHS[path]))
     for (tgt, a), r in runs["spark"].items():
         o = runs["driver"][(tgt, a)]
         assert (r.extra["engine"], o.extra["engine"]) == ("spark", "driver")
@@ -390,7 +398,7 @@ def test_default_takes_driver_path_on_a_small_table(spark, pts, data):
     keys, y, yp, X, C = data
     pts.count()  # cached
     res, n_jobs = _jobs(spark, lambda: hfm_distances(
-        pts, n_attr=3, dim_x=DX, n_rows=len(keys), method="certified", m2=1))
+        pts, n_attr=3, dim_x=DX, n_rows=len(keys), options=DistanceOptions("certified", m2=1)))
     assert n_jobs == 1  # the capped collect (the Spark passes take about ten)
     for (tgt, a), r in res.items():
         assert r.extra["engine"] == "driver"
@@ -408,7 +416,8 @@ def test_small_budget_takes_spark_passes(spark, pts, data, n_rows):
     from fairspark.hfm._spark.elim import certify_exact
 
     res = certify_exact(pts.repartition(3), n_attr=3, dim_x=DX, pairs=[(0, 0), (1, 2)],
-                        seed=4, local_max_bytes=budget, n_rows=None if n_rows is None else n)
+                        n_rows=None if n_rows is None else n,
+                        options=CertifyOptions(seed=4, local_max_bytes=budget))
     for (tgt, a), r in res.items():
         assert r.engine == "spark"
         nn = brute(np.column_stack([y if tgt == 0 else yp, X]), C[:, a])

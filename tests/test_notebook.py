@@ -111,3 +111,24 @@ def test_a_missing_column_names_it(spark):
     with pytest.raises(fairspark.MissingColumnError, match="sex"):
         fairspark.audit(df, sensitive={"sex": "a"}, label="y", prediction="p",
                         audits=["group"])
+
+
+def test_an_unknown_keyword_names_it_and_the_known_ones(spark):
+    df = spark.createDataFrame([(1, "a", 1, 1), (2, "b", 0, 1)], "id int, s string, y int, p int")
+    with pytest.raises(fairspark.ConfigError, match=r"unknown keyword.*'sensitve'") as err:
+        fairspark.audit(df, sensitve={"s": "a"}, label="y", prediction="p", audits=["group"])
+    # the known ones are listed, and the valid keywords beside the typo are not blamed
+    msg = str(err.value)
+    assert "known: ['sensitive', 'label', 'prediction'" in msg
+    assert "'label'" not in msg.split("known:")[0]
+
+
+def test_every_option_is_documented():
+    """help(fairspark.audit) lists every keyword option (they are not in the signature)."""
+    import inspect
+
+    from fairspark.notebook import AuditOptions
+
+    doc = inspect.getdoc(fairspark.audit)
+    for name in AuditOptions.__annotations__:
+        assert re.search(rf"^(\w+, )*{name}(, \w+)*:$", doc, re.MULTILINE), name

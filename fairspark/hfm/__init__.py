@@ -4,7 +4,10 @@ Public surface:
 
 - :func:`hfm_distances` - D and D_f per attribute of a points DataFrame by
   ``exact``, ``approx`` (the paper's ApproxDist), ``pointwise`` or ``certified``.
-- :func:`points_from_table`, :func:`make_projections` - build its inputs.
+- :func:`points_from_table`, :func:`make_projections` - build its inputs;
+  :class:`DistanceOptions` (method, window, outputs) and :class:`CertifyOptions`
+  (the ``certified`` search) - its options (``HFMParams.distance_options`` and
+  ``HFMParams.certify_options`` build them from the audit's config).
 - :class:`DistanceResult` - one distance with interval, witnesses and extras;
   :class:`HFMResult` - the audit's result that its report section is drawn from.
 - numpy kernels (what the pandas UDFs run): :func:`window_scan`,
@@ -27,8 +30,8 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(
         ["approx_dist_numpy", "default_m2", "exact_nn_numpy", "hfm_df", "nn_other_group",
          "project", "sample_projections", "window_scan"], "fairspark.hfm._kernels"),
-    **dict.fromkeys(["hfm_distances", "make_projections", "points_from_table"],
-                    "fairspark.hfm.compute"),
+    **dict.fromkeys(["CertifyOptions", "DistanceOptions", "hfm_distances",
+                     "make_projections", "points_from_table"], "fairspark.hfm.compute"),
     "HFMParams": "fairspark.hfm.params",
     **dict.fromkeys(["DistanceResult", "HFMResult"], "fairspark.hfm.results"),
 }

@@ -601,16 +601,19 @@ def nn_other_group_refclustered(
             qi, ki = np.nonzero(lb <= (ub * (1.0 + 1e-9))[:, None])
             if ks is not None:
                 ki = ks[ki]
-            _measure_clusters(q, r, qs[qi], ki, order, starts, size, best, bidx)
+            _measure_clusters(q, r, qs[qi], ki, (order, starts, size), (best, bidx))
     return best, bidx
 
 
 def _measure_clusters(q: np.ndarray, r: np.ndarray, qi: np.ndarray, ki: np.ndarray,
-                      order: np.ndarray, starts: np.ndarray, size: np.ndarray,
-                      best: np.ndarray, bidx: np.ndarray) -> None:
+                      clusters: tuple[np.ndarray, np.ndarray, np.ndarray],
+                      found: tuple[np.ndarray, np.ndarray]) -> None:
     """Each query ``qi`` against every member of its candidate cluster ``ki``, measured
-    directly; ``best``/``bidx`` updated in place (smallest distance, then smallest
+    directly; ``clusters``: ``(order, starts, size)`` of the references' clusters;
+    ``found = (best, bidx)`` updated in place (smallest distance, then smallest
     reference index), in slices of about :data:`_PAIR_ROWS` pairs."""
+    order, starts, size = clusters
+    best, bidx = found
     cnt = size[ki]
     ends = np.cumsum(cnt)
     s0 = 0

@@ -302,8 +302,8 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
 
     results: Pairs = {}
     if valid:
-        results = _distances(ctx, params, df, codes=codes, valid=valid, n=n, m2=m2,
-                             names=[attrs[i].name for i in valid], on_progress=progress)
+        results = _distances(ctx, params, df, n=n, m2=m2, on_progress=progress,
+                             audited=[(attrs[i].name, codes[i][0]) for i in valid])
     if params.method == "certified" and results and not all(
             d.certified and d_f.certified for d, d_f in results.values()):
         log.info("hfm: time budget reached before certification finished")
@@ -312,24 +312,24 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     witness_keys = {k for d, d_f in results.values() for r in (d, d_f)
                     for k in (r.key, r.nb_key) if k is not None}
     witnesses = _witness_values(ctx, params, witness_keys, redacted)
-    dr_rows, dr_summary = discriminative_risk(ctx, params, attrs)
     return _outcome(params, results, rows=rows, summary=summary, pjson=pjson,
                     result=HFMResult(results, witnesses=witnesses, redacted=redacted),
-                    dr_rows=dr_rows, dr_summary=dr_summary, small=small)
+                    dr=discriminative_risk(ctx, params, attrs), small=small)
 
 
 def _distances(
     ctx: AuditContext, params: HFMParams, df: DataFrame, *,
-    codes: list[tuple[Column, dict[int, str]]], valid: list[int], n: int, m2: int,
-    names: list[str], on_progress: Callable[[Pairs], None],
+    audited: list[tuple[str, Column]], n: int, m2: int, on_progress: Callable[[Pairs], None],
 ) -> Pairs:
-    """D and D_f of the attributes with rows on both sides (``valid``), by name.
+    """D and D_f of the attributes with rows on both sides, by name.
 
-    ``on_progress`` gets the intervals so far while ``certified`` runs.
+    ``audited``: their names and group-code expressions; ``on_progress`` gets the
+    intervals so far while ``certified`` runs.
     """
+    names = [name for name, _ in audited]
     pts = points_from_table(
         df, key_col=KEY, label_col=LABEL, pred_col=PRED, x_col=X,
-        code_exprs=[codes[i][0] for i in valid],
+        code_exprs=[code for _, code in audited],
     ).persist(StorageLevel.MEMORY_AND_DISK)
 
     def by_name(res: dict[tuple[int, int], DistanceResult]) -> Pairs:
@@ -343,17 +343,13 @@ def _distances(
             projections = make_projections(dim=1 + dim_x, m1=params.m1,
                                            sampler=params.sampler, seed=ctx.config.seed)
         res = hfm_distances(
-            pts, n_attr=len(valid), dim_x=dim_x, n_rows=n, method=params.method, m2=m2,
-            projections=projections, num_partitions=params.num_partitions,
-            rows_per_partition=params.rows_per_partition,
-            max_candidates=params.max_candidates,
-            exact_block_rows=params.exact_block_rows,
-            histogram_bins=params.histogram_bins,
+            pts, n_attr=len(audited), dim_x=dim_x, n_rows=n,
+            options=params.distance_options(m2),
+            certify=params.certify_options(seed=ctx.seed_for("hfm", "sample"),
+                                           time_left=ctx.time_left),
+            projections=projections,
             on_progress=(lambda part: on_progress(by_name(part)))
             if params.method == "certified" else None,
-            seed=ctx.seed_for("hfm", "sample"), paper_value=params.paper_value,
-            sample_rows=params.sample_rows, time_left=ctx.time_left,
-            local_max_bytes=params.local_max_bytes,
         )
     finally:
         pts.unpersist()
@@ -419,14 +415,13 @@ def _outcome(
     summary: dict[str, Any],
     pjson: str | None,
     result: HFMResult,
-    dr_rows: list[MetricRow] | None = None,
-    dr_summary: dict[str, Any] | None = None,
+    dr: tuple[list[MetricRow], dict[str, Any]] | None = None,
     small: dict[str, str] | None = None,
 ) -> AuditOutcome:
     """Rows (per attribute, the aggregate, DR) and summary of a set of distance results.
 
     Used for the final result and for the partial results kept while certification runs
-    (those have no DR).
+    (those have no DR); ``dr``: the rows and summary of :func:`discriminative_risk`.
     """
     rows = list(rows)
     summary = copy.deepcopy(summary)
@@ -450,9 +445,9 @@ def _outcome(
         # one cost model for the stage (every attribute and target ran in the same passes)
         if "cost" in d.extra:
             summary["cost"] = d.extra["cost"]
-    if dr_summary is not None:
+    if dr is not None:
+        dr_rows, summary["dr"] = dr
         rows += dr_rows or []
-        summary["dr"] = dr_summary
         # DR is an optional quantity: a failed DR row fails alone (its row and
         # summary["dr"] say why); D, D_f and the audit's status stand
         summary["optional_metrics"] = ["DR"]

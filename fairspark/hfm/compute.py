@@ -11,6 +11,7 @@ import contextlib
 import copy
 import math
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -28,15 +29,54 @@ from fairspark.hfm._spark import (
     summarise_approx,
     summarise_pointwise,
 )
-from fairspark.hfm._spark.elim import LOCAL_MAX_BYTES
+from fairspark.hfm._spark.elim import CertifyOptions
 from fairspark.hfm.results import TARGETS, CertifiedResult, DistanceResult
 
-__all__ = ["DistanceResult", "hfm_distances", "make_projections", "points_from_table"]
+__all__ = ["CertifyOptions", "DistanceOptions", "DistanceResult", "hfm_distances",
+           "make_projections", "points_from_table"]
 
 Pair = tuple[int, int]
 Progress = Callable[[dict[Pair, DistanceResult]], None]
 
 METHODS = ("exact", "approx", "pointwise", "certified")
+
+
+@dataclass(frozen=True)
+class DistanceOptions:
+    """Which distances :func:`hfm_distances` computes, how, and what comes beside them.
+
+    Attributes
+    ----------
+    method:
+        ``exact``, ``approx``, ``pointwise`` or ``certified`` (METHODS §1).
+    m2:
+        Window per side (approx, pointwise; certified with ``paper_value``).
+    targets:
+        Which distances: 0 = D (label), 1 = D_f (prediction).
+    histogram_bins:
+        When > 0 (and the method gives per-row values: exact, pointwise, certified),
+        ``extra["hist"]`` holds ``(edges, counts)`` of the per-row distances, with the
+        same edges for D and D_f of an attribute.
+    paper_value:
+        ``certified``: also compute the paper's ApproxDist (and the pointwise bound)
+        beside the exact value (needs the projections).
+    num_partitions:
+        Range partitions per projection; default ``ceil(n_rows / rows_per_partition)``.
+        The result does not depend on it.
+    rows_per_partition:
+        See ``num_partitions``.
+    exact_block_rows:
+        Rows per block of the ``exact`` block nested loop.
+    """
+
+    method: str
+    m2: int
+    targets: tuple[int, ...] = (0, 1)
+    histogram_bins: int = 0
+    paper_value: bool = False
+    num_partitions: int | None = None
+    rows_per_partition: int = 50_000
+    exact_block_rows: int = 20_000
 
 
 def points_from_table(
@@ -94,27 +134,12 @@ def hfm_distances(
     n_attr: int,
     dim_x: int,
     n_rows: int,
-    method: str,
-    m2: int,
+    options: DistanceOptions,
+    certify: CertifyOptions | None = None,
     projections: dict[int, np.ndarray] | None = None,
-    num_partitions: int | None = None,
-    rows_per_partition: int = 50_000,
-    max_candidates: int | None = None,
-    exact_block_rows: int = 20_000,
-    histogram_bins: int = 0,
-    targets: tuple[int, ...] = (0, 1),
     on_progress: Progress | None = None,
-    seed: int = 0,
-    paper_value: bool = False,
-    sample_rows: int = 1024,
-    time_left: Callable[[], float] | None = None,
-    local_max_bytes: int | None = LOCAL_MAX_BYTES,
 ) -> dict[Pair, DistanceResult]:
     """D and D_f per attribute of a points DataFrame.
-
-    Over 60 lines only by this docstring; the body is about 40 lines.
-
-    (Its length is its parameter documentation; each method is a helper.)
 
     Parameters
     ----------
@@ -126,105 +151,75 @@ def hfm_distances(
         Feature length.
     n_rows : int
         Number of rows of ``pts`` (sizes partitions and blocks).
-    method : {"exact", "approx", "pointwise", "certified"}
-        See METHODS §1.
-    m2 : int
-        Window per side (approx, pointwise, certified).
+    options : DistanceOptions
+        Method, window, targets, histogram, partitions and blocks
+        (:class:`DistanceOptions`).
+    certify : CertifyOptions, optional
+        ``certified``: seed of the sample and block ranks, sample rows per code, the
+        cap on rows checked per (target, attribute), the driver-path budget and the
+        time budget (:class:`~fairspark.hfm._spark.elim.CertifyOptions`; when the time
+        budget runs out the result is ``not_certified`` with its interval). Default:
+        its defaults.
     projections : dict, optional
         Target -> ``(m1, 1 + dim_x)`` projection vectors (from :func:`make_projections`);
         needed by ``approx``, ``pointwise`` and ``paper_value``.
-    num_partitions : int, optional
-        Range partitions per projection; default ``ceil(n_rows / rows_per_partition)``.
-        The result does not depend on it.
-    rows_per_partition : int
-        See ``num_partitions``.
-    max_candidates : int, optional
-        ``certified``: cap on rows checked per (target, attribute) (``not_certified``
-        when reached); default: no cap.
-    exact_block_rows : int
-        Rows per block of the ``exact`` block nested loop.
-    histogram_bins : int
-        When > 0 (and the method gives per-row values: exact, pointwise, certified),
-        ``extra["hist"]`` holds ``(edges, counts)`` of the per-row distances, with the
-        same edges for D and D_f of an attribute.
-    targets : tuple of int
-        Which distances: 0 = D (label), 1 = D_f (prediction).
-
     on_progress : callable, optional
         ``certified`` only: called with the results so far (copies) once the sample
         bounds are known (``upper`` = their maximum, ``lower`` unknown) and after every
         elimination round (``[lower, upper]`` so far), so that a caller whose time
         budget runs out keeps a valid interval.
-    seed : int
-        ``certified``: seed of the sample and block ranks.
-    paper_value : bool
-        ``certified``: also compute the paper's ApproxDist (and the pointwise bound)
-        beside the exact value (needs ``projections``).
-    sample_rows : int
-        ``certified``: sample rows per code for the upper bounds.
-    time_left : callable, optional
-        ``certified``: seconds left of the time budget; when it runs out the result is
-        ``not_certified`` with its interval.
-    local_max_bytes : int, optional
-        ``certified``: points that fit this many bytes (``8 * (dim_x + 2) + 64`` a row,
-        and at most half of ``spark.driver.maxResultSize``) are collected once and
-        searched on the driver with the same passes (one Spark job); 0 always runs the
-        passes on Spark; ``None`` (default) sizes the budget from the driver's memory
-        (:func:`fairspark.hfm._spark.elim.driver_budget`).
 
     Returns
     -------
     dict
         ``(target, attribute index) -> DistanceResult``.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown HFM method {method!r}; expected one of {METHODS}")
-    if method == "exact":
-        n_blocks = max(1, math.ceil(n_rows / exact_block_rows))
+    opt = options
+    if opt.method not in METHODS:
+        raise ValueError(f"unknown HFM method {opt.method!r}; expected one of {METHODS}")
+    if opt.method == "exact":
+        n_blocks = max(1, math.ceil(n_rows / opt.exact_block_rows))
         return _exact_distances(pts, n_attr=n_attr, dim_x=dim_x, n_blocks=n_blocks,
-                                targets=targets, histogram_bins=histogram_bins)
-    if method == "certified":
-        out = _certified_distances(
-            pts, n_attr=n_attr, dim_x=dim_x, targets=targets, seed=seed,
-            sample_rows=sample_rows, max_candidates=max_candidates,
-            histogram_bins=histogram_bins, time_left=time_left, on_progress=on_progress,
-            n_rows=n_rows, local_max_bytes=local_max_bytes)
-        if paper_value:
+                                targets=opt.targets, histogram_bins=opt.histogram_bins)
+    if opt.method == "certified":
+        out = _certified_distances(pts, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows,
+                                   options=opt, certify=certify or CertifyOptions(),
+                                   on_progress=on_progress)
+        if opt.paper_value:
             if projections is None:
                 raise ValueError("paper_value needs projection vectors")
             _add_paper_values(out, pts, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows,
-                              projections={t: projections[t] for t in targets}, m2=m2,
-                              num_partitions=num_partitions,
-                              rows_per_partition=rows_per_partition)
+                              projections={t: projections[t] for t in opt.targets},
+                              options=opt)
         return out
     if projections is None:
-        raise ValueError(f"method {method!r} needs projection vectors")
-    projections = {t: projections[t] for t in targets}
+        raise ValueError(f"method {opt.method!r} needs projection vectors")
+    projections = {t: projections[t] for t in opt.targets}
     with _approx_scan(pts, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows, projections=projections,
-                      m2=m2, num_partitions=num_partitions,
-                      rows_per_partition=rows_per_partition) as (scan, ap):
-        if method == "approx":
+                      options=opt) as (scan, ap):
+        if opt.method == "approx":
             return _approx_distances(ap)
         return _bounded_distances(
-            pts, scan, ap, m1s={tgt: int(projections[tgt].shape[0]) for tgt in targets},
-            targets=targets, n_attr=n_attr, histogram_bins=histogram_bins,
+            pts, scan, ap, m1s={tgt: int(projections[tgt].shape[0]) for tgt in opt.targets},
+            targets=opt.targets, n_attr=n_attr, histogram_bins=opt.histogram_bins,
         )
 
 
 @contextlib.contextmanager
 def _approx_scan(
     pts: DataFrame, *, n_attr: int, dim_x: int, n_rows: int, projections: dict[int, np.ndarray],
-    m2: int, num_partitions: int | None, rows_per_partition: int,
+    options: DistanceOptions,
 ) -> Iterator[tuple[DataFrame, dict[Pair, object]]]:
     """The persisted ApproxDist window scans and their per-pair summary (unpersisted on exit).
 
     Yields ``(scan, approx)`` with ``approx[(tgt, attr)]`` the summary row (``D``,
-    ``D_avg``, witnesses, projection).
+    ``D_avg``, witnesses, projection); ``options`` gives the window and the partitions.
     """
-    P = num_partitions or max(1, math.ceil(n_rows / rows_per_partition))
+    P = options.num_partitions or max(1, math.ceil(n_rows / options.rows_per_partition))
     inner: list[DataFrame] = []
     scan = approx_scan(
-        pts, n_attr=n_attr, dim_x=dim_x, projections=projections, m2=m2, num_partitions=P,
+        pts, n_attr=n_attr, dim_x=dim_x, projections=projections, m2=options.m2,
+        num_partitions=P,
         persisted=inner,
     ).persist(StorageLevel.MEMORY_AND_DISK)
     try:
@@ -252,13 +247,12 @@ def _bounded_distances(
 
 
 def _certified_distances(
-    pts: DataFrame, *, n_attr: int, dim_x: int, targets: tuple[int, ...], seed: int,
-    sample_rows: int, max_candidates: int | None, histogram_bins: int,
-    time_left: Callable[[], float] | None, on_progress: Progress | None,
-    n_rows: int | None = None, local_max_bytes: int | None = LOCAL_MAX_BYTES,
+    pts: DataFrame, *, n_attr: int, dim_x: int, n_rows: int | None, options: DistanceOptions,
+    certify: CertifyOptions, on_progress: Progress | None,
 ) -> dict[Pair, DistanceResult]:
     """The ``certified`` method: exact D by sample bounds and elimination."""
     out: dict[Pair, DistanceResult] = {}
+    histogram_bins = options.histogram_bins
 
     def on_bounds(ub_df: DataFrame | pd.DataFrame) -> None:
         # the sample bounds: their maximum bounds D, their mean bounds D_avg (on the
@@ -280,24 +274,20 @@ def _certified_distances(
         _apply_certification(snap, cert)
         on_progress(snap)
 
-    pairs = [(tgt, a) for tgt in targets for a in range(n_attr)]
-    cert = certify_exact(pts, n_attr=n_attr, dim_x=dim_x, pairs=pairs, seed=seed,
-                         sample_rows=sample_rows, max_candidates=max_candidates,
-                         time_left=time_left, on_step=on_step, on_bounds=on_bounds,
-                         n_rows=n_rows, local_max_bytes=local_max_bytes)
+    pairs = [(tgt, a) for tgt in options.targets for a in range(n_attr)]
+    cert = certify_exact(pts, n_attr=n_attr, dim_x=dim_x, pairs=pairs, n_rows=n_rows,
+                         options=certify, on_step=on_step, on_bounds=on_bounds)
     _apply_certification(out, cert)
     return out
 
 
 def _add_paper_values(
     out: dict[Pair, DistanceResult], pts: DataFrame, *, n_attr: int, dim_x: int, n_rows: int,
-    projections: dict[int, np.ndarray], m2: int, num_partitions: int | None,
-    rows_per_partition: int,
+    projections: dict[int, np.ndarray], options: DistanceOptions,
 ) -> None:
     """The paper's ApproxDist and the pointwise bound beside the exact value, with errors."""
     with _approx_scan(pts, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows, projections=projections,
-                      m2=m2, num_partitions=num_partitions,
-                      rows_per_partition=rows_per_partition) as (scan, ap):
+                      options=options) as (scan, ap):
         pw = _bounded_distances(
             pts, scan, ap, m1s={t: int(w.shape[0]) for t, w in projections.items()},
             targets=tuple(projections), n_attr=n_attr, histogram_bins=0)

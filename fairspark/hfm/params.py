@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
-from typing import Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlparse
 
 from pydantic import Field
 
 from fairspark._params import AuditParams
 from fairspark.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fairspark.hfm.compute import CertifyOptions, DistanceOptions
 
 __all__ = ["HFMParams", "dr_model_kind", "local_path"]
 
@@ -167,6 +171,28 @@ class HFMParams(AuditParams):
     dr_model_kind: Literal["auto", "sklearn", "spark"] = "auto"
     dr_ratio: float = Field(0.5, gt=0, le=1)
     dr_level: float = Field(0.95, gt=0, lt=1)
+
+    def distance_options(self, m2: int) -> DistanceOptions:
+        """What :func:`~fairspark.hfm.compute.hfm_distances` computes, from these options
+        and the window ``m2`` (``m2`` here or its default for the rows)."""
+        from fairspark.hfm.compute import DistanceOptions
+
+        return DistanceOptions(
+            method=self.method, m2=m2, histogram_bins=self.histogram_bins,
+            paper_value=self.paper_value, num_partitions=self.num_partitions,
+            rows_per_partition=self.rows_per_partition,
+            exact_block_rows=self.exact_block_rows,
+        )
+
+    def certify_options(self, *, seed: int,
+                        time_left: Callable[[], float] | None = None) -> CertifyOptions:
+        """How ``certified`` searches, from these options, the sample seed and the
+        audit's time budget."""
+        from fairspark.hfm.compute import CertifyOptions
+
+        return CertifyOptions(seed=seed, sample_rows=self.sample_rows,
+                              max_candidates=self.max_candidates,
+                              local_max_bytes=self.local_max_bytes, time_left=time_left)
 
     def check_files(self) -> None:
         """The audit contract's file check: ``dr_model`` (see :meth:`check_dr_model`)."""

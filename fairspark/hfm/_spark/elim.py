@@ -64,8 +64,8 @@ from fairspark.hfm._spark._points import code_cols, points_schema_check
 from fairspark.hfm.results import CertifiedResult
 from fairspark.sampling import hash_bucket
 
-__all__ = ["LOCAL_MAX_BYTES", "MARGIN", "certify_exact", "code_counts", "driver_budget",
-           "sample_bounds_numpy"]
+__all__ = ["LOCAL_MAX_BYTES", "MARGIN", "CertifyOptions", "certify_exact", "code_counts",
+           "driver_budget", "sample_bounds_numpy"]
 
 Pair = tuple[int, int]
 _LOG = logging.getLogger(__name__)
@@ -83,6 +83,58 @@ LOCAL_MAX_BYTES: int | None = None
 _NN_SCHEMA = "tgt int, attr int, qi long, d double, nb_key string"
 _C_SCHEMA = ("kind int, tgt int, attr int, blk int, n long, mx double, key string, "
              "d double, nb_key string, code int, xb binary")
+
+
+@dataclass(frozen=True)
+class CertifyOptions:
+    """How :func:`certify_exact` searches (the defaults are the ``hfm`` audit's).
+
+    Attributes
+    ----------
+    seed:
+        Seed of the hash ranks (sample and blocks).
+    sample_rows:
+        Sample size per code (at least 64 rows of every code; fewer when there are many
+        codes, about ``2 * sample_rows`` rows in all).
+    first_search:
+        Rows with the largest bound searched exactly first, per pair (they set ``L``).
+    first_block:
+        Rows per code of the first block past the sample; each next block is twice as
+        large.
+    max_candidates:
+        Cap on rows checked per pair (``not_certified`` when reached); default none.
+    local_max_bytes:
+        Driver path: when the points (``8 * (dim_x + 2) + 64`` bytes a row) fit this
+        budget and half of ``spark.driver.maxResultSize``, they are collected once
+        (a capped collect of at most that many rows) and the same passes run on the
+        driver, on one Arrow batch (one Spark job instead of about twenty; same result,
+        counts and rounds). 0: always the Spark passes; ``None`` (default): sized from
+        the driver's memory (:func:`driver_budget`).
+    time_left:
+        Seconds left of the time budget, checked between passes; past it the result is
+        ``not_certified`` with the interval so far. ``None``: no budget.
+    """
+
+    seed: int = 0
+    sample_rows: int = 1024
+    first_search: int = 256
+    first_block: int = 1024
+    max_candidates: int | None = None
+    local_max_bytes: int | None = LOCAL_MAX_BYTES
+    time_left: Callable[[], float] | None = None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every pass of one :func:`certify_exact` call reads: the points' shape, the
+    first searches per pair (``k``), the options that steer the passes, the budget."""
+
+    n_attr: int
+    dim_x: int
+    k: int
+    first_block: int
+    max_candidates: int | None
+    time_left: Callable[[], float]
 
 
 @dataclass
@@ -694,13 +746,13 @@ def _pass_c_batches(it, b: dict, spec: list[tuple], edges: list[float],
                 ex = live[keep[live] & (full[live] <= hi)]
                 st[2][j] += len(ex)
                 if len(ex):
-                    yield _c_rows(2, t, a, batch, idx[ex], bound[ex], nb[ex], codes[ex])
+                    yield _c_rows(2, (t, a), batch, idx[ex], bound[ex], nb[ex], codes[ex])
                     keep[ex] = False
             sv = np.flatnonzero(keep)
             st[4][0] += len(sv)
             if len(sv):
                 st[5][0] = max(st[5][0], float(bound[sv].max()))
-                yield _c_rows(1, t, a, batch, idx[sv], bound[sv], nb[sv], codes[sv],
+                yield _c_rows(1, (t, a), batch, idx[sv], bound[sv], nb[sv], codes[sv],
                               xb=_to_blob(P[idx[sv]]))
     for (t, a), (ne, mx, nx, nin, nsv, msv) in stats.items():
         k = len(ne)
@@ -740,9 +792,12 @@ def _eliminate(work: DataFrame, b: dict, spec: list[tuple], edges: list[float], 
     return work.select(*need).mapInArrow(run, _C_SCHEMA)
 
 
-def _c_rows(kind: int, t: int, a: int, batch: pa.RecordBatch, rows: np.ndarray,
+def _c_rows(kind: int, p: Pair, batch: pa.RecordBatch, rows: np.ndarray,
             d: np.ndarray, nb: np.ndarray, codes: np.ndarray,
             xb: pa.Array | None = None) -> pa.RecordBatch:
+    """Pass C output rows of ``kind`` for pair ``p = (tgt, attr)``: ``rows`` of ``batch``
+    with their distances ``d``, neighbour keys ``nb``, codes (and vectors ``xb``)."""
+    t, a = p
     n = len(rows)
     return pa.RecordBatch.from_pydict({
         "kind": pa.array(np.full(n, kind, np.int32)), "tgt": pa.array(np.full(n, t, np.int32)),
@@ -1145,16 +1200,10 @@ def certify_exact(
     n_attr: int,
     dim_x: int,
     pairs: list[Pair],
-    seed: int,
-    sample_rows: int = 1024,
-    first_search: int = 256,
-    first_block: int = 1024,
-    max_candidates: int | None = None,
-    time_left: Callable[[], float] | None = None,
+    n_rows: int | None = None,
+    options: CertifyOptions | None = None,
     on_step: Callable[[dict[Pair, CertifiedResult]], None] | None = None,
     on_bounds: Callable[[DataFrame | pd.DataFrame], None] | None = None,
-    n_rows: int | None = None,
-    local_max_bytes: int | None = LOCAL_MAX_BYTES,
 ) -> dict[Pair, CertifiedResult]:
     """Exact D per (target, attribute) by sample bounds and elimination (module doc).
 
@@ -1169,21 +1218,12 @@ def certify_exact(
         Number of code columns, feature length.
     pairs : list of (tgt, attr)
         What to compute.
-    seed : int
-        Seed of the hash ranks (sample and blocks).
-    sample_rows : int
-        Sample size per code (at least 64 rows of every code; fewer when there are many
-        codes, about ``2 * sample_rows`` rows in all).
-    first_search : int
-        Rows with the largest bound searched exactly first, per pair (they set ``L``).
-    first_block : int
-        Rows per code of the first block past the sample; each next block is twice as
-        large.
-    max_candidates : int, optional
-        Cap on rows checked per pair (``not_certified`` when reached); default none.
-    time_left : callable, optional
-        Seconds left of the time budget, checked between passes; past it the result is
-        ``not_certified`` with the interval so far.
+    n_rows : int, optional
+        Rows of ``pts`` when known: a table that cannot fit ``options.local_max_bytes``
+        goes to the Spark passes without trying the driver path.
+    options : CertifyOptions, optional
+        Seed, sample size, first searches and blocks, cap, driver-path budget, time
+        budget (:class:`CertifyOptions`; default: its defaults).
     on_step : callable, optional
         Called with the intervals so far once the bounds are known (no lower bound
         yet) and after every pass or round.
@@ -1191,16 +1231,6 @@ def certify_exact(
         Called with the per-row bounds (``tgt, attr, key, u, nb_key, mult``) once they
         are known, before the search (histograms, averages): a Spark DataFrame, or a
         pandas DataFrame on the driver path.
-    n_rows : int, optional
-        Rows of ``pts`` when known: a table that cannot fit ``local_max_bytes`` goes to
-        the Spark passes without trying the driver path.
-    local_max_bytes : int, optional
-        Driver path: when the points (``8 * (dim_x + 2) + 64`` bytes a row) fit this
-        budget and half of ``spark.driver.maxResultSize``, they are collected once
-        (a capped collect of at most that many rows) and the same passes run on the
-        driver, on one Arrow batch (one Spark job instead of about twenty; same result,
-        counts and rounds). 0: always the Spark passes; ``None`` (default): sized from
-        the driver's memory (:func:`driver_budget`).
 
     Returns
     -------
@@ -1208,31 +1238,31 @@ def certify_exact(
         ``(tgt, attr) -> CertifiedResult``.
     """
     points_schema_check(pts, n_attr)
-    time_left = time_left or (lambda: math.inf)
-    h = hash_bucket("key", seed).cast("double") / float(_RANK)  # the one sampler's hash
+    opt = options or CertifyOptions()
+    h = hash_bucket("key", opt.seed).cast("double") / float(_RANK)  # the one sampler's hash
     ranked = pts.withColumn("h", h)
-    k = first_search if max_candidates is None else max(1, min(first_search, max_candidates))
+    k = (opt.first_search if opt.max_candidates is None
+         else max(1, min(opt.first_search, opt.max_candidates)))
+    plan = _Plan(n_attr=n_attr, dim_x=dim_x, k=k, first_block=opt.first_block,
+                 max_candidates=opt.max_candidates,
+                 time_left=opt.time_left or (lambda: math.inf))
     t0 = time.perf_counter()
     cost = CostLog(pts.sparkSession)
     work = _LocalWork.collect(ranked, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
-                              sample_rows=sample_rows, n_rows=n_rows, max_bytes=local_max_bytes,
-                              cost=cost)
+                              sample_rows=opt.sample_rows, n_rows=n_rows,
+                              max_bytes=opt.local_max_bytes, cost=cost)
     if work is None:
         work = _SparkWork.build(pts, ranked, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
-                                sample_rows=sample_rows, n_rows=n_rows, cost=cost)
+                                sample_rows=opt.sample_rows, n_rows=n_rows, cost=cost)
     cost.engine = work.where
-    out = _certify_on(work, pairs, n_attr=n_attr, dim_x=dim_x, k=k, t0=t0,
-                      first_block=first_block, max_candidates=max_candidates,
-                      time_left=time_left, on_step=on_step, on_bounds=on_bounds)
+    out = _certify_on(work, pairs, plan, t0=t0, on_step=on_step, on_bounds=on_bounds)
     summary = cost.log()
     for r in out.values():
         r.cost = summary
     return out
 
 
-def _certify_on(work: _Work, pairs: list[Pair], *, n_attr: int, dim_x: int, k: int,
-                t0: float, first_block: int, max_candidates: int | None,
-                time_left: Callable[[], float],
+def _certify_on(work: _Work, pairs: list[Pair], plan: _Plan, *, t0: float,
                 on_step: Callable[[dict[Pair, CertifiedResult]], None] | None,
                 on_bounds: Callable[[DataFrame | pd.DataFrame], None] | None,
                 ) -> dict[Pair, CertifiedResult]:
@@ -1240,7 +1270,7 @@ def _certify_on(work: _Work, pairs: list[Pair], *, n_attr: int, dim_x: int, k: i
     try:
         state = {p: _PairState() for p in pairs}
         with work.step("A: sample bounds, top bounds", full=True) as rec:
-            top = work.top_bounds(pairs, k + 1)  # Spark: pass A, into the cache
+            top = work.top_bounds(pairs, plan.k + 1)  # Spark: pass A, into the cache
             rec["rows_left"] = work.n_rows
         _LOG.info("hfm pass A (bounds, working table, %s): %.2f s", work.where,
                   time.perf_counter() - t0)
@@ -1258,9 +1288,7 @@ def _certify_on(work: _Work, pairs: list[Pair], *, n_attr: int, dim_x: int, k: i
                 on_step({p: st.result() for p, st in state.items()})
 
         report(step=False)
-        _run_passes(work, top, state, pairs, n_attr=n_attr, dim_x=dim_x, k=k,
-                    first_block=first_block, max_candidates=max_candidates,
-                    time_left=time_left, report=report)
+        _run_passes(work, top, state, pairs, plan, report=report)
         with work.step("candidate count"):
             n_above = work.count_above(state)
         out = {p: st.result(n_above=n_above.get(p, 0)) for p, st in state.items()}
@@ -1285,10 +1313,10 @@ def _n_blocks(first_block: int, quota: float, counts: dict[int, dict[int, int]],
 
 
 def _run_passes(work: _Work, top: dict, state: dict[Pair, _PairState], pairs: list[Pair],
-                *, n_attr: int, dim_x: int, k: int, first_block: int,
-                max_candidates: int | None, time_left: Callable[[], float],
-                report: Callable[[], None]) -> None:
+                plan: _Plan, *, report: Callable[[], None]) -> None:
     """Passes B, C and D (module doc), each after a look at the time budget."""
+    n_attr, dim_x, k, first_block = plan.n_attr, plan.dim_x, plan.k, plan.first_block
+    max_candidates, time_left = plan.max_candidates, plan.time_left
     if time_left() <= 0:
         return
     counts, quota = work.counts, work.quota
@@ -1348,21 +1376,21 @@ def _run_passes(work: _Work, top: dict, state: dict[Pair, _PairState], pairs: li
                 st.ub_rem = -math.inf
                 st.done = st.certified = True
         report()
-        _survivors(work, surv, state, active, dim_x=dim_x, lo=edges[-1],
-                   size=float(first_block << n_blocks), time_left=time_left, report=report)
+        _survivors(work, surv, state, active, plan, lo=edges[-1],
+                   size=float(first_block << n_blocks), report=report)
     finally:
         work.release(surv)
 
 
-def _survivors(work: _Work, surv, state: dict[Pair, _PairState], pairs: list[Pair], *,
-               dim_x: int, lo: float, size: float, time_left: Callable[[], float],
-               report: Callable[[], None]) -> None:
+def _survivors(work: _Work, surv, state: dict[Pair, _PairState], pairs: list[Pair],
+               plan: _Plan, *, lo: float, size: float, report: Callable[[], None]) -> None:
     """Pass D: the survivors of pass C in decreasing bound, against doubling blocks past ``lo``.
 
     Each batch (as many vectors as :data:`_BCAST_BYTES` allows) is broadcast and
     checked against the rows with ``lo <= rho < lo + size``, then the next block twice
     as large, until each row is eliminated (bound below ``L``) or exact.
     """
+    dim_x, time_left = plan.dim_x, plan.time_left
     row_bytes = 8.0 * (dim_x + 2) + 64
     # survivor batches come in pages within spark.driver.maxResultSize (_collect), so
     # a small maxResultSize does not shrink the batches (and multiply the passes)
