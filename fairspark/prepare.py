@@ -19,7 +19,8 @@ columns of the prepared table; their names are declared in :mod:`fairspark.colum
    input once;
 3. :func:`_views_from_groups`: the observed values of each view (intersections
    formed on the driver) and the weighted confusion cells of every combination
-   (``PreparedData.cells``, what the group audit reads);
+   (``PreparedData.cells``, what the group audit reads; aggregated by
+   :mod:`fairspark.group.cells`, beside the group audit);
 4. on first use only: :func:`_persisted_base` (role, view and feature columns,
    persisted as ``base_df``) and :class:`_FeatureEncoder` (min-max scaling and
    one-hot encoding, ``PreparedData.df``), so a group-only run persists nothing.
@@ -44,6 +45,7 @@ from fairspark.errors import (
     InvalidValueError,
     MissingColumnError,
 )
+from fairspark.group.cells import CELL_OF, cell_sums, cells_from_groups
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -1042,9 +1044,6 @@ _KEEP = "_fs_keep"
 #: the one pass brings back at most this many (kept, views, label, decision) groups;
 #: with more, :func:`prepare` falls back to the staged flow (per-view counts on Spark)
 ONE_PASS_MAX_GROUPS = 20_000
-#: (label, decision) in the prepared table -> the confusion cell
-_CELL_OF = {(1.0, 1.0): "tp", (0.0, 1.0): "fp", (0.0, 0.0): "tn", (1.0, 0.0): "fn",
-            (None, 1.0): "up", (None, 0.0): "un"}
 
 
 def _one_pass_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
@@ -1063,8 +1062,7 @@ def _one_pass_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
 
     cols = config.columns
     keep = F.col(_KEEP)
-    w = F.col(WEIGHT)
-    aggs = [F.count(F.lit(1)).alias("n"), F.sum(w).alias("w"), F.sum(w * w).alias("w2")]
+    aggs = cell_sums(F.col(WEIGHT))  # the group audit's: n, w, w2 per group
     aggs += _check_counters(plan, config, keep)
     # a 64-bit hash of the raw label, not its text: a string minimum or maximum has no
     # fixed-width buffer and turns the whole pass into a sort aggregation (4x slower)
@@ -1225,8 +1223,10 @@ def _views_from_groups(
 ) -> tuple[list[AttributeInfo], Any]:
     """Every view's observed values and the confusion cells per combination of views.
 
-    The intersections are formed here from their attributes' values (joined by ``|``,
-    privileged when all are), as :func:`_intersection_views` forms them on Spark.
+    The cells are the group audit's (:func:`fairspark.group.cells.cells_from_groups`,
+    which forms the intersections from their attributes' values, joined by ``|`` and
+    privileged when all are, as :func:`_intersection_views` forms them on Spark); each
+    view's values are counted from them.
 
     Returns
     -------
@@ -1235,45 +1235,11 @@ def _views_from_groups(
         view's value and flag column (intersections too) and :data:`CELL_STATS`, in the
         layout of :func:`fairspark.metrics.cell_counts`.
     """
-    import numpy as np
-    import pandas as pd
-
-    from fairspark.metrics._spark import CELL_STATS
-
-    cols = config.columns
-    base = [v for v in views if v.kind != "intersection"]
-    base_cols = [c for v in base for c in (v.value_col, v.priv_col)]
-    combos: dict[tuple[Any, ...], dict[str, float]] = {}
-    for r in groups:
-        if not r[_KEEP]:
-            continue
-        d = combos.setdefault(tuple(r[c] for c in base_cols), dict.fromkeys(CELL_STATS, 0.0))
-        cell = _CELL_OF[(r[LABEL], r[PRED])]
-        # += : a window's groups hold the same key once per partition
-        d[cell] += float(r["w"])
-        d[f"{cell}_w2"] += float(r["w2"])
-        d[f"{cell}_n"] += float(r["n"])
-    cells = pd.DataFrame([dict(zip(base_cols, k, strict=True)) | d for k, d in combos.items()],
-                         columns=[*base_cols, *CELL_STATS])
-    by_attr = {v.name: v for v in base}
-    for combo, v in zip(cols.intersections, (v for v in views if v.kind == "intersection"),
-                        strict=True):
-        parts = [by_attr[a] for a in combo]
-        cells[v.value_col] = (cells[[p.value_col for p in parts]].astype(str)
-                              .agg("|".join, axis=1) if len(cells) else pd.Series(dtype=str))
-        cells[v.priv_col] = (np.logical_and.reduce([cells[p.priv_col].astype(bool).to_numpy()
-                                                    for p in parts]) if len(cells) else
-                             pd.Series(dtype=bool))
-    view_cols = [c for v in views for c in (v.value_col, v.priv_col)]
-    for v in views:
-        cells[v.priv_col] = cells[v.priv_col].astype(bool)
-    cells = cells[[*view_cols, *CELL_STATS]]
-    for s in CELL_STATS:
-        cells[s] = cells[s].astype(np.float64)
-    cells = cells.sort_values(view_cols, kind="mergesort").reset_index(drop=True)
+    cells = cells_from_groups([r for r in groups if r[_KEEP]], views,
+                              config.columns.intersections)
     attributes = []
     for v in views:
-        n_rows = cells[[f"{c}_n" for c in _CELL_OF.values()]].sum(axis=1)
+        n_rows = cells[[f"{c}_n" for c in CELL_OF.values()]].sum(axis=1)
         counts = n_rows.groupby(cells[v.value_col].astype(str), sort=True).sum()
         if len(counts) > cap:
             raise InvalidValueError(
