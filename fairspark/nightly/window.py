@@ -339,7 +339,8 @@ def _aggregate(spark: SparkSession, config: Config, part: Partition, *, reader: 
         groups = prepared.groups
     else:
         plan = _plan_columns(df, config)
-        groups = _one_pass_groups(df, plan, config, _sensitive_views(df, config, plan.types))
+        groups = _one_pass_groups(df, plan, config, _sensitive_views(df, config, plan.types),
+                                  max_groups=ONE_PASS_MAX_GROUPS)
         if groups is None:
             raise FairsparkInputError(
                 f"partition {part.value!r} of {config.input.partition_column!r} has more than "

@@ -1,0 +1,171 @@
+"""Loading checks and preparation: one prepared DataFrame that every audit consumes.
+
+Everything here runs on Spark; the driver only receives aggregates (counts, minima,
+maxima, distinct categories under a cap). See ``docs/architecture.md`` for the
+columns of the prepared table; their names are declared in :mod:`fairspark.columns`.
+
+:func:`prepare` runs in steps, each a short function over small state objects, each
+module one job:
+
+1. :mod:`._columns`: :func:`_plan_columns`, schema checks, the feature split
+   (:class:`_ColumnPlan`), the role columns; :mod:`._views`: the sensitive views;
+2. :mod:`._scan` (the one-aggregation path): :func:`_one_pass_groups`, ONE
+   aggregation over the input, grouped by (kept, each sensitive view's value and
+   flag, label, decision), with every check's counter; :func:`_stats_from_groups`
+   merges it into :class:`InputStats` and :mod:`._checks` raises for unusable input
+   (:func:`_check_stats`). Two checks need their own aggregation: the distinct values
+   of categorical features (:func:`_distinct_counts`, over those columns only;
+   per-group sketches would make the one pass interpreted and slower than both
+   together) and a configured row key's repeats (:func:`_check_unique_keys`, a
+   shuffle by key hash). Each runs only when an enabled audit needs it
+   (:func:`_checks_needed`): a group-only run reads the input once;
+3. :func:`_views_from_groups`: the observed values of each view (intersections
+   formed on the driver) and the weighted confusion cells of every combination
+   (``PreparedData.cells``, what the group audit reads; aggregated by
+   :mod:`fairspark.group.cells`, beside the group audit);
+4. on first use only (:mod:`._rows`): :func:`_persisted_base` (role, view and feature
+   columns, persisted as ``base_df``) and :class:`_FeatureEncoder` (min-max scaling
+   and one-hot encoding, ``PreparedData.df``), so a group-only run persists nothing.
+
+With more than :data:`ONE_PASS_MAX_GROUPS` groups the staged flow runs instead
+(:mod:`._staged_flow`: :func:`_collect_stats`, the persisted rows,
+:func:`_attribute_info` per view). A window (:mod:`fairspark.nightly.window`) passes
+its partitions' merged groups instead of aggregating (:mod:`._merged`:
+:class:`MergedGroups`, :func:`partition_extras`). The results are in :mod:`._results`.
+
+Lower :data:`ONE_PASS_MAX_GROUPS` here (``fairspark.prepare.ONE_PASS_MAX_GROUPS``),
+not in :mod:`._scan`: :func:`prepare` and a window's partitions read it from here.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from fairspark.columns import KEY, LABEL, PRED, WEIGHT, X
+from fairspark.prepare._checks import _check_unique_keys as _check_unique_keys
+from fairspark.prepare._checks import _checked
+from fairspark.prepare._columns import _any_null as _any_null
+from fairspark.prepare._columns import _plan_columns
+from fairspark.prepare._merged import MergedGroups, partition_extras
+from fairspark.prepare._results import AttributeInfo, InputStats, PreparedData
+from fairspark.prepare._rows import _context_columns, _FeatureEncoder, _persisted_base
+from fairspark.prepare._scan import (
+    ONE_PASS_MAX_GROUPS,
+    _distinct_counts,
+    _one_pass_groups,
+    _stats_from_groups,
+    _views_from_groups,
+)
+from fairspark.prepare._staged_flow import _collect_stats as _collect_stats
+from fairspark.prepare._staged_flow import _staged
+from fairspark.prepare._views import _intersection_views, _sensitive_views
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
+    from fairspark.config import Config
+
+# KEY ... X are re-exported for code that imported them from here; they are declared
+# in fairspark.columns. The private names imported ``as`` themselves, and the private
+# helpers prepare() uses, are imported from here by fairspark.nightly.window and the tests.
+__all__ = ["AttributeInfo", "InputStats", "MergedGroups", "ONE_PASS_MAX_GROUPS",
+           "PreparedData", "partition_extras", "prepare",
+           "KEY", "LABEL", "PRED", "WEIGHT", "X"]
+
+log = logging.getLogger("fairspark")
+
+
+def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None) -> PreparedData:
+    """Check the input and count its groups in one aggregation; rows and features lazily.
+
+    One aggregation over the input, grouped by (kept, each sensitive view, label,
+    decision), gives every input check's counters and the weighted confusion cells of
+    every group and intersection (:attr:`PreparedData.cells`). The prepared rows
+    (``base_df``) and the encoded features (``df``) are built and persisted only when
+    an audit reads them. With more than :data:`ONE_PASS_MAX_GROUPS` groups the staged
+    flow runs instead (a statistics pass, the persisted rows, one count per view),
+    which names the view with too many values.
+
+    Parameters
+    ----------
+    df:
+        The input table (already filtered by ``input.where``).
+    config:
+        The run configuration.
+    merged:
+        A window's groups merged from its partitions' states: no aggregation runs
+        (``df`` is read only by an audit that reads rows, or to name bad values);
+        the row keys are checked per partition when its state is written.
+
+    Returns
+    -------
+    PreparedData
+        In the layout of ``docs/architecture.md``.
+
+    Raises
+    ------
+    FairsparkInputError
+        (exit code 2) for a missing column, a column of the wrong type, NaN or
+        infinite feature values, negative weights, too many dropped rows, a
+        categorical column with too many values, a repeated row key, a sensitive
+        attribute with too many values, or no rows to audit.
+    """
+    import time
+
+    cols = config.columns
+    timings: dict[str, float] = {}
+    plan = _plan_columns(df, config)
+    views = _sensitive_views(df, config, plan.types)
+    all_views = [v for v, _, _ in views] + [v for v, _, _ in _intersection_views(cols)]
+    cap = max(config.preparation.max_categories, 1000)
+    t0 = time.perf_counter()
+    groups = (merged.groups if merged is not None else
+              _one_pass_groups(df, plan, config, views, max_groups=ONE_PASS_MAX_GROUPS))
+    base: DataFrame | None = None
+    cells = None
+    if groups is None:
+        log.info("more than %d groups: the staged preparation runs", ONE_PASS_MAX_GROUPS)
+        stats, warnings, base, attributes = _staged(df, plan, config, cap, timings)
+    else:
+        if merged is None:
+            timings["scan"] = round(time.perf_counter() - t0, 3)
+            distinct = lambda columns: _distinct_counts(df, plan, config, columns)
+        else:
+            distinct = merged.distinct(cols.label.column)
+        stats = _stats_from_groups(distinct, groups, plan, config, timings)
+        warnings = _checked(stats, df, plan, config, timings, row_keys=merged is None)
+        attributes, cells = _views_from_groups(groups, all_views, config, cap)
+    view_cols = [c for v in all_views for c in (v.value_col, v.priv_col)]
+    fmin = {c: stats.feature_min[c] for c in plan.numeric}
+    fmax = {c: stats.feature_max[c] for c in plan.numeric}
+    prepared = PreparedData(
+        base_df=base,
+        build_base=lambda: _persisted_base(df, plan, config),
+        cells=cells,
+        groups=groups,
+        timings=timings,
+        attributes=attributes,
+        numeric_features=plan.numeric,
+        categorical_features=plan.categorical,
+        feature_min=fmin,
+        feature_max=fmax,
+        rows_read=stats.rows,
+        rows_audited=stats.audited,
+        rows_unlabelled=stats.unlabelled,
+        dropped={"total": stats.dropped, **{f"null_{c}": k for c, k in stats.nulls.items()}},
+        label_column=cols.label.column,
+        decision_column=cols.decision_column,
+        weighted=cols.weight is not None,
+        warnings=warnings,
+        context_columns=_context_columns(plan, config),
+        feature_types={c: plan.types[c] for c in plan.features},
+    )
+    prepared.build_features = _FeatureEncoder(prepared.rows, plan.numeric, plan.categorical,
+                                              fmin, fmax, view_cols=view_cols,
+                                              context=prepared.context_columns)
+    log.info(
+        "prepared %d of %d rows (%d dropped, %d unlabelled); %d features",
+        stats.audited, stats.rows, stats.dropped, stats.unlabelled, len(plan.features),
+    )
+    return prepared

@@ -1,0 +1,128 @@
+"""The prepared rows and their encoded features, built on first use.
+
+:func:`_persisted_base` builds ``PreparedData.base_df`` (role, view, feature and
+context columns, persisted); :class:`_FeatureEncoder` builds ``PreparedData.df``
+(min-max scaling and one-hot encoding into ``_fs_x``, fitted on Spark). A run whose
+audits never read rows builds neither.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fairspark.columns import KEY, LABEL, PRED, WEIGHT, X, input_col
+from fairspark.prepare._columns import _any_null
+from fairspark.prepare._views import _with_views
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
+    from fairspark.config import Config
+    from fairspark.prepare._columns import _ColumnPlan
+
+log = logging.getLogger("fairspark")
+
+
+#: the prepared role columns, in the order of the prepared table
+_ROLE_COLUMNS = (KEY, LABEL, PRED, WEIGHT)
+
+
+def _persisted_base(df: DataFrame, plan: _ColumnPlan, config: Config) -> DataFrame:
+    """The prepared rows without features (role, view and raw feature columns), persisted."""
+    from pyspark import StorageLevel
+
+    kept = df.where(~_any_null(plan))
+    with_views, views = _with_views(df, kept, config, plan.types)
+    view_cols = [c for v in views for c in (v.value_col, v.priv_col)]
+    return with_views.select(*_ROLE_COLUMNS, *view_cols,
+                             *[input_col(c) for c in (*plan.features,
+                                                      *_context_columns(plan, config))]
+                             ).persist(StorageLevel.MEMORY_AND_DISK)
+
+
+def _context_columns(plan: _ColumnPlan, config: Config) -> list[str]:
+    """The source columns of ``privileged_expr`` attributes that are not features.
+
+    A model fitted on them (HFM's discriminative risk) needs them as they are.
+    """
+    return list(dict.fromkeys(s.column for s in config.columns.sensitive
+                              if s.privileged_expr is not None and s.column in plan.types
+                              and s.column not in plan.features))
+
+
+# --------------------------------------------------------------------------- features
+
+
+@dataclass
+class _FeatureEncoder:
+    """Builds ``PreparedData.df``: min-max scaled numeric features (constant -> 0) and
+    one-hot categorical ones, assembled into ``_fs_x`` (fitted on Spark)."""
+
+    #: the prepared rows without features (``PreparedData.rows``)
+    base: Callable[[], DataFrame]
+    numeric: list[str]
+    categorical: list[str]
+    feature_min: dict[str, float]
+    feature_max: dict[str, float]
+    #: the sensitive-view columns carried into the encoded table, in order
+    view_cols: list[str]
+    #: raw columns carried unchanged (``PreparedData.context_columns``)
+    context: list[str] = field(default_factory=list)
+
+    def _scaled(self) -> tuple[DataFrame, list[str]]:
+        from pyspark.sql import functions as F
+
+        names, exprs = [], []
+        for k, c in enumerate(self.numeric):
+            lo, hi = self.feature_min[c], self.feature_max[c]
+            x = input_col(c).cast("double")
+            e = (x - F.lit(lo)) / F.lit(hi - lo) if hi > lo else F.lit(0.0)
+            exprs.append(e.alias(f"_fs_num_{k}"))
+            names.append(f"_fs_num_{k}")
+        return self.base().select("*", *exprs), names
+
+    def _one_hot_stages(self, staged: DataFrame) -> tuple[DataFrame, list[Any], list[str]]:
+        """Categorical features as strings, indexed alphabetically and one-hot encoded."""
+        from pyspark.ml.feature import OneHotEncoder, StringIndexer
+
+        k_range = range(len(self.categorical))
+        cat_cols = [f"_fs_cat_{k}" for k in k_range]
+        idx_cols = [f"_fs_idx_{k}" for k in k_range]
+        ohe_cols = [f"_fs_ohe_{k}" for k in k_range]
+        staged = staged.select(
+            "*", *[input_col(c).cast("string").alias(a)
+                   for c, a in zip(self.categorical, cat_cols, strict=True)])
+        stages = [StringIndexer(inputCols=cat_cols, outputCols=idx_cols,
+                                stringOrderType="alphabetAsc", handleInvalid="error"),
+                  OneHotEncoder(inputCols=idx_cols, outputCols=ohe_cols, dropLast=False)]
+        return staged, stages, ohe_cols
+
+    def __call__(self) -> tuple[DataFrame, list[str]]:
+        """The persisted encoded table and the names of the entries of ``_fs_x``."""
+        from pyspark import StorageLevel
+        from pyspark.ml import Pipeline
+        from pyspark.ml.feature import VectorAssembler
+        from pyspark.ml.functions import vector_to_array
+        from pyspark.sql import functions as F
+
+        staged, assembler_inputs = self._scaled()
+        names = list(self.numeric)
+        stages: list[Any] = []
+        if self.categorical:
+            staged, stages, ohe_cols = self._one_hot_stages(staged)
+            assembler_inputs += ohe_cols
+        stages.append(VectorAssembler(inputCols=assembler_inputs, outputCol="_fs_vec"))
+        model = Pipeline(stages=stages).fit(staged)
+        if self.categorical:
+            for c, labels in zip(self.categorical, model.stages[0].labelsArray, strict=True):
+                names += [f"{c}={v}" for v in labels]
+        encoded = model.transform(staged).select(
+            *_ROLE_COLUMNS, vector_to_array(F.col("_fs_vec")).alias(X), *self.view_cols,
+            *[input_col(c) for c in (*self.numeric, *self.categorical, *self.context)],
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        log.info("features encoded: %d columns -> %d dimensions",
+                 len(self.numeric) + len(self.categorical), len(names))
+        return encoded, names
