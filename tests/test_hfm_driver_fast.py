@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 from scipy.spatial.distance import cdist
 
-from fairspark.hfm._spark.elim import _bounds_batch, _features, _sorted_by_key
+from fairspark.hfm._spark.elim import _bounds_batch, _row_slices, _sorted_by_key
 
 
 def _table(rng, n=3000, dim=4, chunks=3):
@@ -27,29 +27,34 @@ def _table(rng, n=3000, dim=4, chunks=3):
 def test_key_sort_keeps_rows_whole():
     rng = np.random.default_rng(0)
     tbl, x = _table(rng)
-    batch = _sorted_by_key(tbl, 4)
+    batch, P = _sorted_by_key(tbl, 4)
     order = np.argsort(np.asarray(tbl["key"].to_pylist()), kind="stable")
-    assert batch.schema.names == tbl.column_names
+    assert batch.schema.names == [c for c in tbl.column_names if c != "x"]
     assert batch.column(0).to_pylist() == [tbl["key"].to_pylist()[i] for i in order]
     want = np.column_stack([tbl["y"].to_numpy()[order], tbl["yp"].to_numpy()[order], x[order]])
-    assert np.array_equal(_features(batch, 4), want)
-    assert np.array_equal(batch.column(5).to_numpy(), tbl["c0"].to_numpy()[order])
+    assert np.array_equal(P, want)
+    assert np.array_equal(batch.column(4).to_numpy(), tbl["c0"].to_numpy()[order])
 
 
 def test_pass_a_on_threads_equals_one_thread_and_brute_force():
     rng = np.random.default_rng(1)
     tbl, _ = _table(rng)
-    batch = _sorted_by_key(tbl, 4)
-    P = _features(batch, 4)
-    codes = batch.column(5).to_numpy().astype(np.int64)
+    batch, P = _sorted_by_key(tbl, 4)
+    codes = batch.column(4).to_numpy().astype(np.int64)
     idx = np.sort(rng.choice(len(P), 200, replace=False))
     keys = np.asarray(batch.column(0).to_pylist(), dtype=object)
     s = {"keys": keys[idx], "P": P[idx], "codes": {"c0": codes[idx]},
          "counts": {0: {0: int((codes == 0).sum()), 1: int((codes == 1).sum())}}}
     pairs = [(0, 0), (1, 0)]
-    one = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=1)
-    two = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2)
+    one = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=1, points=P)
+    two = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P)
     assert one.equals(two)
+    # fewer pairs than threads: the rows are split into ranges, each searched apart
+    # (3,000 rows: ranges of at least 4,096 rows leave one; 12,000 rows make two)
+    for p in pairs:
+        alone = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[p], threads=1, points=P)
+        split = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[p], threads=3, points=P)
+        assert alone.equals(split)
     for t in (0, 1):
         T = np.column_stack([P[:, t], P[:, 2:]])
         d = cdist(T, T[idx])
@@ -58,3 +63,26 @@ def test_pass_a_on_threads_equals_one_thread_and_brute_force():
         np.testing.assert_allclose(u, d.min(axis=1), rtol=0, atol=1e-12)
         nb = one.column(one.schema.get_field_index(f"nb{t}_0")).to_pylist()
         assert nb == list(keys[idx][d.argmin(axis=1)])  # ties: the smaller key
+
+
+def test_pass_a_row_ranges_equal_the_whole_batch():
+    rng = np.random.default_rng(2)
+    tbl, _ = _table(rng, n=12_000, chunks=5)
+    batch, P = _sorted_by_key(tbl, 4)
+    assert len(_row_slices(len(P), 1, 2)) == 2 and len(_row_slices(len(P), 2, 2)) == 1
+    codes = batch.column(4).to_numpy().astype(np.int64)
+    idx = np.sort(rng.choice(len(P), 300, replace=False))
+    keys = np.asarray(batch.column(0).to_pylist(), dtype=object)
+    s = {"keys": keys[idx], "P": P[idx], "codes": {"c0": codes[idx]},
+         "counts": {0: {0: int((codes == 0).sum()), 1: int((codes == 1).sum())}}}
+    keep: dict = {}
+    split = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[(1, 0)], threads=2, points=P,
+                          keep=keep)
+    assert len(keep["parts"]) == 2 and keep["parts"][0].stop == keep["parts"][1].start
+    whole = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[(1, 0)], threads=1, points=P)
+    assert split.equals(whole)
+    T = np.column_stack([P[:, 1], P[:, 2:]])
+    d = cdist(T, T[idx])
+    d[codes[:, None] == codes[idx][None, :]] = np.inf
+    np.testing.assert_allclose(split.column(split.schema.get_field_index("u1_0")).to_numpy(),
+                               d.min(axis=1), rtol=0, atol=1e-12)

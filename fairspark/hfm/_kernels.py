@@ -125,6 +125,14 @@ def project(points: np.ndarray, w: np.ndarray) -> np.ndarray:
     return points[:, 0] * w[0] + s
 
 
+def _nonzero2(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.nonzero`` of a 2-D mask (same indices, same row-major order), by the flat
+    positions: several times faster on the kernels' sparse candidate masks (numpy
+    builds 2-D indices element by element)."""
+    flat = np.flatnonzero(mask)
+    return np.divmod(flat, mask.shape[1]) if mask.shape[1] else (flat, flat)
+
+
 def pair_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Euclidean distance computed directly, row by row (broadcasting)."""
     diff = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
@@ -455,7 +463,7 @@ def _cluster_candidates(q: np.ndarray, qcodes: np.ndarray, r: np.ndarray, rcodes
             ok = np.isfinite(m)
             reach = np.where(ok, (np.sqrt(np.maximum(m, 0.0) + tol[clb]) + 2.0 * rad[clb])
                              * (1.0 + 1e-9), 0.0)
-            ci, ri = np.nonzero(sq <= (reach ** 2 + tol[clb])[:, None])
+            ci, ri = _nonzero2(sq <= (reach ** 2 + tol[clb])[:, None])
             nn_ub[clb] = np.where(ok, np.sqrt(np.maximum(m, 0.0) + tol[clb]), 0.0)
             lbs.append(np.sqrt(np.maximum(sq[ci, ri] - tol[clb][ci], 0.0)))
             cnt = np.bincount(ci, minlength=len(clb))
@@ -598,7 +606,7 @@ def nn_other_group_refclustered(
             ub = np.where(np.isfinite(m), np.sqrt(np.maximum(m, 0.0) + tol[qs]), -np.inf)
             lb = np.sqrt(np.maximum(sq - tol[qs, None], 0.0))
             lb -= (rad if ks is None else rad[ks])[None, :]
-            qi, ki = np.nonzero(lb <= (ub * (1.0 + 1e-9))[:, None])
+            qi, ki = _nonzero2(lb <= (ub * (1.0 + 1e-9))[:, None])
             if ks is not None:
                 ki = ks[ki]
             _measure_clusters(q, r, qs[qi], ki, (order, starts, size), (best, bidx))
@@ -704,7 +712,7 @@ def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray,
                 d0 *= d0
                 thr = (d0 - qn + 1.25 * (dim + 4) * _EPS32 * (qn + rmax)
                        + 8.0 * (dim + 4) * _EPS * (qn + rmax + d0))
-                cand = np.nonzero(s <= thr[:, None])
+                cand = _nonzero2(s <= thr[:, None])
                 f32 = len(cand[0]) <= _F32_KEEP_CAND * m_q + 16
                 if len(cand[0]) > _F32_MAX_CAND * m_q:
                     cand = None
@@ -739,7 +747,7 @@ def _plain_f64(qv: np.ndarray, qn: np.ndarray, ra: np.ndarray,
     tol = 8.0 * (dim + 4) * _EPS * (qn + rmax) + 1e-300
     s = qv @ ra[:, :dim].T
     s += ra[:, dim][None, :]
-    return np.nonzero(s <= (s.min(axis=1) + tol)[:, None])
+    return _nonzero2(s <= (s.min(axis=1) + tol)[:, None])
 
 
 def _nn_block(
@@ -759,7 +767,7 @@ def _nn_block(
     tol = coef * (qnb + rnb.max()) + 1e-300
     cand = s <= (m + 2.0 * tol)[:, None]
     cand &= ~same
-    qi, ri = np.nonzero(cand)
+    qi, ri = _nonzero2(cand)
     if qi.size == 0:
         return qi, ri, np.zeros(0)
     d = pair_distance(qb[qi], rb[ri])

@@ -429,18 +429,30 @@ def _map(fn: Callable, items: list, threads: int) -> list:
         return list(ex.map(fn, items))
 
 
+def _row_slices(n: int, pairs: int, threads: int) -> list[slice]:
+    """Contiguous row ranges that let ``threads`` threads share ``pairs`` searches: one
+    range when there are at least as many pairs as threads (each pair on its own
+    thread), else ``ceil(threads / pairs)`` ranges of at least 4,096 rows."""
+    k = 1 if threads <= pairs else min(-(-threads // max(1, pairs)), max(1, n // 4096))
+    edges = np.linspace(0, n, k + 1).round().astype(int)
+    return [slice(int(edges[i]), int(edges[i + 1])) for i in range(k)]
+
+
 def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
-                  pairs: list[Pair], keep: dict | None = None,
-                  threads: int = 1) -> pa.RecordBatch:
+                  pairs: list[Pair], keep: dict | None = None, threads: int = 1,
+                  points: np.ndarray | None = None) -> pa.RecordBatch:
     """Pass A on one batch: ranks, blobs and sample bounds (``s``: the sample, see
     :func:`_work_table`); shared by the Spark task and the driver path (``keep``: gets
-    the points ``P`` and each target's points ``tp``, for the driver path's scans;
-    ``threads``: the driver path searches its pairs on the driver's cores).
+    the points ``P``, the row ranges searched apart and, per range, each target's points
+    and the clusters, for the driver path's scans; ``threads``: the driver path
+    searches its pairs, and ranges of its rows when the pairs are fewer than the
+    threads, on the driver's cores; every row's bound is its own, so the ranges do not
+    change the result).
 
     The rows' clusters (:func:`~fairspark.hfm._kernels.query_clusters` of ``[y, yp, x]``
-    and the attribute's codes) are found once per attribute, for both targets."""
+    and the attribute's codes) are found once per attribute and range, for both targets."""
     cols = code_cols(n_attr)
-    P = _features(batch, dim_x)
+    P = _features(batch, dim_x) if points is None else points
     h = _np(batch, "h")
     out = {"key": _col(batch, "key").cast(pa.string()), "h": pa.array(h)}
     codes = {c: _codes(batch, c) for c in cols}
@@ -449,22 +461,34 @@ def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
     for a, c in enumerate(cols):
         out[f"rho{a}"] = pa.array(_rho(h, codes[c], s["counts"][a]))
     out["xb"] = _to_blob(P)
-    tp = {t: _tpoints(P, t) for t in sorted({p[0] for p in pairs})}
+    targets = sorted({p[0] for p in pairs})
     attrs = sorted({p[1] for p in pairs})
-    clusters = dict(zip(attrs, _map(lambda a: query_clusters(P, codes[cols[a]]), attrs,
-                                    threads), strict=True))
+    parts = _row_slices(len(P), len(pairs), threads)
+    tps = [{t: _tpoints(P[r], t) for t in targets} for r in parts]
+    cl_items = [(i, a) for i in range(len(parts)) for a in attrs]
+    found = _map(lambda ia: query_clusters(P[parts[ia[0]]], codes[cols[ia[1]]][parts[ia[0]]]),
+                 cl_items, threads)
+    clusters = dict(zip(cl_items, found, strict=True))
+    spts = {t: _tpoints(s["P"], t) for t in targets}
 
-    def one(p: Pair) -> tuple[np.ndarray, np.ndarray]:
+    def one(ip: tuple[int, Pair]) -> tuple[np.ndarray, np.ndarray]:
+        i, p = ip
         c = cols[p[1]]
-        return sample_bounds_numpy(tp[p[0]], codes[c], _tpoints(s["P"], p[0]),
-                                   s["codes"][c], s["keys"], clusters=clusters[p[1]])
+        return sample_bounds_numpy(tps[i][p[0]], codes[c][parts[i]], spts[p[0]],
+                                   s["codes"][c], s["keys"], clusters=clusters[(i, p[1])])
 
-    for p, (u, nb) in zip(pairs, _map(one, pairs, threads), strict=True):
-        out[_ucol(p)] = pa.array(u)
-        out[_nbcol(p)] = pa.array(nb, type=pa.string())
+    items = [(i, p) for p in pairs for i in range(len(parts))]
+    res = dict(zip(items, _map(one, items, threads), strict=True))
+    for p in pairs:
+        u = [res[(i, p)][0] for i in range(len(parts))]
+        nb = [res[(i, p)][1] for i in range(len(parts))]
+        out[_ucol(p)] = pa.array(np.concatenate(u) if len(u) > 1 else u[0])
+        out[_nbcol(p)] = pa.array(np.concatenate(nb) if len(nb) > 1 else nb[0],
+                                  type=pa.string())
     if keep is not None:
-        tp.update({("cl", a): cl for a, cl in clusters.items()})
-        keep["P"], keep["tp"] = P, tp
+        for (i, a), cl in clusters.items():
+            tps[i][("cl", a)] = cl
+        keep["P"], keep["parts"], keep["tp"] = P, parts, tps
     return pa.RecordBatch.from_pydict(out)
 
 
@@ -1025,23 +1049,35 @@ def _driver_threads(spark) -> int:
     return max(1, min(par, os.cpu_count() or 1))
 
 
-def _sorted_by_key(tbl: pa.Table, dim_x: int) -> pa.RecordBatch:
-    """The collected points as one key-sorted batch. The feature lists are decoded to
-    one matrix and permuted in numpy (an Arrow ``take`` of a list column is several
-    times slower), then handed back as a fixed-size list column over that matrix."""
-    perm = pc.sort_indices(tbl["key"])
+def _sorted_by_key(tbl: pa.Table, dim_x: int) -> tuple[pa.RecordBatch, np.ndarray]:
+    """The collected points as one key-sorted batch (without ``x``) and their key-sorted
+    points ``[y, yp, x]``. Every chunk's feature lists are written straight to their
+    sorted rows of the one matrix (no concatenated copy, no Arrow ``take`` of a list
+    column, which is several times slower): on a machine that faults fresh memory in
+    slowly, each 400 MB copy of 1e6 x 50 points costs about a second."""
+    perm = pc.sort_indices(tbl["key"]).to_numpy()
     rest = tbl.drop_columns(["x"]).take(perm).combine_chunks()
     n = tbl.num_rows
-    flat = [c.flatten().to_numpy(zero_copy_only=False) for c in tbl.column("x").chunks]
-    X = np.concatenate(flat) if flat else np.zeros(0)
-    if X.size != n * dim_x or tbl.column("x").null_count:
+    x = tbl.column("x")
+    if x.null_count:
         raise ValueError(f"feature vectors must all have length {dim_x}")
-    X = X.reshape(n, dim_x)[perm.to_numpy()]
-    xs = pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), dim_x)
-    cols = {c: rest.column(c).combine_chunks() for c in rest.column_names}
-    cols["x"] = xs
-    names = tbl.column_names
-    return pa.RecordBatch.from_arrays([cols[c] for c in names], names=names)
+    inv = np.empty(n, dtype=np.int64)
+    inv[perm] = np.arange(n)
+    P = np.empty((n, dim_x + 2))
+    start = 0
+    for chunk in x.chunks:
+        m = len(chunk)
+        flat = chunk.flatten().to_numpy(zero_copy_only=False)
+        if flat.size != m * dim_x:
+            raise ValueError(f"feature vectors must all have length {dim_x}")
+        P[inv[start:start + m], 2:] = flat.reshape(m, dim_x)
+        start += m
+    names = [c for c in tbl.column_names if c != "x"]
+    batch = pa.RecordBatch.from_arrays([rest.column(c).combine_chunks() for c in names],
+                                       names=names)
+    P[:, 0] = _np(batch, "y")
+    P[:, 1] = _np(batch, "yp")
+    return batch, P
 
 
 class _LocalWork(_Work):
@@ -1055,8 +1091,11 @@ class _LocalWork(_Work):
     where = "driver"
     spark_jobs = False
 
-    def __init__(self, batch: pa.RecordBatch, *, n_attr: int, dim_x: int, pairs: list[Pair],
-                 sample_rows: int, max_result: float, cost: CostLog, threads: int = 1) -> None:
+    def __init__(self, batch: pa.RecordBatch, points: np.ndarray, *, n_attr: int, dim_x: int,
+                 pairs: list[Pair], sample_rows: int, max_result: float, cost: CostLog,
+                 threads: int = 1) -> None:
+        """``batch``: the key-sorted points table (:func:`_sorted_by_key`), ``points``
+        its ``[y, yp, x]``."""
         self.n_attr, self.dim_x, self.max_result = n_attr, dim_x, max_result
         self.cost, self.n_rows, self.threads = cost, batch.num_rows, threads
         cols = code_cols(n_attr)
@@ -1072,22 +1111,25 @@ class _LocalWork(_Work):
             in_sample |= (codes[c] != _NULL_CODE) & (_rho(h, codes[c], self.counts[a]) < self.quota)
         idx = np.flatnonzero(in_sample)
         s = {"keys": np.asarray(_col(batch, "key").take(pa.array(idx)).to_pylist(), dtype=object),
-             "P": _features(batch.take(pa.array(idx)), dim_x),
+             "P": points[idx],
              "codes": {c: codes[c][idx].astype(np.int64) for c in cols},
              "counts": self.counts}
         kept: dict = {}
         with self.step("A: sample bounds", full=True) as rec:
             self.batch = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
-                                       keep=kept, threads=threads)
+                                       keep=kept, threads=threads, points=points)
             rec["threads"] = threads
             rec["rows_out"] = len(idx)
-        del batch
+        del batch, points
         self.keys = np.asarray(_col(self.batch, "key").to_pylist(), dtype=object)
         # what the scans read: the batch is key-sorted, its points and each target's
         # points are pass A's (no second decode)
-        self._scan_read = (kept["P"], self.keys,
-                           {a: _np(self.batch, f"rho{a}") for a in range(n_attr)},
-                           {a: _codes(self.batch, c) for a, c in enumerate(cols)}, kept["tp"])
+        rho = {a: _np(self.batch, f"rho{a}") for a in range(n_attr)}
+        code = {a: _codes(self.batch, c) for a, c in enumerate(cols)}
+        # per row range of pass A (each on its own thread): views, no copies
+        self._scan_read = [(kept["P"][r], self.keys[r], {a: v[r] for a, v in rho.items()},
+                            {a: v[r] for a, v in code.items()}, tp)
+                           for r, tp in zip(kept["parts"], kept["tp"], strict=True)]
         self.u = {p: _np(self.batch, _ucol(p)) for p in pairs}
         self.nb = {p: np.asarray(_col(self.batch, _nbcol(p)).to_pylist(), dtype=object)
                    for p in pairs}
@@ -1119,9 +1161,9 @@ class _LocalWork(_Work):
         if tbl.num_rows > cap or tbl.num_rows == 0:
             _LOG.info("hfm: %d points do not fit the driver path (at most %d)", tbl.num_rows, cap)
             return None
-        batch = _sorted_by_key(tbl, dim_x)
+        batch, points = _sorted_by_key(tbl, dim_x)
         del tbl
-        return cls(batch, n_attr=n_attr, dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
+        return cls(batch, points, n_attr=n_attr, dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
                    max_result=max_result, cost=cost, threads=_driver_threads(ranked.sparkSession))
 
     def _after(self, u: np.ndarray, cursor: tuple[float, str] | None) -> np.ndarray:
@@ -1160,12 +1202,13 @@ class _LocalWork(_Work):
         return self.batch.filter(pa.array(want)).select(names).to_pandas()
 
     def scan(self, queries: list[tuple], *, lo: float, hi: float) -> pd.DataFrame:
-        # each query set on its own thread (same batch, read only; same result)
-        def one(q: tuple) -> pd.DataFrame:
-            return _frame(_scan_batches([], [q], n_attr=self.n_attr, dim_x=self.dim_x,
-                                        lo=lo, hi=hi, prepared=[self._scan_read]), _NN_PA)
+        # each query set and row range on its own thread (same batch, read only), the
+        # best per query over the ranges as over Spark's tasks: the same result
+        def one(qr: tuple) -> pd.DataFrame:
+            return _frame(_scan_batches([], [qr[0]], n_attr=self.n_attr, dim_x=self.dim_x,
+                                        lo=lo, hi=hi, prepared=[qr[1]]), _NN_PA)
 
-        parts = _map(one, queries, self.threads)
+        parts = _map(one, [(q, r) for q in queries for r in self._scan_read], self.threads)
         raw = pd.concat(parts, ignore_index=True) if parts else _frame(iter(()), _NN_PA)
         return _best_per_query(raw)
 
