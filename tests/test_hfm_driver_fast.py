@@ -31,7 +31,8 @@ def test_key_sort_keeps_rows_whole():
     order = np.argsort(np.asarray(tbl["key"].to_pylist()), kind="stable")
     assert batch.schema.names == [c for c in tbl.column_names if c != "x"]
     assert batch.column(0).to_pylist() == [tbl["key"].to_pylist()[i] for i in order]
-    want = np.column_stack([tbl["y"].to_numpy()[order], tbl["yp"].to_numpy()[order], x[order]])
+    # [yp, y, x]: the label's points [y, x] are a view of the last columns
+    want = np.column_stack([tbl["yp"].to_numpy()[order], tbl["y"].to_numpy()[order], x[order]])
     assert np.array_equal(P, want)
     assert np.array_equal(batch.column(4).to_numpy(), tbl["c0"].to_numpy()[order])
 
@@ -56,7 +57,7 @@ def test_pass_a_on_threads_equals_one_thread_and_brute_force():
         split = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[p], threads=3, points=P)
         assert alone.equals(split)
     for t in (0, 1):
-        T = np.column_stack([P[:, t], P[:, 2:]])
+        T = np.column_stack([P[:, 1 - t], P[:, 2:]])
         d = cdist(T, T[idx])
         d[codes[:, None] == codes[idx][None, :]] = np.inf
         u = one.column(one.schema.get_field_index(f"u{t}_0")).to_numpy()
@@ -81,7 +82,7 @@ def test_pass_a_row_ranges_equal_the_whole_batch():
     assert len(keep["parts"]) == 2 and keep["parts"][0].stop == keep["parts"][1].start
     whole = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[(1, 0)], threads=1, points=P)
     assert split.equals(whole)
-    T = np.column_stack([P[:, 1], P[:, 2:]])
+    T = np.column_stack([P[:, 0], P[:, 2:]])
     d = cdist(T, T[idx])
     d[codes[:, None] == codes[idx][None, :]] = np.inf
     np.testing.assert_allclose(split.column(split.schema.get_field_index("u1_0")).to_numpy(),

@@ -204,3 +204,38 @@ def test_hfm_df_edge_cases():
     assert hfm_df(0.0, 0.5) == math.inf
     assert hfm_df(2.0, 3.0) == pytest.approx(0.5)
     assert hfm_df(2.0, 1.0) == pytest.approx(-0.5)
+
+
+def test_row_views_give_the_results_of_contiguous_copies():
+    """The kernels take the label's points ``[y, x]`` as a view of ``[yp, y, x]`` rows
+    (no copy): the distances and indices equal those of a contiguous copy, bit for bit,
+    and the brute force's."""
+    from scipy.spatial.distance import cdist
+
+    from fairspark.hfm._kernels import (
+        nn_other_group,
+        nn_other_group_clustered,
+        nn_other_group_refclustered,
+        query_clusters,
+    )
+
+    rng = np.random.default_rng(7)
+    base = rng.random((40, 6))
+    P = base[rng.integers(0, 40, 3000)] + rng.normal(0, 1e-3, (3000, 6))
+    codes = rng.integers(0, 3, 3000)
+    view = P[:, 1:]
+    assert not view.flags.c_contiguous
+    copy = np.ascontiguousarray(view)
+    refs, rcodes = copy[::7], codes[::7]
+    d = cdist(copy, refs)
+    d[codes[:, None] == rcodes[None, :]] = np.inf
+    for fn in (nn_other_group, nn_other_group_clustered):
+        dv, iv = fn(view, codes, refs, rcodes)
+        dc, ic = fn(copy, codes, refs, rcodes)
+        assert np.array_equal(dv, dc) and np.array_equal(iv, ic)
+        np.testing.assert_allclose(dv, d.min(axis=1), rtol=0, atol=1e-12)
+    cl = query_clusters(P, codes)
+    dv, iv = nn_other_group_refclustered(refs, rcodes, view, codes, clusters=cl)
+    dc, ic = nn_other_group_refclustered(refs, rcodes, copy, codes, clusters=cl)
+    assert np.array_equal(dv, dc) and np.array_equal(iv, ic)
+    np.testing.assert_allclose(dv, d.min(axis=0), rtol=0, atol=1e-12)

@@ -125,6 +125,17 @@ def project(points: np.ndarray, w: np.ndarray) -> np.ndarray:
     return points[:, 0] * w[0] + s
 
 
+def _rows(a: np.ndarray) -> np.ndarray:
+    """``a`` as float64 rows without a copy when each row is contiguous (a view of some
+    columns of a wider matrix, e.g. the label's points ``[y, x]`` of ``[yp, y, x]``);
+    otherwise a contiguous copy. The kernels read rows, blocks of rows and BLAS
+    products of them, which take such views as they are (same values, same results)."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim == 2 and a.strides[1] == 8 and a.strides[0] >= 8 * a.shape[1] >= 0:
+        return a
+    return np.ascontiguousarray(a)
+
+
 def _nonzero2(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.nonzero`` of a 2-D mask (same indices, same row-major order), by the flat
     positions: several times faster on the kernels' sparse candidate masks (numpy
@@ -242,8 +253,7 @@ def nn_other_group(
     idx : numpy.ndarray
         Index into ``refs`` of the nearest one (-1 where none).
     """
-    q = np.ascontiguousarray(queries, dtype=np.float64)
-    r = np.ascontiguousarray(refs, dtype=np.float64)
+    q, r = _rows(queries), _rows(refs)
     qcodes = np.asarray(qcodes)
     rcodes = np.asarray(rcodes)
     nq, nr = q.shape[0], r.shape[0]
@@ -360,8 +370,7 @@ def nn_other_group_clustered(
     dist, idx : numpy.ndarray
         As :func:`nn_other_group`.
     """
-    q = np.ascontiguousarray(queries, dtype=np.float64)
-    r = np.ascontiguousarray(refs, dtype=np.float64)
+    q, r = _rows(queries), _rows(refs)
     qcodes, rcodes = np.asarray(qcodes), np.asarray(rcodes)
     nq, nr = q.shape[0], r.shape[0]
     if nq < 8 or nr == 0 or q.shape[1] == 0:
@@ -396,7 +405,7 @@ def query_clusters(points: np.ndarray, codes: np.ndarray, *,
     coordinates are in one cell of any subset of them, and a distance over all
     coordinates is at least the distance over a subset, so the radii stay upper bounds.
     """
-    p = np.ascontiguousarray(points, dtype=np.float64)
+    p = _rows(points)
     order, starts = _clusters(p, np.asarray(codes), cell)
     if len(starts) - 1 > _CLUSTER_GAIN * len(p):
         # too many clusters: the searches take their plain path and never read the radii
@@ -563,8 +572,7 @@ def nn_other_group_refclustered(
     dist, idx : numpy.ndarray
         As :func:`nn_other_group`.
     """
-    q = np.ascontiguousarray(queries, dtype=np.float64)
-    r = np.ascontiguousarray(refs, dtype=np.float64)
+    q, r = _rows(queries), _rows(refs)
     qcodes, rcodes = np.asarray(qcodes), np.asarray(rcodes)
     nq, nr = q.shape[0], r.shape[0]
     if nq == 0 or nr < 8 or q.shape[1] == 0:

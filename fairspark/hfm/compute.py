@@ -381,19 +381,37 @@ def _apply_certification(
             res.value = upper
 
 
+def _pair_rows(rows: pd.DataFrame) -> list[tuple[int, int, np.ndarray]]:
+    """Per (tgt, attr) of a pandas frame of per-row values, in sorted order, the
+    positions of its rows (in frame order)."""
+    tg, at = rows["tgt"].to_numpy(np.int64), rows["attr"].to_numpy(np.int64)
+    code = tg * (1 << 32) + at
+    return [(int(c >> 32), int(c & 0xFFFFFFFF), np.flatnonzero(code == c))
+            for c in np.unique(code)]
+
+
 def _summarise_local(rows: pd.DataFrame, col: str) -> pd.DataFrame:
     """:func:`summarise_pointwise` of a pandas frame: max, weighted mean and the witness
-    of the max (the largest value, then the smallest key, then neighbour key)."""
+    of the max (the largest value, then the smallest key, then neighbour key; a missing
+    key first). In numpy per pair, no grouped frames (two pairs of 904k rows: 0.9 s
+    with a pandas groupby, which copies every group)."""
+    v_all, w_all = rows[col].to_numpy(float), rows["mult"].to_numpy(float)
+    keys, nbs = rows["key"].to_numpy(object), rows["nb_key"].to_numpy(object)
     out = []
-    for (tgt, attr), g in rows.groupby(["tgt", "attr"], sort=True):
-        v, w = g[col].to_numpy(float), g["mult"].to_numpy(float)
-        top = g[v == v.max()]  # only the rows at the maximum are sorted for the witness
-        best = top.sort_values(["key", "nb_key"], kind="mergesort",
-                               na_position="first").iloc[0]
-        out.append({"tgt": int(tgt), "attr": int(attr), "D": float(v.max()),
-                    "D_avg": float((v * w).sum() / w.sum()), "key": best["key"],
-                    "nb_key": best["nb_key"]})
+    for tgt, attr, at in _pair_rows(rows):
+        v, w = v_all[at], w_all[at]
+        top = at[v == v.max()]  # only the rows at the maximum are sorted for the witness
+        best = min(top, key=lambda i: (_present(keys[i]), keys[i] if _present(keys[i]) else "",
+                                       _present(nbs[i]), nbs[i] if _present(nbs[i]) else ""))
+        out.append({"tgt": tgt, "attr": attr, "D": float(v.max()),
+                    "D_avg": float((v * w).sum() / w.sum()), "key": keys[best],
+                    "nb_key": nbs[best]})
     return pd.DataFrame(out, columns=["tgt", "attr", "D", "D_avg", "key", "nb_key"])
+
+
+def _present(v: object) -> bool:
+    """Whether a key is there (pandas sorts a missing one first)."""
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
 
 
 def _add_histograms(
@@ -408,15 +426,18 @@ def _add_histograms(
     top_col = F.lit(0.0)
     for attr, top in tops.items():
         top_col = F.when(F.col("attr") == attr, F.lit(top if top > 0 else 1.0)).otherwise(top_col)
-    if isinstance(rows, pd.DataFrame):
-        attrs = rows["attr"].to_numpy(int)
-        top_v = np.ones(len(rows))
-        for attr, top in tops.items():  # per attribute, not per row
-            if top > 0:
-                top_v[attrs == attr] = top
-        bin_v = np.minimum(np.floor(rows[col].to_numpy(float) / top_v * bins), bins - 1)
-        counts = (rows.assign(bin=bin_v.astype(int)).groupby(["tgt", "attr", "bin"])["mult"]
-                  .sum().rename("n").reset_index())
+    if isinstance(rows, pd.DataFrame):  # numpy per pair: no grouped copies
+        v, mult = rows[col].to_numpy(float), rows["mult"].to_numpy(float)
+        parts = []
+        for tgt, attr, at in _pair_rows(rows):
+            top = tops.get(attr, 0.0)
+            bin_v = np.minimum(np.floor(v[at] / (top if top > 0 else 1.0) * bins),
+                               bins - 1).astype(int)
+            n = np.bincount(bin_v, weights=mult[at], minlength=bins)
+            nz = np.flatnonzero(n)
+            parts.append(pd.DataFrame({"tgt": tgt, "attr": attr, "bin": nz, "n": n[nz]}))
+        counts = (pd.concat(parts, ignore_index=True) if parts
+                  else pd.DataFrame(columns=["tgt", "attr", "bin", "n"]))
     else:
         b = F.least(F.floor(F.col(col) / top_col * bins), F.lit(bins - 1)).cast("int")
         counts = (

@@ -309,23 +309,34 @@ def _col(batch: pa.RecordBatch, name: str) -> pa.Array:
     return batch.column(batch.schema.get_field_index(name))
 
 
+def _strs(col: pa.Array) -> np.ndarray:
+    """A string column as an object array of ``str`` (``None`` where null)."""
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
+
+
 def _np(batch: pa.RecordBatch, name: str, dtype=np.float64) -> np.ndarray:
     return _col(batch, name).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 
 
 def _features(batch: pa.RecordBatch, dim_x: int) -> np.ndarray:
-    """``[y, yp, x]`` of a batch of the points table (``x`` a list column)."""
+    """``[yp, y, x]`` of a batch of the points table (``x`` a list column): the label's
+    points ``[y, x]`` are then a view (:func:`_tpoints`)."""
     x = _col(batch, "x")
     flat = x.flatten().to_numpy(zero_copy_only=False)
     n = len(x)
     if flat.size != n * dim_x:
         raise ValueError(f"feature vectors must all have length {dim_x}")
-    return np.column_stack([_np(batch, "y"), _np(batch, "yp"), flat.reshape(n, dim_x)])
+    return np.column_stack([_np(batch, "yp"), _np(batch, "y"), flat.reshape(n, dim_x)])
 
 
 def _tpoints(P: np.ndarray, tgt: int) -> np.ndarray:
-    """Points ``[t, x]`` of ``[y, yp, x]`` rows, ``t`` the label (0) or the prediction (1)."""
-    return np.concatenate([P[:, tgt:tgt + 1], P[:, 2:]], axis=1)
+    """Points ``[t, x]`` of ``[yp, y, x]`` rows, ``t`` the label (0) or the prediction (1).
+
+    The label's are a view of the rows (no copy: D's points, which every audit
+    computes; 400 MB at 1e6 x 50); the prediction's a copy."""
+    if tgt == 0:
+        return P[:, 1:]
+    return np.concatenate([P[:, :1], P[:, 2:]], axis=1)
 
 
 def _ucol(p: Pair) -> str:
@@ -449,7 +460,7 @@ def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
     threads, on the driver's cores; every row's bound is its own, so the ranges do not
     change the result).
 
-    The rows' clusters (:func:`~fairspark.hfm._kernels.query_clusters` of ``[y, yp, x]``
+    The rows' clusters (:func:`~fairspark.hfm._kernels.query_clusters` of ``[yp, y, x]``
     and the attribute's codes) are found once per attribute and range, for both targets."""
     cols = code_cols(n_attr)
     P = _features(batch, dim_x) if points is None else points
@@ -502,7 +513,7 @@ def _work_table(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: 
     cols = code_cols(n_attr)
     sample = sample.sort_values("key", kind="mergesort")
     sx = np.vstack(sample["x"].to_numpy()) if len(sample) else np.zeros((0, dim_x))
-    SP = np.column_stack([sample["y"].to_numpy(float), sample["yp"].to_numpy(float),
+    SP = np.column_stack([sample["yp"].to_numpy(float), sample["y"].to_numpy(float),
                           sx.reshape(len(sample), dim_x)])
     bc = ranked.sparkSession.sparkContext.broadcast({
         "keys": sample["key"].to_numpy(dtype=object), "P": SP,
@@ -534,7 +545,7 @@ def _scan_arrays(batch: pa.RecordBatch, *, n_attr: int, dim_x: int,
         batch = _key_order(batch)
     cols = code_cols(n_attr)
     return (_from_blob(_col(batch, "xb"), dim_x + 2),
-            np.asarray(_col(batch, "key").to_pylist(), dtype=object),
+            _strs(_col(batch, "key")),
             {a: _np(batch, f"rho{a}") for a in range(n_attr)},
             {a: _codes(batch, cols[a]) for a in range(n_attr)}, {})
 
@@ -561,7 +572,7 @@ def _scan_batches(it, qs: list[tuple], *, n_attr: int, dim_x: int, lo: float,
             whole = bool(m.all())
             if whole and len(Q) >= _REF_CLUSTER_QUERIES:
                 # every row is a reference: grouped once per batch and attribute (on
-                # [y, yp, x], for both targets), only near clusters are measured
+                # [yp, y, x], for both targets), only near clusters are measured
                 if ("cl", a) not in tp:
                     tp[("cl", a)] = query_clusters(P, codes[a])
                 d, idx = nn_other_group_refclustered(Q, qc, tp[t], codes[a],
@@ -1051,7 +1062,7 @@ def _driver_threads(spark) -> int:
 
 def _sorted_by_key(tbl: pa.Table, dim_x: int) -> tuple[pa.RecordBatch, np.ndarray]:
     """The collected points as one key-sorted batch (without ``x``) and their key-sorted
-    points ``[y, yp, x]``. Every chunk's feature lists are written straight to their
+    points ``[yp, y, x]``. Every chunk's feature lists are written straight to their
     sorted rows of the one matrix (no concatenated copy, no Arrow ``take`` of a list
     column, which is several times slower): on a machine that faults fresh memory in
     slowly, each 400 MB copy of 1e6 x 50 points costs about a second."""
@@ -1075,8 +1086,8 @@ def _sorted_by_key(tbl: pa.Table, dim_x: int) -> tuple[pa.RecordBatch, np.ndarra
     names = [c for c in tbl.column_names if c != "x"]
     batch = pa.RecordBatch.from_arrays([rest.column(c).combine_chunks() for c in names],
                                        names=names)
-    P[:, 0] = _np(batch, "y")
-    P[:, 1] = _np(batch, "yp")
+    P[:, 0] = _np(batch, "yp")
+    P[:, 1] = _np(batch, "y")
     return batch, P
 
 
@@ -1095,7 +1106,7 @@ class _LocalWork(_Work):
                  pairs: list[Pair], sample_rows: int, max_result: float, cost: CostLog,
                  threads: int = 1) -> None:
         """``batch``: the key-sorted points table (:func:`_sorted_by_key`), ``points``
-        its ``[y, yp, x]``."""
+        its ``[yp, y, x]``."""
         self.n_attr, self.dim_x, self.max_result = n_attr, dim_x, max_result
         self.cost, self.n_rows, self.threads = cost, batch.num_rows, threads
         cols = code_cols(n_attr)
@@ -1110,7 +1121,7 @@ class _LocalWork(_Work):
         for a, c in enumerate(cols):
             in_sample |= (codes[c] != _NULL_CODE) & (_rho(h, codes[c], self.counts[a]) < self.quota)
         idx = np.flatnonzero(in_sample)
-        s = {"keys": np.asarray(_col(batch, "key").take(pa.array(idx)).to_pylist(), dtype=object),
+        s = {"keys": _strs(_col(batch, "key").take(pa.array(idx))),
              "P": points[idx],
              "codes": {c: codes[c][idx].astype(np.int64) for c in cols},
              "counts": self.counts}
@@ -1121,7 +1132,7 @@ class _LocalWork(_Work):
             rec["threads"] = threads
             rec["rows_out"] = len(idx)
         del batch, points
-        self.keys = np.asarray(_col(self.batch, "key").to_pylist(), dtype=object)
+        self.keys = _strs(_col(self.batch, "key"))
         # what the scans read: the batch is key-sorted, its points and each target's
         # points are pass A's (no second decode)
         rho = {a: _np(self.batch, f"rho{a}") for a in range(n_attr)}
@@ -1131,7 +1142,7 @@ class _LocalWork(_Work):
                             {a: v[r] for a, v in code.items()}, tp)
                            for r, tp in zip(kept["parts"], kept["tp"], strict=True)]
         self.u = {p: _np(self.batch, _ucol(p)) for p in pairs}
-        self.nb = {p: np.asarray(_col(self.batch, _nbcol(p)).to_pylist(), dtype=object)
+        self.nb = {p: _strs(_col(self.batch, _nbcol(p)))
                    for p in pairs}
 
     @classmethod
@@ -1181,11 +1192,15 @@ class _LocalWork(_Work):
         return out
 
     def bounds_rows(self, pairs: list[Pair]) -> pd.DataFrame:
-        n = len(self.keys)
-        return pd.concat([pd.DataFrame({
-            "tgt": np.full(n, p[0], np.int32), "attr": np.full(n, p[1], np.int32),
-            "key": self.keys, "u": self.u[p], "nb_key": self.nb[p],
-            "mult": np.ones(n, np.int64)}) for p in pairs], ignore_index=True)
+        n, k = len(self.keys), len(pairs)
+        return pd.DataFrame({
+            "tgt": np.repeat(np.array([p[0] for p in pairs], np.int32), n),
+            "attr": np.repeat(np.array([p[1] for p in pairs], np.int32), n),
+            "key": np.tile(self.keys, k) if k != 1 else self.keys,
+            "u": np.concatenate([self.u[p] for p in pairs]) if k else np.zeros(0),
+            "nb_key": (np.concatenate([self.nb[p] for p in pairs]) if k
+                       else np.zeros(0, dtype=object)),
+            "mult": np.ones(n * k, np.int64)})
 
     def fetch(self, keys: list[str], attrs: list[int], lo: float, hi: float, *,
               est_bytes: float) -> pd.DataFrame:
