@@ -400,7 +400,7 @@ def query_clusters(points: np.ndarray, codes: np.ndarray, *,
     The radii and distances are ``None`` when the clusters are too many for the
     searches to use them (more than :data:`_CLUSTER_GAIN` of the points).
 
-    Computed on points that hold every target's coordinates (``[y, yp, x]``), it serves
+    Computed on points that hold every target's coordinates (``[yp, y, x]``), it serves
     the points of each target (``[y, x]``, ``[yp, x]``): rows in one grid cell of all
     coordinates are in one cell of any subset of them, and a distance over all
     coordinates is at least the distance over a subset, so the radii stay upper bounds.
