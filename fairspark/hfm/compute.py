@@ -423,10 +423,7 @@ def _add_histograms(
     for (_, attr), r in out.items():
         top = r.extra.get("pointwise", r.extra.get("bound_max", r.value))
         tops[attr] = max(tops.get(attr, 0.0), top if math.isfinite(top) else 0.0)
-    top_col = F.lit(0.0)
-    for attr, top in tops.items():
-        top_col = F.when(F.col("attr") == attr, F.lit(top if top > 0 else 1.0)).otherwise(top_col)
-    if isinstance(rows, pd.DataFrame):  # numpy per pair: no grouped copies
+    if isinstance(rows, pd.DataFrame):  # numpy per pair: no grouped copies, no Spark
         v, mult = rows[col].to_numpy(float), rows["mult"].to_numpy(float)
         parts = []
         for tgt, attr, at in _pair_rows(rows):
@@ -439,6 +436,10 @@ def _add_histograms(
         counts = (pd.concat(parts, ignore_index=True) if parts
                   else pd.DataFrame(columns=["tgt", "attr", "bin", "n"]))
     else:
+        top_col = F.lit(0.0)
+        for attr, top in tops.items():
+            top_col = F.when(F.col("attr") == attr,
+                             F.lit(top if top > 0 else 1.0)).otherwise(top_col)
         b = F.least(F.floor(F.col(col) / top_col * bins), F.lit(bins - 1)).cast("int")
         counts = (
             rows.groupBy("tgt", "attr", b.alias("bin"))
