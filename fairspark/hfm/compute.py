@@ -401,17 +401,18 @@ def _summarise_local(rows: pd.DataFrame, col: str) -> pd.DataFrame:
     for tgt, attr, at in _pair_rows(rows):
         v, w = v_all[at], w_all[at]
         top = at[v == v.max()]  # only the rows at the maximum are sorted for the witness
-        best = min(top, key=lambda i: (_present(keys[i]), keys[i] if _present(keys[i]) else "",
-                                       _present(nbs[i]), nbs[i] if _present(nbs[i]) else ""))
+        best = min(top, key=lambda i: (*_sort_key(keys[i]), *_sort_key(nbs[i])))
         out.append({"tgt": tgt, "attr": attr, "D": float(v.max()),
                     "D_avg": float((v * w).sum() / w.sum()), "key": keys[best],
                     "nb_key": nbs[best]})
     return pd.DataFrame(out, columns=["tgt", "attr", "D", "D_avg", "key", "nb_key"])
 
 
-def _present(v: object) -> bool:
-    """Whether a key is there (pandas sorts a missing one first)."""
-    return v is not None and not (isinstance(v, float) and math.isnan(v))
+def _sort_key(v: object) -> tuple[bool, str]:
+    """A key's place in pandas' order with a missing one first."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return False, ""
+    return True, v
 
 
 def _add_histograms(

@@ -318,6 +318,11 @@ def _np(batch: pa.RecordBatch, name: str, dtype=np.float64) -> np.ndarray:
     return _col(batch, name).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 
 
+def _stack_points(y: np.ndarray, yp: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The points matrix ``[yp, y, x]``: the one place its column order is set."""
+    return np.column_stack([yp, y, x])
+
+
 def _features(batch: pa.RecordBatch, dim_x: int) -> np.ndarray:
     """``[yp, y, x]`` of a batch of the points table (``x`` a list column): the label's
     points ``[y, x]`` are then a view (:func:`_tpoints`)."""
@@ -326,7 +331,7 @@ def _features(batch: pa.RecordBatch, dim_x: int) -> np.ndarray:
     n = len(x)
     if flat.size != n * dim_x:
         raise ValueError(f"feature vectors must all have length {dim_x}")
-    return np.column_stack([_np(batch, "yp"), _np(batch, "y"), flat.reshape(n, dim_x)])
+    return _stack_points(_np(batch, "y"), _np(batch, "yp"), flat.reshape(n, dim_x))
 
 
 def _tpoints(P: np.ndarray, tgt: int) -> np.ndarray:
@@ -491,10 +496,8 @@ def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
     items = [(i, p) for p in pairs for i in range(len(parts))]
     res = dict(zip(items, _map(one, items, threads), strict=True))
     for p in pairs:
-        u = [res[(i, p)][0] for i in range(len(parts))]
-        nb = [res[(i, p)][1] for i in range(len(parts))]
-        out[_ucol(p)] = pa.array(np.concatenate(u) if len(u) > 1 else u[0])
-        out[_nbcol(p)] = pa.array(np.concatenate(nb) if len(nb) > 1 else nb[0],
+        out[_ucol(p)] = pa.array(np.concatenate([res[(i, p)][0] for i in range(len(parts))]))
+        out[_nbcol(p)] = pa.array(np.concatenate([res[(i, p)][1] for i in range(len(parts))]),
                                   type=pa.string())
     if keep is not None:
         for (i, a), cl in clusters.items():
@@ -513,8 +516,8 @@ def _work_table(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: 
     cols = code_cols(n_attr)
     sample = sample.sort_values("key", kind="mergesort")
     sx = np.vstack(sample["x"].to_numpy()) if len(sample) else np.zeros((0, dim_x))
-    SP = np.column_stack([sample["yp"].to_numpy(float), sample["y"].to_numpy(float),
-                          sx.reshape(len(sample), dim_x)])
+    SP = _stack_points(sample["y"].to_numpy(float), sample["yp"].to_numpy(float),
+                       sx.reshape(len(sample), dim_x))
     bc = ranked.sparkSession.sparkContext.broadcast({
         "keys": sample["key"].to_numpy(dtype=object), "P": SP,
         "codes": {c: sample[c].fillna(_NULL_CODE).to_numpy(np.int64) for c in cols},
@@ -1086,8 +1089,7 @@ def _sorted_by_key(tbl: pa.Table, dim_x: int) -> tuple[pa.RecordBatch, np.ndarra
     names = [c for c in tbl.column_names if c != "x"]
     batch = pa.RecordBatch.from_arrays([rest.column(c).combine_chunks() for c in names],
                                        names=names)
-    P[:, 0] = _np(batch, "yp")
-    P[:, 1] = _np(batch, "y")
+    P[:, :2] = _stack_points(_np(batch, "y"), _np(batch, "yp"), np.zeros((n, 0)))
     return batch, P
 
 
@@ -1142,8 +1144,7 @@ class _LocalWork(_Work):
                             {a: v[r] for a, v in code.items()}, tp)
                            for r, tp in zip(kept["parts"], kept["tp"], strict=True)]
         self.u = {p: _np(self.batch, _ucol(p)) for p in pairs}
-        self.nb = {p: _strs(_col(self.batch, _nbcol(p)))
-                   for p in pairs}
+        self.nb = {p: _strs(_col(self.batch, _nbcol(p))) for p in pairs}
 
     @classmethod
     def collect(cls, ranked: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
@@ -1196,10 +1197,10 @@ class _LocalWork(_Work):
         return pd.DataFrame({
             "tgt": np.repeat(np.array([p[0] for p in pairs], np.int32), n),
             "attr": np.repeat(np.array([p[1] for p in pairs], np.int32), n),
-            "key": np.tile(self.keys, k) if k != 1 else self.keys,
-            "u": np.concatenate([self.u[p] for p in pairs]) if k else np.zeros(0),
-            "nb_key": (np.concatenate([self.nb[p] for p in pairs]) if k
-                       else np.zeros(0, dtype=object)),
+            "key": np.tile(self.keys, k),
+            "u": np.concatenate([self.u[p] for p in pairs] or [np.zeros(0)]),
+            "nb_key": np.concatenate([self.nb[p] for p in pairs]
+                                     or [np.zeros(0, dtype=object)]),
             "mult": np.ones(n * k, np.int64)})
 
     def fetch(self, keys: list[str], attrs: list[int], lo: float, hi: float, *,
