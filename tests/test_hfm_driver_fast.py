@@ -50,8 +50,8 @@ def test_pass_a_on_threads_equals_one_thread_and_brute_force():
     one = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=1, points=P)
     two = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P)
     assert one.equals(two)
-    # fewer pairs than threads: the rows are split into ranges, each searched apart
-    # (3,000 rows: ranges of at least 4,096 rows leave one; 12,000 rows make two)
+    # one pair on three threads (3,000 rows: ranges of at least 4,096 rows leave one
+    # range; the 12,000 rows of the next test make two)
     for p in pairs:
         alone = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[p], threads=1, points=P)
         split = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[p], threads=3, points=P)
@@ -70,18 +70,21 @@ def test_pass_a_row_ranges_equal_the_whole_batch():
     rng = np.random.default_rng(2)
     tbl, _ = _table(rng, n=12_000, chunks=5)
     batch, P = _sorted_by_key(tbl, 4)
-    assert len(_row_slices(len(P), 1, 2)) == 2 and len(_row_slices(len(P), 2, 2)) == 1
+    assert len(_row_slices(len(P), 2)) == 2 and len(_row_slices(len(P), 1)) == 1
+    assert len(_row_slices(4000, 2)) == 1  # ranges of at least 4,096 rows
     codes = batch.column(4).to_numpy().astype(np.int64)
     idx = np.sort(rng.choice(len(P), 300, replace=False))
     keys = np.asarray(batch.column(0).to_pylist(), dtype=object)
     s = {"keys": keys[idx], "P": P[idx], "codes": {"c0": codes[idx]},
          "counts": {0: {0: int((codes == 0).sum()), 1: int((codes == 1).sum())}}}
-    keep: dict = {}
-    split = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[(1, 0)], threads=2, points=P,
-                          keep=keep)
-    assert len(keep["parts"]) == 2 and keep["parts"][0].stop == keep["parts"][1].start
-    whole = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[(1, 0)], threads=1, points=P)
-    assert split.equals(whole)
+    # one range per thread, with one pair or with as many pairs as threads
+    for pairs in ([(1, 0)], [(0, 0), (1, 0)]):
+        keep: dict = {}
+        split = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P,
+                              keep=keep)
+        assert len(keep["parts"]) == 2 and keep["parts"][0].stop == keep["parts"][1].start
+        whole = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=1, points=P)
+        assert split.equals(whole)
     T = np.column_stack([P[:, 0], P[:, 2:]])
     d = cdist(T, T[idx])
     d[codes[:, None] == codes[idx][None, :]] = np.inf

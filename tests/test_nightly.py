@@ -399,8 +399,8 @@ def _slow_audit(ctx, params):
 def test_previous_run_is_read_from_published_runs_only(spark, tmp_path):
     import datetime as dt
 
-    from fairspark.outputs import OutputLocation
     from fairspark.nightly.history import load_previous_run
+    from fairspark.outputs import OutputLocation
 
     out = OutputLocation(spark, str(tmp_path / "out"))
     day = dt.date(2026, 11, 5)
