@@ -150,6 +150,20 @@ def pair_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sqrt(np.sum(diff * diff, axis=-1))
 
 
+def _pair_distance_at(a: np.ndarray, ai: np.ndarray | None, b: np.ndarray,
+                      bi: np.ndarray) -> np.ndarray:
+    """``pair_distance(a[ai], b[bi])`` (``ai`` ``None``: every row of ``a``) with the
+    same operations on the same contiguous rows, so the same bits, but from two gathers
+    and in-place steps: one temporary instead of four (half the time of the candidate
+    measurements at d = 57, which read each gathered row once)."""
+    # fancy indexing, not np.take: take is element by element on row views
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    diff = np.array(a) if ai is None else a[ai]
+    diff -= b[bi]
+    np.multiply(diff, diff, out=diff)
+    return np.sqrt(np.add.reduce(diff, axis=-1))
+
+
 def window_scan(
     points: np.ndarray,
     codes: np.ndarray,
@@ -300,7 +314,7 @@ _CELL_OFFSET = 0.37
 #: the clustered search runs when the queries form at most this fraction of clusters
 _CLUSTER_GAIN = 0.5
 #: rows (query, candidate) measured at a time by the clustered search
-_PAIR_ROWS = 1 << 16
+_PAIR_ROWS = 1 << 14
 
 
 def _clusters(q: np.ndarray, qcodes: np.ndarray, cell: float) -> tuple[np.ndarray, np.ndarray]:
@@ -427,7 +441,7 @@ def _cluster_radii(q: np.ndarray, order: np.ndarray, starts: np.ndarray, size: n
         cnt = size[cl]
         first = np.repeat(np.cumsum(cnt) - cnt, cnt)
         pos = np.repeat(starts[cl], cnt) + np.arange(cnt.sum()) - first
-        dl = pair_distance(q[order[pos]], q[np.repeat(rep[cl], cnt)])
+        dl = _pair_distance_at(q, order[pos], q, np.repeat(rep[cl], cnt))
         delta[pos] = dl
         rad[cl] = np.maximum.reduceat(dl, np.cumsum(cnt) - cnt)
     return rad, delta
@@ -525,7 +539,7 @@ def _measure_members(q: np.ndarray, r: np.ndarray, order: np.ndarray, size: np.n
         seg = np.cumsum(km) - km
         ri = cand[pi]
         mem = order[pos]
-        d = pair_distance(q[mem[mj]], r[ri])
+        d = _pair_distance_at(q, mem[mj], r, ri)
         mn = np.minimum.reduceat(d, seg)
         hit = np.flatnonzero(d == np.repeat(mn, km))
         first = hit[np.searchsorted(hit, seg)]
@@ -641,7 +655,7 @@ def _measure_clusters(q: np.ndarray, r: np.ndarray, qi: np.ndarray, ki: np.ndarr
         mi = order[np.repeat(starts[ki[s0:s1]] - seg, c) + np.arange(int(c.sum()))]
         qq = np.repeat(qi[s0:s1], c)
         s0 = s1
-        d = pair_distance(q[qq], r[mi])
+        d = _pair_distance_at(q, qq, r, mi)
         o = np.lexsort((mi, d, qq))
         qq, mi, d = qq[o], mi[o], d[o]
         first = np.ones(len(qq), dtype=bool)
@@ -716,7 +730,7 @@ def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray,
                 # the float32 minimum's own distance d0 (direct): a reference can be
                 # the nearest only when its entry is within the bound of d0^2 - |q|^2
                 j0 = s.argmin(axis=1)
-                d0 = pair_distance(qv, r[rs + j0])
+                d0 = _pair_distance_at(qv, None, r, rs + j0)
                 d0 *= d0
                 thr = (d0 - qn + 1.25 * (dim + 4) * _EPS32 * (qn + rmax)
                        + 8.0 * (dim + 4) * _EPS * (qn + rmax + d0))
@@ -733,7 +747,7 @@ def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray,
                     ra64[:, dim] = rn
                 cand = _plain_f64(qv, qn, ra64[rs:re], rmax)
             qi, ri = cand
-            d = pair_distance(qv[qi], r[rs + ri])
+            d = _pair_distance_at(qv, qi, r, rs + ri)
             order = np.lexsort((ri, d, qi))
             qi, ri, d = qi[order], ri[order], d[order]
             first = np.ones(qi.size, dtype=bool)
@@ -778,7 +792,7 @@ def _nn_block(
     qi, ri = _nonzero2(cand)
     if qi.size == 0:
         return qi, ri, np.zeros(0)
-    d = pair_distance(qb[qi], rb[ri])
+    d = _pair_distance_at(qb, qi, rb, ri)
     # per query: smallest distance, then smallest reference index
     order = np.lexsort((ri, d, qi))
     qi, ri, d = qi[order], ri[order], d[order]
