@@ -449,9 +449,9 @@ def _row_slices(n: int, threads: int) -> list[slice]:
     """Contiguous row ranges, one per thread (ranges of at least 4,096 rows), that pass A
     and the driver path's scans search apart: each range's target points and clusters
     are built on its own thread, and every (range, pair) search is one task, so both
-    cores work even where there are as many pairs as threads (measured on the 904k-row
-    Adult replica with D and D_f: pass A 5.5-6.0 s -> 4.7-5.0 s). A row's bound is its
-    own, so the ranges do not change any result."""
+    cores work even where there are as many pairs as threads (figures: docs/benchmarks.md,
+    issue 26 session 16). A row's bound is its own, so the ranges do not change any
+    result."""
     k = min(max(1, threads), max(1, n // 4096))
     edges = np.linspace(0, n, k + 1).round().astype(int)
     return [slice(int(edges[i]), int(edges[i + 1])) for i in range(k)]
