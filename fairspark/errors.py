@@ -57,6 +57,14 @@ class JavaVersionError(FairsparkInputError):
     """`java` is missing or older than Spark 4 needs."""
 
 
+class WorkerPythonError(FairsparkInputError):
+    """Spark's Python workers cannot import fairspark (their interpreter lacks it)."""
+
+
+class NotASparkDataFrameError(FairsparkInputError, TypeError):
+    """The notebook API was given something other than a Spark DataFrame."""
+
+
 class AuditError(FairsparkError):
     """An audit cannot run on this data; recorded as ``status=failed`` (exit code 4)."""
 

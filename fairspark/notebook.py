@@ -178,6 +178,20 @@ def _columns(cols: dict[str, Any], options: AuditOptions) -> dict[str, Any]:
     return {k: v for k, v in cols.items() if v is not None}
 
 
+def _check_spark_frame(df: object) -> None:
+    """Refuse anything but a Spark DataFrame, in one line that says how to convert it."""
+    from pyspark.sql import DataFrame as SparkDataFrame
+
+    if isinstance(df, SparkDataFrame):
+        return
+    from fairspark.errors import NotASparkDataFrameError
+
+    kind = f"{type(df).__module__}.{type(df).__qualname__}"
+    raise NotASparkDataFrameError(
+        f"fairspark.audit() needs a pyspark.sql.DataFrame, got {kind}; convert it first, "
+        "e.g. fairspark.audit(spark.createDataFrame(pdf), ...) for a pandas DataFrame")
+
+
 def audit(df: DataFrame, **options: Unpack[AuditOptions]) -> AuditResult:
     """Audit a scored Spark DataFrame in memory; nothing is written.
 
@@ -225,11 +239,14 @@ def audit(df: DataFrame, **options: Unpack[AuditOptions]) -> AuditResult:
     fairspark.errors.FairsparkInputError
         A config or input error (a missing column, a wrong type, an empty table, an
         unknown keyword), as exit code 2 of the CLI.
+    fairspark.errors.NotASparkDataFrameError
+        ``df`` is not a ``pyspark.sql.DataFrame`` (a pandas or polars frame, say).
     """
     import pandas as pd
 
     from fairspark.runner import compute_run
 
+    _check_spark_frame(df)
     cfg = _config(_checked(options))
     if cfg.input.where:
         df = df.where(cfg.input.where)

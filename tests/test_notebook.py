@@ -113,6 +113,21 @@ def test_a_missing_column_names_it(spark):
                         audits=["group"])
 
 
+def test_a_pandas_frame_is_refused_with_how_to_convert_it():
+    import pandas as pd
+
+    from fairspark.errors import FairsparkInputError, NotASparkDataFrameError
+
+    pdf = pd.DataFrame({"s": ["a", "b"], "y": [1, 0], "p": [1, 1]})
+    with pytest.raises(NotASparkDataFrameError) as err:
+        fairspark.audit(pdf, sensitive={"s": "a"}, label="y", prediction="p", audits=["group"])
+    msg = str(err.value)
+    # one line: what it got and how to convert it
+    assert "\n" not in msg
+    assert "pandas.core.frame.DataFrame" in msg and "spark.createDataFrame(pdf)" in msg
+    assert isinstance(err.value, FairsparkInputError)  # exit 2 in the CLI's terms
+
+
 def test_an_unknown_keyword_names_it_and_the_known_ones(spark):
     df = spark.createDataFrame([(1, "a", 1, 1), (2, "b", 0, 1)], "id int, s string, y int, p int")
     with pytest.raises(fairspark.ConfigError, match=r"unknown keyword.*'sensitve'") as err:
