@@ -316,6 +316,10 @@ def _start(config, *, under_submit: bool, demo: bool):
     if not under_submit:
         check_java()
     spark = _session(config, under_submit=under_submit)
+    if not under_submit and config.spark.master.strip().startswith("local"):
+        from fairspark.session import check_python_workers
+
+        check_python_workers(spark)  # exit 2 naming the interpreter, before any work
     arm_from_environment(spark)
     if demo:
         from fairspark.demo import prepare_demo_input

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_CONF", "LOCAL_CONF", "build_session"]
+__all__ = ["DEFAULT_CONF", "LOCAL_CONF", "build_session", "check_python_workers"]
 
 #: settings every session fairspark starts gets (a caller's ``conf`` wins)
 DEFAULT_CONF: dict[str, str] = {
@@ -39,11 +41,27 @@ def _is_local(master: str) -> bool:
     return re.fullmatch(r"local(\[[0-9*]+(,[0-9]+)?\])?", master.strip()) is not None
 
 
+def _worker_python(master: str, conf: Mapping[str, Any]) -> str | None:
+    """The interpreter Spark's Python workers get in a session started here, or ``None``.
+
+    PySpark starts its workers with ``PYSPARK_PYTHON`` or else the first ``python3`` on
+    ``PATH`` (outside ``spark-submit`` it does not read ``spark.pyspark.python``); a
+    ``fairspark`` run from a virtual environment by its path (a cron line without the venv
+    on ``PATH``) would get workers without pandas or fairspark. So the caller's
+    ``spark.pyspark.python`` wins, then ``PYSPARK_PYTHON``, and a local or local-cluster
+    master, whose workers run on this machine, gets the driver's ``sys.executable``.
+    """
+    if "spark.pyspark.python" in conf:
+        return str(conf["spark.pyspark.python"])
+    if os.environ.get("PYSPARK_PYTHON") or not master.strip().startswith("local"):
+        return None
+    return sys.executable or None
+
+
 def _workers_import_fairspark() -> bool:
     """Whether a Python worker started here (``python -m`` in this directory, with this
     environment) finds this fairspark: from the working directory, ``PYTHONPATH`` or
     site-packages, not only through a ``sys.path`` edit of the driver."""
-    import os
     import site
     from pathlib import Path
 
@@ -82,6 +100,13 @@ def build_session(
         Extra settings; they override :data:`DEFAULT_CONF`.
     log_level:
         Spark's log level.
+
+    Notes
+    -----
+    A ``local``/``local-cluster`` master's Python workers run the driver's interpreter,
+    unless ``conf`` (``spark.pyspark.python``) or ``PYSPARK_PYTHON`` names another; the
+    choice is made by setting ``PYSPARK_PYTHON`` in this process, which PySpark reads
+    when the session's context starts.
     """
     from pyspark.sql import SparkSession
 
@@ -90,6 +115,9 @@ def build_session(
         builder = builder.master(master)
         local = LOCAL_CONF if _is_local(master) and _workers_import_fairspark() else {}
         settings = {**DEFAULT_CONF, **local, **{k: str(v) for k, v in (conf or {}).items()}}
+        python = _worker_python(master, conf or {})
+        if python is not None:  # read by SparkContext when it starts, below
+            os.environ["PYSPARK_PYTHON"] = python
     else:
         settings = {k: str(v) for k, v in (conf or {}).items()}
     for k, v in settings.items():
@@ -97,3 +125,43 @@ def build_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+def _probe_worker(_: object) -> str:  # runs in a Python worker
+    import pandas  # noqa: F401 - the pandas UDFs need it
+    import pyarrow  # noqa: F401
+
+    import fairspark
+
+    return fairspark.__version__
+
+
+def check_python_workers(spark: SparkSession, *, log_level: str = "WARN") -> None:
+    """Fail early, naming the interpreter, when Spark's Python workers cannot run fairspark.
+
+    One task of one row starts a Python worker and imports fairspark, pandas and pyarrow
+    there, before any audit work (the worker daemon stays up for the run's own tasks).
+    Spark's own log is off during that task, so that a failure reads as one message, and
+    set back to ``log_level`` afterwards.
+
+    Raises
+    ------
+    fairspark.errors.WorkerPythonError
+        The workers' interpreter cannot import them (exit 2).
+    """
+    from fairspark.errors import WorkerPythonError
+
+    python = spark.sparkContext.pythonExec or os.environ.get("PYSPARK_PYTHON") or "python3"
+    spark.sparkContext.setLogLevel("OFF")
+    try:
+        spark.sparkContext.parallelize([0], 1).map(_probe_worker).collect()
+    except Exception as err:  # noqa: BLE001 - any failure to start or import is this error
+        lines = [ln.strip() for ln in str(err).splitlines() if "Error" in ln]
+        cause = next((ln for ln in lines if "ModuleNotFoundError" in ln or "ImportError" in ln),
+                     lines[0] if lines else type(err).__name__)
+        raise WorkerPythonError(
+            f"Spark's Python workers ({python}) cannot run fairspark: {cause[:300]}; set "
+            "spark.conf.spark.pyspark.python (or PYSPARK_PYTHON) to an interpreter that has "
+            "fairspark and its requirements installed") from None
+    finally:
+        spark.sparkContext.setLogLevel(log_level)
