@@ -14,7 +14,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["read_input"]
 
 
-def read_input(spark: SparkSession, *, input_config: InputConfig) -> DataFrame:
+def read_input(spark: SparkSession, *, input_config: InputConfig,
+               partitions: list[str] | None = None) -> DataFrame:
     """Read the input table and apply the optional ``where`` filter.
 
     Parameters
@@ -24,6 +25,10 @@ def read_input(spark: SparkSession, *, input_config: InputConfig) -> DataFrame:
     input_config:
         ``config.input``: a path plus format (parquet, csv, orc, json) with reader
         options, or a metastore table name.
+    partitions:
+        Read only these folders under ``input.path`` (a window's partition folders),
+        keeping ``input.path`` as the base of partition discovery, so the partition
+        column is a column and no other folder is listed or read.
 
     Raises
     ------
@@ -45,7 +50,11 @@ def read_input(spark: SparkSession, *, input_config: InputConfig) -> DataFrame:
             if input_config.format == "csv":
                 opts.setdefault("header", "true")
                 opts.setdefault("inferSchema", "true")
-            df = reader.options(**opts).load(input_config.path)
+            if partitions is not None:
+                opts["basePath"] = input_config.path
+                df = reader.options(**opts).load(partitions)
+            else:
+                df = reader.options(**opts).load(input_config.path)
     except AnalysisException as err:
         first = _first_line(err)
         raise FairsparkInputError(

@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -49,8 +50,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from fairspark.outputs import OutputLocation
     from fairspark.prepare import PreparedData
 
-__all__ = ["STATE_FORMAT", "Partition", "StateStore", "WindowRun", "definition_hash",
-           "list_partitions", "prepare_window", "window_sample_rows"]
+__all__ = ["STATE_FORMAT", "Partition", "PartitionListing", "StateStore", "WindowRun",
+           "definition_hash", "list_partitions", "partition_date", "prepare_window",
+           "window_sample_rows"]
 
 log = logging.getLogger("fairspark")
 
@@ -125,28 +127,70 @@ def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
     return p.getFileSystem(conf), jvm.org.apache.hadoop.fs.Path
 
 
-def list_partitions(spark: SparkSession, base: str, column: str, *,
-                    keep: Any = None) -> list[Partition]:
-    """The ``<column>=<value>`` folders under ``base``, with their files' fingerprints.
+@dataclass(frozen=True)
+class PartitionListing:
+    """The partition folders of a window's input: those read, and those never read.
 
-    ``keep`` (a predicate on the value) selects the folders whose files are listed: a
-    table of many years lists only its window's files.
+    Attributes
+    ----------
+    partitions:
+        The ``<column>=YYYY-MM-DD`` folders (a real calendar date) in the listed date
+        range, with their files' fingerprints, in date order.
+    ignored:
+        Every other entry under the input path (hidden ``_``/``.`` names aside): a
+        backup copy ``day=2026-11-20.bak``, an impossible date ``day=2026-11-31``, a
+        folder of another name. They are named in one warning and never read.
+    """
+
+    partitions: list[Partition]
+    ignored: list[str]
+
+
+def partition_date(name: str, column: str) -> dt.date | None:
+    """The date of a partition folder named exactly ``<column>=YYYY-MM-DD`` (else ``None``).
+
+    The date must be a real calendar day: ``day=2026-11-31`` and ``day=2026-11-20.bak``
+    are no partitions.
+    """
+    m = re.fullmatch(re.escape(column) + r"=(\d{4}-\d{2}-\d{2})", name)
+    if m is None:
+        return None
+    try:
+        return dt.date.fromisoformat(m.group(1))
+    except ValueError:
+        return None
+
+
+def list_partitions(spark: SparkSession, base: str, column: str, *,
+                    first: dt.date | None = None,
+                    last: dt.date | None = None) -> PartitionListing:
+    """The ``<column>=YYYY-MM-DD`` folders under ``base``, with their files' fingerprints.
+
+    Only the folders dated ``first..last`` (both included; ``None``: no bound) have
+    their files listed: a table of many years lists only its window's files. Entries
+    that are not such a folder (a real calendar date, nothing before or after it) are
+    returned in :attr:`PartitionListing.ignored`, whatever their date.
 
     Raises
     ------
     FairsparkInputError
-        When ``base`` does not exist or holds no partition folder of ``column``.
+        When ``base`` does not exist or holds no ``<column>=YYYY-MM-DD`` folder.
     """
     fs, Path = _fs(spark, base)
     root = Path(base)
     if not fs.exists(root):
         raise FairsparkInputError(f"input {base!r} ('input.path') does not exist")
-    out = []
+    out, ignored, dated = [], [], 0
     for st in fs.listStatus(root):
         name = st.getPath().getName()
-        if not (st.isDirectory() and name.startswith(f"{column}=")):
+        if name.startswith(("_", ".")):
+            continue  # _SUCCESS, _temporary, .hive-staging: never data (Spark skips them)
+        day = partition_date(name, column) if st.isDirectory() else None
+        if day is None:
+            ignored.append(name)
             continue
-        if keep is not None and not keep(name.split("=", 1)[1]):
+        dated += 1
+        if (first is not None and day < first) or (last is not None and day > last):
             continue
         files = size = modified = 0
         it = fs.listFiles(st.getPath(), True)
@@ -157,23 +201,17 @@ def list_partitions(spark: SparkSession, base: str, column: str, *,
             files += 1
             size += int(f.getLen())
             modified = max(modified, int(f.getModificationTime()))
-        out.append(Partition(value=name.split("=", 1)[1], path=f"{base.rstrip('/')}/{name}",
+        out.append(Partition(value=day.isoformat(), path=f"{base.rstrip('/')}/{name}",
                              fingerprint={"files": files, "bytes": size,
                                           "modified_ms": modified}))
-    if not out and keep is None:
+    if not dated:
+        seen = ", ".join(sorted(ignored)[:5]) + (" ..." if len(ignored) > 5 else "")
         raise FairsparkInputError(
-            f"input {base!r} has no partition folders '{column}=<value>' "
-            "('input.partition_column'); a window reads a folder partitioned by that column")
-    return sorted(out, key=lambda p: p.value)
-
-
-def _as_date(value: str, column: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(value[:10])
-    except ValueError:
-        raise FairsparkInputError(
-            f"partition {column}={value!r}: a window needs date partitions (YYYY-MM-DD) in "
-            "'input.partition_column'") from None
+            f"input {base!r} has no partition folders '{column}=YYYY-MM-DD' "
+            "('input.partition_column'): a window reads a folder partitioned by that "
+            "column, one real date a day" + (f"; found {seen}" if ignored else ""))
+    return PartitionListing(partitions=sorted(out, key=lambda p: p.value),
+                            ignored=sorted(ignored))
 
 
 class StateStore:
@@ -391,18 +429,21 @@ def prepare_window(spark: SparkSession, config: Config, *,
     run_date = config.effective_run_date()
     first = run_date - dt.timedelta(days=win.days - 1)
     t0 = time.perf_counter()
-    parts = list_partitions(spark, inp.path, column,
-                            keep=lambda v: first <= _as_date(v, column) <= run_date)
-    have = {_as_date(p.value, column) for p in parts}
+    listing = list_partitions(spark, inp.path, column, first=first, last=run_date)
+    parts = listing.partitions
+    have = {dt.date.fromisoformat(p.value) for p in parts}
     missing = [(first + dt.timedelta(days=i)).isoformat() for i in range(win.days)
                if first + dt.timedelta(days=i) not in have]
     if not parts:
         raise EmptyInputError(
             f"no partition of {column!r} under {inp.path!r} falls in the window "
-            f"{first.isoformat()}..{run_date.isoformat()} ('window.days': {win.days})")
+            f"{first.isoformat()}..{run_date.isoformat()} ('window.days': {win.days})"
+            + (f"; not partition folders '{column}=YYYY-MM-DD' (not read): "
+               f"{', '.join(listing.ignored[:10])}" if listing.ignored else ""))
     from fairspark.io import read_input
 
-    whole = read_input(spark, input_config=inp)
+    # only the window's folders: a stray folder beside them is never listed or read
+    whole = read_input(spark, input_config=inp, partitions=[p.path for p in parts])
     if column not in whole.columns:
         from fairspark.errors import MissingColumnError
 
@@ -474,6 +515,12 @@ def prepare_window(spark: SparkSession, config: Config, *,
                            merged=MergedGroups(groups, cats, label_hashes))
     timings["window: merge"] = round(time.perf_counter() - t2, 3)
     notes = []
+    if listing.ignored:
+        n = len(listing.ignored)
+        notes.append(f"not read: {n} entr{'y' if n == 1 else 'ies'} under {inp.path!r} "
+                     f"that {'is' if n == 1 else 'are'} not a partition folder "
+                     f"'{column}=YYYY-MM-DD' (a real calendar date): "
+                     f"{', '.join(listing.ignored[:10])}{' ...' if n > 10 else ''}")
     if missing:
         notes.append(f"the window {first.isoformat()}..{run_date.isoformat()} has no "
                      f"partition for {len(missing)} of its {win.days} days: "
@@ -506,7 +553,8 @@ def prepare_window(spark: SparkSession, config: Config, *,
     run.info = {
         "column": column, "days": win.days, "first": first.isoformat(),
         "last": run_date.isoformat(), "partitions": [p.value for p in parts],
-        "missing": missing, "aggregated": why, "reused": sorted(set(states) - set(why)),
+        "missing": missing, "ignored": listing.ignored, "aggregated": why,
+        "reused": sorted(set(states) - set(why)),
         "definition": store.definition, "other_definitions": others,
         "states": store.root, "sample": sample_info,
         "hfm": (f"the newest partition ({column}={newest.value})" if hfm_newest

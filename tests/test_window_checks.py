@@ -1,0 +1,106 @@
+"""Windows' folder and restate checks (issue 41 item 7), on a synthetic table.
+
+A window reads only folders named exactly ``<column>=YYYY-MM-DD`` with a real date;
+``--restate`` takes real dates inside the window and needs a window; a corrupt state is
+named as a state with the ``--restate`` that repairs it. The data is built here (no
+``../shared``); every expected count is computed from the pandas frame.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import synthetic_scored
+
+from fairspark import cli
+from fairspark.config import parse_config
+from fairspark.runner import compute_run
+
+DAYS = [dt.date(2026, 11, 17) + dt.timedelta(days=i) for i in range(4)]  # 17..20
+RUN_DATE = DAYS[-1].isoformat()
+
+
+def _write_day(part, base: Path, name: str) -> None:
+    folder = base / name
+    folder.mkdir(parents=True)
+    part.drop(columns=["day"]).to_parquet(folder / "part-00000.parquet", index=False)
+
+
+@pytest.fixture()
+def days_table(tmp_path):
+    """Four ``day=D`` folders of a synthetic table; each day's rows differ in size."""
+    pdf = synthetic_scored(n=1200, seed=41)
+    sizes = [200, 250, 300, 450]
+    pdf["day"] = [d.isoformat() for d, k in zip(DAYS, sizes, strict=True) for _ in range(k)]
+    base = tmp_path / "in"
+    for d in DAYS:
+        _write_day(pdf[pdf["day"] == d.isoformat()], base, f"day={d.isoformat()}")
+    return pdf, base, tmp_path / "out"
+
+
+def _raw(base: Path, out: Path, *, days: int = 3, window: bool = True) -> dict:
+    raw = {
+        "dataset": "window_checks", "seed": 3, "run_date": RUN_DATE,
+        "input": {"path": str(base), "partition_column": "day"},
+        "columns": {
+            "features": ["x1", "x2", "city"],
+            "sensitive": [{"column": "sex", "privileged": "M"}],
+            "label": {"column": "y", "positive": 1},
+            "prediction": {"column": "p", "positive": 1},
+            "row_key": "id",
+        },
+        "audits": {"group": {}},
+        "output": {"path": str(out), "report": False},
+    }
+    if window:
+        raw["window"] = {"days": days}
+    return raw
+
+
+def test_stray_folders_are_named_in_one_warning_and_never_read(spark, days_table):
+    pdf, base, out = days_table
+    # a backup copy beside the newest partition, an impossible date, another name
+    shutil.copytree(base / f"day={RUN_DATE}", base / f"day={RUN_DATE}.bak")
+    _write_day(pdf[pdf["day"] == DAYS[1].isoformat()], base, "day=2026-11-31")
+    _write_day(pdf.iloc[:40], base, "day=2026-11-19-old")
+    run = compute_run(spark, parse_config(_raw(base, out, days=3)))
+    # brute force: the rows of the three real days 18..20 of the frame
+    want = int(pdf["day"].isin([d.isoformat() for d in DAYS[1:]]).sum())
+    assert want == 250 + 300 + 450
+    assert run.summary["rows"]["audited"] == want
+    win = run.summary["window"]
+    assert win["partitions"] == [d.isoformat() for d in DAYS[1:]]
+    strays = ["day=2026-11-19-old", "day=2026-11-31", f"day={RUN_DATE}.bak"]
+    assert win["ignored"] == sorted(strays)
+    lines = [w for w in run.summary["warnings"] if "not a partition folder" in w]
+    assert len(lines) == 1 and all(s in lines[0] for s in strays), run.summary["warnings"]
+    # the group audit's selection rates are those of the real days' rows only
+    window_pdf = pdf[pdf["day"].isin([d.isoformat() for d in DAYS[1:]])]
+    rates = {r["group"]: r["value"] for r in run.long_rows if r["audit"] == "group"
+             and r["metric"] == "selection_rate" and r["attribute"] == "sex"}
+    by_sex = window_pdf.groupby("sex")["p"].mean()
+    want_rates = {"privileged": by_sex["M"], "unprivileged": by_sex["F"]}
+    assert set(rates) == set(want_rates)
+    for g, v in want_rates.items():
+        assert rates[g] == pytest.approx(v, abs=1e-12), g
+
+
+def test_a_table_without_date_folders_names_what_it_found(spark, days_table, tmp_path,
+                                                           capsys):
+    pdf, _, out = days_table
+    base = tmp_path / "undated"
+    _write_day(pdf.iloc[:100], base, "day=20261120")
+    _write_day(pdf.iloc[100:200], base, "day=2026-11-20.bak")
+    raw = _raw(base, out)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    code = cli.main(["audit", "--config", str(cfg), "-q"], under_submit=True)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "no partition folders 'day=YYYY-MM-DD'" in err
+    assert "day=20261120" in err and "day=2026-11-20.bak" in err
+    assert not (out / f"run_date={RUN_DATE}").exists()
