@@ -334,10 +334,24 @@ class Config(StrictModel):
         if self.input.where:
             raise ConfigError("config key 'input.where' cannot be used with 'window': the "
                               "window selects its partitions itself (it ends at the run date)")
+        last = self.effective_run_date()
+        first = last - _dt.timedelta(days=self.window.days - 1)
         for part in self.window.restate:
-            if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(part)):
-                raise ConfigError(f"config key 'window.restate': {part!r} is not a partition "
-                                  "date (expected YYYY-MM-DD)")
+            try:
+                if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(part)):
+                    raise ValueError
+                day = _dt.date.fromisoformat(str(part))
+            except ValueError:
+                raise ConfigError(f"config key 'window.restate' (--restate): {str(part)!r} is "
+                                  "not a partition date (expected a real date YYYY-MM-DD, "
+                                  "e.g. 2026-11-14)") from None
+            if not first <= day <= last:
+                raise ConfigError(
+                    f"config key 'window.restate' (--restate): {str(part)!r} is outside the "
+                    f"window {first.isoformat()}..{last.isoformat()} ('window.days' "
+                    f"{self.window.days} ending at the run date {last.isoformat()}): only "
+                    "the window's partitions have states to aggregate again; restate a date "
+                    "inside it, or run that date's night with --run-date")
 
     def check_attributes(self) -> None:
         """Every audit's ``attributes`` must name configured views (the one rule).
@@ -502,9 +516,21 @@ def parse_config(raw: Any, *, overrides: dict[str, Any] | None = None) -> Config
             f"invalid config: the top level must be a mapping of keys, got {type(raw).__name__}"
         )
     data = json.loads(json.dumps(raw, default=str))  # deep copy, dates -> strings
-    for k, v in (overrides or {}).items():
+    overrides = dict(overrides or {})
+    restate = overrides.pop("window.restate", None)
+    for k, v in overrides.items():
         if v is not None:
             _set_dotted(data, k, v)
+    if restate is not None:
+        if not isinstance(data.get("window"), dict):
+            # setting it would create a 30-day window out of a plain audit
+            shown = ", ".join(str(v) for v in restate) if isinstance(restate, list) else restate
+            raise ConfigError(
+                f"--restate {shown} (config key 'window.restate') needs 'window' in the "
+                "config: only a rolling window of daily partitions stores states to "
+                "aggregate again; this config audits its input as a whole (add "
+                "'window: {days: N}' with 'input.partition_column', or drop --restate)")
+        _set_dotted(data, "window.restate", restate)
     try:
         config = Config.model_validate(data)
     except ValidationError as err:

@@ -9,6 +9,7 @@ named as a state with the ``--restate`` that repairs it. The data is built here 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 from pathlib import Path
 
@@ -104,3 +105,71 @@ def test_a_table_without_date_folders_names_what_it_found(spark, days_table, tmp
     assert "no partition folders 'day=YYYY-MM-DD'" in err
     assert "day=20261120" in err and "day=2026-11-20.bak" in err
     assert not (out / f"run_date={RUN_DATE}").exists()
+
+
+def _cli(tmp_path, raw, *args, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    code = cli.main(["audit", "--config", str(cfg), "-q", *args], under_submit=True)
+    return code, capsys.readouterr().err
+
+
+def _nothing_written(out: Path) -> None:
+    """Exit 2 before any output: no run folder, no state, no status but the error's."""
+    assert not (out / f"run_date={RUN_DATE}").exists()
+    assert not (out / "_states").exists()
+    status = out / "_status" / f"run_date={RUN_DATE}.json"
+    if status.exists():
+        s = json.loads(status.read_text())
+        assert s["exit_code"] == 2 and s["output"] is None
+    leftovers = [p.name for p in out.iterdir() if p.name != "_status"] if out.exists() else []
+    assert not leftovers, leftovers
+
+
+@pytest.mark.parametrize("value", ["2026-11-31", "2026-02-29", "20261118"])
+def test_restate_of_an_impossible_date_is_exit_2_naming_it(spark, days_table, tmp_path,
+                                                           capsys, value):
+    _, base, out = days_table
+    code, err = _cli(tmp_path, _raw(base, out), "--restate", value, capsys=capsys)
+    assert code == 2, err
+    assert f"'{value}'" in err and "window.restate" in err and "YYYY-MM-DD" in err
+    assert "Traceback" not in err
+    _nothing_written(out)
+
+
+@pytest.mark.parametrize("value", ["2026-11-17", "2026-11-21", "2025-11-19"])
+def test_restate_outside_the_window_is_exit_2_naming_it_and_the_window(
+        spark, days_table, tmp_path, capsys, value):
+    _, base, out = days_table
+    # days: 3 ending at 2026-11-20 -> 2026-11-18..2026-11-20 (computed by hand)
+    code, err = _cli(tmp_path, _raw(base, out, days=3), "--restate", "2026-11-19",
+                     "--restate", value, capsys=capsys)
+    assert code == 2, err
+    assert f"'{value}'" in err and "outside the window 2026-11-18..2026-11-20" in err
+    _nothing_written(out)
+
+
+def test_restate_without_a_window_is_refused(spark, days_table, tmp_path, capsys):
+    """It used to turn a plain audit of the partitioned folder into a 30-day window."""
+    _, base, out = days_table
+    raw = _raw(base, out, window=False)
+    code, err = _cli(tmp_path, raw, "--restate", "2026-11-19", capsys=capsys)
+    assert code == 2, err
+    assert "--restate 2026-11-19" in err and "needs 'window'" in err
+    _nothing_written(out)
+    # the same config without --restate audits every row of the folder, as before
+    code, err = _cli(tmp_path, raw, capsys=capsys)
+    assert code == 0, err
+    summary = json.loads((out / f"run_date={RUN_DATE}" / "summary.json").read_text())
+    assert summary["rows"]["audited"] == 1200 and "window" not in summary
+
+
+def test_restate_inside_the_window_aggregates_that_day_again(spark, days_table, tmp_path,
+                                                             capsys):
+    _, base, out = days_table
+    raw = _raw(base, out, days=3)
+    assert _cli(tmp_path, raw, capsys=capsys)[0] == 0
+    code, err = _cli(tmp_path, raw, "--restate", "2026-11-18", capsys=capsys)
+    assert code == 0, err
+    summary = json.loads((out / f"run_date={RUN_DATE}" / "summary.json").read_text())
+    assert summary["window"]["aggregated"] == {"2026-11-18": "restated (window.restate)"}

@@ -425,6 +425,7 @@ def prepare_window(spark: SparkSession, config: Config, *,
 
     win, inp = config.window, config.input
     assert win is not None and inp.path and inp.partition_column
+    config.check_window()  # the restated dates against the (pinned) run date's window
     column = inp.partition_column
     run_date = config.effective_run_date()
     first = run_date - dt.timedelta(days=win.days - 1)
