@@ -73,6 +73,14 @@ class RunLockedError(FairsparkInputError):
     """Another run is writing the same output date right now (exit 2, nothing written)."""
 
 
+class StateCorruptError(FairsparkInputError):
+    """A window's stored state of a partition cannot be read (exit 2, nothing written).
+
+    The message names the state's path and the ``--restate <date>`` that aggregates
+    the partition again and replaces it.
+    """
+
+
 class InputReadError(FairsparkInputError):
     """The input table cannot be read: a corrupt or truncated file, a missing path."""
 

@@ -173,3 +173,56 @@ def test_restate_inside_the_window_aggregates_that_day_again(spark, days_table, 
     assert code == 0, err
     summary = json.loads((out / f"run_date={RUN_DATE}" / "summary.json").read_text())
     assert summary["window"]["aggregated"] == {"2026-11-18": "restated (window.restate)"}
+
+
+def _sample_raw(base: Path, out: Path) -> dict:
+    raw = _raw(base, out, days=3)
+    raw["audits"] = {"group": {}, "mdfa": {"splits": 2, "sample_rows": 400, "epochs": 2}}
+    return raw
+
+
+def test_a_corrupt_state_sample_is_named_as_a_state_with_its_restate(spark, days_table,
+                                                                     tmp_path, capsys):
+    _, base, out = days_table
+    raw = _sample_raw(base, out)
+    code, err = _cli(tmp_path, raw, capsys=capsys)
+    assert code == 0, err
+    published = out / f"run_date={RUN_DATE}" / "summary.json"
+    first = json.loads(published.read_text())
+    samples = sorted((out / "_states").glob("definition=*/day=2026-11-19/sample.parquet"))
+    assert len(samples) == 1
+    files = [f for f in samples[0].iterdir() if f.suffix == ".parquet"]
+    assert files
+    for f in files:  # a truncated write: the bytes of a Parquet file cut in half
+        data = f.read_bytes()
+        f.write_bytes(data[: len(data) // 2])
+    code, err = _cli(tmp_path, raw, capsys=capsys)
+    assert code == 2, err
+    assert "corrupt state" in err and "day=2026-11-19" in err, err
+    assert str(samples[0]) in err, err  # the state's own path
+    assert "--restate 2026-11-19" in err, err
+    assert "cannot read input" not in err and "Traceback" not in err, err
+    # nothing published over the first run
+    assert json.loads(published.read_text())["run_id"] == first["run_id"]
+    # the --restate the message gives repairs it
+    code, err = _cli(tmp_path, raw, "--restate", "2026-11-19", capsys=capsys)
+    assert code == 0, err
+    again = json.loads(published.read_text())
+    assert again["window"]["aggregated"] == {"2026-11-19": "restated (window.restate)"}
+    assert again["window"]["sample"]["rows"] == first["window"]["sample"]["rows"] == 400
+
+
+def test_an_unreadable_state_file_is_named_and_aggregated_again(spark, days_table, tmp_path,
+                                                                capsys, caplog):
+    _, base, out = days_table
+    raw = _raw(base, out, days=3)
+    assert _cli(tmp_path, raw, capsys=capsys)[0] == 0
+    state = next((out / "_states").glob("definition=*/day=2026-11-18/state.json"))
+    state.write_text(state.read_text()[:100])  # cut mid-JSON
+    code, err = _cli(tmp_path, raw, capsys=capsys)
+    assert code == 0, err
+    summary = json.loads((out / f"run_date={RUN_DATE}" / "summary.json").read_text())
+    why = summary["window"]["aggregated"]
+    assert list(why) == ["2026-11-18"] and "corrupt state" in why["2026-11-18"]
+    assert str(state) in why["2026-11-18"]
+    assert json.loads(state.read_text())["partition"] == "2026-11-18"  # rewritten whole

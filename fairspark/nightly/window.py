@@ -37,17 +37,16 @@ import logging
 import math
 import re
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fairspark.errors import EmptyInputError, FairsparkInputError
+from fairspark.nightly.states import STATE_FORMAT, StateStore, corrupt_sample
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
     from fairspark.config import Config
-    from fairspark.outputs import OutputLocation
     from fairspark.prepare import PreparedData
 
 __all__ = ["STATE_FORMAT", "Partition", "PartitionListing", "StateStore", "WindowRun",
@@ -56,8 +55,6 @@ __all__ = ["STATE_FORMAT", "Partition", "PartitionListing", "StateStore", "Windo
 
 log = logging.getLogger("fairspark")
 
-#: bumped when what a state holds changes: older states are then not read
-STATE_FORMAT = 1
 #: salt of the window sample's ranking hash (independent of every audit's own draws)
 SAMPLE_SALT = 30
 #: a partition keeps about this many times its expected share of the window sample
@@ -212,101 +209,6 @@ def list_partitions(spark: SparkSession, base: str, column: str, *,
             "column, one real date a day" + (f"; found {seen}" if ignored else ""))
     return PartitionListing(partitions=sorted(out, key=lambda p: p.value),
                             ignored=sorted(ignored))
-
-
-class StateStore:
-    """The published states of one definition under ``<output>/_states``."""
-
-    def __init__(self, out: OutputLocation, *, definition: str, column: str):
-        self.out = out
-        self.definition = definition
-        self.column = column
-        self.root = out.path("_states", f"definition={definition}")
-
-    def folder(self, value: str) -> str:
-        """The published folder of partition ``value``."""
-        return f"{self.root}/{self.column}={value}"
-
-    def read(self, value: str) -> dict[str, Any] | None:
-        """The published state of ``value`` (``None``: none, or another format)."""
-        path = f"{self.folder(value)}/state.json"
-        if not self.out.exists(path):
-            return None
-        try:
-            state = json.loads(_read_small(self.out, path))
-        except Exception as err:  # noqa: BLE001 - an unreadable state is aggregated again
-            log.warning("state of %s=%s is unreadable (%s); aggregating it again",
-                        self.column, value, err)
-            return None
-        return state if state.get("format") == STATE_FORMAT else None
-
-    def other_definitions(self) -> list[str]:
-        """Definitions (hashes) other than this one that have states here."""
-        base = self.out.path("_states")
-        if not self.out.exists(base):
-            return []
-        fs, Path = self.out._fs, self.out._Path
-        return sorted(st.getPath().getName().split("=", 1)[1] for st in fs.listStatus(Path(base))
-                      if st.getPath().getName().startswith("definition=")
-                      and st.getPath().getName() != f"definition={self.definition}")
-
-    def write(self, value: str, state: dict[str, Any], sample: DataFrame | None) -> None:
-        """Publish the state of ``value``: staged, ``state.json`` last, then renamed.
-
-        An earlier state of the partition is renamed aside and deleted once the new
-        one is in place; a folder without ``state.json`` is never read.
-        """
-        from fairspark._testing import fault_point
-
-        tmp = f"{self.root}/_tmp-{self.column}={value}-{uuid.uuid4().hex[:12]}"
-        final = self.folder(value)
-        try:
-            if sample is not None:
-                sample.coalesce(1).write.mode("overwrite").parquet(f"{tmp}/sample.parquet")
-            self.out.write_text(f"{tmp}/state.json", json.dumps(state, default=str))
-            fault_point("states:staged")
-            old = None
-            if self.out.exists(final):
-                old = f"{self.root}/_old-{self.column}={value}-{uuid.uuid4().hex[:12]}"
-                self.out.rename(final, old)
-            try:
-                self.out.rename(tmp, final)
-            except BaseException:
-                if old is not None:
-                    self.out.rename(old, final)
-                raise
-            if old is not None:
-                self.out.delete(old)
-        except BaseException:
-            self.out.delete(tmp)
-            raise
-
-    def cleanup(self) -> list[str]:
-        """Delete what killed runs left (``_tmp-`` and ``_old-`` folders)."""
-        if not self.out.exists(self.root):
-            return []
-        fs, Path = self.out._fs, self.out._Path
-        done = []
-        for st in fs.listStatus(Path(self.root)):
-            name = st.getPath().getName()
-            if name.startswith(("_tmp-", "_old-")):
-                final = self.folder(name.split("=", 1)[1].rsplit("-", 1)[0])
-                if name.startswith("_old-") and not self.out.exists(f"{final}/state.json"):
-                    self.out.delete(final)
-                    self.out.rename(f"{self.root}/{name}", final)
-                    done.append(f"restored the state {final}")
-                    continue
-                self.out.delete(f"{self.root}/{name}")
-                done.append(f"deleted the leftover {self.root}/{name}")
-        return done
-
-
-def _read_small(out: OutputLocation, path: str) -> str:
-    stream = out._fs.open(out._Path(path))
-    try:
-        return bytes(out._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)).decode("utf-8")
-    finally:
-        stream.close()
 
 
 @dataclass
@@ -482,6 +384,8 @@ def prepare_window(spark: SparkSession, config: Config, *,
         old = store.read(p.value)
         if p.value in restate:
             why[p.value] = "restated (window.restate)"
+        elif old is None and p.value in store.unreadable:
+            why[p.value] = store.unreadable[p.value]
         elif old is None:
             why[p.value] = "new"
         elif old.get("fingerprint") != p.fingerprint:
@@ -608,8 +512,14 @@ def _merged_sample(spark: SparkSession, config: Config, store: StateStore,
              if st["sample"]["rows"]]
     if not paths:
         raise EmptyInputError("the window's partitions have no audited rows to sample")
-    stored = spark.read.parquet(*paths)
-    rows = stored.orderBy(_RANK, _WKEY).limit(k).collect()
+    try:
+        stored = spark.read.parquet(*paths)
+        rows = stored.orderBy(_RANK, _WKEY).limit(k).collect()
+    except Exception as err:
+        named = corrupt_sample(err, store, list(states))
+        if named is None:
+            raise
+        raise named from None
     reread = []
     # the k-th rank of the stored rows; with fewer than k stored, every row may count
     kth = (int(rows[-1][_RANK]), str(rows[-1][_WKEY])) if len(rows) >= k else None
