@@ -62,3 +62,78 @@ def test_generated_config_tables_are_current():
     proc = subprocess.run([sys.executable, str(root / "scripts" / "gen_config_docs.py"),
                            "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _exit_table(text: str) -> dict[int, str]:
+    """Exit code -> its row's text, from the Markdown table whose header is ``| exit |``."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("| exit |")), None)
+    assert start is not None, "no exit-code table ('| exit | meaning |')"
+    rows: dict[int, str] = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        for code in cells[0].split("/"):
+            rows[int(code)] = " ".join(cells[1:])
+    return rows
+
+
+def _precedence(text: str) -> list[int]:
+    import re
+
+    m = re.search(r"[Pp]recedence[^0-9]*((?:\d\s*>\s*)+\d)", text)
+    assert m, "no 'precedence a > b > ...' line"
+    return [int(c) for c in re.split(r"\s*>\s*", m.group(1))]
+
+
+def test_readme_and_operations_exit_codes_match_the_code():
+    """The exit-code tables name, for each case, the code the code gives it.
+
+    The README once put a failed write under 1 only, while an output location that
+    cannot be written is found before any output and is exit 2.
+    """
+    import re
+    import signal
+
+    from fairspark.errors import (
+        ConfigError,
+        InputReadError,
+        JavaVersionError,
+        MissingColumnError,
+        RunLockedError,
+        StateCorruptError,
+        WorkerPythonError,
+    )
+    from fairspark.outputs import OutputPathError, OutputWriteError
+    from fairspark.runner import TerminatedBySignal, exit_code_for
+    from fairspark.status import ExitCode
+
+    # a phrase of each table (both use it) -> an exception that case raises
+    cases = {
+        "unknown key": ConfigError("x"),
+        "missing column": MissingColumnError("c", "a feature", ["d"]),
+        "unreadable input file": InputReadError("x"),
+        "output location that is a file or cannot be written": OutputPathError("x"),
+        "locked by another run": RunLockedError("x"),
+        "`java`": JavaVersionError("x"),
+        "workers' Python": WorkerPythonError("x"),
+        "corrupt window state": StateCorruptError("x"),
+        "once the audits ran": OutputWriteError("x"),
+        "unexpected crash": RuntimeError("x"),
+        "SIGTERM": TerminatedBySignal(signal.SIGTERM),
+        "SIGINT": TerminatedBySignal(signal.SIGINT),
+    }
+    # the docstring's precedence, by the enum's names
+    names = re.search(r"precedence ``([A-Z_ >]+)``", ExitCode.__doc__).group(1).split(" > ")
+    order = [int(ExitCode[n]) for n in names]
+    for path in (DOCS.parent / "README.md", DOCS / "operations.md"):
+        text = path.read_text()
+        table = _exit_table(text)
+        assert set(table) == {int(c) for c in ExitCode} | {130, 143}, (path.name, set(table))
+        assert _precedence(text) == order, path.name
+        for phrase, exc in cases.items():
+            code = int(exit_code_for(exc))
+            assert phrase in table[code], (path.name, phrase, code)
+            others = [c for c, row in table.items() if phrase in row and row != table[code]]
+            assert not others, (path.name, phrase, f"listed under {others}, the code gives {code}")
