@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(raw)
     k = min(args.sample_rows,
             int(np.ceil(W.SAMPLE_MARGIN * args.sample_rows / args.partitions)) + W.SAMPLE_EXTRA)
-    part = next(p for p in W.list_partitions(spark, str(base), "day")
+    part = next(p for p in W.list_partitions(spark, str(base), "day").partitions
                 if p.value == last.isoformat())
     t0 = time.perf_counter()
     store = W.StateStore(__import__("fairspark.outputs").outputs.OutputLocation(
