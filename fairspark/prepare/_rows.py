@@ -123,6 +123,10 @@ class _FeatureEncoder:
             *_ROLE_COLUMNS, vector_to_array(F.col("_fs_vec")).alias(X), *self.view_cols,
             *[input_col(c) for c in (*self.numeric, *self.categorical, *self.context)],
         ).persist(StorageLevel.MEMORY_AND_DISK)
+        # materialized here, where the runner's "encode features" stage times it, and
+        # not by the first audit that reads it (that audit's stage and time budget
+        # used to pay for the encoding: 9 s of HFM's 29 s on 904k rows, d = 56)
+        encoded.count()
         log.info("features encoded: %d columns -> %d dimensions",
                  len(self.numeric) + len(self.categorical), len(names))
         return encoded, names
