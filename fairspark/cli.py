@@ -238,9 +238,8 @@ def _output_target(args: argparse.Namespace | None) -> tuple[str, str] | None:
 
 def _write_local_status(base: str, run_date: str, text: str) -> None:
     """The status file of a local output folder, written without Spark (a config error,
-    or a run whose JVM died); the date's lock is respected unless this process holds it."""
-    import socket
-
+    or a run whose JVM died before its own status was written); a live run's lock is
+    respected."""
     from fairspark.outputs import _stale
 
     folder = Path(urlparse(base).path if base.startswith("file:") else base) / "_status"
@@ -250,8 +249,7 @@ def _write_local_status(base: str, run_date: str, text: str) -> None:
             held = json.loads(lock.read_text() or "{}")
         except (OSError, ValueError):
             held = {}
-        mine = held.get("pid") == os.getpid() and held.get("host") == socket.gethostname()
-        if not mine and not _stale(held, _LOCK_STALE_S):
+        if not _stale(held, _LOCK_STALE_S):
             return  # a live run is writing the date: the status is its own
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".run_date={run_date}.json.tmp"
