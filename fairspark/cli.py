@@ -128,6 +128,10 @@ def _setup_logging(quiet: bool) -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
+#: a session setting that records who chose ``spark.driver.memory`` (``machine``: the CLI)
+DRIVER_MEMORY_SOURCE = "spark.fairspark.driverMemorySource"
+
+
 def local_driver_memory() -> str:
     """The driver heap of a local session: half of this machine's memory, 1-32 GiB.
 
@@ -149,6 +153,8 @@ def _session(config, *, under_submit: bool):
     conf = dict(config.spark.conf)
     if "spark.driver.memory" not in conf and config.spark.master.startswith("local"):
         conf["spark.driver.memory"] = local_driver_memory()
+        # read back by the runner for summary.json's "spark" section
+        conf[DRIVER_MEMORY_SOURCE] = "machine"
         log.info("local session: spark.driver.memory=%s (half of this machine's memory; set "
                  "spark.conf.spark.driver.memory in the config to change it)",
                  conf["spark.driver.memory"])
@@ -188,7 +194,9 @@ def _status_after_error(spark, config, code: int, message: str,
                                state="terminated" if code in (130, 143) else None)
         text = json.dumps(record, indent=2, default=str)
         scheme = urlparse(base).scheme
-        if spark is None and scheme in ("", "file") and not under_submit:
+        if scheme in ("", "file"):
+            # plain file I/O: works when the JVM has died (an OutOfMemoryError in the
+            # driver), which used to leave the status at "running" for ever
             _write_local_status(base, run_date, text)
             return
         from fairspark.outputs import OutputLocation, _stale
@@ -229,7 +237,9 @@ def _output_target(args: argparse.Namespace | None) -> tuple[str, str] | None:
 
 
 def _write_local_status(base: str, run_date: str, text: str) -> None:
-    """The status file of a local output folder, written without Spark (a config error)."""
+    """The status file of a local output folder, written without Spark (a config error,
+    or a run whose JVM died before its own status was written); a live run's lock is
+    respected."""
     from fairspark.outputs import _stale
 
     folder = Path(urlparse(base).path if base.startswith("file:") else base) / "_status"
@@ -398,21 +408,35 @@ def main(
         _status_after_error(spark, config, exit_code_for(err), msg, err, **status)
         return int(exit_code_for(err))
     except Exception as err:
-        from fairspark.errors import out_of_memory_hint
+        from fairspark.errors import jvm_gone, jvm_gone_message, out_of_memory_hint
         from fairspark.outputs import OutputWriteError
 
-        hint = out_of_memory_hint(err)
+        hint = (jvm_gone(err, spark) and jvm_gone_message(
+            config.spark.conf.get("spark.driver.memory") if config is not None else None)
+            ) or out_of_memory_hint(err)
         if hint or isinstance(err, OutputWriteError):  # one line, no Java frames
             log.error("%s", hint or err)
             print(f"fairspark: error: {hint or err}", file=sys.stderr, flush=True)
         else:
             log.exception("unexpected error")
-        _status_after_error(spark, config, exit_code_for(err), describe_error(err), err,
-                            **status)
+        _status_after_error(spark, config, exit_code_for(err), hint or describe_error(err),
+                            err, **status)
         return int(exit_code_for(err))
     finally:
         if spark is not None and (not under_submit if stop_session is None else stop_session):
-            spark.stop()
+            _stop(spark)
+
+
+def _stop(spark) -> None:
+    """``spark.stop()``; a JVM that is already gone (it died of an out-of-memory error,
+    say) is said in one line instead of a Py4J traceback after the run's own message."""
+    try:
+        spark.stop()
+    except Exception as err:  # noqa: BLE001 - the JVM is gone: nothing left to stop
+        from fairspark.outputs import one_line
+
+        log.warning("the Spark session could not be stopped (its JVM is gone?): %s",
+                    one_line(err))
 
 
 def console_main() -> None:  # pragma: no cover - thin wrapper

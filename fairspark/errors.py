@@ -9,6 +9,7 @@ message and the other audits go on (exit code 4).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 
 class FairsparkError(Exception):
@@ -110,13 +111,64 @@ def input_read_error(err: BaseException, *, source: str) -> InputReadError | Non
 
 def out_of_memory_hint(err: BaseException) -> str | None:
     """One line naming the setting to raise when a Spark error is an out-of-memory error."""
-    text = str(err)
+    text = safe_text(err)
     if "OutOfMemoryError" not in text:
         return None
     return ("Spark ran out of memory (java.lang.OutOfMemoryError); raise "
             "spark.driver.memory for a local run (config key spark.conf, or --set "
             "'spark.conf.spark.driver.memory=16g') or spark.executor.memory on a cluster, "
             "or lower the audits' max_rows")
+
+
+#: what Py4J and Spark say once the driver's JVM or its SparkContext is going away
+_STOPPED_CONTEXT = ("Answer from Java side is empty", "SparkContext was shut down",
+                    "Cannot call methods on a stopped SparkContext",
+                    'SparkContext.dagScheduler()" is null')
+
+
+def safe_text(err: BaseException) -> str:
+    """``str(err)``, or its type's name when that fails (a Py4J error asks the JVM for
+    its text, which raises once the JVM is gone)."""
+    try:
+        return str(err)
+    except Exception:  # noqa: BLE001 - any failure to describe it
+        return type(err).__name__
+
+
+def jvm_gone(err: BaseException, spark: Any = None) -> bool:
+    """Whether the Spark driver's JVM is no longer there, after ``err``.
+
+    Py4J cannot reach a JVM that died (an ``OutOfMemoryError`` that Spark's uncaught
+    exception handler turned into an exit, a ``kill -9``): every later call raises
+    ``ConnectionRefusedError`` or ``Py4JNetworkError``. With ``spark``, the JVM is also
+    asked directly (one call), since the error that ended the run may be the Java
+    exception of a context that stopped while dying.
+    """
+    if spark is not None:
+        try:  # a JVM still answering while it dies has already stopped its context
+            if spark.sparkContext._jsc.sc().isStopped():
+                return True
+        except Exception:  # noqa: BLE001 - unreachable, whatever the exception
+            return True
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        name = type(e).__name__
+        if isinstance(e, ConnectionRefusedError) or name == "Py4JNetworkError" or (
+                any(t in safe_text(e) for t in _STOPPED_CONTEXT)):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def jvm_gone_message(driver_memory: str | None = None) -> str:
+    """One line for a run whose JVM died: what most likely happened and what to raise."""
+    now = f" (now {driver_memory})" if driver_memory else ""
+    return ("the Spark driver's JVM died during the run, most often of "
+            "java.lang.OutOfMemoryError: Java heap space (see the log above); nothing was "
+            "published and an earlier run of the date is intact; raise "
+            f"spark.conf.spark.driver.memory{now} or lower the audits' max_rows")
 
 
 class TimeBudgetExhaustedError(AuditError):

@@ -19,6 +19,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -62,7 +63,9 @@ def one_line(err: BaseException) -> str:
     (``java.io.IOException: No space left on device``); otherwise ``Type: message``
     (first line).
     """
-    text = str(err)
+    from fairspark.errors import safe_text
+
+    text = safe_text(err)
     java = [m for ln in text.splitlines()
             if (m := _JAVA_EXC.match(ln.strip().lstrip(": ").strip()))]
     if java:
@@ -136,8 +139,30 @@ class OutputLocation:
         if not self._fs.rename(self._Path(src), self._Path(dst)):
             raise OSError(f"could not rename {src} to {dst}")
 
+    def _local(self, path: str) -> Path | None:
+        """``path`` on this machine's disk, or ``None`` for another file system."""
+        parsed = urlparse(path)
+        if parsed.scheme in ("", "file"):
+            return Path(parsed.path if parsed.scheme else path)
+        return None
+
     def write_text(self, path: str, text: str) -> None:
-        """Write a UTF-8 text file (overwriting)."""
+        """Write a UTF-8 text file (overwriting).
+
+        A local path is written with plain file I/O (a temporary file renamed over the
+        target), so that the status file is still written when the JVM has died; others
+        through Hadoop's FileSystem API.
+        """
+        local = self._local(path)
+        if local is not None:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            tmp = local.with_name(f".{local.name}.{uuid.uuid4().hex[:8]}.tmp")
+            try:
+                tmp.write_text(text, encoding="utf-8")
+                tmp.replace(local)
+            finally:
+                tmp.unlink(missing_ok=True)
+            return
         stream = self._fs.create(self._Path(path), True)
         try:
             data = text.encode("utf-8")

@@ -511,8 +511,26 @@ def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *,
         **({"limits": limits_info} if limits_info else {}),
         "exit_code": int(exit_code),
         "stage_timings": timings,
-        "spark": {"master": spark.sparkContext.master, "app_id": spark.sparkContext.applicationId},
+        "spark": _spark_facts(spark),
         "command": " ".join(sys.argv),
+    }
+
+
+def _spark_facts(spark: SparkSession) -> dict[str, Any]:
+    """Master, application id and the driver's memory: what was set, by whom, what the
+    JVM got (a local session the CLI started is sized from the machine, issue 39)."""
+    from fairspark.hfm._spark.elim import _jvm_max_heap
+
+    conf = spark.sparkContext.getConf()
+    source = conf.get("spark.fairspark.driverMemorySource", None)
+    memory = conf.get("spark.driver.memory", None)
+    heap = _jvm_max_heap(spark)
+    return {
+        "master": spark.sparkContext.master, "app_id": spark.sparkContext.applicationId,
+        "driver_memory": memory,
+        "driver_memory_set_by": source or ("config or spark-submit" if memory else
+                                           "Spark's default (1g)"),
+        "driver_max_heap_bytes": int(heap) if heap != float("inf") else None,
     }
 
 
@@ -696,10 +714,14 @@ def run_audit_job(
 
 def _record_end(out: OutputLocation, run_date: Any, run_id: str, err: BaseException) -> None:
     """Write the status of a run that ended on ``err`` (one line, with the run id)."""
+    from fairspark.errors import jvm_gone, jvm_gone_message
+
     code = exit_code_for(err)
     state = "terminated" if isinstance(err, TerminatedBySignal | KeyboardInterrupt) else None
-    write_status(out, run_date, exit_code=code, run_id=run_id, error=describe_error(err),
-                 state=state)
+    signal = isinstance(err, TerminatedBySignal | KeyboardInterrupt)
+    message = (jvm_gone_message() if not signal and jvm_gone(err, out.spark)
+               else describe_error(err))
+    write_status(out, run_date, exit_code=code, run_id=run_id, error=message, state=state)
     with contextlib.suppress(Exception):
         err.fairspark_status_written = True  # type: ignore[attr-defined]
 
@@ -842,6 +864,10 @@ def describe_error(err: BaseException) -> str:
         return "interrupted (SIGINT): the run stopped and cleaned up after itself"
     if isinstance(err, FairsparkInputError | OutputWriteError):
         return str(err)[:2000]
+    from fairspark.errors import jvm_gone, jvm_gone_message
+
+    if jvm_gone(err):
+        return jvm_gone_message()
     return one_line(err)
 
 

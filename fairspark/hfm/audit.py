@@ -7,14 +7,15 @@ report section from it.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import logging
 import math
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from fairspark._values import nan_to_none, params_json
@@ -277,15 +278,17 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     attrs = ctx.attributes(params)
     if not attrs:
         raise AuditError("hfm: no sensitive attribute to audit")
+    steps: list[dict[str, Any]] = []
     df = ctx.prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"))
     # a repeated or null columns.row_key is refused when the table is prepared
     # (prepare._check_unique_keys, for every audit), so the keys are not checked again
     codes = [attribute_codes(a, params.view) for a in attrs]
     pts_all = points_from_table(df, key_col=KEY, label_col=LABEL, pred_col=PRED, x_col=X,
                                 code_exprs=[c for c, _ in codes])
-    n, valid, rows, small = _one_sided(attrs, codes, pts_all, view=params.view,
-                                       pjson=_params_json(params, params.m2),
-                                       min_rows=params.min_rows)
+    with _step(steps, "group counts"):
+        n, valid, rows, small = _one_sided(attrs, codes, pts_all, view=params.view,
+                                           pjson=_params_json(params, params.m2),
+                                           min_rows=params.min_rows)
     m2 = params.m2 or default_m2(n)
     summary: dict[str, Any] = {"method": params.method, "view": params.view, "rows": n,
                                "rows_unlabelled_skipped": ctx.prepared.rows_unlabelled,
@@ -302,8 +305,9 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
 
     results: Pairs = {}
     if valid:
-        results = _distances(ctx, params, df, n=n, m2=m2, on_progress=progress,
-                             audited=[(attrs[i].name, codes[i][0]) for i in valid])
+        with _step(steps, "distances (engine)"):
+            results = _distances(ctx, params, df, n=n, m2=m2, on_progress=progress,
+                                 audited=[(attrs[i].name, codes[i][0]) for i in valid])
     if params.method == "certified" and results and not all(
             d.certified and d_f.certified for d, d_f in results.values()):
         log.info("hfm: time budget reached before certification finished")
@@ -311,10 +315,28 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
         raise TimeBudgetExhaustedError("hfm: time budget spent before the witnesses and DR")
     witness_keys = {k for d, d_f in results.values() for r in (d, d_f)
                     for k in (r.key, r.nb_key) if k is not None}
-    witnesses = _witness_values(ctx, params, witness_keys, redacted)
-    return _outcome(params, results, rows=rows, summary=summary, pjson=pjson,
-                    result=HFMResult(results, witnesses=witnesses, redacted=redacted),
-                    dr=discriminative_risk(ctx, params, attrs), small=small)
+    with _step(steps, "witness values"):
+        witnesses = _witness_values(ctx, params, witness_keys, redacted)
+    with _step(steps, "DR"):
+        dr = discriminative_risk(ctx, params, attrs)
+    with _step(steps, "rows and summary"):
+        out = _outcome(params, results, rows=rows, summary=summary, pjson=pjson,
+                       result=HFMResult(results, witnesses=witnesses, redacted=redacted),
+                       dr=dr, small=small)
+    out.summary["steps"] = steps
+    for st in steps:
+        log.info("hfm step: %-28s %7.2f s", st["step"], st["seconds"])
+    return out
+
+
+@contextlib.contextmanager
+def _step(steps: list[dict[str, Any]], name: str) -> Any:
+    """Time one step of the audit into ``steps`` (``summary["steps"]`` and the log)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        steps.append({"step": name, "seconds": round(time.perf_counter() - t0, 4)})
 
 
 def _distances(
@@ -327,32 +349,31 @@ def _distances(
     intervals so far while ``certified`` runs.
     """
     names = [name for name, _ in audited]
+    # not persisted: a projection of the prepared table, which is (a second copy of
+    # the feature vectors in the cache cost 2 s of the driver path's collect)
     pts = points_from_table(
         df, key_col=KEY, label_col=LABEL, pred_col=PRED, x_col=X,
         code_exprs=[code for _, code in audited],
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    )
 
     def by_name(res: dict[tuple[int, int], DistanceResult]) -> Pairs:
         return {name: (res[(0, j)], res[(1, j)]) for j, name in enumerate(names)}
 
-    try:
-        dim_x = len(ctx.prepared.feature_names)
-        projections = None
-        if params.method in _BOUND_METHODS or (params.method == "certified"
-                                               and params.paper_value):
-            projections = make_projections(dim=1 + dim_x, m1=params.m1,
-                                           sampler=params.sampler, seed=ctx.config.seed)
-        res = hfm_distances(
-            pts, n_attr=len(audited), dim_x=dim_x, n_rows=n,
-            options=params.distance_options(m2),
-            certify=params.certify_options(seed=ctx.seed_for("hfm", "sample"),
-                                           time_left=ctx.time_left),
-            projections=projections,
-            on_progress=(lambda part: on_progress(by_name(part)))
-            if params.method == "certified" else None,
-        )
-    finally:
-        pts.unpersist()
+    dim_x = len(ctx.prepared.feature_names)
+    projections = None
+    if params.method in _BOUND_METHODS or (params.method == "certified"
+                                           and params.paper_value):
+        projections = make_projections(dim=1 + dim_x, m1=params.m1,
+                                       sampler=params.sampler, seed=ctx.config.seed)
+    res = hfm_distances(
+        pts, n_attr=len(audited), dim_x=dim_x, n_rows=n,
+        options=params.distance_options(m2),
+        certify=params.certify_options(seed=ctx.seed_for("hfm", "sample"),
+                                       time_left=ctx.time_left),
+        projections=projections,
+        on_progress=(lambda part: on_progress(by_name(part)))
+        if params.method == "certified" else None,
+    )
     return by_name(res)
 
 

@@ -163,7 +163,8 @@ def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None
     )
     prepared.build_features = _FeatureEncoder(prepared.rows, plan.numeric, plan.categorical,
                                               fmin, fmax, view_cols=view_cols,
-                                              context=prepared.context_columns)
+                                              context=prepared.context_columns,
+                                              n_rows=stats.audited)
     log.info(
         "prepared %d of %d rows (%d dropped, %d unlabelled); %d features",
         stats.audited, stats.rows, stats.dropped, stats.unlabelled, len(plan.features),

@@ -240,6 +240,22 @@ def driver_budget(spark, local_max_bytes: int | None = None) -> tuple[float, dic
     return budget, {k: (v if math.isfinite(v) else None) for k, v in parts.items()}
 
 
+def _log_path_choice(n_rows: int | None, row_bytes: float, budget: float,
+                     sized_from: dict[str, float | None]) -> None:
+    """One log line: the path the engine takes (driver or Spark) and why."""
+    def mb(v: float | None) -> str:
+        return "unknown" if v is None else f"{v / 2**20:,.0f} MB"
+
+    parts = ", ".join(f"{k} = {mb(v)}" for k, v in sized_from.items())
+    if n_rows is None:
+        _LOG.info("hfm: driver path if the points fit %s (min of %s)", mb(budget), parts)
+        return
+    need = n_rows * row_bytes
+    where = "driver path" if need <= budget else "Spark path"
+    _LOG.info("hfm: %s: %d points need %s, the driver budget is %s (min of %s)",
+              where, n_rows, mb(need), mb(budget), parts)
+
+
 def _collect(df: DataFrame, est_bytes: float) -> pd.DataFrame:
     """A small result on the driver, within ``spark.driver.maxResultSize``.
 
@@ -1165,6 +1181,7 @@ class _LocalWork(_Work):
         cap = int(budget // row_bytes)
         cost.budget = {"bytes": int(budget), "rows": cap, "row_bytes": row_bytes,
                        "sized_from": sized_from}
+        _log_path_choice(n_rows, row_bytes, budget, sized_from)
         if cap < 1 or (n_rows is not None and n_rows > cap):
             return None
         cols = code_cols(n_attr)

@@ -1,0 +1,189 @@
+#!/usr/bin/env python
+"""Issue 39: the HFM audit at the settings a user gets, against scipy in the same run.
+
+Builds UCI Adult (the copy bundled in ``fairspark/data``: train + test, complete rows,
+45,222; ``native_country`` left out) replicated ``--copies`` times with a Gaussian jitter
+on the six numeric columns (``--jitter`` of each column's range), as Parquet. Then, one
+after the other on a quiet machine:
+
+- scipy's ``directed_hausdorff`` (both directions, single core) computing D and D_f on
+  the points the job builds (numeric columns min-max scaled, categorical ones one-hot in
+  alphabetical order, the label or the prediction first), in a separate process;
+- ``python -m fairspark.cli audit`` (a fresh JVM each, ``local[2]``, only the HFM audit
+  at its defaults) once per ``--settings`` entry: ``default`` (no ``spark.conf``: the CLI
+  sizes the driver), ``1g`` and ``6g`` (``spark.driver.memory``), ``spark`` (the Spark path
+  forced with ``audits.hfm.local_max_bytes: 0``).
+
+Prints, per run: exit code, the HFM stage (``summary.json``'s ``stage_timings``), its
+ratio to scipy's D + D_f, D and D_f against scipy's (exactness), the path the engine took
+and the load average.
+
+Example::
+
+    python scripts/bench_hfm_user.py --copies 20 --settings default 1g 6g spark
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+COLS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
+        "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",
+        "hours_per_week", "native_country", "income"]
+NUMERIC = ["age", "fnlwgt", "education_num", "capital_gain", "capital_loss", "hours_per_week"]
+CATEGORICAL = ["workclass", "education", "marital_status", "occupation", "relationship"]
+
+
+def _load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def adult_table(copies: int, jitter: float, seed: int) -> pd.DataFrame:
+    """The bundled Adult, complete rows, replicated with a jitter on the numeric columns."""
+    frames = []
+    for name, skip in (("adult.data.gz", 0), ("adult.test.gz", 1)):
+        with gzip.open(ROOT / "fairspark" / "data" / name, "rt") as fh:
+            frames.append(pd.read_csv(fh, header=None, names=COLS, skipinitialspace=True,
+                                      na_values="?", skiprows=skip))
+    df = pd.concat(frames, ignore_index=True).dropna().drop(columns=["native_country"])
+    df["income"] = df["income"].str.rstrip(".")
+    df = df.reset_index(drop=True)
+    big = pd.concat([df] * copies, ignore_index=True)
+    rng = np.random.default_rng(seed)
+    for c in NUMERIC:
+        span = float(df[c].max() - df[c].min())
+        big[c] = big[c].astype(float) + rng.normal(0.0, jitter * span, len(big))
+    big["prediction"] = ((big["education_num"] >= 13)
+                         & (big["hours_per_week"] >= 40)).astype(int)
+    big["row_id"] = np.arange(len(big)).astype(str)
+    return big
+
+
+def points(big: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(V for D, V for D_f, group) as the job builds them."""
+    cols = [((big[c] - big[c].min()) / (big[c].max() - big[c].min())).to_numpy(float)
+            for c in NUMERIC]
+    for c in CATEGORICAL:
+        for v in sorted(big[c].unique()):
+            cols.append((big[c] == v).to_numpy(float))
+    X = np.column_stack(cols)
+    y = (big["income"] == ">50K").to_numpy(float)
+    yp = big["prediction"].to_numpy(float)
+    g = (big["sex"] == "Male").to_numpy(int)
+    return np.column_stack([y, X]), np.column_stack([yp, X]), g
+
+
+def _scipy(VD, VF, g, q) -> None:
+    from scipy.spatial.distance import directed_hausdorff
+
+    t = time.perf_counter()
+    out = []
+    for V in (VD, VF):
+        a, b = V[g == 1], V[g == 0]
+        out.append(max(directed_hausdorff(a, b, seed=0)[0], directed_hausdorff(b, a, seed=0)[0]))
+    q.put((*out, time.perf_counter() - t))
+
+
+def scipy_reference(VD, VF, g) -> tuple[float, float, float]:
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_scipy, args=(VD, VF, g, q))
+    p.start()
+    res = q.get()
+    p.join()
+    return res
+
+
+def run_cli(inp: str, tmp: Path, setting: str) -> dict:
+    cfg = {
+        "dataset": "adult_replica", "run_date": "2026-12-03", "input": {"path": inp},
+        "columns": {
+            "features": [*NUMERIC, *CATEGORICAL], "categorical": CATEGORICAL,
+            "sensitive": [{"column": "sex", "privileged": "Male"}],
+            "label": {"column": "income", "positive": ">50K"},
+            "prediction": {"column": "prediction", "positive": 1}, "row_key": "row_id",
+        },
+        "audits": {"group": {"enabled": False}, "hfm": {}},
+        "output": {"path": str(tmp / f"out_{setting}"), "report": False},
+        "spark": {"master": "local[2]"},
+    }
+    if setting in ("1g", "6g"):
+        cfg["spark"]["conf"] = {"spark.driver.memory": setting}
+    elif setting == "spark":
+        cfg["audits"]["hfm"]["local_max_bytes"] = 0
+    conf = tmp / f"{setting}.yaml"
+    conf.write_text(yaml.safe_dump(cfg))
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "fairspark.cli", "audit", "--config", str(conf)],
+                          capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t
+    run = tmp / f"out_{setting}" / "run_date=2026-12-03"
+    out = {"setting": setting, "exit": proc.returncode, "wall": wall, "load": _load(),
+           "log": [ln for ln in proc.stderr.splitlines() if "hfm" in ln.lower()
+                   or " stage " in ln]}
+    if (run / "summary.json").exists():
+        s = json.loads((run / "summary.json").read_text())
+        out["stage"] = s["stage_timings"].get("audit hfm")
+        m = pd.read_parquet(run / "metrics.parquet")
+        m = m[(m.audit == "hfm") & m.metric.isin(["D", "D_f"])]
+        out["values"] = {r.metric: r.value for r in m.itertuples()}
+    else:
+        out["stderr"] = proc.stderr[-2000:]
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--copies", type=int, default=20)
+    ap.add_argument("--jitter", type=float, default=0.002)
+    ap.add_argument("--settings", nargs="+", default=["default", "1g", "6g", "spark"],
+                    choices=["default", "1g", "6g", "spark"])
+    ap.add_argument("--tmp", default=None)
+    ap.add_argument("--verbose", action="store_true", help="print the HFM log lines")
+    args = ap.parse_args(argv)
+    tmp = Path(args.tmp or tempfile.mkdtemp(prefix="hfm_user_"))
+    big = adult_table(args.copies, args.jitter, seed=1)
+    inp = tmp / "in"
+    if not inp.exists():
+        inp.mkdir(parents=True)
+        for i, part in enumerate(np.array_split(np.arange(len(big)), 8)):
+            big.iloc[part].to_parquet(inp / f"part-{i:05d}.parquet", index=False)
+    VD, VF, g = points(big)
+    print(f"# rows={len(big)} d={VD.shape[1] - 1} load at start {_load()}", flush=True)
+    D, Df, ref = scipy_reference(VD, VF, g)
+    print(f"scipy D+D_f {ref:.2f} s  D={D:.12g} D_f={Df:.12g}  load {_load()}", flush=True)
+    print("| setting | exit | HFM stage (s) | / scipy | D exact | D_f exact | wall (s) | load |")
+    print("|---|---|---|---|---|---|---|---|")
+    for setting in args.settings:
+        r = run_cli(str(inp), tmp, setting)
+        st = r.get("stage")
+        v = r.get("values", {})
+        ok_d = "yes" if "D" in v and abs(v["D"] - D) <= 1e-9 * max(D, 1) else f"{v.get('D')}"
+        ok_f = ("yes" if "D_f" in v and abs(v["D_f"] - Df) <= 1e-9 * max(Df, 1)
+                else f"{v.get('D_f')}")
+        ratio = f"{st / ref:.2f}" if st else "-"
+        print(f"| {setting} | {r['exit']} | {st if st is None else round(st, 2)} | {ratio} | "
+              f"{ok_d} | {ok_f} | {r['wall']:.1f} | {r['load']} |", flush=True)
+        if args.verbose or r["exit"] != 0:
+            print("\n".join("    " + ln for ln in r["log"]))
+            if "stderr" in r:
+                print(r["stderr"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
