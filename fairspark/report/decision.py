@@ -93,17 +93,19 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str,
     v, lo, hi = _num(r.get("value")), _num(r.get("lower")), _num(r.get("upper"))
     if v is None:
         return "no value", None
+    # the limits row's interval is the one its verdict uses (adjusted under a correction)
+    iv = f"whole {_params(r).get('interval') or ''} interval".replace("  ", " ")
     parts: list[tuple[float, str, str]] = []  # (excess, words, interval note)
     if _num(rule.get("min")) is not None:
         m = float(rule["min"])
-        whole = " (whole interval below)" if hi is not None and hi < m else (
-            " (whole interval above)" if lo is not None and lo >= m else "")
+        whole = f" ({iv} below)" if hi is not None and hi < m else (
+            f" ({iv} above)" if lo is not None and lo >= m else "")
         parts.append((m - v, f"{_f(abs(m - v))} {'below' if v < m else 'above'} the "
                       f"minimum {m:g}", whole))
     if _num(rule.get("max")) is not None:
         m = float(rule["max"])
-        whole = " (whole interval above)" if lo is not None and lo > m else (
-            " (whole interval below)" if hi is not None and hi <= m else "")
+        whole = f" ({iv} above)" if lo is not None and lo > m else (
+            f" ({iv} below)" if hi is not None and hi <= m else "")
         parts.append((v - m, f"{_f(abs(v - m))} {'above' if v > m else 'below'} the "
                       f"maximum {m:g}", whole))
     if _num(rule.get("abs_max")) is not None:
@@ -111,8 +113,8 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str,
         worst = max(abs(lo), abs(hi)) if lo is not None and hi is not None else None
         best = (0.0 if lo is not None and hi is not None and lo <= 0 <= hi
                 else min(abs(lo), abs(hi)) if lo is not None and hi is not None else None)
-        whole = (" (whole interval beyond)" if best is not None and best > m else
-                 " (whole interval within)" if worst is not None and worst <= m else "")
+        whole = (f" ({iv} beyond)" if best is not None and best > m else
+                 f" ({iv} within)" if worst is not None and worst <= m else "")
         parts.append((abs(v) - m, f"|value| {_f(abs(v))} is {_f(abs(abs(v) - m))} "
                       f"{'beyond' if abs(v) > m else 'within'} the limit ±{m:g}", whole))
     if not parts:
@@ -216,7 +218,9 @@ def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str],
         look = spec.look_next(attr) if spec is not None else f"the {source} section"
         nxt = look if status != "passed" else "Nothing: within the limit."
         if status == "inconclusive":
-            nxt = f"Interval straddles the limit: more rows or runs decide; watch {look}"
+            label = _params(r).get("interval")
+            nxt = (f"The {label + ' ' if label else ''}interval straddles the limit: more "
+                   f"rows or runs decide; watch {look}")
         out.append(DecisionLine(
             audit=f"limit on {source}", attribute=attr, metric=metric,
             what=_readable(check if check != "None" else metric), status=status, far=far,
