@@ -193,9 +193,11 @@ def test_the_run_prints_the_interval_its_verdict_uses(run):
     table = html[i:html.index("</table>", i)]
     for _, r in gate.iterrows():
         row = re.search(
-            rf"<td>{re.escape(r.metric_b)}</td><td>{r.attribute}</td><td>{r.group}</td>.*?</tr>",
+            rf"<td>{re.escape(r.metric_b)}</td><td>{r.attribute}</td><td>{r.group}(<br>.*?)?"
+            r"</td>.*?</tr>",
             unescape(table)).group(0)
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+        assert len(cells) == 8, cells
         assert cells[4].startswith(f"[{_fmt(r.lower)}, {_fmt(r.upper)}]")
         assert "Holm-adjusted" in cells[4]
         lo, hi = r.p["own_interval"]
@@ -261,3 +263,58 @@ def test_one_adjusted_interval_by_hand_from_the_counts(run):
         assert r.upper == pytest.approx(d + (hi - d) * max(zv, zp) / z, rel=1e-9)
     assert r.lower == pytest.approx(d - (d - lo) * (zv if r.status == "violated"
                                                      else max(zv, zp)) / z, rel=1e-9)
+
+
+# ---------------------------------------------- the worst group, ranked with its size
+
+
+def _decision(html: str) -> str:
+    i = html.index('id="decision"')
+    return _text(html[i:html.index("</section>", i)])
+
+
+def _g(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def test_the_worst_group_is_ranked_by_its_bound_and_a_tiny_one_is_flagged(run):
+    pdf, m, html = run
+    gate = _limits(m)
+    di = gate[(gate.attribute == "grp") & (gate.metric == "disparate_impact")]
+    # by hand from the table: each group's size, favourable decisions and DI against A
+    size = pdf.groupby("grp")["prediction"].agg(["count", "sum"])
+    rate = size["sum"] / size["count"]
+    point = {g: rate[g] / rate["A"] for g in GROUPS if g != "A"}
+    small = {g for g in point if size.loc[g, "count"] < 30 or size.loc[g, "sum"] < 5}
+    assert small == {"T"}
+    # the tiny group has the lowest point estimate; among the others M is lower than L
+    assert min(point, key=point.get) == "T" and point["M"] < point["L"]
+    # ranked: violated first, then by the interval's bound nearest the limit (for a
+    # minimum the upper end of the printed interval: the group is at least that far below)
+    ranked = di[~di.group.isin(small)].copy()
+    ranked["order"] = ranked.status.map({"violated": 0, "inconclusive": 1, "passed": 2})
+    worst = ranked.sort_values(["order", "upper"]).iloc[0]
+    assert worst.group == "L"  # not T (too small) and not M (lower point, wider interval)
+    assert di.set_index("group").loc["M", "upper"] > worst.upper
+    n, fav = int(size.loc["L", "count"]), int(size.loc["L", "sum"])
+    t_status = di.set_index("group").loc["T", "status"]
+    n_v = int((di.status == "violated").sum())
+    # the decision box: value first, then the distance, with its size and the tiny one
+    box = _decision(html)
+    expected = (f"worst group L (n {n:,}, {fav:,} favourable): DI {_g(worst.value)} "
+                f"[{_g(worst.lower)}, {_g(worst.upper)}], {_g(0.8 - worst.value)} below the "
+                "minimum 0.8 (whole Holm-adjusted interval below); "
+                f"{n_v} of {len(di)} groups violated (each against the reference); "
+                f"too small to rank: T (n 12, 1 favourable, {t_status})")
+    assert expected in box, box
+    # the Limits section's sentence and table say the same
+    text = _text(html[html.index("<h2>Limits</h2>"):])
+    assert (f"grp: disparate_impact >= 0.8 checked on each of {len(di)} group(s) against "
+            f"the reference; worst L (n {n:,}, {fav:,} favourable): DI {_g(worst.value)} "
+            f"[{_g(worst.lower)}, {_g(worst.upper)}], violated; {n_v} of {len(di)} violated. "
+            f"Too small to rank: T (n 12, 1 favourable, {t_status}).") in text
+    assert "T n 12, 1 favourable; too small to rank" in text
+    # the rows carry the counts the report shows, and the flag
+    t = di.set_index("group").loc["T", "p"]
+    assert (t["n"], t["favourable"], t["rankable"]) == (12, 1, False)
+    assert worst.p["rankable"] is True and (worst.p["n"], worst.p["favourable"]) == (n, fav)

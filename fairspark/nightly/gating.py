@@ -464,6 +464,7 @@ def _limit_row(c: Check, limits: LimitsConfig, n_family: int) -> MetricRow:
     gate = (f"; violated {c.consecutive} run(s) in a row, gates at {c.rule.persistence}"
             if c.verdict == Verdict.VIOLATED and c.role == GATE else "")
     label = interval_label(c.kind, c.role, limits.correction)
+    support = _support(r, limits)
     levels = ({"alpha_violated": c.alpha_violated, "alpha_passed": c.alpha_passed}
               if c.kind == "statistical" else {})
     return MetricRow(
@@ -476,8 +477,25 @@ def _limit_row(c: Check, limits: LimitsConfig, n_family: int) -> MetricRow:
         params=params_json(rule=c.rule.model_dump(mode="json"), would_gate=c.would_gate,
                            consecutive=c.consecutive, role=c.role, kind=c.kind,
                            source_audit=r["audit"], interval=label,
-                           own_interval=[r.get("lower"), r.get("upper")], **levels),
+                           own_interval=[r.get("lower"), r.get("upper")], **levels,
+                           **support),
     )
+
+
+def _support(r: dict[str, Any], limits: LimitsConfig) -> dict[str, Any]:
+    """The compared group's ``n`` and ``favourable`` (when its row has them) and whether
+    it is large enough to be ranked worst (``rankable``: at least
+    ``limits.min_rank_rows`` rows and ``limits.min_rank_favourable`` favourable
+    decisions)."""
+    try:
+        p = json.loads(r.get("params") or "{}")
+    except (TypeError, ValueError):
+        p = {}
+    if not isinstance(p, dict) or p.get("n") is None:
+        return {}
+    n, fav = int(p["n"]), p.get("favourable")
+    ok = n >= limits.min_rank_rows and (fav is None or int(fav) >= limits.min_rank_favourable)
+    return {"n": n, "favourable": None if fav is None else int(fav), "rankable": ok}
 
 
 def _num_text(x: float | None) -> str:
@@ -525,6 +543,8 @@ def limits_summary(checks: list[Check], unmatched: list[str], *, limits: LimitsC
         "unmatched": unmatched,
         "correction": limits.correction,
         "alpha": limits.alpha,
+        "min_rank_rows": limits.min_rank_rows,
+        "min_rank_favourable": limits.min_rank_favourable,
     }
     if would:
         info["detail"] = "; ".join(

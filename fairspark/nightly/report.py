@@ -144,24 +144,55 @@ def _group_label(r: dict[str, Any], role: str) -> str:
     return "all unprivileged pooled (extra view)" if role == "pooled" else g
 
 
-def _worst_groups(checks: list[Check]) -> list[str]:
-    """One sentence per (rule, attribute) judged per group: the worst group named."""
+def _size_note(r: dict[str, Any], role: str) -> str:
+    """A group cell's size (``n 800, 120 favourable``), flagged when too small to rank."""
+    from fairspark.report.worst import rankable, support_words
+
+    size = support_words(r)
+    if not size or role == "pooled" or r.get("group") in (None, "unprivileged", "all"):
+        return ""
+    flag = "; too small to rank" if not rankable(r) else ""
+    return f"<br><span class='small'>{escape(size + flag)}</span>"
+
+
+def _worst_groups(checks: list[Check], rows: list[dict[str, Any]]) -> list[str]:
+    """One sentence per (rule, attribute) judged per group: the worst group named.
+
+    Ranked by :mod:`fairspark.report.worst` on the limits rows (the interval each
+    verdict uses): verdict, then the interval's bound nearest the limit, among the
+    groups large enough to rank; the others are listed as too small to rank.
+    """
     from fairspark.audits.registry import specs
     from fairspark.nightly.gating import rule_text
+    from fairspark.report.decision import fmt_number, short_metric
+    from fairspark.report.worst import rank_key, rankable, support_words
 
     per_group = {n for n, s in specs().items() if s.limits_per_group}
-    by: dict[tuple[str, str], list[Check]] = {}
-    for c in checks:
+    by: dict[tuple[str, str], list[tuple[Check, dict[str, Any]]]] = {}
+    for c, r in zip(checks, rows, strict=False):
         if c.role == "gate" and c.row.get("audit") in per_group and c.row.get("group") not in (
                 None, "unprivileged"):
-            by.setdefault((rule_text(c.rule), str(c.row["attribute"])), []).append(c)
+            by.setdefault((rule_text(c.rule), str(c.row["attribute"])), []).append((c, r))
     out = []
     for (rule, attr), cs in by.items():
-        worst = max(cs, key=lambda c: limit_excess(c.row.get("value"), c.rule))
-        n_v = sum(c.verdict == Verdict.VIOLATED for c in cs)
-        out.append(f"{attr}: {rule} checked on each of {len(cs)} group(s) against the "
-                   f"reference; worst {worst.row['group']} ({_fmt(worst.row.get('value'))}, "
-                   f"{worst.verdict}); {n_v} of {len(cs)} violated.")
+        ranked = [t for t in cs if rankable(t[1])]
+        small = [t for t in cs if not rankable(t[1])]
+        n_v = sum(c.verdict == Verdict.VIOLATED for c, _ in cs)
+        text = f"{attr}: {rule} checked on each of {len(cs)} group(s) against the reference; "
+        if ranked:
+            c, r = min(ranked, key=lambda t: rank_key(t[1], t[0].rule))
+            size = support_words(r)
+            text += (f"worst {r['group']}" + (f" ({size})" if size else "")
+                     + f": {short_metric(str(r['metric']))} {fmt_number(r.get('value'))} "
+                     f"[{fmt_number(r.get('lower'))}, {fmt_number(r.get('upper'))}], "
+                     f"{c.verdict}; ")
+        else:
+            text += "no group large enough to rank; "
+        text += f"{n_v} of {len(cs)} violated."
+        if small:
+            text += " Too small to rank: " + ", ".join(
+                f"{r['group']} ({support_words(r)}, {c.verdict})" for c, r in small) + "."
+        out.append(text)
     return out
 
 
@@ -208,11 +239,14 @@ def limits_section(checks: list[Check], rows: list[dict[str, Any]],
     by_row = {id(r): c for c, r in zip(checks, rows, strict=False)}
     body = []
 
+    from fairspark.report.worst import bound_excess, rankable
+
     def key(r: dict[str, Any]) -> tuple:
         c = by_row.get(id(r))
         pooled = c is not None and c.role == "pooled"
-        ex = limit_excess(r.get("value"), c.rule) if c is not None else 0.0
-        return (pooled, order.get(r["status"], 3), r["attribute"], -ex)
+        # worst group first: the interval's bound nearest the limit, too small last
+        ex = bound_excess(r, c.rule) if c is not None else 0.0
+        return (pooled, order.get(r["status"], 3), r["attribute"], not rankable(r), -ex)
 
     for r in sorted(rows, key=key):
         c = by_row.get(id(r))
@@ -233,13 +267,14 @@ def limits_section(checks: list[Check], rows: list[dict[str, Any]],
         raw_cell = f"[{_fmt(raw[0])}, {_fmt(raw[1])}]"
         body.append(
             f"<tr class='{cls}'><td>{escape(r['metric_b'])}</td><td>{escape(r['attribute'])}"
-            f"</td><td>{escape(_group_label(r, role))}</td><td>{_fmt(r['value'])}</td>"
+            f"</td><td>{escape(_group_label(r, role))}{_size_note(r, role)}</td>"
+            f"<td>{_fmt(r['value'])}</td>"
             f"<td>[{_fmt(r.get('lower'))}, {_fmt(r.get('upper'))}]"
             + (f" <span class='small'>{escape(label)}</span>" if label else "") + "</td>"
             f"<td class='small'>{raw_cell}</td>"
             f"<td>{verdict}</td><td class='small'>{escape(how)}</td></tr>")
     miss = "".join(f"<li>{escape(m)}</li>" for m in unmatched)
-    worst = "".join(f"<li>{escape(w)}</li>" for w in _worst_groups(checks))
+    worst = "".join(f"<li>{escape(w)}</li>" for w in _worst_groups(checks, rows))
     html = (
         "<p>Each limit is judged on the uncertainty of its number: the confidence interval "
         "(group metrics), the certified interval (HFM) or the band over splits (mdfa). "
