@@ -278,6 +278,10 @@ class LimitsConfig(StrictModel):
     correction: Literal["holm", "bh", "none"] = "holm"
     alpha: float = Field(0.05, gt=0, lt=1)
     fail_on_violation: bool = True
+    #: a group with fewer rows, or fewer favourable decisions, is "too small to rank":
+    #: it is still checked (and may gate) but is never named the worst group
+    min_rank_rows: int = Field(30, ge=1)
+    min_rank_favourable: int = Field(5, ge=0)
 
 
 class SparkConfig(StrictModel):
@@ -413,12 +417,15 @@ class Config(StrictModel):
         itself resolves to (features, their types, the encoded dimension) is the other
         half of the comparability key: ``summary.json`` ``input_schema``, compared by
         :func:`fairspark.nightly.history.schema_change`. ``preparation.on_schema_change``
-        changes no number and is left out too.
+        changes no number and is left out too, as are ``limits.min_rank_rows`` and
+        ``limits.min_rank_favourable`` (they choose the group the report names worst).
         """
         skip: dict[str, Any] = {"run_date": True, "output": True, "spark": True,
                                 "model": True, "input": {"path", "table", "where"},
                                 "preparation": {"on_schema_change"},
-                                "window": {"restate"}}
+                                "window": {"restate"},
+                                # which group the report names worst, no number
+                                "limits": {"min_rank_rows", "min_rank_favourable"}}
         d = self.model_dump(mode="json", exclude=skip)
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -248,10 +248,12 @@ def test_holm_counts_every_group_comparison(adult_run):
     n = len(gate)
     assert n > 3  # sex, the race groups and the sex x race combinations
     assert all(f"holm over {n} checks" in d for d in gate["detail"])
-    # the p-values by hand from the printed intervals: one-sided for value >= 0.8
+    # the p-values by hand from the audit's own intervals (the limits row prints the
+    # Holm-adjusted one and keeps the own one in params): one-sided for value >= 0.8
     z = norm.ppf(0.975)
     raw = []
-    for v, lo, hi in zip(gate["value"], gate["lower"], gate["upper"], strict=True):
+    own = [json.loads(p)["own_interval"] for p in gate["params"]]
+    for v, (lo, hi) in zip(gate["value"], own, strict=True):
         excess = 0.8 - v
         se = ((hi - v) if excess > 0 else (v - lo)) / z
         raw.append(norm.sf(excess / se))
@@ -272,11 +274,16 @@ def test_the_report_names_the_worst_group(adult_run, adult_pdf):
     gate = lim[lim["params"].map(lambda p: json.loads(p)["role"]) == "gate"]
     violated = gate[gate.status == "violated"]
     assert len(violated), "Adult's rule-based decision violates DI >= 0.8 for some race group"
-    worst = violated.sort_values("value").iloc[0]["group"]
+    # the worst: among groups of at least 30 rows and 5 favourable decisions (by hand),
+    # the violated one whose printed (Holm-adjusted) interval's upper end is lowest
+    size = adult_pdf.groupby("race")["prediction"].agg(["count", "sum"])
+    big = [g for g in size.index if size.loc[g, "count"] >= 30 and size.loc[g, "sum"] >= 5]
+    worst = violated[violated.group.isin(big)].sort_values("upper").iloc[0]["group"]
     box = " ".join(_decision(html).split())
     (line,) = [seg for seg in box.split("✖")[1:] if " race " in seg[:40]
                and "disparate impact" in seg]
-    assert f"worst group {worst}:" in line
+    n, fav = int(size.loc[worst, "count"]), int(size.loc[worst, "sum"])
+    assert f"worst group {worst} (n {n:,}, {fav:,} favourable):" in line
     assert f"{len(violated)} of {len(gate)} groups violated" in line
     text = " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
     assert f"race: disparate_impact >= 0.8 checked on each of {len(gate)} group(s)" in text

@@ -122,15 +122,28 @@ def test_limits_table_says_how_in_words():
     cells = {a: unescape(t) for a, t in re.findall(
         r"<tr class='\w+'><td>[^<]*</td><td>(\w)</td>.*?<td class='small'>([^<]*)</td></tr>",
         html)}
-    # a: -0.2 with half-width 0.05 at 95%: z = 0.1 / (0.05 / 1.96) = 3.9, p = 4.8e-5
-    assert cells["a"] == ("clearly beyond the limit ±0.1 (p < 0.001, not adjusted); "
-                          "violated 1 run in a row")
-    # b: 0.02, nearest side +0.1 is 0.08 away with se 0.05 / 1.96: p = Phi(-3.14) = 8.5e-4
-    assert cells["b"] == "clearly within the limit ±0.1 (p < 0.001, not adjusted)"
+    # the interval printed is the verdict's: each end at the level of the test it decides.
+    # abs_max is two-sided: "violated" is Bonferroni over the two sides (alpha / 2),
+    # "passed" is not split; the row's 95% ends are rescaled from z = 1.96 to that level.
+    z = norm.ppf(0.975)
+    kv, kp = norm.ppf(1 - 0.025 / 2) / z, norm.ppf(1 - 0.025) / z
+    # a: -0.2 with half-width 0.05 at 95%: z = 0.1 / (0.05 / 1.96) = 3.9, p = 4.8e-5;
+    # violated, so both ends at the "violated" level
+    a_lo, a_hi = -0.2 - 0.05 * kv, -0.2 + 0.05 * kv
+    assert cells["a"] == (f"the whole unadjusted interval [{a_lo:.4g}, {a_hi:.4g}] is beyond "
+                          "the limit ±0.1 (p < 0.001, not adjusted); violated 1 run in a row")
+    # b: 0.02, nearest side +0.1 is 0.08 away with se 0.05 / 1.96: p = Phi(-3.14) = 8.5e-4;
+    # passed, so both ends at the "passed" level
+    assert cells["b"] == (f"the whole unadjusted interval [{0.02 - 0.05 * kp:.4g}, "
+                          f"{0.02 + 0.05 * kp:.4g}] is within the limit ±0.1 (p < 0.001, "
+                          "not adjusted)")
     # c: 0.09 with half-width 0.04: beyond +0.1 has p = 1 - Phi(-0.49) = 0.69, twice
     # (two sides, Bonferroni) capped at 1; within has p = Phi(-0.49) = 0.31
     p_within = norm.cdf(-0.01 / (0.04 / norm.ppf(0.975)))
-    assert cells["c"] == ("cannot tell: the interval straddles the limit ±0.1 (p = 1 for "
+    # inconclusive: each two-faced end at the wider level (the "violated" one here)
+    c_lo, c_hi = 0.09 - 0.04 * kv, 0.09 + 0.04 * kv
+    assert cells["c"] == (f"cannot tell: the unadjusted interval [{c_lo:.4g}, {c_hi:.4g}] "
+                          "straddles the limit ±0.1 (p = 1 for "
                           f"beyond, p = {p_within:.2g} for within, not adjusted; neither is "
                           "significant at alpha 0.025)")
     assert "p(violated)" not in html and "<caption>" in html
@@ -376,7 +389,8 @@ def test_persistence_gates_only_after_n_consecutive_violations(spark, biased_tab
     (line,) = [tr for tr in box.split("<tr")[2:] if "statistical parity" in tr]
     assert "still there" in line and "violated" in line
     # the limits table says how in words, not p(violated)=...
-    assert "clearly beyond the limit ±0.1" in unescape(html) and "p(violated)" not in html
+    assert re.search(r"the whole Holm-adjusted interval \[[^]]+\] is beyond the limit ±0\.1",
+                     unescape(html)) and "p(violated)" not in html
 
 
 #: the Spark job group the slow audit ran in (read back by the test)

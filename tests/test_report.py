@@ -334,10 +334,11 @@ def test_decision_lines_rank_and_measure_the_distance_to_the_limit(decision_rows
     by = {(st, attr, "hfm" in t, "mdfa" in t, "disparate" in t): t for st, attr, t in lines}
     # DI 0.40 against a minimum of 0.8: 0.4 below, the whole interval [0.36, 0.44] too
     di = by[("violated", "sex", False, False, True)]
-    assert "0.4 below the minimum 0.8 (whole interval below)" in di
+    assert "DI 0.4, 0.4 below the minimum 0.8 (whole interval below)" in di
     assert "violated (would gate)" in di and "(gates)" not in di
     spd = next(t for st, a, t in lines if st == "violated" and "statistical" in t)
-    assert "|value| 0.18 is 0.08 beyond the limit ±0.1 (whole interval beyond)" in spd
+    # the value first, then its distance from the limit
+    assert "SPD −0.18, 0.08 beyond the limit ±0.1 (whole interval beyond)" in spd
     inc = next(t for st, a, t in lines if st == "inconclusive")
     assert "race" in inc and "0.01 within the limit ±0.1" in inc
     # hfm: df = 2.5 / 2.0 - 1 = +0.25 -> the decisions separate the groups 25% more

@@ -274,7 +274,7 @@ def test_first_screen_states_the_window_change_and_honest_changes(driver, report
         checked += 1
         if not re.search(r"better|worse", change):
             continue
-        worst = re.search(r"worst group (\S+):", cells[3])
+        worst = re.search(r"worst group (\S+)[ :]", cells[3])
         group = worst.group(1) if worst else "unprivileged"
         a, b = spd(before, cells[1], group), spd(now, cells[1], group)
         h = math.hypot((a.upper - a.lower) / 2, (b.upper - b.lower) / 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from fairspark.metrics import _intervals as iv
 from fairspark.metrics._core import (
     BASELINES,
     CATALOGUE,
+    CELLS,
     RATES,
     compare_groups,
     comparison_reason,
@@ -99,6 +101,10 @@ def _comparison_rows(
     values = compare_groups(unpriv, priv)
     intervals = iv.comparison_intervals(unpriv, priv, level=params.ci_level,
                                         weights=params.weights)
+    # the compared group's support, for ranking the worst group (limits, report):
+    # its rows and its rows with the favourable decision (unweighted counts)
+    pjson = params_json(json.loads(pjson or "{}"), n=_support(unpriv, CELLS),
+                        favourable=_support(unpriv, ("tp", "fp", "up")))
     rows = []
     for name, spec in {**CATALOGUE, **BASELINES}.items():
         value = _f(values[name])

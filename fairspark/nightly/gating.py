@@ -15,7 +15,11 @@ rule without ``group`` judges, its ``AuditSpec.limits_per_group``. A check is on
   its "violated" hypothesis is rejected, *passed* when its "passed" hypothesis is, and
   *inconclusive* otherwise. With ``correction: none`` and alpha = (1 - level) / 2, a
   one-sided check is violated exactly when the interval lies entirely beyond the limit,
-  and passed exactly when it lies entirely within.
+  and passed exactly when it lies entirely within. Under any correction the ``limits``
+  row carries the **adjusted interval** instead (:func:`adjusted_interval`): the
+  interval the verdict uses, so that "violated" means it lies wholly beyond the limit,
+  "passed" wholly within and "inconclusive" that it straddles; the source row's own
+  interval is in its ``params`` (``own_interval``).
 - **bounds** (``interval: bounds``: HFM): ``[lower, upper]`` is a certified interval (or
   the approximation, an upper bound of the exact value): violated when it lies entirely
   outside the limit, passed when entirely inside, inconclusive when it straddles. No
@@ -57,8 +61,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from fairspark.config import LimitRule, LimitsConfig
 
-__all__ = ["Check", "adjust_pvalues", "evaluate_limits", "gate_word", "limits_summary",
-           "rule_text"]
+__all__ = ["Check", "adjust_pvalues", "adjusted_interval", "evaluate_limits", "family_level",
+           "gate_word", "interval_label", "limits_summary", "rule_text"]
 
 #: statuses of rows whose value a limit may judge
 _USABLE = frozenset({Status.OK, Status.INCONCLUSIVE, Status.NOT_CERTIFIED, Status.TIMED_OUT})
@@ -113,6 +117,13 @@ class Check:
     consecutive: int = 0
     would_gate: bool = False
     role: str = GATE
+    #: the per-check levels the verdict used: "violated" / "passed" is rejected iff its
+    #: p-value before correction is at most this (:func:`family_level`)
+    alpha_violated: float = 1.0
+    alpha_passed: float = 1.0
+    #: the interval the verdict uses (:func:`adjusted_interval`); None: no interval
+    lower_adj: float | None = None
+    upper_adj: float | None = None
 
     def same_check(self, history: pd.DataFrame) -> pd.DataFrame:
         """This check's rows among earlier runs' ``limits`` rows."""
@@ -172,18 +183,124 @@ def _one_sided(v: float, lo: float | None, hi: float | None, z: float, *, limit:
     return 1.0 - _N.cdf(t), _N.cdf(t)
 
 
+def _sides(rule: LimitRule) -> list[tuple[float, bool]]:
+    """The one-sided limits of a rule: (limit, ``True`` for a maximum)."""
+    if rule.abs_max is not None:
+        return [(rule.abs_max, True), (-rule.abs_max, False)]
+    sides: list[tuple[float, bool]] = []
+    if rule.max is not None:
+        sides.append((rule.max, True))
+    if rule.min is not None:
+        sides.append((rule.min, False))
+    return sides
+
+
+def family_level(p_adjusted: np.ndarray, method: str, alpha: float) -> float:
+    """One per-check level that reproduces a corrected family's rejections.
+
+    Every correction used here rejects the hypotheses whose *unadjusted* p-value is at
+    most one threshold ``alpha*`` that depends on the family only. With ``m``
+    hypotheses of which ``K`` are rejected (adjusted p <= alpha) and sorted p-values
+    ``p_(1) <= ... <= p_(m)``:
+
+    - ``none``: ``alpha* = alpha``.
+    - Holm: step-down, ``p_(k)`` is rejected iff ``p_(j) <= alpha / (m - j + 1)`` for
+      every ``j <= k``. The rejected have ``p_(k) <= alpha / (m - k + 1) <= alpha / (m -
+      K)``; the first kept has ``p_(K+1) > alpha / (m - K)`` (that is where the
+      step-down stopped) and every later one is at least as large. So ``alpha* = alpha
+      / (m - K)`` (``alpha`` when all are rejected, ``K = m``).
+    - Benjamini-Hochberg: ``K = max{k: p_(k) <= k alpha / m}``; the rejected have ``p <=
+      p_(K) <= K alpha / m``, the kept ``p_(j) > j alpha / m >= (K + 1) alpha / m``. So
+      ``alpha* = max(K, 1) alpha / m`` (with ``K = 0`` every p exceeds ``alpha / m``).
+
+    Parameters
+    ----------
+    p_adjusted:
+        The family's adjusted p-values (:func:`adjust_pvalues`).
+    method:
+        ``holm``, ``bh`` or ``none``.
+    alpha:
+        The family's level.
+
+    Returns
+    -------
+    float
+        ``alpha*``: a hypothesis is rejected exactly when its unadjusted p <= ``alpha*``.
+    """
+    m = len(p_adjusted)
+    if method == "none" or m == 0:
+        return alpha
+    k = int(np.sum(np.asarray(p_adjusted) <= alpha))
+    if method == "holm":
+        return alpha / max(m - k, 1)
+    return max(k, 1) * alpha / m
+
+
+def adjusted_interval(check: Check) -> tuple[float | None, float | None]:
+    """The interval a statistical check's verdict uses, at its per-check levels.
+
+    The one-sided test of ``v <= L`` takes ``se = h / z`` from the interval's
+    half-width ``h`` on the side facing ``L`` (``z`` of the interval's level, see the
+    module docstring). At level ``a`` it rejects "violated" exactly when ``(v - L) / se
+    >= z_a``, ``z_a = Phi^-1(1 - a)``: when the **lower** end rescaled to ``z_a``, ``v -
+    (v - lower) z_a / z``, lies at or above ``L``; and it rejects "passed" exactly when
+    the **upper** end ``v + (upper - v) z_a / z`` lies at or below ``L``. A minimum is
+    the mirror image. So each printed end is the row's end rescaled from ``z`` to the
+    ``z_a`` of the test that end decides, with ``a``:
+
+    - for "violated": :func:`family_level` of the family of "violated" p-values,
+      divided by the number of one-sided limits (2 for ``abs_max`` or ``min`` with
+      ``max``: their "violated" p is Bonferroni over the two sides);
+    - for "passed": :func:`family_level` of the "passed" family (intersection-union, no
+      split).
+
+    For a one-sided rule each end decides one test. For a two-sided rule one end faces
+    both (e.g. the lower end: "passed" against the minimum, "violated" against the
+    maximum); it is taken at the level of the test that decided the check, and at the
+    wider of the two when neither did. Then the interval lies wholly beyond the limit
+    exactly when the check is violated, wholly within exactly when it is passed, and
+    straddles the limit exactly when it is inconclusive. With ``correction: none`` and
+    ``alpha = (1 - level) / 2`` a one-sided rule's interval is the row's own.
+
+    Returns
+    -------
+    (lower, upper)
+        ``(None, None)`` when the row has no interval.
+    """
+    r = check.row
+    v, lo, hi = r["value"], r.get("lower"), r.get("upper")
+    if lo is None or hi is None or any(isinstance(x, float) and math.isnan(x)
+                                       for x in (lo, hi)):
+        return None, None
+    z = _N.inv_cdf(0.5 + _level(r) / 2)
+    sides = _sides(check.rule)
+    a_v = check.alpha_violated / len(sides)
+    a_p = check.alpha_passed
+
+    def scale(a: float) -> float:
+        return _N.inv_cdf(1.0 - min(max(a, 1e-300), 1 - 1e-16)) / z
+
+    has_max = any(up for _, up in sides)
+    has_min = any(not up for _, up in sides)
+    ends = []
+    # the lower end decides "violated" against a maximum and "passed" against a
+    # minimum; the upper end the reverse
+    for faces_v, faces_p, width, sign in ((has_max, has_min, v - lo, -1.0),
+                                          (has_min, has_max, hi - v, 1.0)):
+        if faces_v and faces_p:
+            f = (scale(a_v) if check.verdict == Verdict.VIOLATED else scale(a_p)
+                 if check.verdict == Verdict.PASSED else max(scale(a_v), scale(a_p)))
+        else:
+            f = scale(a_v) if faces_v else scale(a_p)
+        ends.append(v + sign * width * f)
+    return float(ends[0]), float(ends[1])
+
+
 def _statistical(check: Check) -> None:
     r, rule = check.row, check.rule
     v, lo, hi = r["value"], r.get("lower"), r.get("upper")
     z = _N.inv_cdf(0.5 + _level(r) / 2)
-    sides: list[tuple[float, bool]] = []
-    if rule.abs_max is not None:
-        sides = [(rule.abs_max, True), (-rule.abs_max, False)]
-    else:
-        if rule.max is not None:
-            sides.append((rule.max, True))
-        if rule.min is not None:
-            sides.append((rule.min, False))
+    sides = _sides(rule)
     pv, pp = [], []
     for limit, upper in sides:
         a, b = _one_sided(v, lo, hi, z, limit=limit, upper_limit=upper)
@@ -207,6 +324,7 @@ def _bounds(check: Check) -> None:
         inside = (rule.max is None or hi <= rule.max) and (rule.min is None or lo >= rule.min)
     check.verdict = (Verdict.VIOLATED if outside else Verdict.PASSED if inside
                      else Verdict.INCONCLUSIVE)
+    check.lower_adj, check.upper_adj = r.get("lower"), r.get("upper")  # not random
 
 
 def _matches(rule: LimitRule, row: dict[str, Any], *, group: str | None = None) -> bool:
@@ -297,16 +415,21 @@ def _judge_statistical(stat: list[Check], limits: LimitsConfig) -> None:
     """
     for c in stat:
         _statistical(c)
+        c.alpha_violated = c.alpha_passed = limits.alpha  # a pooled view: not adjusted
     family = [c for c in stat if c.role == GATE]
     if family:
         pv = adjust_pvalues(np.array([c.p_violated for c in family]), limits.correction)
         pp = adjust_pvalues(np.array([c.p_passed for c in family]), limits.correction)
+        a_v = family_level(pv, limits.correction, limits.alpha)
+        a_p = family_level(pp, limits.correction, limits.alpha)
         for c, a, b in zip(family, pv, pp, strict=True):
             c.p_violated, c.p_passed = float(a), float(b)
+            c.alpha_violated, c.alpha_passed = a_v, a_p
     for c in stat:
         c.verdict = (Verdict.VIOLATED if c.p_violated <= limits.alpha
                      else Verdict.PASSED if c.p_passed <= limits.alpha
                      else Verdict.INCONCLUSIVE)
+        c.lower_adj, c.upper_adj = adjusted_interval(c)
 
 
 def gate_word(verdict: str, *, would_gate: bool, consecutive: int, persistence: int,
@@ -340,15 +463,58 @@ def _limit_row(c: Check, limits: LimitsConfig, n_family: int) -> MetricRow:
         how = "judged on the certified/approximate bounds"
     gate = (f"; violated {c.consecutive} run(s) in a row, gates at {c.rule.persistence}"
             if c.verdict == Verdict.VIOLATED and c.role == GATE else "")
+    label = interval_label(c.kind, c.role, limits.correction)
+    support = _support(r, limits)
+    levels = ({"alpha_violated": c.alpha_violated, "alpha_passed": c.alpha_passed}
+              if c.kind == "statistical" else {})
     return MetricRow(
         audit="limits", attribute=r["attribute"], group=r.get("group"), metric=r["metric"],
         metric_b=rule_text(c.rule), model=r.get("model"), value=r["value"],
-        lower=r.get("lower"), upper=r.get("upper"), status=c.verdict,
-        detail=f"{rule_text(c.rule)} [{r['audit']}]: {c.verdict}; {how}{gate}",
+        # the interval the verdict uses; the source row's own is in params
+        lower=c.lower_adj, upper=c.upper_adj, status=c.verdict,
+        detail=(f"{rule_text(c.rule)} [{r['audit']}]: {c.verdict}; {how}{gate}; "
+                f"{label} interval [{_num_text(c.lower_adj)}, {_num_text(c.upper_adj)}]"),
         params=params_json(rule=c.rule.model_dump(mode="json"), would_gate=c.would_gate,
                            consecutive=c.consecutive, role=c.role, kind=c.kind,
-                           source_audit=r["audit"]),
+                           source_audit=r["audit"], interval=label,
+                           own_interval=[r.get("lower"), r.get("upper")], **levels,
+                           **support),
     )
+
+
+def _support(r: dict[str, Any], limits: LimitsConfig) -> dict[str, Any]:
+    """The compared group's ``n`` and ``favourable`` (when its row has them) and whether
+    it is large enough to be ranked worst (``rankable``: at least
+    ``limits.min_rank_rows`` rows and ``limits.min_rank_favourable`` favourable
+    decisions)."""
+    try:
+        p = json.loads(r.get("params") or "{}")
+    except (TypeError, ValueError):
+        p = {}
+    if not isinstance(p, dict) or p.get("n") is None:
+        return {}
+    n, fav = int(p["n"]), p.get("favourable")
+    ok = n >= limits.min_rank_rows and (fav is None or int(fav) >= limits.min_rank_favourable)
+    return {"n": n, "favourable": None if fav is None else int(fav), "rankable": ok}
+
+
+def _num_text(x: float | None) -> str:
+    return "–" if x is None else f"{x:.4g}"
+
+
+def interval_label(kind: str, role: str, correction: str) -> str:
+    """How a limit row's interval was made, in words (its ``params['interval']``).
+
+    ``Holm-adjusted`` / ``BH-adjusted`` (a gating statistical check under a
+    correction), ``unadjusted`` (``correction: none``, or a pooled view, which is
+    judged outside the family: the interval at the test's own level, alpha, split over
+    the two sides of a two-sided limit) or ``certified`` (HFM's bounds, as reported).
+    """
+    if kind != "statistical":
+        return "certified"
+    if role == POOLED or correction == "none":
+        return "unadjusted"
+    return {"holm": "Holm-adjusted", "bh": "BH-adjusted"}.get(correction, correction)
 
 
 def limits_summary(checks: list[Check], unmatched: list[str], *, limits: LimitsConfig,
@@ -377,6 +543,8 @@ def limits_summary(checks: list[Check], unmatched: list[str], *, limits: LimitsC
         "unmatched": unmatched,
         "correction": limits.correction,
         "alpha": limits.alpha,
+        "min_rank_rows": limits.min_rank_rows,
+        "min_rank_favourable": limits.min_rank_favourable,
     }
     if would:
         info["detail"] = "; ".join(

@@ -58,8 +58,8 @@ def headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[st
         word = "gates the run" if failing else "would gate; failing on a violation is off"
         out.append(f"LIMIT VIOLATED ({word}): {r['metric_b']} for {r['attribute']}"
                    f"{' / ' + str(r['group']) if r.get('group') else ''} "
-                   f"(value {_fmt(r['value'])}, interval [{_fmt(r.get('lower'))}, "
-                   f"{_fmt(r.get('upper'))}]).")
+                   f"(value {_fmt(r['value'])}, {interval_words(r)} "
+                   f"[{_fmt(r.get('lower'))}, {_fmt(r.get('upper'))}]).")
     waiting = [r for r in violated if r not in gating]
     if waiting:
         out.append(f"{len(waiting)} limit(s) violated but not yet for the configured number "
@@ -67,8 +67,14 @@ def headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[st
     n_pass = sum(r["status"] == Verdict.PASSED for r in checks)
     n_inc = sum(r["status"] == Verdict.INCONCLUSIVE for r in checks)
     out.append(f"{len(checks)} limit check(s): {len(violated)} violated, {n_pass} passed, "
-               f"{n_inc} inconclusive (the interval straddles the limit).")
+               f"{n_inc} inconclusive (the {interval_words(checks[0])} straddles the limit).")
     return out
+
+
+def interval_words(r: dict[str, Any]) -> str:
+    """``Holm-adjusted interval`` etc.: what a limit row's interval is (older: ``interval``)."""
+    label = _row_params(r).get("interval")
+    return f"{label} interval" if label else "interval"
 
 
 def _p(p: float) -> str:
@@ -90,9 +96,10 @@ def how_in_words(check: Check, *, correction: str | None = None,
                  n_statistical: int | None = None, alpha: float | None = None) -> str:
     """A limit check's verdict explained in words (the limits table's "how" column).
 
-    E.g. *"clearly beyond the limit ±0.1 (p < 0.001, Holm-adjusted over 6 checks)"*,
-    *"cannot tell: the interval straddles the minimum 0.8 (p = 0.21 for beyond,
-    p = 0.4 for within, Holm-adjusted; neither is significant at alpha 0.05)"*, or for
+    E.g. *"the whole Holm-adjusted interval [0.12, 0.2] is beyond the limit ±0.1
+    (p < 0.001, Holm-adjusted over 6 checks)"*, *"cannot tell: the Holm-adjusted
+    interval [0.7, 0.85] straddles the minimum 0.8 (p = 0.21 for beyond, p = 0.4 for
+    within, Holm-adjusted; neither is significant at alpha 0.05)"*, or for
     HFM *"the whole certified interval is beyond the maximum 0.5"*. Persistence is
     added: *"violated 1 run in a row, gates from 2"*.
     """
@@ -104,6 +111,10 @@ def how_in_words(check: Check, *, correction: str | None = None,
             if corr and correction != "none" and n_statistical else "")
     adj = f", {corr}{over}" if corr else ""
     lvl = f" at alpha {alpha:g}" if alpha is not None else ""
+    from fairspark.nightly.gating import interval_label
+
+    iv = (interval_label(check.kind, check.role, correction or "none")
+          + f" interval [{_fmt(check.lower_adj)}, {_fmt(check.upper_adj)}]")
     if check.role == "pooled":
         pv, pp = _p(check.p_violated), _p(check.p_passed)
         return (f"the pooled view of every unprivileged value together, shown for "
@@ -115,11 +126,11 @@ def how_in_words(check: Check, *, correction: str | None = None,
                 }.get(check.verdict, f"cannot tell: the certified interval straddles {side}")
         text += " (exact bounds, not a statistical test)"
     elif check.verdict == Verdict.VIOLATED:
-        text = f"clearly beyond {side} ({_p(check.p_violated)}{adj})"
+        text = f"the whole {iv} is beyond {side} ({_p(check.p_violated)}{adj})"
     elif check.verdict == Verdict.PASSED:
-        text = f"clearly within {side} ({_p(check.p_passed)}{adj})"
+        text = f"the whole {iv} is within {side} ({_p(check.p_passed)}{adj})"
     else:
-        text = (f"cannot tell: the interval straddles {side} ({_p(check.p_violated)} for "
+        text = (f"cannot tell: the {iv} straddles {side} ({_p(check.p_violated)} for "
                 f"beyond, {_p(check.p_passed)} for within{adj}; neither is significant{lvl})")
     if check.verdict == Verdict.VIOLATED:
         n, need = check.consecutive, check.rule.persistence
@@ -133,24 +144,55 @@ def _group_label(r: dict[str, Any], role: str) -> str:
     return "all unprivileged pooled (extra view)" if role == "pooled" else g
 
 
-def _worst_groups(checks: list[Check]) -> list[str]:
-    """One sentence per (rule, attribute) judged per group: the worst group named."""
+def _size_note(r: dict[str, Any], role: str) -> str:
+    """A group cell's size (``n 800, 120 favourable``), flagged when too small to rank."""
+    from fairspark.report.worst import rankable, support_words
+
+    size = support_words(r)
+    if not size or role == "pooled" or r.get("group") in (None, "unprivileged", "all"):
+        return ""
+    flag = "; too small to rank" if not rankable(r) else ""
+    return f"<br><span class='small'>{escape(size + flag)}</span>"
+
+
+def _worst_groups(checks: list[Check], rows: list[dict[str, Any]]) -> list[str]:
+    """One sentence per (rule, attribute) judged per group: the worst group named.
+
+    Ranked by :mod:`fairspark.report.worst` on the limits rows (the interval each
+    verdict uses): verdict, then the interval's bound nearest the limit, among the
+    groups large enough to rank; the others are listed as too small to rank.
+    """
     from fairspark.audits.registry import specs
     from fairspark.nightly.gating import rule_text
+    from fairspark.report.decision import fmt_number, short_metric
+    from fairspark.report.worst import rank_key, rankable, support_words
 
     per_group = {n for n, s in specs().items() if s.limits_per_group}
-    by: dict[tuple[str, str], list[Check]] = {}
-    for c in checks:
+    by: dict[tuple[str, str], list[tuple[Check, dict[str, Any]]]] = {}
+    for c, r in zip(checks, rows, strict=False):
         if c.role == "gate" and c.row.get("audit") in per_group and c.row.get("group") not in (
                 None, "unprivileged"):
-            by.setdefault((rule_text(c.rule), str(c.row["attribute"])), []).append(c)
+            by.setdefault((rule_text(c.rule), str(c.row["attribute"])), []).append((c, r))
     out = []
     for (rule, attr), cs in by.items():
-        worst = max(cs, key=lambda c: limit_excess(c.row.get("value"), c.rule))
-        n_v = sum(c.verdict == Verdict.VIOLATED for c in cs)
-        out.append(f"{attr}: {rule} checked on each of {len(cs)} group(s) against the "
-                   f"reference; worst {worst.row['group']} ({_fmt(worst.row.get('value'))}, "
-                   f"{worst.verdict}); {n_v} of {len(cs)} violated.")
+        ranked = [t for t in cs if rankable(t[1])]
+        small = [t for t in cs if not rankable(t[1])]
+        n_v = sum(c.verdict == Verdict.VIOLATED for c, _ in cs)
+        text = f"{attr}: {rule} checked on each of {len(cs)} group(s) against the reference; "
+        if ranked:
+            c, r = min(ranked, key=lambda t: rank_key(t[1], t[0].rule))
+            size = support_words(r)
+            text += (f"worst {r['group']}" + (f" ({size})" if size else "")
+                     + f": {short_metric(str(r['metric']))} {fmt_number(r.get('value'))} "
+                     f"[{fmt_number(r.get('lower'))}, {fmt_number(r.get('upper'))}], "
+                     f"{c.verdict}; ")
+        else:
+            text += "no group large enough to rank; "
+        text += f"{n_v} of {len(cs)} violated."
+        if small:
+            text += " Too small to rank: " + ", ".join(
+                f"{r['group']} ({support_words(r)}, {c.verdict})" for c, r in small) + "."
+        out.append(text)
     return out
 
 
@@ -197,11 +239,14 @@ def limits_section(checks: list[Check], rows: list[dict[str, Any]],
     by_row = {id(r): c for c, r in zip(checks, rows, strict=False)}
     body = []
 
+    from fairspark.report.worst import bound_excess, rankable
+
     def key(r: dict[str, Any]) -> tuple:
         c = by_row.get(id(r))
         pooled = c is not None and c.role == "pooled"
-        ex = limit_excess(r.get("value"), c.rule) if c is not None else 0.0
-        return (pooled, order.get(r["status"], 3), r["attribute"], -ex)
+        # worst group first: the interval's bound nearest the limit, too small last
+        ex = bound_excess(r, c.rule) if c is not None else 0.0
+        return (pooled, order.get(r["status"], 3), r["attribute"], not rankable(r), -ex)
 
     for r in sorted(rows, key=key):
         c = by_row.get(id(r))
@@ -216,17 +261,32 @@ def limits_section(checks: list[Check], rows: list[dict[str, Any]],
                             n_statistical=n_stat, alpha=getattr(limits, "alpha", None))
                if c is not None else r.get("detail") or "")
         verdict = f"<b>{escape(r['status'])}</b>" + (f" ({escape(word)})" if word else "")
+        p = _row_params(r)
+        raw = p.get("own_interval") or [None, None]
+        label = str(p.get("interval") or "")
+        raw_cell = f"[{_fmt(raw[0])}, {_fmt(raw[1])}]"
         body.append(
             f"<tr class='{cls}'><td>{escape(r['metric_b'])}</td><td>{escape(r['attribute'])}"
-            f"</td><td>{escape(_group_label(r, role))}</td><td>{_fmt(r['value'])}</td>"
-            f"<td>[{_fmt(r.get('lower'))}, {_fmt(r.get('upper'))}]</td>"
+            f"</td><td>{escape(_group_label(r, role))}{_size_note(r, role)}</td>"
+            f"<td>{_fmt(r['value'])}</td>"
+            f"<td>[{_fmt(r.get('lower'))}, {_fmt(r.get('upper'))}]"
+            + (f" <span class='small'>{escape(label)}</span>" if label else "") + "</td>"
+            f"<td class='small'>{raw_cell}</td>"
             f"<td>{verdict}</td><td class='small'>{escape(how)}</td></tr>")
     miss = "".join(f"<li>{escape(m)}</li>" for m in unmatched)
-    worst = "".join(f"<li>{escape(w)}</li>" for w in _worst_groups(checks))
+    worst = "".join(f"<li>{escape(w)}</li>" for w in _worst_groups(checks, rows))
     html = (
         "<p>Each limit is judged on the uncertainty of its number: the confidence interval "
         "(group metrics), the certified interval (HFM) or the band over splits (mdfa). "
-        "<em>Inconclusive</em> means the interval straddles the limit. On an attribute "
+        "The interval printed beside a verdict is the one the verdict uses: under a "
+        "multiple-testing correction (Holm or Benjamini-Hochberg) it is the "
+        "<b>adjusted</b> interval, each end at the per-check level the correction used "
+        "for the test it decides, labelled so; without a correction it is the interval at "
+        "the test's own level (alpha, split over the two sides of a two-sided limit). The "
+        "audit's own interval (its configured level, not adjusted) is beside it. "
+        "<em>Violated</em> means the interval the verdict uses lies wholly beyond the "
+        "limit, <em>passed</em> wholly within, <em>inconclusive</em> that it straddles the "
+        "limit. On an attribute "
         "with several unprivileged values (and on intersections) a group limit is checked "
         "on <b>each group against the reference</b> (privileged) group, and every such "
         "comparison counts in the multiple-testing correction; the pooled view of all "
@@ -238,7 +298,8 @@ def limits_section(checks: list[Check], rows: list[dict[str, Any]],
         "run, <em>would gate</em> = it would if failing on a violation were on) and how "
         "the verdict was reached, in words.</caption>"
         "<thead><tr><th>limit</th><th>attribute</th><th>group</th>"
-        "<th>value</th><th>interval</th><th>verdict</th><th>how</th></tr></thead><tbody>"
+        "<th>value</th><th>interval the verdict uses</th><th>the audit's own interval</th>"
+        "<th>verdict</th><th>how</th></tr></thead><tbody>"
         + "".join(body) + "</tbody></table></div>"
         + (f"<p class='warn'>Rules that matched nothing:</p><ul>{miss}</ul>" if miss else "")
     )

@@ -88,32 +88,49 @@ def _params(r: Mapping[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------ distance to limits
 
 
+#: short names of the metrics a limit line names before its value
+_SHORT = {"disparate_impact": "DI", "statistical_parity_difference": "SPD",
+          "average_odds_difference": "AOD", "equal_opportunity_difference": "EOD"}
+
+
+def short_metric(metric: str) -> str:
+    """``DI``, ``SPD``, ... or the metric's name with spaces (``tpr difference``)."""
+    return _SHORT.get(metric, metric.replace("_", " "))
+
+
 def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str, float | None]:
-    """(words, signed excess) for one limit row: excess > 0 is beyond the limit."""
+    """(words, signed excess) for one limit row: excess > 0 is beyond the limit.
+
+    The value first, then its distance: *"DI 0.057, 0.743 below the minimum 0.8 (whole
+    Holm-adjusted interval below)"*.
+    """
     v, lo, hi = _num(r.get("value")), _num(r.get("lower")), _num(r.get("upper"))
     if v is None:
         return "no value", None
+    # the limits row's interval is the one its verdict uses (adjusted under a correction)
+    iv = f"whole {_params(r).get('interval') or ''} interval".replace("  ", " ")
+    name = f"{short_metric(str(r.get('metric') or rule.get('metric') or 'value'))} {_f(v)}, "
     parts: list[tuple[float, str, str]] = []  # (excess, words, interval note)
     if _num(rule.get("min")) is not None:
         m = float(rule["min"])
-        whole = " (whole interval below)" if hi is not None and hi < m else (
-            " (whole interval above)" if lo is not None and lo >= m else "")
-        parts.append((m - v, f"{_f(abs(m - v))} {'below' if v < m else 'above'} the "
+        whole = f" ({iv} below)" if hi is not None and hi < m else (
+            f" ({iv} above)" if lo is not None and lo >= m else "")
+        parts.append((m - v, f"{name}{_f(abs(m - v))} {'below' if v < m else 'above'} the "
                       f"minimum {m:g}", whole))
     if _num(rule.get("max")) is not None:
         m = float(rule["max"])
-        whole = " (whole interval above)" if lo is not None and lo > m else (
-            " (whole interval below)" if hi is not None and hi <= m else "")
-        parts.append((v - m, f"{_f(abs(v - m))} {'above' if v > m else 'below'} the "
+        whole = f" ({iv} above)" if lo is not None and lo > m else (
+            f" ({iv} below)" if hi is not None and hi <= m else "")
+        parts.append((v - m, f"{name}{_f(abs(v - m))} {'above' if v > m else 'below'} the "
                       f"maximum {m:g}", whole))
     if _num(rule.get("abs_max")) is not None:
         m = float(rule["abs_max"])
         worst = max(abs(lo), abs(hi)) if lo is not None and hi is not None else None
         best = (0.0 if lo is not None and hi is not None and lo <= 0 <= hi
                 else min(abs(lo), abs(hi)) if lo is not None and hi is not None else None)
-        whole = (" (whole interval beyond)" if best is not None and best > m else
-                 " (whole interval within)" if worst is not None and worst <= m else "")
-        parts.append((abs(v) - m, f"|value| {_f(abs(v))} is {_f(abs(abs(v) - m))} "
+        whole = (f" ({iv} beyond)" if best is not None and best > m else
+                 f" ({iv} within)" if worst is not None and worst <= m else "")
+        parts.append((abs(v) - m, f"{name}{_f(abs(abs(v) - m))} "
                       f"{'beyond' if abs(v) > m else 'within'} the limit ±{m:g}", whole))
     if not parts:
         return f"value {_f(v)}", None
@@ -194,35 +211,70 @@ def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str],
                           []).append((r, p))
     out = []
     for (check, attr, source), found in checks.items():
-        def worst_key(t: tuple[Mapping[str, Any], dict]) -> tuple:
-            r, p = t
-            ex = _limit_distance(r, p.get("rule") or {})[1]
-            return (STATUS_ORDER.get(str(r.get("status")), (6, ""))[0],
-                    -(ex if ex is not None else -math.inf))
-
-        r, p = min(found, key=worst_key)
+        line_row, r, p, far, excess = _worst_of(found)
         rule = p.get("rule") or {}
-        far, excess = _limit_distance(r, rule)
-        groups = [str(x.get("group")) for x, _ in found if x.get("group") not in
-                  (None, "unprivileged", "all")]
-        if groups:
-            n_v = sum(1 for x, _ in found if x.get("status") == "violated")
-            far = (f"worst group {r.get('group')}: {far}; {n_v} of {len(found)} groups "
-                   "violated (each against the reference)")
         metric = str(r.get("metric") or rule.get("metric") or "")
-        status = str(r.get("status") or "")
+        status = str(line_row[0].get("status") or "")
         where = anchors.get(source)
         spec = specs().get(source)
         look = spec.look_next(attr) if spec is not None else f"the {source} section"
         nxt = look if status != "passed" else "Nothing: within the limit."
         if status == "inconclusive":
-            nxt = f"Interval straddles the limit: more rows or runs decide; watch {look}"
+            label = _params(r).get("interval")
+            nxt = (f"The {label + ' ' if label else ''}interval straddles the limit: more "
+                   f"rows or runs decide; watch {look}")
         out.append(DecisionLine(
             audit=f"limit on {source}", attribute=attr, metric=metric,
             what=_readable(check if check != "None" else metric), status=status, far=far,
-            excess=excess, nxt=nxt, anchor=where, gate_word=_limit_gate_word(r, p, failing),
-            number=r).as_dict())
+            excess=excess, nxt=nxt, anchor=where,
+            gate_word=_limit_gate_word(*line_row, failing), number=r).as_dict())
     return out
+
+
+def _worst_of(found: list[tuple[Mapping[str, Any], dict]]) -> tuple[
+        tuple[Mapping[str, Any], dict], Mapping[str, Any], dict, str, float | None]:
+    """(the row deciding the line's status, the worst group's row and params, its
+    words, its excess) of one (limit, attribute)'s checks.
+
+    The line's status and gate word are the worst verdict of any group (a group too
+    small to rank may still gate); the group named worst is ranked by
+    :mod:`fairspark.report.worst` among the groups large enough to rank.
+    """
+    from fairspark.nightly.gating import GATE
+    from fairspark.report.worst import rank_key, rankable, support_words
+
+    def key(t: tuple[Mapping[str, Any], dict]) -> tuple:
+        return rank_key(t[0], t[1].get("rule") or {})
+
+    def status_key(t: tuple[Mapping[str, Any], dict]) -> tuple:
+        r, p = t
+        return (STATUS_ORDER.get(str(r.get("status")), (6, ""))[0],
+                not p.get("would_gate", p.get("gates")), key(t))
+
+    line_row = min(found, key=status_key)
+    groups = [t for t in found if t[0].get("group") not in (None, "unprivileged", "all")
+              and (t[1].get("role") or GATE) == GATE]
+    if not groups:
+        r, p = line_row
+        far, excess = _limit_distance(r, p.get("rule") or {})
+        return line_row, r, p, far, excess
+    ranked = [t for t in groups if rankable(t[0])]
+    small = [t for t in groups if not rankable(t[0])]
+    r, p = min(ranked or groups, key=key)
+    far, excess = _limit_distance(r, p.get("rule") or {})
+    n_v = sum(1 for x, _ in found if x.get("status") == "violated")
+    size = support_words(r)
+    lo, hi = _num(r.get("lower")), _num(r.get("upper"))
+    interval = f" [{_f(lo)}, {_f(hi)}]" if lo is not None and hi is not None else ""
+    value, _, rest = far.partition(", ")
+    head = (f"worst group {r.get('group')}" + (f" ({size})" if size else "") if ranked
+            else "no group is large enough to rank; nearest")
+    far = (f"{head}: {value}{interval}" + (f", {rest}" if rest else "")
+           + f"; {n_v} of {len(found)} groups violated (each against the reference)")
+    if small:
+        far += "; too small to rank: " + ", ".join(
+            f"{x.get('group')} ({support_words(x)}, {x.get('status')})" for x, _ in small)
+    return line_row, r, p, far, excess
 
 
 def _audit_lines(summary: Mapping[str, Any], rows: list[Mapping[str, Any]],
