@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import holm_adjusted as _holm
 from conftest import write_parquet
 from scipy.stats import norm
 
@@ -153,16 +154,6 @@ def test_a_run_that_does_not_gate_says_would_gate_and_counts_three_in_a_row(
 
 
 # --------------------------------------------- limits per group against the reference
-
-
-def _holm(p):
-    p = np.asarray(p, dtype=float)
-    order = np.argsort(p, kind="mergesort")
-    m = len(p)
-    adj = np.maximum.accumulate(np.minimum((m - np.arange(m)) * p[order], 1.0))
-    out = np.empty(m)
-    out[order] = adj
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import holm_adjusted as _holm
 from conftest import write_parquet
 from scipy.stats import norm
 
@@ -48,16 +49,6 @@ def _side(lo: float, hi: float, rule: dict) -> str:
 
 
 _WORD = {"violated": "beyond", "passed": "within", "inconclusive": "straddles"}
-
-
-def _holm(p):
-    p = np.asarray(p, dtype=float)
-    order = np.argsort(p, kind="mergesort")
-    m = len(p)
-    adj = np.maximum.accumulate(np.minimum((m - np.arange(m)) * p[order], 1.0))
-    out = np.empty(m)
-    out[order] = adj
-    return out
 
 
 def _bh(p):
