@@ -29,8 +29,8 @@ _EXPORTS: dict[str, str] = {
                     "fairspark.mdfa.balance"),
     **dict.fromkeys(
         ["MDFASample", "SplitState", "WorstViolation", "balance_split", "certificate_gamma",
-         "choose_l2", "fit_certificate", "make_auditor", "run_split", "violation_delta",
-         "worst_violation"],
+         "ViewBalance", "choose_l2", "fit_certificate", "make_auditor", "prepare_view",
+         "run_split", "violation_delta", "worst_violation"],
         "fairspark.mdfa.certify"),
     "MDFAParams": "fairspark.mdfa.params",
     **dict.fromkeys(["NullReference", "fit_null_model", "null_reference"],

@@ -26,7 +26,7 @@ from fairspark.mdfa._spark import (
     view_stats,
     y_column,
 )
-from fairspark.mdfa.certify import MDFASample, choose_l2
+from fairspark.mdfa.certify import MDFASample, prepare_view
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
 from fairspark.mdfa.null import null_reference, predicted_half_width
 from fairspark.mdfa.params import MDFAParams
@@ -299,8 +299,8 @@ def audit_attribute(
         sample = sample.with_null_model(seed=ctx.seed_for(AUDIT, name, "null"))
     _check_time(ctx, name)
     seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.planned_splits())]
-    params = choose_l2(sample, seed=seeds[0], params=params)
-    _check_time(ctx, name)  # choose_l2 trains on the driver: no Spark job to cancel
+    sample, params = prepare_view(sample, seed=seeds[0], params=params)
+    _check_time(ctx, name)  # prepare_view trains on the driver: no Spark job to cancel
     splits, stop = _run_waves(ctx, sample, seeds=seeds, params=params, name=name)
     res = AttributeResult(
         attribute=name, target_label=target, other_label=_other_label(attr, params.target_group),

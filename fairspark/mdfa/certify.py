@@ -31,12 +31,14 @@ __all__ = [
     "MDFASample",
     "SplitPart",
     "SplitState",
+    "ViewBalance",
     "WorstViolation",
     "balance_split",
     "certificate_gamma",
     "choose_l2",
     "fit_certificate",
     "make_auditor",
+    "prepare_view",
     "readable_rules",
     "run_split",
     "violation_delta",
@@ -44,6 +46,27 @@ __all__ = [
 ]
 
 Predictor = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass
+class ViewBalance:
+    """The view's balancing net, applied once to every row of the sample.
+
+    Attributes
+    ----------
+    u:
+        Raw weights ``u(x)`` of every row (:meth:`.balance.BalancingResult.u`).
+    z:
+        The net's representation of every row, the certificate's features (None: the
+        certificate reads the standardised features).
+    l2, mmd:
+        The L2 strength of the net and its held-out MMD.
+    """
+
+    u: np.ndarray
+    z: np.ndarray | None
+    l2: float | None
+    mmd: float | None
 
 
 @dataclass
@@ -67,6 +90,9 @@ class MDFASample:
         None: no null reference (see :meth:`with_null_model`).
     null_seed:
         Seed of the null draws (``ctx.seed_for("mdfa", attribute, "null")``).
+    view_balance:
+        The view's one balancing net applied to every row (:func:`prepare_view`), or
+        None: every split trains its own net.
     """
 
     x: np.ndarray
@@ -77,6 +103,7 @@ class MDFASample:
     desc_names: list[str] = field(default_factory=list)
     p_null: np.ndarray | None = None
     null_seed: int = 0
+    view_balance: ViewBalance | None = None
 
     def with_null_model(self, *, seed: int) -> MDFASample:
         """This sample with its null model fitted (seeded by ``seed``), for the verdict."""
@@ -385,6 +412,51 @@ def choose_l2(sample: MDFASample, *, seed: int, params: MDFAParams) -> MDFAParam
     return params.model_copy(update={"l2": bal.l2})
 
 
+def prepare_view(
+    sample: MDFASample, *, seed: int, params: MDFAParams
+) -> tuple[MDFASample, MDFAParams]:
+    """The work done once per view before its splits: the balancing net of the view.
+
+    With ``balancing_nets: view`` (default) and ``balancing: mmd_net``, the net of the
+    split whose seed is ``seed`` (the view's first split; the L2 grid searched on its
+    folds unless ``l2`` is fixed) is trained once on the driver, and its weights and
+    representation of every row go with the sample, so that no split trains a net:
+    the first split is the same as with per-split nets, and every other split reuses
+    that net on its own train/test cut. The weights depend on (x, s) only, so the null
+    draws share them as before. With ``balancing_nets: split`` this is
+    :func:`choose_l2` (one net per split).
+
+    Parameters
+    ----------
+    sample:
+        The view's collected sample.
+    seed:
+        Seed of the view's first split.
+    params:
+        The audit parameters.
+
+    Returns
+    -------
+    tuple of MDFASample and MDFAParams
+        The sample (with :attr:`MDFASample.view_balance` set when a view net is used)
+        and the parameters with ``l2`` set to the strength kept.
+    """
+    if params.balancing != "mmd_net" or params.balancing_nets == "split":
+        return sample, choose_l2(sample, seed=seed, params=params)
+    import torch  # noqa: F401 - loaded so that single_thread pins its pool too
+
+    from fairspark._threads import single_thread
+
+    with single_thread():  # as in a task: one thread, the same floats
+        tr, _, xs = _split_rows(sample, seed=seed, params=params)
+        bal = _balance(xs[tr], sample.s.astype(int)[tr], seed=seed, params=params)
+        rep = bal.representation(xs) if params.certificate_features == "representation" \
+            else None
+        view = ViewBalance(u=bal.u(xs), z=rep, l2=bal.l2, mmd=bal.heldout_loss)
+    return dataclasses.replace(sample, view_balance=view), params.model_copy(
+        update={"l2": bal.l2})
+
+
 def balance_split(sample: MDFASample, *, seed: int, params: MDFAParams) -> SplitState:
     """Split the rows, standardise x on the training part, balance, pick the features z.
 
@@ -395,13 +467,16 @@ def balance_split(sample: MDFASample, *, seed: int, params: MDFAParams) -> Split
     s, y = sample.s.astype(int), sample.y.astype(int)
     n = len(s)
     tr, te, xs = _split_rows(sample, seed=seed, params=params)
-    bal = None
-    u, l2, mmd = np.ones(n), None, None
-    if params.balancing == "mmd_net":
+    u, l2, mmd, z = np.ones(n), None, None, xs.astype(float)
+    view = sample.view_balance
+    if params.balancing == "mmd_net" and view is not None:  # the view's one net
+        u, l2, mmd = view.u, view.l2, view.mmd
+        z = view.z if view.z is not None else z
+    elif params.balancing == "mmd_net":
         bal = _balance(xs[tr], s[tr], seed=seed, params=params)
         u, l2, mmd = bal.u(xs), bal.l2, bal.heldout_loss
-    use_rep = params.certificate_features == "representation" and bal is not None
-    z = bal.representation(xs) if use_rep else xs.astype(float)
+        if params.certificate_features == "representation":
+            z = bal.representation(xs)
     w_tr, w_te = balanced_weights(u[tr], s[tr]), balanced_weights(u[te], s[te])
     diag = balance_diagnostics(x_tr=xs[tr], s_tr=s[tr], w_tr=w_tr,
                                x_te=xs[te], s_te=s[te], w_te=w_te)
@@ -612,9 +687,12 @@ def run_split(
         The gammas, the null draw's gammas (when ``sample.p_null`` is set), and with
         ``params.worst_violation`` Algorithm 1's answer.
     """
+    import time
+
     import torch
 
     torch.set_num_threads(1)
+    c0 = time.process_time()
     if state is None:
         st = balance_split(sample, seed=seed, params=params)
     else:  # the state's decisions may be another outcome vector's: take this sample's
@@ -623,7 +701,11 @@ def run_split(
             state, train=dataclasses.replace(state.train, y=y[state.tr]),
             test=dataclasses.replace(state.test, y=y[state.te]),
         )
+    c1 = time.process_time()
     gamma_pos, gamma_neg = _certificate_gammas(st, seed=seed, params=params)
+    c2 = time.process_time()
+    null = _null_gammas(st, sample, split=split, seed=seed, params=params)
+    c3 = time.process_time()
     b = st.balance
     out = SplitResult(split=int(split), gamma_pos=gamma_pos, gamma_neg=gamma_neg,
                       gamma_max=max(gamma_pos, gamma_neg), n_train=len(st.tr),
@@ -633,9 +715,11 @@ def run_split(
                       max_abs_smd_after=b.max_abs_smd_after, balance_poor=int(b.poor),
                       smd=json.dumps([[nan_to_none(x), nan_to_none(y)] for x, y
                                       in zip(b.smd_before, b.smd_after, strict=True)]),
-                      **_outcome_gaps(st, sample),
-                      **_null_gammas(st, sample, split=split, seed=seed, params=params))
+                      **_outcome_gaps(st, sample), **null,
+                      cpu_balance=c1 - c0, cpu_certificate=c2 - c1,
+                      cpu_null=(c3 - c2) if null else None)
     if not params.worst_violation or (params.violation_splits is not None
                                       and split >= params.violation_splits):
         return out
-    return _with_violation(out, st, sample, seed=seed, params=params)
+    out = _with_violation(out, st, sample, seed=seed, params=params)
+    return dataclasses.replace(out, cpu_violation=time.process_time() - c3)

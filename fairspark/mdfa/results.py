@@ -88,6 +88,10 @@ class SplitResult:
         a small decision tree that say "in the subgroup", e.g. ``age <= 24 and
         priors_count >= 3``), and their agreement with the certificate on the held-out
         rows.
+    cpu_balance, cpu_certificate, cpu_null, cpu_violation:
+        CPU seconds of the split's phases: the balancing (split, standardise, net,
+        weights, diagnostics), the certificates for gamma, the null draws'
+        certificates, and Algorithm 1 with its rules (None: the phase did not run).
     """
 
     split: int
@@ -120,6 +124,10 @@ class SplitResult:
     description: str = "{}"
     rules: str = ""
     rule_fidelity: float | None = None
+    cpu_balance: float | None = None
+    cpu_certificate: float | None = None
+    cpu_null: float | None = None
+    cpu_violation: float | None = None
 
 
 def _spark_type(annotation: str) -> str:
