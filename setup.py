@@ -34,6 +34,7 @@ setup(
         "pandas>=2.0,<3",
         "pyarrow>=11",
         "scikit-learn>=1.3",
+        "lightgbm>=4.0",
         # torch is pinned by the install commands (README, .ci/run) to the CPU build
         # on disk *before* this package is installed; this range is satisfied by it.
         "torch>=2.1",

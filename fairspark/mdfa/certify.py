@@ -1,7 +1,9 @@
-"""Driver-side kernels of mdfa: certificate gamma, worst violation (Alg. 1), one split.
+"""Driver-side kernels of mdfa: the view's preparation, the balancing of a split, one split.
 
 Everything here is plain numpy / scikit-learn / torch; the Spark tasks of
-:mod:`fairspark.mdfa._spark` call :func:`run_split` unchanged.
+:mod:`fairspark.mdfa._spark` call :func:`run_split` unchanged. The concept classes of
+the certificate are in :mod:`~.auditors`, Algorithm 1 and its rules in
+:mod:`~.violation` (their names are re-exported here).
 """
 
 from __future__ import annotations
@@ -9,23 +11,28 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.linear_model import LogisticRegression
-from sklearn.svm import SVC, LinearSVC
-from sklearn.tree import DecisionTreeClassifier
 
 from fairspark._values import nan_to_none
 from fairspark.audits.base import derive_seed
+from fairspark.mdfa.auditors import certificate_gamma, fit_certificate, make_auditor
 from fairspark.mdfa.balance import balanced_weights, fit_balancing
 from fairspark.mdfa.diagnostics import BalanceDiagnostics, balance_diagnostics
 from fairspark.mdfa.null import fit_null_model, null_outcome
 from fairspark.mdfa.params import MDFAParams
 from fairspark.mdfa.results import SplitResult
+from fairspark.mdfa.violation import (
+    SplitPart,
+    WorstViolation,
+    group_description,
+    readable_rules,
+    rules_of,
+    violation_delta,
+    worst_violation,
+)
 
 __all__ = [
     "MDFASample",
@@ -44,8 +51,6 @@ __all__ = [
     "violation_delta",
     "worst_violation",
 ]
-
-Predictor = Callable[[np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -109,239 +114,6 @@ class MDFASample:
         """This sample with its null model fitted (seeded by ``seed``), for the verdict."""
         p = fit_null_model(self.x, self.y, seed=derive_seed(seed, "model"))
         return dataclasses.replace(self, p_null=p, null_seed=int(seed))
-
-
-def make_auditor(name: str, *, seed: int, trees: int = 100) -> Any:
-    """A fresh scikit-learn estimator for the certificate's concept class
-    (``trees``: the forest's size, 100 as in the paper)."""
-    rs = seed % (2**32)
-    if name == "random_forest":
-        return RandomForestClassifier(n_estimators=trees, max_depth=2, random_state=rs,
-                                      n_jobs=1)
-    if name == "svm_rbf":
-        return SVC(kernel="rbf", C=1.0, gamma="scale")
-    if name == "linear_svm":
-        return LinearSVC(C=1.0, random_state=rs)
-    if name == "logistic_regression":
-        return LogisticRegression(C=1.0, max_iter=500)
-    raise ValueError(
-        f"unknown auditor {name!r}; expected random_forest, svm_rbf, linear_svm or "
-        "logistic_regression"
-    )
-
-
-def fit_certificate(
-    auditor: str, z: np.ndarray, target: np.ndarray, weights: np.ndarray, *, seed: int,
-    trees: int = 100,
-) -> Predictor:
-    """Fit c to predict ``target`` in {-1, +1} with sample weights; return x -> {-1, +1}.
-
-    A target with one class gives the constant certificate.
-    """
-    classes = np.unique(target)
-    if len(classes) == 1:
-        const = int(classes[0])
-        return lambda zz: np.full(len(zz), const, dtype=int)
-    model = make_auditor(auditor, seed=seed, trees=trees)
-    model.fit(z, target, sample_weight=weights)
-    return lambda zz: model.predict(zz).astype(int)
-
-
-def certificate_gamma(
-    c: np.ndarray, *, s: np.ndarray, y: np.ndarray, w: np.ndarray, y_value: int
-) -> float:
-    """Lemma 3.1: ``gamma(y) = (Pr_w[c = r S Y] + rho(y) - 1) / 4``, r = sign(y).
-
-    ``rho(y) = Pr_w[S = r Y]``. For balanced weights this is Eq. (4),
-    ``Pr_w[G, Y=y] (Pr_w[S=+1 | G, Y=y] - 1/2)`` with G = {c = 1}.
-    """
-    r = 1 if y_value > 0 else -1
-    tot = float(np.sum(w))
-    if tot <= 0:
-        return float("nan")
-    acc = float(np.sum(w * (c == r * s * y))) / tot
-    rho = float(np.sum(w * (s == r * y))) / tot
-    return (acc + rho - 1.0) / 4.0
-
-
-def violation_delta(
-    in_g: np.ndarray, *, s: np.ndarray, y: np.ndarray, w: np.ndarray | None, y_value: int
-) -> float:
-    """ln of the ratio of (w-)counts of Y=y in G between s=+1 and s=-1.
-
-    With ``w`` given: Alg. 1 line 4, ``sum_{G,Y=y,S=+1} w / sum_{G,Y=y,S=-1} w``
-    (balanced weights make it ``Pr_w[Y=y|S=+1,G] / Pr_w[Y=y|S=-1,G]``). With
-    ``w=None``: ``ln(Pr[Y=y | S=+1, G] / Pr[Y=y | S=-1, G])`` from plain counts.
-    NaN when a group is absent from G; +-inf when one side has no Y=y.
-    """
-    hit = in_g & (y == y_value)
-    if w is not None:
-        num = float(np.sum(w[hit & (s > 0)]))
-        den = float(np.sum(w[hit & (s < 0)]))
-        if num == 0 and den == 0:
-            return float("nan")
-    else:
-        n_pos = int(np.sum(in_g & (s > 0)))
-        n_neg = int(np.sum(in_g & (s < 0)))
-        if n_pos == 0 or n_neg == 0:
-            return float("nan")
-        num = np.sum(hit & (s > 0)) / n_pos
-        den = np.sum(hit & (s < 0)) / n_neg
-        if num == 0 and den == 0:
-            return float("nan")
-    if den == 0:
-        return float("inf")
-    if num == 0:
-        return float("-inf")
-    return float(math.log(num / den))
-
-
-@dataclass
-class WorstViolation:
-    """Result of Algorithm 1 on one split."""
-
-    t: int
-    mass_train: float
-    in_g_test: np.ndarray
-    predictor: Predictor | None
-    trace: list[dict[str, float]]
-
-
-@dataclass
-class SplitPart:
-    """One side (training or held-out) of a split: certificate features, s, y, weights."""
-
-    z: np.ndarray
-    s: np.ndarray
-    y: np.ndarray
-    w: np.ndarray
-
-
-class _WVASteps:
-    """The fits of Algorithm 1 by step t, each fitted once, and the trace of the steps.
-
-    At step t the rows with Y = y and S = -1 weigh ``u_i (1 + xi t)``, the others
-    ``u_i``; a step records its training mass and held-out delta in :attr:`trace`.
-    """
-
-    def __init__(
-        self, *, auditor: str, train: SplitPart, test: SplitPart, y_value: int, xi: float,
-        seed: int, trees: int = 100,
-    ):
-        self.auditor, self.train, self.test, self.trees = auditor, train, test, trees
-        self.y_value, self.xi, self.seed = y_value, xi, seed
-        r = 1 if y_value > 0 else -1
-        self.target = r * train.s * train.y
-        self.boosted = (train.y == y_value) & (train.s < 0)
-        self.cache: dict[int, tuple[float, Predictor]] = {}
-        self.trace: list[dict[str, float]] = []
-
-    def at(self, t: int) -> tuple[float, Predictor]:
-        """Training mass of G_t = {c_t = 1} among Y = y, and c_t."""
-        if t not in self.cache:
-            tr, te = self.train, self.test
-            wt = tr.w * (1.0 + self.xi * t * self.boosted)
-            c = fit_certificate(self.auditor, tr.z, self.target, wt,
-                                seed=derive_seed(self.seed, "wva", t), trees=self.trees)
-            g_tr = c(tr.z) == 1
-            mass = float(np.sum(tr.w[g_tr & (tr.y == self.y_value)]) / np.sum(tr.w))
-            g_te = c(te.z) == 1
-            d = violation_delta(g_te, s=te.s, y=te.y, w=te.w, y_value=self.y_value)
-            self.trace.append({"t": t, "mass": mass, "delta": d})
-            self.cache[t] = (mass, c)
-        return self.cache[t]
-
-
-def _last_good_step(ok: Callable[[int], bool], *, search: str, max_iterations: int) -> int:
-    """The last t in 1..max_iterations with ``ok(t)`` (0: none), walking or bisecting.
-
-    ``sequential`` tries t = 1, 2, ... until the first failure; ``bisection`` doubles t
-    until a failure (or max_iterations), then bisects between the last success and it.
-    Both give the same t when ``ok`` holds on a prefix of the steps.
-    """
-    good = 0
-    if search == "sequential":
-        t = 1
-        while t <= max_iterations and ok(t):
-            good = t
-            t += 1
-        return good
-    bad = None
-    t = 1
-    while t <= max_iterations:
-        if ok(t):
-            good = t
-            t *= 2
-        else:
-            bad = t
-            break
-    if bad is None and good < max_iterations:
-        if ok(max_iterations):
-            good = max_iterations
-        else:
-            bad = max_iterations
-    if bad is not None:
-        while bad - good > 1:
-            mid = (good + bad) // 2
-            if ok(mid):
-                good = mid
-            else:
-                bad = mid
-    return good
-
-
-def worst_violation(
-    train: SplitPart, test: SplitPart, *, y_value: int, params: MDFAParams, seed: int
-) -> WorstViolation:
-    """Algorithm 1 (WVA): reweight, refit, stop when the subgroup's mass drops below alpha.
-
-    At step t the rows with Y = y and S = -1 (for y = +1 these are the paper's
-    ``a_i != y_i, y_i = y``; in general the rows whose target r S Y is -1 among Y = y)
-    weigh ``u_i (1 + xi t)``, the others ``u_i``. The mass of G_t = {c_t = 1} is
-    ``sum_{c_t=1, Y=y} u / sum u`` on the training part. The answer is the last t
-    whose mass is >= alpha; the trace records every evaluated t with the held-out
-    delta (Alg. 1 line 4, u-weighted).
-
-    Parameters
-    ----------
-    train, test:
-        The split's training and held-out parts (certificate features, s, y, weights).
-    y_value:
-        The outcome searched (+1 or -1).
-    params:
-        The audit's options it reads: ``auditor``, ``violation_trees``, ``xi``,
-        ``alpha``, ``wva_search`` and ``max_iterations``.
-    seed:
-        Seed of the auditor fits.
-    """
-    steps = _WVASteps(
-        auditor=params.auditor, train=train, test=test, y_value=y_value, xi=params.xi,
-        seed=seed, trees=params.violation_trees,
-    )
-    alpha = params.alpha
-    if steps.at(0)[0] < alpha:
-        return WorstViolation(0, steps.at(0)[0], np.zeros(len(test.z), bool), None, steps.trace)
-    good = _last_good_step(lambda t: steps.at(t)[0] >= alpha, search=params.wva_search,
-                           max_iterations=params.max_iterations)
-    mass, c = steps.at(good)
-    steps.trace.sort(key=lambda d: d["t"])
-    return WorstViolation(good, mass, c(test.z) == 1, c, steps.trace)
-
-
-def _group_description(
-    desc: np.ndarray, s: np.ndarray, y: np.ndarray, in_g: np.ndarray, y_value: int
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"n_test": len(s)}
-    for key, grp in (("+1", s > 0), ("-1", s < 0)):
-        m = in_g & grp
-        n = int(m.sum())
-        out[key] = {
-            "n": n,
-            "mean": desc[m].mean(0).tolist() if n else None,
-            "sd": desc[m].std(0).tolist() if n else None,
-            "rate": float(np.mean(y[m] == y_value)) if n else None,
-        }
-    return out
 
 
 @dataclass
@@ -494,7 +266,8 @@ def _certificate_gammas(st: SplitState, *, seed: int, params: MDFAParams) -> tup
         target = y_value * tr.s * tr.y
         wt = tr.w * (1.0 + tilt * (target < 0)) if tilt > 0 else tr.w
         c = fit_certificate(
-            params.auditor, tr.z, target, wt, seed=derive_seed(seed, "cert", y_value)
+            params.auditor, tr.z, target, wt, seed=derive_seed(seed, "cert", y_value),
+            forest=params.forest,
         )
         return c(te.z)
 
@@ -550,86 +323,6 @@ def _violation_outcome(params: MDFAParams, gamma_pos: float, gamma_neg: float) -
     return 1 if gamma_pos >= gamma_neg else -1
 
 
-def _fmt_threshold(v: float) -> str:
-    return f"{v:.3g}"
-
-
-def _condition(name: str, lo: float | None, hi: float | None, integer: bool) -> str:
-    """``lo < x <= hi`` in words; integer columns as ``x >= a`` / ``x <= b``, one-hot
-    columns (``col=value``, split at 0.5) as ``col is value`` / ``col is not value``."""
-    if "=" in name:
-        col, val = name.split("=", 1)
-        if lo is not None and lo >= 0 and (hi is None or hi >= 1):
-            return f"{col} is {val}"
-        if hi is not None and hi < 1 and (lo is None or lo < 0):
-            return f"{col} is not {val}"
-    if integer:
-        a = None if lo is None else math.floor(lo) + 1
-        b = None if hi is None else math.floor(hi)
-        if a is not None and b is not None:
-            return f"{name} = {a}" if a == b else f"{a} <= {name} <= {b}"
-        return f"{name} >= {a}" if a is not None else f"{name} <= {b}"
-    if lo is not None and hi is not None:
-        return f"{_fmt_threshold(lo)} < {name} <= {_fmt_threshold(hi)}"
-    return f"{name} > {_fmt_threshold(lo)}" if lo is not None else f"{name} <= {_fmt_threshold(hi)}"
-
-
-def readable_rules(tree: DecisionTreeClassifier, *, names: list[str], desc: np.ndarray) -> str:
-    """The regions a fitted tree puts in the subgroup (class True), one per line, as
-    readable conditions joined by "and" (``age <= 24 and priors_count >= 3``).
-
-    A node whose leaves all say True is one region (its path only); bounds on the same
-    column along a path are merged to the tightest; integer-valued columns are shown
-    with integer bounds (sklearn's ``x <= 24.5`` is ``x <= 24``).
-    """
-    tr = tree.tree_
-    pos = list(tree.classes_).index(True) if True in tree.classes_ else None
-    if pos is None:
-        return ""
-    integer = [bool(np.all(np.isfinite(desc[:, j])) and np.all(desc[:, j] == np.round(desc[:, j])))
-               for j in range(desc.shape[1])]
-
-    def all_true(node: int) -> bool:
-        if tr.children_left[node] < 0:
-            return int(np.argmax(tr.value[node][0])) == pos
-        return all_true(tr.children_left[node]) and all_true(tr.children_right[node])
-
-    regions: list[tuple[dict[int, list[float | None]], int]] = []
-
-    def walk(node: int, bounds: dict[int, list[float | None]]) -> None:
-        if all_true(node):
-            regions.append((bounds, int(tr.n_node_samples[node])))
-            return
-        if tr.children_left[node] < 0:
-            return
-        j, thr = int(tr.feature[node]), float(tr.threshold[node])
-        lo, hi = bounds.get(j, [None, None])
-        left = {**bounds, j: [lo, thr if hi is None else min(hi, thr)]}
-        right = {**bounds, j: [thr if lo is None else max(lo, thr), hi]}
-        walk(tr.children_left[node], left)
-        walk(tr.children_right[node], right)
-
-    walk(0, {})
-    lines = []
-    for bounds, n in sorted(regions, key=lambda r: -r[1]):
-        conds = [_condition(names[j], lo, hi, integer[j]) for j, (lo, hi) in sorted(bounds.items())]
-        lines.append(f"{' and '.join(conds) or 'everyone'} ({n} held-out rows)")
-    return "\n".join(lines)
-
-
-def _rules(
-    desc: np.ndarray, in_g: np.ndarray, *, names: list[str], seed: int, depth: int
-) -> tuple[str, float | None]:
-    """A depth-limited decision tree fitted to the subgroup: readable regions, fidelity."""
-    if not (in_g.any() and (~in_g).any() and desc.shape[1] > 0):
-        return "", None
-    tree = DecisionTreeClassifier(
-        max_depth=depth, random_state=derive_seed(seed, "rules") % (2**32)
-    ).fit(desc, in_g)
-    text = readable_rules(tree, names=list(names), desc=desc)
-    return text, float(np.mean(tree.predict(desc) == in_g))
-
-
 def _with_violation(
     out: SplitResult, st: SplitState, sample: MDFASample, *, seed: int, params: MDFAParams
 ) -> SplitResult:
@@ -640,7 +333,7 @@ def _with_violation(
     g = wv.in_g_test
     du = violation_delta(g, s=te.s, y=te.y, w=None, y_value=y_value)
     desc = sample.desc[st.te]
-    rules, fidelity = _rules(desc, g, names=sample.desc_names, seed=seed,
+    rules, fidelity = rules_of(desc, g, names=sample.desc_names, seed=seed,
                              depth=params.rule_depth)
     trace = [{k: nan_to_none(v) if isinstance(v, float) else v for k, v in d.items()}
              for d in wv.trace]
@@ -653,7 +346,7 @@ def _with_violation(
         mass=wv.mass_train,
         t=wv.t,
         trace=json.dumps(trace),
-        description=json.dumps(_group_description(desc, te.s, te.y, g, y_value)),
+        description=json.dumps(group_description(desc, te.s, te.y, g, y_value)),
         rules=rules,
         rule_fidelity=fidelity,
     )
@@ -723,3 +416,4 @@ def run_split(
         return out
     out = _with_violation(out, st, sample, seed=seed, params=params)
     return dataclasses.replace(out, cpu_violation=time.process_time() - c3)
+

@@ -34,6 +34,11 @@ class MDFAParams(AuditParams):
     auditor:
         Concept class of the certificate c (paper default for COMPAS: random forest
         with 100 trees of depth 2; Fig. 1 uses an RBF SVM).
+    forest:
+        The library that grows ``random_forest`` (:mod:`fairspark.mdfa.auditors`):
+        ``lightgbm`` (default; its random-forest mode on 63 histogram bins, the same
+        vote as scikit-learn's forest, about a tenth of the cost) or ``sklearn``
+        (:class:`~sklearn.ensemble.RandomForestClassifier`, exact thresholds).
     certificate_features:
         ``representation`` (reference code: the balancing net's 8-unit layer) or
         ``raw`` (the standardised audit features).
@@ -116,6 +121,12 @@ class MDFAParams(AuditParams):
         forest at every step t (T + 2 fits per split), which made it as costly as the
         balancing; 30 trees recovered the planted subgroup as well as 100 at 0.3x the
         cost (issue 25 item 3; ``docs/mdfa.md``, "Cost").
+    violation_regrow:
+        How often Algorithm 1's random forest is grown: ``1`` refits it at every step
+        t (the paper); ``k > 1`` grows it at t = 0, k, 2k, ... and in the steps between
+        keeps its trees and re-estimates each leaf's vote from the step's weights
+        (every training row in the leaf); ``0`` grows it once. Other auditors refit at
+        every step.
     violation_splits:
         Algorithm 1 runs in the first ``violation_splits`` splits of a view (None: in
         every split). It describes the worst-treated subgroup (delta, outcome ratio,
@@ -145,6 +156,7 @@ class MDFAParams(AuditParams):
     auditor: Literal["random_forest", "svm_rbf", "linear_svm", "logistic_regression"] = (
         "random_forest"
     )
+    forest: Literal["lightgbm", "sklearn"] = "lightgbm"
     certificate_features: Literal["representation", "raw"] = "representation"
     certificate_tilt: float = Field(0.0, ge=0.0, le=5.0)
     balancing: Literal["mmd_net", "uniform"] = "mmd_net"
@@ -171,6 +183,7 @@ class MDFAParams(AuditParams):
     max_iterations: int = Field(400, ge=1)
     violation_trees: int = Field(30, ge=1)
     violation_splits: int | None = Field(None, ge=1)
+    violation_regrow: int = Field(1, ge=0)
     rule_depth: int = Field(3, ge=1, le=6)
     partitions: int | None = Field(None, ge=1)
     null_draws: int = Field(20, ge=0)
