@@ -271,7 +271,7 @@ def null_check(data: str, *, splits: int, draws: int, observed: bool,
 
     from fairspark.audits.base import derive_seed
     from fairspark.mdfa import MDFAParams, MDFASample, run_split
-    from fairspark.mdfa.certify import balance_split, choose_l2
+    from fairspark.mdfa.certify import balance_split, prepare_view
     from fairspark.mdfa.null import null_reference
     from fairspark.mdfa.results import split_frame
 
@@ -281,7 +281,7 @@ def null_check(data: str, *, splits: int, draws: int, observed: bool,
     p = MDFAParams(splits=splits, worst_violation=False, **(extra or {}))
     seeds = [derive_seed(7, "mdfa", data, "split", i) for i in range(splits)]
     t0 = time.time()
-    p = choose_l2(smp0, seed=seeds[0], params=p)  # once per view, as the audit does
+    smp0, p = prepare_view(smp0, seed=seeds[0], params=p)  # once per view, as the audit
     states = [balance_split(smp0, seed=sd, params=p) for sd in seeds]
     print(f"{data}: balancing {splits} splits {time.time() - t0:.0f} s; held-out AUC "
           f"{np.mean([st.balance.auc for st in states]):.3f}, max |SMD| after "
@@ -399,7 +399,7 @@ def recovery(*, seeds: int, splits: int, designs: list[tuple[float, float]],
     seed's split table is kept as ``nu{NU}_mu{MU}_seed{G}.parquet`` there."""
     from fairspark.audits.base import derive_seed
     from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_split
-    from fairspark.mdfa.certify import choose_l2
+    from fairspark.mdfa.certify import prepare_view
     from fairspark.mdfa.null import corrected_gamma
     from fairspark.mdfa.results import split_frame
 
@@ -419,7 +419,7 @@ def recovery(*, seeds: int, splits: int, designs: list[tuple[float, float]],
                              desc_names=["x1", "x2"])
             if p.null_draws > 0:
                 smp = smp.with_null_model(seed=derive_seed(7, "rec", g, "null"))
-            pg = choose_l2(smp, seed=derive_seed(7, "rec", g, 0), params=p)  # once a view
+            smp, pg = prepare_view(smp, seed=derive_seed(7, "rec", g, 0), params=p)  # a view
             res = split_frame([run_split(smp, split=i, seed=derive_seed(7, "rec", g, i),
                                          params=pg) for i in range(splits)])
             if save_splits is not None:

@@ -14,6 +14,7 @@ time less the same split without Algorithm 1)::
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -34,16 +35,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--splits", type=int, default=10)
     ap.add_argument("--trees", default="100,30,10")
     ap.add_argument("--data", default="synthetic:0.8:0.0,compas")
+    ap.add_argument("--variants", default=None,
+                    help='JSON {label: {MDFAParams fields}} of Algorithm 1 variants '
+                         '(instead of --trees), e.g. \'{"refit": {"violation_regrow": 1}, '
+                         '"once": {"violation_regrow": 0}}\'')
+    ap.add_argument("--params", default="{}",
+                    help="JSON of MDFAParams fields for every variant (e.g. the old defaults)")
     args = ap.parse_args(argv)
     from mdfa_validation import _compas_arrays
 
     from fairspark.audits.base import derive_seed
     from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_split
-    from fairspark.mdfa.certify import _violation_outcome, balance_split, choose_l2, worst_violation
+    from fairspark.mdfa.certify import _violation_outcome, balance_split, prepare_view
+    from fairspark.mdfa.violation import worst_violation
 
-    trees = [int(t) for t in args.trees.split(",")]
+    if args.variants:
+        variants = list(json.loads(args.variants).items())
+    else:
+        variants = [(str(t), {"violation_trees": int(t)}) for t in args.trees.split(",")]
     print(f"load average {_load()}")
-    print("| data | trees | splits | delta_unweighted mean (sd) | planted delta | ratio in "
+    print("| data | variant | splits | delta_unweighted mean (sd) | planted delta | ratio in "
           "subgroup | mass | T (mean) | F1 with planted G | Alg. 1 CPU-s per split |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for data in args.data.split(","):
@@ -58,17 +69,18 @@ def main(argv: list[str] | None = None) -> int:
             names = [f"x{j}" for j in range(x.shape[1])]
             extra = {}
         smp = MDFASample(x=x, s=s, y=y, desc=x, feature_names=names, desc_names=names)
-        base = MDFAParams(splits=args.splits, worst_violation=False, null_draws=0, **extra)
+        base = MDFAParams(splits=args.splits, worst_violation=False, null_draws=0,
+                          **{**extra, **json.loads(args.params)})
         seeds = [derive_seed(11, data, "split", i) for i in range(args.splits)]
-        base = choose_l2(smp, seed=seeds[0], params=base)
+        smp, base = prepare_view(smp, seed=seeds[0], params=base)
         states = [balance_split(smp, seed=sd, params=base) for sd in seeds]
         cpu0 = []
         for i, (sd, st) in enumerate(zip(seeds, states, strict=True)):
             c = time.process_time()
             run_split(smp, split=i, seed=sd, params=base, state=st)
             cpu0.append(time.process_time() - c)
-        for nt in trees:
-            p = base.model_copy(update={"worst_violation": True, "violation_trees": nt})
+        for nt, update in variants:
+            p = base.model_copy(update={"worst_violation": True, **update})
             du, ratio, mass, steps, f1, cpu = [], [], [], [], [], []
             for i, (sd, st) in enumerate(zip(seeds, states, strict=True)):
                 c = time.process_time()

@@ -347,7 +347,8 @@ def _run_waves(
                 why = f"splits: auto reached splits_max = {total}"
             break
         table = pd.concat(tables, ignore_index=True)
-        hw = predicted_half_width(table, n_splits=min(total, done + wave), k=params.null_k())
+        hw = predicted_half_width(table, n_splits=min(total, done + wave), k=params.null_k(),
+                                  per_split=params.null_per_split)
         if hw is None:
             why = ("no null reference: the interval is the spread over splits, which "
                    "more splits do not narrow")

@@ -7,9 +7,10 @@
   in a bootstrap draw) and ``floor(sqrt(d))`` features per node, as scikit-learn's
   forest draws them. With ``boost_from_average`` off every tree starts from the score
   0, so a leaf's value is ``4 (p - 1/2)`` with ``p`` the weighted share of target +1
-  among its rows, and the forest's mean leaf value is positive exactly where the
-  mean of the leaves' ``p`` is above 1/2: scikit-learn's rule for its forest
-  (``predict`` = the class of the larger mean probability, ties to -1).
+  among its rows, and the forest's raw score (the sum of its trees' leaf values) is
+  positive exactly where the mean of the leaves' ``p`` is above 1/2: scikit-learn's
+  rule for its forest (``predict`` = the class of the larger mean probability, ties
+  to -1).
 - ``sklearn``: :class:`sklearn.ensemble.RandomForestClassifier` with bootstraps and
   exact thresholds, about ten times the cost on 35,000 rows.
 

@@ -21,7 +21,7 @@ from fairspark.audits.base import derive_seed
 from fairspark.mdfa.auditors import certificate_gamma, fit_certificate, make_auditor
 from fairspark.mdfa.balance import balanced_weights, fit_balancing
 from fairspark.mdfa.diagnostics import BalanceDiagnostics, balance_diagnostics
-from fairspark.mdfa.null import fit_null_model, null_outcome
+from fairspark.mdfa.null import draws_of_split, fit_null_model, null_outcome
 from fairspark.mdfa.params import MDFAParams
 from fairspark.mdfa.results import SplitResult
 from fairspark.mdfa.violation import (
@@ -299,20 +299,27 @@ def _outcome_gaps(st: SplitState, sample: MDFASample) -> dict[str, float]:
 def _null_gammas(
     st: SplitState, sample: MDFASample, *, split: int, seed: int, params: MDFAParams
 ) -> dict[str, Any]:
-    """gamma(+1), gamma(-1) and their max for the split's null draw ``split mod K``,
-    with this split's weights and certificates fitted afresh (empty: no null model)."""
+    """gamma(+1), gamma(-1) and their max for the split's null draws
+    (:func:`~.null.draws_of_split`), with this split's weights and certificates fitted
+    afresh for each (empty: no null model). The first draw fills ``null_draw`` and
+    ``gamma_null_*``, the others ``null_more``."""
     k_used = params.null_k()
     if sample.p_null is None or k_used == 0:
         return {}
-    k = int(split) % k_used
-    y0 = null_outcome(sample.p_null, seed=derive_seed(sample.null_seed, "draw", k))
-    st0 = dataclasses.replace(
-        st, train=dataclasses.replace(st.train, y=y0[st.tr]),
-        test=dataclasses.replace(st.test, y=y0[st.te]),
-    )
-    g_pos, g_neg = _certificate_gammas(st0, seed=derive_seed(seed, "null"), params=params)
+    found = []
+    for r, k in enumerate(draws_of_split(split, k=k_used, per_split=params.null_per_split)):
+        y0 = null_outcome(sample.p_null, seed=derive_seed(sample.null_seed, "draw", k))
+        st0 = dataclasses.replace(
+            st, train=dataclasses.replace(st.train, y=y0[st.tr]),
+            test=dataclasses.replace(st.test, y=y0[st.te]),
+        )
+        cert_seed = derive_seed(seed, "null") if r == 0 else derive_seed(seed, "null", r)
+        found.append((k, *_certificate_gammas(st0, seed=cert_seed, params=params)))
+    k, g_pos, g_neg = found[0]
     return {"null_draw": k, "gamma_null_pos": g_pos, "gamma_null_neg": g_neg,
-            "gamma_null_max": max(g_pos, g_neg)}
+            "gamma_null_max": max(g_pos, g_neg),
+            "null_more": json.dumps([[int(kk), nan_to_none(a), nan_to_none(b)]
+                                     for kk, a, b in found[1:]])}
 
 
 def _violation_outcome(params: MDFAParams, gamma_pos: float, gamma_neg: float) -> int:

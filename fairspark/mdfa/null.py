@@ -1,4 +1,4 @@
-"""A null reference for gamma that the audit computes itself (issue 14 item 3).
+"""A null reference for gamma that the audit computes itself.
 
 gamma is positive on almost any real table: the certificate fits noise, and whatever
 imbalance the weights leave between S = +1 and S = -1 turns into gamma as soon as the
@@ -13,10 +13,13 @@ question: is gamma larger than what decisions that depend on the audit features
   included).
 - **Null draws**: ``K = min(null_draws, splits)`` outcome vectors ``Y*_k ~
   Bernoulli(p(x))``, each from its own seed derived from the attribute's null seed.
-  Split ``i`` evaluates draw ``k = i mod K`` with the split's own weights and a
-  freshly fitted certificate: one extra certificate fit per split (two with a tilt).
+  Split ``i`` evaluates ``null_per_split`` of them (:func:`draws_of_split`; default
+  2) with the split's own weights and a freshly fitted certificate for each: one
+  extra certificate fit per draw (two with a tilt). With 20 splits and 20 draws every
+  draw is then seen in two splits, so the split-to-split variance is estimated inside
+  the draws instead of standing in from the observed splits.
 - **Statistic**: the observed ``T = mean over its n splits of gamma_max``; each draw
-  gives ``T*_k = mean over its m_k splits of gamma*_max``.
+  gives ``T*_k = mean over the m_k splits that evaluated it of gamma*_max``.
 - **Like with like** (variance components): a split's gamma is ``mu + B + e``, where
   ``B`` (variance ``sigma_b^2``) belongs to the decision vector - what the draw of the
   decisions moves - and ``e`` (variance ``sigma_w^2``) to the split - weights, folds,
@@ -41,21 +44,28 @@ test of "Y independent of S given x"), which is valid whatever population the ro
 came from. It says whether *these* decisions depend on S beyond the features.
 
 How large the effect is in the population the rows represent is another question,
-answered by the reported gamma and its interval (:func:`corrected_gamma`), whose scale
-adds a **sampling term** ``rho s_g^2``: ``s_g^2`` is the variance of the observed gamma
-over splits and ``rho = n_test / n_train`` (from the split table). Every split is cut
-from the same sample, so the mean over n splits does not average out which rows were
-sampled: its variance about the population value is ``s_g^2 (1 / n + rho)``, the
-corrected resampled t of Nadeau & Bengio (2003, "Inference for the generalization
-error", Machine Learning 52). Without it the interval held this sample's precision only
-and covered the planted gamma in 15 and 14 of 20 generator seeds at 100 splits
-(docs/mdfa_validation.md); the term does not shrink with more splits. So "evidence"
-may come with an interval that holds 0: the decisions on these rows depend on S, but
-the size of that dependence in the population is not pinned down.
+answered by the reported gamma and its interval (:func:`corrected_gamma`). Every split
+is cut from the same sample, so the mean over n splits does not average out which rows
+were sampled: its variance about the population value is ``s_g^2 (1 / n + rho)``, with
+``s_g^2`` the variance of the observed gamma over splits and ``rho = n_test / n_train``
+(from the split table), the corrected resampled t of Nadeau & Bengio (2003, "Inference
+for the generalization error", Machine Learning 52). The observed decisions are the
+model's, not a draw, so the between-draw variance ``sigma_b^2`` that the verdict needs
+does not enter the interval; the reference mean adds its own ``var(T*_k) / K``:
+
+    ``scale^2 = s_g^2 (1 / n + rho) + var(T*_k) / K``
+
+and the t quantile takes the Welch-Satterthwaite degrees of freedom of the two terms
+(``n - 1`` and ``K - 1``). The sampling term ``rho s_g^2`` does not shrink with more
+splits, so 20 splits give an interval about ``sqrt((1/20 + rho) / (1/100 + rho))`` =
+1.05 times as wide as 100 splits (rho = 3/7). "Evidence" may come with an interval
+that holds 0: the decisions on these rows depend on S, but the size of that
+dependence in the population is not pinned down.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -64,7 +74,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["CORRECTED_COLUMNS", "CorrectedGamma", "NullReference", "corrected_gamma",
-           "fit_null_model", "null_draws_used", "null_outcome", "null_reference",
+           "draws_of_split", "fit_null_model", "null_draws_used", "null_outcome", "null_reference",
            "predicted_half_width"]
 
 
@@ -125,6 +135,25 @@ def null_draws_used(null_draws: int, splits: int) -> int:
     return max(0, min(int(null_draws), int(splits)))
 
 
+def draws_of_split(split: int, *, k: int, per_split: int = 1) -> list[int]:
+    """The null draws split ``split`` evaluates: ``(split + r c) mod k`` for ``r <
+    min(per_split, k)``, with ``c`` the smallest integer at least ``k / per_split``
+    that is coprime to ``k``.
+
+    Over ``k`` consecutive splits every draw is then seen ``per_split`` times, and two
+    draws rarely share both of their splits (``c`` coprime to ``k`` makes the
+    ``r c`` distinct), so the draws' means are not pairwise tied together.
+    """
+    k = int(k)
+    if k <= 0:
+        return []
+    per = max(1, min(int(per_split), k))
+    c = max(1, math.ceil(k / per))
+    while math.gcd(c, k) != 1:
+        c += 1
+    return [int((int(split) + r * c) % k) for r in range(per)]
+
+
 @dataclass
 class NullReference:
     """The observed gamma_max against its null reference (see the module docstring).
@@ -177,40 +206,59 @@ class NullReference:
         return asdict(self)
 
 
+def _satterthwaite(terms: list[tuple[float, float]]) -> float:
+    """Welch-Satterthwaite degrees of freedom of ``sum a_i`` for independent variance
+    estimates ``a_i`` with ``nu_i`` degrees of freedom, given as ``(a_i, nu_i)``."""
+    total = sum(a for a, _ in terms)
+    den = sum(a * a / nu for a, nu in terms if nu > 0 and a > 0)
+    if total <= 0 or den <= 0:
+        return float(max(1.0, min(nu for _, nu in terms)))
+    return float(max(1.0, total * total / den))
+
+
 def _components(
-    g: np.ndarray, gn: pd.Series, k: pd.Series, rho: float
+    g: np.ndarray, long: pd.DataFrame, rho: float
 ) -> dict[str, Any] | None:
     """Variance components of the observed mean against its null draws (module
-    docstring): ``g`` the observed per-split values (finite), ``gn`` the null values,
-    ``k`` the draw of each split, ``rho`` = n_test / n_train. None when fewer than 3
-    draws have a finite value."""
-    ok = k.notna() & np.isfinite(gn)
+    docstring): ``g`` the observed per-split values (finite), ``long`` the null values
+    (columns ``draw``, ``value``: one row per split and draw it evaluated), ``rho`` =
+    n_test / n_train. None when fewer than 3 draws have a finite value."""
+    ok = long["draw"].notna() & np.isfinite(long["value"])
     if not len(g) or not ok.any():
         return None
-    groups = gn[ok].groupby(k[ok].astype(int))
+    groups = long.loc[ok, "value"].groupby(long.loc[ok, "draw"].astype(int))
     per = groups.mean().to_numpy(dtype=float)
     sizes = groups.size().to_numpy(dtype=float)
     if len(per) < 3:
         return None
     t_obs, n = float(np.mean(g)), len(g)
     m, sd, kk = float(np.mean(per)), float(np.std(per, ddof=1)), len(per)
+    var_g = float(np.var(g, ddof=1)) if n > 1 else 0.0
     dof_within = float(np.sum(sizes - 1))
     if dof_within > 0:  # pooled split-to-split variance inside the draws
         var_w = float(groups.var(ddof=1).fillna(0.0).mul(sizes - 1).sum() / dof_within)
     else:  # one split per draw: the observed splits' spread stands in
-        var_w = float(np.var(g, ddof=1)) if n > 1 else sd**2
+        var_w = var_g if n > 1 else sd**2
+        dof_within = float(max(1, n - 1))
     m_harm = float(kk / np.sum(1.0 / sizes))
     var_b = max(0.0, sd**2 - var_w / m_harm)
-    var_s = rho * (float(np.var(g, ddof=1)) if n > 1 else var_w)
+    var_s = rho * (var_g if n > 1 else var_w)
     scale = math.sqrt(var_b + var_w / n + sd**2 / kk)
+    # the interval about the population: Nadeau & Bengio's s_g^2 (1/n + rho) for the
+    # observed mean and the reference mean's own variance sd^2 / K
+    obs_var = (var_g if n > 1 else var_w) * (1.0 / n + rho)
+    ref_var = sd**2 / kk
+    dof = _satterthwaite([(obs_var, float(max(1, n - 1))), (ref_var, float(kk - 1))])
     return {"t_obs": t_obs, "n": n, "m": m, "sd": sd, "kk": kk, "per": per,
-            "var_w": var_w, "var_b": var_b, "var_s": var_s, "scale": scale,
-            "scale_sampled": math.sqrt(scale**2 + var_s)}
+            "var_w": var_w, "var_b": var_b, "var_s": var_s, "var_g": var_g,
+            "scale": scale, "scale_sampled": math.sqrt(obs_var + ref_var),
+            "dof_sampled": dof, "dof_within": dof_within, "rho": rho}
 
 
 def _columns(splits: pd.DataFrame, observed: str, null: str):
-    """The observed values, null values, null draws and ``rho = n_test / n_train`` of a
-    split table (ValueError naming the columns when the split sizes are missing)."""
+    """The observed values, the null values in long form (``draw``, ``value``, one row
+    per split and draw) and ``rho = n_test / n_train`` of a split table (ValueError
+    naming the columns when the split sizes are missing)."""
     missing = [c for c in ("n_train", "n_test") if c not in splits]
     if missing:
         raise ValueError(f"split table lacks {missing}: the interval's sampling term needs "
@@ -219,8 +267,19 @@ def _columns(splits: pd.DataFrame, observed: str, null: str):
     n_tr = float(pd.to_numeric(splits["n_train"], errors="coerce").sum())
     n_te = float(pd.to_numeric(splits["n_test"], errors="coerce").sum())
     rho = n_te / n_tr if n_tr > 0 else 0.0
-    return (g[np.isfinite(g)], pd.to_numeric(splits[null], errors="coerce"),
-            pd.to_numeric(splits["null_draw"], errors="coerce"), rho)
+    draws = pd.to_numeric(splits["null_draw"], errors="coerce").tolist()
+    values = pd.to_numeric(splits[null], errors="coerce").tolist()
+    if "null_more" in splits:  # the split's other draws: [draw, gamma_pos, gamma_neg]
+        for more in splits["null_more"]:
+            for k, pos, neg in json.loads(more or "[]"):
+                pos = np.nan if pos is None else float(pos)
+                neg = np.nan if neg is None else float(neg)
+                draws.append(k)
+                values.append({"gamma_null_pos": pos, "gamma_null_neg": neg,
+                               "gamma_null_max": max(pos, neg)}[null])
+    long = pd.DataFrame({"draw": pd.to_numeric(pd.Series(draws, dtype=object)),
+                         "value": pd.Series(values, dtype=float)})
+    return g[np.isfinite(g)], long, rho
 
 
 def null_reference(splits: pd.DataFrame, *, level: float) -> NullReference | None:
@@ -269,16 +328,18 @@ CORRECTED_COLUMNS = {"gamma_pos": "gamma_null_pos", "gamma_neg": "gamma_null_neg
 @dataclass
 class CorrectedGamma:
     """gamma less what decisions that depend on the audit features alone give
-    (issue 14 item 4: the reported gamma at the defaults).
+    (the reported gamma at the defaults).
 
     The raw mean over splits is biased upwards: the certificate turns whatever
     imbalance the weights leave, and the noise it fits, into gamma (about 0.006 on the
     paper's synthetic design, 0.007 on COMPAS, for decisions with no S effect at all).
     The null draws carry the same bias through the same weights and certificates, so
     ``value = raw - reference`` removes it, and its interval carries the uncertainty of
-    both and of the sampled rows: ``value -+ t_{K-1, (1 + coverage) / 2} scale`` with
-    ``scale^2`` the verdict's (:func:`null_reference`) plus the sampling term
-    ``rho s_g^2`` (module docstring). For gamma_max, ``value`` is the verdict's
+    both and of the sampled rows: ``value -+ t_{nu, (1 + coverage) / 2} scale`` with
+    ``scale^2 = s_g^2 (1 / n + rho) + var(T*_k) / K`` (Nadeau and Bengio's corrected
+    resampled variance of the observed mean, plus the reference mean's own) and
+    ``nu`` the Satterthwaite degrees of freedom of the two terms (module docstring).
+    For gamma_max, ``value`` is the verdict's
     ``excess``; the verdict judges it on the verdict's own scale (given the rows), so
     "evidence" may come with an interval that holds 0.
 
@@ -293,14 +354,15 @@ class CorrectedGamma:
     reference:
         Mean over the K null draws of a draw's mean gamma.
     scale:
-        Standard error of ``value`` about the population gamma (variance components
-        and the sampling term).
+        Standard error of ``value`` about the population gamma.
     sd_sampling:
         ``sqrt(rho s_g^2)``, the sampling term of ``scale``.
     draws:
         K.
     coverage:
         Two-sided coverage of ``lower``/``upper``.
+    dof:
+        Satterthwaite degrees of freedom of the t quantile of the interval.
     """
 
     value: float
@@ -312,6 +374,7 @@ class CorrectedGamma:
     draws: int
     coverage: float
     sd_sampling: float | None = None
+    dof: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The summary.json form."""
@@ -338,26 +401,27 @@ def corrected_gamma(
     if c is None:
         return None
     value = c["t_obs"] - c["m"]
-    half = float(stats.t.ppf(0.5 + coverage / 2.0, c["kk"] - 1)) * c["scale_sampled"]
+    half = float(stats.t.ppf(0.5 + coverage / 2.0, c["dof_sampled"])) * c["scale_sampled"]
     return CorrectedGamma(value=value, lower=value - half, upper=value + half,
                           raw=c["t_obs"], reference=c["m"], scale=c["scale_sampled"],
                           draws=c["kk"], coverage=float(coverage),
-                          sd_sampling=math.sqrt(c["var_s"]))
+                          sd_sampling=math.sqrt(c["var_s"]), dof=c["dof_sampled"])
 
 
 def predicted_half_width(
-    splits: pd.DataFrame, *, n_splits: int, k: int, observed: str = "gamma_max",
-    coverage: float = 0.95,
+    splits: pd.DataFrame, *, n_splits: int, k: int, per_split: int = 1,
+    observed: str = "gamma_max", coverage: float = 0.95,
 ) -> tuple[float, float] | None:
     """The half-width of the reported interval of ``observed`` now and with
     ``n_splits`` splits, from the variance components of the splits so far.
 
     Both come from the same model of the components (:func:`corrected_gamma`'s
-    ``scale^2 = sigma_b^2 + sigma_w^2 / n + (sigma_b^2 + sigma_w^2 / m) / K + rho
-    s_g^2``, with ``m`` the harmonic mean of the splits per draw when split ``i``
-    evaluates draw ``i mod k``), so their ratio is what more splits buy: the
-    ``splits: auto`` rule adds a wave only while ``1 - predicted / now`` is at least
-    ``splits_tolerance``. The sampling term ``rho s_g^2`` does not shrink.
+    ``scale^2 = s_g^2 (1 / n + rho) + (sigma_b^2 + sigma_w^2 / m) / K``, with ``m`` the
+    harmonic mean of the splits per draw when the splits evaluate
+    :func:`draws_of_split`, and the Satterthwaite degrees of freedom of the two terms),
+    so their ratio is what more splits buy: the ``splits: auto`` rule adds a wave only
+    while ``1 - predicted / now`` is at least ``splits_tolerance``. The sampling term
+    ``rho s_g^2`` does not shrink.
 
     Parameters
     ----------
@@ -367,6 +431,8 @@ def predicted_half_width(
         The number of splits to predict for.
     k:
         K, the null draws the splits cycle through.
+    per_split:
+        Null draws per split.
     observed:
         ``gamma_max`` (default), ``gamma_pos`` or ``gamma_neg``.
     coverage:
@@ -382,13 +448,16 @@ def predicted_half_width(
     c = _gamma_components(splits, observed)
     if c is None:
         return None
-    t = float(stats.t.ppf(0.5 + coverage / 2.0, c["kk"] - 1))
-    var_b, var_w, var_s, kk = c["var_b"], c["var_w"], c["var_s"], c["kk"]
+    var_b, var_w, kk, rho = c["var_b"], c["var_w"], c["kk"], c["rho"]
+    var_g = c["var_g"] if c["n"] > 1 else var_w
 
     def half(n: int) -> float:
-        sizes = np.bincount(np.arange(int(n)) % int(k), minlength=int(k))
-        sizes = sizes[sizes > 0].astype(float)
+        seen = [d for i in range(int(n)) for d in draws_of_split(i, k=k, per_split=per_split)]
+        sizes = np.bincount(np.asarray(seen, dtype=int), minlength=int(k)).astype(float)
+        sizes = sizes[sizes > 0]
         m = float(len(sizes) / np.sum(1.0 / sizes))
-        return t * math.sqrt(var_b + var_w / n + (var_b + var_w / m) / kk + var_s)
+        obs_var, ref_var = var_g * (1.0 / n + rho), (var_b + var_w / m) / kk
+        dof = _satterthwaite([(obs_var, float(max(1, n - 1))), (ref_var, float(kk - 1))])
+        return float(stats.t.ppf(0.5 + coverage / 2.0, dof)) * math.sqrt(obs_var + ref_var)
 
     return half(c["n"]), half(n_splits)

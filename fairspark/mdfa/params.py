@@ -83,20 +83,18 @@ class MDFAParams(AuditParams):
         the grid search kept); ``per_split`` (the paper's reference code) searches the
         grid in every split, at ``len(l2_grid)`` times the balancing cost.
     splits:
-        Number of random 70/30 train/test splits (paper: 100), or ``auto`` (default,
-        issue 25 item 1): splits run in waves of ``splits_wave`` until one more wave
+        Number of random 70/30 train/test splits (paper: 100), or ``auto``
+        (default): splits run in waves of ``splits_wave`` until one more wave
         would narrow the 95% interval of the reported gamma_max by less than
         ``splits_tolerance`` (predicted from the variance components of the splits so
         far, ``fairspark.mdfa.null.predicted_half_width``), at most ``splits_max``.
-        The interval's sampling term does not shrink with more splits, so the first
-        wave of 40 is usually enough (``docs/mdfa.md``, "How many splits": at 40 the
-        next wave promises 1-2% on COMPAS race and two planted designs); the summary
-        and the report state the splits used and why it stopped.
+        The interval's sampling term ``n_test / n_train`` does not shrink with more
+        splits, so the first wave of 20 is usually enough (``docs/mdfa.md``, "How many
+        splits"); the summary and the report state the splits used and why it stopped.
     splits_wave, splits_max, splits_tolerance:
-        Wave size (default 40: two splits per null draw, so that the split-to-split
-        variance is estimated inside the draws; K = min(null_draws, splits_wave)), the
-        most splits, and the smallest relative narrowing of the interval that another
-        wave must promise, of ``splits: auto``.
+        Wave size (default 20; K = min(null_draws, splits_wave) draws, each seen in
+        ``null_per_split`` splits of a wave), the most splits, and the smallest relative
+        narrowing of the interval that another wave must promise, of ``splits: auto``.
     test_fraction:
         Held-out share of each split.
     worst_violation:
@@ -123,10 +121,11 @@ class MDFAParams(AuditParams):
         cost (issue 25 item 3; ``docs/mdfa.md``, "Cost").
     violation_regrow:
         How often Algorithm 1's random forest is grown: ``1`` refits it at every step
-        t (the paper); ``k > 1`` grows it at t = 0, k, 2k, ... and in the steps between
-        keeps its trees and re-estimates each leaf's vote from the step's weights
-        (every training row in the leaf); ``0`` grows it once. Other auditors refit at
-        every step.
+        t (the paper); ``k > 1`` (default 5) grows it at t = 0, k, 2k, ... and in the
+        steps between keeps its trees and re-estimates each leaf's vote from the step's
+        weights (every training row in the leaf); ``0`` grows it once (cheapest, but
+        its fixed trees cannot carve the subgroup as finely: a larger mass and a
+        smaller delta, ``docs/mdfa.md``, "Cost"). Other auditors refit at every step.
     violation_splits:
         Algorithm 1 runs in the first ``violation_splits`` splits of a view (None: in
         every split). It describes the worst-treated subgroup (delta, outcome ratio,
@@ -139,11 +138,16 @@ class MDFAParams(AuditParams):
         that the status tracker counts finished splits for the progress lines).
     null_draws:
         Decisions redrawn from ``P(Y | x)`` estimated without S (cross-fitted
-        gradient boosting) for the verdict's null reference; split ``i`` evaluates draw
-        ``i mod K``, ``K = min(null_draws, splits)``, at the cost of one more
-        certificate fit per split (``K = min(null_draws, splits_wave)`` with
-        ``splits: auto``). 0 turns the verdict off (see
-        :mod:`fairspark.mdfa.null`).
+        gradient boosting) for the verdict's null reference; the splits cycle through
+        ``K = min(null_draws, splits)`` of them (``K = min(null_draws, splits_wave)``
+        with ``splits: auto``), ``null_per_split`` draws a split. 0 turns the verdict
+        off (see :mod:`fairspark.mdfa.null`).
+    null_per_split:
+        Null draws each split evaluates (default 2, one more cheap certificate fit
+        each): split ``i`` evaluates draws ``(i + r c) mod K`` for ``r < null_per_split``
+        (``c`` coprime to K, :func:`fairspark.mdfa.null.draws_of_split`), so that with
+        ``splits = K`` every draw is seen in two splits and the split-to-split variance
+        is estimated inside the draws.
     verdict_level:
         One-sided level of the verdict: "evidence" when the mean gamma_max is above the
         ``1 - verdict_level`` prediction bound of the null reference.
@@ -171,7 +175,7 @@ class MDFAParams(AuditParams):
     l2: float | None = Field(None, ge=0)
     l2_selection: Literal["once", "per_split"] = "once"
     splits: int | Literal["auto"] = "auto"
-    splits_wave: int = Field(40, ge=1)
+    splits_wave: int = Field(20, ge=1)
     splits_max: int = Field(100, ge=1)
     splits_tolerance: float = Field(0.05, gt=0, lt=1)
     test_fraction: float = Field(0.3, gt=0, lt=1)
@@ -183,10 +187,11 @@ class MDFAParams(AuditParams):
     max_iterations: int = Field(400, ge=1)
     violation_trees: int = Field(30, ge=1)
     violation_splits: int | None = Field(None, ge=1)
-    violation_regrow: int = Field(1, ge=0)
+    violation_regrow: int = Field(5, ge=0)
     rule_depth: int = Field(3, ge=1, le=6)
     partitions: int | None = Field(None, ge=1)
     null_draws: int = Field(20, ge=0)
+    null_per_split: int = Field(2, ge=1)
     verdict_level: float = Field(0.01, gt=0, lt=0.5)
 
     @field_validator("splits")
@@ -211,9 +216,10 @@ class MDFAParams(AuditParams):
         )
 
     def null_k(self) -> int:
-        """K, the null draws the splits cycle through (split i evaluates draw i mod K):
-        ``min(null_draws, splits)``, or ``min(null_draws, splits_wave)`` with ``auto``
-        (every wave then holds each draw as often)."""
+        """K, the null draws the splits cycle through
+        (:func:`fairspark.mdfa.null.draws_of_split`): ``min(null_draws, splits)``, or
+        ``min(null_draws, splits_wave)`` with ``auto`` (every wave then holds each draw
+        as often)."""
         per = self.splits_wave if self.splits == "auto" else int(self.splits)
         return max(0, min(int(self.null_draws), per))
 

@@ -83,6 +83,9 @@ class SplitResult:
     gamma_null_pos, gamma_null_neg, gamma_null_max:
         gamma(+1), gamma(-1) and their max for that null draw (decisions redrawn from
         ``P(Y | x)`` without S; :mod:`fairspark.mdfa.null`).
+    null_more:
+        JSON list of ``[draw, gamma_null_pos, gamma_null_neg]`` of the split's other
+        null draws (``null_per_split`` > 1).
     rules, rule_fidelity:
         Readable rules of the subgroup, one readable condition per line (the leaves of
         a small decision tree that say "in the subgroup", e.g. ``age <= 24 and
@@ -114,6 +117,7 @@ class SplitResult:
     gamma_null_pos: float | None = None
     gamma_null_neg: float | None = None
     gamma_null_max: float | None = None
+    null_more: str = "[]"
     y_wv: int | None = None
     delta: float | None = None
     delta_unweighted: float | None = None
