@@ -271,6 +271,15 @@ def test_runner_one_group_attribute_fails_others_complete(toy_run):
     # the group audit still ran
     assert (rows[rows.audit == "group"].status == "ok").any()
     assert res.summary["audits"]["mdfa"]["attributes"]["grp"]["status"] == "ok"
+    # where the CPU went: per split by phase and once for the view, summing to the total
+    cost = a["cost"]
+    assert cost["splits"] == 3
+    assert set(cost["cpu_s_per_split"]) == {"balancing", "certificate", "null", "algorithm_1"}
+    assert all(v is not None and v >= 0 for v in cost["cpu_s_per_split"].values())
+    assert set(cost["cpu_s_view"]) == {"null_model", "balancing_net"}
+    assert cost["cpu_s"] == pytest.approx(sum(cost["cpu_s_splits"].values())
+                                          + sum(cost["cpu_s_view"].values()))
+    assert cost["cpu_s_splits"]["null"] == pytest.approx(3 * cost["cpu_s_per_split"]["null"])
 
 
 def test_runner_outcome_ratio_matches_pandas_and_report_redacts(toy_run):

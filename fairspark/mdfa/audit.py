@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -295,11 +296,14 @@ def audit_attribute(
     _check_time(ctx, name)
     sample = _sample(view.rows, name=name, plan=plan)
     view.rows = None  # the sample's arrays are all the splits need
+    c0 = time.process_time()
     if params.null_draws > 0:
         sample = sample.with_null_model(seed=ctx.seed_for(AUDIT, name, "null"))
+    c1 = time.process_time()
     _check_time(ctx, name)
     seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.planned_splits())]
     sample, params = prepare_view(sample, seed=seeds[0], params=params)
+    view_cpu = {"null_model": c1 - c0, "balancing_net": time.process_time() - c1}
     _check_time(ctx, name)  # prepare_view trains on the driver: no Spark job to cancel
     splits, stop = _run_waves(ctx, sample, seeds=seeds, params=params, name=name)
     res = AttributeResult(
@@ -308,10 +312,20 @@ def audit_attribute(
         sample_rows=len(sample.s), features=plan.names, dropped_constant=plan.dropped_constant,
         aggregates=summarise_splits(splits),
         null=null_reference(splits, level=params.verdict_level),
-        splits_stop=stop, l2=params.l2,
+        splits_stop=stop, l2=params.l2, view_cpu=view_cpu,
     )
     _violation_summary(res)
+    _log_cost(name, res.cost())
     return res
+
+
+def _log_cost(name: str, cost: dict[str, Any]) -> None:
+    """One log line: the attribute's CPU seconds per split by phase and per view."""
+    per = ", ".join(f"{k.replace('_', ' ')} {'-' if v is None else f'{v:.2f}'}"
+                    for k, v in cost["cpu_s_per_split"].items())
+    view = ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in cost["cpu_s_view"].items())
+    log.info("mdfa %s: CPU s per split (%d splits): %s; once for the view: %s; total %.1f",
+             name, cost["splits"], per, view, cost["cpu_s"])
 
 
 def _run_waves(
@@ -513,6 +527,7 @@ class _Progress:
             "splits": len(res.splits),
             "splits_stop": res.splits_stop,
             "l2": res.l2,
+            "cost": res.cost(),
             "verdict": res.verdict(),
             "balance": {
                 "poor_splits": res.poor_balance_splits,

@@ -317,6 +317,9 @@ class AttributeResult:
     l2:
         The balancing net's L2 strength used by the splits (chosen once, or fixed),
         None when each split chose its own or there is no net.
+    view_cpu:
+        CPU seconds of the work done once for the view on the driver: ``null_model``
+        and ``balancing_net`` (see :meth:`cost`).
     """
 
     attribute: str
@@ -334,6 +337,25 @@ class AttributeResult:
     null: NullReference | None = None
     splits_stop: str | None = None
     l2: float | None = None
+    view_cpu: dict[str, float] = field(default_factory=dict)
+
+    def cost(self) -> dict[str, Any]:
+        """Where the attribute's CPU went: seconds per split by phase (mean over the
+        splits; Algorithm 1 over the splits that ran it), their sums over the splits,
+        and the per-view work (``view_cpu``: the null model and the balancing net)."""
+        phases = {"balancing": "cpu_balance", "certificate": "cpu_certificate",
+                  "null": "cpu_null", "algorithm_1": "cpu_violation"}
+        per, total = {}, {}
+        for name, col in phases.items():
+            v = (pd.to_numeric(self.splits[col], errors="coerce").to_numpy(dtype=float)
+                 if col in self.splits else np.array([]))
+            v = v[np.isfinite(v)]
+            per[name] = float(v.mean()) if len(v) else None
+            total[name] = float(v.sum()) if len(v) else 0.0
+        splits_total = float(sum(total.values()))
+        return {"splits": len(self.splits), "cpu_s_per_split": per,
+                "cpu_s_splits": total, "cpu_s_view": dict(self.view_cpu),
+                "cpu_s": splits_total + float(sum(self.view_cpu.values()))}
 
     @property
     def corrected(self) -> dict[str, CorrectedGamma]:
