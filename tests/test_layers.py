@@ -12,6 +12,7 @@ where that is a module, else to ``a.b``.
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "fairspark"
@@ -95,7 +96,7 @@ def find_cycle(graph: dict[str, dict[str, str]]) -> list[str] | None:
                 state[path.pop()] = 2
                 stack.pop()
             elif state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return [*path[path.index(nxt):], nxt]
             elif not state.get(nxt):
                 state[nxt] = 1
                 path.append(nxt)
@@ -116,7 +117,7 @@ def _reach(graph: dict[str, dict[str, str]], start: str) -> set[str]:
 def _describe(graph: dict[str, dict[str, str]], cycle: list[str]) -> str:
     """The cycle edge by edge, and how many modules sit in its circle."""
     knot = {m for m in _reach(graph, cycle[0]) if cycle[0] in _reach(graph, m)}
-    edges = "\n".join(f"  {a} -> {b}  ({graph[a][b]})" for a, b in zip(cycle, cycle[1:]))
+    edges = "\n".join(f"  {a} -> {b}  ({graph[a][b]})" for a, b in itertools.pairwise(cycle))
     return f"{edges}\n({len(knot)} modules reach one another: {sorted(knot)})"
 
 

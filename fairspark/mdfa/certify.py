@@ -20,12 +20,12 @@ from sklearn.svm import SVC, LinearSVC
 from sklearn.tree import DecisionTreeClassifier
 
 from fairspark._values import nan_to_none
-from fairspark.audits.base import derive_seed
 from fairspark.mdfa.balance import balanced_weights, fit_balancing
 from fairspark.mdfa.diagnostics import BalanceDiagnostics, balance_diagnostics
 from fairspark.mdfa.null import fit_null_model, null_outcome
 from fairspark.mdfa.params import MDFAParams
 from fairspark.mdfa.results import SplitResult
+from fairspark.sampling import derive_seed
 
 __all__ = [
     "MDFASample",
