@@ -218,24 +218,25 @@ class AuditSections(StrictModel):
     The base of the model :func:`audits_model` builds from the audits' specs: one
     optional field per audit, typed by its ``SPEC.params``; an audit whose spec says
     ``enabled_by_default`` runs without a section. The model keeps the specs it was
-    built from (:meth:`specs`), so whoever holds a config holds them.
+    built from (:meth:`audit_specs`), so whoever holds a config holds them
+    (the methods' names are no audit's).
     """
 
     _specs: ClassVar[Mapping[str, Any]] = {}
     _broken: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
-    def specs(cls) -> Mapping[str, Any]:
+    def audit_specs(cls) -> Mapping[str, Any]:
         """Audit name -> ``AuditSpec``, in run order: the specs this model was built from."""
         return cls._specs
 
     @classmethod
-    def spec(cls, name: str) -> Any:
+    def audit_spec(cls, name: str) -> Any:
         """The ``AuditSpec`` of audit ``name`` (``KeyError`` for an unknown name)."""
         return cls._specs[name]
 
     @classmethod
-    def broken(cls) -> frozenset[str]:
+    def broken_plugins(cls) -> frozenset[str]:
         """Names of the audit plugins that could not be loaded (their sections are kept
         unread, and the run reports them failed)."""
         return cls._broken
@@ -453,13 +454,13 @@ class Config(StrictModel):
         enabled = self.audits.enabled()
         for i, rule in enumerate(self.limits.rules):
             key = f"limits.rules[{i}]"
-            if rule.audit is not None and rule.audit in self.audits.broken():
+            if rule.audit is not None and rule.audit in self.audits.broken_plugins():
                 continue  # the plugin could not be loaded: the run reports it failed
             if rule.audit is not None and rule.audit not in enabled:
                 raise ConfigError(f"config key '{key}.audit': {rule.audit!r} is not an enabled "
                                   f"audit (enabled: {list(enabled)})")
             names = sorted({m for a in ([rule.audit] if rule.audit else enabled)
-                            for m in self.audits.spec(a).metrics})
+                            for m in self.audits.audit_spec(a).metrics})
             if rule.metric not in names:
                 close = difflib.get_close_matches(rule.metric, names, n=3, cutoff=0.6)
                 hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""

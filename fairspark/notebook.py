@@ -259,4 +259,4 @@ def audit(df: DataFrame, **options: Unpack[AuditOptions]) -> AuditResult:
     summary["command"] = "fairspark.audit()"
     return AuditResult(rows=pd.DataFrame(long_rows), summary=summary,
                        exit_code=int(run.exit_code), sections=list(run.sections),
-                       long_rows=long_rows, specs=cfg.audits.specs())
+                       long_rows=long_rows, specs=cfg.audits.audit_specs())

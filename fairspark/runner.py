@@ -281,7 +281,7 @@ def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
     with _stage("load audits", timings):
         _import_audits(config)
     for name, params in config.audits.enabled().items():
-        spec = config.audits.spec(name)
+        spec = config.audits.audit_spec(name)
         t0 = time.perf_counter()
         actx = dataclasses.replace(ctx)
         if window is not None and name in window.for_audit:
@@ -298,7 +298,7 @@ def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
         done.info[name] = info
         done.rows += outcome.rows
     for plugin in broken():  # an audit plugin that could not be loaded fails alone
-        if plugin.name not in config.audits.broken():
+        if plugin.name not in config.audits.broken_plugins():
             continue  # a config read against other specs does not know it
         outcome, info = _failed(plugin.name, plugin.message())
         done.info[plugin.name] = info
@@ -314,7 +314,7 @@ def _import_audits(config: Config) -> None:
     """
     for name in config.audits.enabled():
         with contextlib.suppress(Exception):
-            config.audits.spec(name).run_fn()
+            config.audits.audit_spec(name).run_fn()
 
 
 @contextlib.contextmanager
@@ -390,11 +390,11 @@ def _limits(config: Config, rows: list[MetricRow], facts: RunFacts, history: Any
 
     long_now = _long(rows, config, facts)
     checks, limit_rows, unmatched = evaluate_limits(long_now, limits=config.limits,
-                                                    specs=config.audits.specs(),
+                                                    specs=config.audits.audit_specs(),
                                                     history=history)
     rows += limit_rows
     sections.append(limits_section(checks, [r.__dict__ for r in limit_rows], unmatched,
-                                   specs=config.audits.specs(), limits=config.limits,
+                                   specs=config.audits.audit_specs(), limits=config.limits,
                                    fail_on_violation=fail))
     info = limits_summary(checks, unmatched, limits=config.limits, fail_on_violation=fail)
     return info, bool(info["would_gate"])
@@ -439,8 +439,8 @@ def _trend_section(config: Config, history: Any, long_rows: list[dict[str, Any]]
             return no_history_section(config_hash=facts.config_hash)
         frame = trend_frame(history, long_rows, run_date=facts.run_date.isoformat(),
                             config_hash=facts.config_hash, version=__version__,
-                            specs=config.audits.specs(), schema_hash=schema_hash)
-        return trend_section(frame, specs=config.audits.specs(),
+                            specs=config.audits.audit_specs(), schema_hash=schema_hash)
+        return trend_section(frame, specs=config.audits.audit_specs(),
                              rules=list(config.limits.rules))
     except Exception as err:  # noqa: BLE001 - a trend plot must not lose tonight's numbers
         log.warning("trend section could not be rendered: %s", err)
@@ -558,7 +558,7 @@ def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[s
         if config.output.report:
             with _stage("write: report", timings):
                 _write_report(out, staging, summary, long_rows, sections,
-                              specs=config.audits.specs())
+                              specs=config.audits.audit_specs())
         out.write_text(f"{staging}/summary.json", summary_json(summary))
         return out.publish(staging, run_date)
     except BaseException:
@@ -648,7 +648,7 @@ def compute_run(
         log.info("stage   %-20s %7.2f s", f"prepare: {step}", seconds)
     try:
         readers = [n for n in config.audits.enabled()
-                   if config.audits.spec(n).reads_features]
+                   if config.audits.audit_spec(n).reads_features]
         if readers:
             # encoded once for every audit that reads them, outside any audit's time
             # budget (the first such audit used to pay for it), and known to the schema
@@ -752,7 +752,7 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
             # schema check and the change column all read this
             past = read_past_runs(out, before=run_date, trend_runs=config.output.trend_runs,
                                   limits=bool(config.limits.rules),
-                                  specs=config.audits.specs(), timings=timings)
+                                  specs=config.audits.audit_specs(), timings=timings)
 
             def running(audit: str, state: dict[str, Any]) -> None:
                 write_status(out, run_date, exit_code=None, run_id=run_id,

@@ -569,7 +569,7 @@ def evaluate_limits(
         ``config.limits``.
     specs:
         Audit name -> spec: which audits are judged per group and whose intervals are
-        certified bounds (``config.audits.specs()``).
+        certified bounds (``config.audits.audit_specs()``).
     history:
         Earlier runs' ``limits`` rows (columns run_date, attribute, group, metric,
         metric_b, model, status, params) for the persistence rule; newest last.

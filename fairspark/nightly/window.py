@@ -108,7 +108,7 @@ def definition_hash(config: Config) -> str:
                                                      exclude={"on_schema_change"}),
         "seed": config.seed,
         "sample_rows": window_sample_rows(config),
-        "categories": any(config.audits.spec(n).reads_features for n in enabled),
+        "categories": any(config.audits.audit_spec(n).reads_features for n in enabled),
         "row_key_checked": bool(config.columns.row_key) and "hfm" in enabled,
     }
     text = json.dumps(blob, sort_keys=True, separators=(",", ":"), default=str)

@@ -228,7 +228,7 @@ def _checks_needed(config: Config) -> tuple[bool, bool]:
     both scans and does not read the key column (its nulls are counted, and refused,
     only when an audit joins by key).
     """
-    specs = [config.audits.spec(name) for name in config.audits.enabled()]
+    specs = [config.audits.audit_spec(name) for name in config.audits.enabled()]
     return any(s.reads_features for s in specs), any(s.joins_by_key for s in specs)
 
 
