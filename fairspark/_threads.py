@@ -1,8 +1,8 @@
 """One BLAS/OpenMP/torch thread inside a Spark task: Spark already runs a task per core.
 
-Also the Python worker daemon fairspark's local sessions use (``python -m
-fairspark._threads``, see :func:`fairspark.session.build_session`): PySpark's own
-daemon, which forks one Python worker per concurrent task, after importing the
+Also :func:`preload`, with which the Python worker daemon fairspark's local sessions
+use (``python -m fairspark._daemon``, see :func:`fairspark.session.build_session`),
+PySpark's own daemon that forks one Python worker per concurrent task, imports the
 numeric libraries once with one thread each. Spark ends a Python worker after a minute
 without tasks; a fresh worker forked from this daemon starts with numpy, pandas,
 pyarrow, scipy, scikit-learn, torch and the task modules already imported
@@ -18,8 +18,7 @@ import os
 import sys
 from collections.abc import Iterator
 
-__all__ = ["PRELOAD", "os_threads", "pin_threads", "preload", "preload_modules",
-           "single_thread"]
+__all__ = ["PRELOAD", "os_threads", "pin_threads", "preload", "single_thread"]
 
 _VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -40,14 +39,6 @@ PRELOAD = (
     "threadpoolctl",
     "torch",
 )
-
-
-def preload_modules() -> tuple[str, ...]:
-    """:data:`PRELOAD` and every registered audit's ``worker_modules``, in run order."""
-    from fairspark.audits.registry import specs
-
-    tasks = (m for spec in specs().values() for m in spec.worker_modules)
-    return (*PRELOAD, *dict.fromkeys(m for m in tasks if m not in PRELOAD))
 
 
 def pin_threads() -> None:
@@ -105,17 +96,14 @@ def os_threads() -> int:
         return 1
 
 
-def preload(modules: tuple[str, ...] | None = None) -> list[str]:
-    """Import ``modules`` (default: :func:`preload_modules`) with one thread each; return
-    those that could not be imported."""
+def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
+    """Import ``modules`` with one thread each; return those that could not be imported.
+
+    The worker daemon (:mod:`fairspark._daemon`) adds every audit's ``worker_modules``.
+    """
     import importlib
 
     pin_threads()
-    if modules is None:
-        try:
-            modules = preload_modules()
-        except Exception:  # noqa: BLE001 - a broken registry only costs time here
-            modules = PRELOAD
     missing = []
     for name in modules:
         try:
@@ -124,27 +112,3 @@ def preload(modules: tuple[str, ...] | None = None) -> list[str]:
             missing.append(name)
     pin_threads()  # pools the imports created
     return missing
-
-
-def _daemon_main() -> None:  # pragma: no cover - runs as Spark's worker daemon
-    """PySpark's daemon after :func:`preload`, if the imports started no OS thread.
-
-    PySpark's daemon forks its workers and must not hold threads when it forks; if an
-    import started one, the preloaded daemon is not safe and plain PySpark's runs
-    (the worker then imports the libraries itself).
-    """
-    preload()
-    if os_threads() != 1:
-        print(
-            f"fairspark: preloading started {os_threads()} threads; running the plain daemon",
-            file=sys.stderr,
-        )
-        # nothing has been written to the JVM yet: become PySpark's own daemon
-        os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
-    from pyspark.daemon import manager
-
-    manager()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _daemon_main()

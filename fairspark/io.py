@@ -9,7 +9,7 @@ from fairspark.errors import ConfigError, EmptyInputError, FairsparkInputError
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from fairspark.config import InputConfig
+    from fairspark.config_model import InputConfig
 
 __all__ = ["read_input"]
 

@@ -70,7 +70,9 @@ class AuditResult:
     """
 
     def __init__(self, *, rows: pd.DataFrame, summary: dict[str, Any], exit_code: int,
-                 sections: list[Any], long_rows: list[dict[str, Any]]):
+                 sections: list[Any], long_rows: list[dict[str, Any]],
+                 specs: Mapping[str, Any]):
+        self._specs = specs
         self.rows = rows
         self.summary = summary
         self.exit_code = exit_code
@@ -82,7 +84,7 @@ class AuditResult:
         from fairspark.report.render import render_report_html
 
         return render_report_html(summary=self.summary, rows=self._long_rows,
-                                  sections=self.sections)
+                                  sections=self.sections, specs=self._specs)
 
     def _repr_html_(self) -> str:
         # In an iframe: the report's page-wide CSS must not restyle the notebook.
@@ -113,7 +115,7 @@ def _sensitive(spec: Mapping[str, Any] | Iterable[Any]) -> list[dict[str, Any]]:
 
 def _audits(spec: Iterable[str] | Mapping[str, Any] | None) -> dict[str, Any]:
     """A list of audit names runs exactly those; a mapping is ``audits:`` as in YAML."""
-    from fairspark.audits.registry import specs
+    from fairspark.registry import specs
 
     if spec is None:
         return {}
@@ -257,4 +259,4 @@ def audit(df: DataFrame, **options: Unpack[AuditOptions]) -> AuditResult:
     summary["command"] = "fairspark.audit()"
     return AuditResult(rows=pd.DataFrame(long_rows), summary=summary,
                        exit_code=int(run.exit_code), sections=list(run.sections),
-                       long_rows=long_rows)
+                       long_rows=long_rows, specs=cfg.audits.audit_specs())

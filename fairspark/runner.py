@@ -27,14 +27,13 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fairspark._values import nan_to_none
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, ReportSection
-from fairspark.audits.registry import get_spec
 from fairspark.errors import (
     AuditError,
     ConfigError,
@@ -46,6 +45,7 @@ from fairspark.errors import (
 from fairspark.io import read_input
 from fairspark.outputs import OutputLocation, OutputWriteError, one_line, summary_json, to_long_rows
 from fairspark.prepare import prepare
+from fairspark.registry import broken
 from fairspark.status import FAILED_STATUSES, ExitCode, Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -281,7 +281,7 @@ def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
     with _stage("load audits", timings):
         _import_audits(config)
     for name, params in config.audits.enabled().items():
-        spec = get_spec(name)
+        spec = config.audits.audit_spec(name)
         t0 = time.perf_counter()
         actx = dataclasses.replace(ctx)
         if window is not None and name in window.for_audit:
@@ -297,6 +297,12 @@ def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
             done.sections += _render(spec, outcome, actx, params, info)
         done.info[name] = info
         done.rows += outcome.rows
+    for plugin in broken():  # an audit plugin that could not be loaded fails alone
+        if plugin.name not in config.audits.broken_plugins():
+            continue  # a config read against other specs does not know it
+        outcome, info = _failed(plugin.name, plugin.message())
+        done.info[plugin.name] = info
+        done.rows += outcome.rows
     return done
 
 
@@ -308,7 +314,7 @@ def _import_audits(config: Config) -> None:
     """
     for name in config.audits.enabled():
         with contextlib.suppress(Exception):
-            get_spec(name).run_fn()
+            config.audits.audit_spec(name).run_fn()
 
 
 @contextlib.contextmanager
@@ -384,10 +390,12 @@ def _limits(config: Config, rows: list[MetricRow], facts: RunFacts, history: Any
 
     long_now = _long(rows, config, facts)
     checks, limit_rows, unmatched = evaluate_limits(long_now, limits=config.limits,
+                                                    specs=config.audits.audit_specs(),
                                                     history=history)
     rows += limit_rows
     sections.append(limits_section(checks, [r.__dict__ for r in limit_rows], unmatched,
-                                   limits=config.limits, fail_on_violation=fail))
+                                   specs=config.audits.audit_specs(), limits=config.limits,
+                                   fail_on_violation=fail))
     info = limits_summary(checks, unmatched, limits=config.limits, fail_on_violation=fail)
     return info, bool(info["would_gate"])
 
@@ -431,8 +439,9 @@ def _trend_section(config: Config, history: Any, long_rows: list[dict[str, Any]]
             return no_history_section(config_hash=facts.config_hash)
         frame = trend_frame(history, long_rows, run_date=facts.run_date.isoformat(),
                             config_hash=facts.config_hash, version=__version__,
-                            schema_hash=schema_hash)
-        return trend_section(frame, rules=list(config.limits.rules))
+                            specs=config.audits.audit_specs(), schema_hash=schema_hash)
+        return trend_section(frame, specs=config.audits.audit_specs(),
+                             rules=list(config.limits.rules))
     except Exception as err:  # noqa: BLE001 - a trend plot must not lose tonight's numbers
         log.warning("trend section could not be rendered: %s", err)
         return None
@@ -548,7 +557,8 @@ def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[s
             out.write_metrics(staging, long_rows)
         if config.output.report:
             with _stage("write: report", timings):
-                _write_report(out, staging, summary, long_rows, sections)
+                _write_report(out, staging, summary, long_rows, sections,
+                              specs=config.audits.audit_specs())
         out.write_text(f"{staging}/summary.json", summary_json(summary))
         return out.publish(staging, run_date)
     except BaseException:
@@ -637,7 +647,8 @@ def compute_run(
         timings[f"prepare: {step}"] = seconds
         log.info("stage   %-20s %7.2f s", f"prepare: {step}", seconds)
     try:
-        readers = [n for n in config.audits.enabled() if get_spec(n).reads_features]
+        readers = [n for n in config.audits.enabled()
+                   if config.audits.audit_spec(n).reads_features]
         if readers:
             # encoded once for every audit that reads them, outside any audit's time
             # budget (the first such audit used to pay for it), and known to the schema
@@ -740,7 +751,8 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
             # the runs published before this one, read once: trends, persistence, the
             # schema check and the change column all read this
             past = read_past_runs(out, before=run_date, trend_runs=config.output.trend_runs,
-                                  limits=bool(config.limits.rules), timings=timings)
+                                  limits=bool(config.limits.rules),
+                                  specs=config.audits.audit_specs(), timings=timings)
 
             def running(audit: str, state: dict[str, Any]) -> None:
                 write_status(out, run_date, exit_code=None, run_id=run_id,
@@ -833,10 +845,11 @@ def write_status(out: OutputLocation, run_date: Any, *, exit_code: int | None,
 
 
 def _write_report(out: OutputLocation, staging: str, summary: dict[str, Any],
-                  long_rows: list[dict[str, Any]], sections: list[ReportSection]) -> None:
+                  long_rows: list[dict[str, Any]], sections: list[ReportSection], *,
+                  specs: Mapping[str, AuditSpec]) -> None:
     from fairspark.report.render import render_report_html
 
-    html = render_report_html(summary=summary, rows=long_rows, sections=sections)
+    html = render_report_html(summary=summary, rows=long_rows, sections=sections, specs=specs)
     out.write_text(f"{staging}/report.html", html)
 
 

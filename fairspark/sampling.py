@@ -18,6 +18,8 @@ correlation audit's sample) comes from :func:`stratified_sample`:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -27,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "BUCKETS",
+    "derive_seed",
     "hash_bucket",
     "per_stratum",
     "prefilter_fractions",
@@ -34,6 +37,16 @@ __all__ = [
     "stratum_counts",
     "stratum_quotas",
 ]
+
+def derive_seed(seed: int, *parts: object) -> int:
+    """A deterministic 63-bit seed from a base seed and any labels (task ids, names).
+
+    The same (seed, parts) give the same value on every machine and Python version,
+    so tasks draw the same random numbers whatever the partitioning or retry.
+    """
+    blob = json.dumps([int(seed), *[str(p) for p in parts]]).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") >> 1
+
 
 #: the ranking hash is reduced to this many buckets
 BUCKETS = 1 << 30

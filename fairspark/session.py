@@ -26,9 +26,9 @@ DEFAULT_CONF: dict[str, str] = {
 #: added for ``local``/``local[n]`` masters only, where the workers find this fairspark
 #: (working directory, ``PYTHONPATH`` or site-packages): the Python worker daemon that
 #: imports numpy, pandas, pyarrow, scipy and scikit-learn once, with one thread, before
-#: it forks the workers (:mod:`fairspark._threads`); a caller's ``conf`` wins
+#: it forks the workers (:mod:`fairspark._daemon`); a caller's ``conf`` wins
 LOCAL_CONF: dict[str, str] = {
-    "spark.python.daemon.module": "fairspark._threads",
+    "spark.python.daemon.module": "fairspark._daemon",
     # pyarrow's bundled jemalloc starts a background thread when loaded; a daemon that
     # forks must have none (Arrow's default pool is mimalloc, so little changes)
     "spark.executorEnv.JE_ARROW_MALLOC_CONF": "background_thread:false",

@@ -54,7 +54,7 @@ def _default(field) -> str:
 
 def render() -> str:
     from fairspark._params import AuditParams
-    from fairspark.audits.registry import specs
+    from fairspark.registry import specs
 
     common = set(AuditParams.model_fields)
     parts = []

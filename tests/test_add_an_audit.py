@@ -62,7 +62,7 @@ def nights(tmp_path_factory):
     }
     (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
     code = ("import json, sys; from fairspark import cli; "
-            "from fairspark.audits.registry import specs; "
+            "from fairspark.registry import specs; "
             "assert 'toy' in specs(), list(specs()); "
             f"codes = [cli.main(['audit', '--config', sys.argv[1], '--run-date', d, '-q'], "
             f"stop_session=False) for d in {list(NIGHTS)!r}]; print(json.dumps(codes))")
@@ -76,7 +76,7 @@ def nights(tmp_path_factory):
 
 
 def test_the_toy_audit_is_registered_by_this_test_alone():
-    from fairspark.audits.registry import specs
+    from fairspark.registry import specs
 
     assert "toy" not in specs()  # this process has no such distribution on its path
     assert not any("toy_audit" in p.read_text() for p in (ROOT / "fairspark").rglob("*.py"))

@@ -17,10 +17,10 @@ import yaml
 from conftest import write_parquet
 
 from fairspark import cli
-from fairspark.audits.registry import AUDIT_SPECS, specs
 from fairspark.audits.spec import AuditSpec
 from fairspark.config import AuditsConfig, parse_config
 from fairspark.errors import ConfigError
+from fairspark.registry import AUDIT_SPECS, specs
 from fairspark.status import Status, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]

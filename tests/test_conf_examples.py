@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from fairspark import cli
-from fairspark.audits.registry import specs
+from fairspark.registry import specs
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "conf").glob("*.yaml"))

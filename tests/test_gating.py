@@ -22,6 +22,9 @@ from scipy.stats import norm
 from fairspark import cli
 from fairspark.config import LimitsConfig
 from fairspark.nightly.gating import evaluate_limits, limits_summary
+from fairspark.registry import specs as _registered
+
+SPECS = _registered()
 
 
 def _row(value, lower, upper, *, metric="statistical_parity_difference", attribute="sex",
@@ -61,7 +64,7 @@ _LIMITS = LimitsConfig.model_validate(
 ])
 def test_persistence_is_counted_from_history_for_a_rule_of_persistence_1(history, expected):
     checks, rows, _ = evaluate_limits([_row(-0.3, -0.35, -0.25)], limits=_LIMITS,
-                                      history=_hist(history) if history else None)
+                                      history=_hist(history) if history else None, specs=SPECS)
     assert checks[0].consecutive == expected
     assert f"violated {expected} run(s) in a row, gates at 1" in rows[0].detail
     from fairspark.nightly.report import how_in_words
@@ -71,7 +74,7 @@ def test_persistence_is_counted_from_history_for_a_rule_of_persistence_1(history
 
 
 def test_summary_gate_fields_agree_with_failing_on_or_off():
-    checks, _, unmatched = evaluate_limits([_row(-0.3, -0.35, -0.25)], limits=_LIMITS)
+    checks, _, unmatched = evaluate_limits([_row(-0.3, -0.35, -0.25)], limits=_LIMITS, specs=SPECS)
     off = limits_summary(checks, unmatched, limits=_LIMITS, fail_on_violation=False)
     on = limits_summary(checks, unmatched, limits=_LIMITS, fail_on_violation=True)
     assert off["would_gate"] is True and off["gates"] is False

@@ -26,6 +26,9 @@ from scipy.stats import norm
 from fairspark import cli
 from fairspark.config import LimitsConfig
 from fairspark.nightly.gating import evaluate_limits
+from fairspark.registry import specs as _registered
+
+SPECS = _registered()
 
 #: group -> (rows, favourable decisions); A is the privileged (reference) group
 GROUPS = {"A": (2000, 1000), "B": (500, 225), "C": (300, 120), "D": (400, 148),
@@ -78,7 +81,7 @@ def test_every_verdict_agrees_with_its_printed_interval(correction, rule):
     rows = [_row(i, float(x), float(x - rng.uniform(0.005, 0.1)),
                  float(x + rng.uniform(0.005, 0.1)), rule["metric"]) for i, x in enumerate(v)]
     limits = LimitsConfig.model_validate({"rules": [rule], "correction": correction})
-    _, out, _ = evaluate_limits(rows, limits=limits)
+    _, out, _ = evaluate_limits(rows, limits=limits, specs=SPECS)
     assert len(out) == 120
     verdicts = [r.status for r in out]
     assert {"violated", "passed", "inconclusive"} <= set(verdicts) or rule.get("min") == -0.15

@@ -21,6 +21,9 @@ from fairspark.audits import registry
 from fairspark.audits.base import AuditOutcome, MetricRow
 from fairspark.config import LimitsConfig
 from fairspark.nightly.gating import adjust_pvalues, evaluate_limits
+from fairspark.registry import specs as _registered
+
+SPECS = _registered()
 
 
 def test_holm_by_hand_and_bh_against_scipy():
@@ -50,7 +53,7 @@ def test_verdicts_follow_the_interval_without_correction():
     rows = [_row(-0.20, -0.25, -0.15, attribute="a"),  # entirely below -0.1: violated
             _row(0.02, -0.03, 0.07, attribute="b"),    # entirely within: passed
             _row(0.09, 0.05, 0.13, attribute="c")]     # straddles 0.1: inconclusive
-    checks, out, unmatched = evaluate_limits(rows, limits=limits)
+    checks, out, unmatched = evaluate_limits(rows, limits=limits, specs=SPECS)
     assert [c.verdict for c in checks] == ["violated", "passed", "inconclusive"]
     assert [r.status for r in out] == ["violated", "passed", "inconclusive"]
     assert not unmatched and all(r.audit == "limits" for r in out)
@@ -66,9 +69,9 @@ def test_holm_makes_borderline_violations_inconclusive():
     rows = [_row(v, v - z95 * se, v + z95 * se, attribute=a) for a in "abc"]
     rule = {"metric": "statistical_parity_difference", "max": 0.1}
     none = evaluate_limits(rows, limits=LimitsConfig.model_validate(
-        {"rules": [rule], "correction": "none"}))[0]
+        {"rules": [rule], "correction": "none"}), specs=SPECS)[0]
     holm = evaluate_limits(rows, limits=LimitsConfig.model_validate(
-        {"rules": [rule], "correction": "holm"}))[0]
+        {"rules": [rule], "correction": "holm"}), specs=SPECS)[0]
     assert [c.verdict for c in none] == ["violated"] * 3
     assert [c.verdict for c in holm] == ["inconclusive"] * 3
     assert holm[0].p_violated == pytest.approx(min(3 * (1 - 0.98), 1), rel=1e-6)
@@ -78,14 +81,15 @@ def test_hfm_bounds_are_judged_without_correction():
     rule = {"metric": "df", "audit": "hfm", "max": 0.5}
     rows = [_row(0.8, 0.7, 0.9, audit="hfm", metric="df", group="binary"),
             _row(0.4, 0.3, 0.6, audit="hfm", metric="df", group="binary", attribute="race")]
-    checks, _, _ = evaluate_limits(rows, limits=LimitsConfig.model_validate({"rules": [rule]}))
+    checks, _, _ = evaluate_limits(rows, limits=LimitsConfig.model_validate({"rules": [rule]}),
+                                   specs=SPECS)
     assert [c.verdict for c in checks] == ["violated", "inconclusive"]
     assert [c.kind for c in checks] == ["bounds", "bounds"]
 
 
 def test_rule_matching_nothing_is_reported():
     limits = LimitsConfig.model_validate({"rules": [{"metric": "gamma", "max": 0.01}]})
-    checks, _, unmatched = evaluate_limits([_row(0.1, 0.0, 0.2)], limits=limits)
+    checks, _, unmatched = evaluate_limits([_row(0.1, 0.0, 0.2)], limits=limits, specs=SPECS)
     assert not checks and "gamma <= 0.01 matched no result row" in unmatched[0]
 
 
@@ -117,8 +121,8 @@ def test_limits_table_says_how_in_words():
         "correction": "none", "alpha": 0.025})
     rows = [_row(-0.20, -0.25, -0.15, attribute="a"), _row(0.02, -0.03, 0.07, attribute="b"),
             _row(0.09, 0.05, 0.13, attribute="c")]
-    checks, out, _ = evaluate_limits(rows, limits=limits)
-    html = limits_section(checks, [r.__dict__ for r in out], [], limits=limits).html
+    checks, out, _ = evaluate_limits(rows, limits=limits, specs=SPECS)
+    html = limits_section(checks, [r.__dict__ for r in out], [], limits=limits, specs=SPECS).html
     cells = {a: unescape(t) for a, t in re.findall(
         r"<tr class='\w+'><td>[^<]*</td><td>(\w)</td>.*?<td class='small'>([^<]*)</td></tr>",
         html)}
@@ -213,8 +217,9 @@ def _trend_html(rows, monkeypatch, **kw):
     monkeypatch.setattr(Axes, "set_title", title)
     hist = pd.DataFrame([r for r in rows if r["run_date"] == "2026-11-01"])
     now = [r for r in rows if r["run_date"] == "2026-11-02"]
-    frame = trend_frame(hist, now, run_date="2026-11-02", config_hash="h1", version="1")
-    sec = trend_section(frame, **kw)
+    frame = trend_frame(hist, now, run_date="2026-11-02", config_hash="h1", version="1",
+                        specs=SPECS)
+    sec = trend_section(frame, **kw, specs=SPECS)
     # one image per panel, in a grid that wraps on a narrow screen (issue 28 item 6)
     assert sec.html.count("<img ") == len([v for v in drawn.values() if "title" in v])
     assert "class='trend-panels'" in sec.html
@@ -301,8 +306,8 @@ def test_trends_without_history_say_no_previous_runs():
     now = _series("group", "sex", "statistical_parity_difference",
                   [("2026-11-02", -0.2, -0.22, -0.18)])
     frame = trend_frame(pd.DataFrame(), now, run_date="2026-11-02", config_hash="h1",
-                        version="1")
-    sec = trend_section(frame)
+                        version="1", specs=SPECS)
+    sec = trend_section(frame, specs=SPECS)
     assert sec is not None and "No previous runs" in sec.html
 
 
@@ -418,7 +423,7 @@ def test_previous_run_is_read_from_published_runs_only(spark, tmp_path):
 
     out = OutputLocation(spark, str(tmp_path / "out"))
     day = dt.date(2026, 11, 5)
-    assert load_previous_run(out, before=day) == {"run_date": None, "items": {}}
+    assert load_previous_run(out, before=day, specs=SPECS) == {"run_date": None, "items": {}}
     # a damaged published run: the report says so and the run goes on
     damaged = tmp_path / "out" / "run_date=2026-11-02"
     damaged.mkdir(parents=True)
@@ -427,7 +432,7 @@ def test_previous_run_is_read_from_published_runs_only(spark, tmp_path):
     # a later folder that was never published (no _SUCCESS) and tonight's own date
     for name in ("run_date=2026-11-04", "run_date=2026-11-05"):
         (tmp_path / "out" / name).mkdir()
-    prev = load_previous_run(out, before=day)
+    prev = load_previous_run(out, before=day, specs=SPECS)
     assert prev["run_date"] == "2026-11-02" and "JSONDecodeError" in prev["error"]
     assert "items" not in prev
 

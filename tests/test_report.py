@@ -11,11 +11,14 @@ import pytest
 
 from fairspark.audits.base import ReportSection
 from fairspark.group.report import group_section, headlines
+from fairspark.registry import specs as _registered
 from fairspark.report.render import (
     external_references,
     render_report,
     render_report_html,
 )
+
+SPECS = _registered()
 
 
 class _Refs(HTMLParser):
@@ -109,7 +112,8 @@ def test_report_is_self_contained_and_ordered(tmp_path, rows, summary):
     later = ReportSection(title="Later method", html="<p>LATER-SECTION</p>", order=50)
     earlier = ReportSection(title="Earlier method", html="<p>EARLIER-SECTION</p>", order=5)
     path = tmp_path / "out" / "report.html"
-    render_report(summary=summary, rows=rows, sections=[later, sec, earlier], path=path)
+    render_report(summary=summary, rows=rows, sections=[later, sec, earlier], path=path,
+                  specs=SPECS)
     html = path.read_text(encoding="utf-8")
     parsed = _parse(html)
     assert parsed.loads(), "the charts are images"
@@ -170,7 +174,7 @@ def test_external_references_are_removed(summary):
              '<div style="background:url(http://x/y.png)">y</div>'
              '<img src="data:image/png;base64,AAAA">',
     )
-    html = render_report_html(summary=summary, rows=[], sections=[bad])
+    html = render_report_html(summary=summary, rows=[], sections=[bad], specs=SPECS)
     assert external_references(html) == []
     refs = _parse(html).loads()
     assert refs == [("img", "src", "data:image/png;base64,AAAA")]
@@ -179,7 +183,7 @@ def test_external_references_are_removed(summary):
 
 def test_user_text_is_escaped(summary):
     summary = {**summary, "dataset": "<script>alert(1)</script>"}
-    html = render_report_html(summary=summary, rows=[], sections=[])
+    html = render_report_html(summary=summary, rows=[], sections=[], specs=SPECS)
     assert "<script>" not in html and "&lt;script&gt;" in html
 
 
@@ -230,7 +234,7 @@ def test_violated_limits_come_first(rows, summary):
     summary = {**summary, "exit_code": 3,
                "audits": {"group": {"status": "ok", "params": {"ci_level": 0.95}}},
                "limits": {"status": "violated", "gates": True, "checks": 1, "violated": 1}}
-    html = render_report_html(summary=summary, rows=[*rows, limit], sections=[])
+    html = render_report_html(summary=summary, rows=[*rows, limit], sections=[], specs=SPECS)
     assert "1 of 1 fairness limit(s) violated, which fails the run (exit code 3)" in html
     assert html.index("LIMIT VIOLATED") < html.index("(Female) receives")
 
@@ -304,7 +308,7 @@ def test_the_decision_box_says_whether_the_run_gates(summary, exit_code, limits,
         s["limits"] = limits
     if failed:
         s["audits"]["hfm"] = {"status": "failed", "detail": "no numeric feature"}
-    html = render_report_html(summary=s, rows=[], sections=[])
+    html = render_report_html(summary=s, rows=[], sections=[], specs=SPECS)
     box = html[html.index('id="decision"'):html.index('id="audited"')]
     assert expected in box
 
@@ -326,7 +330,7 @@ def test_decision_lines_rank_and_measure_the_distance_to_the_limit(decision_rows
     s = _ok_summary(summary, limits={"status": "violated", "gates": False, "would_gate": True,
                                      "fail_on_violation": False, "checks": 3,
                                      "violated": 2, "inconclusive": 1})
-    html = render_report_html(summary=s, rows=decision_rows, sections=[])
+    html = render_report_html(summary=s, rows=decision_rows, sections=[], specs=SPECS)
     lines = _decision_rows_of(html)
     statuses = [st for st, _, _ in lines]
     rank = ["violated", "failed", "evidence", "inconclusive", "passed", "ok"]
@@ -394,7 +398,7 @@ def test_change_since_the_previous_run(decision_rows, summary):
             "status": "inconclusive", "excess": 0.0},
     }}
     s = _ok_summary(summary, previous=prev)
-    html = render_report_html(summary=s, rows=decision_rows, sections=[])
+    html = render_report_html(summary=s, rows=decision_rows, sections=[], specs=SPECS)
     assert "since 2026-11-28" in html
     cells = [t.split(" | ") for _, _, t in _decision_rows_of(html)]
 
@@ -426,7 +430,7 @@ def test_a_status_change_inside_the_noise_is_not_called_new_or_resolved(decision
             "status": "ok", "excess": 0.04, "number": _num("gamma_max", 0.040, 0.033, 0.050)},
     }}
     html = render_report_html(summary=_ok_summary(summary, previous=prev),
-                              rows=decision_rows, sections=[])
+                              rows=decision_rows, sections=[], specs=SPECS)
     cells = [t.split(" | ") for _, _, t in _decision_rows_of(html)]
     by = {(c[1], c[2].split(":")[0]): c[4] for c in cells}
     assert by[("race", "mdfa")] == "no longer flagged (the number moved within noise)"
@@ -436,17 +440,17 @@ def test_a_status_change_inside_the_noise_is_not_called_new_or_resolved(decision
 def test_change_note_says_why_there_is_no_change_column(decision_rows, summary):
     s = _ok_summary(summary)
     first = render_report_html(summary={**s, "previous": {"run_date": None, "items": {}}},
-                               rows=decision_rows, sections=[])
+                               rows=decision_rows, sections=[], specs=SPECS)
     assert "no previous runs; this is the first run published" in first
     assert ">since " not in first  # no change column
     broken = render_report_html(
         summary={**s, "previous": {"run_date": "2026-11-28", "error": "OSError: gone"}},
-        rows=decision_rows, sections=[])
+        rows=decision_rows, sections=[], specs=SPECS)
     assert "the run of 2026-11-28 could not be read (OSError: gone)" in broken
     other = render_report_html(
         summary={**s, "config_hash": "new1", "previous": {
             "run_date": "2026-11-28", "config_hash": "old0", "items": {}}},
-        rows=decision_rows, sections=[])
+        rows=decision_rows, sections=[], specs=SPECS)
     assert "whose configuration differs (config hash old0 then, new1 now)" in other
     assert "since 2026-11-28" in other
 
@@ -455,7 +459,7 @@ def test_a_run_feeds_the_next_runs_change_column(decision_rows, summary):
     from fairspark.report.decision import decision_items
 
     s = _ok_summary(summary)
-    items = decision_items(s, decision_rows)
+    items = decision_items(s, decision_rows, specs=SPECS)
     # what the next run needs: status and distance of every line, keyed as documented
     di = items["limit on group|sex|disparate_impact"]
     assert di["status"] == "violated" and di["excess"] == pytest.approx(0.8 - 0.40)
@@ -463,7 +467,7 @@ def test_a_run_feeds_the_next_runs_change_column(decision_rows, summary):
     # the same rows a run later: nothing changed, every bad line is "still there"
     html = render_report_html(summary={**s, "previous": {"run_date": "2026-11-28",
                                                           "items": items}},
-                              rows=decision_rows, sections=[])
+                              rows=decision_rows, sections=[], specs=SPECS)
     lines = _decision_rows_of(html)
     assert {st for st, _, _ in lines} >= {"violated", "evidence", "ok"}
     for st, _, t in lines:
@@ -477,7 +481,7 @@ def test_what_was_audited_up_front(summary):
                               "decision": "approve the loan", "favourable": "approved"},
          "input": {**summary["input"], "label": "defaulted", "decision": "pred",
                    "favourable": "positive"}}
-    html = render_report_html(summary=s, rows=[], sections=[])
+    html = render_report_html(summary=s, rows=[], sections=[], specs=SPECS)
     box = html[html.index('id="audited"'):html.index('id="summary"')]
     text = re.sub(r"<[^>]+>", " ", box)
     text = re.sub(r"\s+", " ", text)
@@ -495,7 +499,7 @@ def test_heading_outline_has_no_jumps(rows, summary):
     sec = group_section(rows, ci_level=0.95, min_group_size=30)
     jumpy = ReportSection(title="Jumpy", order=40,
                           html="<h4>deep</h4><p>x</p><h5>deeper</h5><h4>back</h4>")
-    html = render_report_html(summary=summary, rows=rows, sections=[sec, jumpy])
+    html = render_report_html(summary=summary, rows=rows, sections=[sec, jumpy], specs=SPECS)
     levels = _parse(html).headings
     assert levels[0] == 1
     assert all(b <= a + 1 for a, b in itertools.pairwise(levels)), levels
@@ -504,7 +508,7 @@ def test_heading_outline_has_no_jumps(rows, summary):
 
 def test_every_table_has_a_caption(rows, summary):
     sec = group_section(rows, ci_level=0.95, min_group_size=30)
-    html = render_report_html(summary=summary, rows=rows, sections=[sec])
+    html = render_report_html(summary=summary, rows=rows, sections=[sec], specs=SPECS)
     tables = re.findall(r"<table\b.*?</table>", html, re.DOTALL)
     assert tables
     missing = [t[:80] for t in tables if "<caption" not in t]
@@ -795,7 +799,7 @@ def test_the_mdfa_line_reads_the_features_only_reference(summary, verdict, null,
     s = _ok_summary(summary)
     s["audits"]["mdfa"] = {"status": "ok", "attributes": {
         "race": {"verdict": verdict, "null": null}}}
-    box = decision_box(summary=s, rows=rows, anchors={})
+    box = decision_box(summary=s, rows=rows, anchors={}, specs=SPECS)
     (line,) = [ln for ln in box["lines"] if ln["audit"] == "mdfa"]
     assert line["status"] == status
     assert expected in f"{line['far']} {line['next']}"
@@ -820,13 +824,14 @@ def test_trend_series_are_one_each_and_include_tonight():
     tonight = [{k: v for k, v in row("2026-12-03", m, float(i + 1)).items()
                 if k not in ("run_date", "config_hash", "fairspark_version")}
                for i, m in enumerate(reps)]
-    frame = trend_frame(hist, tonight, run_date="2026-12-03", config_hash="h", version="1")
+    frame = trend_frame(hist, tonight, run_date="2026-12-03", config_hash="h", version="1",
+                        specs=SPECS)
     series = frame.groupby("series")["run_date"].apply(list)
     assert len(series) == 3
     for name, dates in series.items():
         assert dates == ["2026-12-01", "2026-12-02", "2026-12-03"], name  # tonight present
         assert any(m in name for m in reps)
-    html = trend_section(frame).html
+    html = trend_section(frame, specs=SPECS).html
     for m in reps:
         assert f"correlation · * · representative · {m}" in html
 
@@ -847,7 +852,7 @@ def test_hfm_line_follows_the_reference_range_rule(summary, df, status, words):
             _other("hfm", "race", "binary", "D_f", 2.0 * (1 + df), 2.0 * (1 + df),
                    2.0 * (1 + df)),
             _other("hfm", "race", "binary", "df", df, df, df)]
-    (line,) = decision_box(_ok_summary(summary), rows, anchors={})["lines"]
+    (line,) = decision_box(_ok_summary(summary), rows, anchors={}, specs=SPECS)["lines"]
     assert line["status"] == status
     assert words in line["far"] and f"({lo:+.3f} to {hi:+.3f})" in line["far"]
 
@@ -875,8 +880,10 @@ def test_a_breached_limit_outranks_a_change_without_fair_side():
         {k: v for k, v in row("2026-12-02", "group", "race", "unprivileged",
                               "disparate_impact", 0.61, 0.56, 0.66).items()
          if k != "run_date"}]
-    frame = trend_frame(hist, tonight, run_date="2026-12-02", config_hash="h", version="1")
-    html = trend_section(frame, rules=[{"metric": "disparate_impact", "min": 0.8}]).html
+    frame = trend_frame(hist, tonight, run_date="2026-12-02", config_hash="h", version="1",
+                        specs=SPECS)
+    html = trend_section(frame, rules=[{"metric": "disparate_impact", "min": 0.8}],
+                         specs=SPECS).html
     table = html[html.index("<tbody>"):]
     names = _re.findall(r"<tr class='\w*'><td>([^<]+)</td>", table)
     assert names == ["group · race · disparate_impact", "hfm · race · D"]
@@ -893,7 +900,7 @@ def test_the_mdfa_line_carries_the_balance_caveat_and_one_name(summary):
     s["audits"]["mdfa"] = {"status": "ok", "attributes": {"race": {
         "verdict": verdict, "null": {"mean": 0.0051, "bound": 0.012, "p_value": 0.001,
                                      "observed": 0.0374}}}}
-    (line,) = decision_box(summary=s, rows=rows, anchors={})["lines"]
+    (line,) = decision_box(summary=s, rows=rows, anchors={}, specs=SPECS)["lines"]
     # the trends' name (gamma_max = the row's value) first, the raw gamma beside it
     assert line["what"] == "gamma_max"
     assert line["far"].startswith("gamma_max 0.0323: gamma 0.0374 against 0.0051")

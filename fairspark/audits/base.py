@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fairspark.errors import AuditError
+from fairspark.sampling import derive_seed
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -17,20 +16,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
     from fairspark._params import AuditParams
-    from fairspark.config import Config
+    from fairspark.config_model import Config
     from fairspark.prepare import AttributeInfo, PreparedData
 
 __all__ = ["AuditContext", "AuditOutcome", "MetricRow", "ReportSection", "derive_seed"]
-
-
-def derive_seed(seed: int, *parts: object) -> int:
-    """A deterministic 63-bit seed from a base seed and any labels (task ids, names).
-
-    The same (seed, parts) give the same value on every machine and Python version,
-    so tasks draw the same random numbers whatever the partitioning or retry.
-    """
-    blob = json.dumps([int(seed), *[str(p) for p in parts]]).encode()
-    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") >> 1
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Each audit package has a ``spec.py`` with one ``SPEC``; the config, the runner, the
 report, the decision box, the trends, the previous-run read and gating read
-everything they need about an audit from it (see ``fairspark.audits.registry``). A
+everything they need about an audit from it (see ``fairspark.registry``). A
 spec module imports only the params model and small, light modules; the audit's
 heavy modules (torch, scikit-learn, matplotlib) are imported by its entry points on
 first use, so a broken method cannot stop the others from loading.

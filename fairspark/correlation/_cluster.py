@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fairspark.audits.base import derive_seed
+from fairspark.sampling import derive_seed
 
 __all__ = [
     "Clustering",

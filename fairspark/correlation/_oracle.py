@@ -32,13 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from fairspark.audits.base import derive_seed
 from fairspark.metrics._core import (
     CATALOGUE,
     catalogue_from_counts,
     compare_groups,
     group_rates,
 )
+from fairspark.sampling import derive_seed
 
 __all__ = [
     "CELLS",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fairspark.audits.base import AuditOutcome, ReportSection
-from fairspark.correlation.results import CorrelationResult, ModelResult, rounds_text
+from fairspark.correlation.results import ORDER, CorrelationResult, ModelResult, rounds_text
 from fairspark.report.figures import figure_to_data_uri, plt
 from fairspark.report.sections import render_template
 from fairspark.status import Status
@@ -323,9 +323,7 @@ def render(
     list of ReportSection
         One section, titled :data:`TITLE`, at ``SPEC.order``; none without a result.
     """
-    from fairspark.correlation.spec import SPEC
-
     result = outcome.result
     if not isinstance(result, CorrelationResult):
         return []
-    return [correlation_section(result, order=SPEC.order)]
+    return [correlation_section(result, order=ORDER)]

@@ -16,7 +16,10 @@ from fairspark.correlation._estimate import CorrelationEstimate, RoundsDecision
 from fairspark.correlation.params import CorrelationParams
 from fairspark.status import Status
 
-__all__ = ["CorrelationResult", "ModelResult", "RoundSelection", "rounds_text"]
+__all__ = ["ORDER", "CorrelationResult", "ModelResult", "RoundSelection", "rounds_text"]
+
+#: the position of the audit's report section (``SPEC.order``)
+ORDER = 40
 
 
 @dataclass

@@ -6,6 +6,7 @@ from typing import Any
 
 from fairspark.audits.spec import AuditSpec
 from fairspark.correlation.params import CorrelationParams
+from fairspark.correlation.results import ORDER
 from fairspark.metrics._core import CATALOGUE
 
 
@@ -34,7 +35,7 @@ SPEC = AuditSpec(
     render=render,
     load=_load,
     title="Representative metrics",
-    order=40,
+    order=ORDER,
     metrics=(*CATALOGUE, "representative", "cluster", "tau", "model_accuracy",
              "acceptance_rate", "monte_carlo_se"),
     trend_metrics=("representative",),

@@ -12,7 +12,7 @@ what :mod:`fairspark.group.audit` reads without a Spark job.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fairspark.columns import LABEL, PRED
 
@@ -20,9 +20,18 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from pyspark.sql import Column
 
-    from fairspark.prepare._views import _View
 
 __all__ = ["CELL_OF", "cell_sums", "cells_from_groups"]
+
+
+class _View(Protocol):
+    """What the cells read of a sensitive view (``fairspark.prepare._views._View``; the
+    preparation imports this module, so it is not imported here)."""
+
+    name: str
+    value_col: str
+    priv_col: str
+    kind: str
 
 #: (label, decision) in the prepared table -> the confusion cell
 CELL_OF = {(1.0, 1.0): "tp", (0.0, 1.0): "fp", (0.0, 0.0): "tn", (1.0, 0.0): "fn",

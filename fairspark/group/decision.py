@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fairspark.report.decision import DecisionInput, DecisionLine, fmt_number, num
+from fairspark.audits import DecisionInput, DecisionLine, fmt_number, num
 
 __all__ = ["DECISION_KEYS", "decision_lines"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from fairspark._values import nan_to_none
 from fairspark.audits.base import AuditOutcome, ReportSection
-from fairspark.group.spec import SPEC
+from fairspark.group.results import HEADLINE_METRICS
 from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
 from fairspark.report.figures import figure_to_data_uri, plt
 from fairspark.report.sections import render_template
@@ -46,8 +46,6 @@ _SPECIAL = {
     "between_group_theil": "Between-group Theil",
 }
 _FOUR_FIFTHS = 0.8
-#: the handful of comparisons ranked first for every attribute (the rest are folded away)
-HEADLINE_METRICS: tuple[str, ...] = SPEC.headline_metrics
 #: +1: a higher rate benefits the person (more favourable decisions, more of the deserved
 #: ones); -1: a higher rate harms; 0: no side (precision-type rates, the label's base rate)
 _BENEFIT = {"selection_rate": 1, "tpr": 1, "fpr": 1, "fnr": -1, "tnr": -1, "accuracy": 1,

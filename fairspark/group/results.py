@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GroupResult"]
+__all__ = ["HEADLINE_METRICS", "GroupResult"]
+
+#: the handful of comparisons the section ranks first for every attribute
+#: (``SPEC.headline_metrics``)
+HEADLINE_METRICS: tuple[str, ...] = (
+    "statistical_parity_difference", "disparate_impact", "tpr_difference",
+    "fpr_difference", "ppv_difference")
 
 
 @dataclass(frozen=True)

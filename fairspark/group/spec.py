@@ -7,6 +7,7 @@ from typing import Any
 from fairspark.audits.spec import AuditSpec
 from fairspark.group.decision import decision_lines
 from fairspark.group.params import GroupParams
+from fairspark.group.results import HEADLINE_METRICS
 from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
 
 
@@ -51,9 +52,7 @@ SPEC = AuditSpec(
     view_group="unprivileged",
     trend_metrics=("statistical_parity_difference", "disparate_impact", "tpr_difference",
                    "average_odds_difference", "equalized_odds_difference"),
-    # the handful of comparisons the section ranks first for every attribute
-    headline_metrics=("statistical_parity_difference", "disparate_impact", "tpr_difference",
-                      "fpr_difference", "ppv_difference"),
+    headline_metrics=HEADLINE_METRICS,
     limits_per_group=True,  # each unprivileged value against the reference
     limit_hint="{attr}: rates per group, which group gets less",
     enabled_by_default=True,

@@ -19,7 +19,6 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from fairspark.audits.base import derive_seed
 from fairspark.hfm._kernels import hfm_df, sample_projections
 from fairspark.hfm._spark import (
     approx_scan,
@@ -31,6 +30,7 @@ from fairspark.hfm._spark import (
 )
 from fairspark.hfm._spark.elim import CertifyOptions
 from fairspark.hfm.results import TARGETS, CertifiedResult, DistanceResult
+from fairspark.sampling import derive_seed
 
 __all__ = ["CertifyOptions", "DistanceOptions", "DistanceResult", "hfm_distances",
            "make_projections", "points_from_table"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fairspark.report.decision import DecisionInput, DecisionLine, fmt_number, num
+from fairspark.audits import DecisionInput, DecisionLine, fmt_number, num
 from fairspark.status import FAILED_STATUSES
 
 __all__ = ["decision_lines"]

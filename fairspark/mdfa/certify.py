@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from fairspark._values import nan_to_none
-from fairspark.audits.base import derive_seed
 from fairspark.mdfa.auditors import certificate_gamma, fit_certificate, make_auditor
 from fairspark.mdfa.balance import balanced_weights, fit_balancing
 from fairspark.mdfa.diagnostics import BalanceDiagnostics, balance_diagnostics
@@ -33,6 +32,7 @@ from fairspark.mdfa.violation import (
     violation_delta,
     worst_violation,
 )
+from fairspark.sampling import derive_seed
 
 __all__ = [
     "MDFASample",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from fairspark.report.decision import DecisionInput, DecisionLine, fmt_number, num
+from fairspark.audits import DecisionInput, DecisionLine, fmt_number, num
 from fairspark.status import FAILED_STATUSES
 
 __all__ = ["decision_lines"]

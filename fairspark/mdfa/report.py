@@ -16,8 +16,7 @@ import pandas as pd
 from fairspark.audits.base import ReportSection
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
 from fairspark.mdfa.null import corrected_gamma
-from fairspark.mdfa.results import AttributeResult, MDFAResult, finding
-from fairspark.mdfa.spec import SPEC
+from fairspark.mdfa.results import ORDER, AttributeResult, MDFAResult, finding
 from fairspark.report.sections import render_template
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -206,7 +205,7 @@ def render_section(*, result: MDFAResult, params: MDFAParams) -> ReportSection:
         auc_limit=AUC_LIMIT, smd_limit=SMD_LIMIT,
         figure=_figure(result.attributes), redacted=result.redacted,
     )
-    return ReportSection(title=TITLE, html=html, order=SPEC.order)
+    return ReportSection(title=TITLE, html=html, order=ORDER)
 
 
 def render(

@@ -16,7 +16,11 @@ import pandas as pd
 
 from fairspark.mdfa.null import CORRECTED_COLUMNS, CorrectedGamma, NullReference, corrected_gamma
 
+#: the position of the audit's report section (``SPEC.order``)
+ORDER = 35
+
 __all__ = [
+    "ORDER",
     "AttributeResult",
     "GroupedStats",
     "MDFAResult",

@@ -7,6 +7,7 @@ from typing import Any
 from fairspark.audits.spec import AuditSpec
 from fairspark.mdfa.decision import decision_lines
 from fairspark.mdfa.params import MDFAParams
+from fairspark.mdfa.results import ORDER
 
 
 def _load() -> None:
@@ -35,7 +36,7 @@ SPEC = AuditSpec(
     decision_lines=decision_lines,
     load=_load,
     title="mdfa",
-    order=35,
+    order=ORDER,
     metrics=("gamma", "gamma_max", "gamma_unfavourable", "gamma_null", "delta", "delta_unweighted",
              "outcome_ratio_in_subgroup", "outcome_ratio_overall", "subgroup_mass",
              "balance_auc", "balance_auc_before", "max_abs_smd_before", "max_abs_smd_after"),

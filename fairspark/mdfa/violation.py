@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sklearn.tree import DecisionTreeClassifier
 
-from fairspark.audits.base import derive_seed
 from fairspark.mdfa.auditors import LeafVotes, Predictor, fit_certificate, make_auditor
+from fairspark.sampling import derive_seed
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.mdfa.params import MDFAParams

@@ -57,9 +57,12 @@ from fairspark.metrics._core import BASELINES, CATALOGUE
 from fairspark.status import Status, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Mapping
+
     import pandas as pd
 
-    from fairspark.config import LimitRule, LimitsConfig
+    from fairspark.audits.spec import AuditSpec
+    from fairspark.config_model import LimitRule, LimitsConfig
 
 __all__ = ["Check", "adjust_pvalues", "adjusted_interval", "evaluate_limits", "family_level",
            "gate_word", "interval_label", "limits_summary", "rule_text"]
@@ -376,13 +379,11 @@ def _per_group(rule: LimitRule, rows: list[dict[str, Any]], audit: str
 
 
 def _find_checks(
-    rules: list[LimitRule], rows: list[dict[str, Any]]
+    rules: list[LimitRule], rows: list[dict[str, Any]], specs: Mapping[str, AuditSpec]
 ) -> tuple[list[Check], list[str]]:
     """One check per (rule, matching row); messages for rules that matched nothing."""
-    from fairspark.audits.registry import specs
-
-    per_group = [n for n, s in specs().items() if s.limits_per_group]
-    bounds = {n for n, s in specs().items() if s.interval == "bounds"}
+    per_group = [n for n, s in specs.items() if s.limits_per_group]
+    bounds = {n for n, s in specs.items() if s.interval == "bounds"}
     checks: list[Check] = []
     unmatched: list[str] = []
     for rule in rules:
@@ -555,7 +556,8 @@ def limits_summary(checks: list[Check], unmatched: list[str], *, limits: LimitsC
 
 
 def evaluate_limits(
-    rows: list[dict[str, Any]], *, limits: LimitsConfig, history: pd.DataFrame | None = None,
+    rows: list[dict[str, Any]], *, limits: LimitsConfig, specs: Mapping[str, AuditSpec],
+    history: pd.DataFrame | None = None,
 ) -> tuple[list[Check], list[MetricRow], list[str]]:
     """Judge every limit rule against this run's rows.
 
@@ -565,6 +567,9 @@ def evaluate_limits(
         This run's long-format result rows.
     limits:
         ``config.limits``.
+    specs:
+        Audit name -> spec: which audits are judged per group and whose intervals are
+        certified bounds (``config.audits.audit_specs()``).
     history:
         Earlier runs' ``limits`` rows (columns run_date, attribute, group, metric,
         metric_b, model, status, params) for the persistence rule; newest last.
@@ -573,7 +578,7 @@ def evaluate_limits(
     -------
     checks, result rows (audit ``limits``), and messages for rules that matched nothing.
     """
-    checks, unmatched = _find_checks(limits.rules, rows)
+    checks, unmatched = _find_checks(limits.rules, rows, specs)
     stat = [c for c in checks if c.kind == "statistical"]
     _judge_statistical(stat, limits)
     for c in checks:

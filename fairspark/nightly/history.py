@@ -25,9 +25,12 @@ import pandas as pd
 from fairspark.errors import FairsparkInputError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Mapping
+
+    from fairspark.audits.spec import AuditSpec
     from fairspark.outputs import OutputLocation
 
-__all__ = ["PastRuns", "SchemaChangedError", "describe_schema_change", "is_trend_row",
+__all__ = ["PastRuns", "SchemaChangedError", "describe_schema_change",
            "load_history", "load_previous_run", "previous_schema", "read_past_runs",
            "schema_change", "schema_hash"]
 
@@ -57,16 +60,19 @@ class PastRuns:
 
 
 def read_past_runs(out: OutputLocation, *, before: dt.date, trend_runs: int, limits: bool,
-                   timings: dict[str, float] | None = None) -> PastRuns:
+                   specs: Mapping[str, AuditSpec], timings: dict[str, float] | None = None
+                   ) -> PastRuns:
     """The runs published at ``out`` before ``before``: history, schema, previous run.
 
     A part that cannot be read is logged and left empty: tonight's run goes on. The
-    seconds of the previous-run read go to ``timings["previous run"]``.
+    seconds of the previous-run read go to ``timings["previous run"]``. ``specs``
+    (audit name -> spec) say which rows the trends and the decision box read.
     """
     history = pd.DataFrame()
     if trend_runs or limits:
         try:
-            history = load_history(out, before=before, max_runs=max(trend_runs, 1))
+            history = load_history(out, before=before, max_runs=max(trend_runs, 1),
+                                   specs=specs)
         except Exception as err:  # noqa: BLE001 - history is a nicety; tonight's run goes on
             log.warning("could not read earlier runs from %s: %s", out.base, err)
     try:
@@ -77,30 +83,20 @@ def read_past_runs(out: OutputLocation, *, before: dt.date, trend_runs: int, lim
         log.warning("could not read the previous run's input schema: %s", one_line(err))
         schema = None
     t0 = time.perf_counter()
-    previous = load_previous_run(out, before=before)
+    previous = load_previous_run(out, before=before, specs=specs)
     if timings is not None:
         timings["previous run"] = round(time.perf_counter() - t0, 3)
     return PastRuns(history=history, schema=schema, previous=previous)
 
 
-def is_trend_row(row: dict[str, Any]) -> bool:
-    """Whether a long row is one of its audit's trend series (``AuditSpec.trend_metrics``)."""
-    from fairspark.audits.registry import specs
-
-    spec = specs().get(str(row.get("audit")))
-    return spec is not None and spec.is_trend_row(row)
-
-
-def _rows_of(kind: str) -> Any:
+def _rows_of(kind: str, specs: Mapping[str, AuditSpec]) -> Any:
     """The Spark condition on ``metrics.parquet`` rows that the trends (``"trend"``) or the
     decision box (``"decision"``) read: every ``limits`` row and, per audit, its trend
     metrics or (for an audit with decision lines) all its rows, in its ``view_group``."""
     from pyspark.sql import functions as F
 
-    from fairspark.audits.registry import specs
-
     cond = F.col("audit") == "limits"
-    for name, spec in specs().items():
+    for name, spec in specs.items():
         if kind == "trend" and spec.trend_metrics:
             c = (F.col("audit") == name) & F.col("metric").isin(list(spec.trend_metrics))
         elif kind == "decision" and spec.decision_lines is not None:
@@ -122,7 +118,8 @@ _COLUMNS = ["run_date", "audit", "attribute", "group", "metric", "metric_b", "mo
 
 
 def load_history(
-    out: OutputLocation, *, before: dt.date, max_runs: int, max_rows_per_run: int = 20_000,
+    out: OutputLocation, *, before: dt.date, max_runs: int, specs: Mapping[str, AuditSpec],
+    max_rows_per_run: int = 20_000,
 ) -> pd.DataFrame:
     """Headline and limit rows of the last ``max_runs`` published runs before ``before``.
 
@@ -132,7 +129,7 @@ def load_history(
     dates = _dates_before(out, before.isoformat())[-max_runs:]
     if not dates or max_runs == 0:
         return pd.DataFrame(columns=[*_COLUMNS, "schema_hash"])
-    cond = _rows_of("trend")
+    cond = _rows_of("trend", specs)
     frames = []
     for d in dates:
         path = out.path(f"run_date={d}", "metrics.parquet")
@@ -154,8 +151,8 @@ def load_history(
     return hist
 
 
-def load_previous_run(out: OutputLocation, *, before: Any, max_rows: int = 50_000
-                      ) -> dict[str, Any]:
+def load_previous_run(out: OutputLocation, *, before: Any, specs: Mapping[str, AuditSpec],
+                      max_rows: int = 50_000) -> dict[str, Any]:
     """The last published run before ``before``, as ``summary['previous']`` of this run.
 
     ``{"run_date": D, "config_hash": ..., "items": decision_items(...)}`` from D's
@@ -176,10 +173,10 @@ def load_previous_run(out: OutputLocation, *, before: Any, max_rows: int = 50_00
         d = dates[-1]
         prev = json.loads(out.read_text(out.path(f"run_date={d}", "summary.json")))
         rows = [r.asDict() for r in out.spark.read.parquet(
-            out.path(f"run_date={d}", "metrics.parquet")).where(_rows_of("decision"))
+            out.path(f"run_date={d}", "metrics.parquet")).where(_rows_of("decision", specs))
             .limit(max_rows).collect()]
         return {"run_date": d, "config_hash": prev.get("config_hash"),
-                "items": decision_items(prev, rows),
+                "items": decision_items(prev, rows, specs=specs),
                 # what the report compares tonight's data with (window, path, rows)
                 "input": {k: (prev.get("input") or {}).get(k) for k in ("path", "table",
                                                                         "where")},

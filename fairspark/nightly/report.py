@@ -11,10 +11,12 @@ from markupsafe import escape
 
 from fairspark._values import nan_to_none
 from fairspark.audits.base import ReportSection
-from fairspark.nightly.history import is_trend_row
 from fairspark.status import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Mapping
+
+    from fairspark.audits.spec import AuditSpec
     from fairspark.nightly.gating import Check
 
 __all__ = ["badness", "fair_value", "headlines", "limits_section", "no_history_section",
@@ -155,19 +157,19 @@ def _size_note(r: dict[str, Any], role: str) -> str:
     return f"<br><span class='small'>{escape(size + flag)}</span>"
 
 
-def _worst_groups(checks: list[Check], rows: list[dict[str, Any]]) -> list[str]:
+def _worst_groups(checks: list[Check], rows: list[dict[str, Any]],
+                  specs: Mapping[str, AuditSpec]) -> list[str]:
     """One sentence per (rule, attribute) judged per group: the worst group named.
 
     Ranked by :mod:`fairspark.report.worst` on the limits rows (the interval each
     verdict uses): verdict, then the interval's bound nearest the limit, among the
     groups large enough to rank; the others are listed as too small to rank.
     """
-    from fairspark.audits.registry import specs
+    from fairspark.audits.lines import fmt_number, short_metric
     from fairspark.nightly.gating import rule_text
-    from fairspark.report.decision import fmt_number, short_metric
     from fairspark.report.worst import rank_key, rankable, support_words
 
-    per_group = {n for n, s in specs().items() if s.limits_per_group}
+    per_group = {n for n, s in specs.items() if s.limits_per_group}
     by: dict[tuple[str, str], list[tuple[Check, dict[str, Any]]]] = {}
     for c, r in zip(checks, rows, strict=False):
         if c.role == "gate" and c.row.get("audit") in per_group and c.row.get("group") not in (
@@ -213,8 +215,9 @@ def limit_excess(value: Any, rule: Any) -> float:
 
 
 def limits_section(checks: list[Check], rows: list[dict[str, Any]],
-                   unmatched: list[str], *, limits: Any = None,
-                   fail_on_violation: bool | None = None) -> ReportSection:
+                   unmatched: list[str], *, specs: Mapping[str, AuditSpec],
+                   limits: Any = None, fail_on_violation: bool | None = None
+                   ) -> ReportSection:
     """A table of every limit check, violated ones first, the "how" said in words.
 
     Parameters
@@ -274,7 +277,7 @@ def limits_section(checks: list[Check], rows: list[dict[str, Any]],
             f"<td class='small'>{raw_cell}</td>"
             f"<td>{verdict}</td><td class='small'>{escape(how)}</td></tr>")
     miss = "".join(f"<li>{escape(m)}</li>" for m in unmatched)
-    worst = "".join(f"<li>{escape(w)}</li>" for w in _worst_groups(checks, rows))
+    worst = "".join(f"<li>{escape(w)}</li>" for w in _worst_groups(checks, rows, specs))
     html = (
         "<p>Each limit is judged on the uncertainty of its number: the confidence interval "
         "(group metrics), the certified interval (HFM) or the band over splits (mdfa). "
@@ -307,8 +310,8 @@ def limits_section(checks: list[Check], rows: list[dict[str, Any]],
 
 
 def trend_frame(history: pd.DataFrame, rows: list[dict[str, Any]], *, run_date: str,
-                config_hash: str, version: str, schema_hash: str | None = None
-                ) -> pd.DataFrame:
+                config_hash: str, version: str, specs: Mapping[str, AuditSpec],
+                schema_hash: str | None = None) -> pd.DataFrame:
     """History plus tonight's headline rows, one row per (series, run date).
 
     ``schema_hash`` is tonight's input schema (the history frame carries each earlier
@@ -316,7 +319,8 @@ def trend_frame(history: pd.DataFrame, rows: list[dict[str, Any]], *, run_date: 
     """
     now = []
     for r in rows:
-        if not is_trend_row(r):
+        spec = specs.get(str(r.get("audit")))
+        if spec is None or not spec.is_trend_row(r):
             continue
         now.append({**{k: r.get(k) for k in ("audit", "attribute", "group", "metric", "model",
                                               "value", "lower", "upper", "status")},
@@ -455,15 +459,7 @@ def _schema_changed(a: pd.Series, b: pd.Series) -> bool:
     return isinstance(ha, str) and isinstance(hb, str) and ha != hb
 
 
-def _view_group(audit: str) -> str | None:
-    """The group of an audit's trend series (its spec's ``view_group``)."""
-    from fairspark.audits.registry import specs
-
-    spec = specs().get(audit)
-    return spec.view_group if spec is not None else None
-
-
-def _rule_matches(rule: Any, series: pd.Series) -> bool:
+def _rule_matches(rule: Any, series: pd.Series, specs: Mapping[str, AuditSpec]) -> bool:
     get = (lambda k: rule.get(k)) if isinstance(rule, dict) else (lambda k: getattr(rule, k))
     if get("metric") != series["metric"]:
         return False
@@ -471,21 +467,24 @@ def _rule_matches(rule: Any, series: pd.Series) -> bool:
         want = get(key)
         if want is not None and str(series.get(key)) != str(want):
             return False
-    group = get("group") or _view_group(str(series["audit"]))
+    spec = specs.get(str(series["audit"]))
+    # the group of an audit's trend series: its spec's view_group
+    group = get("group") or (spec.view_group if spec is not None else None)
     return group is None or str(series.get("group")) == str(group)
 
 
-def _breached(rules: list[Any], series: pd.Series) -> bool:
+def _breached(rules: list[Any], series: pd.Series, specs: Mapping[str, AuditSpec]) -> bool:
     """Tonight's value of a series lies beyond one of the limits that match it."""
-    return any(_rule_matches(rule, series) and limit_excess(series.get("value"), rule) > 0
+    return any(_rule_matches(rule, series, specs) and limit_excess(series.get("value"), rule) > 0
                for rule in rules)
 
 
-def _limit_lines(rules: list[Any], series: pd.Series) -> list[float]:
+def _limit_lines(rules: list[Any], series: pd.Series, specs: Mapping[str, AuditSpec]
+                 ) -> list[float]:
     """The limit values drawn on one series' panel."""
     out: list[float] = []
     for rule in rules:
-        if not _rule_matches(rule, series):
+        if not _rule_matches(rule, series, specs):
             continue
         get = (lambda k, r=rule: r.get(k)) if isinstance(rule, dict) else (
             lambda k, r=rule: getattr(r, k))
@@ -600,14 +599,18 @@ def _trend_figure(frame: pd.DataFrame, drawn: list[tuple], info: list[tuple]) ->
     )
 
 
-def trend_section(frame: pd.DataFrame, *, rules: list[Any] | None = None,
-                  max_panels: int = _MAX_SERIES) -> ReportSection | None:
+def trend_section(frame: pd.DataFrame, *, specs: Mapping[str, AuditSpec],
+                  rules: list[Any] | None = None, max_panels: int = _MAX_SERIES
+                  ) -> ReportSection | None:
     """Every headline series over run dates: flags, limits, one y-scale per metric.
 
     Parameters
     ----------
     frame:
         :func:`trend_frame` (history plus tonight).
+    specs:
+        Audit name -> spec (a rule without ``group`` matches an audit's series in
+        its ``view_group``).
     rules:
         The configured limit rules (``LimitRule`` or dicts); the ones matching a series
         are drawn on its panel as red dashes.
@@ -627,11 +630,11 @@ def trend_section(frame: pd.DataFrame, *, rules: list[Any] | None = None,
     for name in dict.fromkeys(frame["series"]):
         s = frame[frame["series"] == name].reset_index(drop=True)
         flag, note = _flag(s)
-        info.append((name, s, flag, note, _limit_lines(rules, s.iloc[-1])))
+        info.append((name, s, flag, note, _limit_lines(rules, s.iloc[-1], specs)))
     # worst first: flag, then the limited series, then the catalogue order
     # worst first: worse, then a series beyond a configured limit tonight (a breach
     # outranks a move), then better, changed (no fair side: HFM's D), within noise
-    breached = {t[0] for t in info if _breached(rules, t[1].iloc[-1])}
+    breached = {t[0] for t in info if _breached(rules, t[1].iloc[-1], specs)}
     info.sort(key=lambda t: (0 if t[2] == "worse" else 1 if t[0] in breached
                              else 1 + _FLAG_ORDER[t[2]][0], not t[4]))
     # a series with no value in any run (e.g. DR without a model) has nothing to draw

@@ -46,7 +46,7 @@ from fairspark.nightly.states import STATE_FORMAT, StateStore, corrupt_sample
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from fairspark.config import Config
+    from fairspark.config_model import Config
     from fairspark.prepare import PreparedData
 
 __all__ = ["STATE_FORMAT", "Partition", "PartitionListing", "StateStore", "WindowRun",
@@ -98,8 +98,6 @@ def definition_hash(config: Config) -> str:
     are counted (an audit encodes features); not the run date, the window's length,
     the outputs or the audits' other parameters.
     """
-    from fairspark.audits.registry import get_spec
-
     enabled = config.audits.enabled()
     blob = {
         "format": STATE_FORMAT,
@@ -110,7 +108,7 @@ def definition_hash(config: Config) -> str:
                                                      exclude={"on_schema_change"}),
         "seed": config.seed,
         "sample_rows": window_sample_rows(config),
-        "categories": any(get_spec(n).reads_features for n in enabled),
+        "categories": any(config.audits.audit_spec(n).reads_features for n in enabled),
         "row_key_checked": bool(config.columns.row_key) and "hfm" in enabled,
     }
     text = json.dumps(blob, sort_keys=True, separators=(",", ":"), default=str)

@@ -64,7 +64,7 @@ from fairspark.prepare._views import _intersection_views, _sensitive_views
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-    from fairspark.config import Config
+    from fairspark.config_model import Config
 
 # KEY ... X are re-exported for code that imported them from here; they are declared
 # in fairspark.columns. The private names imported ``as`` themselves, and the private

@@ -25,7 +25,7 @@ from fairspark.prepare._columns import (
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-    from fairspark.config import Config
+    from fairspark.config_model import Config
     from fairspark.prepare._columns import _ColumnPlan
     from fairspark.prepare._results import InputStats
 

@@ -18,7 +18,7 @@ from fairspark.errors import ColumnTypeError, ConfigError, MissingColumnError
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-    from fairspark.config import ColumnsConfig, Config
+    from fairspark.config_model import ColumnsConfig, Config
 
 
 _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
@@ -228,9 +228,7 @@ def _checks_needed(config: Config) -> tuple[bool, bool]:
     both scans and does not read the key column (its nulls are counted, and refused,
     only when an audit joins by key).
     """
-    from fairspark.audits.registry import get_spec
-
-    specs = [get_spec(name) for name in config.audits.enabled()]
+    specs = [config.audits.audit_spec(name) for name in config.audits.enabled()]
     return any(s.reads_features for s in specs), any(s.joins_by_key for s in specs)
 
 

@@ -19,7 +19,7 @@ from fairspark.prepare._scan import _KEEP, _label_values
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-    from fairspark.config import Config
+    from fairspark.config_model import Config
 
 __all__ = ["MergedGroups", "partition_extras"]
 

@@ -21,7 +21,7 @@ from fairspark.prepare._views import _with_views
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-    from fairspark.config import Config
+    from fairspark.config_model import Config
     from fairspark.prepare._columns import _ColumnPlan
 
 log = logging.getLogger("fairspark")

@@ -21,7 +21,7 @@ from fairspark.prepare._views import _intersection_views, _sensitive_views
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-    from fairspark.config import Config
+    from fairspark.config_model import Config
     from fairspark.prepare._columns import _ColumnPlan
     from fairspark.prepare._views import _View
 

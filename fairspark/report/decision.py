@@ -13,51 +13,21 @@ to look at next. Above it, one sentence says whether the run gates.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from fairspark._values import nan_to_none
-from fairspark.audits.spec import DecisionInput
+from fairspark.audits.lines import STATUS_ORDER, DecisionLine, fmt_number, num, short_metric
+from fairspark.audits.spec import AuditSpec, DecisionInput
 from fairspark.status import FAILED_STATUSES
 
 __all__ = ["ROW_CHANGE_FRACTION", "DecisionInput", "DecisionLine", "audited_brief",
            "audited_facts", "data_differences", "decision_box", "decision_items",
            "fmt_number", "item_key", "num"]
 
-#: status -> (sort rank, icon shown beside the word; colour is never the only signal)
-STATUS_ORDER: dict[str, tuple[int, str]] = {
-    "violated": (0, "✖"), "failed": (1, "✖"), "evidence": (2, "▲"),
-    "inconclusive": (3, "?"), "passed": (4, "✔"), "ok": (5, "✔"),
-}
 _BAD = {"violated", "failed", "evidence"}
 
 
-def specs() -> dict[str, Any]:
-    """The registry's specs (imported on use: the spec modules import this module)."""
-    from fairspark.audits.registry import specs as registered
-
-    return registered()
-
-
-def num(x: Any) -> float | None:
-    """A row's number as a float, ``None`` for a missing or NaN one."""
-    return nan_to_none(x)
-
-
 _num = num
-
-
-def fmt_number(x: float | None, signed: bool = False) -> str:
-    """A number as the decision box writes it (3 significant digits, a real minus)."""
-    if x is None:
-        return "–"
-    if math.isinf(x):
-        return "∞" if x > 0 else "−∞"
-    return (f"{x:+.3g}" if signed else f"{x:.3g}").replace("-", "−")
-
-
 _f = fmt_number
 
 
@@ -86,16 +56,6 @@ def _params(r: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ distance to limits
-
-
-#: short names of the metrics a limit line names before its value
-_SHORT = {"disparate_impact": "DI", "statistical_parity_difference": "SPD",
-          "average_odds_difference": "AOD", "equal_opportunity_difference": "EOD"}
-
-
-def short_metric(metric: str) -> str:
-    """``DI``, ``SPD``, ... or the metric's name with spaces (``tpr difference``)."""
-    return _SHORT.get(metric, metric.replace("_", " "))
 
 
 def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str, float | None]:
@@ -141,42 +101,6 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str,
 # ------------------------------------------------------------------------ the lines
 
 
-@dataclass(frozen=True)
-class DecisionLine:
-    """One line of the decision box (an audit's ``decision_lines`` returns these).
-
-    ``what`` names the check, ``far`` says how far the number is from its limit or
-    fair value, ``nxt`` the one thing to look at next, ``anchor`` the report section
-    it links to; ``excess`` (> 0: beyond) orders the bad lines; ``number`` is the row
-    whose change since the previous run is judged.
-    """
-
-    audit: str
-    attribute: str
-    metric: str
-    what: str
-    status: str
-    far: str
-    nxt: str
-    anchor: str | None = None
-    excess: float | None = None
-    gate_word: str = ""
-    number: Mapping[str, Any] | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The line as the report's template and ``summary['previous']`` read it."""
-        rank, icon = STATUS_ORDER.get(self.status, (6, "•"))
-        n = self.number or {}
-        return {"audit": self.audit, "attribute": self.attribute, "metric": self.metric,
-                "what": self.what, "status": self.status, "icon": icon, "rank": rank,
-                "far": self.far, "excess": self.excess, "next": self.nxt,
-                "anchor": None if self.status in ("passed", "ok") else self.anchor,
-                "gate_word": self.gate_word, "change": "",
-                # the number the change since the previous run is judged on
-                "number": {"metric": n.get("metric"), "value": _num(n.get("value")),
-                           "lower": _num(n.get("lower")), "upper": _num(n.get("upper"))}}
-
-
 def _failing(summary: Mapping[str, Any]) -> bool:
     """Whether a violation fails this run (older summaries: exit code 3)."""
     lim = summary.get("limits") or {}
@@ -195,7 +119,8 @@ def _limit_gate_word(r: Mapping[str, Any], p: Mapping[str, Any], failing: bool) 
 
 
 def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str],
-                 summary: Mapping[str, Any] | None = None) -> list[dict]:
+                 summary: Mapping[str, Any] | None, specs: Mapping[str, AuditSpec]
+                 ) -> list[dict]:
     """One line per (limit, attribute): the worst group's check when judged per group."""
     failing = _failing(summary or {})
     checks: dict[tuple[str, str, str], list[tuple[Mapping[str, Any], dict]]] = {}
@@ -216,7 +141,7 @@ def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str],
         metric = str(r.get("metric") or rule.get("metric") or "")
         status = str(line_row[0].get("status") or "")
         where = anchors.get(source)
-        spec = specs().get(source)
+        spec = specs.get(source)
         look = spec.look_next(attr) if spec is not None else f"the {source} section"
         nxt = look if status != "passed" else "Nothing: within the limit."
         if status == "inconclusive":
@@ -278,11 +203,12 @@ def _worst_of(found: list[tuple[Mapping[str, Any], dict]]) -> tuple[
 
 
 def _audit_lines(summary: Mapping[str, Any], rows: list[Mapping[str, Any]],
-                 anchors: Mapping[str, str], limit_lines: list[dict]) -> list[dict]:
-    """Every registered audit's own lines (``AuditSpec.decision_lines``), in run order."""
+                 anchors: Mapping[str, str], limit_lines: list[dict],
+                 specs: Mapping[str, AuditSpec]) -> list[dict]:
+    """Every audit's own lines (``AuditSpec.decision_lines``), in run order."""
     audits = summary.get("audits") or {}
     out: list[dict] = []
-    for name, spec in specs().items():
+    for name, spec in specs.items():
         if spec.decision_lines is None:
             continue
         covered = frozenset(ln["attribute"] for ln in limit_lines
@@ -370,7 +296,8 @@ def _gate_sentence(summary: Mapping[str, Any], failed: list[str]) -> dict[str, s
 
 
 def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
-                 anchors: Mapping[str, str]) -> dict[str, Any]:
+                 anchors: Mapping[str, str], specs: Mapping[str, AuditSpec]
+                 ) -> dict[str, Any]:
     """The decision box: the gate sentence and one line per check, worst first.
 
     Parameters
@@ -379,12 +306,15 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
         ``summary.json`` and the long rows of the run.
     anchors:
         Audit name -> the id of its report section (for "look at next" links).
+    specs:
+        Audit name -> spec, in run order: each audit's ``decision_lines`` and the
+        "look at next" of a limit on it.
     """
     failed = [n for n, a in (summary.get("audits") or {}).items()
               if (a or {}).get("status") in FAILED_STATUSES]
-    limit_lines = _limit_lines(rows, anchors, summary)
+    limit_lines = _limit_lines(rows, anchors, summary, specs)
     lines = [*_failed_lines(summary, rows), *limit_lines,
-             *_audit_lines(summary, rows, anchors, limit_lines)]
+             *_audit_lines(summary, rows, anchors, limit_lines, specs)]
     previous = summary.get("previous")
     prev_items = (previous or {}).get("items") if isinstance(previous, Mapping) else None
     if isinstance(previous, Mapping) and not previous.get("run_date"):
@@ -481,14 +411,14 @@ def _previous_note(summary: Mapping[str, Any], previous: Any) -> str:
             "move inside it; resolved = gone.")
 
 
-def decision_items(summary: Mapping[str, Any], rows: list[Mapping[str, Any]]
-                   ) -> dict[str, dict[str, Any]]:
+def decision_items(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
+                   specs: Mapping[str, AuditSpec]) -> dict[str, dict[str, Any]]:
     """A run's decision lines as ``summary['previous']['items']`` of the next run.
 
     The runner builds ``previous = {"run_date": <D>, "items": decision_items(summary_D,
     rows_D)}`` from the last published run, so the next report says what changed.
     """
-    box = decision_box(summary, rows, anchors={})
+    box = decision_box(summary, rows, anchors={}, specs=specs)
     return {item_key(ln["audit"], ln["attribute"], ln["metric"]):
             {"status": ln["status"], "excess": ln["excess"], "number": ln["number"]}
             for ln in box["lines"]}

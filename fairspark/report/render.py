@@ -21,7 +21,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from markupsafe import Markup
@@ -29,6 +29,9 @@ from markupsafe import Markup
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.report.decision import audited_brief, audited_facts, decision_box
 from fairspark.status import FAILED_STATUSES, Status
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fairspark.audits.spec import AuditSpec
 
 __all__ = [
     "HEADLINES",
@@ -53,17 +56,13 @@ HEADLINES: dict[str, Callable[..., list[str]]] = {"limits": _limits_headlines}
 _TITLES = {"limits": "Fairness limits"}
 
 
-def _title(name: str) -> str:
-    from fairspark.audits.registry import specs
-
-    spec = specs().get(name)
+def _title(name: str, specs: Mapping[str, AuditSpec]) -> str:
+    spec = specs.get(name)
     return spec.title if spec is not None else _TITLES.get(name, name)
 
 
-def _headline_fn(name: str) -> Callable[..., list[str]] | None:
-    from fairspark.audits.registry import specs
-
-    spec = specs().get(name)
+def _headline_fn(name: str, specs: Mapping[str, AuditSpec]) -> Callable[..., list[str]] | None:
+    spec = specs.get(name)
     return spec.headlines_fn() if spec is not None else HEADLINES.get(name)
 
 
@@ -219,7 +218,7 @@ def _window_fact(win: Mapping[str, Any]) -> str:
 
 
 def _headlines(
-    summary: Mapping[str, Any], rows: list[dict[str, Any]]
+    summary: Mapping[str, Any], rows: list[dict[str, Any]], specs: Mapping[str, AuditSpec]
 ) -> list[tuple[str, list[str]]]:
     out = []
     names = [*(summary.get("audits") or {}), *(r.get("audit") for r in rows)]
@@ -232,7 +231,7 @@ def _headlines(
         ):
             out.append((name, [f"The {name} audit failed: {info.get('detail') or 'see the log'}."]))
             continue
-        fn = _headline_fn(name)
+        fn = _headline_fn(name, specs)
         if fn is None:
             continue
         try:
@@ -241,7 +240,7 @@ def _headlines(
             log.warning("report: headlines of %s failed: %s", name, err)
             continue
         if lines:
-            out.append((_title(name), list(lines)))
+            out.append((_title(name, specs), list(lines)))
     return out
 
 
@@ -322,12 +321,11 @@ def _outline(html: str, *, top: int = 2) -> str:
     return "".join(out)
 
 
-def _audit_anchors(secs: list[dict[str, Any]]) -> dict[str, str]:
+def _audit_anchors(secs: list[dict[str, Any]], specs: Mapping[str, AuditSpec]
+                   ) -> dict[str, str]:
     """Audit name -> the id of its first section (matched on the spec's title or order)."""
-    from fairspark.audits.registry import specs
-
     out: dict[str, str] = {}
-    for name, spec in specs().items():
+    for name, spec in specs.items():
         for s in secs:
             if s["title"] == spec.title or s["order"] == spec.order:
                 out.setdefault(name, s["anchor"])
@@ -338,7 +336,8 @@ def _audit_anchors(secs: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def render_report_html(
-    *, summary: Mapping[str, Any], rows: list[dict[str, Any]], sections: Iterable[Any]
+    *, summary: Mapping[str, Any], rows: list[dict[str, Any]], sections: Iterable[Any],
+    specs: Mapping[str, AuditSpec],
 ) -> str:
     """The HTML text of ``report.html``.
 
@@ -352,6 +351,8 @@ def render_report_html(
         :class:`~fairspark.audits.base.ReportSection` objects (``title``, ``html``,
         ``order``); their HTML is inserted as is, except that external references
         are removed.
+    specs:
+        Audit name -> spec, in run order (titles, headlines, decision lines).
 
     Returns
     -------
@@ -367,7 +368,7 @@ def render_report_html(
         for i, (_, s) in enumerate(ordered)
     ]
     level = _ci_level(summary)
-    decision = decision_box(summary, rows, anchors=_audit_anchors(secs))
+    decision = decision_box(summary, rows, anchors=_audit_anchors(secs, specs), specs=specs)
     html = env.get_template("report.html.j2").render(
         decision=decision,
         audited=audited_facts(summary),
@@ -380,7 +381,7 @@ def render_report_html(
         css=Markup(css),
         outcome=_outcome(summary),
         facts=_facts(summary),
-        headlines=_headlines(summary, rows),
+        headlines=_headlines(summary, rows, specs),
         audits=_audit_table(summary, rows),
         ci_pct=f"{level:.0%}" if level * 100 == round(level * 100) else f"{level:.1%}",
         sections=secs,
@@ -401,9 +402,10 @@ def render_report(
     rows: list[dict[str, Any]],
     sections: Iterable[Any],
     path: str | Path,
+    specs: Mapping[str, AuditSpec],
 ) -> None:
     """Write ``report.html`` to ``path`` (a local file; see :func:`render_report_html`)."""
-    html = render_report_html(summary=summary, rows=rows, sections=sections)
+    html = render_report_html(summary=summary, rows=rows, sections=sections, specs=specs)
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(p.name + ".part")

@@ -10,9 +10,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from fairspark import columns as C
-from fairspark._values import params_json
-from fairspark.audits.base import AuditOutcome, MetricRow, ReportSection
-from fairspark.status import Status
+from fairspark.audits import AuditOutcome, MetricRow, ReportSection, Status, params_json
 
 
 def run(ctx: Any, params: Any) -> AuditOutcome:

@@ -6,9 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from fairspark._params import AuditParams
-from fairspark.audits.spec import AuditSpec, DecisionInput
-from fairspark.report.decision import DecisionLine, fmt_number, num
+from fairspark.audits import AuditParams, AuditSpec, DecisionInput, DecisionLine, fmt_number, num
 
 
 class ToyParams(AuditParams):

@@ -1,0 +1,53 @@
+"""The Python worker daemon of fairspark's local sessions (``python -m fairspark._daemon``).
+
+PySpark's own daemon (``spark.python.daemon.module``, see
+:func:`fairspark.session.build_session`) after :func:`fairspark._threads.preload` of
+the numeric libraries and of every registered audit's ``worker_modules``. It sits
+above the registry (nothing imports it): a plugin that cannot be loaded costs its
+modules' preload only, never the daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from fairspark._threads import PRELOAD, os_threads, preload
+
+__all__ = ["main", "preload_modules"]
+
+
+def preload_modules() -> tuple[str, ...]:
+    """:data:`~fairspark._threads.PRELOAD` and every registered audit's
+    ``worker_modules``, in run order (``PRELOAD`` alone when the registry cannot load)."""
+    try:
+        from fairspark.registry import specs
+
+        tasks = [m for spec in specs().values() for m in spec.worker_modules]
+    except Exception:  # noqa: BLE001 - a broken registry only costs time here
+        return PRELOAD
+    return (*PRELOAD, *dict.fromkeys(m for m in tasks if m not in PRELOAD))
+
+
+def main() -> None:  # pragma: no cover - runs as Spark's worker daemon
+    """PySpark's daemon after :func:`preload`, if the imports started no OS thread.
+
+    PySpark's daemon forks its workers and must not hold threads when it forks; if an
+    import started one, the preloaded daemon is not safe and plain PySpark's runs
+    (the worker then imports the libraries itself).
+    """
+    preload(preload_modules())
+    if os_threads() != 1:
+        print(
+            f"fairspark: preloading started {os_threads()} threads; running the plain daemon",
+            file=sys.stderr,
+        )
+        # nothing has been written to the JVM yet: become PySpark's own daemon
+        os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
+    from pyspark.daemon import manager
+
+    manager()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,541 @@
+"""The run configuration's models: one typed, validated object per section.
+
+Every key is documented in ``docs/config.md``. This module knows no audit: the
+``audits`` section's model is built from the specs it is given
+(:func:`audits_model`), and a :class:`Config` is validated with those specs in its
+validation context (``{"specs": ..., "broken": ...}``), which
+:func:`fairspark.config.parse_config` passes from the registry. Modules below the
+registry (preparation, the window, gating, the audit contract) import their config
+types from here.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+from pydantic import (
+    Field,
+    SerializeAsAny,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_validator,
+)
+
+from fairspark._params import AuditParams, StrictModel
+from fairspark.errors import ConfigError
+
+Scalar = str | int | float | bool
+
+__all__ = [
+    "AuditSections",
+    "ColumnsConfig",
+    "Config",
+    "InputConfig",
+    "LimitRule",
+    "LimitsConfig",
+    "ModelConfig",
+    "audits_model",
+]
+
+
+class InputConfig(StrictModel):
+    """Where the scored table comes from."""
+
+    path: str | None = None
+    format: Literal["parquet", "csv", "orc", "json"] = "parquet"
+    table: str | None = None
+    options: dict[str, Scalar] = Field(default_factory=dict)
+    where: str | None = None
+    #: the column the table is partitioned by, one value (a date, YYYY-MM-DD) a day:
+    #: never a feature; with ``window`` each partition is aggregated once into a state
+    partition_column: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InputConfig:
+        if (self.path is None) == (self.table is None):
+            raise ValueError("give exactly one of 'input.path' or 'input.table'")
+        return self
+
+
+class WindowConfig(StrictModel):
+    """A rolling window of daily partitions, audited from per-partition states.
+
+    Each partition of ``input.partition_column`` in the window is aggregated once
+    into a state stored under ``<output.path>/_states`` (its group cells, input-check
+    counters, and a hash-rank sample of its rows); a night reads only the partitions
+    it has no valid state for (see ``docs/operations.md``, "Incremental nightlies").
+    """
+
+    #: the window ends at the run date and holds this many days of partitions
+    days: int = Field(30, ge=1, le=3660)
+    #: what HFM, whose distance does not merge, audits: the newest partition of the
+    #: window, or the window's merged hash-rank sample
+    hfm: Literal["newest", "sample"] = "newest"
+    #: rows of the window's merged sample, which mdfa and correlation (and HFM with
+    #: ``hfm: sample``) audit; default: the largest ``sample_rows`` of those audits
+    sample_rows: int | None = Field(None, ge=100)
+    #: partitions to re-aggregate even when their state looks valid (``--restate``);
+    #: not part of the config hash
+    restate: list[str] = Field(default_factory=list)
+
+
+class SensitiveConfig(StrictModel):
+    """One sensitive attribute and how its privileged group is defined."""
+
+    column: str
+    privileged: list[Scalar] | None = None
+    privileged_expr: str | None = None
+    name: str | None = None
+
+    @field_validator("privileged", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str | int | float | bool) else v
+
+    @model_validator(mode="after")
+    def _one_definition(self) -> SensitiveConfig:
+        if (self.privileged is None) == (self.privileged_expr is None):
+            raise ValueError(
+                f"sensitive attribute {self.column!r}: give exactly one of 'privileged' "
+                "(value or list of values) or 'privileged_expr' (a SQL predicate)"
+            )
+        if self.privileged is not None and len(self.privileged) == 0:
+            raise ValueError(f"sensitive attribute {self.column!r}: 'privileged' is empty")
+        return self
+
+    @property
+    def attr(self) -> str:
+        """The attribute's name in outputs (defaults to the column)."""
+        return self.name or self.column
+
+
+class _ColumnWithPositive(StrictModel):
+    """A column and the value(s) that mean the positive outcome."""
+
+    column: str
+    positive: list[Scalar] = Field(default_factory=lambda: [1])
+
+    @field_validator("positive", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str | int | float | bool) else v
+
+
+class LabelConfig(_ColumnWithPositive):
+    """The ground-truth label column and its positive value(s)."""
+
+
+class PredictionConfig(_ColumnWithPositive):
+    """The model's decision: a prediction column with its positive value(s)."""
+
+
+class ScoreConfig(StrictModel):
+    """The model's decision as a score: positive when ``score >= threshold``."""
+
+    column: str
+    threshold: float = 0.5
+
+
+class ColumnsConfig(StrictModel):
+    """Column roles of the scored table."""
+
+    features: Literal["all_others"] | list[str] = "all_others"
+    categorical: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    sensitive: list[SensitiveConfig]
+    intersections: list[list[str]] = Field(default_factory=list)
+    label: LabelConfig
+    favourable: Literal["positive", "negative"] = "positive"
+    prediction: PredictionConfig | None = None
+    score: ScoreConfig | None = None
+    weight: str | None = None
+    row_key: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ColumnsConfig:
+        if (self.prediction is None) == (self.score is None):
+            raise ValueError("give exactly one of 'columns.prediction' or 'columns.score'")
+        if not self.sensitive:
+            raise ValueError("'columns.sensitive' needs at least one attribute")
+        names = [s.attr for s in self.sensitive]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"sensitive attribute names repeat: {sorted(dup)}")
+        for combo in self.intersections:
+            if len(combo) < 2:
+                raise ValueError(f"intersection {combo} needs at least two attributes")
+            unknown = [c for c in combo if c not in names]
+            if unknown:
+                raise ValueError(
+                    f"intersection {combo} names {unknown}, which are not sensitive "
+                    f"attributes (configured: {names})"
+                )
+        return self
+
+    def attribute_names(self) -> list[str]:
+        """The names of every audited view: each sensitive attribute, then intersections."""
+        return [s.attr for s in self.sensitive] + ["*".join(c) for c in self.intersections]
+
+    @property
+    def decision_column(self) -> str:
+        """The column that holds the prediction or the score."""
+        return self.prediction.column if self.prediction else self.score.column  # type: ignore[union-attr]
+
+
+class ModelConfig(StrictModel):
+    """What the audited model is and decides, in the reader's words (report only).
+
+    Descriptive only: these keys do not change a number and stay out of the config hash.
+    """
+
+    name: str | None = None
+    version: str | None = None
+    description: str | None = None
+    decision: str | None = None
+    favourable: str | None = None
+
+
+class PreparationConfig(StrictModel):
+    """How the prepared table is built."""
+
+    max_dropped_fraction: float = Field(0.05, ge=0, le=1)
+    max_categories: int = Field(200, ge=2)
+    #: what a run does when the resolved features (columns, types, encoded dimension)
+    #: differ from the previous published run's: ``warn`` (log, summary.json, report;
+    #: trends are not compared across it) or ``fail`` (exit 2 before any output)
+    on_schema_change: Literal["warn", "fail"] = "warn"
+
+
+class AuditSections(StrictModel):
+    """Which audits run; a section that is present is enabled unless it says otherwise.
+
+    The base of the model :func:`audits_model` builds from the audits' specs: one
+    optional field per audit, typed by its ``SPEC.params``; an audit whose spec says
+    ``enabled_by_default`` runs without a section. The model keeps the specs it was
+    built from (:meth:`audit_specs`), so whoever holds a config holds them
+    (the methods' names are no audit's).
+    """
+
+    _specs: ClassVar[Mapping[str, Any]] = {}
+    _broken: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def audit_specs(cls) -> Mapping[str, Any]:
+        """Audit name -> ``AuditSpec``, in run order: the specs this model was built from."""
+        return cls._specs
+
+    @classmethod
+    def audit_spec(cls, name: str) -> Any:
+        """The ``AuditSpec`` of audit ``name`` (``KeyError`` for an unknown name)."""
+        return cls._specs[name]
+
+    @classmethod
+    def broken_plugins(cls) -> frozenset[str]:
+        """Names of the audit plugins that could not be loaded (their sections are kept
+        unread, and the run reports them failed)."""
+        return cls._broken
+
+    def enabled(self) -> dict[str, AuditParams]:
+        """The enabled audits, in run order."""
+        out: dict[str, AuditParams] = {}
+        for name in self._specs:
+            p = getattr(self, name)
+            if p is not None and p.enabled:
+                out[name] = p
+        return out
+
+    def present(self) -> dict[str, AuditParams]:
+        """Every audit section of the config (enabled or not), in run order."""
+        return {n: getattr(self, n) for n in self._specs if getattr(self, n) is not None}
+
+
+_MODELS: dict[tuple[int, ...], tuple[Any, type[AuditSections]]] = {}
+
+
+def audits_model(specs: Mapping[str, Any], broken: tuple[str, ...] = ()
+                 ) -> type[AuditSections]:
+    """The ``audits`` section's model for these specs (built once per set of specs).
+
+    Parameters
+    ----------
+    specs:
+        Audit name -> ``AuditSpec``, in run order (``fairspark.registry.specs()``).
+    broken:
+        Names of audit plugins that could not be loaded: their sections are accepted
+        as they are (a run reports those audits failed instead of refusing the config).
+    """
+    key = (*map(id, specs.values()), *map(hash, broken))
+    if key not in _MODELS:
+        fields: dict[str, Any] = {
+            name: (spec.params | None,
+                   Field(default_factory=spec.params) if spec.enabled_by_default else None)
+            for name, spec in specs.items()}
+        fields.update({name: (dict[str, Any] | None, None) for name in broken
+                       if name not in specs})
+        model = create_model("AuditsConfig", __base__=AuditSections,
+                             __doc__=AuditSections.__doc__, **fields)
+        model._specs = dict(specs)
+        model._broken = frozenset(broken)
+        # the specs are held with the model, so their ids stay theirs
+        _MODELS[key] = (tuple(specs.values()), model)
+    return _MODELS[key][1]
+
+
+class OutputConfig(StrictModel):
+    """Where results go."""
+
+    path: str
+    report: bool = True
+    table: str | None = None
+    trend_runs: int = Field(30, ge=0)
+    lock_stale_s: float = Field(6 * 3600, gt=0)
+
+
+class LimitRule(StrictModel):
+    """One limit on a headline number, e.g. ``|statistical_parity_difference| <= 0.1``."""
+
+    metric: str
+    audit: str | None = None
+    attribute: str | None = None
+    group: str | None = None
+    model: str | None = None
+    max: float | None = None
+    min: float | None = None
+    abs_max: float | None = Field(None, ge=0)
+    persistence: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> LimitRule:
+        if self.max is None and self.min is None and self.abs_max is None:
+            raise ValueError(f"limit on {self.metric!r} needs 'max', 'min' or 'abs_max'")
+        if self.abs_max is not None and (self.max is not None or self.min is not None):
+            raise ValueError(f"limit on {self.metric!r}: give 'abs_max' or 'min'/'max', not both")
+        if self.max is not None and self.min is not None and self.min > self.max:
+            raise ValueError(f"limit on {self.metric!r}: 'min' is above 'max'")
+        return self
+
+
+class LimitsConfig(StrictModel):
+    """Limits that gate the run (exit code 3 when one is violated)."""
+
+    rules: list[LimitRule] = Field(default_factory=list)
+    correction: Literal["holm", "bh", "none"] = "holm"
+    alpha: float = Field(0.05, gt=0, lt=1)
+    fail_on_violation: bool = True
+    #: a group with fewer rows, or fewer favourable decisions, is "too small to rank":
+    #: it is still checked (and may gate) but is never named the worst group
+    min_rank_rows: int = Field(30, ge=1)
+    min_rank_favourable: int = Field(5, ge=0)
+
+
+class SparkConfig(StrictModel):
+    """Spark settings used when fairspark starts the session itself (CLI)."""
+
+    master: str = "local[2]"
+    app_name: str = "fairspark-audit"
+    conf: dict[str, Scalar] = Field(default_factory=dict)
+
+
+class Config(StrictModel):
+    """The whole run configuration."""
+
+    dataset: str
+    run_date: _dt.date | None = None
+    seed: int = 0
+    input: InputConfig
+    columns: ColumnsConfig
+    model: ModelConfig | None = None
+    preparation: PreparationConfig = Field(default_factory=PreparationConfig)
+    #: validated against the model of the specs in the validation context
+    audits: SerializeAsAny[AuditSections] = Field(None, validate_default=True)
+    output: OutputConfig
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    redact_columns: list[str] = Field(default_factory=list)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    window: WindowConfig | None = None
+
+    @field_validator("audits", mode="before")
+    @classmethod
+    def _audit_sections(cls, v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, AuditSections):
+            return v
+        context = info.context or {}
+        if "specs" not in context:
+            raise ValueError("the audit sections are read against the registered audits: "
+                             "build the config with fairspark.config.parse_config")
+        model = audits_model(context["specs"], tuple(context.get("broken", ())))
+        return model.model_validate({} if v is None else v)
+
+    @field_validator("run_date", mode="before")
+    @classmethod
+    def _iso_date(cls, v: Any) -> Any:
+        if isinstance(v, _dt.date) or v is None:
+            return v
+        if isinstance(v, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v.strip()):
+            return v.strip()
+        raise ValueError(f"expected a date as YYYY-MM-DD, got {v!r}")
+
+    def check_window(self) -> None:
+        """A ``window`` needs a partitioned folder, and selects its partitions itself.
+
+        Raises
+        ------
+        ConfigError
+            Naming the key that is missing or in the way.
+        """
+        if self.window is None:
+            return
+        if not self.input.partition_column:
+            raise ConfigError("config key 'window' needs 'input.partition_column': the "
+                              "column whose daily partitions the window is made of")
+        if not self.input.path:
+            raise ConfigError("config key 'window' reads a partitioned folder: give "
+                              "'input.path' (a metastore 'input.table' is not supported "
+                              "with a window)")
+        if self.input.where:
+            raise ConfigError("config key 'input.where' cannot be used with 'window': the "
+                              "window selects its partitions itself (it ends at the run date)")
+        last = self.effective_run_date()
+        first = last - _dt.timedelta(days=self.window.days - 1)
+        for part in self.window.restate:
+            try:
+                if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(part)):
+                    raise ValueError
+                day = _dt.date.fromisoformat(str(part))
+            except ValueError:
+                raise ConfigError(f"config key 'window.restate' (--restate): {str(part)!r} is "
+                                  "not a partition date (expected a real date YYYY-MM-DD, "
+                                  "e.g. 2026-11-14)") from None
+            if not first <= day <= last:
+                raise ConfigError(
+                    f"config key 'window.restate' (--restate): {str(part)!r} is outside the "
+                    f"window {first.isoformat()}..{last.isoformat()} ('window.days' "
+                    f"{self.window.days} ending at the run date {last.isoformat()}): only "
+                    "the window's partitions have states to aggregate again; restate a date "
+                    "inside it, or run that date's night with --run-date")
+
+    def check_attributes(self) -> None:
+        """Every audit's ``attributes`` must name configured views (the one rule).
+
+        Called when a config is parsed and again when a run starts (for configs built
+        in code).
+
+        Raises
+        ------
+        ConfigError
+            Naming the audit's key and the unknown name.
+        """
+        known = self.columns.attribute_names()
+        bad = [f"config key 'audits.{name}.attributes': {a!r} is not a sensitive attribute or "
+               "intersection"
+               for name, params in self.audits.present().items()
+               for a in params.attributes or [] if a not in known]
+        if bad:  # every audit that names it, not only the first
+            raise ConfigError(f"{'; '.join(bad)} (configured: {known})")
+
+    def check_limits(self) -> None:
+        """Every limit names a metric (and attribute) that an enabled audit can produce.
+
+        A misspelled metric would otherwise match no row and turn gating off.
+
+        Raises
+        ------
+        ConfigError
+            Naming the rule's key, the unknown name and the closest known names.
+        """
+        import difflib
+
+        enabled = self.audits.enabled()
+        for i, rule in enumerate(self.limits.rules):
+            key = f"limits.rules[{i}]"
+            if rule.audit is not None and rule.audit in self.audits.broken_plugins():
+                continue  # the plugin could not be loaded: the run reports it failed
+            if rule.audit is not None and rule.audit not in enabled:
+                raise ConfigError(f"config key '{key}.audit': {rule.audit!r} is not an enabled "
+                                  f"audit (enabled: {list(enabled)})")
+            names = sorted({m for a in ([rule.audit] if rule.audit else enabled)
+                            for m in self.audits.audit_spec(a).metrics})
+            if rule.metric not in names:
+                close = difflib.get_close_matches(rule.metric, names, n=3, cutoff=0.6)
+                hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+                raise ConfigError(f"config key '{key}.metric': {rule.metric!r} is not a metric "
+                                  f"of the enabled audits{hint}")
+            known = [*self.columns.attribute_names(), "*"]
+            if rule.attribute is not None and rule.attribute not in known:
+                raise ConfigError(f"config key '{key}.attribute': {rule.attribute!r} is not a "
+                                  f"sensitive attribute or intersection (configured: {known})")
+
+    def config_hash(self) -> str:
+        """A short hash of everything that can change the numbers: the comparability key.
+
+        Left out: the run date, where outputs go, Spark settings, the descriptive
+        ``model`` keys, and where the input comes from and which window of it is read
+        (``input.path``, ``input.table``, ``input.where``). A nightly job points at a new
+        partition or filters a new date window every night; its runs stay comparable as
+        long as the columns, groups and audit parameters stay the same. What the input
+        itself resolves to (features, their types, the encoded dimension) is the other
+        half of the comparability key: ``summary.json`` ``input_schema``, compared by
+        :func:`fairspark.nightly.history.schema_change`. ``preparation.on_schema_change``
+        changes no number and is left out too, as are ``limits.min_rank_rows`` and
+        ``limits.min_rank_favourable`` (they choose the group the report names worst).
+        """
+        skip: dict[str, Any] = {"run_date": True, "output": True, "spark": True,
+                                "model": True, "input": {"path", "table", "where"},
+                                "preparation": {"on_schema_change"},
+                                "window": {"restate"},
+                                # which group the report names worst, no number
+                                "limits": {"min_rank_rows", "min_rank_favourable"}}
+        d = self.model_dump(mode="json", exclude=skip)
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def effective_run_date(self) -> _dt.date:
+        """The run date, defaulting to today (UTC)."""
+        return self.run_date or _dt.datetime.now(_dt.timezone.utc).date()
+
+    def with_local_paths_absolute(self, cwd: str | None = None) -> Config:
+        """This config with its relative local paths made absolute against ``cwd``
+        (default: the process's working directory).
+
+        ``input.path``, ``output.path`` and ``audits.hfm.dr_model`` without a URI scheme
+        are relative to where the command runs, as a user reads them. Spark resolves
+        them against its JVM's working directory instead, which is another folder when
+        the session was started elsewhere (a notebook's or a test's session reused by
+        the CLI), so the CLI resolves them once, here.
+        """
+        import os
+
+        base = cwd or os.getcwd()
+
+        def absolute(path: str | None) -> str | None:
+            if not path or "://" in path or path.startswith("file:") or os.path.isabs(path):
+                return path
+            return os.path.normpath(os.path.join(base, path))
+
+        update: dict[str, Any] = {}
+        if self.input.path and absolute(self.input.path) != self.input.path:
+            update["input"] = self.input.model_copy(update={"path": absolute(self.input.path)})
+        if absolute(self.output.path) != self.output.path:
+            update["output"] = self.output.model_copy(update={"path": absolute(self.output.path)})
+        hfm = self.audits.hfm
+        if hfm is not None and hfm.dr_model and absolute(hfm.dr_model) != hfm.dr_model:
+            update["audits"] = self.audits.model_copy(
+                update={"hfm": hfm.model_copy(update={"dr_model": absolute(hfm.dr_model)})})
+        return self.model_copy(update=update) if update else self
+
+    def pinned(self) -> Config:
+        """This config with its run date fixed (today, UTC, when not configured).
+
+        A run resolves its date once, when it starts: every later reader (the status
+        file, the published folder, the rows, the summary) then sees the same date,
+        also when the run crosses midnight UTC.
+        """
+        if self.run_date is not None:
+            return self
+        return self.model_copy(update={"run_date": self.effective_run_date()})
