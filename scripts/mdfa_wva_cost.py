@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
                     help='JSON {label: {MDFAParams fields}} of Algorithm 1 variants '
                          '(instead of --trees), e.g. \'{"refit": {"violation_regrow": 1}, '
                          '"once": {"violation_regrow": 0}}\'')
+    ap.add_argument("--seed", type=int, default=11, help="seed of the splits (and view net)")
     ap.add_argument("--params", default="{}",
                     help="JSON of MDFAParams fields for every variant (e.g. the old defaults)")
     args = ap.parse_args(argv)
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         smp = MDFASample(x=x, s=s, y=y, desc=x, feature_names=names, desc_names=names)
         base = MDFAParams(splits=args.splits, worst_violation=False, null_draws=0,
                           **{**extra, **json.loads(args.params)})
-        seeds = [derive_seed(11, data, "split", i) for i in range(args.splits)]
+        seeds = [derive_seed(args.seed, data, "split", i) for i in range(args.splits)]
         smp, base = prepare_view(smp, seed=seeds[0], params=base)
         states = [balance_split(smp, seed=sd, params=base) for sd in seeds]
         cpu0 = []

@@ -14,7 +14,7 @@ import yaml
 from conftest import write_parquet
 
 from fairspark import cli
-from fairspark.audits import registry
+from fairspark import registry
 
 
 @pytest.fixture(scope="module")

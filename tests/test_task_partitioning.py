@@ -179,4 +179,4 @@ def test_local_session_workers_fork_from_the_preloading_daemon(spark):
             yield pd.DataFrame({"cmd": [cmd]})
 
     cmds = spark.range(0, 2, 1, numPartitions=2).mapInPandas(parent, "cmd string").toPandas()
-    assert all("fairspark._threads" in c for c in cmds["cmd"])
+    assert all("fairspark._daemon" in c for c in cmds["cmd"])
