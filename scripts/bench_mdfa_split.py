@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     c0 = time.process_time()
     sample = sample.with_null_model(seed=derive_seed(args.seed, "null"))
     c1 = time.process_time()
-    sample, params = prepare_view(sample, seed=seeds[0], params=params)
+    sample, params = prepare_view(sample, seeds=seeds, params=params)
     c2 = time.process_time()
     rows = [run_split(sample, split=i, seed=sd, params=params) for i, sd in enumerate(seeds)]
     wall = time.process_time() - c2

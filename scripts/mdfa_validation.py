@@ -281,8 +281,8 @@ def null_check(data: str, *, splits: int, draws: int, observed: bool,
     p = MDFAParams(splits=splits, worst_violation=False, **(extra or {}))
     seeds = [derive_seed(7, "mdfa", data, "split", i) for i in range(splits)]
     t0 = time.time()
-    smp0, p = prepare_view(smp0, seed=seeds[0], params=p)  # once per view, as the audit
-    states = [balance_split(smp0, seed=sd, params=p) for sd in seeds]
+    smp0, p = prepare_view(smp0, seeds=seeds, params=p)  # once per view, as the audit
+    states = [balance_split(smp0, seed=sd, params=p, split=i) for i, sd in enumerate(seeds)]
     print(f"{data}: balancing {splits} splits {time.time() - t0:.0f} s; held-out AUC "
           f"{np.mean([st.balance.auc for st in states]):.3f}, max |SMD| after "
           f"{np.mean([st.balance.max_abs_smd_after for st in states]):.3f}", flush=True)
@@ -419,7 +419,8 @@ def recovery(*, seeds: int, splits: int, designs: list[tuple[float, float]],
                              desc_names=["x1", "x2"])
             if p.null_draws > 0:
                 smp = smp.with_null_model(seed=derive_seed(7, "rec", g, "null"))
-            smp, pg = prepare_view(smp, seed=derive_seed(7, "rec", g, 0), params=p)  # a view
+            smp, pg = prepare_view(  # once a view, as the audit does
+                smp, seeds=[derive_seed(7, "rec", g, i) for i in range(splits)], params=p)
             res = split_frame([run_split(smp, split=i, seed=derive_seed(7, "rec", g, i),
                                          params=pg) for i in range(splits)])
             if save_splits is not None:

@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         base = MDFAParams(splits=args.splits, worst_violation=False, null_draws=0,
                           **{**extra, **json.loads(args.params)})
         seeds = [derive_seed(args.seed, data, "split", i) for i in range(args.splits)]
-        smp, base = prepare_view(smp, seed=seeds[0], params=base)
-        states = [balance_split(smp, seed=sd, params=base) for sd in seeds]
+        smp, base = prepare_view(smp, seeds=seeds, params=base)
+        states = [balance_split(smp, seed=sd, params=base, split=i)
+                  for i, sd in enumerate(seeds)]
         cpu0 = []
         for i, (sd, st) in enumerate(zip(seeds, states, strict=True)):
             c = time.process_time()

@@ -13,8 +13,7 @@ import pytest
 import yaml
 from conftest import write_parquet
 
-from fairspark import cli
-from fairspark import registry
+from fairspark import cli, registry
 
 
 @pytest.fixture(scope="module")

@@ -129,28 +129,33 @@ def test_algorithm_one_grown_once_finds_the_planted_subgroup_like_refits():
     assert f1[0] >= f1[1] - 0.1
 
 
-def test_one_net_per_view_is_the_first_splits_net_in_every_split():
-    """prepare_view trains the first split's net once: split 0 equals a per-split run,
-    and every split of the view weighs each row by the same raw u."""
+def test_view_nets_are_the_first_splits_nets_cycled_over_the_splits():
+    """prepare_view trains the nets of the first view_nets splits once: those splits
+    equal a per-split run, and split i weighs each row by the raw u of net i mod B."""
     d = make_synthetic(n=1500, nu=0.5, mu=0.5, seed=6)
     smp = MDFASample(x=d.x, s=d.s, y=d.y, desc=d.x, feature_names=["x1", "x2"],
                      desc_names=["x1", "x2"])
     p = MDFAParams(epochs=3, l2_grid=[1e-4, 1e-2], splits=3, null_draws=0,
                    worst_violation=False)
-    view, pv = prepare_view(smp, seed=11, params=p)
-    per, pp = prepare_view(smp, seed=11, params=p.model_copy(update={"balancing_nets": "split"}))
-    assert per.view_balance is None and view.view_balance is not None
-    assert pv.l2 == pp.l2  # the same grid search on the same folds
-    a = run_split(view, split=0, seed=11, params=pv)
-    b = run_split(per, split=0, seed=11, params=pp)
-    assert (a.gamma_pos, a.gamma_neg) == (b.gamma_pos, b.gamma_neg)
-    s1, s2 = balance_split(view, seed=12, params=pv), balance_split(view, seed=13, params=pv)
-    u = view.view_balance.u
-    for st in (s1, s2):  # s = -1 rows weigh 1; s = +1 rows u rescaled to their count
+    seeds = [11, 12, 13]
+    view, pv = prepare_view(smp, seeds=seeds, params=p.model_copy(update={"view_nets": 2}))
+    per, pp = prepare_view(smp, seeds=seeds,
+                           params=p.model_copy(update={"balancing_nets": "split"}))
+    assert per.view_balance is None and view.view_balance.u.shape == (2, 1500)
+    assert pv.l2 == pp.l2  # the same grid search on the first split's folds
+    for i in (0, 1):  # the view's nets are these splits' own
+        a = run_split(view, split=i, seed=seeds[i], params=pv)
+        b = run_split(per, split=i, seed=seeds[i], params=pp)
+        assert (a.gamma_pos, a.gamma_neg) == (b.gamma_pos, b.gamma_neg)
+    for split in (2, 3):  # net split mod 2: s = -1 rows weigh 1, s = +1 rows u rescaled
+        st = balance_split(view, seed=20 + split, params=pv, split=split)
+        u = view.view_balance.u[split % 2]
         pos = st.train.s > 0
         ratio = st.train.w[pos] / u[st.tr][pos]
         np.testing.assert_allclose(ratio, ratio[0], rtol=1e-9)
         np.testing.assert_array_equal(st.train.w[~pos], 1.0)
+        np.testing.assert_allclose(st.train.z, view.view_balance.z[split % 2][st.tr], rtol=1e-6)
+    assert not np.allclose(view.view_balance.u[0], view.view_balance.u[1])
 
 
 @pytest.mark.parametrize("k,per", [(20, 2), (20, 3), (6, 2), (3, 2), (7, 1)])

@@ -16,8 +16,7 @@ from chispa import assert_df_equality
 from conftest import write_parquet
 from scipy.stats import false_discovery_control, norm
 
-from fairspark import cli
-from fairspark import registry
+from fairspark import cli, registry
 from fairspark.audits.base import AuditOutcome, MetricRow
 from fairspark.config import LimitsConfig
 from fairspark.nightly.gating import adjust_pvalues, evaluate_limits

@@ -302,7 +302,7 @@ def audit_attribute(
     c1 = time.process_time()
     _check_time(ctx, name)
     seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.planned_splits())]
-    sample, params = prepare_view(sample, seed=seeds[0], params=params)
+    sample, params = prepare_view(sample, seeds=seeds, params=params)
     view_cpu = {"null_model": c1 - c0, "balancing_net": time.process_time() - c1}
     _check_time(ctx, name)  # prepare_view trains on the driver: no Spark job to cancel
     splits, stop = _run_waves(ctx, sample, seeds=seeds, params=params, name=name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,23 +56,35 @@ __all__ = [
 
 @dataclass
 class ViewBalance:
-    """The view's balancing net, applied once to every row of the sample.
+    """The view's balancing nets, applied once to every row of the sample.
+
+    Split ``i`` uses net ``i mod B`` (``B = len(u)``): net ``b`` is the one split ``b``
+    would train on its own (its training rows and seed), so the first ``B`` splits are
+    the same as with per-split nets.
 
     Attributes
     ----------
     u:
-        Raw weights ``u(x)`` of every row (:meth:`.balance.BalancingResult.u`).
+        ``(B, n)``: raw weights ``u(x)`` of every row under each net
+        (:meth:`.balance.BalancingResult.u`).
     z:
-        The net's representation of every row, the certificate's features (None: the
-        certificate reads the standardised features).
-    l2, mmd:
-        The L2 strength of the net and its held-out MMD.
+        ``(B, n, 8)``: each net's representation of every row, the certificate's
+        features (None: the certificate reads the standardised features).
+    l2:
+        The L2 strength of the nets.
+    mmd:
+        Each net's held-out MMD.
     """
 
     u: np.ndarray
     z: np.ndarray | None
     l2: float | None
-    mmd: float | None
+    mmd: list[float | None]
+
+    def pick(self, split: int) -> tuple[np.ndarray, np.ndarray | None, float | None]:
+        """Raw weights, representation and held-out MMD of the net of split ``split``."""
+        b = int(split) % len(self.u)
+        return self.u[b], None if self.z is None else self.z[b], self.mmd[b]
 
 
 @dataclass
@@ -185,65 +198,71 @@ def choose_l2(sample: MDFASample, *, seed: int, params: MDFAParams) -> MDFAParam
 
 
 def prepare_view(
-    sample: MDFASample, *, seed: int, params: MDFAParams
+    sample: MDFASample, *, seeds: Sequence[int], params: MDFAParams
 ) -> tuple[MDFASample, MDFAParams]:
-    """The work done once per view before its splits: the balancing net of the view.
+    """The work done once per view before its splits: the balancing nets of the view.
 
-    With ``balancing_nets: view`` (default) and ``balancing: mmd_net``, the net of the
-    split whose seed is ``seed`` (the view's first split; the L2 grid searched on its
-    folds unless ``l2`` is fixed) is trained once on the driver, and its weights and
-    representation of every row go with the sample, so that no split trains a net:
-    the first split is the same as with per-split nets, and every other split reuses
-    that net on its own train/test cut. The weights depend on (x, s) only, so the null
-    draws share them as before. With ``balancing_nets: split`` this is
+    With ``balancing_nets: view`` (default) and ``balancing: mmd_net``, the nets of the
+    view's first ``view_nets`` splits (seeds ``seeds[:view_nets]``; the L2 grid
+    searched on the first one's folds unless ``l2`` is fixed) are trained once on the
+    driver, and their weights and representations of every row go with the sample, so
+    that no split trains a net: split ``i`` uses net ``i mod view_nets`` on its own
+    train/test cut (:class:`ViewBalance`). The weights depend on (x, s) only, so the
+    null draws share them as before. With ``balancing_nets: split`` this is
     :func:`choose_l2` (one net per split).
 
     Parameters
     ----------
     sample:
         The view's collected sample.
-    seed:
-        Seed of the view's first split.
+    seeds:
+        Seeds of the view's splits, in order (at least the first).
     params:
         The audit parameters.
 
     Returns
     -------
     tuple of MDFASample and MDFAParams
-        The sample (with :attr:`MDFASample.view_balance` set when a view net is used)
+        The sample (with :attr:`MDFASample.view_balance` set when view nets are used)
         and the parameters with ``l2`` set to the strength kept.
     """
     if params.balancing != "mmd_net" or params.balancing_nets == "split":
-        return sample, choose_l2(sample, seed=seed, params=params)
+        return sample, choose_l2(sample, seed=seeds[0], params=params)
     import torch  # noqa: F401 - loaded so that single_thread pins its pool too
 
     from fairspark._threads import single_thread
 
+    us, zs, mmds = [], [], []
     with single_thread():  # as in a task: one thread, the same floats
-        tr, _, xs = _split_rows(sample, seed=seed, params=params)
-        bal = _balance(xs[tr], sample.s.astype(int)[tr], seed=seed, params=params)
-        rep = bal.representation(xs) if params.certificate_features == "representation" \
-            else None
-        view = ViewBalance(u=bal.u(xs), z=rep, l2=bal.l2, mmd=bal.heldout_loss)
-    return dataclasses.replace(sample, view_balance=view), params.model_copy(
-        update={"l2": bal.l2})
+        for seed in list(seeds)[:params.view_nets]:
+            tr, _, xs = _split_rows(sample, seed=seed, params=params)
+            bal = _balance(xs[tr], sample.s.astype(int)[tr], seed=seed, params=params)
+            params = params.model_copy(update={"l2": bal.l2})  # the grid's, once
+            us.append(bal.u(xs))
+            mmds.append(bal.heldout_loss)
+            if params.certificate_features == "representation":
+                zs.append(bal.representation(xs).astype(np.float32))
+    view = ViewBalance(u=np.stack(us), z=np.stack(zs) if zs else None, l2=bal.l2, mmd=mmds)
+    return dataclasses.replace(sample, view_balance=view), params
 
 
-def balance_split(sample: MDFASample, *, seed: int, params: MDFAParams) -> SplitState:
+def balance_split(
+    sample: MDFASample, *, seed: int, params: MDFAParams, split: int = 0
+) -> SplitState:
     """Split the rows, standardise x on the training part, balance, pick the features z.
 
-    Depends on ``sample.x``, ``sample.s``, ``seed`` and ``params`` only (not on the
-    decisions), so several outcome vectors on the same rows can share it
-    (``run_split(..., state=...)``).
+    Depends on ``sample.x``, ``sample.s``, ``seed``, ``params`` and, with view nets,
+    ``split`` (which net, :class:`ViewBalance`) only (not on the decisions), so several
+    outcome vectors on the same rows can share it (``run_split(..., state=...)``).
     """
     s, y = sample.s.astype(int), sample.y.astype(int)
     n = len(s)
     tr, te, xs = _split_rows(sample, seed=seed, params=params)
     u, l2, mmd, z = np.ones(n), None, None, xs.astype(float)
     view = sample.view_balance
-    if params.balancing == "mmd_net" and view is not None:  # the view's one net
-        u, l2, mmd = view.u, view.l2, view.mmd
-        z = view.z if view.z is not None else z
+    if params.balancing == "mmd_net" and view is not None:  # one of the view's nets
+        u, rep, mmd = view.pick(split)
+        l2, z = view.l2, (rep.astype(float) if rep is not None else z)
     elif params.balancing == "mmd_net":
         bal = _balance(xs[tr], s[tr], seed=seed, params=params)
         u, l2, mmd = bal.u(xs), bal.l2, bal.heldout_loss
@@ -394,7 +413,7 @@ def run_split(
     torch.set_num_threads(1)
     c0 = time.process_time()
     if state is None:
-        st = balance_split(sample, seed=seed, params=params)
+        st = balance_split(sample, seed=seed, params=params, split=split)
     else:  # the state's decisions may be another outcome vector's: take this sample's
         y = sample.y.astype(int)
         st = dataclasses.replace(

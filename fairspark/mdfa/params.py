@@ -52,13 +52,16 @@ class MDFAParams(AuditParams):
         tilt. Same idea as the first step of Algorithm 1.
     balancing:
         ``mmd_net`` (paper) or ``uniform`` (no rebalancing, to show what it changes).
-    balancing_nets:
-        ``view`` (default): one balancing net per attribute view, the first split's
-        (with the L2 grid searched on its folds), whose weights and representation
-        every split and every null draw of the view reuse on its own train/test cut
-        (:func:`fairspark.mdfa.certify.prepare_view`); a split then trains no net.
-        ``split``: every split trains its own net (the paper's reference code), at
-        about 5 CPU-s a split on 50,000 rows.
+    balancing_nets, view_nets:
+        ``view`` (default): ``view_nets`` (4) balancing nets per attribute view, those
+        of its first splits (the L2 grid searched on the first one's folds), trained
+        once on the driver; split ``i`` and its null draws reuse the weights and
+        representation of net ``i mod view_nets`` on their own train/test cut
+        (:func:`fairspark.mdfa.certify.prepare_view`), so a split trains no net. One
+        net would do for gamma, but Algorithm 1's subgroup then rests on one net's
+        representation and varies with it from audit to audit. ``split``: every split
+        trains its own net (the paper's reference code), at about 5 CPU-s a split on
+        50,000 rows.
     mmd_kernel:
         Feature map of the MMD loss: ``quadratic`` (default: x plus all pairwise
         products, so second moments are matched too), ``linear`` (phi(x) = x, the
@@ -165,6 +168,7 @@ class MDFAParams(AuditParams):
     certificate_tilt: float = Field(0.0, ge=0.0, le=5.0)
     balancing: Literal["mmd_net", "uniform"] = "mmd_net"
     balancing_nets: Literal["view", "split"] = "view"
+    view_nets: int = Field(4, ge=1)
     mmd_kernel: Literal["linear", "quadratic", "gaussian"] = "quadratic"
     mmd_features: Literal["standardised", "rank"] = "rank"
     epochs: int = Field(30, ge=1)
