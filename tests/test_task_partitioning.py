@@ -111,6 +111,36 @@ def test_correlation_profile_has_one_record_per_task(spark, oracle_sample):
     assert sum(w["attempts"] for w in tab.profile) == len(tab.attempts)
 
 
+def test_correlation_phase_seconds_fit_inside_each_task(spark, oracle_sample):
+    """Each attempt's CPU seconds per phase (draw, fit, predict, metrics), measured in
+    the task, are >= 0, and per task they sum to no more than the task's CPU time."""
+    from fairspark.correlation._rounds import CPU_COLUMNS, round_costs
+
+    tab = run_oracle_tasks(spark, oracle_sample, OracleJob(partitions=3, profile=True, **_KW))
+    cpu = tab.cpu
+    assert list(CPU_COLUMNS) == ["cpu_draw", "cpu_fit", "cpu_predict", "cpu_metrics"]
+    assert not set(CPU_COLUMNS) & set(tab.attempts.columns)  # the attempts stay pure
+    keys = ["attr", "model", "round", "attempt"]
+    assert cpu[keys].equals(tab.attempts[keys])  # one timing per attempt run
+    assert (cpu[list(CPU_COLUMNS)] >= 0).all().all()
+    fitted = tab.attempts["status"] != "rejected"
+    assert (cpu.loc[fitted.to_numpy(), "cpu_fit"] > 0).any()
+    # the plan deals rounds (attr, model, round) in this order, round g to chunk g mod C
+    order = [(0, m, r) for m in _KW["models"] for r in range(_KW["rounds"])]
+    per_round = cpu.assign(t=cpu[list(CPU_COLUMNS)].sum(axis=1)).groupby(
+        ["attr", "model", "round"])["t"].sum()
+    (w,) = tab.profile
+    for t in w["tasks"]:
+        ids = chunk_ids(len(order), w["chunks"], t["chunk"])
+        phases = sum(per_round[order[int(g)]] for g in ids)
+        assert 0 < phases <= t["run_cpu_s"] + 1e-6, (phases, t["run_cpu_s"])
+    # summed per round: every phase, the attempts and a total that is their sum
+    rc = round_costs(cpu)
+    assert len(rc) == len(order) and (rc["attempts"] == tab.attempts.groupby(
+        ["attr", "model", "round"]).size().to_numpy()).all()
+    np.testing.assert_allclose(rc["total"], rc[["draw", "fit", "predict", "metrics"]].sum(axis=1))
+
+
 # ------------------------------------------------------------ mdfa
 def test_mdfa_same_splits_for_1_2_7_and_default_chunks(spark):
     d = make_synthetic(n=600, nu=0.6, mu=0.2, seed=4)

@@ -43,6 +43,7 @@ from fairspark._fanout import chunk_ids, fan_out, n_chunks
 from fairspark._shipping import Shipped
 from fairspark.correlation._oracle import (
     DEFAULT_METRICS,
+    PHASES,
     AttemptStatus,
     OracleData,
     OracleModel,
@@ -50,6 +51,7 @@ from fairspark.correlation._oracle import (
     run_attempt,
     split_round,
 )
+from fairspark.correlation._rounds import CPU_COLUMNS, select_rounds
 from fairspark.correlation.results import RoundSelection
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -251,6 +253,7 @@ def _result_columns(metrics: Sequence[str]) -> list[str]:
         "status",
         "reason",
         "accuracy",
+        *CPU_COLUMNS,
         *[f"v{i}" for i in range(len(metrics))],
     ]
 
@@ -258,7 +261,8 @@ def _result_columns(metrics: Sequence[str]) -> list[str]:
 def _schema(metrics: Sequence[str]) -> str:
     return (
         "attr int, model string, round int, attempt int, status string, reason string, "
-        "accuracy double, " + ", ".join(f"v{i} double" for i in range(len(metrics)))
+        "accuracy double, " + "".join(f"{c} double, " for c in CPU_COLUMNS)
+        + ", ".join(f"v{i} double" for i in range(len(metrics)))
     )
 
 
@@ -270,7 +274,7 @@ def _attempt_row(shipped: Shipped, spec: _TaskSpec, attr: int, mi: int, rnd: int
                          metrics=spec.metrics, model_params=spec.model_params.get(spec.models[mi]))
     res = run_attempt(data, split, oracle, seed=spec.seeds[attr], round_id=rnd, attempt=attempt)
     return (attr, spec.models[mi], rnd, attempt, str(res.status), res.reason, res.accuracy,
-            *res.metrics.tolist())
+            *res.cpu, *res.metrics.tolist())
 
 
 def _result_frame(rows: list[tuple], spec: _TaskSpec) -> pd.DataFrame:
@@ -323,7 +327,8 @@ def _profile_row(spec: _TaskSpec, info: dict[str, Any]) -> pd.DataFrame:
     """A task's timings as one row of the result schema (``attr = -1``)."""
     import json
 
-    row = (-1, "", -1, -1, "_profile", json.dumps(info), np.nan, *([np.nan] * len(spec.metrics)))
+    row = (-1, "", -1, -1, "_profile", json.dumps(info), np.nan,
+           *([np.nan] * (len(PHASES) + len(spec.metrics))))
     return pd.DataFrame([row], columns=_result_columns(spec.metrics)).astype(
         {"attr": "int32", "round": "int32", "attempt": "int32", "accuracy": "float64"}
     )
@@ -364,6 +369,10 @@ class AttemptTable:
     waves: int
     shipped_as: str
     profile: list[dict[str, Any]] = field(default_factory=list)
+    #: CPU seconds of every attempt's phases (``attr, model, round, attempt`` and
+    #: :data:`~._rounds.CPU_COLUMNS`), measured inside the tasks; kept apart from
+    #: ``attempts``, whose values depend on the attempts' ids only
+    cpu: pd.DataFrame | None = None
 
 
 @dataclass
@@ -458,8 +467,11 @@ class _Waves:
             .reset_index(drop=True)
             .rename(columns={f"v{i}": m for i, m in enumerate(self.metrics)})
         )
+        # the timings apart: the attempts are a function of their ids, the seconds not
+        cpu = attempts[["attr", "model", "round", "attempt", *CPU_COLUMNS]]
         return AttemptTable(
-            attempts=attempts,
+            attempts=attempts.drop(columns=list(CPU_COLUMNS)),
+            cpu=cpu,
             metrics=list(self.metrics),
             waves=len(self.frames),
             shipped_as=shipped_as,
@@ -557,9 +569,13 @@ class WaveHooks:
         Called with ``(rounds done, rounds at most, note)`` after every wave and, from
         a driver thread, every few seconds inside a wave (finished tasks of its Spark
         job, counted in rounds); rate-limiting is the caller's.
+    on_rounds:
+        Called with every wave's attempt rows (each of its rounds complete) as soon as
+        the wave is back, before ``more_rounds`` and ``on_wave``: the per-round cost log.
     """
 
     on_wave: Callable[[AttemptTable], None] | None = None
+    on_rounds: Callable[[pd.DataFrame], None] | None = None
     more_rounds: Callable[[AttemptTable], Mapping[tuple[int, int], int | None]] | None = None
     on_progress: Callable[[int, int, str], None] | None = None
 
@@ -646,6 +662,8 @@ def _run_waves(
                                   "collected": time.time()})
             wave_pdf = wave_pdf[~is_prof].reset_index(drop=True)
         waves.record(ranges, wave_pdf)
+        if hooks.on_rounds is not None:
+            hooks.on_rounds(wave_pdf)
         ranges = waves.plan(job.rounds_per_wave)
         if not len(ranges) and hooks.more_rounds is not None:
             waves.extend(hooks.more_rounds(waves.table(shipped.how)))
@@ -670,59 +688,3 @@ def _following(
                     f"wave {wave}: {done_tasks} of {total_tasks} tasks finished")
 
     return tick
-
-
-# ---------------------------------------------------------------- the kept rounds
-def select_rounds(
-    attempts: pd.DataFrame,
-    *,
-    metrics: Sequence[str],
-    n_samples: int,
-    rounds: int,
-    attempt_cap: int | None = None,
-) -> RoundSelection:
-    """Keep the first ``n_samples`` accepted attempts (by attempt number) of each round.
-
-    ``attempts`` holds the rows of one (attribute, model). A round with fewer accepted
-    attempts is dropped, with its reason, once it has run ``attempt_cap`` attempts
-    (always when ``attempt_cap`` is None); before that it is pending (a partial run).
-    """
-    metrics = list(metrics)
-    values, ids, accs, pending = [], [], [], []
-    dropped: dict[int, str] = {}
-    reasons: dict[str, int] = {}
-    used_attempts = accepted = 0
-    for r in range(rounds):
-        rd = attempts[attempts["round"] == r].sort_values("attempt", kind="mergesort")
-        ok = rd[rd["status"] == AttemptStatus.ACCEPTED]
-        if len(ok) >= n_samples:
-            # the round's attempts up to its N-th acceptance: what Algorithm 2 needed,
-            # independent of how many attempts the waves ran beyond it
-            rd = rd[rd["attempt"] <= ok["attempt"].iloc[n_samples - 1]]
-        used_attempts += len(rd)
-        accepted += int((rd["status"] == AttemptStatus.ACCEPTED).sum())
-        for why in rd.loc[rd["status"] != AttemptStatus.ACCEPTED, "reason"]:
-            key = "accuracy below min_accuracy" if str(why).startswith("accuracy") else str(why)
-            reasons[key] = reasons.get(key, 0) + 1
-        if len(ok) >= n_samples:
-            kept = ok.iloc[:n_samples]
-            values.append(kept[metrics].to_numpy(np.float64))
-            accs.append(kept["accuracy"].to_numpy(np.float64))
-            ids.append(r)
-        elif attempt_cap is not None and len(rd) < attempt_cap:
-            pending.append(r)
-        else:
-            dropped[r] = (
-                f"round {r}: {len(ok)} of {len(rd)} attempts accepted, fewer than "
-                f"n_samples={n_samples} within the attempt cap"
-            )
-    return RoundSelection(
-        values=values,
-        round_ids=ids,
-        dropped=dropped,
-        attempts=used_attempts,
-        accepted=accepted,
-        rejected_reasons=reasons,
-        accuracies=np.concatenate(accs) if accs else np.empty(0),
-        pending=pending,
-    )

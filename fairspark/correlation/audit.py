@@ -20,6 +20,7 @@ catalogue metric i          metric j     r*_ij, r* - e, r* + e; rounds and pair 
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from fairspark.correlation._estimate import (
     matrix_se_path,
 )
 from fairspark.correlation._oracle import CELLS, DEFAULT_METRICS, make_model
+from fairspark.correlation._rounds import cost_summary, round_cost_line, round_costs
 from fairspark.correlation._spark import (
     AttemptTable,
     OracleJob,
@@ -73,6 +75,8 @@ __all__ = [
 ]
 
 AUDIT = "correlation"
+
+log = logging.getLogger("fairspark")
 
 
 class BudgetExhaustedError(TimeBudgetExhaustedError):
@@ -249,14 +253,17 @@ class _AuditRun:
             self.planned[(i, model)] = out[(i, mi)] = min(p.rounds_max, max(n, run + step))
         return out
 
-    def model_result(self, attempts: Any, i: int, model: str) -> ModelResult:
-        """Kept rounds, r* and clusters of attribute ``i`` and ``model``."""
+    def model_result(self, attempts: Any, i: int, model: str, cpu: Any = None) -> ModelResult:
+        """Kept rounds, r* and clusters of attribute ``i`` and ``model`` (``cpu``: the
+        attempts' CPU seconds per phase, :attr:`AttemptTable.cpu`)."""
         p = self.params
         run = self.planned.get((i, model), self.first_wave)
         stopped = self.decisions.get((i, model))
         sel = self._select(attempts, i, model, stopped.rounds if stopped else run)
         res = ModelResult(attribute=self.names[i], model=model, status=Status.OK, selection=sel,
                           rounds=stopped or self._decision(sel, run), rounds_run=run)
+        if cpu is not None:
+            res.cost = cost_summary(round_costs(cpu[(cpu["attr"] == i) & (cpu["model"] == model)]))
         if not sel.values:
             res.status = Status.NOT_COMPUTED if sel.pending else Status.FAILED
             res.detail = _no_round_detail(sel, p)
@@ -266,12 +273,17 @@ class _AuditRun:
         _cluster(res.estimate, p, derive_seed(self.seed, AUDIT, "pivot", self.names[i], model), res)
         return res
 
+    def log_rounds(self, wave: Any) -> None:
+        """``run_oracle_tasks``' ``on_rounds``: one log line per round of a wave."""
+        for row in round_costs(wave).itertuples(index=False):
+            log.info("%s", round_cost_line(row, attribute=self.names[int(row.attr)]))
+
     def result(self, table: AttemptTable | None, *, partial: bool = False) -> CorrelationResult:
         """The audit's result from the attempts run (``None``: no attribute to run)."""
         models = []
         if table is not None:
             models = [
-                self.model_result(table.attempts, i, model)
+                self.model_result(table.attempts, i, model, table.cpu)
                 for i in self.ok_attributes
                 for model in self.params.models
             ]
@@ -441,7 +453,7 @@ def _oracle_tasks(
         rounds_per_wave=(p.partitions or _default_partitions(spark)) if waves else None,
         max_rounds=p.max_rounds,
     )
-    hooks = WaveHooks(on_wave=on_wave, on_progress=on_progress,
+    hooks = WaveHooks(on_wave=on_wave, on_progress=on_progress, on_rounds=state.log_rounds,
                       more_rounds=state.more_rounds if p.auto_rounds else None)
     return run_oracle_tasks(spark, state.sample, job, hooks)
 
@@ -634,6 +646,8 @@ def _model_summary(res: ModelResult, params: CorrelationParams) -> dict[str, Any
         d["clusters"] = {n[p]: [n[j] for j in mem] for p, mem in res.clustering.clusters}
     if res.excluded:
         d["excluded"] = res.excluded
+    if res.cost is not None:
+        d["cost"] = res.cost
     return d
 
 
@@ -655,6 +669,11 @@ def outcome_summary(result: CorrelationResult) -> dict[str, Any]:
         out["attributes"].setdefault(res.attribute, {})[res.model] = _model_summary(
             res, result.params
         )
+    costs = [r.cost for r in result.models if r.cost is not None]
+    if costs:
+        out["cost"] = {"cpu_s": {p: round(sum(c["cpu_s"][p] for c in costs), 4)
+                                 for p in costs[0]["cpu_s"]},
+                       "rounds_run": sum(c["rounds_run"] for c in costs)}
     out["status"] = Status.FAILED if result.failed else Status.OK
     return out
 

@@ -70,6 +70,8 @@ class ModelResult:
     rounds_run: int = 0
     #: the matrix's Monte-Carlo SE after each kept round (:func:`matrix_se_path`)
     se_path: list[float] = field(default_factory=list)
+    #: CPU seconds per phase of the rounds run (:func:`._rounds.cost_summary`)
+    cost: dict | None = None
 
 
 @dataclass
