@@ -34,6 +34,13 @@ round: round r depends only on its seed) and rows::
 
     python scripts/bench_correlation.py auto-vs-fixed \
         --input out/demo/_input/adult_scored.parquet --attributes sex
+
+``fits`` (issue 38 item 5) runs the same rounds with ``linear_fits: per_model`` and
+``batched`` and prints the CPU seconds per round by phase, the load average and the
+ratio::
+
+    python scripts/bench_correlation.py fits \
+        --input out/demo/_input/adult_scored.parquet --attributes sex --set rounds=4
 """
 
 from __future__ import annotations
@@ -282,10 +289,71 @@ def auto_vs_fixed(argv: list[str]) -> int:
     return 0
 
 
+def fits(argv: list[str]) -> int:
+    """``linear_fits: per_model`` against ``batched`` in one session (issue 38 item 5).
+
+    The same rounds (same seeds, bootstraps and test sets) of the audit on the demo's
+    scored table, once with one scikit-learn fit per attempt and once with each round's
+    logistic regressions fitted together; prints the CPU seconds per round by phase
+    (measured in the tasks, ``summary.json``'s ``cost``), the wall time, the load
+    average (``os.getloadavg()``) before and after each run, the ratio, and whether the
+    representatives and r(tpr_difference, fnr_difference) agree.
+    """
+    import logging
+
+    import yaml
+
+    from fairspark.demo import demo_config
+
+    ap = argparse.ArgumentParser(prog="bench_correlation.py fits")
+    ap.add_argument("--input", required=True, help="the demo's scored Adult parquet")
+    ap.add_argument("--attributes", nargs="+", default=["sex"])
+    ap.add_argument("--set", nargs="*", default=["rounds=4"], metavar="KEY=VALUE",
+                    help="correlation parameters for both runs (default rounds=4)")
+    ap.add_argument("--master", default="local[2]")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    extra = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    spark = build_session(master=args.master)
+    got = {}
+    for how in ("per_model", "batched"):
+        corr = {"attributes": args.attributes, **extra, "linear_fits": how}
+        cfg = demo_config(overrides={
+            "input": {"path": args.input},
+            "audits": {"group": None, "hfm": None, "mdfa": None, "correlation": corr},
+        })
+        la0 = os.getloadavg()
+        summary, rows, wall, _, _ = _correlation_run(spark, cfg)
+        la1 = os.getloadavg()
+        got[how] = summary
+        print(f"linear_fits: {how}: {wall:.1f} s wall, load average "
+              f"{la0[0]:.2f} {la0[1]:.2f} {la0[2]:.2f} -> {la1[0]:.2f} {la1[1]:.2f} {la1[2]:.2f}")
+        for attr, models in summary["attributes"].items():
+            for model, a in models.items():
+                c = a["cost"]["cpu_s_per_round"]
+                print(f"  {attr}/{model}: {a['cost']['rounds_run']} rounds, "
+                      f"{a['cost']['attempts']} attempts; CPU s per round "
+                      + ", ".join(f"{k} {v:.2f}" for k, v in c.items())
+                      + f"; r(tpr, fnr) {_pair(rows, attr, model):.12f}; representatives "
+                      f"{a.get('representatives')}", flush=True)
+    pm, bt = got["per_model"], got["batched"]
+    for attr, models in pm["attributes"].items():
+        for model, a in models.items():
+            b = bt["attributes"][attr][model]
+            ratio = a["cost"]["cpu_s_per_round"]["total"] / b["cost"]["cpu_s_per_round"]["total"]
+            same = a.get("representatives") == b.get("representatives")
+            print(f"{attr}/{model}: CPU s per round per_model / batched = {ratio:.2f}; "
+                  f"representatives {'the same' if same else 'DIFFER'}")
+    spark.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["auto-vs-fixed"]:
         return auto_vs_fixed(argv[1:])
+    if argv[:1] == ["fits"]:
+        return fits(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200, help="N accepted models per round")
     ap.add_argument("--rounds", type=int, default=10, help="L rounds")

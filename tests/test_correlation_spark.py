@@ -17,10 +17,10 @@ from fairspark.correlation import (
     correlation_audit,
     draw_stratified_sample,
     estimate_correlations,
-    run_attempt,
     run_oracle_tasks,
     split_round,
 )
+from fairspark.correlation._batched import task_attempt
 from fairspark.correlation.audit import outcome_from_result
 from fairspark.correlation.report import render
 
@@ -174,7 +174,7 @@ def test_tasks_identical_for_1_and_4_partitions_and_equal_to_kernel(spark, table
         data = s.for_attribute(int(row["attr"]))
         seed = [11, 12][int(row["attr"])]
         split = split_round(data, seed=seed, round_id=int(row["round"]), test_fraction=0.3)
-        ref = run_attempt(
+        ref = task_attempt(
             data, split, OracleModel(model=row["model"], k=150, min_accuracy=0.55),
             seed=seed, round_id=int(row["round"]), attempt=int(row["attempt"]),
         )

@@ -20,10 +20,10 @@ from fairspark.correlation import (
     OracleJob,
     OracleModel,
     draw_stratified_sample,
-    run_attempt,
     run_oracle_tasks,
     split_round,
 )
+from fairspark.correlation._batched import task_attempt
 from fairspark.correlation._spark import chunk_ids, n_chunks
 from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_splits, run_splits_local
 from fairspark.mdfa._spark import chunk_splits
@@ -86,7 +86,7 @@ def test_correlation_same_attempts_for_1_2_7_and_default_chunks(spark, oracle_sa
     assert len(metrics) == len(OracleModel.__dataclass_fields__["metrics"].default)
     for _, row in default.iterrows():
         split = split_round(data, seed=21, round_id=int(row["round"]), test_fraction=0.3)
-        ref = run_attempt(
+        ref = task_attempt(
             data, split, OracleModel(model=row["model"], k=120, min_accuracy=0.6),
             seed=21, round_id=int(row["round"]), attempt=int(row["attempt"]),
         )

@@ -52,6 +52,7 @@ __all__ = [
     "OracleData",
     "OracleModel",
     "RoundSplit",
+    "judge_counts",
     "make_model",
     "run_attempt",
     "split_round",
@@ -342,6 +343,14 @@ def _judge(
     y_t, w_t, p_t = data.y[split.test], data.w[split.test], data.priv[split.test]
     unpriv = _group_counts(y_t[~p_t], pred[~p_t], w_t[~p_t])
     priv = _group_counts(y_t[p_t], pred[p_t], w_t[p_t])
+    return judge_counts(unpriv, priv, metrics=metrics, min_accuracy=min_accuracy)
+
+
+def judge_counts(
+    unpriv: dict[str, float], priv: dict[str, float], *, metrics: Sequence[str],
+    min_accuracy: float,
+) -> AttemptResult:
+    """Accuracy and metric vector from each group's weighted confusion cells."""
     with np.errstate(all="ignore"):
         if set(metrics) <= set(CATALOGUE):
             # the same values as catalogue_from_counts for these keys, without its

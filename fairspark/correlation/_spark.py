@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from fairspark import columns
 from fairspark._fanout import chunk_ids, fan_out, n_chunks
 from fairspark._shipping import Shipped
+from fairspark.correlation._batched import batched_family, run_round_batched
 from fairspark.correlation._oracle import (
     DEFAULT_METRICS,
     PHASES,
@@ -52,10 +52,11 @@ from fairspark.correlation._oracle import (
     split_round,
 )
 from fairspark.correlation._rounds import CPU_COLUMNS, select_rounds
+from fairspark.correlation._sample import OracleSample, draw_stratified_sample
 from fairspark.correlation.results import RoundSelection
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 __all__ = [
     "AttemptTable",
@@ -71,141 +72,6 @@ __all__ = [
     "run_round_ids",
     "select_rounds",
 ]
-
-
-# ---------------------------------------------------------------- the stratified sample
-@dataclass
-class OracleSample:
-    """The capped stratified sample every training task reads.
-
-    Attributes
-    ----------
-    x, y, w : features (n, d), labels (1.0 = favourable), weights.
-    priv : (n, a) privileged flags, one column per attribute.
-    attributes : attribute names, in column order of ``priv``.
-    population_rows : labelled rows in the table (before the cap).
-    population_cells : attribute -> labelled rows per group x label cell (``CELLS`` order).
-    """
-
-    x: np.ndarray
-    y: np.ndarray
-    w: np.ndarray
-    priv: np.ndarray
-    attributes: list[str]
-    population_rows: int
-    population_cells: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def for_attribute(self, i: int) -> OracleData:
-        """The oracle's view of attribute ``i`` (binary privileged / unprivileged)."""
-        return OracleData(x=self.x, y=self.y, priv=self.priv[:, i], w=self.w)
-
-
-def _labelled_df(df: DataFrame, *, priv_cols: Sequence[str], cols: columns.TableColumns
-                 ) -> DataFrame:
-    """The labelled rows as ``_y, _x, _w, _p0.._p<a-1>, _k`` (a null flag is False)."""
-    from pyspark.sql import functions as F
-
-    from fairspark.errors import MissingColumnError
-
-    label_col, features_col, weight_col, key_col = cols.label, cols.features, cols.weight, cols.key
-    wanted = [label_col, features_col, *priv_cols, weight_col, key_col]
-    missing = [c for c in wanted if c and c not in df.columns]
-    if missing:
-        raise MissingColumnError(missing[0], "correlation input", df.columns)
-    w_expr = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
-    flags = [
-        F.coalesce(F.col(c).cast("boolean"), F.lit(False)).alias(f"_p{i}")
-        for i, c in enumerate(priv_cols)
-    ]
-    return df.where(F.col(label_col).isNotNull()).select(
-        F.col(label_col).cast("double").alias("_y"),
-        F.col(features_col).alias("_x"),
-        w_expr.alias("_w"),
-        *flags,
-        F.col(key_col).cast("string").alias("_k"),
-    )
-
-
-def _population_cells(
-    counts: Mapping[tuple, int], attributes: Sequence[str]
-) -> dict[str, np.ndarray]:
-    """Rows per group x label cell of each attribute, from the (label, *flags) counts."""
-    cells = {a: np.zeros(4, dtype=np.int64) for a in attributes}
-    for (y, *flags), n in counts.items():
-        for a, flag in zip(attributes, flags, strict=True):
-            cells[a][2 * int(bool(flag)) + int(y > 0.5)] += n
-    return cells
-
-
-def draw_stratified_sample(
-    df: DataFrame,
-    *,
-    priv_cols: Sequence[str],
-    attributes: Sequence[str],
-    max_rows: int,
-    seed: int,
-    cols: columns.TableColumns = columns.PREPARED,
-) -> OracleSample:
-    """Draw the labelled rows' stratified sample with Spark and bring it to the driver.
-
-    Parameters
-    ----------
-    df : Spark DataFrame with the prepared-table columns.
-    priv_cols, attributes : privileged-flag columns and the attribute names.
-    max_rows : cap on the sample's rows.
-    seed : seed of the ranking hash.
-    cols : the label, features, weight and key columns (the prepared table's by
-        default; ``weight=None`` means weight 1).
-
-    Returns
-    -------
-    OracleSample
-        :func:`fairspark.sampling.stratified_sample` of the labelled rows with strata
-        label x privileged flags and the row key as the hash key: each stratum's
-        largest-remainder quota of ``max_rows``, its rows of lowest
-        ``pmod(xxhash64(key, seed), 2^30)`` (ties by key). Rows are ordered by
-        (label, flags, rank, key), independent of the table's partitioning.
-    """
-    from fairspark.sampling import stratified_sample, stratum_counts
-
-    labelled_df = _labelled_df(df, priv_cols=priv_cols, cols=cols)
-    strata = ["_y", *[f"_p{i}" for i in range(len(priv_cols))]]
-    counts = stratum_counts(labelled_df, strata)
-    if sum(counts.values()) == 0:
-        return _to_oracle_sample(pd.DataFrame(columns=strata), attributes, counts)
-    sample_pdf = (
-        stratified_sample(
-            labelled_df, strata=strata, key_col="_k", cap=max_rows, seed=seed, counts=counts
-        )
-        .select(*strata, "_h", "_k", "_x", "_w")
-        .toPandas()
-        .sort_values([*strata, "_h", "_k"], kind="mergesort")
-        .reset_index(drop=True)
-    )
-    return _to_oracle_sample(sample_pdf, attributes, counts)
-
-
-def _to_oracle_sample(
-    sample_pdf: pd.DataFrame, attributes: Sequence[str], counts: Mapping[tuple, int]
-) -> OracleSample:
-    """The collected sample (``_y, _p<i>.., _x, _w``) as numpy arrays."""
-    n = len(sample_pdf)
-    pcols = [f"_p{i}" for i in range(len(attributes))]
-    x = (
-        np.vstack([np.asarray(v, dtype=np.float64) for v in sample_pdf["_x"]])
-        if n
-        else np.empty((0, 0))
-    )
-    return OracleSample(
-        x=x,
-        y=sample_pdf["_y"].to_numpy(np.float64),
-        w=sample_pdf["_w"].to_numpy(np.float64) if n else np.empty(0),
-        priv=sample_pdf[pcols].to_numpy(dtype=bool) if n else np.empty((0, len(pcols)), bool),
-        attributes=list(attributes),
-        population_rows=sum(counts.values()),
-        population_cells=_population_cells(counts, attributes) if n else {},
-    )
-
 
 # ---------------------------------------------------------------- the task side
 # Per-Python-worker caches: decoded views and round splits, keyed by shipment token.
@@ -242,6 +108,8 @@ class _TaskSpec:
     k: int
     min_accuracy: float
     test_fraction: float
+    #: fit the rounds of the linear families together (``linear_fits: batched``)
+    batched: bool = True
 
 
 def _result_columns(metrics: Sequence[str]) -> list[str]:
@@ -275,6 +143,19 @@ def _attempt_row(shipped: Shipped, spec: _TaskSpec, attr: int, mi: int, rnd: int
     res = run_attempt(data, split, oracle, seed=spec.seeds[attr], round_id=rnd, attempt=attempt)
     return (attr, spec.models[mi], rnd, attempt, str(res.status), res.reason, res.accuracy,
             *res.cpu, *res.metrics.tolist())
+
+
+def _batched_rows(shipped: Shipped, spec: _TaskSpec, attr: int, mi: int, rnd: int,
+                  span: tuple[int, int, int]) -> list[tuple]:
+    """A round of a linear family, its models fitted together (:mod:`._batched`)."""
+    data, split = _cached_split(shipped, attr, rnd, spec.seeds[attr], spec.test_fraction)
+    oracle = OracleModel(model=spec.models[mi], k=spec.k, min_accuracy=spec.min_accuracy,
+                         metrics=spec.metrics, model_params=spec.model_params.get(spec.models[mi]))
+    first, need, cap = span
+    done = run_round_batched(data, split, oracle, seed=spec.seeds[attr], round_id=rnd,
+                             first=first, need=need, cap=cap)
+    return [(attr, spec.models[mi], rnd, a, str(r.status), r.reason, r.accuracy, *r.cpu,
+             *r.metrics.tolist()) for a, r in done]
 
 
 def _result_frame(rows: list[tuple], spec: _TaskSpec) -> pd.DataFrame:
@@ -314,6 +195,10 @@ def run_round_ids(
     accepted_status = str(AttemptStatus.ACCEPTED)
     for j in ids:
         attr, mi, rnd, first, need, cap = (int(v) for v in rounds[int(j)])
+        model = spec.models[mi]
+        if spec.batched and batched_family(model, spec.model_params.get(model)):
+            rows += _batched_rows(shipped, spec, attr, mi, rnd, (first, need, cap))
+            continue
         accepted, attempt = 0, first
         while accepted < need and attempt < cap:
             row = _attempt_row(shipped, spec, attr, mi, rnd, attempt)
@@ -514,6 +399,9 @@ class OracleJob:
     max_rounds:
         The most rounds an open (attribute, model) may reach (``rounds_max``), for the
         progress bound; default ``rounds``.
+    linear_fits:
+        ``batched`` (a round's logistic regressions fitted together, :mod:`._batched`)
+        or ``per_model`` (one scikit-learn fit per attempt).
     profile:
         Record where the time goes: one dict per task (:class:`_WaveWork`,
         :func:`fairspark._fanout.fan_out`) and per wave (``wave``, ``tasks``,
@@ -537,6 +425,7 @@ class OracleJob:
     rounds_per_wave: int | None = None
     max_rounds: int | None = None
     profile: bool = False
+    linear_fits: str = "batched"
 
     def spec(self) -> _TaskSpec:
         """What every task needs of the job."""
@@ -548,6 +437,7 @@ class OracleJob:
             k=int(self.k),
             min_accuracy=float(self.min_accuracy),
             test_fraction=float(self.test_fraction),
+            batched=self.linear_fits == "batched",
         )
 
 

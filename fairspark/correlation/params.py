@@ -65,6 +65,12 @@ class CorrelationParams(AuditParams):
     partitions:
         Spark tasks the rounds are dealt to, at most one per round (``None`` = default
         parallelism x 4); under a time budget also the rounds of each wave.
+    linear_fits:
+        ``batched`` (default): a round's logistic regressions (L2 penalty, the
+        default) are fitted together by Newton's method in numpy over the stack of
+        bootstrap samples, their predictions one matrix product; the minimiser is
+        scikit-learn's to about its ``tol`` (see correlation.md). ``per_model``: one
+        scikit-learn fit per attempt. Other families always fit per model.
     shipping:
         How the sample reaches the tasks: ``auto`` (a broadcast where the session has a
         SparkContext, else inside the task closure, e.g. Spark Connect), ``broadcast``
@@ -90,6 +96,7 @@ class CorrelationParams(AuditParams):
     metrics: list[str] | None = None
     partitions: int | None = Field(None, ge=1)
     shipping: Literal["auto", "broadcast", "closure"] = "auto"
+    linear_fits: Literal["batched", "per_model"] = "batched"
 
     @model_validator(mode="after")
     def _check(self) -> CorrelationParams:
