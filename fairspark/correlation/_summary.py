@@ -36,6 +36,11 @@ def _model_summary(res: ModelResult, params: CorrelationParams) -> dict[str, Any
             stopped_by=res.rounds.reason,
             monte_carlo_se_by_round=[nan_to_none(round(v, 6)) for v in res.se_path],
         )
+        if params.auto_rounds:
+            d["stable_rounds"] = params.stable_rounds
+        if res.reps_path:
+            d["representatives_by_round"] = [list(r) if r is not None else None
+                                             for r in res.reps_path]
     if res.clustering is not None:
         n = res.clustered_metrics
         d["tau"] = res.clustering.tau

@@ -158,6 +158,32 @@ def _cluster(
         )
 
 
+def prefix_representatives(per_round: np.ndarray, metrics: Sequence[str],
+                           params: CorrelationParams, seed: int) -> tuple[str, ...] | None:
+    """The representatives (sorted) of the clustering of r* over ``per_round``'s rounds.
+
+    r* and the clustered metrics as :func:`estimate_correlations` and :func:`_cluster`
+    make them; None where the clustering fails (k representatives unreachable).
+    """
+    defined = np.isfinite(per_round)
+    n = defined.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = np.where(defined, per_round, 0.0).sum(axis=0)
+        r = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+    off = r.copy()
+    np.fill_diagonal(off, np.nan)
+    keep = [j for j in range(len(metrics)) if np.isfinite(off[j]).any()]
+    if not keep:
+        return None
+    sub = r[np.ix_(keep, keep)]
+    if params.n_representatives is not None:
+        cl = search_tau(sub, k=params.n_representatives, repeats=params.repeats,
+                        seed=seed).clustering
+    else:
+        cl = cluster_metrics(sub, tau=float(params.tau), repeats=params.repeats, seed=seed)
+    return None if cl is None else tuple(sorted(metrics[keep[q]] for q in cl.representatives))
+
+
 def _no_round_detail(sel: RoundSelection, params: CorrelationParams) -> str:
     """Why no round of a (attribute, model) reached N accepted models."""
     reasons = "; ".join(f"{k}: {v}" for k, v in sorted(sel.rejected_reasons.items()))
@@ -196,6 +222,8 @@ class _AuditRun:
     planned: dict[tuple[int, str], int] = field(default_factory=dict)
     #: (attribute index, model) -> the stopping decision, once stopped
     decisions: dict[tuple[int, str], RoundsDecision] = field(default_factory=dict)
+    #: (attribute index, model, kept round ids) -> representatives of that prefix
+    reps_cache: dict[tuple, tuple[str, ...] | None] = field(default_factory=dict)
 
     @property
     def ok_attributes(self) -> list[int]:
@@ -214,18 +242,41 @@ class _AuditRun:
         return select_rounds(sub, metrics=self.metrics, n_samples=p.n_samples, rounds=rounds,
                              attempt_cap=p.attempt_cap)
 
-    def _decision(self, sel: RoundSelection, rounds_run: int) -> RoundsDecision:
-        """The stopping rule on the kept rounds of ``0..rounds_run-1`` (or, for an
+    def _decision(self, sel: RoundSelection, rounds_run: int, i: int, model: str
+                  ) -> RoundsDecision:
+        """The stopping rules on the kept rounds of ``0..rounds_run-1`` (or, for an
         integer ``rounds``, the standard error they reached)."""
         p = self.params
         per = (estimate_correlations(sel.values, metrics=self.metrics, ci_level=p.ci_level)
                .per_round if sel.values else None)
         if p.auto_rounds:
+            reps = (self.reps_path(per, sel.round_ids, i, model)
+                    if p.stable_rounds and per is not None else None)
             return decide_rounds(sel.round_ids, per, rounds_run=rounds_run,
                                  rounds_min=p.rounds_min, rounds_max=p.rounds_max,
-                                 target_se=p.target_se)
+                                 target_se=p.target_se, representatives=reps,
+                                 stable_rounds=p.stable_rounds)
         se = float(matrix_se_path(per)[-1]) if per is not None else float("nan")
         return RoundsDecision(True, rounds_run, len(sel.values), se, "fixed")
+
+    def reps_path(self, per_round: Any, round_ids: Sequence[int], i: int, model: str
+                  ) -> list[tuple[str, ...] | None]:
+        """The representatives (sorted names) after each prefix of the kept rounds.
+
+        The clustering of each prefix is the one :func:`_cluster` reports when the rounds
+        stop there (same r*, same pivot seed), so the representatives a ``stable`` stop
+        reads are the ones the user gets. Prefixes are cached: a kept round's results
+        never change once its wave is back.
+        """
+        seed = derive_seed(self.seed, AUDIT, "pivot", self.names[i], model)
+        out = []
+        for n in range(1, len(round_ids) + 1):
+            key = (i, model, tuple(round_ids[:n]))
+            if key not in self.reps_cache:
+                self.reps_cache[key] = prefix_representatives(
+                    per_round[:n], self.metrics, self.params, seed)
+            out.append(self.reps_cache[key])
+        return out
 
     def more_rounds(self, table: AttemptTable) -> dict[tuple[int, int], int | None]:
         """``run_oracle_tasks``' ``more_rounds``: stop an (attribute, model) or plan more.
@@ -242,7 +293,7 @@ class _AuditRun:
             if (i, model) in self.decisions:
                 continue
             mi = p.models.index(model)
-            d = self._decision(self._select(table.attempts, i, model, run), run)
+            d = self._decision(self._select(table.attempts, i, model, run), run, i, model)
             if d.stopped:
                 self.decisions[(i, model)] = d
                 out[(i, mi)] = None
@@ -262,7 +313,7 @@ class _AuditRun:
         stopped = self.decisions.get((i, model))
         sel = self._select(attempts, i, model, stopped.rounds if stopped else run)
         res = ModelResult(attribute=self.names[i], model=model, status=Status.OK, selection=sel,
-                          rounds=stopped or self._decision(sel, run), rounds_run=run)
+                          rounds=stopped or self._decision(sel, run, i, model), rounds_run=run)
         if cpu is not None:
             res.cost = cost_summary(round_costs(cpu[(cpu["attr"] == i) & (cpu["model"] == model)]))
         if not sel.values:
@@ -271,6 +322,8 @@ class _AuditRun:
             return res
         res.estimate = estimate_correlations(sel.values, metrics=self.metrics, ci_level=p.ci_level)
         res.se_path = matrix_se_path(res.estimate.per_round).tolist()
+        if p.auto_rounds and p.stable_rounds:
+            res.reps_path = self.reps_path(res.estimate.per_round, sel.round_ids, i, model)
         _cluster(res.estimate, p, derive_seed(self.seed, AUDIT, "pivot", self.names[i], model), res)
         return res
 
@@ -422,7 +475,9 @@ def _progress(
 
     what = "correlation"
     if params.auto_rounds:
-        what += f" (rounds: auto, stop at SE <= {params.target_se:g})"
+        what += f" (rounds: auto, stop at SE <= {params.target_se:g}"
+        what += (f" or representatives unchanged over {params.stable_rounds} rounds)"
+                 if params.stable_rounds else ")")
     return Progress(what=what, unit="rounds", total=combos * params.max_rounds, sink=sink)
 
 
@@ -487,8 +542,8 @@ def _row_maker(res: ModelResult, result: CorrelationResult) -> _RowMaker:
         model_params=p.model_params.get(res.model, {}),
         n_samples=p.n_samples,
         rounds=p.rounds,
-        **({"rounds_min": p.rounds_min, "rounds_max": p.rounds_max, "target_se": p.target_se}
-           if p.auto_rounds else {}),
+        **({"rounds_min": p.rounds_min, "rounds_max": p.rounds_max, "target_se": p.target_se,
+            "stable_rounds": p.stable_rounds} if p.auto_rounds else {}),
         k=p.k,
         min_accuracy=p.min_accuracy,
         ci_level=p.ci_level,

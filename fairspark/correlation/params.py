@@ -40,6 +40,12 @@ class CorrelationParams(AuditParams):
         With ``rounds: auto``, the target of the matrix's Monte-Carlo standard error:
         the largest over metric pairs of ``s_ij / sqrt(L_ij)``, ``s_ij`` the sample
         standard deviation over rounds of each round's Pearson r (see correlation.md).
+    stable_rounds:
+        With ``rounds: auto``, a second stopping rule: stop at the first kept round
+        ``L >= rounds_min`` whose representatives (the clustering of r* over kept rounds
+        ``1..L``) are the same as after each of the ``stable_rounds`` kept rounds before
+        it, even if the standard error is still above ``target_se`` (which is then
+        reported as reached, not met). ``None``: the standard-error rule only.
     k:
         K, size of each bootstrapped training sample.
     min_accuracy:
@@ -84,6 +90,7 @@ class CorrelationParams(AuditParams):
     rounds_min: int = Field(10, ge=2)
     rounds_max: int = Field(30, ge=2)
     target_se: float = Field(0.05, gt=0, lt=1)
+    stable_rounds: int | None = Field(5, ge=1)
     k: int = Field(1000, ge=10)
     min_accuracy: float = Field(0.5, ge=0, le=1)
     max_attempts_per_round: int | None = Field(None, ge=2)
