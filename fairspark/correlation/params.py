@@ -27,7 +27,8 @@ class CorrelationParams(AuditParams):
     rounds:
         L, estimation rounds: ``auto`` (default) adds rounds in waves until the
         Monte-Carlo standard error of the correlation matrix is at most
-        ``target_se`` (between ``rounds_min`` and ``rounds_max`` rounds); an integer
+        ``target_se`` or the representatives are unchanged over ``stable_rounds``
+        kept rounds (between ``rounds_min`` and ``rounds_max`` rounds); an integer
         runs exactly that many (the paper: 30).
     rounds_min:
         With ``rounds: auto``, the kept rounds needed before the stopping rule applies
