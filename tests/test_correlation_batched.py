@@ -85,6 +85,11 @@ def test_batched_attempts_equal_the_per_model_oracle():
         assert all(v >= 0 for v in res.cpu)
         statuses.add(str(res.status))
     assert statuses == {"accepted", "rejected"}  # both outcomes exercised
+    # the identity E-Opp = -FNR-dif holds model by model: r = -1 over the kept models
+    names = list(oracle.metrics)
+    v = np.stack([r.metrics for r in got if r.status == "accepted"])
+    tpr, fnr = v[:, names.index("tpr_difference")], v[:, names.index("fnr_difference")]
+    assert np.corrcoef(tpr, fnr)[0, 1] == pytest.approx(-1, abs=1e-12)
 
 
 def test_batched_round_runs_the_sequential_loops_attempts():
