@@ -359,8 +359,8 @@ def stop_rule(argv: list[str]) -> int:
     import importlib.util
 
     from fairspark.correlation._batched import run_round_batched
+    from fairspark.correlation._cluster import prefix_representatives
     from fairspark.correlation._estimate import decide_rounds, estimate_correlations
-    from fairspark.correlation.audit import prefix_representatives
     from fairspark.correlation.params import CorrelationParams
 
     ap = argparse.ArgumentParser(prog="bench_correlation.py stop-rule")

@@ -31,7 +31,7 @@ import numpy as np
 from fairspark import columns
 from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, derive_seed
-from fairspark.correlation._cluster import cluster_metrics, search_tau
+from fairspark.correlation._cluster import cluster_metrics, prefix_representatives, search_tau
 from fairspark.correlation._estimate import (
     CorrelationEstimate,
     RoundsDecision,
@@ -156,32 +156,6 @@ def _cluster(
         res.tau_detail = (
             f"tau={params.tau} given; fewest clusters over {params.repeats} pivot orders"
         )
-
-
-def prefix_representatives(per_round: np.ndarray, metrics: Sequence[str],
-                           params: CorrelationParams, seed: int) -> tuple[str, ...] | None:
-    """The representatives (sorted) of the clustering of r* over ``per_round``'s rounds.
-
-    r* and the clustered metrics as :func:`estimate_correlations` and :func:`_cluster`
-    make them; None where the clustering fails (k representatives unreachable).
-    """
-    defined = np.isfinite(per_round)
-    n = defined.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        total = np.where(defined, per_round, 0.0).sum(axis=0)
-        r = np.where(n > 0, total / np.maximum(n, 1), np.nan)
-    off = r.copy()
-    np.fill_diagonal(off, np.nan)
-    keep = [j for j in range(len(metrics)) if np.isfinite(off[j]).any()]
-    if not keep:
-        return None
-    sub = r[np.ix_(keep, keep)]
-    if params.n_representatives is not None:
-        cl = search_tau(sub, k=params.n_representatives, repeats=params.repeats,
-                        seed=seed).clustering
-    else:
-        cl = cluster_metrics(sub, tau=float(params.tau), repeats=params.repeats, seed=seed)
-    return None if cl is None else tuple(sorted(metrics[keep[q]] for q in cl.representatives))
 
 
 def _no_round_detail(sel: RoundSelection, params: CorrelationParams) -> str:
