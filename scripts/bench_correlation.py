@@ -34,6 +34,13 @@ round: round r depends only on its seed) and rows::
 
     python scripts/bench_correlation.py auto-vs-fixed \
         --input out/demo/_input/adult_scored.parquet --attributes sex
+
+``fits`` (issue 38 item 5) runs the same rounds with ``linear_fits: per_model`` and
+``batched`` and prints the CPU seconds per round by phase, the load average and the
+ratio::
+
+    python scripts/bench_correlation.py fits \
+        --input out/demo/_input/adult_scored.parquet --attributes sex --set rounds=4
 """
 
 from __future__ import annotations
@@ -282,10 +289,138 @@ def auto_vs_fixed(argv: list[str]) -> int:
     return 0
 
 
+def fits(argv: list[str]) -> int:
+    """``linear_fits: per_model`` against ``batched`` in one session (issue 38 item 5).
+
+    The same rounds (same seeds, bootstraps and test sets) of the audit on the demo's
+    scored table, once with one scikit-learn fit per attempt and once with each round's
+    logistic regressions fitted together; prints the CPU seconds per round by phase
+    (measured in the tasks, ``summary.json``'s ``cost``), the wall time, the load
+    average (``os.getloadavg()``) before and after each run, the ratio, and whether the
+    representatives and r(tpr_difference, fnr_difference) agree.
+    """
+    import logging
+
+    import yaml
+
+    from fairspark.demo import demo_config
+
+    ap = argparse.ArgumentParser(prog="bench_correlation.py fits")
+    ap.add_argument("--input", required=True, help="the demo's scored Adult parquet")
+    ap.add_argument("--attributes", nargs="+", default=["sex"])
+    ap.add_argument("--set", nargs="*", default=["rounds=4"], metavar="KEY=VALUE",
+                    help="correlation parameters for both runs (default rounds=4)")
+    ap.add_argument("--master", default="local[2]")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    extra = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    spark = build_session(master=args.master)
+    got = {}
+    for how in ("per_model", "batched"):
+        corr = {"attributes": args.attributes, **extra, "linear_fits": how}
+        cfg = demo_config(overrides={
+            "input": {"path": args.input},
+            "audits": {"group": None, "hfm": None, "mdfa": None, "correlation": corr},
+        })
+        la0 = os.getloadavg()
+        summary, rows, wall, _, _ = _correlation_run(spark, cfg)
+        la1 = os.getloadavg()
+        got[how] = summary
+        print(f"linear_fits: {how}: {wall:.1f} s wall, load average "
+              f"{la0[0]:.2f} {la0[1]:.2f} {la0[2]:.2f} -> {la1[0]:.2f} {la1[1]:.2f} {la1[2]:.2f}")
+        for attr, models in summary["attributes"].items():
+            for model, a in models.items():
+                c = a["cost"]["cpu_s_per_round"]
+                print(f"  {attr}/{model}: {a['cost']['rounds_run']} rounds, "
+                      f"{a['cost']['attempts']} attempts; CPU s per round "
+                      + ", ".join(f"{k} {v:.2f}" for k, v in c.items())
+                      + f"; r(tpr, fnr) {_pair(rows, attr, model):.12f}; representatives "
+                      f"{a.get('representatives')}", flush=True)
+    pm, bt = got["per_model"], got["batched"]
+    for attr, models in pm["attributes"].items():
+        for model, a in models.items():
+            b = bt["attributes"][attr][model]
+            ratio = a["cost"]["cpu_s_per_round"]["total"] / b["cost"]["cpu_s_per_round"]["total"]
+            same = a.get("representatives") == b.get("representatives")
+            print(f"{attr}/{model}: CPU s per round per_model / batched = {ratio:.2f}; "
+                  f"representatives {'the same' if same else 'DIFFER'}")
+    spark.stop()
+    return 0
+
+
+def stop_rule(argv: list[str]) -> int:
+    """Where ``rounds: auto`` stops by each rule on bench_nightly's synthetic table.
+
+    Runs ``--rounds`` rounds of one view in this process (no Spark; the rounds are the
+    audit's: same seeds, bootstraps and batched fits at the defaults), then reads off
+    every prefix: the matrix's Monte-Carlo SE and its worst pair, the representatives,
+    and where the SE rule alone and the SE + stable-representatives rule stop.
+    """
+    import importlib.util
+
+    from fairspark.correlation._batched import run_round_batched
+    from fairspark.correlation._cluster import prefix_representatives
+    from fairspark.correlation._estimate import decide_rounds, estimate_correlations
+    from fairspark.correlation.params import CorrelationParams
+
+    ap = argparse.ArgumentParser(prog="bench_correlation.py stop-rule")
+    ap.add_argument("--dim", type=int, default=50)
+    ap.add_argument("--rows", type=int, default=20000, help="the sample (sample_rows)")
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=5)
+    args = ap.parse_args(argv)
+    spec = importlib.util.spec_from_file_location("bench_nightly",
+                                                  ROOT / "scripts/bench_nightly.py")
+    bn = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bn)
+    p = CorrelationParams()
+    r = bn.draw_rows(np.random.default_rng(args.seed), args.rows, args.dim)
+    data = OracleData(x=r["X"], y=r["label"].astype(float), priv=~r["female"],
+                      w=np.ones(args.rows))
+    oracle = OracleModel(model="logistic_regression", k=p.k, min_accuracy=p.min_accuracy)
+    metrics = list(oracle.metrics)
+    values, la0, c0 = [], os.getloadavg(), time.process_time()
+    for rnd in range(args.rounds):
+        split = split_round(data, seed=args.seed, round_id=rnd, test_fraction=p.test_fraction)
+        done = run_round_batched(data, split, oracle, seed=args.seed, round_id=rnd, first=0,
+                                 need=p.n_samples, cap=p.attempt_cap)
+        values.append(np.stack([res.metrics for _, res in done
+                                if res.status == "accepted"][: p.n_samples]))
+    cpu = time.process_time() - c0
+    est = estimate_correlations(values, metrics=metrics, ci_level=p.ci_level)
+    per = est.per_round
+    seed = derive_seed(args.seed, "pivot")
+    reps = [prefix_representatives(per[:n], metrics, p, seed) for n in range(1, len(values) + 1)]
+    iu = np.triu_indices(len(metrics), 1)
+    print(f"{args.rounds} rounds, dim {args.dim}, {args.rows} rows: {cpu:.0f} CPU s "
+          f"({cpu / args.rounds:.1f} per round), load average {la0[0]:.2f} -> "
+          f"{os.getloadavg()[0]:.2f}")
+    print("| kept rounds | SE | worst pair (its s) | representatives |")
+    print("| --- | --- | --- | --- |")
+    for n in range(2, len(values) + 1):
+        e = estimate_correlations(values[:n], metrics=metrics, ci_level=p.ci_level)
+        se = e.s[iu] / np.sqrt(e.rounds[iu])
+        j = int(np.nanargmax(se))
+        print(f"| {n} | {se[j]:.4f} | {metrics[iu[0][j]]} ~ {metrics[iu[1][j]]} "
+              f"({e.s[iu][j]:.3f}) | {', '.join(reps[n - 1] or ())} |")
+    ids = list(range(len(values)))
+    for stable in (None, p.stable_rounds):
+        d = decide_rounds(ids, per, rounds_run=len(values), rounds_min=p.rounds_min,
+                          rounds_max=p.rounds_max, target_se=p.target_se,
+                          representatives=reps, stable_rounds=stable)
+        print(f"stable_rounds={stable}: stopped by {d.reason} after {d.rounds} rounds, "
+              f"SE {d.se:.4f}, representatives {reps[d.rounds - 1]}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["auto-vs-fixed"]:
         return auto_vs_fixed(argv[1:])
+    if argv[:1] == ["fits"]:
+        return fits(argv[1:])
+    if argv[:1] == ["stop-rule"]:
+        return stop_rule(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200, help="N accepted models per round")
     ap.add_argument("--rounds", type=int, default=10, help="L rounds")

@@ -24,6 +24,15 @@ from fairspark.correlation.report import render
 
 
 # ---------------------------------------------------------------- brute force
+def _without_cost(summary: dict) -> dict:
+    """A summary without its CPU seconds (``cost``), which no two runs share."""
+    out = {k: v for k, v in summary.items() if k != "cost"}
+    out["attributes"] = {a: {m: {k: v for k, v in d.items() if k != "cost"}
+                             if isinstance(d, dict) else d for m, d in ms.items()}
+                         for a, ms in summary["attributes"].items()}
+    return out
+
+
 def _brute_se(per_round: np.ndarray, upto: int) -> float:
     """max over pairs i < j of sd(r_ij over the defined rounds) / sqrt(#defined)."""
     m = per_round.shape[1]
@@ -222,7 +231,7 @@ def test_auto_stops_where_the_brute_force_says_for_any_partitioning(spark, fixed
     assert want is not None and 3 <= want <= 6
     kept = ids.index(want - 1) + 1
     runs = [_audit(spark, df, rounds="auto", rounds_min=3, rounds_max=12, target_se=target,
-                   partitions=parts) for parts in (1, 4)]
+                   stable_rounds=None, partitions=parts) for parts in (1, 4)]
     for res in runs:
         (m,) = res.models
         assert m.rounds.reason == "target_se" and m.rounds.rounds == want
@@ -239,14 +248,17 @@ def test_auto_stops_where_the_brute_force_says_for_any_partitioning(spark, fixed
     assert [(r.metric, r.metric_b, r.value, r.detail) for r in a.rows] == [
         (r.metric, r.metric_b, r.value, r.detail) for r in b.rows
     ]
-    assert a.summary == b.summary
+    # the same numbers; only the CPU seconds measured in the tasks differ between runs
+    strip = _without_cost
+    assert strip(a.summary) == strip(b.summary)
 
 
 def test_auto_at_rounds_max_reports_the_se_reached(spark, fixed12):
     df, ref = fixed12
     (m12,) = ref.models
     per = np.stack([_brute_pearson(v) for v in m12.selection.values])
-    res = _audit(spark, df, rounds="auto", rounds_min=3, rounds_max=5, target_se=1e-6)
+    res = _audit(spark, df, rounds="auto", rounds_min=3, rounds_max=5, target_se=1e-6,
+                 stable_rounds=None)
     (m,) = res.models
     assert (m.rounds.reason, m.rounds.rounds, m.rounds_run) == ("rounds_max", 5, 5)
     assert m.rounds.se == pytest.approx(_brute_se(per, 5), rel=1e-9)
@@ -261,3 +273,89 @@ def test_auto_at_rounds_max_reports_the_se_reached(spark, fixed12):
     (sec,) = render(out, ctx=None, params=res.params)
     assert "Rounds: rounds: auto (target_se=1e-06" in sec.html
     assert "as many rounds as it takes" in sec.html
+
+
+# ---------------------------------------------------------------- representatives stable
+def _brute_stable_stop(reps: list, *, rounds_min: int, stable: int) -> int | None:
+    """The first kept round k >= rounds_min whose representatives equal those of each
+    of the ``stable`` prefixes before it (k counted from 1)."""
+    for k in range(rounds_min, len(reps) + 1):
+        window = reps[k - 1 - stable:k]
+        if k - 1 - stable >= 0 and reps[k - 1] is not None and len(set(window)) == 1:
+            return k
+    return None
+
+
+def test_decide_rounds_stable_representatives_against_brute_force():
+    rng = np.random.default_rng(11)
+    per = _per_round(rng, 14)
+    ids = list(range(14))
+    a, b = ("m0", "m2"), ("m1", "m2")
+    for reps in ([a, b, b, a, a, a, a, a, b, b, b, b, b, b],
+                 [a, b] * 7,
+                 [None, a, a, a, a, None, a, a, a, a, a, a, a, a]):
+        for stable in (1, 3, 5):
+            want = _brute_stable_stop(reps, rounds_min=3, stable=stable)
+            d = decide_rounds(ids, per, rounds_run=14, rounds_min=3, rounds_max=30,
+                              target_se=1e-9, representatives=reps, stable_rounds=stable)
+            if want is None:
+                assert not d.stopped and d.reason == "running"
+            else:
+                assert (d.stopped, d.reason, d.rounds, d.kept) == (True, "stable", want, want)
+                assert d.se == pytest.approx(_brute_se(per, want), rel=1e-9)
+    # the SE rule still wins when it is met first
+    se6 = _brute_se(per, 6) * (1 + 1e-9)
+    d = decide_rounds(ids, per, rounds_run=14, rounds_min=3, rounds_max=30, target_se=se6,
+                      representatives=[a, b] * 7, stable_rounds=2)
+    assert d.reason == "target_se"
+    # not stopped yet: the next wave reaches the earliest possible stable stop
+    reps = [a, a, a, b, b]
+    d = decide_rounds(ids[:5], per[:5], rounds_run=5, rounds_min=3, rounds_max=30,
+                      target_se=1e-9, representatives=reps, stable_rounds=4)
+    assert not d.stopped and d.next_rounds == 4 + 4  # b first after 4 rounds, + 4 more
+    # without stable_rounds the representatives are ignored
+    d = decide_rounds(ids, per, rounds_run=14, rounds_min=3, rounds_max=14, target_se=1e-9,
+                      representatives=[a] * 14, stable_rounds=None)
+    assert d.reason == "rounds_max"
+
+
+def test_auto_stops_when_the_representatives_are_stable(spark, fixed12):
+    from fairspark.audits.base import derive_seed
+    from fairspark.correlation._cluster import cluster_metrics
+
+    df, ref = fixed12
+    (m12,) = ref.models
+    per = np.stack([_brute_pearson(v) for v in m12.selection.values])
+    names = ref.metrics
+    seed = derive_seed(21, "correlation", "pivot", "sex", "linear_svm")
+    reps = []
+    for k in range(1, 13):  # the brute-force r* of each prefix, clustered
+        with np.errstate(all="ignore"):
+            r = np.nanmean(per[:k], axis=0)
+        off = r.copy()
+        np.fill_diagonal(off, np.nan)
+        keep = [j for j in range(len(names)) if np.isfinite(off[j]).any()]
+        cl = cluster_metrics(r[np.ix_(keep, keep)], tau=0.6, repeats=5, seed=seed)
+        reps.append(tuple(sorted(names[keep[q]] for q in cl.representatives)))
+    want = _brute_stable_stop(reps, rounds_min=3, stable=2)
+    assert want is not None and want < 12
+    runs = [_audit(spark, df, rounds="auto", rounds_min=3, rounds_max=12, target_se=1e-6,
+                   stable_rounds=2, partitions=parts) for parts in (1, 3)]
+    for res in runs:
+        (m,) = res.models
+        assert (m.rounds.reason, m.rounds.rounds) == ("stable", want)
+        assert m.rounds.se > 1e-6  # the standard error target is not met, and says so
+        out = outcome_from_result(res)
+        info = out.summary["attributes"]["sex"]["linear_svm"]
+        assert info["stopped_by"] == "stable" and info["stable_rounds"] == 2
+        # what the user reads is what the rule read
+        assert tuple(sorted(info["representatives"])) == reps[want - 1]
+        assert [tuple(x) for x in info["representatives_by_round"]] == reps[:want]
+        (row,) = [r for r in out.rows if r.metric == "monte_carlo_se"]
+        assert "representatives were unchanged over the last 2 kept rounds" in row.detail
+        assert "above target_se=1e-06" in row.detail
+        (pair,) = [r for r in out.rows
+                   if r.metric == "tpr_difference" and r.metric_b == "fnr_difference"]
+        assert abs(pair.value + 1) < 1e-9
+    a, b = (outcome_from_result(r) for r in runs)
+    assert _without_cost(a.summary) == _without_cost(b.summary)

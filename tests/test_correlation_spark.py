@@ -17,10 +17,10 @@ from fairspark.correlation import (
     correlation_audit,
     draw_stratified_sample,
     estimate_correlations,
-    run_attempt,
     run_oracle_tasks,
     split_round,
 )
+from fairspark.correlation._batched import task_attempt
 from fairspark.correlation.audit import outcome_from_result
 from fairspark.correlation.report import render
 
@@ -174,7 +174,7 @@ def test_tasks_identical_for_1_and_4_partitions_and_equal_to_kernel(spark, table
         data = s.for_attribute(int(row["attr"]))
         seed = [11, 12][int(row["attr"])]
         split = split_round(data, seed=seed, round_id=int(row["round"]), test_fraction=0.3)
-        ref = run_attempt(
+        ref = task_attempt(
             data, split, OracleModel(model=row["model"], k=150, min_accuracy=0.55),
             seed=seed, round_id=int(row["round"]), attempt=int(row["attempt"]),
         )
@@ -186,14 +186,30 @@ def _rows(outcome, **match):
     return [r for r in outcome.rows if all(getattr(r, k) == v for k, v in match.items())]
 
 
-def test_audit_rows_clusters_and_identities(spark, table_pdf):
+def test_audit_rows_clusters_and_identities(spark, table_pdf, caplog):
     params = CorrelationParams(
         n_samples=50, rounds=5, k=200, models=["linear_svm"], sample_rows=800, tau=0.6
     )
-    res = correlation_audit(
-        spark, _df(spark, table_pdf, 3), attributes=[("sex", "_fs_p_0")], params=params, seed=42
-    )
+    with caplog.at_level("INFO", logger="fairspark"):
+        res = correlation_audit(
+            spark, _df(spark, table_pdf, 3), attributes=[("sex", "_fs_p_0")], params=params,
+            seed=42,
+        )
     out = outcome_from_result(res)
+    # where the rounds' time went: one log line per round, and the summary's cost entry
+    lines = [r.getMessage() for r in caplog.records
+             if r.getMessage().startswith("correlation sex/linear_svm round ")]
+    assert sorted(int(x.split(" round ")[1].split(":")[0]) for x in lines) == list(range(5))
+    assert all("attempts, CPU s" in x and "fit " in x and "metrics " in x for x in lines)
+    cost = out.summary["attributes"]["sex"]["linear_svm"]["cost"]
+    assert cost["rounds_run"] == 5 and len(cost["cpu_s_by_round"]) == 5
+    assert cost["attempts"] == out.summary["attributes"]["sex"]["linear_svm"]["attempts"]
+    phases = ("draw", "fit", "predict", "metrics")
+    assert all(cost["cpu_s"][p] >= 0 for p in phases) and cost["cpu_s"]["fit"] > 0
+    assert cost["cpu_s"]["total"] == pytest.approx(sum(cost["cpu_s"][p] for p in phases),
+                                                   abs=1e-3)
+    assert sum(cost["cpu_s_by_round"]) == pytest.approx(cost["cpu_s"]["total"], abs=1e-2)
+    assert out.summary["cost"]["cpu_s"]["fit"] == cost["cpu_s"]["fit"]
     r = _rows(out, metric="tpr_difference", metric_b="fnr_difference")[0]
     assert r.status == "ok" and abs(r.value + 1) < 1e-9
     assert r.lower == pytest.approx(-1, abs=1e-9) and r.upper == pytest.approx(-1, abs=1e-9)

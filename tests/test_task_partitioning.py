@@ -20,10 +20,10 @@ from fairspark.correlation import (
     OracleJob,
     OracleModel,
     draw_stratified_sample,
-    run_attempt,
     run_oracle_tasks,
     split_round,
 )
+from fairspark.correlation._batched import task_attempt
 from fairspark.correlation._spark import chunk_ids, n_chunks
 from fairspark.mdfa import MDFAParams, MDFASample, make_synthetic, run_splits, run_splits_local
 from fairspark.mdfa._spark import chunk_splits
@@ -86,7 +86,7 @@ def test_correlation_same_attempts_for_1_2_7_and_default_chunks(spark, oracle_sa
     assert len(metrics) == len(OracleModel.__dataclass_fields__["metrics"].default)
     for _, row in default.iterrows():
         split = split_round(data, seed=21, round_id=int(row["round"]), test_fraction=0.3)
-        ref = run_attempt(
+        ref = task_attempt(
             data, split, OracleModel(model=row["model"], k=120, min_accuracy=0.6),
             seed=21, round_id=int(row["round"]), attempt=int(row["attempt"]),
         )
@@ -109,6 +109,36 @@ def test_correlation_profile_has_one_record_per_task(spark, oracle_sample):
             assert w["submit"] <= t["start"] <= t["end"] <= w["collected"]
             assert t["run_s"] > 0 and t["ship_s"] >= 0 and t["serialise_s"] >= 0
     assert sum(w["attempts"] for w in tab.profile) == len(tab.attempts)
+
+
+def test_correlation_phase_seconds_fit_inside_each_task(spark, oracle_sample):
+    """Each attempt's CPU seconds per phase (draw, fit, predict, metrics), measured in
+    the task, are >= 0, and per task they sum to no more than the task's CPU time."""
+    from fairspark.correlation._rounds import CPU_COLUMNS, round_costs
+
+    tab = run_oracle_tasks(spark, oracle_sample, OracleJob(partitions=3, profile=True, **_KW))
+    cpu = tab.cpu
+    assert list(CPU_COLUMNS) == ["cpu_draw", "cpu_fit", "cpu_predict", "cpu_metrics"]
+    assert not set(CPU_COLUMNS) & set(tab.attempts.columns)  # the attempts stay pure
+    keys = ["attr", "model", "round", "attempt"]
+    assert cpu[keys].equals(tab.attempts[keys])  # one timing per attempt run
+    assert (cpu[list(CPU_COLUMNS)] >= 0).all().all()
+    fitted = tab.attempts["status"] != "rejected"
+    assert (cpu.loc[fitted.to_numpy(), "cpu_fit"] > 0).any()
+    # the plan deals rounds (attr, model, round) in this order, round g to chunk g mod C
+    order = [(0, m, r) for m in _KW["models"] for r in range(_KW["rounds"])]
+    per_round = cpu.assign(t=cpu[list(CPU_COLUMNS)].sum(axis=1)).groupby(
+        ["attr", "model", "round"])["t"].sum()
+    (w,) = tab.profile
+    for t in w["tasks"]:
+        ids = chunk_ids(len(order), w["chunks"], t["chunk"])
+        phases = sum(per_round[order[int(g)]] for g in ids)
+        assert 0 < phases <= t["run_cpu_s"] + 1e-6, (phases, t["run_cpu_s"])
+    # summed per round: every phase, the attempts and a total that is their sum
+    rc = round_costs(cpu)
+    assert len(rc) == len(order) and (rc["attempts"] == tab.attempts.groupby(
+        ["attr", "model", "round"]).size().to_numpy()).all()
+    np.testing.assert_allclose(rc["total"], rc[["draw", "fit", "predict", "metrics"]].sum(axis=1))
 
 
 # ------------------------------------------------------------ mdfa

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -14,6 +16,7 @@ __all__ = [
     "cluster_metrics",
     "pivot_clustering",
     "pivot_orders",
+    "prefix_representatives",
     "search_tau",
 ]
 
@@ -147,3 +150,30 @@ def search_tau(r: np.ndarray, *, k: int, repeats: int, seed: int) -> TauSearch:
         return TauSearch(k=k, clustering=None, reachable=reachable, message=msg)
     msg = f"tau={chosen.tau:.6g}: the largest r* threshold giving {k} clusters"
     return TauSearch(k=k, clustering=chosen, reachable=reachable, message=msg)
+
+
+def prefix_representatives(per_round: np.ndarray, metrics: Sequence[str],
+                           params: Any, seed: int) -> tuple[str, ...] | None:
+    """The representatives (sorted) of the clustering of r* over ``per_round``'s rounds.
+
+    r* and the clustered metrics as ``estimate_correlations`` and ``audit._cluster`` make
+    them (``params``: the audit's ``CorrelationParams``); None where the clustering
+    fails (k representatives unreachable).
+    """
+    defined = np.isfinite(per_round)
+    n = defined.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = np.where(defined, per_round, 0.0).sum(axis=0)
+        r = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+    off = r.copy()
+    np.fill_diagonal(off, np.nan)
+    keep = [j for j in range(len(metrics)) if np.isfinite(off[j]).any()]
+    if not keep:
+        return None
+    sub = r[np.ix_(keep, keep)]
+    if params.n_representatives is not None:
+        cl = search_tau(sub, k=params.n_representatives, repeats=params.repeats,
+                        seed=seed).clustering
+    else:
+        cl = cluster_metrics(sub, tau=float(params.tau), repeats=params.repeats, seed=seed)
+    return None if cl is None else tuple(sorted(metrics[keep[q]] for q in cl.representatives))

@@ -6,6 +6,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.stats import norm
@@ -173,6 +174,14 @@ def estimate_correlations(
 
 
 # ---------------------------------------------------------------- rounds by Monte-Carlo error
+def _stable_at(reps: Sequence[Any], k: int, stable: int) -> bool:
+    """Whether the representatives after kept rounds ``1..k`` are not None and equal
+    those after each of the ``stable`` kept-round prefixes before it."""
+    if stable < 1 or k - 1 - stable < 0 or reps[k - 1] is None:
+        return False
+    return all(reps[k - 1 - j] == reps[k - 1] for j in range(1, stable + 1))
+
+
 def matrix_se_path(per_round: np.ndarray) -> np.ndarray:
     """The matrix's Monte-Carlo standard error after each of the first 1..L rounds.
 
@@ -219,9 +228,11 @@ class RoundsDecision:
     rounds : round ids used (``0..rounds-1``) when stopped; else the ids run so far.
     kept : complete rounds among them (a dropped round hit the attempt cap).
     se : the matrix's standard error over the kept rounds (NaN: none defined).
-    reason : ``target_se`` (reached), ``rounds_max``, ``no_round`` (none complete after
-        ``rounds_min`` rounds), ``undefined`` (no pair defined in two kept rounds after
-        ``rounds_min`` kept rounds), ``fixed`` (an integer ``rounds``) or ``running``.
+    reason : ``target_se`` (reached), ``stable`` (the representatives the same after
+        each of the last ``stable_rounds`` kept rounds), ``rounds_max``, ``no_round``
+        (none complete after ``rounds_min`` rounds), ``undefined`` (no pair defined in
+        two kept rounds after ``rounds_min`` kept rounds), ``fixed`` (an integer
+        ``rounds``) or ``running``.
     next_rounds : when not stopped, the round ids to have run after the next wave
         (the rounds the current standard error predicts, at least one more).
     """
@@ -242,6 +253,8 @@ def decide_rounds(
     rounds_min: int,
     rounds_max: int,
     target_se: float,
+    representatives: Sequence[Any] | None = None,
+    stable_rounds: int | None = None,
 ) -> RoundsDecision:
     """The stopping rule of ``rounds: auto``: the first round where the SE is small.
 
@@ -251,6 +264,11 @@ def decide_rounds(
     per_round : (len(round_ids), m, m) their per-round correlations (None: none kept).
     rounds_run : round ids run so far, all finished (``0..rounds_run-1``).
     rounds_min, rounds_max, target_se : the rule's parameters.
+    representatives : entry ``t``: the representatives after kept rounds ``1..t+1``
+        (comparable with ``==``; None where there is no clustering), one per kept round.
+    stable_rounds : with ``representatives``, also stop at the first kept round
+        ``k >= rounds_min`` whose representatives equal those after each of the
+        ``stable_rounds`` kept rounds before it (None: the standard error rule only).
 
     Returns
     -------
@@ -265,9 +283,12 @@ def decide_rounds(
     """
     ids = list(round_ids)
     path = matrix_se_path(per_round) if ids and per_round is not None else np.empty(0)
+    reps = list(representatives) if stable_rounds and representatives is not None else None
     for k in range(rounds_min, len(ids) + 1):
         if path[k - 1] <= target_se:  # NaN compares False
             return RoundsDecision(True, ids[k - 1] + 1, k, float(path[k - 1]), "target_se")
+        if reps is not None and _stable_at(reps, k, int(stable_rounds or 0)):
+            return RoundsDecision(True, ids[k - 1] + 1, k, float(path[k - 1]), "stable")
     kept = len(ids)
     se = float(path[-1]) if kept else float("nan")
     if rounds_run >= rounds_max:
@@ -283,6 +304,11 @@ def decide_rounds(
     # (less a hair, so that rounding does not ask for a round more than the ratio says)
     need = rounds_min if kept < rounds_min else math.ceil(kept * (se / target_se) ** 2 - 1e-9)
     need = max(need, kept + 1)
+    if reps is not None and kept >= 1:
+        # the earliest kept round the stability rule can stop at: the last change
+        # plus stable_rounds (if it changes again, later waves add more)
+        same = next(j for j in range(kept, 0, -1) if j == 1 or reps[j - 2] != reps[kept - 1])
+        need = min(need, max(kept + 1, rounds_min, same + int(stable_rounds or 0)))
     ids_need = math.ceil(need * rounds_run / kept) if kept else need
     nxt = min(rounds_max, max(rounds_run + 1, ids_need))
     return RoundsDecision(False, rounds_run, kept, se, "running", nxt)

@@ -24,9 +24,10 @@ bootstrap samples (common random numbers).
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -44,12 +45,14 @@ __all__ = [
     "CELLS",
     "DEFAULT_METRICS",
     "MODEL_NAMES",
+    "PHASES",
     "AttemptResult",
     "AttemptStatus",
     "EmptyCellError",
     "OracleData",
     "OracleModel",
     "RoundSplit",
+    "judge_counts",
     "make_model",
     "run_attempt",
     "split_round",
@@ -67,6 +70,11 @@ CELLS: tuple[str, ...] = (
 DEFAULT_METRICS: tuple[str, ...] = tuple(CATALOGUE)
 
 MODEL_NAMES: tuple[str, ...] = ("logistic_regression", "random_forest", "knn", "linear_svm", "mlp")
+
+#: The phases of an attempt whose CPU seconds are measured inside the task
+#: (``time.process_time``): the bootstrap draw, the model fit, the test-set
+#: predictions and the confusion counts with the catalogue metrics.
+PHASES: tuple[str, ...] = ("draw", "fit", "predict", "metrics")
 
 # Defaults chosen for many small fits (K ~ 1000 rows): cheap but not degenerate.
 _MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -137,12 +145,15 @@ class AttemptResult:
     ``status`` is ``accepted``, ``rejected`` (accuracy below ``min_accuracy``, or a
     training sample with a single class) or ``failed`` (the estimator raised);
     ``reason`` says why when not accepted. ``metrics`` follows the requested names.
+    ``cpu`` holds the CPU seconds of the attempt's :data:`PHASES`, in that order (0 for
+    a phase that did not run).
     """
 
     status: AttemptStatus
     reason: str | None
     accuracy: float
     metrics: np.ndarray
+    cpu: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
 
 
 def _n_test(n: int, test_fraction: float) -> int:
@@ -275,24 +286,32 @@ def run_attempt(
         A cell has no training rows but the draw asks rows from it.
     """
     model, k, metrics = oracle.model, oracle.k, oracle.metrics
+    c0 = time.process_time()
     rng = np.random.default_rng(derive_seed(seed, round_id, attempt))
     idx = _bootstrap(split, rng, k=k, round_id=round_id)
     random_state = int(rng.integers(0, 2**31 - 1))
     nan_vec = np.full(len(metrics), np.nan)
     y_train = data.y[idx]
-    if len(np.unique(y_train)) < 2:
-        return AttemptResult(
-            AttemptStatus.REJECTED, "training sample has a single class", np.nan, nan_vec
-        )
+    single = len(np.unique(y_train)) < 2
+    c1 = time.process_time()
+    if single:
+        return AttemptResult(AttemptStatus.REJECTED, "training sample has a single class",
+                             np.nan, nan_vec, (c1 - c0, 0.0, 0.0, 0.0))
     est = make_model(model, oracle.model_params, random_state=random_state)
+    c2 = c3 = c1
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # ConvergenceWarning on tiny bootstraps
             est.fit(data.x[idx], y_train)
+            c2 = time.process_time()
             pred = est.predict(data.x[split.test])
+            c3 = time.process_time()
     except Exception as exc:  # noqa: BLE001 - one bad fit must not end the round
-        return AttemptResult(AttemptStatus.FAILED, f"{type(exc).__name__}: {exc}", np.nan, nan_vec)
-    return _judge(data, split, pred, metrics=metrics, min_accuracy=oracle.min_accuracy)
+        c4 = time.process_time()
+        return AttemptResult(AttemptStatus.FAILED, f"{type(exc).__name__}: {exc}", np.nan,
+                             nan_vec, (c1 - c0, max(c2, c1) - c1, c4 - max(c2, c1), 0.0))
+    res = _judge(data, split, pred, metrics=metrics, min_accuracy=oracle.min_accuracy)
+    return replace(res, cpu=(c1 - c0, c2 - c1, c3 - c2, time.process_time() - c3))
 
 
 def _bootstrap(split: RoundSplit, rng: np.random.Generator, *, k: int, round_id: int) -> np.ndarray:
@@ -324,6 +343,14 @@ def _judge(
     y_t, w_t, p_t = data.y[split.test], data.w[split.test], data.priv[split.test]
     unpriv = _group_counts(y_t[~p_t], pred[~p_t], w_t[~p_t])
     priv = _group_counts(y_t[p_t], pred[p_t], w_t[p_t])
+    return judge_counts(unpriv, priv, metrics=metrics, min_accuracy=min_accuracy)
+
+
+def judge_counts(
+    unpriv: dict[str, float], priv: dict[str, float], *, metrics: Sequence[str],
+    min_accuracy: float,
+) -> AttemptResult:
+    """Accuracy and metric vector from each group's weighted confusion cells."""
     with np.errstate(all="ignore"):
         if set(metrics) <= set(CATALOGUE):
             # the same values as catalogue_from_counts for these keys, without its

@@ -38,11 +38,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from fairspark import columns
 from fairspark._fanout import chunk_ids, fan_out, n_chunks
 from fairspark._shipping import Shipped
+from fairspark.correlation._batched import batched_family, run_round_batched
 from fairspark.correlation._oracle import (
     DEFAULT_METRICS,
+    PHASES,
     AttemptStatus,
     OracleData,
     OracleModel,
@@ -50,10 +51,12 @@ from fairspark.correlation._oracle import (
     run_attempt,
     split_round,
 )
+from fairspark.correlation._rounds import CPU_COLUMNS, select_rounds
+from fairspark.correlation._sample import OracleSample, draw_stratified_sample
 from fairspark.correlation.results import RoundSelection
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 __all__ = [
     "AttemptTable",
@@ -69,141 +72,6 @@ __all__ = [
     "run_round_ids",
     "select_rounds",
 ]
-
-
-# ---------------------------------------------------------------- the stratified sample
-@dataclass
-class OracleSample:
-    """The capped stratified sample every training task reads.
-
-    Attributes
-    ----------
-    x, y, w : features (n, d), labels (1.0 = favourable), weights.
-    priv : (n, a) privileged flags, one column per attribute.
-    attributes : attribute names, in column order of ``priv``.
-    population_rows : labelled rows in the table (before the cap).
-    population_cells : attribute -> labelled rows per group x label cell (``CELLS`` order).
-    """
-
-    x: np.ndarray
-    y: np.ndarray
-    w: np.ndarray
-    priv: np.ndarray
-    attributes: list[str]
-    population_rows: int
-    population_cells: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def for_attribute(self, i: int) -> OracleData:
-        """The oracle's view of attribute ``i`` (binary privileged / unprivileged)."""
-        return OracleData(x=self.x, y=self.y, priv=self.priv[:, i], w=self.w)
-
-
-def _labelled_df(df: DataFrame, *, priv_cols: Sequence[str], cols: columns.TableColumns
-                 ) -> DataFrame:
-    """The labelled rows as ``_y, _x, _w, _p0.._p<a-1>, _k`` (a null flag is False)."""
-    from pyspark.sql import functions as F
-
-    from fairspark.errors import MissingColumnError
-
-    label_col, features_col, weight_col, key_col = cols.label, cols.features, cols.weight, cols.key
-    wanted = [label_col, features_col, *priv_cols, weight_col, key_col]
-    missing = [c for c in wanted if c and c not in df.columns]
-    if missing:
-        raise MissingColumnError(missing[0], "correlation input", df.columns)
-    w_expr = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
-    flags = [
-        F.coalesce(F.col(c).cast("boolean"), F.lit(False)).alias(f"_p{i}")
-        for i, c in enumerate(priv_cols)
-    ]
-    return df.where(F.col(label_col).isNotNull()).select(
-        F.col(label_col).cast("double").alias("_y"),
-        F.col(features_col).alias("_x"),
-        w_expr.alias("_w"),
-        *flags,
-        F.col(key_col).cast("string").alias("_k"),
-    )
-
-
-def _population_cells(
-    counts: Mapping[tuple, int], attributes: Sequence[str]
-) -> dict[str, np.ndarray]:
-    """Rows per group x label cell of each attribute, from the (label, *flags) counts."""
-    cells = {a: np.zeros(4, dtype=np.int64) for a in attributes}
-    for (y, *flags), n in counts.items():
-        for a, flag in zip(attributes, flags, strict=True):
-            cells[a][2 * int(bool(flag)) + int(y > 0.5)] += n
-    return cells
-
-
-def draw_stratified_sample(
-    df: DataFrame,
-    *,
-    priv_cols: Sequence[str],
-    attributes: Sequence[str],
-    max_rows: int,
-    seed: int,
-    cols: columns.TableColumns = columns.PREPARED,
-) -> OracleSample:
-    """Draw the labelled rows' stratified sample with Spark and bring it to the driver.
-
-    Parameters
-    ----------
-    df : Spark DataFrame with the prepared-table columns.
-    priv_cols, attributes : privileged-flag columns and the attribute names.
-    max_rows : cap on the sample's rows.
-    seed : seed of the ranking hash.
-    cols : the label, features, weight and key columns (the prepared table's by
-        default; ``weight=None`` means weight 1).
-
-    Returns
-    -------
-    OracleSample
-        :func:`fairspark.sampling.stratified_sample` of the labelled rows with strata
-        label x privileged flags and the row key as the hash key: each stratum's
-        largest-remainder quota of ``max_rows``, its rows of lowest
-        ``pmod(xxhash64(key, seed), 2^30)`` (ties by key). Rows are ordered by
-        (label, flags, rank, key), independent of the table's partitioning.
-    """
-    from fairspark.sampling import stratified_sample, stratum_counts
-
-    labelled_df = _labelled_df(df, priv_cols=priv_cols, cols=cols)
-    strata = ["_y", *[f"_p{i}" for i in range(len(priv_cols))]]
-    counts = stratum_counts(labelled_df, strata)
-    if sum(counts.values()) == 0:
-        return _to_oracle_sample(pd.DataFrame(columns=strata), attributes, counts)
-    sample_pdf = (
-        stratified_sample(
-            labelled_df, strata=strata, key_col="_k", cap=max_rows, seed=seed, counts=counts
-        )
-        .select(*strata, "_h", "_k", "_x", "_w")
-        .toPandas()
-        .sort_values([*strata, "_h", "_k"], kind="mergesort")
-        .reset_index(drop=True)
-    )
-    return _to_oracle_sample(sample_pdf, attributes, counts)
-
-
-def _to_oracle_sample(
-    sample_pdf: pd.DataFrame, attributes: Sequence[str], counts: Mapping[tuple, int]
-) -> OracleSample:
-    """The collected sample (``_y, _p<i>.., _x, _w``) as numpy arrays."""
-    n = len(sample_pdf)
-    pcols = [f"_p{i}" for i in range(len(attributes))]
-    x = (
-        np.vstack([np.asarray(v, dtype=np.float64) for v in sample_pdf["_x"]])
-        if n
-        else np.empty((0, 0))
-    )
-    return OracleSample(
-        x=x,
-        y=sample_pdf["_y"].to_numpy(np.float64),
-        w=sample_pdf["_w"].to_numpy(np.float64) if n else np.empty(0),
-        priv=sample_pdf[pcols].to_numpy(dtype=bool) if n else np.empty((0, len(pcols)), bool),
-        attributes=list(attributes),
-        population_rows=sum(counts.values()),
-        population_cells=_population_cells(counts, attributes) if n else {},
-    )
-
 
 # ---------------------------------------------------------------- the task side
 # Per-Python-worker caches: decoded views and round splits, keyed by shipment token.
@@ -240,6 +108,8 @@ class _TaskSpec:
     k: int
     min_accuracy: float
     test_fraction: float
+    #: fit the rounds of the linear families together (``linear_fits: batched``)
+    batched: bool = True
 
 
 def _result_columns(metrics: Sequence[str]) -> list[str]:
@@ -251,6 +121,7 @@ def _result_columns(metrics: Sequence[str]) -> list[str]:
         "status",
         "reason",
         "accuracy",
+        *CPU_COLUMNS,
         *[f"v{i}" for i in range(len(metrics))],
     ]
 
@@ -258,7 +129,8 @@ def _result_columns(metrics: Sequence[str]) -> list[str]:
 def _schema(metrics: Sequence[str]) -> str:
     return (
         "attr int, model string, round int, attempt int, status string, reason string, "
-        "accuracy double, " + ", ".join(f"v{i} double" for i in range(len(metrics)))
+        "accuracy double, " + "".join(f"{c} double, " for c in CPU_COLUMNS)
+        + ", ".join(f"v{i} double" for i in range(len(metrics)))
     )
 
 
@@ -270,7 +142,20 @@ def _attempt_row(shipped: Shipped, spec: _TaskSpec, attr: int, mi: int, rnd: int
                          metrics=spec.metrics, model_params=spec.model_params.get(spec.models[mi]))
     res = run_attempt(data, split, oracle, seed=spec.seeds[attr], round_id=rnd, attempt=attempt)
     return (attr, spec.models[mi], rnd, attempt, str(res.status), res.reason, res.accuracy,
-            *res.metrics.tolist())
+            *res.cpu, *res.metrics.tolist())
+
+
+def _batched_rows(shipped: Shipped, spec: _TaskSpec, attr: int, mi: int, rnd: int,
+                  span: tuple[int, int, int]) -> list[tuple]:
+    """A round of a linear family, its models fitted together (:mod:`._batched`)."""
+    data, split = _cached_split(shipped, attr, rnd, spec.seeds[attr], spec.test_fraction)
+    oracle = OracleModel(model=spec.models[mi], k=spec.k, min_accuracy=spec.min_accuracy,
+                         metrics=spec.metrics, model_params=spec.model_params.get(spec.models[mi]))
+    first, need, cap = span
+    done = run_round_batched(data, split, oracle, seed=spec.seeds[attr], round_id=rnd,
+                             first=first, need=need, cap=cap)
+    return [(attr, spec.models[mi], rnd, a, str(r.status), r.reason, r.accuracy, *r.cpu,
+             *r.metrics.tolist()) for a, r in done]
 
 
 def _result_frame(rows: list[tuple], spec: _TaskSpec) -> pd.DataFrame:
@@ -310,6 +195,10 @@ def run_round_ids(
     accepted_status = str(AttemptStatus.ACCEPTED)
     for j in ids:
         attr, mi, rnd, first, need, cap = (int(v) for v in rounds[int(j)])
+        model = spec.models[mi]
+        if spec.batched and batched_family(model, spec.model_params.get(model)):
+            rows += _batched_rows(shipped, spec, attr, mi, rnd, (first, need, cap))
+            continue
         accepted, attempt = 0, first
         while accepted < need and attempt < cap:
             row = _attempt_row(shipped, spec, attr, mi, rnd, attempt)
@@ -323,7 +212,8 @@ def _profile_row(spec: _TaskSpec, info: dict[str, Any]) -> pd.DataFrame:
     """A task's timings as one row of the result schema (``attr = -1``)."""
     import json
 
-    row = (-1, "", -1, -1, "_profile", json.dumps(info), np.nan, *([np.nan] * len(spec.metrics)))
+    row = (-1, "", -1, -1, "_profile", json.dumps(info), np.nan,
+           *([np.nan] * (len(PHASES) + len(spec.metrics))))
     return pd.DataFrame([row], columns=_result_columns(spec.metrics)).astype(
         {"attr": "int32", "round": "int32", "attempt": "int32", "accuracy": "float64"}
     )
@@ -364,6 +254,10 @@ class AttemptTable:
     waves: int
     shipped_as: str
     profile: list[dict[str, Any]] = field(default_factory=list)
+    #: CPU seconds of every attempt's phases (``attr, model, round, attempt`` and
+    #: :data:`~._rounds.CPU_COLUMNS`), measured inside the tasks; kept apart from
+    #: ``attempts``, whose values depend on the attempts' ids only
+    cpu: pd.DataFrame | None = None
 
 
 @dataclass
@@ -458,8 +352,11 @@ class _Waves:
             .reset_index(drop=True)
             .rename(columns={f"v{i}": m for i, m in enumerate(self.metrics)})
         )
+        # the timings apart: the attempts are a function of their ids, the seconds not
+        cpu = attempts[["attr", "model", "round", "attempt", *CPU_COLUMNS]]
         return AttemptTable(
-            attempts=attempts,
+            attempts=attempts.drop(columns=list(CPU_COLUMNS)),
+            cpu=cpu,
             metrics=list(self.metrics),
             waves=len(self.frames),
             shipped_as=shipped_as,
@@ -502,6 +399,9 @@ class OracleJob:
     max_rounds:
         The most rounds an open (attribute, model) may reach (``rounds_max``), for the
         progress bound; default ``rounds``.
+    linear_fits:
+        ``batched`` (a round's logistic regressions fitted together, :mod:`._batched`)
+        or ``per_model`` (one scikit-learn fit per attempt).
     profile:
         Record where the time goes: one dict per task (:class:`_WaveWork`,
         :func:`fairspark._fanout.fan_out`) and per wave (``wave``, ``tasks``,
@@ -525,6 +425,7 @@ class OracleJob:
     rounds_per_wave: int | None = None
     max_rounds: int | None = None
     profile: bool = False
+    linear_fits: str = "batched"
 
     def spec(self) -> _TaskSpec:
         """What every task needs of the job."""
@@ -536,6 +437,7 @@ class OracleJob:
             k=int(self.k),
             min_accuracy=float(self.min_accuracy),
             test_fraction=float(self.test_fraction),
+            batched=self.linear_fits == "batched",
         )
 
 
@@ -557,9 +459,13 @@ class WaveHooks:
         Called with ``(rounds done, rounds at most, note)`` after every wave and, from
         a driver thread, every few seconds inside a wave (finished tasks of its Spark
         job, counted in rounds); rate-limiting is the caller's.
+    on_rounds:
+        Called with every wave's attempt rows (each of its rounds complete) as soon as
+        the wave is back, before ``more_rounds`` and ``on_wave``: the per-round cost log.
     """
 
     on_wave: Callable[[AttemptTable], None] | None = None
+    on_rounds: Callable[[pd.DataFrame], None] | None = None
     more_rounds: Callable[[AttemptTable], Mapping[tuple[int, int], int | None]] | None = None
     on_progress: Callable[[int, int, str], None] | None = None
 
@@ -646,6 +552,8 @@ def _run_waves(
                                   "collected": time.time()})
             wave_pdf = wave_pdf[~is_prof].reset_index(drop=True)
         waves.record(ranges, wave_pdf)
+        if hooks.on_rounds is not None:
+            hooks.on_rounds(wave_pdf)
         ranges = waves.plan(job.rounds_per_wave)
         if not len(ranges) and hooks.more_rounds is not None:
             waves.extend(hooks.more_rounds(waves.table(shipped.how)))
@@ -670,59 +578,3 @@ def _following(
                     f"wave {wave}: {done_tasks} of {total_tasks} tasks finished")
 
     return tick
-
-
-# ---------------------------------------------------------------- the kept rounds
-def select_rounds(
-    attempts: pd.DataFrame,
-    *,
-    metrics: Sequence[str],
-    n_samples: int,
-    rounds: int,
-    attempt_cap: int | None = None,
-) -> RoundSelection:
-    """Keep the first ``n_samples`` accepted attempts (by attempt number) of each round.
-
-    ``attempts`` holds the rows of one (attribute, model). A round with fewer accepted
-    attempts is dropped, with its reason, once it has run ``attempt_cap`` attempts
-    (always when ``attempt_cap`` is None); before that it is pending (a partial run).
-    """
-    metrics = list(metrics)
-    values, ids, accs, pending = [], [], [], []
-    dropped: dict[int, str] = {}
-    reasons: dict[str, int] = {}
-    used_attempts = accepted = 0
-    for r in range(rounds):
-        rd = attempts[attempts["round"] == r].sort_values("attempt", kind="mergesort")
-        ok = rd[rd["status"] == AttemptStatus.ACCEPTED]
-        if len(ok) >= n_samples:
-            # the round's attempts up to its N-th acceptance: what Algorithm 2 needed,
-            # independent of how many attempts the waves ran beyond it
-            rd = rd[rd["attempt"] <= ok["attempt"].iloc[n_samples - 1]]
-        used_attempts += len(rd)
-        accepted += int((rd["status"] == AttemptStatus.ACCEPTED).sum())
-        for why in rd.loc[rd["status"] != AttemptStatus.ACCEPTED, "reason"]:
-            key = "accuracy below min_accuracy" if str(why).startswith("accuracy") else str(why)
-            reasons[key] = reasons.get(key, 0) + 1
-        if len(ok) >= n_samples:
-            kept = ok.iloc[:n_samples]
-            values.append(kept[metrics].to_numpy(np.float64))
-            accs.append(kept["accuracy"].to_numpy(np.float64))
-            ids.append(r)
-        elif attempt_cap is not None and len(rd) < attempt_cap:
-            pending.append(r)
-        else:
-            dropped[r] = (
-                f"round {r}: {len(ok)} of {len(rd)} attempts accepted, fewer than "
-                f"n_samples={n_samples} within the attempt cap"
-            )
-    return RoundSelection(
-        values=values,
-        round_ids=ids,
-        dropped=dropped,
-        attempts=used_attempts,
-        accepted=accepted,
-        rejected_reasons=reasons,
-        accuracies=np.concatenate(accs) if accs else np.empty(0),
-        pending=pending,
-    )

@@ -20,6 +20,7 @@ catalogue metric i          metric j     r*_ij, r* - e, r* + e; rounds and pair 
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ import numpy as np
 from fairspark import columns
 from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, derive_seed
-from fairspark.correlation._cluster import cluster_metrics, search_tau
+from fairspark.correlation._cluster import cluster_metrics, prefix_representatives, search_tau
 from fairspark.correlation._estimate import (
     CorrelationEstimate,
     RoundsDecision,
@@ -39,6 +40,7 @@ from fairspark.correlation._estimate import (
     matrix_se_path,
 )
 from fairspark.correlation._oracle import CELLS, DEFAULT_METRICS, make_model
+from fairspark.correlation._rounds import cost_summary, round_cost_line, round_costs
 from fairspark.correlation._spark import (
     AttemptTable,
     OracleJob,
@@ -49,6 +51,7 @@ from fairspark.correlation._spark import (
     run_oracle_tasks,
     select_rounds,
 )
+from fairspark.correlation._summary import outcome_summary
 from fairspark.correlation.params import CorrelationParams
 from fairspark.correlation.results import (
     CorrelationResult,
@@ -73,6 +76,8 @@ __all__ = [
 ]
 
 AUDIT = "correlation"
+
+log = logging.getLogger("fairspark")
 
 
 class BudgetExhaustedError(TimeBudgetExhaustedError):
@@ -191,6 +196,8 @@ class _AuditRun:
     planned: dict[tuple[int, str], int] = field(default_factory=dict)
     #: (attribute index, model) -> the stopping decision, once stopped
     decisions: dict[tuple[int, str], RoundsDecision] = field(default_factory=dict)
+    #: (attribute index, model, kept round ids) -> representatives of that prefix
+    reps_cache: dict[tuple, tuple[str, ...] | None] = field(default_factory=dict)
 
     @property
     def ok_attributes(self) -> list[int]:
@@ -209,18 +216,41 @@ class _AuditRun:
         return select_rounds(sub, metrics=self.metrics, n_samples=p.n_samples, rounds=rounds,
                              attempt_cap=p.attempt_cap)
 
-    def _decision(self, sel: RoundSelection, rounds_run: int) -> RoundsDecision:
-        """The stopping rule on the kept rounds of ``0..rounds_run-1`` (or, for an
+    def _decision(self, sel: RoundSelection, rounds_run: int, i: int, model: str
+                  ) -> RoundsDecision:
+        """The stopping rules on the kept rounds of ``0..rounds_run-1`` (or, for an
         integer ``rounds``, the standard error they reached)."""
         p = self.params
         per = (estimate_correlations(sel.values, metrics=self.metrics, ci_level=p.ci_level)
                .per_round if sel.values else None)
         if p.auto_rounds:
+            reps = (self.reps_path(per, sel.round_ids, i, model)
+                    if p.stable_rounds and per is not None else None)
             return decide_rounds(sel.round_ids, per, rounds_run=rounds_run,
                                  rounds_min=p.rounds_min, rounds_max=p.rounds_max,
-                                 target_se=p.target_se)
+                                 target_se=p.target_se, representatives=reps,
+                                 stable_rounds=p.stable_rounds)
         se = float(matrix_se_path(per)[-1]) if per is not None else float("nan")
         return RoundsDecision(True, rounds_run, len(sel.values), se, "fixed")
+
+    def reps_path(self, per_round: Any, round_ids: Sequence[int], i: int, model: str
+                  ) -> list[tuple[str, ...] | None]:
+        """The representatives (sorted names) after each prefix of the kept rounds.
+
+        The clustering of each prefix is the one :func:`_cluster` reports when the rounds
+        stop there (same r*, same pivot seed), so the representatives a ``stable`` stop
+        reads are the ones the user gets. Prefixes are cached: a kept round's results
+        never change once its wave is back.
+        """
+        seed = derive_seed(self.seed, AUDIT, "pivot", self.names[i], model)
+        out = []
+        for n in range(1, len(round_ids) + 1):
+            key = (i, model, tuple(round_ids[:n]))
+            if key not in self.reps_cache:
+                self.reps_cache[key] = prefix_representatives(
+                    per_round[:n], self.metrics, self.params, seed)
+            out.append(self.reps_cache[key])
+        return out
 
     def more_rounds(self, table: AttemptTable) -> dict[tuple[int, int], int | None]:
         """``run_oracle_tasks``' ``more_rounds``: stop an (attribute, model) or plan more.
@@ -237,7 +267,7 @@ class _AuditRun:
             if (i, model) in self.decisions:
                 continue
             mi = p.models.index(model)
-            d = self._decision(self._select(table.attempts, i, model, run), run)
+            d = self._decision(self._select(table.attempts, i, model, run), run, i, model)
             if d.stopped:
                 self.decisions[(i, model)] = d
                 out[(i, mi)] = None
@@ -249,29 +279,39 @@ class _AuditRun:
             self.planned[(i, model)] = out[(i, mi)] = min(p.rounds_max, max(n, run + step))
         return out
 
-    def model_result(self, attempts: Any, i: int, model: str) -> ModelResult:
-        """Kept rounds, r* and clusters of attribute ``i`` and ``model``."""
+    def model_result(self, attempts: Any, i: int, model: str, cpu: Any = None) -> ModelResult:
+        """Kept rounds, r* and clusters of attribute ``i`` and ``model`` (``cpu``: the
+        attempts' CPU seconds per phase, :attr:`AttemptTable.cpu`)."""
         p = self.params
         run = self.planned.get((i, model), self.first_wave)
         stopped = self.decisions.get((i, model))
         sel = self._select(attempts, i, model, stopped.rounds if stopped else run)
         res = ModelResult(attribute=self.names[i], model=model, status=Status.OK, selection=sel,
-                          rounds=stopped or self._decision(sel, run), rounds_run=run)
+                          rounds=stopped or self._decision(sel, run, i, model), rounds_run=run)
+        if cpu is not None:
+            res.cost = cost_summary(round_costs(cpu[(cpu["attr"] == i) & (cpu["model"] == model)]))
         if not sel.values:
             res.status = Status.NOT_COMPUTED if sel.pending else Status.FAILED
             res.detail = _no_round_detail(sel, p)
             return res
         res.estimate = estimate_correlations(sel.values, metrics=self.metrics, ci_level=p.ci_level)
         res.se_path = matrix_se_path(res.estimate.per_round).tolist()
+        if p.auto_rounds and p.stable_rounds:
+            res.reps_path = self.reps_path(res.estimate.per_round, sel.round_ids, i, model)
         _cluster(res.estimate, p, derive_seed(self.seed, AUDIT, "pivot", self.names[i], model), res)
         return res
+
+    def log_rounds(self, wave: Any) -> None:
+        """``run_oracle_tasks``' ``on_rounds``: one log line per round of a wave."""
+        for row in round_costs(wave).itertuples(index=False):
+            log.info("%s", round_cost_line(row, attribute=self.names[int(row.attr)]))
 
     def result(self, table: AttemptTable | None, *, partial: bool = False) -> CorrelationResult:
         """The audit's result from the attempts run (``None``: no attribute to run)."""
         models = []
         if table is not None:
             models = [
-                self.model_result(table.attempts, i, model)
+                self.model_result(table.attempts, i, model, table.cpu)
                 for i in self.ok_attributes
                 for model in self.params.models
             ]
@@ -409,7 +449,9 @@ def _progress(
 
     what = "correlation"
     if params.auto_rounds:
-        what += f" (rounds: auto, stop at SE <= {params.target_se:g})"
+        what += f" (rounds: auto, stop at SE <= {params.target_se:g}"
+        what += (f" or representatives unchanged over {params.stable_rounds} rounds)"
+                 if params.stable_rounds else ")")
     return Progress(what=what, unit="rounds", total=combos * params.max_rounds, sink=sink)
 
 
@@ -438,10 +480,11 @@ def _oracle_tasks(
         model_params=p.model_params,
         partitions=p.partitions,
         shipping=p.shipping,
+        linear_fits=p.linear_fits,
         rounds_per_wave=(p.partitions or _default_partitions(spark)) if waves else None,
         max_rounds=p.max_rounds,
     )
-    hooks = WaveHooks(on_wave=on_wave, on_progress=on_progress,
+    hooks = WaveHooks(on_wave=on_wave, on_progress=on_progress, on_rounds=state.log_rounds,
                       more_rounds=state.more_rounds if p.auto_rounds else None)
     return run_oracle_tasks(spark, state.sample, job, hooks)
 
@@ -473,8 +516,8 @@ def _row_maker(res: ModelResult, result: CorrelationResult) -> _RowMaker:
         model_params=p.model_params.get(res.model, {}),
         n_samples=p.n_samples,
         rounds=p.rounds,
-        **({"rounds_min": p.rounds_min, "rounds_max": p.rounds_max, "target_se": p.target_se}
-           if p.auto_rounds else {}),
+        **({"rounds_min": p.rounds_min, "rounds_max": p.rounds_max, "target_se": p.target_se,
+            "stable_rounds": p.stable_rounds} if p.auto_rounds else {}),
         k=p.k,
         min_accuracy=p.min_accuracy,
         ci_level=p.ci_level,
@@ -602,61 +645,6 @@ def outcome_rows(result: CorrelationResult) -> list[MetricRow]:
     for res in result.models:
         rows += _model_rows(res, result)
     return rows
-
-
-def _model_summary(res: ModelResult, params: CorrelationParams) -> dict[str, Any]:
-    d: dict[str, Any] = {"status": res.status}
-    if res.detail:
-        d["detail"] = res.detail
-    s = res.selection
-    if s is not None:
-        d.update(
-            attempts=s.attempts,
-            accepted=s.accepted,
-            rounds_used=len(s.values),
-            acceptance_rate=s.acceptance_rate,
-        )
-        if s.pending:
-            d["rounds_pending"] = len(s.pending)
-    if res.rounds is not None:
-        d.update(
-            rounds=res.rounds.rounds,
-            rounds_run=res.rounds_run,
-            monte_carlo_se=nan_to_none(res.rounds.se),
-            target_se=params.target_se if params.auto_rounds else None,
-            stopped_by=res.rounds.reason,
-            monte_carlo_se_by_round=[nan_to_none(round(v, 6)) for v in res.se_path],
-        )
-    if res.clustering is not None:
-        n = res.clustered_metrics
-        d["tau"] = res.clustering.tau
-        d["representatives"] = [n[p] for p in res.clustering.representatives]
-        d["clusters"] = {n[p]: [n[j] for j in mem] for p, mem in res.clustering.clusters}
-    if res.excluded:
-        d["excluded"] = res.excluded
-    return d
-
-
-def outcome_summary(result: CorrelationResult) -> dict[str, Any]:
-    """The nested summary of ``summary.json``."""
-    out: dict[str, Any] = {
-        "sample_rows": result.sample_rows,
-        "population_labelled_rows": result.population_rows,
-        "sample_cells": {
-            a: dict(zip(CELLS, c, strict=True)) for a, c in result.sample_cells.items()
-        },
-        "waves": result.waves,
-        "shipped_as": result.shipped_as,
-        "attributes": {},
-    }
-    for name, why in result.failed_attributes.items():
-        out["attributes"][name] = {"status": Status.FAILED, "detail": why}
-    for res in result.models:
-        out["attributes"].setdefault(res.attribute, {})[res.model] = _model_summary(
-            res, result.params
-        )
-    out["status"] = Status.FAILED if result.failed else Status.OK
-    return out
 
 
 def outcome_from_result(result: CorrelationResult) -> AuditOutcome:

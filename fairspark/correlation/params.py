@@ -27,7 +27,8 @@ class CorrelationParams(AuditParams):
     rounds:
         L, estimation rounds: ``auto`` (default) adds rounds in waves until the
         Monte-Carlo standard error of the correlation matrix is at most
-        ``target_se`` (between ``rounds_min`` and ``rounds_max`` rounds); an integer
+        ``target_se`` or the representatives are unchanged over ``stable_rounds``
+        kept rounds (between ``rounds_min`` and ``rounds_max`` rounds); an integer
         runs exactly that many (the paper: 30).
     rounds_min:
         With ``rounds: auto``, the kept rounds needed before the stopping rule applies
@@ -40,6 +41,12 @@ class CorrelationParams(AuditParams):
         With ``rounds: auto``, the target of the matrix's Monte-Carlo standard error:
         the largest over metric pairs of ``s_ij / sqrt(L_ij)``, ``s_ij`` the sample
         standard deviation over rounds of each round's Pearson r (see correlation.md).
+    stable_rounds:
+        With ``rounds: auto``, a second stopping rule: stop at the first kept round
+        ``L >= rounds_min`` whose representatives (the clustering of r* over kept rounds
+        ``1..L``) are the same as after each of the ``stable_rounds`` kept rounds before
+        it, even if the standard error is still above ``target_se`` (which is then
+        reported as reached, not met). ``None``: the standard-error rule only.
     k:
         K, size of each bootstrapped training sample.
     min_accuracy:
@@ -65,6 +72,12 @@ class CorrelationParams(AuditParams):
     partitions:
         Spark tasks the rounds are dealt to, at most one per round (``None`` = default
         parallelism x 4); under a time budget also the rounds of each wave.
+    linear_fits:
+        ``batched`` (default): a round's logistic regressions (L2 penalty, the
+        default) are fitted together by Newton's method in numpy over the stack of
+        bootstrap samples, their predictions one matrix product; the minimiser is
+        scikit-learn's to about its ``tol`` (see correlation.md). ``per_model``: one
+        scikit-learn fit per attempt. Other families always fit per model.
     shipping:
         How the sample reaches the tasks: ``auto`` (a broadcast where the session has a
         SparkContext, else inside the task closure, e.g. Spark Connect), ``broadcast``
@@ -78,6 +91,7 @@ class CorrelationParams(AuditParams):
     rounds_min: int = Field(10, ge=2)
     rounds_max: int = Field(30, ge=2)
     target_se: float = Field(0.05, gt=0, lt=1)
+    stable_rounds: int | None = Field(5, ge=1)
     k: int = Field(1000, ge=10)
     min_accuracy: float = Field(0.5, ge=0, le=1)
     max_attempts_per_round: int | None = Field(None, ge=2)
@@ -90,6 +104,7 @@ class CorrelationParams(AuditParams):
     metrics: list[str] | None = None
     partitions: int | None = Field(None, ge=1)
     shipping: Literal["auto", "broadcast", "closure"] = "auto"
+    linear_fits: Literal["batched", "per_model"] = "batched"
 
     @model_validator(mode="after")
     def _check(self) -> CorrelationParams:

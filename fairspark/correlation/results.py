@@ -73,6 +73,10 @@ class ModelResult:
     rounds_run: int = 0
     #: the matrix's Monte-Carlo SE after each kept round (:func:`matrix_se_path`)
     se_path: list[float] = field(default_factory=list)
+    #: CPU seconds per phase of the rounds run (:func:`._rounds.cost_summary`)
+    cost: dict | None = None
+    #: the representatives after each kept round (``rounds: auto`` with stable_rounds)
+    reps_path: list[tuple[str, ...] | None] = field(default_factory=list)
 
 
 @dataclass
@@ -111,6 +115,7 @@ class CorrelationResult:
 
 _STOPPED = {
     "target_se": "the standard error reached target_se",
+    "stable": "the representatives were unchanged over the last stable_rounds kept rounds",
     "rounds_max": "rounds_max reached before target_se",
     "no_round": "no round reached n_samples accepted models",
     "undefined": "no metric pair has a correlation defined in two rounds",
@@ -135,12 +140,19 @@ def rounds_text(d: RoundsDecision, params: CorrelationParams, rounds_run: int) -
     """
     used = f"{d.kept} complete rounds used (round ids 0..{d.rounds - 1})"
     if params.auto_rounds:
-        rule = (f"rounds: auto (target_se={params.target_se:g}, rounds_min="
+        stable = (f", stable_rounds={params.stable_rounds}" if params.stable_rounds else "")
+        rule = (f"rounds: auto (target_se={params.target_se:g}{stable}, rounds_min="
                 f"{params.rounds_min}, rounds_max={params.rounds_max})")
     else:
         rule = f"rounds: {params.rounds}"
     se = f"{d.se:.4f}" if math.isfinite(d.se) else "undefined"
-    text = f"{rule}: {used}; Monte-Carlo SE {se}; stopped: {_STOPPED[d.reason]}"
+    why = _STOPPED[d.reason]
+    if d.reason == "stable":
+        why = (f"the representatives were unchanged over the last {params.stable_rounds} "
+               f"kept rounds; the standard error is {se}"
+               + (f", above target_se={params.target_se:g}: r* and its intervals are only "
+                  "as precise as this SE says" if not d.se <= params.target_se else ""))
+    text = f"{rule}: {used}; Monte-Carlo SE {se}; stopped: {why}"
     if rounds_run > d.rounds:
         text += f"; {rounds_run - d.rounds} later rounds run in the last wave and not used"
     return text
