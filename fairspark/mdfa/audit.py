@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -269,12 +270,29 @@ def _violation_summary(res: AttributeResult) -> None:
         res.stats.rate(s=1, y=res.y_major) / r_neg if r_neg > 0 else None)
 
 
-def audit_attribute(
+@dataclass
+class _ViewWork:
+    """An attribute view made ready on the driver: its sample with the null model and
+    the view's balancing nets, the parameters with the L2 kept, and the seeds."""
+
+    attr: AttributeInfo
+    stats: GroupedStats
+    target: str
+    sample: MDFASample
+    params: MDFAParams
+    seeds: list[int]
+    view_cpu: dict[str, float]
+
+
+def prepare_attribute(
     ctx: AuditContext, params: MDFAParams, attr: AttributeInfo, plan: FeaturePlan,
     view: _View | None = None,
-) -> AttributeResult:
-    """The parallel splits of one attribute, on its statistics and sample (``view``,
-    from :func:`gather_views`; gathered for this attribute alone when None).
+) -> _ViewWork:
+    """The driver's work on one attribute before its splits: the sample, the null
+    model and the view's balancing nets (:func:`~.certify.prepare_view`).
+
+    Its CPU seconds are this thread's (``time.thread_time``), so :func:`run` can
+    prepare the next view while the splits of this one run on the executors.
 
     Raises
     ------
@@ -291,32 +309,54 @@ def audit_attribute(
         view = gather_views(ctx, params, [attr], plan)[name]
     if view.error is not None:
         raise view.error
-    stats = view.stats
     target = _target_label(attr, params.target_group)
     _check_time(ctx, name)
     sample = _sample(view.rows, name=name, plan=plan)
     view.rows = None  # the sample's arrays are all the splits need
-    c0 = time.process_time()
+    c0 = time.thread_time()
     if params.null_draws > 0:
         sample = sample.with_null_model(seed=ctx.seed_for(AUDIT, name, "null"))
-    c1 = time.process_time()
+    c1 = time.thread_time()
     _check_time(ctx, name)
     seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.planned_splits())]
     sample, params = prepare_view(sample, seeds=seeds, params=params)
-    view_cpu = {"null_model": c1 - c0, "balancing_net": time.process_time() - c1}
+    view_cpu = {"null_model": c1 - c0, "balancing_net": time.thread_time() - c1}
+    return _ViewWork(attr=attr, stats=view.stats, target=target, sample=sample,
+                     params=params, seeds=seeds, view_cpu=view_cpu)
+
+
+def audit_prepared(ctx: AuditContext, work: _ViewWork, plan: FeaturePlan) -> AttributeResult:
+    """The splits of one prepared attribute view and their result."""
+    name, params = work.attr.name, work.params
     _check_time(ctx, name)  # prepare_view trains on the driver: no Spark job to cancel
-    splits, stop = _run_waves(ctx, sample, seeds=seeds, params=params, name=name)
+    splits, stop = _run_waves(ctx, work.sample, seeds=work.seeds, params=params, name=name)
     res = AttributeResult(
-        attribute=name, target_label=target, other_label=_other_label(attr, params.target_group),
-        splits=splits, stats=stats,
-        sample_rows=len(sample.s), features=plan.names, dropped_constant=plan.dropped_constant,
-        aggregates=summarise_splits(splits),
+        attribute=name, target_label=work.target,
+        other_label=_other_label(work.attr, params.target_group),
+        splits=splits, stats=work.stats,
+        sample_rows=len(work.sample.s), features=plan.names,
+        dropped_constant=plan.dropped_constant, aggregates=summarise_splits(splits),
         null=null_reference(splits, level=params.verdict_level),
-        splits_stop=stop, l2=params.l2, view_cpu=view_cpu,
+        splits_stop=stop, l2=params.l2, view_cpu=work.view_cpu,
     )
     _violation_summary(res)
     _log_cost(name, res.cost())
     return res
+
+
+def audit_attribute(
+    ctx: AuditContext, params: MDFAParams, attr: AttributeInfo, plan: FeaturePlan,
+    view: _View | None = None,
+) -> AttributeResult:
+    """The parallel splits of one attribute, on its statistics and sample (``view``,
+    from :func:`gather_views`; gathered for this attribute alone when None).
+
+    Raises
+    ------
+    AttributeFailureError
+        When the attribute cannot be audited (message names the attribute).
+    """
+    return audit_prepared(ctx, prepare_attribute(ctx, params, attr, plan, view), plan)
 
 
 def _log_cost(name: str, cost: dict[str, Any]) -> None:
@@ -585,14 +625,35 @@ def run(ctx: AuditContext, params: MDFAParams) -> AuditOutcome:
     if attrs and plan.x_idx:  # every view's statistics and sample in one pass each
         _check_time(ctx, attrs[0].name)
         views = gather_views(ctx, params, attrs, plan)
-    for attr in attrs:
-        _check_time(ctx, attr.name)
-        try:
-            progress.done(audit_attribute(ctx, params, attr, plan, views.get(attr.name)),
-                          pjson)
-        except AttributeFailureError as err:
-            progress.failed(attr.name, str(err), pjson)
-        ctx.report_partial(progress.outcome())
+    # the driver prepares view i + 1 (null model, balancing nets) while the splits of
+    # view i run on the executors; the results do not depend on it
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mdfa-view")
+
+    def submit(i: int) -> Future | None:
+        if i >= len(attrs):
+            return None
+        return pool.submit(prepare_attribute, ctx, params, attrs[i], plan,
+                           views.get(attrs[i].name))
+
+    try:
+        ahead = submit(0)
+        for i, attr in enumerate(attrs):
+            _check_time(ctx, attr.name)
+            try:
+                work = ahead.result()
+            except AttributeFailureError as err:
+                ahead = submit(i + 1)
+                progress.failed(attr.name, str(err), pjson)
+                ctx.report_partial(progress.outcome())
+                continue
+            ahead = submit(i + 1)
+            try:
+                progress.done(audit_prepared(ctx, work, plan), pjson)
+            except AttributeFailureError as err:
+                progress.failed(attr.name, str(err), pjson)
+            ctx.report_partial(progress.outcome())
+    finally:  # a budget spent or an error: do not wait for a view being prepared
+        pool.shutdown(wait=False, cancel_futures=True)
     statuses = [v["status"] for v in progress.summary["attributes"].values()]
     if statuses and all(s == Status.FAILED for s in statuses):
         progress.summary["status"] = Status.FAILED
