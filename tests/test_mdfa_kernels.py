@@ -440,11 +440,12 @@ def test_finding_sentence_has_rounded_counts_and_rates_by_hand():
     assert res.y_major == -1
     share = np.mean([21 / 300, 24 / 300])  # 0.075 of 2,000 audited rows = 150 people
     people = round(share * 2000)
+    lo, hi = (round(v * 2000) for v in np.percentile([21 / 300, 24 / 300], [2.5, 97.5]))
     text = finding(res)
     assert text == (
         f"In the worst-treated subgroup of about {people:,} people (8% of the 2,000 audited "
-        "rows), Female get the unfavourable decision 84% of the time and Male 48% (over all "
-        "audited rows: 90% and 50%)."
+        f"rows; {lo:,} to {hi:,} across the splits), Female get the unfavourable decision "
+        "84% of the time and Male 48% (over all audited rows: 90% and 50%)."
     )
     # held-out row counts in the description table are whole numbers (11 and 12 -> 11/12)
     size = _item(res)["desc_rows"][-1]

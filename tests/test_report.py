@@ -782,8 +782,9 @@ def test_correlation_heatmap_writes_r_and_explains_the_sign(monkeypatch):
 @pytest.mark.parametrize(("verdict", "null", "status", "expected"), [
     ("evidence of multi-differential unfairness (ref)",
      {"mean": 0.0067, "bound": 0.0150, "p_value": 0.0004}, "evidence",
-     "gamma_max 0.0101: gamma 0.0101 against 0.0067 for decisions that depend on the "
-     "features alone (evidence when gamma is above 0.015"),
+     "gamma_max 0.0101 above the features-only reference (raw mean over splits 0.0101 "
+     "against 0.0067 for decisions that depend on the features alone; evidence when the "
+     "raw mean is above 0.015"),
     ("no evidence of multi-differential unfairness (ref)",
      {"mean": 0.0067, "bound": 0.0150, "p_value": 0.15}, "ok",
      "Nothing: gamma is within what decisions that depend on the features alone give"),
@@ -803,6 +804,26 @@ def test_the_mdfa_line_reads_the_features_only_reference(summary, verdict, null,
     (line,) = [ln for ln in box["lines"] if ln["audit"] == "mdfa"]
     assert line["status"] == status
     assert expected in f"{line['far']} {line['next']}"
+
+
+def test_the_mdfa_line_says_when_evidence_comes_with_an_interval_that_holds_zero(summary):
+    """Evidence (the raw mean above the bound) beside a 95% interval of the excess that
+    holds 0: the line says both, with the interval and the null draws the p is from."""
+    from fairspark.report.decision import decision_box
+
+    verdict = "evidence of multi-differential unfairness (ref)"
+    rows = [_other("mdfa", "sex", "unprivileged (Female)", "gamma_max", 0.0038, -0.0015,
+                   0.0092, detail=verdict)]
+    s = _ok_summary(summary)
+    s["audits"]["mdfa"] = {"status": "ok", "attributes": {"sex": {
+        "verdict": verdict, "null": {"mean": 0.0047, "bound": 0.0081, "p_value": 0.0006,
+                                    "observed": 0.0085, "draws": 20}}}}
+    (line,) = [ln for ln in decision_box(summary=s, rows=rows, anchors={}, specs=SPECS)["lines"]
+               if ln["audit"] == "mdfa"]
+    assert line["status"] == "evidence"
+    assert "p = 0.0006, t test against 20 null draws" in line["far"]
+    assert ("depend on sex beyond the features, but how much in the population is not "
+            "pinned down (95% interval \u22120.0015 to 0.0092 holds 0)") in line["far"]
 
 
 def test_trend_series_are_one_each_and_include_tonight():
@@ -903,5 +924,11 @@ def test_the_mdfa_line_carries_the_balance_caveat_and_one_name(summary):
     (line,) = decision_box(summary=s, rows=rows, anchors={}, specs=SPECS)["lines"]
     # the trends' name (gamma_max = the row's value) first, the raw gamma beside it
     assert line["what"] == "gamma_max"
-    assert line["far"].startswith("gamma_max 0.0323: gamma 0.0374 against 0.0051")
+    assert line["far"].startswith("gamma_max 0.0323 above the features-only reference (raw "
+                                  "mean over splits 0.0374 against 0.0051")
+    # "gamma" alone is the favourable outcome's row in metrics.parquet: not used here
+    head = line["far"].split("; caveat")[0]
+    assert " gamma " not in f" {head} ".replace("gamma_max", "")
+    # the row's interval (0.02 to 0.04) excludes 0: no "not pinned down" sentence
+    assert "not pinned down" not in line["far"]
     assert "caveat: the weights leave the groups unbalanced in 6 of 12 splits" in line["far"]

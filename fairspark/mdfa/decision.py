@@ -30,18 +30,24 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
             st = "evidence" if re.search(r"(?<!no )evidence of", verdict) else "ok"
             null = (info.get(attr) or {}).get("null") or {}
             ref, bound = num(null.get("mean")), num(null.get("bound"))
-            p = num(null.get("p_value"))
-            # the row's value is gamma less the reference (issue 14 item 4): the raw
-            # mean (the null block's observed) is what the bound is on
+            p, draws = num(null.get("p_value")), null.get("draws")
+            # one name per quantity (docs/mdfa.md, "Glossary"): gamma_max is the row's
+            # value, the raw mean over splits less the features-only reference; the
+            # verdict's bound is on the raw mean (the null block's observed)
             raw = num(null.get("observed"))
-            # one name per quantity, as in the trends: gamma_max is the row's value
-            # (gamma less the features-only reference); gamma is the raw mean
             if ref is not None and bound is not None:
-                gamma = fmt_number(v if raw is None else raw)
-                far = (f"gamma_max {fmt_number(v)}: gamma {gamma} against "
-                       f"{fmt_number(ref)} for decisions that depend on the features alone "
-                       f"(evidence when gamma is above {fmt_number(bound)}"
-                       + (f"; p = {p:.2g})" if p is not None else ")"))
+                said_p = "" if p is None else (
+                    f"; p = {p:.2g}, t test against {draws} null draws" if draws
+                    else f"; p = {p:.2g}")
+                far = (f"gamma_max {fmt_number(v)} above the features-only reference (raw "
+                       f"mean over splits {fmt_number(v if raw is None else raw)} against "
+                       f"{fmt_number(ref)} for decisions that depend on the features alone; "
+                       f"evidence when the raw mean is above {fmt_number(bound)}{said_p})")
+                lo, hi = num(r.get("lower")), num(r.get("upper"))
+                if st == "evidence" and lo is not None and hi is not None and lo <= 0:
+                    far += (f"; the decisions on these rows depend on {attr} beyond the "
+                            f"features, but how much in the population is not pinned down "
+                            f"(95% interval {fmt_number(lo)} to {fmt_number(hi)} holds 0)")
             else:
                 far = (f"gamma_max {fmt_number(v)} over splits (0 = decisions reveal nothing of "
                        f"{attr})")

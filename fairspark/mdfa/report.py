@@ -156,6 +156,23 @@ def _lead(res: AttributeResult) -> str:
 
 
 
+def _reported(res: AttributeResult, key: str) -> tuple[Any, Any, Any]:
+    """The value and 95% interval of a gamma as its metrics.parquet row has them."""
+    c = res.corrected.get(key)
+    if c is not None:
+        return c.value, c.lower, c.upper
+    g = res.aggregates[key]
+    return g.mean, g.p2_5, g.p97_5
+
+
+def _draws_note(res: AttributeResult) -> str:
+    """How many null draws the reference and its p rest on, and why that many."""
+    if res.null is None:
+        return "no null reference"
+    return (f"{res.null.draws} null draws (K = min(null_draws, splits of the first wave); "
+            f"each split evaluates two of them)")
+
+
 def _item(res: AttributeResult, redacted: list[str] | None = None) -> dict[str, Any]:
     """The template's view of one attribute."""
     a = res.aggregates
@@ -167,9 +184,13 @@ def _item(res: AttributeResult, redacted: list[str] | None = None) -> dict[str, 
         "splits_note": (f"{len(res.splits)}, {res.splits_stop}" if res.splits_stop
                         else str(len(res.splits))),
         "target": res.target_label,
-        "g_pos": _f(a["gamma_pos"].mean),
-        "g_neg": _f(a["gamma_neg"].mean),
-        "g_max": f"{_f(g.mean)} ({_f(g.sd)}) [{_f(g.p2_5)}, {_f(g.p97_5)}]",
+        # one number per name: the gammas are the metrics.parquet rows' values (the raw
+        # mean less the features-only reference; the raw mean where there is none)
+        "g_pos": _f(_reported(res, "gamma_pos")[0]),
+        "g_neg": _f(_reported(res, "gamma_neg")[0]),
+        "g_max": "{} [{}, {}]".format(*(_f(v) for v in _reported(res, "gamma_max"))),
+        "g_raw": f"{_f(g.mean)} ({_f(g.sd)}) [{_f(g.p2_5)}, {_f(g.p97_5)}]",
+        "draws_note": _draws_note(res),
         "verdict": res.verdict(),
         "evidence": bool(res.null is not None and res.null.evidence),
         "null": (f"{_f(res.null.mean)} (sd {_f(res.null.sd)}, {res.null.draws} draws); "

@@ -420,8 +420,13 @@ def _group_words(label: str) -> str:
 
 def subgroup_summary(res: AttributeResult) -> dict[str, Any] | None:
     """Averages over the splits whose Algorithm 1 used ``res.y_major``: held-out share of
-    the subgroup, its estimated size among the audited rows (rounded) and the rate of
-    Y = y_major per group inside it (None when Algorithm 1 did not run or found nothing).
+    the subgroup, its estimated size among the audited rows (rounded; with the 2.5 and
+    97.5 percentiles over those splits) and the rate of Y = y_major per group inside it
+    (None when Algorithm 1 did not run or found nothing).
+
+    The share is of the held-out rows, unweighted: how many people the subgroup holds.
+    It is not ``subgroup_mass``, Algorithm 1's stopping quantity (the balancing-weighted
+    training mass of the subgroup among Y = y, compared with ``alpha``).
     """
     if res.y_major is None:
         return None
@@ -441,9 +446,13 @@ def subgroup_summary(res: AttributeResult) -> dict[str, Any] | None:
     if not share or not rates["+1"] or not rates["-1"]:
         return None
     total = res.stats.count()
+    lo, hi = np.percentile(share, [2.5, 97.5])
     return {
         "share": float(np.mean(share)),
         "people": round(float(np.mean(share)) * total),
+        "people_low": round(float(lo) * total),
+        "people_high": round(float(hi) * total),
+        "splits": len(share),
         "audited_rows": round(total),
         "rate_target": float(np.mean(rates["+1"])),
         "rate_other": float(np.mean(rates["-1"])),
@@ -457,8 +466,8 @@ def finding(res: AttributeResult) -> str | None:
     not run or found no subgroup).
 
     E.g. "In the worst-treated subgroup of about 1,300 people (4% of the 32,000 audited
-    rows), Female get the unfavourable decision 84% of the time and Male 48% (over all
-    audited rows: 89% and 70%)."
+    rows; 900 to 1,700 across the splits), Female get the unfavourable decision 84% of
+    the time and Male 48% (over all audited rows: 89% and 70%)."
     """
     sub = subgroup_summary(res)
     if sub is None:
@@ -467,7 +476,8 @@ def finding(res: AttributeResult) -> str | None:
     pct = _percent
     return (
         f"In the worst-treated subgroup of about {sub['people']:,} people "
-        f"({pct(sub['share'])} of the {sub['audited_rows']:,} audited rows), "
+        f"({pct(sub['share'])} of the {sub['audited_rows']:,} audited rows; "
+        f"{sub['people_low']:,} to {sub['people_high']:,} across the splits), "
         f"{_group_words(res.target_label)} get {_outcome_words(y)} "
         f"{pct(sub['rate_target'])} of the time and {_group_words(res.other_label)} "
         f"{pct(sub['rate_other'])} (over all audited rows: {pct(sub['rate_target_overall'])} "
