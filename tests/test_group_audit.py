@@ -114,6 +114,26 @@ def test_outputs_layout_and_summary(adult_run):
     assert not [p for p in (base / "out").iterdir() if p.name.startswith("_tmp")]
 
 
+def test_overall_performance_equals_pandas(adult_run, adult_pdf):
+    """The model card's numbers: accuracy, base rate and positive rate over the labelled
+    rows, against a direct pandas computation on the same table."""
+    from fairspark.report.decision import audited_facts
+
+    res, _ = adult_run
+    perf = res.summary["audits"]["group"]["performance"]
+    y = (adult_pdf["income"] == ">50K").to_numpy()
+    d = (adult_pdf["prediction"] == 1).to_numpy()
+    assert perf["labelled_rows"] == len(adult_pdf)
+    assert perf["accuracy"] == pytest.approx((y == d).mean(), abs=1e-12)
+    assert perf["base_rate"] == pytest.approx(y.mean(), abs=1e-12)
+    assert perf["positive_rate"] == pytest.approx(d.mean(), abs=1e-12)
+    facts = dict(audited_facts(res.summary))
+    assert facts["Performance"] == (
+        f"accuracy {(y == d).mean():.3f}, base rate {y.mean():.3f} (favourable labels), "
+        f"positive rate {d.mean():.3f} (favourable decisions), over {len(adult_pdf):,} "
+        "labelled rows")
+
+
 def test_results_do_not_depend_on_partitions(spark, adult_pdf, adult_run, tmp_path):
     inp1 = write_parquet(adult_pdf, tmp_path / "in1", n_files=1)
     old = spark.conf.get("spark.sql.shuffle.partitions")

@@ -216,6 +216,19 @@ def _cells(ctx: AuditContext, params: GroupParams, attrs: list[AttributeInfo]) -
                        weight_col=WEIGHT, max_groups=MAX_GROUPS)
 
 
+
+def _performance(everyone: Any) -> dict[str, Any]:
+    """The model's overall performance on the labelled rows (row counts, unweighted):
+    accuracy, base rate (favourable labels) and positive rate (favourable decisions)."""
+    n = float(sum(everyone[f"{c}_n"] for c in ("tp", "fp", "tn", "fn")))
+    if n <= 0:
+        return {"labelled_rows": 0, "accuracy": None, "base_rate": None,
+                "positive_rate": None}
+    return {"labelled_rows": int(n),
+            "accuracy": float((everyone["tp_n"] + everyone["tn_n"]) / n),
+            "base_rate": float((everyone["tp_n"] + everyone["fn_n"]) / n),
+            "positive_rate": float((everyone["tp_n"] + everyone["fp_n"]) / n)}
+
 def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
     """Compute the catalogue for every sensitive view in one aggregation pass.
 
@@ -258,6 +271,7 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
     summary["overall"] = {"gei": _f(overall["gei"]), "theil": _f(overall["theil"])}
     summary["labelled_rows"] = int(sum(everyone[f"{c}_n"] for c in ("tp", "fp", "tn", "fn")))
     summary["favourable_labels"] = int(everyone["tp_n"] + everyone["fn_n"])
+    summary["performance"] = _performance(everyone)
     failed = [r for r in rows if r.status == Status.FAILED]
     summary["status"] = Status.FAILED if failed else Status.OK
     if failed:

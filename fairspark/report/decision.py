@@ -489,6 +489,12 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     if inp.get("label"):
         out.append(("Label", f"column {inp['label']}"
                     + (f"; favourable: {lab_value}" if lab_value else "")))
+    perf = ((summary.get("audits") or {}).get("group") or {}).get("performance") or {}
+    if perf.get("accuracy") is not None:
+        out.append(("Performance", (
+            f"accuracy {perf['accuracy']:.3f}, base rate {perf['base_rate']:.3f} (favourable "
+            f"labels), positive rate {perf['positive_rate']:.3f} (favourable decisions), over "
+            f"{_count(perf['labelled_rows'])} labelled rows")))
     out.append(("Data window", f"where {inp['where']}" if inp.get("where")
                 else "all rows of the input (no where filter)"))
     out.append(("Rows", _rows_text(rows)))
@@ -520,8 +526,8 @@ def audited_brief(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     """
     facts = dict(audited_facts(summary))
     rows = summary.get("rows") or {}
-    brief = [(k, facts[k]) for k in ("Dataset", "Model", "Decision", "Label", "Data window",
-                                     "Rows") if k in facts]
+    brief = [(k, facts[k]) for k in ("Dataset", "Model", "Decision", "Label", "Performance",
+                                     "Data window", "Rows") if k in facts]
     groups = _groups(rows.get("attributes") or {}, limit=4)
     if groups:
         brief.append(("Groups", " · ".join(f"{n}: {t}" for n, t in groups)))
