@@ -786,6 +786,36 @@ def test_lead_says_when_evidence_comes_with_an_interval_that_holds_zero():
     assert res.null.evidence and "not pinned down" not in _lead(res)
 
 
+def test_the_gamma_plot_draws_the_reference_and_the_bound_that_decide_the_verdict():
+    """The box plot carries, per attribute, the null reference's mean and the verdict's
+    bound as horizontal segments at exactly those values, and the raw mean as a point."""
+    from fairspark.mdfa import AttributeResult, GroupedStats, SplitResult, split_frame
+    from fairspark.mdfa.audit import summarise_splits
+    from fairspark.mdfa.null import null_reference
+    from fairspark.mdfa.report import _draw
+
+    obs = np.array([0.02, 0.025, 0.018, 0.022, 0.021, 0.024])
+    g_null = np.array([0.004, 0.006, 0.005, 0.005, 0.004, 0.006])
+    frame = split_frame([
+        SplitResult(split=i, gamma_pos=o, gamma_neg=o, gamma_max=o, n_train=700, n_test=300,
+                    null_draw=i % 3, gamma_null_pos=g, gamma_null_neg=g, gamma_null_max=g)
+        for i, (o, g) in enumerate(zip(obs, g_null, strict=True))])
+    cells = pd.DataFrame({"s": [1, 1, -1, -1], "y": [1, -1, 1, -1], "n": [1, 1, 1, 1],
+                          "w": [1.0, 1.0, 1.0, 1.0]})
+    ref = null_reference(frame, level=0.01)
+    res = AttributeResult(attribute="sex", target_label="t", splits=frame,
+                          stats=GroupedStats(cells=cells, desc_names=[]), sample_rows=1000,
+                          features=["x"], dropped_constant=[],
+                          aggregates=summarise_splits(frame), null=ref)
+    ax = _draw([res]).axes[0]
+    segments = [c for c in ax.collections if c.get_label() in
+                ("features-only reference", "evidence above (the verdict's bound)")]
+    ys = sorted(float(seg.get_segments()[0][0][1]) for seg in segments)
+    assert ys == pytest.approx(sorted([ref.mean, ref.bound]))
+    points = [ln for ln in ax.lines if ln.get_label() == "raw mean"]
+    assert points and float(points[0].get_ydata()[0]) == pytest.approx(obs.mean())
+
+
 def test_verdict_words_follow_the_null_reference():
     from fairspark.mdfa.null import NullReference
     from fairspark.mdfa.results import Spread, verdict

@@ -674,6 +674,28 @@ def test_hfm_witness_values_are_redacted_unless_opted_in(opt_in):
         assert "audits.hfm.show_witness_values: true" in sec.html
 
 
+def test_hfm_histogram_marks_d_and_d_f(monkeypatch):
+    """The per-row distance histogram draws a vertical line at D and one at D_f (their
+    values, the maxima of the per-row distances)."""
+    import numpy as np
+
+    from fairspark.hfm import report as hfm_report
+    from fairspark.hfm.results import DistanceResult
+
+    drawn = []
+    monkeypatch.setattr(hfm_report, "figure_to_data_uri", lambda fig: drawn.append(fig) or "x")
+
+    def dist(value, counts):
+        return DistanceResult(value=value, lower=value, upper=value, certified=True,
+                              avg=value / 2, avg_exact=True,
+                              extra={"hist": (np.linspace(0, 3, 5), np.array(counts))})
+
+    fig = hfm_report._figure("sex", dist(2.0, [5, 3, 2, 1]), dist(2.5, [4, 4, 2, 1]), "exact")
+    assert fig is not None and drawn
+    lines = {ln.get_label(): float(ln.get_xdata()[0]) for ln in drawn[0].axes[0].lines}
+    assert lines == {"D = 2": 2.0, "D_f = 2.5": 2.5}
+
+
 def test_hfm_section_says_what_df_means_with_a_scale_and_a_finding():
     from fairspark.hfm.params import HFMParams
     from fairspark.hfm.report import REFERENCE, render

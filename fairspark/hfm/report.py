@@ -63,7 +63,11 @@ def _figure(name: str, d: DistanceResult, d_f: DistanceResult, method: str) -> d
     # a dash besides the colour tells the two apart (issue 28 item 6)
     for r, label, dash in ((d, "label (D), solid", "-"), (d_f, "prediction (D_f), dashed", "--")):
         edges, counts = r.extra["hist"]
-        ax.stairs(counts, edges, label=label, linestyle=dash, linewidth=1.4)
+        line = ax.stairs(counts, edges, label=label, linestyle=dash, linewidth=1.4)
+        if r.value is not None and math.isfinite(r.value):  # the distance itself: the max
+            name_v = "D" if r is d else "D_f"
+            ax.axvline(float(r.value), color=line.get_edgecolor(), linestyle=dash, lw=0.9,
+                       label=f"{name_v} = {_fmt(r.value)}")
     ax.set_yscale("symlog")
     ax.set_xlabel("distance to the nearest row of the other group")
     ax.set_ylabel("rows")

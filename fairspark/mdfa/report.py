@@ -91,10 +91,16 @@ def _description_rows(res: AttributeResult) -> tuple[list[list[str]], str]:
 
 
 def _figure(results: list[AttributeResult]) -> str | None:
-    from fairspark.report.figures import figure_to_data_uri, plt
+    from fairspark.report.figures import figure_to_data_uri
 
-    if not results:
-        return None
+    return figure_to_data_uri(_draw(results)) if results else None
+
+
+def _draw(results: list[AttributeResult]) -> Any:
+    """The section's figure: gamma_max over splits with the reference and the bound
+    that decide the verdict, and Algorithm 1's delta by step."""
+    from fairspark.report.figures import plt
+
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
     ax = axes[0]
     data = [pd.to_numeric(r.splits["gamma_max"], errors="coerce").dropna().to_numpy()
@@ -102,8 +108,19 @@ def _figure(results: list[AttributeResult]) -> str | None:
     ax.boxplot(data)
     ax.set_xticks(range(1, len(results) + 1), [r.attribute for r in results])
     ax.axhline(0.0, color="grey", lw=0.8, ls="--")
-    ax.set_ylabel("gamma (max over y)")
-    ax.set_title("certificate gamma over splits")
+    for i, r in enumerate(results, start=1):  # what decides the verdict, per attribute
+        if r.null is None:
+            continue
+        ax.hlines(r.null.mean, i - 0.4, i + 0.4, colors="tab:blue", linestyles="-", lw=1.5,
+                  label="features-only reference" if i == 1 else None)
+        ax.hlines(r.null.bound, i - 0.4, i + 0.4, colors="tab:red", linestyles="--", lw=1.5,
+                  label="evidence above (the verdict's bound)" if i == 1 else None)
+        ax.plot([i], [r.null.observed], marker="D", color="black", ls="none",
+                label="raw mean" if i == 1 else None)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
+    ax.set_ylabel("raw gamma_max per split")
+    ax.set_title("gamma_max over splits, its reference and bound")
     ax = axes[1]
     styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-")]
     for i, r in enumerate(results):  # a marker and a dash per attribute, not colour alone
@@ -124,7 +141,7 @@ def _figure(results: list[AttributeResult]) -> str | None:
     ax.set_title("delta across Algorithm 1 (median-delta split;\nthin dotted line: the answer)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
-    return figure_to_data_uri(fig)
+    return fig
 
 
 def _lead(res: AttributeResult) -> str:
