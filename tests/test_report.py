@@ -848,6 +848,37 @@ def test_the_mdfa_line_says_when_evidence_comes_with_an_interval_that_holds_zero
             "pinned down (95% interval \u22120.0015 to 0.0092 holds 0)") in line["far"]
 
 
+def test_the_previous_run_is_compared_group_to_group(summary):
+    """The previous run's items are keyed by group too: a line on tonight's worst group
+    is compared with that group's line of the last run, and when the last run's line was
+    on another group it is not compared with it but named."""
+    from fairspark.report.decision import decision_box, decision_items, item_key
+
+    verdict = "evidence of multi-differential unfairness (ref)"
+    null = {"mean": 0.0051, "bound": 0.012, "p_value": 0.001, "observed": 0.0374}
+
+    def box(group, value, previous):
+        rows = [_other("mdfa", "race", group, "gamma_max", value, value - 0.004,
+                       value + 0.004, detail=verdict)]
+        s = _ok_summary(summary, previous=previous)
+        s["audits"]["mdfa"] = {"status": "ok", "attributes": {
+            "race": {"verdict": verdict, "null": null}}}
+        return s, rows, decision_box(summary=s, rows=rows, anchors={}, specs=SPECS)
+
+    s0, rows0, _ = box("unprivileged (Black)", 0.0323, None)
+    items = decision_items(s0, rows0, specs=SPECS)
+    assert item_key("mdfa", "race", "gamma_max", "unprivileged (Black)") in items
+    prev = {"run_date": "2026-11-28", "items": items}
+    # the same group, the number well beyond noise: compared
+    *_, same = box("unprivileged (Black)", 0.0500, prev)
+    (line,) = [ln for ln in same["lines"] if ln["audit"] == "mdfa"]
+    assert line["change"] == "worse"
+    # another group heads tonight: not compared with Black's line, which is named
+    *_, other = box("unprivileged (Other)", 0.0323, prev)
+    (line,) = [ln for ln in other["lines"] if ln["audit"] == "mdfa"]
+    assert line["change"] == "new (last run's line was on unprivileged (Black))"
+
+
 def test_trend_series_are_one_each_and_include_tonight():
     """Correlation representatives (metric_b = the metric) are three series, not one."""
     import pandas as pd

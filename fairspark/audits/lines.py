@@ -81,4 +81,5 @@ class DecisionLine:
                 "gate_word": self.gate_word, "change": "",
                 # the number the change since the previous run is judged on
                 "number": {"metric": n.get("metric"), "value": num(n.get("value")),
-                           "lower": num(n.get("lower")), "upper": num(n.get("upper"))}}
+                           "lower": num(n.get("lower")), "upper": num(n.get("upper")),
+                           "group": n.get("group")}}

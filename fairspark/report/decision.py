@@ -43,9 +43,30 @@ def _readable(check: str) -> str:
     return check.replace("_", " ").replace(">=", "≥").replace("<=", "≤")
 
 
-def item_key(audit: str, attribute: str, metric: str) -> str:
-    """The key of a decision line in ``summary['previous']['items']``."""
-    return f"{audit}|{attribute}|{metric}"
+def item_key(audit: str, attribute: str, metric: str, group: Any = None) -> str:
+    """The key of a decision line in ``summary['previous']['items']``: with ``group``, the
+    line on that group; without, the attribute's line whichever group it was on."""
+    key = f"{audit}|{attribute}|{metric}"
+    return key if group is None else f"{key}|{group}"
+
+
+def _line_group(line: Mapping[str, Any]) -> Any:
+    return (line.get("number") or {}).get("group")
+
+
+def _previous_item(items: Mapping[str, Any], line: Mapping[str, Any]
+                   ) -> tuple[Mapping[str, Any] | None, str]:
+    """The previous run's item for ``line``: the same group's, else the attribute's line
+    (then a note naming the group it was on, when that was another group)."""
+    audit, attr, metric = line["audit"], line["attribute"], line["metric"]
+    group = _line_group(line)
+    if group is not None and item_key(audit, attr, metric, group) in items:
+        return items[item_key(audit, attr, metric, group)], ""
+    prev = items.get(item_key(audit, attr, metric))
+    was = _line_group(prev or {})
+    if prev is not None and was is not None and group is not None and was != group:
+        return None, f"last run's line was on {was}"
+    return prev, ""
 
 
 def _params(r: Mapping[str, Any]) -> dict[str, Any]:
@@ -323,8 +344,10 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
         prev_items = None  # the input's features changed: not comparable with that run
     for ln in lines:
         if prev_items is not None:
-            ln["change"] = _change(
-                ln, prev_items.get(item_key(ln["audit"], ln["attribute"], ln["metric"])))
+            prev, note = _previous_item(prev_items, ln)
+            ln["change"] = _change(ln, prev)
+            if note:  # tonight's worst group is another: not compared with that one
+                ln["change"] = f"{ln['change']} ({note})" if ln["change"] else note
     lines.sort(key=lambda ln: (ln["rank"], -(ln["excess"] or 0) if ln["excess"] is not None
                                and ln["rank"] <= 2 else 0))
     counts: dict[str, int] = {}
@@ -419,9 +442,13 @@ def decision_items(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
     rows_D)}`` from the last published run, so the next report says what changed.
     """
     box = decision_box(summary, rows, anchors={}, specs=specs)
-    return {item_key(ln["audit"], ln["attribute"], ln["metric"]):
-            {"status": ln["status"], "excess": ln["excess"], "number": ln["number"]}
-            for ln in box["lines"]}
+    items: dict[str, dict[str, Any]] = {}
+    for ln in box["lines"]:
+        item = {"status": ln["status"], "excess": ln["excess"], "number": ln["number"]}
+        items[item_key(ln["audit"], ln["attribute"], ln["metric"])] = item
+        if _line_group(ln) is not None:  # and under its group: compared group to group
+            items[item_key(ln["audit"], ln["attribute"], ln["metric"], _line_group(ln))] = item
+    return items
 
 
 # --------------------------------------------------------------------- what was audited
