@@ -133,3 +133,14 @@ def holm_adjusted(p):
     out = np.empty(m)
     out[order] = adj
     return out
+
+
+@pytest.fixture(autouse=True)
+def _fairspark_logs_reach_caplog():
+    """The CLI gives the ``fairspark`` logger its own stderr handler and stops it from
+    propagating; a later test's ``caplog`` (on the root logger) would then see nothing.
+    Every test starts with the logger propagating again."""
+    import logging
+
+    logging.getLogger("fairspark").propagate = True
+    yield

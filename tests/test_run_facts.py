@@ -28,7 +28,7 @@ def _clock_crossing_midnight(monkeypatch) -> list[real_dt.date]:
             return real_dt.datetime(day.year, day.month, day.day, 23, 59, 59, tzinfo=tz)
 
     shim = types.SimpleNamespace(datetime=_Now, date=real_dt.date, timezone=real_dt.timezone)
-    monkeypatch.setattr("fairspark.config._dt", shim)
+    monkeypatch.setattr("fairspark.config_model._dt", shim)
     return seen
 
 
