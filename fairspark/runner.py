@@ -528,7 +528,7 @@ def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *,
 def _spark_facts(spark: SparkSession) -> dict[str, Any]:
     """Master, application id and the driver's memory: what was set, by whom, what the
     JVM got (a local session the CLI started is sized from the machine, issue 39)."""
-    from fairspark.hfm._spark.elim import _jvm_max_heap
+    from fairspark.hfm._spark._driver import _jvm_max_heap
 
     conf = spark.sparkContext.getConf()
     source = conf.get("spark.fairspark.driverMemorySource", None)
