@@ -15,7 +15,8 @@ output location writes ``<output>/_status/run_date=<D>.json``.
 
 One audit's isolation (job group, time budget, failures, report section) is in
 :mod:`fairspark._isolation`; the status file and the exit code of an exception in
-:mod:`fairspark._run_status` (importable from here too).
+:mod:`fairspark._run_status` (importable from here too); what ``summary.json`` says
+about the run in :mod:`fairspark._run_summary`.
 """
 
 from __future__ import annotations
@@ -24,12 +25,10 @@ import contextlib
 import dataclasses
 import json
 import logging
-import platform
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fairspark._isolation import (
@@ -46,6 +45,7 @@ from fairspark._run_status import (
     status_record,  # noqa: F401 - moved, still importable from here
     write_status,
 )
+from fairspark._run_summary import RunFacts, _AuditsDone, _summary
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.base import AuditContext, MetricRow, ReportSection
 from fairspark.errors import (
@@ -90,15 +90,6 @@ class RunResult:
         self.summary = summary
 
 
-@dataclass
-class _AuditsDone:
-    """The rows, sections and ``summary.json`` entries of every audit that ran."""
-
-    rows: list[MetricRow] = field(default_factory=list)
-    sections: list[ReportSection] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
-
-
 @contextlib.contextmanager
 def _stage(name: str, timings: dict[str, float]) -> Iterator[None]:
     t0 = time.perf_counter()
@@ -108,22 +99,6 @@ def _stage(name: str, timings: dict[str, float]) -> Iterator[None]:
         dt = time.perf_counter() - t0
         timings[name] = round(dt, 3)
         log.info("stage %-22s %7.2f s", name, dt)
-
-
-def _versions(spark: SparkSession) -> dict[str, str]:
-    import numpy
-    import pandas
-    import sklearn
-
-    return {
-        "fairspark": __version__,
-        "schema": str(SCHEMA_VERSION),
-        "spark": spark.version,
-        "python": platform.python_version(),
-        "numpy": numpy.__version__,
-        "pandas": pandas.__version__,
-        "scikit-learn": sklearn.__version__,
-    }
 
 
 def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
@@ -257,16 +232,6 @@ def _limits(config: Config, rows: list[MetricRow], facts: RunFacts, history: Any
     return info, bool(info["would_gate"])
 
 
-@dataclass(frozen=True)
-class RunFacts:
-    """What a run resolves once and every part of it reads: its date, config hash and
-    start time (``time.time()``)."""
-
-    run_date: Any
-    config_hash: str
-    started: float = 0.0
-
-
 def _long(rows: list[MetricRow], config: Config, facts: RunFacts) -> list[dict[str, Any]]:
     return to_long_rows(
         rows, run_date=facts.run_date, dataset=config.dataset, config_hash=facts.config_hash,
@@ -344,60 +309,6 @@ def _schema_info(prepared: PreparedData, previous: dict[str, Any] | None) -> dic
         prepared.warnings.append(text)
         info["schema_change"] = {**change, "action": "warn", "message": text}
     return info
-
-
-def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *,
-             facts: RunFacts, done: _AuditsDone, limits_info: dict[str, Any],
-             exit_code: int, timings: dict[str, float]) -> dict[str, Any]:
-    return {
-        "run_date": facts.run_date.isoformat(),
-        "dataset": config.dataset,
-        "config_hash": facts.config_hash,
-        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(facts.started)),
-        "versions": _versions(spark),
-        "input": {
-            "path": config.input.path, "table": config.input.table,
-            "format": config.input.format, "where": config.input.where,
-            "label": prepared.label_column, "decision": prepared.decision_column,
-            "favourable": config.columns.favourable,
-            # the values as they are in the data, for the report's first screen
-            "label_positive": list(config.columns.label.positive),
-            **({"decision_positive": list(config.columns.prediction.positive)}
-               if config.columns.prediction is not None else
-               {"decision_rule": f"{config.columns.score.column} >= "
-                                 f"{config.columns.score.threshold:g}"}
-               if config.columns.score is not None else {}),
-        },
-        "rows": prepared.summary(),
-        "seeds": {"seed": config.seed},
-        **({"model": config.model.model_dump(exclude_none=True)}
-           if getattr(config, "model", None) is not None else {}),
-        "audits": done.info,
-        **({"warnings": list(prepared.warnings)} if prepared.warnings else {}),
-        **({"limits": limits_info} if limits_info else {}),
-        "exit_code": int(exit_code),
-        "stage_timings": timings,
-        "spark": _spark_facts(spark),
-        "command": " ".join(sys.argv),
-    }
-
-
-def _spark_facts(spark: SparkSession) -> dict[str, Any]:
-    """Master, application id and the driver's memory: what was set, by whom, what the
-    JVM got (a local session the CLI started is sized from the machine, issue 39)."""
-    from fairspark.hfm._spark._driver import _jvm_max_heap
-
-    conf = spark.sparkContext.getConf()
-    source = conf.get("spark.fairspark.driverMemorySource", None)
-    memory = conf.get("spark.driver.memory", None)
-    heap = _jvm_max_heap(spark)
-    return {
-        "master": spark.sparkContext.master, "app_id": spark.sparkContext.applicationId,
-        "driver_memory": memory,
-        "driver_memory_set_by": source or ("config or spark-submit" if memory else
-                                           "Spark's default (1g)"),
-        "driver_max_heap_bytes": int(heap) if heap != float("inf") else None,
-    }
 
 
 def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[str, Any],
