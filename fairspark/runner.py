@@ -12,41 +12,53 @@ Exit codes (precedence 2 > 1 > 4 > 3 > 0):
 
 Besides the exit code (which cluster-mode deployments lose), every run that knows its
 output location writes ``<output>/_status/run_date=<D>.json``.
+
+One audit's isolation (job group, time budget, failures, report section) is in
+:mod:`fairspark._isolation`; the status file and the exit code of an exception in
+:mod:`fairspark._run_status` (importable from here too); what ``summary.json`` says
+about the run in :mod:`fairspark._run_summary`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import html as _html
 import json
 import logging
-import platform
-import re
-import sys
 import time
-import traceback
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fairspark._values import nan_to_none
+from fairspark._isolation import (
+    _failed,
+    _render,
+    _run_with_budget,
+    _timed_out,  # noqa: F401 - moved, still importable from here
+)
+from fairspark._run_status import (
+    TerminatedBySignal,  # noqa: F401 - moved, still importable from here
+    _record_end,
+    describe_error,  # noqa: F401 - moved, still importable from here
+    exit_code_for,
+    status_record,  # noqa: F401 - moved, still importable from here
+    write_status,
+)
+from fairspark._run_summary import RunFacts, _AuditsDone, _summary
 from fairspark._version import SCHEMA_VERSION, __version__
-from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, ReportSection
+from fairspark.audits.base import AuditContext, MetricRow, ReportSection
 from fairspark.errors import (
-    AuditError,
     ConfigError,
     FairsparkInputError,
     RunLockedError,
-    TimeBudgetExhaustedError,
     input_read_error,
 )
 from fairspark.io import read_input
 from fairspark.outputs import OutputLocation, OutputWriteError, one_line, summary_json, to_long_rows
 from fairspark.prepare import prepare
 from fairspark.registry import broken
-from fairspark.status import FAILED_STATUSES, ExitCode, Status
+from fairspark.status import FAILED_STATUSES, ExitCode
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -67,10 +79,6 @@ log = logging.getLogger("fairspark")
 EXIT_OK, EXIT_CRASH, EXIT_INPUT, EXIT_VIOLATION, EXIT_AUDIT_FAILED = (
     ExitCode.OK, ExitCode.CRASH, ExitCode.INPUT, ExitCode.VIOLATION, ExitCode.AUDIT_FAILED)
 
-#: the statuses a timed-out audit's partial rows are relabelled from
-_PARTIAL_STATUSES = (Status.OK, Status.NOT_CERTIFIED, Status.INCONCLUSIVE)
-
-
 class RunResult:
     """What a run produced: exit code, output folder, rows and summary."""
 
@@ -82,15 +90,6 @@ class RunResult:
         self.summary = summary
 
 
-@dataclass
-class _AuditsDone:
-    """The rows, sections and ``summary.json`` entries of every audit that ran."""
-
-    rows: list[MetricRow] = field(default_factory=list)
-    sections: list[ReportSection] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
-
-
 @contextlib.contextmanager
 def _stage(name: str, timings: dict[str, float]) -> Iterator[None]:
     t0 = time.perf_counter()
@@ -100,173 +99,6 @@ def _stage(name: str, timings: dict[str, float]) -> Iterator[None]:
         dt = time.perf_counter() - t0
         timings[name] = round(dt, 3)
         log.info("stage %-22s %7.2f s", name, dt)
-
-
-def _versions(spark: SparkSession) -> dict[str, str]:
-    import numpy
-    import pandas
-    import sklearn
-
-    return {
-        "fairspark": __version__,
-        "schema": str(SCHEMA_VERSION),
-        "spark": spark.version,
-        "python": platform.python_version(),
-        "numpy": numpy.__version__,
-        "pandas": pandas.__version__,
-        "scikit-learn": sklearn.__version__,
-    }
-
-
-def _failed(name: str, msg: str) -> tuple[AuditOutcome, dict[str, Any]]:
-    row = MetricRow(audit=name, attribute="*", metric="*", status=Status.FAILED, detail=msg)
-    return AuditOutcome(rows=[row]), {"status": Status.FAILED, "detail": msg}
-
-
-def _run_one(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[AuditOutcome, dict]:
-    """Run one audit; a failure becomes a failed outcome instead of an exception."""
-    name = spec.name
-    try:
-        outcome = spec.run_fn()(ctx, params)
-    except TimeBudgetExhaustedError:
-        log.info("audit %s stopped at its time budget", name)
-        return _timed_out(name, ctx, getattr(params, "timeout_s", None) or 0.0)
-    except AuditError as err:
-        log.warning("audit %s failed: %s", name, err)
-        return _failed(name, str(err))
-    except Exception as err:  # noqa: BLE001 - one broken audit must not stop the others
-        msg = f"{type(err).__name__}: {err}"
-        if ctx.cancelled:  # its jobs were cancelled at the time budget: expected, one line
-            log.info("audit %s stopped after its Spark jobs were cancelled", name)
-            return _failed(name, f"cancelled at the time budget: {msg.splitlines()[0][:200]}")
-        log.error("audit %s raised %s\n%s", name, msg, traceback.format_exc())
-        return _failed(name, msg)
-    outcome.rows[:] = [_undefined_is_not_ok(r) for r in outcome.rows]
-    # an audit's optional quantities (summary "optional_metrics", e.g. HFM's DR) fail
-    # alone: their failed rows stay failed but do not fail the audit
-    optional = set(outcome.summary.get("optional_metrics") or ())
-    failed = [r for r in outcome.rows if r.status == Status.FAILED and r.metric not in optional]
-    status = outcome.summary.get("status") or (Status.FAILED if failed else Status.OK)
-    if failed and status == Status.OK:
-        status = Status.FAILED
-    info = {**outcome.summary, "status": status}
-    if outcome.rows and all(r.status == Status.NOT_COMPUTED for r in outcome.rows):
-        # an audit that computed nothing is a failed audit (exit 4), never "ok"
-        reasons = "; ".join(dict.fromkeys(r.detail for r in outcome.rows if r.detail))
-        info["status"] = Status.FAILED
-        info["detail"] = f"no metric of audit {name} could be computed: {reasons}"[:2000]
-    if failed and "detail" not in info:
-        info["detail"] = "; ".join(dict.fromkeys(f"{r.attribute}: {r.detail}" for r in failed))
-    return outcome, info
-
-
-def _undefined_is_not_ok(row: MetricRow) -> MetricRow:
-    """A row without a value is never ``ok``: it is ``not_computed`` with its reason."""
-    if nan_to_none(row.value) is not None or row.status != Status.OK:
-        return row
-    return dataclasses.replace(row, status=Status.NOT_COMPUTED,
-                               detail=row.detail or "no value could be computed on this data")
-
-
-def _timed_out(name: str, ctx: AuditContext, budget: float) -> tuple[AuditOutcome, dict]:
-    msg = f"audit {name} ran past its time budget of {budget:g} s"
-    partial = ctx.partial
-    if partial is None:
-        row = MetricRow(audit=name, attribute="*", metric="*", status=Status.TIMED_OUT,
-                        detail=f"{msg}; no partial result")
-        return AuditOutcome(rows=[row]), {"status": Status.TIMED_OUT, "detail": msg}
-    rows = []
-    for r in partial.rows:
-        if r.status in _PARTIAL_STATUSES:
-            r = dataclasses.replace(r, status=Status.TIMED_OUT,
-                                    detail=(r.detail + "; " if r.detail else "") + msg)
-        rows.append(r)
-    info = {**partial.summary, "status": Status.TIMED_OUT,
-            "detail": f"{msg}; partial result kept"}
-    return dataclasses.replace(partial, rows=rows), info
-
-
-def _run_with_budget(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[AuditOutcome, dict]:
-    """Run an audit in its own Spark job group; past ``params.timeout_s`` cancel it.
-
-    Every audit's Spark jobs carry the job group ``fairspark-<audit>-<id>`` (the
-    status tracker and the Spark UI show which audit a stage belongs to). With a
-    budget the audit runs in a thread; when the budget runs out its job group is
-    cancelled and its last partial result is kept.
-    """
-    from pyspark import InheritableThread
-
-    name = spec.name
-    budget = getattr(params, "timeout_s", None)
-    sc = ctx.spark.sparkContext
-    group = f"fairspark-{name}-{uuid.uuid4().hex[:8]}"
-    if budget is None:
-        sc.setJobGroup(group, f"fairspark audit {name}", interruptOnCancel=True)
-        try:
-            return _run_one(spec, ctx, params)
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
-    ctx.deadline = time.monotonic() + budget
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        sc.setJobGroup(group, f"fairspark audit {name}", interruptOnCancel=True)
-        box["result"] = _run_one(spec, ctx, params)
-
-    thread = InheritableThread(target=target, daemon=True)
-    thread.start()
-    thread.join(budget)
-    if "result" in box:
-        return box["result"]
-    ctx.cancelled = True  # time_left() is 0 from now on: the audit's loops stop at their check
-    log.warning("audit %s: time budget of %g s exhausted; cancelling its Spark jobs", name, budget)
-    sc.cancelJobGroup(group)
-    # let it unwind, cancelling the jobs it still starts, for at most budget + 4 s (so
-    # that an audit stage ends within 2x its budget + 5 s); a thread still running in
-    # driver-side Python then is abandoned and stops at its next time check
-    end = time.monotonic() + min(budget + _GRACE_S, _MAX_GRACE_S)
-    while thread.is_alive() and time.monotonic() < end:
-        thread.join(min(0.5, max(end - time.monotonic(), 0.0)))
-        _cancel_active(sc, group)
-    if thread.is_alive():
-        log.warning("audit %s did not stop within %g s of its budget; left to stop at its "
-                    "next time check", name, min(budget + _GRACE_S, _MAX_GRACE_S))
-    return _timed_out(name, ctx, budget)
-
-
-#: how long a timed-out audit may take to unwind: budget + _GRACE_S, at most _MAX_GRACE_S
-_GRACE_S, _MAX_GRACE_S = 4.0, 30.0
-
-
-def _cancel_active(sc: Any, group: str) -> None:
-    """Cancel the job group again if it has active jobs (started after the first cancel)."""
-    try:
-        tracker = sc.statusTracker()
-        if set(tracker.getJobIdsForGroup(group)) & set(tracker.getActiveJobsIds()):
-            sc.cancelJobGroup(group)
-    except Exception as err:  # noqa: BLE001 - best effort while the audit unwinds
-        log.debug("could not cancel job group %s: %s", group, err)
-
-
-def _render(spec: AuditSpec, outcome: AuditOutcome, ctx: AuditContext, params: Any,
-            info: dict[str, Any]) -> list[ReportSection]:
-    """The audit's report sections, rendered in isolation from its numbers.
-
-    A rendering error keeps every row and summary entry, records ``report_error`` in
-    the audit's summary and puts a short notice where the section would be.
-    """
-    if spec.render is None or outcome.result is None:
-        return list(outcome.sections)
-    try:
-        return [*outcome.sections, *spec.render_fn()(outcome, ctx=ctx, params=params)]
-    except Exception as err:  # noqa: BLE001 - a plotting bug must not lose the numbers
-        msg = f"{type(err).__name__}: {err}"
-        log.warning("report section of %s could not be rendered: %s", spec.name, msg)
-        info["report_error"] = msg
-        note = (f'<p class="warn">This section could not be rendered ({_html.escape(msg)}); '
-                "the audit's numbers are in metrics.parquet and summary.json.</p>")
-        return [*outcome.sections, ReportSection(title=spec.title, html=note, order=spec.order)]
 
 
 def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
@@ -400,16 +232,6 @@ def _limits(config: Config, rows: list[MetricRow], facts: RunFacts, history: Any
     return info, bool(info["would_gate"])
 
 
-@dataclass(frozen=True)
-class RunFacts:
-    """What a run resolves once and every part of it reads: its date, config hash and
-    start time (``time.time()``)."""
-
-    run_date: Any
-    config_hash: str
-    started: float = 0.0
-
-
 def _long(rows: list[MetricRow], config: Config, facts: RunFacts) -> list[dict[str, Any]]:
     return to_long_rows(
         rows, run_date=facts.run_date, dataset=config.dataset, config_hash=facts.config_hash,
@@ -487,60 +309,6 @@ def _schema_info(prepared: PreparedData, previous: dict[str, Any] | None) -> dic
         prepared.warnings.append(text)
         info["schema_change"] = {**change, "action": "warn", "message": text}
     return info
-
-
-def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *,
-             facts: RunFacts, done: _AuditsDone, limits_info: dict[str, Any],
-             exit_code: int, timings: dict[str, float]) -> dict[str, Any]:
-    return {
-        "run_date": facts.run_date.isoformat(),
-        "dataset": config.dataset,
-        "config_hash": facts.config_hash,
-        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(facts.started)),
-        "versions": _versions(spark),
-        "input": {
-            "path": config.input.path, "table": config.input.table,
-            "format": config.input.format, "where": config.input.where,
-            "label": prepared.label_column, "decision": prepared.decision_column,
-            "favourable": config.columns.favourable,
-            # the values as they are in the data, for the report's first screen
-            "label_positive": list(config.columns.label.positive),
-            **({"decision_positive": list(config.columns.prediction.positive)}
-               if config.columns.prediction is not None else
-               {"decision_rule": f"{config.columns.score.column} >= "
-                                 f"{config.columns.score.threshold:g}"}
-               if config.columns.score is not None else {}),
-        },
-        "rows": prepared.summary(),
-        "seeds": {"seed": config.seed},
-        **({"model": config.model.model_dump(exclude_none=True)}
-           if getattr(config, "model", None) is not None else {}),
-        "audits": done.info,
-        **({"warnings": list(prepared.warnings)} if prepared.warnings else {}),
-        **({"limits": limits_info} if limits_info else {}),
-        "exit_code": int(exit_code),
-        "stage_timings": timings,
-        "spark": _spark_facts(spark),
-        "command": " ".join(sys.argv),
-    }
-
-
-def _spark_facts(spark: SparkSession) -> dict[str, Any]:
-    """Master, application id and the driver's memory: what was set, by whom, what the
-    JVM got (a local session the CLI started is sized from the machine, issue 39)."""
-    from fairspark.hfm._spark.elim import _jvm_max_heap
-
-    conf = spark.sparkContext.getConf()
-    source = conf.get("spark.fairspark.driverMemorySource", None)
-    memory = conf.get("spark.driver.memory", None)
-    heap = _jvm_max_heap(spark)
-    return {
-        "master": spark.sparkContext.master, "app_id": spark.sparkContext.applicationId,
-        "driver_memory": memory,
-        "driver_memory_set_by": source or ("config or spark-submit" if memory else
-                                           "Spark's default (1g)"),
-        "driver_max_heap_bytes": int(heap) if heap != float("inf") else None,
-    }
 
 
 def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[str, Any],
@@ -723,20 +491,6 @@ def run_audit_job(
         raise
 
 
-def _record_end(out: OutputLocation, run_date: Any, run_id: str, err: BaseException) -> None:
-    """Write the status of a run that ended on ``err`` (one line, with the run id)."""
-    from fairspark.errors import jvm_gone, jvm_gone_message
-
-    code = exit_code_for(err)
-    state = "terminated" if isinstance(err, TerminatedBySignal | KeyboardInterrupt) else None
-    signal = isinstance(err, TerminatedBySignal | KeyboardInterrupt)
-    message = (jvm_gone_message() if not signal and jvm_gone(err, out.spark)
-               else describe_error(err))
-    write_status(out, run_date, exit_code=code, run_id=run_id, error=message, state=state)
-    with contextlib.suppress(Exception):
-        err.fairspark_status_written = True  # type: ignore[attr-defined]
-
-
 def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_date: Any,
                 run_id: str, timings: dict[str, float], *,
                 fail_on_violation: bool | None) -> RunResult:
@@ -787,63 +541,6 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
     return RunResult(int(run.exit_code), final, run.long_rows, run.summary)
 
 
-#: ``config key '<dotted.key>'`` in an error message: the key a status file names
-_KEY_RE = re.compile(r"config key '([^']+)'")
-
-
-def status_record(run_date: Any, *, exit_code: int | None,
-                  summary: dict[str, Any] | None = None, error: str | None = None,
-                  run_id: str | None = None, output: str | None = None,
-                  state: str | None = None) -> dict[str, Any]:
-    """The content of ``_status/run_date=<D>.json`` (see :func:`write_status`).
-
-    ``key`` (and ``keys`` when several) are the config keys that ``error`` names.
-    """
-    audits = (summary or {}).get("audits") or {}
-    known = exit_code is not None and exit_code in set(ExitCode)
-    keys = list(dict.fromkeys(_KEY_RE.findall(error or "")))
-    state = state or ("running" if exit_code is None else "finished")
-    return {
-        "run_date": str(run_date),
-        "state": state,
-        "run_id": run_id,
-        "exit_code": None if exit_code is None else int(exit_code),
-        "meaning": ("running" if exit_code is None
-                    else ExitCode(exit_code).meaning if known else state),
-        "failed_audits": {k: v.get("detail") for k, v in audits.items()
-                          if v.get("status") in FAILED_STATUSES},
-        "limits": (summary or {}).get("limits"),
-        "error": error,
-        "key": keys[0] if keys else None,
-        **({"keys": keys} if len(keys) > 1 else {}),
-        "output": output if exit_code in (0, 3, 4) else None,
-        "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-
-
-def write_status(out: OutputLocation, run_date: Any, *, exit_code: int | None,
-                 summary: dict[str, Any] | None = None, error: str | None = None,
-                 run_id: str | None = None, progress: dict[str, Any] | None = None,
-                 state: str | None = None) -> None:
-    """Write ``<output>/_status/run_date=<D>.json``: the exit code for schedulers that lose it.
-
-    ``exit_code=None`` marks a run that has started (``"state": "running"``); every
-    run that knows its output location writes that first and its exit code last
-    (``"state": "finished"``, or ``"terminated"`` for a run stopped by a signal).
-    While it runs, long stages rewrite it with ``progress`` (audit, stage, done of
-    total, elapsed and remaining seconds) at least once a minute.
-    """
-    status = status_record(run_date, exit_code=exit_code, summary=summary, error=error,
-                           run_id=run_id, output=out.path(f"run_date={run_date}"), state=state)
-    if progress is not None:
-        status["progress"] = progress
-    try:
-        out.write_text(out.path("_status", f"run_date={run_date}.json"),
-                       json.dumps(status, indent=2, default=str))
-    except Exception as err:  # noqa: BLE001
-        log.warning("could not write the status file: %s", one_line(err))
-
-
 def _write_report(out: OutputLocation, staging: str, summary: dict[str, Any],
                   long_rows: list[dict[str, Any]], sections: list[ReportSection], *,
                   specs: Mapping[str, AuditSpec]) -> None:
@@ -851,49 +548,3 @@ def _write_report(out: OutputLocation, staging: str, summary: dict[str, Any],
 
     html = render_report_html(summary=summary, rows=long_rows, sections=sections, specs=specs)
     out.write_text(f"{staging}/report.html", html)
-
-
-class TerminatedBySignal(BaseException):
-    """Raised in the driver's main thread when the run receives SIGTERM (or SIGINT).
-
-    A ``BaseException``, like :class:`KeyboardInterrupt`, so that no ``except
-    Exception`` of an audit swallows it: the run unwinds through the publish's and
-    the lock's cleanup and exits with ``128 + signum`` (143 for SIGTERM, 130 for SIGINT).
-    """
-
-    def __init__(self, signum: int):
-        import signal
-
-        self.signum = int(signum)
-        self.name = signal.Signals(signum).name
-        super().__init__(f"terminated by {self.name}")
-
-
-def describe_error(err: BaseException) -> str:
-    """What ended a run, in one line for the status file and the console."""
-    if isinstance(err, TerminatedBySignal):
-        return f"terminated by {err.name}: the run stopped and cleaned up after itself"
-    if isinstance(err, KeyboardInterrupt):
-        return "interrupted (SIGINT): the run stopped and cleaned up after itself"
-    if isinstance(err, FairsparkInputError | OutputWriteError):
-        return str(err)[:2000]
-    from fairspark.errors import jvm_gone, jvm_gone_message
-
-    if jvm_gone(err):
-        return jvm_gone_message()
-    return one_line(err)
-
-
-def exit_code_for(exc: BaseException) -> int:
-    """The exit code of an exception that ended a run.
-
-    2 for bad config or input, ``128 + signum`` for a signal (143 SIGTERM, 130
-    SIGINT), else 1.
-    """
-    if isinstance(exc, FairsparkInputError):
-        return ExitCode.INPUT
-    if isinstance(exc, TerminatedBySignal):
-        return 128 + exc.signum
-    if isinstance(exc, KeyboardInterrupt):
-        return 130
-    return ExitCode.CRASH

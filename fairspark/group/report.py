@@ -4,6 +4,10 @@
 long rows into one :class:`~fairspark.audits.base.ReportSection`; :func:`headlines`
 gives the verdicts in words that open the report. Both read only the rows, so they
 can be re-rendered from a published ``metrics.parquet``.
+
+This module draws the charts and tables and assembles the section; the words (metric
+names, numbers and intervals as printed, verdicts, :func:`headlines`) are in
+:mod:`fairspark.group._words`, importable from here too.
 """
 
 from __future__ import annotations
@@ -12,8 +16,28 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fairspark._values import nan_to_none
 from fairspark.audits.base import AuditOutcome, ReportSection
+from fairspark.group._words import (
+    _FOUR_FIFTHS,
+    _attribute_verdict,
+    _attributes,
+    _ci,
+    _disadvantaged,
+    _fmt,
+    _group_names,
+    _group_sizes,
+    _index,
+    _level_pct,
+    _limit_words,
+    _limits_for,
+    _num,
+    _reading,
+    _side_words,
+    _signed,
+    _value,
+    headlines,
+    metric_label,
+)
 from fairspark.group.results import HEADLINE_METRICS
 from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
 from fairspark.report.figures import figure_to_data_uri, plt
@@ -29,311 +53,9 @@ VALUE_METRICS: tuple[str, ...] = (
     "statistical_parity_difference", "disparate_impact", "tpr_difference",
     "fpr_difference", "average_odds_difference",
 )
-_ABBR = {"tpr": "TPR", "fpr": "FPR", "fnr": "FNR", "tnr": "TNR", "ppv": "PPV", "npv": "NPV",
-         "fdr": "FDR", "for": "FOR", "error_rate": "error rate"}
-_ALIAS = {"tpr": " (equal opportunity)", "ppv": " (predictive parity)"}
-_SPECIAL = {
-    "statistical_parity_difference": "Statistical parity difference",
-    "disparate_impact": "Disparate impact",
-    "average_odds_difference": "Average odds difference",
-    "equalized_odds_difference": "Equalized odds difference",
-    "dp": "Demographic parity gap |SP|",
-    "eo": "Equal opportunity gap |TPR|",
-    "pqp": "Predictive parity gap |PPV|",
-    "gei": "Generalized entropy index (α = 0.5)",
-    "theil": "Theil index",
-    "between_group_gei": "Between-group GEI",
-    "between_group_theil": "Between-group Theil",
-}
-_FOUR_FIFTHS = 0.8
-#: +1: a higher rate benefits the person (more favourable decisions, more of the deserved
-#: ones); -1: a higher rate harms; 0: no side (precision-type rates, the label's base rate)
-_BENEFIT = {"selection_rate": 1, "tpr": 1, "fpr": 1, "fnr": -1, "tnr": -1, "accuracy": 1,
-            "error_rate": -1}
 _UNPRIV_COLOUR, _PRIV_COLOUR, _NEUTRAL_COLOUR = "#a8231b", "#6a3d9a", "#5b6670"
 _SHORT_RATE = {"selection_rate": "selection rate", "base_rate": "base rate", "tpr": "TPR",
                "fpr": "FPR", "ppv": "PPV", "accuracy": "accuracy"}
-
-
-def metric_label(name: str) -> str:
-    """A reader's name for a metric or a rate."""
-    if name in _SPECIAL:
-        return _SPECIAL[name]
-    if name in RATES:
-        return RATES[name].description[:1].upper() + RATES[name].description[1:]
-    for kind in ("difference", "ratio"):
-        if name.endswith(f"_{kind}"):
-            rate = name[: -len(kind) - 1]
-            text = f"{_ABBR.get(rate, rate)} {kind}{_ALIAS.get(rate, '')}"
-            return text[:1].upper() + text[1:]
-    return name.replace("_", " ")
-
-
-def _num(x: Any) -> float | None:
-    return nan_to_none(x)
-
-
-def _fair(metric: str) -> float | None:
-    spec = CATALOGUE.get(metric) or BASELINES.get(metric)
-    return spec.fair_value if spec else None
-
-
-def _fmt(x: float | None, *, signed: bool = False, decimals: int = 3) -> str:
-    if x is None:
-        return "–"
-    if math.isinf(x):
-        return "∞" if x > 0 else "−∞"
-    s = f"{x:+.{decimals}f}" if signed else f"{x:.{decimals}f}"
-    return s.replace("-", "−")
-
-
-def _decimals(row: Mapping[str, Any], *, least: int = 3, most: int = 12) -> int:
-    """Decimals that keep the printed value inside its printed interval.
-
-    Three by default; more while rounding would put the value outside the interval
-    or print a non-empty interval as one point (e.g. a between-group GEI of 1.47e-05
-    in [1.2e-05, 1.7e-05] would read "0.000 [0.000, 0.000]").
-    """
-    v, lo, hi = _num(row.get("value")), _num(row.get("lower")), _num(row.get("upper"))
-    if v is None or lo is None or hi is None or not all(map(math.isfinite, (v, lo, hi))):
-        return least
-    for d in range(least, most + 1):
-        rv, rlo, rhi = round(v, d), round(lo, d), round(hi, d)
-        if rlo <= rv <= rhi and (rlo < rhi or lo == hi) and (
-                rv != 0 or v == 0 or rlo < 0 < rhi):
-            return d
-    return most
-
-
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{x:.1%}"
-
-
-def _reading(row: Mapping[str, Any]) -> tuple[str, str]:
-    """(css class, words) for one comparison row."""
-    status = row.get("status") or "ok"
-    value, lo, hi = _num(row.get("value")), _num(row.get("lower")), _num(row.get("upper"))
-    fair = _fair(row["metric"])
-    if status == "failed":
-        return "failed", f"not computed: {row.get('detail') or 'failed'}"
-    if status == "inconclusive":
-        return "inconclusive", f"inconclusive: {row.get('detail') or 'too few rows'}"
-    if value is None:
-        return "muted", f"undefined: {row.get('detail') or 'no rows'}"
-    if fair is None or lo is None or hi is None:
-        return "muted", "no interval"
-    if lo > fair or hi < fair:
-        return "gap", "clear gap"
-    return "nogap", "no clear gap"
-
-
-def _ci(row: Mapping[str, Any], *, signed: bool) -> str:
-    lo, hi = _num(row.get("lower")), _num(row.get("upper"))
-    if lo is None or hi is None:
-        return "–"
-    d = _decimals(row)
-    return f"[{_fmt(lo, signed=signed, decimals=d)}, {_fmt(hi, signed=signed, decimals=d)}]"
-
-
-def _value(row: Mapping[str, Any], *, signed: bool = False) -> str:
-    """A row's value at the precision its interval is printed with (:func:`_decimals`)."""
-    return _fmt(_num(row.get("value")), signed=signed, decimals=_decimals(row))
-
-
-def _signed(metric: str) -> bool:
-    spec = CATALOGUE.get(metric)
-    return bool(spec and spec.kind in ("difference", "combined")
-                and metric != "equalized_odds_difference")
-
-
-def _index(rows: list[Mapping[str, Any]]) -> dict[tuple[str, str, str], Mapping[str, Any]]:
-    return {(str(r.get("attribute")), str(r.get("group")), str(r.get("metric"))): r for r in rows}
-
-
-def _attributes(rows: list[Mapping[str, Any]]) -> list[str]:
-    return [a for a in dict.fromkeys(str(r.get("attribute")) for r in rows) if a != "*"]
-
-
-def _level_pct(ci_level: float) -> str:
-    pct = ci_level * 100
-    return f"{pct:.0f}%" if abs(pct - round(pct)) < 1e-9 else f"{pct:.1f}%"
-
-
-def _benefit(metric: str) -> int:
-    """The sign that says which side a signed comparison favours (0: no side)."""
-    if metric in ("statistical_parity_difference", "disparate_impact"):
-        return 1
-    if metric == "average_odds_difference":
-        return 1
-    for kind in ("_difference", "_ratio"):
-        if metric.endswith(kind):
-            return _BENEFIT.get(metric[: -len(kind)], 0)
-    return 0
-
-
-def _disadvantaged(row: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
-    """Which group a clear gap disadvantages ("unprivileged" / "privileged"), else None."""
-    kind, _ = _reading(row)
-    sign = _benefit(str(row.get("metric")))
-    v, fair = _num(row.get("value")), _fair(str(row.get("metric")))
-    if kind != "gap" or not sign or v is None or fair is None:
-        return None
-    return "unprivileged" if (v - fair) * sign < 0 else "privileged"
-
-
-def _side_words(side: str | None, names: Mapping[str, str], row: Mapping[str, Any]) -> str:
-    if side is None:
-        kind, _ = _reading(row)
-        return "a gap, no side (precision-type rate)" if kind == "gap" else ""
-    who = names.get(side) or ""
-    return f"{side} ({who})" if who and len(who) <= 24 else side
-
-
-def _group_names(attr: str, sizes: Mapping[str, Any] | None) -> dict[str, str]:
-    """privileged / unprivileged -> their real values (``Male``; ``Female``)."""
-    a = (sizes or {}).get(attr) or {}
-    priv = [str(v) for v in a.get("privileged") or []]
-    others = [str(v) for v in (a.get("values") or {}) if str(v) not in priv]
-    out = {}
-    if priv:
-        out["privileged"] = ", ".join(priv)
-    if others:
-        out["unprivileged"] = ", ".join(others[:3]) + (f" and {len(others) - 3} more"
-                                                       if len(others) > 3 else "")
-    return out
-
-
-def _group_sizes(attr: str, sizes: Mapping[str, Any] | None) -> dict[str, int]:
-    """privileged / unprivileged / each value -> audited rows."""
-    a = (sizes or {}).get(attr) or {}
-    values = {str(k): int(v or 0) for k, v in (a.get("values") or {}).items()}
-    priv = {str(v) for v in a.get("privileged") or []}
-    out = dict(values)
-    if values:
-        out["privileged"] = sum(n for v, n in values.items() if v in priv)
-        out["unprivileged"] = sum(n for v, n in values.items() if v not in priv)
-    return out
-
-
-def _limits_for(attr: str, metric: str, limits: list[Mapping[str, Any]] | None
-                ) -> list[tuple[str, float]]:
-    """(kind, bound) of every configured limit on ``metric`` for ``attr``."""
-    out = []
-    for rule in limits or []:
-        if rule.get("metric") != metric or rule.get("audit") not in (None, "group"):
-            continue
-        if rule.get("attribute") not in (None, attr):
-            continue
-        for kind in ("min", "max", "abs_max"):
-            if rule.get(kind) is not None and (kind, float(rule[kind])) not in out:
-                out.append((kind, float(rule[kind])))
-    return out
-
-
-def _limit_words(bounds: list[tuple[str, float]]) -> str:
-    words = {"min": "≥ {:g}", "max": "≤ {:g}", "abs_max": "|x| ≤ {:g}"}
-    return "; ".join(words[k].format(b) for k, b in bounds)
-
-
-# ------------------------------------------------------------------------- verdicts
-
-
-def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str, Any]],
-                       level: str, unpriv_name: str | None, *, full: bool = True) -> str:
-    """One attribute's verdict; ``full=False`` keeps selection, DI and equal opportunity.
-
-    Long on purpose: one table of verdict wordings, kept together so they read as one text.
-    """
-    failed = idx.get((attr, "None", "*"))
-    if failed is not None and failed.get("status") == "failed":
-        return f"{attr}: could not be audited: {failed.get('detail')}."
-    who = f"the unprivileged group ({unpriv_name})" if unpriv_name else "the unprivileged group"
-    parts: list[str] = []
-    spd = idx.get((attr, "unprivileged", "statistical_parity_difference"))
-    sr_u = idx.get((attr, "unprivileged", "selection_rate"))
-    sr_p = idx.get((attr, "privileged", "selection_rate"))
-    if spd is not None:
-        kind, _ = _reading(spd)
-        v = _num(spd.get("value"))
-        rates = (f"{_pct(_num(sr_u.get('value')))} vs {_pct(_num(sr_p.get('value')))}"
-                 if sr_u and sr_p else "")
-        if kind == "gap" and v is not None:
-            more = "less" if v < 0 else "more"
-            parts.append(f"{who} receives the favourable decision {more} often ({rates}; "
-                         f"difference {_value(spd, signed=True)}, {level} CI "
-                         f"{_ci(spd, signed=True)})")
-        elif kind == "nogap":
-            parts.append(f"selection rates show no clear difference ({rates}; {level} CI "
-                         f"{_ci(spd, signed=True)} includes 0)")
-        elif kind == "inconclusive":
-            parts.append(f"selection rates are inconclusive ({spd.get('detail')})")
-    di = idx.get((attr, "unprivileged", "disparate_impact"))
-    if di is not None and (di.get("status") or "ok") == "ok":
-        v, hi = _num(di.get("value")), _num(di.get("upper"))
-        if v is not None and v < _FOUR_FIFTHS:
-            clear = hi is not None and hi < _FOUR_FIFTHS
-            sure = " even at the top of its interval" if clear else ""
-            parts.append(f"disparate impact {_fmt(v)} is below the four-fifths threshold "
-                         f"(0.8){sure}")
-        elif v is not None and v > 1 / _FOUR_FIFTHS:
-            parts.append(f"disparate impact {_fmt(v)} favours the unprivileged group beyond "
-                         "the four-fifths rule (above 1.25)")
-    label_metrics = [("tpr_difference", "equal opportunity (true positive rate)"),
-                     ("average_odds_difference", "average odds"),
-                     ("ppv_difference", "predictive parity (precision)")]
-    for metric, words in label_metrics if full else label_metrics[:1]:
-        r = idx.get((attr, "unprivileged", metric))
-        if r is None:
-            continue
-        kind, _ = _reading(r)
-        v = _num(r.get("value"))
-        if kind == "gap" and v is not None:
-            side = "lower" if v < 0 else "higher"
-            parts.append(f"{words}: {side} for the unprivileged group by {abs(v):.3f} "
-                         f"({level} CI {_ci(r, signed=True)})")
-        elif kind == "nogap":
-            parts.append(f"{words}: no clear gap")
-        elif kind == "inconclusive":
-            parts.append(f"{words}: inconclusive")
-    comps = [r for (a, g, m), r in idx.items()
-             if a == attr and g == "unprivileged" and (m in CATALOGUE or m in BASELINES)]
-    n_inc = sum(1 for r in comps if r.get("status") == "inconclusive")
-    if n_inc:
-        parts.append(f"{n_inc} of {len(comps)} comparisons are inconclusive for lack of rows")
-    if not parts:
-        return f"{attr}: no binary comparison available."
-    text = "; ".join(parts)
-    return f"{attr}: {text[:1].upper()}{text[1:]}."
-
-
-def _unpriv_names(summary: Mapping[str, Any] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    attrs = (((summary or {}).get("rows") or {}).get("attributes")) or {}
-    for name, a in attrs.items():
-        priv = set(map(str, a.get("privileged") or []))
-        others = [str(v) for v in (a.get("values") or {}) if str(v) not in priv]
-        if others and a.get("kind") != "predicate":
-            out[name] = ", ".join(others[:3]) + (f" and {len(others) - 3} more"
-                                                 if len(others) > 3 else "")
-    return out
-
-
-def headlines(rows: list[Mapping[str, Any]], *, summary: Mapping[str, Any] | None = None,
-              ci_level: float | None = None) -> list[str]:
-    """One verdict in words per audited attribute (binary view), for the report's top.
-
-    Short form (selection rates, disparate impact, equal opportunity and the count of
-    inconclusive comparisons); the section repeats it with average odds and predictive
-    parity. A gap is called clear only when its interval excludes the fair value.
-    """
-    rows = [r for r in rows if r.get("audit", "group") == "group"]
-    if ci_level is None:
-        params = (((summary or {}).get("audits") or {}).get("group") or {}).get("params") or {}
-        ci_level = float(params.get("ci_level", 0.95))
-    idx = _index(rows)
-    names = _unpriv_names(summary)
-    return [_attribute_verdict(a, idx, _level_pct(ci_level), names.get(a), full=False)
-            for a in _attributes(rows)]
 
 
 # --------------------------------------------------------------------------- charts

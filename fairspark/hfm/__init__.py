@@ -28,8 +28,9 @@ from typing import Any
 #: public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(
-        ["approx_dist_numpy", "default_m2", "exact_nn_numpy", "hfm_df", "nn_other_group",
-         "project", "sample_projections", "window_scan"], "fairspark.hfm._kernels"),
+        ["approx_dist_numpy", "default_m2", "hfm_df", "project", "sample_projections",
+         "window_scan"], "fairspark.hfm._kernels"),
+    **dict.fromkeys(["exact_nn_numpy", "nn_other_group"], "fairspark.hfm._nn"),
     **dict.fromkeys(["CertifyOptions", "DistanceOptions", "hfm_distances",
                      "make_projections", "points_from_table"], "fairspark.hfm.compute"),
     "HFMParams": "fairspark.hfm.params",

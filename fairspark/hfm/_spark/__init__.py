@@ -13,8 +13,10 @@ numpy kernels of :mod:`fairspark.hfm._kernels`.
 Target ``tgt`` 0 is the label (D), 1 the prediction (D_f).
 
 Modules: :mod:`.approx` (window scans, ApproxDist and pointwise bounds), :mod:`.exact`
-(block nested loop), :mod:`.elim` (exact D by sample bounds and elimination), and
-:mod:`._points` (the points table they share).
+(block nested loop), :mod:`.elim` (exact D by sample bounds and elimination; its
+working table, passes, pair state, blob helpers and driver budget in :mod:`._work`,
+:mod:`._passes`, :mod:`._state`, :mod:`._blobs`, :mod:`._driver`, its cost log in
+:mod:`._cost`), and :mod:`._points` (the points table they share).
 """
 
 from __future__ import annotations

@@ -1,0 +1,183 @@
+"""One audit in isolation: its Spark job group, its time budget, its failures, its section.
+
+:func:`_run_with_budget` runs an audit in its own job group and, past its
+``timeout_s``, cancels the group and keeps the audit's last partial result
+(:func:`_timed_out`); :func:`_run_one` turns any failure of the audit into a failed
+outcome instead of an exception, so the other audits run; :func:`_render` draws the
+audit's report sections apart from its numbers. :mod:`fairspark.runner` runs every
+enabled audit through these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html as _html
+import logging
+import time
+import traceback
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from fairspark._values import nan_to_none
+from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, ReportSection
+from fairspark.errors import AuditError, TimeBudgetExhaustedError
+from fairspark.status import Status
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fairspark.audits.spec import AuditSpec
+
+log = logging.getLogger("fairspark")
+
+#: the statuses a timed-out audit's partial rows are relabelled from
+_PARTIAL_STATUSES = (Status.OK, Status.NOT_CERTIFIED, Status.INCONCLUSIVE)
+
+
+def _failed(name: str, msg: str) -> tuple[AuditOutcome, dict[str, Any]]:
+    row = MetricRow(audit=name, attribute="*", metric="*", status=Status.FAILED, detail=msg)
+    return AuditOutcome(rows=[row]), {"status": Status.FAILED, "detail": msg}
+
+
+def _run_one(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[AuditOutcome, dict]:
+    """Run one audit; a failure becomes a failed outcome instead of an exception."""
+    name = spec.name
+    try:
+        outcome = spec.run_fn()(ctx, params)
+    except TimeBudgetExhaustedError:
+        log.info("audit %s stopped at its time budget", name)
+        return _timed_out(name, ctx, getattr(params, "timeout_s", None) or 0.0)
+    except AuditError as err:
+        log.warning("audit %s failed: %s", name, err)
+        return _failed(name, str(err))
+    except Exception as err:  # noqa: BLE001 - one broken audit must not stop the others
+        msg = f"{type(err).__name__}: {err}"
+        if ctx.cancelled:  # its jobs were cancelled at the time budget: expected, one line
+            log.info("audit %s stopped after its Spark jobs were cancelled", name)
+            return _failed(name, f"cancelled at the time budget: {msg.splitlines()[0][:200]}")
+        log.error("audit %s raised %s\n%s", name, msg, traceback.format_exc())
+        return _failed(name, msg)
+    outcome.rows[:] = [_undefined_is_not_ok(r) for r in outcome.rows]
+    # an audit's optional quantities (summary "optional_metrics", e.g. HFM's DR) fail
+    # alone: their failed rows stay failed but do not fail the audit
+    optional = set(outcome.summary.get("optional_metrics") or ())
+    failed = [r for r in outcome.rows if r.status == Status.FAILED and r.metric not in optional]
+    status = outcome.summary.get("status") or (Status.FAILED if failed else Status.OK)
+    if failed and status == Status.OK:
+        status = Status.FAILED
+    info = {**outcome.summary, "status": status}
+    if outcome.rows and all(r.status == Status.NOT_COMPUTED for r in outcome.rows):
+        # an audit that computed nothing is a failed audit (exit 4), never "ok"
+        reasons = "; ".join(dict.fromkeys(r.detail for r in outcome.rows if r.detail))
+        info["status"] = Status.FAILED
+        info["detail"] = f"no metric of audit {name} could be computed: {reasons}"[:2000]
+    if failed and "detail" not in info:
+        info["detail"] = "; ".join(dict.fromkeys(f"{r.attribute}: {r.detail}" for r in failed))
+    return outcome, info
+
+
+def _undefined_is_not_ok(row: MetricRow) -> MetricRow:
+    """A row without a value is never ``ok``: it is ``not_computed`` with its reason."""
+    if nan_to_none(row.value) is not None or row.status != Status.OK:
+        return row
+    return dataclasses.replace(row, status=Status.NOT_COMPUTED,
+                               detail=row.detail or "no value could be computed on this data")
+
+
+def _timed_out(name: str, ctx: AuditContext, budget: float) -> tuple[AuditOutcome, dict]:
+    msg = f"audit {name} ran past its time budget of {budget:g} s"
+    partial = ctx.partial
+    if partial is None:
+        row = MetricRow(audit=name, attribute="*", metric="*", status=Status.TIMED_OUT,
+                        detail=f"{msg}; no partial result")
+        return AuditOutcome(rows=[row]), {"status": Status.TIMED_OUT, "detail": msg}
+    rows = []
+    for r in partial.rows:
+        if r.status in _PARTIAL_STATUSES:
+            r = dataclasses.replace(r, status=Status.TIMED_OUT,
+                                    detail=(r.detail + "; " if r.detail else "") + msg)
+        rows.append(r)
+    info = {**partial.summary, "status": Status.TIMED_OUT,
+            "detail": f"{msg}; partial result kept"}
+    return dataclasses.replace(partial, rows=rows), info
+
+
+def _run_with_budget(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[AuditOutcome, dict]:
+    """Run an audit in its own Spark job group; past ``params.timeout_s`` cancel it.
+
+    Every audit's Spark jobs carry the job group ``fairspark-<audit>-<id>`` (the
+    status tracker and the Spark UI show which audit a stage belongs to). With a
+    budget the audit runs in a thread; when the budget runs out its job group is
+    cancelled and its last partial result is kept.
+    """
+    from pyspark import InheritableThread
+
+    name = spec.name
+    budget = getattr(params, "timeout_s", None)
+    sc = ctx.spark.sparkContext
+    group = f"fairspark-{name}-{uuid.uuid4().hex[:8]}"
+    if budget is None:
+        sc.setJobGroup(group, f"fairspark audit {name}", interruptOnCancel=True)
+        try:
+            return _run_one(spec, ctx, params)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+    ctx.deadline = time.monotonic() + budget
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        sc.setJobGroup(group, f"fairspark audit {name}", interruptOnCancel=True)
+        box["result"] = _run_one(spec, ctx, params)
+
+    thread = InheritableThread(target=target, daemon=True)
+    thread.start()
+    thread.join(budget)
+    if "result" in box:
+        return box["result"]
+    ctx.cancelled = True  # time_left() is 0 from now on: the audit's loops stop at their check
+    log.warning("audit %s: time budget of %g s exhausted; cancelling its Spark jobs", name, budget)
+    sc.cancelJobGroup(group)
+    # let it unwind, cancelling the jobs it still starts, for at most budget + 4 s (so
+    # that an audit stage ends within 2x its budget + 5 s); a thread still running in
+    # driver-side Python then is abandoned and stops at its next time check
+    end = time.monotonic() + min(budget + _GRACE_S, _MAX_GRACE_S)
+    while thread.is_alive() and time.monotonic() < end:
+        thread.join(min(0.5, max(end - time.monotonic(), 0.0)))
+        _cancel_active(sc, group)
+    if thread.is_alive():
+        log.warning("audit %s did not stop within %g s of its budget; left to stop at its "
+                    "next time check", name, min(budget + _GRACE_S, _MAX_GRACE_S))
+    return _timed_out(name, ctx, budget)
+
+
+#: how long a timed-out audit may take to unwind: budget + _GRACE_S, at most _MAX_GRACE_S
+_GRACE_S, _MAX_GRACE_S = 4.0, 30.0
+
+
+def _cancel_active(sc: Any, group: str) -> None:
+    """Cancel the job group again if it has active jobs (started after the first cancel)."""
+    try:
+        tracker = sc.statusTracker()
+        if set(tracker.getJobIdsForGroup(group)) & set(tracker.getActiveJobsIds()):
+            sc.cancelJobGroup(group)
+    except Exception as err:  # noqa: BLE001 - best effort while the audit unwinds
+        log.debug("could not cancel job group %s: %s", group, err)
+
+
+def _render(spec: AuditSpec, outcome: AuditOutcome, ctx: AuditContext, params: Any,
+            info: dict[str, Any]) -> list[ReportSection]:
+    """The audit's report sections, rendered in isolation from its numbers.
+
+    A rendering error keeps every row and summary entry, records ``report_error`` in
+    the audit's summary and puts a short notice where the section would be.
+    """
+    if spec.render is None or outcome.result is None:
+        return list(outcome.sections)
+    try:
+        return [*outcome.sections, *spec.render_fn()(outcome, ctx=ctx, params=params)]
+    except Exception as err:  # noqa: BLE001 - a plotting bug must not lose the numbers
+        msg = f"{type(err).__name__}: {err}"
+        log.warning("report section of %s could not be rendered: %s", spec.name, msg)
+        info["report_error"] = msg
+        note = (f'<p class="warn">This section could not be rendered ({_html.escape(msg)}); '
+                "the audit's numbers are in metrics.parquet and summary.json.</p>")
+        return [*outcome.sections, ReportSection(title=spec.title, html=note, order=spec.order)]

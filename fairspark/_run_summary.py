@@ -1,0 +1,115 @@
+"""What a run's ``summary.json`` says about the run itself.
+
+:class:`RunFacts` (the date, config hash and start time a run resolves once),
+:class:`_AuditsDone` (the rows, sections and summary entries of the audits that ran),
+and :func:`_summary`, the summary's content: the input, the rows, the seeds, each
+audit's entry, the limits, the exit code, the stage timings, the versions
+(:func:`_versions`) and the Spark session (:func:`_spark_facts`).
+:mod:`fairspark.runner` builds it; both classes are importable from there too.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fairspark._version import SCHEMA_VERSION, __version__
+from fairspark.audits.base import MetricRow, ReportSection
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+    from fairspark.config import Config
+    from fairspark.prepare import PreparedData
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run resolves once and every part of it reads: its date, config hash and
+    start time (``time.time()``)."""
+
+    run_date: Any
+    config_hash: str
+    started: float = 0.0
+
+
+@dataclass
+class _AuditsDone:
+    """The rows, sections and ``summary.json`` entries of every audit that ran."""
+
+    rows: list[MetricRow] = field(default_factory=list)
+    sections: list[ReportSection] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *,
+             facts: RunFacts, done: _AuditsDone, limits_info: dict[str, Any],
+             exit_code: int, timings: dict[str, float]) -> dict[str, Any]:
+    return {
+        "run_date": facts.run_date.isoformat(),
+        "dataset": config.dataset,
+        "config_hash": facts.config_hash,
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(facts.started)),
+        "versions": _versions(spark),
+        "input": {
+            "path": config.input.path, "table": config.input.table,
+            "format": config.input.format, "where": config.input.where,
+            "label": prepared.label_column, "decision": prepared.decision_column,
+            "favourable": config.columns.favourable,
+            # the values as they are in the data, for the report's first screen
+            "label_positive": list(config.columns.label.positive),
+            **({"decision_positive": list(config.columns.prediction.positive)}
+               if config.columns.prediction is not None else
+               {"decision_rule": f"{config.columns.score.column} >= "
+                                 f"{config.columns.score.threshold:g}"}
+               if config.columns.score is not None else {}),
+        },
+        "rows": prepared.summary(),
+        "seeds": {"seed": config.seed},
+        **({"model": config.model.model_dump(exclude_none=True)}
+           if getattr(config, "model", None) is not None else {}),
+        "audits": done.info,
+        **({"warnings": list(prepared.warnings)} if prepared.warnings else {}),
+        **({"limits": limits_info} if limits_info else {}),
+        "exit_code": int(exit_code),
+        "stage_timings": timings,
+        "spark": _spark_facts(spark),
+        "command": " ".join(sys.argv),
+    }
+
+
+def _versions(spark: SparkSession) -> dict[str, str]:
+    import numpy
+    import pandas
+    import sklearn
+
+    return {
+        "fairspark": __version__,
+        "schema": str(SCHEMA_VERSION),
+        "spark": spark.version,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "pandas": pandas.__version__,
+        "scikit-learn": sklearn.__version__,
+    }
+
+
+def _spark_facts(spark: SparkSession) -> dict[str, Any]:
+    """Master, application id and the driver's memory: what was set, by whom, what the
+    JVM got (a local session the CLI started is sized from the machine, issue 39)."""
+    from fairspark.hfm._spark._driver import _jvm_max_heap
+
+    conf = spark.sparkContext.getConf()
+    source = conf.get("spark.fairspark.driverMemorySource", None)
+    memory = conf.get("spark.driver.memory", None)
+    heap = _jvm_max_heap(spark)
+    return {
+        "master": spark.sparkContext.master, "app_id": spark.sparkContext.applicationId,
+        "driver_memory": memory,
+        "driver_memory_set_by": source or ("config or spark-submit" if memory else
+                                           "Spark's default (1g)"),
+        "driver_max_heap_bytes": int(heap) if heap != float("inf") else None,
+    }

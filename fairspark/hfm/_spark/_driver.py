@@ -1,0 +1,131 @@
+"""What the driver may hold and use, for :mod:`fairspark.hfm._spark.elim`.
+
+The budget of the driver path (:func:`driver_budget`, from ``spark.driver.maxResultSize``,
+the JVM heap and the physical memory available), the log line of the path taken, a
+collect that stays within ``spark.driver.maxResultSize`` (:func:`_collect`), and the
+driver's threads (:func:`_driver_threads`, :func:`_map`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pandas as pd
+from pyspark.sql import DataFrame
+
+from fairspark._threads import single_thread
+
+__all__ = ["driver_budget"]
+
+#: the engine's one logger (the passes log under the name of :mod:`.elim`)
+_LOG = logging.getLogger("fairspark.hfm._spark.elim")
+
+
+def _max_result_bytes(spark) -> float:
+    v = str(spark.conf.get("spark.driver.maxResultSize", "1g")).strip().lower()
+    m = re.fullmatch(r"(\d+)([kmgt]?)b?", v)
+    if not m:
+        return 1 << 30
+    unit = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2)]
+    n = int(m.group(1)) * unit
+    return math.inf if n == 0 else float(n)
+
+
+def _jvm_max_heap(spark) -> float:
+    """The driver JVM's maximum heap (bytes; ``inf`` when it cannot be read)."""
+    try:
+        return float(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory())
+    except Exception:  # noqa: BLE001 - a remote (Connect) session has no JVM here
+        return math.inf
+
+
+def _available_memory() -> float:
+    """Physical memory available to this process now (bytes; ``inf`` when unknown)."""
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return math.inf
+
+
+def driver_budget(spark, local_max_bytes: int | None = None) -> tuple[float, dict[str, float]]:
+    """Bytes of points (``8 * (d + 2) + 64`` a row) the driver path may collect.
+
+    An explicit ``local_max_bytes`` is used as given; ``None`` sizes the budget from the
+    driver: a quarter of the JVM's maximum heap (the collected Arrow batches pass
+    through it), an eighth of the physical memory available now (the working batch and
+    the passes' temporaries hold about five copies of the points in Python), and always
+    at most half of ``spark.driver.maxResultSize`` (the row estimate is above the Arrow
+    bytes of a row, ``8 d + 45``, so the collect stays within the limit).
+
+    Returns
+    -------
+    budget : float
+        Bytes.
+    sized_from : dict
+        The figures the budget was taken from (for the cost model).
+    """
+    max_result = _max_result_bytes(spark)
+    parts = {"max_result_size / 2": max_result / 2}
+    if local_max_bytes is not None:
+        parts["local_max_bytes"] = float(local_max_bytes)
+    else:
+        parts["jvm_heap / 4"] = _jvm_max_heap(spark) / 4
+        parts["available_memory / 8"] = _available_memory() / 8
+    budget = min(parts.values())
+    return budget, {k: (v if math.isfinite(v) else None) for k, v in parts.items()}
+
+
+def _log_path_choice(n_rows: int | None, row_bytes: float, budget: float,
+                     sized_from: dict[str, float | None]) -> None:
+    """One log line: the path the engine takes (driver or Spark) and why."""
+    def mb(v: float | None) -> str:
+        return "unknown" if v is None else f"{v / 2**20:,.0f} MB"
+
+    parts = ", ".join(f"{k} = {mb(v)}" for k, v in sized_from.items())
+    if n_rows is None:
+        _LOG.info("hfm: driver path if the points fit %s (min of %s)", mb(budget), parts)
+        return
+    need = n_rows * row_bytes
+    where = "driver path" if need <= budget else "Spark path"
+    _LOG.info("hfm: %s: %d points need %s, the driver budget is %s (min of %s)",
+              where, n_rows, mb(need), mb(budget), parts)
+
+
+def _collect(df: DataFrame, est_bytes: float) -> pd.DataFrame:
+    """A small result on the driver, within ``spark.driver.maxResultSize``.
+
+    Above a quarter of the limit the rows are spread over enough partitions (an explicit
+    ``repartition``, which adaptive execution does not coalesce) that each holds about an
+    eighth of the limit, and come one partition per job: however small
+    ``spark.driver.maxResultSize`` is, no job returns more than it allows.
+    """
+    budget = _max_result_bytes(df.sparkSession) / 4
+    if est_bytes < budget:
+        return df.toPandas()
+    pages = df.repartition(max(1, math.ceil(2.0 * est_bytes / budget)))
+    return pd.DataFrame.from_records([r.asDict() for r in pages.toLocalIterator()],
+                                     columns=df.columns)
+
+
+def _driver_threads(spark) -> int:
+    """Threads of the driver path's pass A: the session's parallelism (``local[2]``:
+    2), at most the driver's cores."""
+    try:
+        par = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - a remote (Connect) session has no context here
+        par = 1
+    return max(1, min(par, os.cpu_count() or 1))
+
+
+def _map(fn: Callable, items: list, threads: int) -> list:
+    """``[fn(x) for x in items]``, on up to ``threads`` threads (numpy's kernels release
+    the GIL; BLAS held to one thread each meanwhile). Same results in the same order."""
+    if threads <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    with single_thread(), ThreadPoolExecutor(max_workers=min(threads, len(items))) as ex:
+        return list(ex.map(fn, items))

@@ -1,0 +1,429 @@
+"""Where the passes of :mod:`fairspark.hfm._spark.elim` run: the working table.
+
+:class:`_Work` is what the algorithm reads; :class:`_SparkWork` the working table on
+Spark (persisted once, every pass a job), :class:`_LocalWork` the same table as one
+key-sorted Arrow batch on the driver when the points fit the driver budget (every pass
+then runs the per-batch function of its Spark task, so results, counts and rounds are
+those of the Spark passes).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from fairspark.hfm._spark._blobs import (
+    _NULL_CODE,
+    _codes,
+    _col,
+    _nbcol,
+    _np,
+    _rho,
+    _stack_points,
+    _strs,
+    _ucol,
+)
+from fairspark.hfm._spark._cost import CostLog
+from fairspark.hfm._spark._driver import (
+    _collect,
+    _driver_threads,
+    _log_path_choice,
+    _map,
+    _max_result_bytes,
+    driver_budget,
+)
+from fairspark.hfm._spark._passes import (
+    _after,
+    _best_per_query,
+    _bounds_batch,
+    _eliminate,
+    _exact_scan,
+    _is_pair,
+    _pass_c_batches,
+    _scan_batches,
+    _top_bounds,
+    _work_table,
+    code_counts,
+)
+from fairspark.hfm._spark._points import code_cols
+from fairspark.hfm._spark._state import Pair, _PairState, _thr
+
+#: the engine's one logger (the passes log under the name of :mod:`.elim`)
+_LOG = logging.getLogger("fairspark.hfm._spark.elim")
+
+
+class _Work:
+    """The working table the passes read: on Spark (:class:`_SparkWork`) or one Arrow
+    batch on the driver (:class:`_LocalWork`). Both run the same per-batch functions
+    (:func:`_bounds_batch`, :func:`_scan_batches`, :func:`_pass_c_batches`)."""
+
+    where = ""
+    counts: dict[int, dict[int, int]]
+    quota: float
+    max_result: float
+    cost: CostLog
+    n_rows: int
+    dim_x: int
+
+    #: whether the passes run Spark jobs (the driver path's passes are numpy only)
+    spark_jobs = True
+
+    def step(self, name: str, *, full: bool = False):
+        """A pass measured by the cost log; ``full``: it reads every row's features."""
+        if not full:
+            return self.cost.step(name, spark_jobs=self.spark_jobs)
+        return self.cost.step(name, rows_read=self.n_rows,
+                              bytes_read=self.n_rows * 8.0 * (self.dim_x + 2),
+                              spark_jobs=self.spark_jobs)
+
+    def n_part(self) -> int:
+        """Partitions the working table is read in (sizes the collects)."""
+        return 1
+
+    def close(self) -> None:
+        """Release what the working table holds."""
+
+    def release(self, surv) -> None:
+        """Release the survivors of pass C."""
+
+
+def _quota(sample_rows: int, counts: dict[int, dict[int, int]]) -> float:
+    """Sample rows per code (expected): at least 64, about ``2 * sample_rows`` in all."""
+    n_codes = sum(len(c) for c in counts.values())
+    return float(max(64, (2 * sample_rows) // max(1, n_codes)))
+
+
+class _SparkWork(_Work):
+    """The working table on Spark (persisted once, read by every pass)."""
+
+    where = "spark"
+
+    def __init__(self, df: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
+                 counts: dict[int, dict[int, int]], quota: float, n_rows: int,
+                 cost: CostLog) -> None:
+        self.df, self.n_attr, self.dim_x = df, n_attr, dim_x
+        self.counts, self.quota = counts, quota
+        self.n_rows, self.cost = n_rows, cost
+        self.max_result = _max_result_bytes(df.sparkSession)
+        ub = None
+        for p in pairs:
+            one = df.select(F.lit(p[0]).alias("tgt"), F.lit(p[1]).alias("attr"), "key",
+                            F.col(_ucol(p)).alias("u"), F.col(_nbcol(p)).alias("nb_key"),
+                            F.lit(1).cast("long").alias("mult"))
+            ub = one if ub is None else ub.unionByName(one)
+        self.ub = ub
+
+    @classmethod
+    def build(cls, pts: DataFrame, ranked: DataFrame, *, n_attr: int, dim_x: int,
+              pairs: list[Pair], sample_rows: int, n_rows: int | None,
+              cost: CostLog) -> _SparkWork:
+        """Code counts, the sample (one collect) and pass A (persisted, not run yet)."""
+        with cost.step("code counts") as rec:
+            counts = code_counts(pts, n_attr)
+        if n_rows is None:
+            n_rows = sum(counts[0].values()) if n_attr else 0
+        rec["rows_read"] = n_rows
+        quota = _quota(sample_rows, counts)
+        n_codes = sum(len(c) for c in counts.values())
+        in_sample = F.lit(False)
+        for a, c in enumerate(code_cols(n_attr)):
+            if counts[a]:
+                m = F.create_map(*[x for code, n in sorted(counts[a].items())
+                                   for x in (F.lit(code), F.lit(float(n)))])
+                in_sample |= F.col("h") * F.element_at(m, F.col(c)) < F.lit(quota)
+        with cost.step("sample collect", rows_read=n_rows,
+                       bytes_read=n_rows * 8.0 * (dim_x + 2)) as rec:
+            sample = _collect(ranked.where(in_sample).select("key", "y", "yp", "x",
+                                                             *code_cols(n_attr)),
+                              est_bytes=8.0 * (dim_x + 4) * quota * max(1, n_codes))
+            rec["rows_out"] = len(sample)
+        df = _work_table(ranked, sample, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
+                         counts=counts).persist(StorageLevel.MEMORY_AND_DISK)
+        return cls(df, n_attr=n_attr, dim_x=dim_x, pairs=pairs, counts=counts, quota=quota,
+                   n_rows=n_rows, cost=cost)
+
+    def n_part(self) -> int:
+        return max(1, self.df.rdd.getNumPartitions())
+
+    def close(self) -> None:
+        self.df.unpersist()
+
+    def top_bounds(self, pairs: list[Pair], k: int) -> dict[Pair, list[tuple]]:
+        return _top_bounds(self.df, pairs, k)
+
+    def bounds_rows(self, pairs: list[Pair]) -> DataFrame:
+        return self.ub
+
+    def fetch(self, keys: list[str], attrs: list[int], lo: float, hi: float, *,
+              est_bytes: float) -> pd.DataFrame:
+        """Rows with these keys or with ``lo <= rho < hi`` for one of ``attrs``."""
+        want = F.col("key").isin(keys) if keys else F.lit(False)
+        for a in attrs:
+            want |= (F.col(f"rho{a}") >= F.lit(lo)) & (F.col(f"rho{a}") < F.lit(hi))
+        return _collect(self.df.where(want).select("key", "xb", *code_cols(self.n_attr),
+                                                   *[f"rho{a}" for a in range(self.n_attr)]),
+                        est_bytes=est_bytes)
+
+    def scan(self, queries: list[tuple], *, lo: float, hi: float) -> pd.DataFrame:
+        return _exact_scan(self.df, queries, n_attr=self.n_attr, dim_x=self.dim_x, lo=lo, hi=hi)
+
+    def count_left(self, active: list[Pair], state: dict[Pair, _PairState]) -> dict[Pair, int]:
+        """Rows after the cursor with a bound not below ``L`` (one aggregation)."""
+        cond = [F.sum(((F.col(_ucol(p)) >= F.lit(_thr(state[p].lb))) & _after(p, state[p].cursor))
+                      .cast("long")).alias(_ucol(p)) for p in active]
+        n_left = self.df.agg(*cond).first()
+        return {p: int(n_left[_ucol(p)] or 0) for p in active}
+
+    def eliminate(self, b: dict, spec: list[tuple], edges: list[float]) -> tuple:
+        """Pass C: its small rows (collected) and the survivors (persisted)."""
+        out = _eliminate(self.df, b, spec, edges, n_attr=self.n_attr,
+                         dim_x=self.dim_x).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            small = out.where(F.col("kind") != 1).drop("xb").toPandas()
+        except BaseException:
+            out.unpersist()
+            raise
+        return small, out
+
+    def release(self, surv) -> None:
+        surv.unpersist()
+
+    def survivor_rows(self, surv: DataFrame, p: Pair, thr: float,
+                      cursor: tuple[float, str] | None, limit: int, *,
+                      est_bytes: float) -> pd.DataFrame:
+        """The first ``limit`` survivors of a pair after the cursor with ``d >= thr``."""
+        cond = (F.col("kind") == 1) & _is_pair(p) & (F.col("d") >= F.lit(thr))
+        if cursor is not None:
+            cu, ck = cursor
+            cond &= (F.col("d") < F.lit(cu)) | (
+                (F.col("d") == F.lit(cu)) & (F.col("key") > F.lit(ck)))
+        return _collect(surv.where(cond)
+                        .select("tgt", "attr", "key", "d", "nb_key", "code", "xb")
+                        .orderBy(F.col("d").desc(), F.col("key").asc()).limit(limit)
+                        .repartition(1), est_bytes=est_bytes)
+
+    def count_above(self, state: dict[Pair, _PairState]) -> dict[Pair, int]:
+        """Rows whose sample bound exceeds the final lower bound (those needed a search)."""
+        above = F.lit(False)
+        for p, st in state.items():
+            if math.isfinite(st.lb):
+                above |= _is_pair(p) & (F.col("u") > F.lit(st.lb))
+        return {(int(r["tgt"]), int(r["attr"])): int(r["count"])
+                for r in self.ub.where(above).groupBy("tgt", "attr").count().collect()}
+
+
+_NN_PA = pa.schema([("tgt", pa.int32()), ("attr", pa.int32()), ("qi", pa.int64()),
+                    ("d", pa.float64()), ("nb_key", pa.string())])
+
+
+_C_PA = pa.schema([("kind", pa.int32()), ("tgt", pa.int32()), ("attr", pa.int32()),
+                   ("blk", pa.int32()), ("n", pa.int64()), ("mx", pa.float64()),
+                   ("key", pa.string()), ("d", pa.float64()), ("nb_key", pa.string()),
+                   ("code", pa.int32()), ("xb", pa.binary())])
+
+
+def _frame(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pd.DataFrame:
+    """Batches of one schema as a pandas frame (empty with the columns when none)."""
+    bs = [pa.RecordBatch.from_arrays([b.column(b.schema.get_field_index(f.name)).cast(f.type)
+                                      for f in schema], schema=schema) for b in batches]
+    return pa.Table.from_batches(bs, schema=schema).to_pandas()
+
+
+def _sorted_by_key(tbl: pa.Table, dim_x: int) -> tuple[pa.RecordBatch, np.ndarray]:
+    """The collected points as one key-sorted batch (without ``x``) and their key-sorted
+    points ``[yp, y, x]``. Every chunk's feature lists are written straight to their
+    sorted rows of the one matrix (no concatenated copy, no Arrow ``take`` of a list
+    column, which is several times slower): on a machine that faults fresh memory in
+    slowly, each 400 MB copy of 1e6 x 50 points costs about a second."""
+    perm = pc.sort_indices(tbl["key"]).to_numpy()
+    rest = tbl.drop_columns(["x"]).take(perm).combine_chunks()
+    n = tbl.num_rows
+    x = tbl.column("x")
+    if x.null_count:
+        raise ValueError(f"feature vectors must all have length {dim_x}")
+    inv = np.empty(n, dtype=np.int64)
+    inv[perm] = np.arange(n)
+    P = np.empty((n, dim_x + 2))
+    start = 0
+    for chunk in x.chunks:
+        m = len(chunk)
+        flat = chunk.flatten().to_numpy(zero_copy_only=False)
+        if flat.size != m * dim_x:
+            raise ValueError(f"feature vectors must all have length {dim_x}")
+        P[inv[start:start + m], 2:] = flat.reshape(m, dim_x)
+        start += m
+    names = [c for c in tbl.column_names if c != "x"]
+    batch = pa.RecordBatch.from_arrays([rest.column(c).combine_chunks() for c in names],
+                                       names=names)
+    P[:, :2] = _stack_points(_np(batch, "y"), _np(batch, "yp"), np.zeros((n, 0)))
+    return batch, P
+
+
+class _LocalWork(_Work):
+    """The working table as one key-sorted Arrow batch on the driver.
+
+    Taken when the points fit a byte budget (a capped collect, like Spark's broadcast
+    join threshold); every pass then runs the per-batch function of its Spark task on
+    this batch, so results, counts and rounds are those of the Spark passes.
+    """
+
+    where = "driver"
+    spark_jobs = False
+
+    def __init__(self, batch: pa.RecordBatch, points: np.ndarray, *, n_attr: int, dim_x: int,
+                 pairs: list[Pair], sample_rows: int, max_result: float, cost: CostLog,
+                 threads: int = 1) -> None:
+        """``batch``: the key-sorted points table (:func:`_sorted_by_key`), ``points``
+        its ``[yp, y, x]``."""
+        self.n_attr, self.dim_x, self.max_result = n_attr, dim_x, max_result
+        self.cost, self.n_rows, self.threads = cost, batch.num_rows, threads
+        cols = code_cols(n_attr)
+        codes = {c: _codes(batch, c) for c in cols}
+        self.counts = {}
+        for a, c in enumerate(cols):
+            v, n = np.unique(codes[c][codes[c] != _NULL_CODE], return_counts=True)
+            self.counts[a] = {int(x): int(m) for x, m in zip(v, n, strict=True)}
+        self.quota = _quota(sample_rows, self.counts)
+        h = _np(batch, "h")
+        in_sample = np.zeros(batch.num_rows, dtype=bool)
+        for a, c in enumerate(cols):
+            in_sample |= (codes[c] != _NULL_CODE) & (_rho(h, codes[c], self.counts[a]) < self.quota)
+        idx = np.flatnonzero(in_sample)
+        s = {"keys": _strs(_col(batch, "key").take(pa.array(idx))),
+             "P": points[idx],
+             "codes": {c: codes[c][idx].astype(np.int64) for c in cols},
+             "counts": self.counts}
+        kept: dict = {}
+        with self.step("A: sample bounds", full=True) as rec:
+            self.batch = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
+                                       keep=kept, threads=threads, points=points)
+            rec["threads"] = threads
+            rec["rows_out"] = len(idx)
+        del batch, points
+        self.keys = _strs(_col(self.batch, "key"))
+        # what the scans read: the batch is key-sorted, its points and each target's
+        # points are pass A's (no second decode)
+        rho = {a: _np(self.batch, f"rho{a}") for a in range(n_attr)}
+        code = {a: _codes(self.batch, c) for a, c in enumerate(cols)}
+        # per row range of pass A (each on its own thread): views, no copies
+        self._scan_read = [(kept["P"][r], self.keys[r], {a: v[r] for a, v in rho.items()},
+                            {a: v[r] for a, v in code.items()}, tp)
+                           for r, tp in zip(kept["parts"], kept["tp"], strict=True)]
+        self.u = {p: _np(self.batch, _ucol(p)) for p in pairs}
+        self.nb = {p: _strs(_col(self.batch, _nbcol(p))) for p in pairs}
+
+    @classmethod
+    def collect(cls, ranked: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
+                sample_rows: int, n_rows: int | None, max_bytes: int | None,
+                cost: CostLog) -> _LocalWork | None:
+        """The points on the driver when they fit the budget (:func:`driver_budget`):
+        one capped collect; ``None`` when they do not."""
+        max_result = _max_result_bytes(ranked.sparkSession)
+        row_bytes = 8.0 * (dim_x + 2) + 64
+        budget, sized_from = driver_budget(ranked.sparkSession, max_bytes)
+        cap = int(budget // row_bytes)
+        cost.budget = {"bytes": int(budget), "rows": cap, "row_bytes": row_bytes,
+                       "sized_from": sized_from}
+        _log_path_choice(n_rows, row_bytes, budget, sized_from)
+        if cap < 1 or (n_rows is not None and n_rows > cap):
+            return None
+        cols = code_cols(n_attr)
+        sel = ranked.select("key", "h", "y", "yp", "x", *cols)
+        # a known row count within the cap bounds the collect; otherwise a limit does
+        # (a global limit moves every row into one task through a shuffle: 53 s against
+        # 9.7 s without it for 904k rows at d = 56, loaded machine; so only when the
+        # count is not known)
+        with cost.step("driver collect") as rec:
+            tbl = (sel if n_rows is not None else sel.limit(cap + 1)).toArrow()
+            rec["rows_read"] = rec["rows_out"] = tbl.num_rows
+            rec["bytes_read"] = int(tbl.nbytes)
+        if tbl.num_rows > cap or tbl.num_rows == 0:
+            _LOG.info("hfm: %d points do not fit the driver path (at most %d)", tbl.num_rows, cap)
+            return None
+        batch, points = _sorted_by_key(tbl, dim_x)
+        del tbl
+        return cls(batch, points, n_attr=n_attr, dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
+                   max_result=max_result, cost=cost, threads=_driver_threads(ranked.sparkSession))
+
+    def _after(self, u: np.ndarray, cursor: tuple[float, str] | None) -> np.ndarray:
+        if cursor is None:
+            return np.ones(len(u), dtype=bool)
+        cu, ck = cursor
+        return (u < cu) | ((u == cu) & (self.keys > ck))
+
+    def top_bounds(self, pairs: list[Pair], k: int) -> dict[Pair, list[tuple]]:
+        out = {}
+        for p in pairs:
+            order = np.argsort(-self.u[p], kind="stable")[:k]  # ties: key order
+            out[p] = sorted((-float(self.u[p][i]), self.keys[i], self.nb[p][i] or "")
+                            for i in order)
+        return out
+
+    def bounds_rows(self, pairs: list[Pair]) -> pd.DataFrame:
+        n, k = len(self.keys), len(pairs)
+        return pd.DataFrame({
+            "tgt": np.repeat(np.array([p[0] for p in pairs], np.int32), n),
+            "attr": np.repeat(np.array([p[1] for p in pairs], np.int32), n),
+            "key": np.tile(self.keys, k),
+            "u": np.concatenate([self.u[p] for p in pairs] or [np.zeros(0)]),
+            "nb_key": np.concatenate([self.nb[p] for p in pairs]
+                                     or [np.zeros(0, dtype=object)]),
+            "mult": np.ones(n * k, np.int64)})
+
+    def fetch(self, keys: list[str], attrs: list[int], lo: float, hi: float, *,
+              est_bytes: float) -> pd.DataFrame:
+        # the batch is key-sorted: the wanted keys by binary search (no object-array isin)
+        want = np.zeros(len(self.keys), dtype=bool)
+        if keys and len(self.keys):
+            ks = np.asarray(sorted(keys), dtype=object)
+            pos = np.clip(np.searchsorted(self.keys, ks), 0, len(self.keys) - 1)
+            want[pos[self.keys[pos] == ks]] = True
+        for a in attrs:
+            r = _np(self.batch, f"rho{a}")
+            want |= (r >= lo) & (r < hi)
+        names = ["key", "xb", *code_cols(self.n_attr), *[f"rho{a}" for a in range(self.n_attr)]]
+        return self.batch.filter(pa.array(want)).select(names).to_pandas()
+
+    def scan(self, queries: list[tuple], *, lo: float, hi: float) -> pd.DataFrame:
+        # each query set and row range on its own thread (same batch, read only), the
+        # best per query over the ranges as over Spark's tasks: the same result
+        def one(qr: tuple) -> pd.DataFrame:
+            return _frame(_scan_batches([], [qr[0]], n_attr=self.n_attr, dim_x=self.dim_x,
+                                        lo=lo, hi=hi, prepared=[qr[1]]), _NN_PA)
+
+        parts = _map(one, [(q, r) for q in queries for r in self._scan_read], self.threads)
+        raw = pd.concat(parts, ignore_index=True) if parts else _frame(iter(()), _NN_PA)
+        return _best_per_query(raw)
+
+    def count_left(self, active: list[Pair], state: dict[Pair, _PairState]) -> dict[Pair, int]:
+        return {p: int(((self.u[p] >= _thr(state[p].lb))
+                        & self._after(self.u[p], state[p].cursor)).sum()) for p in active}
+
+    def eliminate(self, b: dict, spec: list[tuple], edges: list[float]) -> tuple:
+        out = _frame(_pass_c_batches([self.batch], b, spec, edges, self.dim_x), _C_PA)
+        kind1 = out["kind"] == 1
+        return out[~kind1].drop(columns="xb").reset_index(drop=True), out[kind1]
+
+    def survivor_rows(self, surv: pd.DataFrame, p: Pair, thr: float,
+                      cursor: tuple[float, str] | None, limit: int, *,
+                      est_bytes: float) -> pd.DataFrame:
+        d = surv["d"].to_numpy(float)
+        m = (surv["tgt"].to_numpy() == p[0]) & (surv["attr"].to_numpy() == p[1]) & (d >= thr)
+        if cursor is not None:
+            cu, ck = cursor
+            m &= (d < cu) | ((d == cu) & (surv["key"].to_numpy(dtype=object) > ck))
+        rows = surv[m].sort_values(["d", "key"], ascending=[False, True], kind="mergesort")
+        return rows.head(limit)[["tgt", "attr", "key", "d", "nb_key", "code", "xb"]]
+
+    def count_above(self, state: dict[Pair, _PairState]) -> dict[Pair, int]:
+        return {p: int((self.u[p] > st.lb).sum()) for p, st in state.items()
+                if math.isfinite(st.lb)}
