@@ -1,10 +1,10 @@
 """Every example config in ``conf/`` runs end to end on the data it names.
 
-The examples point at the shared datasets or at the demo's scored table; the test
-writes the demo table into a temporary folder, sends every output there and shrinks
-the expensive knobs (each audit's ``SPEC.shrink_params``: mdfa splits, correlation
-rounds, HFM rows) with ``--set``, as a user would for a first try. Columns, data
-paths, keys and values stay as shipped.
+The examples point at data shipped in the repository (COMPAS in ``tests/data``) or
+at the demo's scored table; the test writes the demo table into a temporary folder,
+sends every output there and shrinks the expensive knobs (each audit's
+``SPEC.shrink_params``: mdfa splits, correlation rounds, HFM rows) with ``--set``, as a
+user would for a first try. Columns, data paths, keys and values stay as shipped.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_every_example_is_tested():
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
-def test_example_config_runs(spark, shared_data, demo_input, tmp_path, monkeypatch, example):
+def test_example_config_runs(spark, demo_input, tmp_path, monkeypatch, example):
     monkeypatch.chdir(ROOT)  # the examples name paths relative to the repository root
     raw = yaml.safe_load(example.read_text())
     args = ["audit", "--config", str(example), "--run-date", "2026-11-20", "-q",

@@ -112,11 +112,11 @@ def test_missing_file():
         load_config("/nonexistent/fairspark.yaml")
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "conf").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [p for p in sorted((ROOT / "conf").glob("*.yaml"))
+                                  if "spark_defaults" not in p.name],  # not audit configs
+                         ids=lambda p: p.name)
 def test_every_example_config_parses(path):
     yaml.safe_load(path.read_text())
-    if "spark_defaults" in path.name:
-        pytest.skip("Spark defaults, not an audit config")
     c = load_config(path)
     assert c.dataset
 

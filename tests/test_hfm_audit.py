@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import write_parquet
+from conftest import TEST_DATA, write_parquet
 from scipy.spatial.distance import cdist, directed_hausdorff
 
 from fairspark.config import parse_config
@@ -44,9 +44,8 @@ def hausdorff(V, groups):
 
 
 @pytest.fixture(scope="module")
-def compas_pdf(shared_data):
-    p = (shared_data / "compas/fairness-comparison/preprocessed"
-         / "propublica-recidivism_original.csv.gz")
+def compas_pdf():
+    p = TEST_DATA / "propublica-recidivism_original.csv.gz"
     df = pd.read_csv(p)
     df["row_id"] = np.arange(len(df)).astype(str)
     df["pred"] = (df["priors_count"] > 3).astype(int)  # a transparent rule as "model"

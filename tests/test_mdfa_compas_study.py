@@ -6,17 +6,11 @@ No Spark: the script's loader is plain pandas.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import COMPAS_CSV as CSV
 from conftest import load_script
-
-ROOT = Path(__file__).resolve().parents[1]
-CSV = ROOT.parent / "shared" / "data" / "compas" / "compas-scores-two-years.csv"
-
-pytestmark = pytest.mark.skipif(not CSV.exists(), reason="shared COMPAS data missing")
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +32,15 @@ def _expected_rows() -> pd.DataFrame:
 
 def test_filter_row_count_matches_an_independent_computation(study):
     exp = _expected_rows()
-    got = study.load_compas(filtered=True)
+    got = study.load_compas(filtered=True, path=CSV)
     # 6,172 rows is the count ProPublica's notebook and the data README give
     assert len(got) == len(exp) == 6172
     assert sorted(got["id"]) == sorted(exp["id"])
-    assert len(study.load_compas(filtered=False)) == len(pd.read_csv(CSV)) == 7214
+    assert len(study.load_compas(filtered=False, path=CSV)) == len(pd.read_csv(CSV)) == 7214
 
 
 def test_features_and_decision(study):
-    got = study.load_compas(filtered=True)
+    got = study.load_compas(filtered=True, path=CSV)
     assert study.FEATURES == ["priors_count", "c_charge_degree", "age", "juv_fel_count",
                               "juv_misd_count"]
     assert set(got["c_charge_degree"]) == {"F", "M"}  # 'O' removed by the filter
@@ -66,8 +60,8 @@ def test_features_and_decision(study):
 def test_unfiltered_table_is_the_papers(study):
     """The paper's Table 2 population columns (AA vs Other: priors 4.44 / 2.46, High
     0.14 / 0.05) are the raw file's, not the filtered one's."""
-    raw = study.load_compas(filtered=False)
-    filt = study.load_compas(filtered=True)
+    raw = study.load_compas(filtered=False, path=CSV)
+    filt = study.load_compas(filtered=True, path=CSV)
     aa = raw.race == "African-American"
     assert round(raw.priors_count[aa].mean(), 2) == 4.44
     assert round(raw.priors_count[~aa].mean(), 2) == 2.46

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import torch  # a dependency of fairspark (setup.py)
 from sklearn.linear_model import LogisticRegression
 
 from fairspark.mdfa import (
@@ -25,7 +26,6 @@ from fairspark.mdfa import (
 from fairspark.mdfa.balance import BalancingOptions
 from fairspark.mdfa.certify import SplitPart
 
-torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
 

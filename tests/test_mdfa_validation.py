@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import write_parquet
+from conftest import COMPAS_CSV, write_parquet
 from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
 
 from fairspark.config import parse_config
@@ -60,17 +60,17 @@ def test_fair_classifier_gives_gamma_near_zero(spark, mu):
 
 
 # ------------------------------------------------------------------------ COMPAS
-def _compas(shared_data) -> pd.DataFrame:
-    df = pd.read_csv(shared_data / "compas/compas-scores-two-years.csv")
+def _compas() -> pd.DataFrame:
+    df = pd.read_csv(COMPAS_CSV)
     keep = ["id", "sex", "race", "age", "priors_count", "c_charge_degree", "juv_fel_count",
             "juv_misd_count", "v_score_text", "two_year_recid"]
     return df[keep].dropna().reset_index(drop=True)
 
 
 @pytest.fixture(scope="module")
-def compas_run(spark, shared_data, tmp_path_factory):
+def compas_run(spark, tmp_path_factory):
     base = tmp_path_factory.mktemp("mdfa_compas")
-    inp = write_parquet(_compas(shared_data), base / "in", n_files=2)
+    inp = write_parquet(_compas(), base / "in", n_files=2)
     cfg = {
         "dataset": "compas_mdfa", "run_date": "2026-11-29", "seed": 7, "input": {"path": inp},
         "columns": {
@@ -169,11 +169,11 @@ def test_default_verdict_finds_a_planted_violation_and_not_a_features_only_decis
     assert zero.lower <= 0.0 <= zero.upper, zero
 
 
-def test_compas_gender_gamma_matches_an_importance_sampling_reference(compas_run, shared_data):
+def test_compas_gender_gamma_matches_an_importance_sampling_reference(compas_run):
     """Gender: the paper reports ~0. With these 5 features an independent estimate with
     propensity-score weights (gradient boosting) and the paper's RF certificate finds a
     small positive gamma too; mdfa must agree with it."""
-    df = _compas(shared_data)
+    df = _compas()
     x = np.column_stack([df.priors_count, (df.c_charge_degree == "F"), df.age,
                          df.juv_fel_count, df.juv_misd_count]).astype(float)
     y = np.where(df.v_score_text == "High", 1, -1)

@@ -165,7 +165,8 @@ def test_mdfa_same_splits_for_1_2_7_and_default_chunks(spark):
 
 # ------------------------------------------------------------ threads and workers
 def test_single_thread_pins_torch_and_restores_it():
-    torch = pytest.importorskip("torch")
+    import torch  # a dependency of fairspark (setup.py), installed by scripts/test.sh
+
     from fairspark._threads import single_thread
 
     before = torch.get_num_threads()
