@@ -745,19 +745,13 @@ def test_corrected_gamma_by_hand():
         corrected_gamma(frame.drop(columns=["n_train", "n_test"]), observed="gamma_pos")
 
 
-def test_lead_says_when_evidence_comes_with_an_interval_that_holds_zero():
-    """Splits that agree on a gamma well above a tight null reference are evidence
-    given the rows; their wide spread makes the population interval (sampling term)
-    hold 0, and the report's lead says both, with the numbers worked out by hand."""
-    from scipy import stats
-
+def _sex_result(obs, g_null):
+    """A six-split table (null draw i mod 3) for attribute sex, its null reference and the
+    AttributeResult the report draws."""
     from fairspark.mdfa import AttributeResult, GroupedStats, SplitResult, split_frame
     from fairspark.mdfa.audit import summarise_splits
     from fairspark.mdfa.null import null_reference
-    from fairspark.mdfa.report import _lead
 
-    obs = np.array([0.0, 0.04, 0.01, 0.03, 0.005, 0.035])
-    g_null = np.array([0.0010, 0.0012, 0.0011, 0.0009, 0.0010, 0.0011])
     frame = split_frame([
         SplitResult(split=i, gamma_pos=o, gamma_neg=o, gamma_max=o, n_train=700, n_test=300,
                     null_draw=i % 3, gamma_null_pos=g, gamma_null_neg=g, gamma_null_max=g)
@@ -769,6 +763,22 @@ def test_lead_says_when_evidence_comes_with_an_interval_that_holds_zero():
                           stats=GroupedStats(cells=cells, desc_names=[]), sample_rows=1000,
                           features=["x"], dropped_constant=[],
                           aggregates=summarise_splits(frame), null=ref)
+    return frame, ref, res
+
+
+def test_lead_says_when_evidence_comes_with_an_interval_that_holds_zero():
+    """Splits that agree on a gamma well above a tight null reference are evidence
+    given the rows; their wide spread makes the population interval (sampling term)
+    hold 0, and the report's lead says both, with the numbers worked out by hand."""
+    from scipy import stats
+
+    from fairspark.mdfa.audit import summarise_splits
+    from fairspark.mdfa.null import null_reference
+    from fairspark.mdfa.report import _lead
+
+    obs = np.array([0.0, 0.04, 0.01, 0.03, 0.005, 0.035])
+    g_null = np.array([0.0010, 0.0012, 0.0011, 0.0009, 0.0010, 0.0011])
+    frame, ref, res = _sex_result(obs, g_null)
     per = np.array([g_null[[k, k + 3]].mean() for k in range(3)])
     value = obs.mean() - per.mean()
     a_obs, a_ref = obs.var(ddof=1) * (1 / 6 + 3 / 7), per.var(ddof=1) / 3
@@ -789,24 +799,11 @@ def test_lead_says_when_evidence_comes_with_an_interval_that_holds_zero():
 def test_the_gamma_plot_draws_the_reference_and_the_bound_that_decide_the_verdict():
     """The box plot carries, per attribute, the null reference's mean and the verdict's
     bound as horizontal segments at exactly those values, and the raw mean as a point."""
-    from fairspark.mdfa import AttributeResult, GroupedStats, SplitResult, split_frame
-    from fairspark.mdfa.audit import summarise_splits
-    from fairspark.mdfa.null import null_reference
     from fairspark.mdfa.report import _draw
 
     obs = np.array([0.02, 0.025, 0.018, 0.022, 0.021, 0.024])
     g_null = np.array([0.004, 0.006, 0.005, 0.005, 0.004, 0.006])
-    frame = split_frame([
-        SplitResult(split=i, gamma_pos=o, gamma_neg=o, gamma_max=o, n_train=700, n_test=300,
-                    null_draw=i % 3, gamma_null_pos=g, gamma_null_neg=g, gamma_null_max=g)
-        for i, (o, g) in enumerate(zip(obs, g_null, strict=True))])
-    cells = pd.DataFrame({"s": [1, 1, -1, -1], "y": [1, -1, 1, -1], "n": [1, 1, 1, 1],
-                          "w": [1.0, 1.0, 1.0, 1.0]})
-    ref = null_reference(frame, level=0.01)
-    res = AttributeResult(attribute="sex", target_label="t", splits=frame,
-                          stats=GroupedStats(cells=cells, desc_names=[]), sample_rows=1000,
-                          features=["x"], dropped_constant=[],
-                          aggregates=summarise_splits(frame), null=ref)
+    _, ref, res = _sex_result(obs, g_null)
     ax = _draw([res]).axes[0]
     segments = [c for c in ax.collections if c.get_label() in
                 ("features-only reference", "evidence above (the verdict's bound)")]
