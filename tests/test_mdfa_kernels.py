@@ -613,7 +613,8 @@ def test_run_split_reports_balance_at_the_defaults_and_the_verdict_warns():
 
 
 # ------------------------------------------------------------------ null reference
-def test_null_model_is_cross_fitted_and_tracks_the_decision():
+@pytest.mark.parametrize("library", ["lightgbm", "sklearn"])
+def test_null_model_is_cross_fitted_and_tracks_the_decision(library):
     """Out-of-fold probabilities: a decision that is pure noise is not memorised (every
     row's p stays near the overall rate), a decision that follows x1 is found."""
     from sklearn.metrics import roc_auc_score
@@ -623,14 +624,33 @@ def test_null_model_is_cross_fitted_and_tracks_the_decision():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2000, 3))
     noise = np.where(rng.random(2000) < 0.3, 1, -1)
-    p = fit_null_model(x, noise, seed=1)
+    p = fit_null_model(x, noise, seed=1, library=library)
     # an in-sample fit of the same booster would put p well above 0.5 on many +1 rows
     assert roc_auc_score(noise > 0, p) < 0.56
     assert abs(p.mean() - 0.3) < 0.03
     follows = np.where(x[:, 0] + 0.3 * rng.standard_normal(2000) > 0, 1, -1)
-    q = fit_null_model(x, follows, seed=1)
+    q = fit_null_model(x, follows, seed=1, library=library)
     assert roc_auc_score(follows > 0, q) > 0.95
-    np.testing.assert_array_equal(q, fit_null_model(x, follows, seed=1))
+    np.testing.assert_array_equal(q, fit_null_model(x, follows, seed=1, library=library))
+
+
+def test_null_model_libraries_estimate_the_same_probabilities():
+    """LightGBM's booster and scikit-learn's (same depth, rounds, rate, leaf size) fit
+    the same smooth P(Y = +1 | x): out of fold, their probabilities agree with each
+    other about as well as each agrees with the true one."""
+    from fairspark.mdfa.null import fit_null_model
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6000, 4))
+    truth = 1 / (1 + np.exp(-(1.2 * x[:, 0] - 0.8 * x[:, 1] * (x[:, 2] > 0))))
+    y = np.where(rng.random(6000) < truth, 1, -1)
+    p = fit_null_model(x, y, seed=2, library="lightgbm")
+    q = fit_null_model(x, y, seed=2, library="sklearn")
+    assert np.corrcoef(p, q)[0, 1] > 0.97
+    err_p, err_q = np.abs(p - truth).mean(), np.abs(q - truth).mean()
+    assert err_p < 1.2 * err_q + 0.005
+    with pytest.raises(ValueError, match="'lightgbm' or 'sklearn'"):
+        fit_null_model(x, y, seed=2, library="xgboost")
 
 
 def test_null_reference_by_hand():

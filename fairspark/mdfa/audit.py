@@ -315,7 +315,8 @@ def prepare_attribute(
     view.rows = None  # the sample's arrays are all the splits need
     c0 = time.thread_time()
     if params.null_draws > 0:
-        sample = sample.with_null_model(seed=ctx.seed_for(AUDIT, name, "null"))
+        sample = sample.with_null_model(seed=ctx.seed_for(AUDIT, name, "null"),
+                                        library=params.null_model)
     c1 = time.thread_time()
     _check_time(ctx, name)
     seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.planned_splits())]

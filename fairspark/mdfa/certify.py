@@ -123,9 +123,10 @@ class MDFASample:
     null_seed: int = 0
     view_balance: ViewBalance | None = None
 
-    def with_null_model(self, *, seed: int) -> MDFASample:
-        """This sample with its null model fitted (seeded by ``seed``), for the verdict."""
-        p = fit_null_model(self.x, self.y, seed=derive_seed(seed, "model"))
+    def with_null_model(self, *, seed: int, library: str = "sklearn") -> MDFASample:
+        """This sample with its null model fitted (seeded by ``seed``, grown by
+        ``library``: :func:`~.null.fit_null_model`), for the verdict."""
+        p = fit_null_model(self.x, self.y, seed=derive_seed(seed, "model"), library=library)
         return dataclasses.replace(self, p_null=p, null_seed=int(seed))
 
 
