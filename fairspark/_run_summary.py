@@ -64,7 +64,10 @@ def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *,
             **({"decision_positive": list(config.columns.prediction.positive)}
                if config.columns.prediction is not None else
                {"decision_rule": f"{config.columns.score.column} >= "
-                                 f"{config.columns.score.threshold:g}"}
+                                 f"{config.columns.score.threshold:g}",
+                # the model card: the score audited and the threshold that decides
+                "score": config.columns.score.column,
+                "threshold": float(config.columns.score.threshold)}
                if config.columns.score is not None else {}),
         },
         "rows": prepared.summary(),

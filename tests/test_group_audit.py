@@ -169,10 +169,12 @@ def test_weights_and_unlabelled_rows(spark, compas_pdf, tmp_path):
             "score": {"column": "decile_score", "threshold": 5},
             "weight": "w", "row_key": "id",
         },
+        "model": {"name": "compas-risk", "version": "2"},
         "output": {"path": str(tmp_path / "out"), "report": False},
     }
     res = run_audit_job(spark, parse_config(cfg))
     df = _rows(res)
+    _assert_model_card(res.summary)
     # favourable = not re-offending, not flagged (score < 5)
     fav_pred = (pdf.decile_score < 5).astype(float)
     u = pdf.race != "Caucasian"
@@ -188,6 +190,20 @@ def test_weights_and_unlabelled_rows(spark, compas_pdf, tmp_path):
         pytest.approx(tpr(u) - tpr(~u), abs=1e-12)
     assert res.summary["rows"]["unlabelled"] == int(late.sum())
     assert res.summary["rows"]["weighted"] is True
+
+
+def _assert_model_card(summary):
+    """The model card line of a scored run: name, version and the audited threshold,
+    then the performance and the data window beside it (issue 42 item 5)."""
+    from fairspark.report.decision import audited_brief, audited_facts
+
+    assert summary["input"]["score"] == "decile_score"
+    assert summary["input"]["threshold"] == 5.0
+    facts = dict(audited_facts(summary))
+    assert facts["Model"] == ("compas-risk version 2; score column decile_score, decision "
+                              "threshold 5 (decision = decile_score >= 5)")
+    keys = [k for k, _ in audited_brief(summary)]
+    assert keys[1:4] == ["Model", "Performance", "Data window"]
 
 
 # ---------------------------------------------------------------- issue 17: one scan

@@ -169,6 +169,30 @@ def test_the_page_never_scrolls_sideways(driver, report_path, tmp_path, width, h
 
 
 @needs_chromium
+@pytest.mark.parametrize(("width", "height"), [(1400, 900), (390, 844)])
+def test_no_figure_is_narrower_than_its_legible_minimum(driver, report_path, width, height):
+    """Issue 42 item 6: at 1400 and 390 px every figure's smallest text (MIN_FONT_PT at
+    the PNG's 110 dpi, scaled as shown) is at least 12 CSS px; on a phone a wide figure
+    scrolls inside itself, and the page never sideways."""
+    from fairspark.report.figures import MIN_FONT_PT
+
+    _open(driver, report_path, width, height)
+    shown = driver.execute_script(
+        "return Array.from(document.querySelectorAll('figure img')).map(i => {"
+        "  const f = i.closest('figure');"
+        "  return [i.alt, i.getBoundingClientRect().width, i.naturalWidth,"
+        "          f.clientWidth, f.scrollWidth]; });")
+    assert len(shown) >= 4, shown  # the DI chart, per-attribute charts, HFM, trends
+    minimum = 12 / (MIN_FONT_PT * 110 / 72)  # the smallest legible scale of a PNG
+    small = [(alt, w, nat) for alt, w, nat, _, _ in shown if w < minimum * nat - 0.5]
+    assert not small, (width, small)
+    if width < 500:  # at least one audit figure is wider than the phone: it scrolls inside
+        assert any(sw > cw for _, _, _, cw, sw in shown), shown
+    page = driver.execute_script("return document.documentElement.scrollWidth")
+    assert page <= width, (width, page)
+
+
+@needs_chromium
 def test_heading_outline_has_no_jumps(driver, report_path):
     _open(driver, report_path, 1400, 900)
     levels = driver.execute_script(

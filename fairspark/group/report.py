@@ -54,6 +54,8 @@ VALUE_METRICS: tuple[str, ...] = (
     "fpr_difference", "average_odds_difference",
 )
 _UNPRIV_COLOUR, _PRIV_COLOUR, _NEUTRAL_COLOUR = "#a8231b", "#6a3d9a", "#5b6670"
+#: the group audit's rows that are not one unprivileged value against the reference
+_POOLED = frozenset({"unprivileged", "privileged", "all", "None"})
 _SHORT_RATE = {"selection_rate": "selection rate", "base_rate": "base rate", "tpr": "TPR",
                "fpr": "FPR", "ppv": "PPV", "accuracy": "accuracy"}
 
@@ -163,19 +165,72 @@ def _span(rows: list[Mapping[str, Any]], *, fair: float,
     return lo - pad, hi + pad
 
 
+def _values_of(idx, attr: str, metric: str) -> list[str]:
+    """The unprivileged values of ``attr`` with their own ``metric`` row against the
+    reference (the multi-valued view), in row order."""
+    return [g for (a, g, m) in idx if a == attr and m == metric and g not in _POOLED]
+
+
+def _gating_limits(idx, attr: str, group: str, metric: str,
+                   limits: list[Mapping[str, Any]] | None) -> list[float]:
+    """The limit lines of the rules that judge ``attr``/``group``'s ``metric`` row.
+
+    The rule of :mod:`fairspark.nightly.gating`: a rule naming a group judges that
+    group's row; a rule naming none judges every unprivileged value's row where the
+    attribute has them (the limit is per group; the pooled row is then an extra view
+    that never gates) and the pooled ``unprivileged`` row otherwise. ``abs_max`` gives
+    two lines.
+    """
+    per_group = (metric in CATALOGUE or metric in BASELINES) and bool(
+        _values_of(idx, attr, metric))
+    out: list[float] = []
+    for rule in limits or []:
+        if rule.get("metric") != metric or rule.get("audit") not in (None, "group"):
+            continue
+        if rule.get("attribute") not in (None, attr):
+            continue
+        want = rule.get("group")
+        judged = (group == want if want is not None
+                  else group not in _POOLED if per_group else group == "unprivileged")
+        if not judged:
+            continue
+        if rule.get("abs_max") is not None:
+            out += [-float(rule["abs_max"]), float(rule["abs_max"])]
+        out += [float(rule[k]) for k in ("min", "max") if rule.get(k) is not None]
+    return list(dict.fromkeys(out))
+
+
+def _per_group(idx, attr: str, metric: str, limits: list[Mapping[str, Any]] | None) -> bool:
+    """Whether a limit on ``metric`` judges ``attr`` per unprivileged value."""
+    return any(_gating_limits(idx, attr, g, metric, limits)
+               for g in _values_of(idx, attr, metric))
+
+
 def _di_chart(idx, attrs: list[str], names_of: Mapping[str, Mapping[str, str]],
               level: str, limits: list[Mapping[str, Any]] | None) -> str | None:
-    """Disparate impact of every attribute on one chart with the four-fifths band."""
+    """Disparate impact of every attribute on one chart with the four-fifths band.
+
+    Where a limit on disparate impact is judged per group (an attribute with more than
+    one unprivileged value), the chart draws every value against the reference with the
+    limit on its row (each is a gating check), and the pooled row beside them labelled
+    as the view that does not gate, without the limit.
+    """
+    metric = "disparate_impact"
     rows = []
     for a in attrs:
-        r = idx.get((a, "unprivileged", "disparate_impact"))
+        per_group = _per_group(idx, a, metric, limits)
+        r = idx.get((a, "unprivileged", metric))
         if r is not None:
-            rows.append({**r, "_label": a, "_names": names_of.get(a, {})})
-    bounds = sorted({b for a in attrs for k, b in _limits_for(a, "disparate_impact", limits)
-                     if k in ("min", "max")})
-    for r in rows:  # before the entries are built, so the limits are drawn on each row
-        r["_limits"] = [b for k, b in _limits_for(r["_label"], "disparate_impact", limits)
-                        if k in ("min", "max")]
+            own = _gating_limits(idx, a, "unprivileged", metric, limits)
+            label = (a if not per_group else f"{a}: pooled" if own
+                     else f"{a}: pooled (does not gate)")
+            rows.append({**r, "_label": label, "_names": names_of.get(a, {}), "_limits": own})
+        if per_group:
+            for g in _values_of(idx, a, metric):
+                rows.append({**idx[(a, g, metric)], "_label": f"{a}: {g}",
+                             "_names": {"unprivileged": g, "privileged": "reference"},
+                             "_limits": _gating_limits(idx, a, g, metric, limits)})
+    bounds = sorted({b for r in rows for b in r["_limits"]})
     entries = []
     for r in rows:
         entries += _chart_entries([r], r["_names"])
@@ -293,14 +348,17 @@ def _value_table(idx, attr: str, values: list[str],
 
 
 def _value_chart(idx, attr: str, values: list[str], level: str,
-                 xlim: tuple[float, float] | None = None) -> str | None:
+                 xlim: tuple[float, float] | None = None,
+                 limits: list[Mapping[str, Any]] | None = None) -> str | None:
+    """Each unprivileged value against the reference, with the limits that judge it."""
     v_rows = []
     for v in values:
         for m in ("statistical_parity_difference", "tpr_difference"):
             r = idx.get((attr, v, m))
             if r is not None:
                 short = "selection rate" if m.startswith("statistical") else "TPR"
-                v_rows.append({**r, "_label": f"{v} · {short}"})
+                v_rows.append({**r, "_label": f"{v} · {short}",
+                               "_limits": _gating_limits(idx, attr, v, m, limits)})
     v_entries = _chart_entries(v_rows, {"unprivileged": "this value",
                                         "privileged": "privileged"})
     if not v_entries:
@@ -331,10 +389,14 @@ def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str, *,
     names = _group_names(attr, sizes)
     n_of = _group_sizes(attr, sizes)
     chart = None
-    heads = _signed_headlines(idx, attr)
-    for r in heads:
-        r["_limits"] = [x for k, b in _limits_for(attr, str(r["metric"]), limits)
-                        for x in ((-b, b) if k == "abs_max" else (b,))]
+    heads = []
+    for r in _signed_headlines(idx, attr):
+        m = str(r["metric"])
+        # a limit judged per value is drawn on the values' chart, not on the pooled row
+        own = _gating_limits(idx, attr, "unprivileged", m, limits)
+        pooled = (" (pooled, does not gate)" if not own and _per_group(idx, attr, m, limits)
+                  else "")
+        heads.append({**r, "_label": metric_label(m) + pooled, "_limits": own})
     entries = _chart_entries(heads, names)
     if entries:
         short = {k: v if len(v) <= 24 else k for k, v in names.items()}
@@ -365,7 +427,7 @@ def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str, *,
         "comparisons": comparisons,
         "rates": _rate_table(idx, attr, groups, names, n_of) if groups else None,
         "by_value": _value_table(idx, attr, values, n_of) if values else None,
-        "value_chart": _value_chart(idx, attr, values, level, xlim) if values else None,
+        "value_chart": _value_chart(idx, attr, values, level, xlim, limits) if values else None,
         "between": between,
     }
 

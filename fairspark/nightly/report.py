@@ -11,6 +11,13 @@ from markupsafe import escape
 
 from fairspark._values import nan_to_none
 from fairspark.audits.base import ReportSection
+from fairspark.nightly.trend_groups import breached as _breached
+from fairspark.nightly.trend_groups import (
+    limit_excess,  # noqa: F401 - its old home: imported from here too
+    limit_lines,
+    pooled_superseded,
+    worst_group_series,
+)
 from fairspark.status import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -198,20 +205,7 @@ def _worst_groups(checks: list[Check], rows: list[dict[str, Any]],
     return out
 
 
-def limit_excess(value: Any, rule: Any) -> float:
-    """Signed distance of ``value`` beyond ``rule`` (larger = further beyond the limit)."""
-    v = nan_to_none(value)
-    if v is None:
-        return -math.inf
-    get = (lambda k: rule.get(k)) if isinstance(rule, dict) else (lambda k: getattr(rule, k))
-    parts = []
-    if get("abs_max") is not None:
-        parts.append(abs(v) - float(get("abs_max")))
-    if get("max") is not None:
-        parts.append(v - float(get("max")))
-    if get("min") is not None:
-        parts.append(float(get("min")) - v)
-    return max(parts) if parts else -math.inf
+
 
 
 def limits_section(checks: list[Check], rows: list[dict[str, Any]],
@@ -339,6 +333,11 @@ def trend_frame(history: pd.DataFrame, rows: list[dict[str, Any]], *, run_date: 
                        + frame["metric"].astype(str)
                        + second.fillna("").map(lambda m: f" · {m}" if m else "")
                        + frame["model"].fillna("").map(lambda m: f" · {m}" if m else ""))
+    # where a limit is judged per group: tonight's worst group's series, with its limit
+    worst = worst_group_series(history, rows, run_date=run_date, config_hash=config_hash,
+                               version=version, schema_hash=schema_hash, specs=specs)
+    if len(worst):
+        frame = pd.concat([frame, worst], ignore_index=True)
     return frame.sort_values(["series", "run_date"]).reset_index(drop=True)
 
 
@@ -459,41 +458,6 @@ def _schema_changed(a: pd.Series, b: pd.Series) -> bool:
     return isinstance(ha, str) and isinstance(hb, str) and ha != hb
 
 
-def _rule_matches(rule: Any, series: pd.Series, specs: Mapping[str, AuditSpec]) -> bool:
-    get = (lambda k: rule.get(k)) if isinstance(rule, dict) else (lambda k: getattr(rule, k))
-    if get("metric") != series["metric"]:
-        return False
-    for key in ("audit", "attribute", "model"):
-        want = get(key)
-        if want is not None and str(series.get(key)) != str(want):
-            return False
-    spec = specs.get(str(series["audit"]))
-    # the group of an audit's trend series: its spec's view_group
-    group = get("group") or (spec.view_group if spec is not None else None)
-    return group is None or str(series.get("group")) == str(group)
-
-
-def _breached(rules: list[Any], series: pd.Series, specs: Mapping[str, AuditSpec]) -> bool:
-    """Tonight's value of a series lies beyond one of the limits that match it."""
-    return any(_rule_matches(rule, series, specs) and limit_excess(series.get("value"), rule) > 0
-               for rule in rules)
-
-
-def _limit_lines(rules: list[Any], series: pd.Series, specs: Mapping[str, AuditSpec]
-                 ) -> list[float]:
-    """The limit values drawn on one series' panel."""
-    out: list[float] = []
-    for rule in rules:
-        if not _rule_matches(rule, series, specs):
-            continue
-        get = (lambda k, r=rule: r.get(k)) if isinstance(rule, dict) else (
-            lambda k, r=rule: getattr(r, k))
-        if get("abs_max") is not None:
-            out += [float(get("abs_max")), -float(get("abs_max"))]
-        out += [float(get(k)) for k in ("min", "max") if get(k) is not None]
-    return out
-
-
 def _y_ranges(frame: pd.DataFrame, limits: dict[str, list[float]]
               ) -> dict[str, tuple[float, float]]:
     """One y-range per metric, shared by all its series (the trend plots' one rule).
@@ -595,7 +559,11 @@ def _trend_figure(frame: pd.DataFrame, drawn: list[tuple], info: list[tuple]) ->
         "tonight's point when it moved "
         "beyond the uncertainty (▼ red: worse, ▲ green: better, ◆: changed, no better side)."
         " One y-scale rule: all panels of the same metric share one range, spanning its "
-        "values, intervals, fair value and limits.</figcaption></figure>"
+        "values, intervals, fair value and limits. Where a limit is judged per group, a "
+        "<em>worst group</em> panel follows tonight's worst group (the decision box's) "
+        "through the earlier runs with the interval its verdict used and the limit; the "
+        "pooled panel of that metric is the view that does not gate and carries no line of "
+        "that limit.</figcaption></figure>"
     )
 
 
@@ -626,15 +594,16 @@ def trend_section(frame: pd.DataFrame, *, specs: Mapping[str, AuditSpec],
     if frame is None or frame.empty or frame["run_date"].nunique() < 2:
         return no_history_section()
     rules = list(rules or [])
+    superseded = pooled_superseded(frame)
     info = []
     for name in dict.fromkeys(frame["series"]):
         s = frame[frame["series"] == name].reset_index(drop=True)
         flag, note = _flag(s)
-        info.append((name, s, flag, note, _limit_lines(rules, s.iloc[-1], specs)))
+        info.append((name, s, flag, note, limit_lines(rules, s.iloc[-1], specs, superseded)))
     # worst first: flag, then the limited series, then the catalogue order
     # worst first: worse, then a series beyond a configured limit tonight (a breach
     # outranks a move), then better, changed (no fair side: HFM's D), within noise
-    breached = {t[0] for t in info if _breached(rules, t[1].iloc[-1], specs)}
+    breached = {t[0] for t in info if _breached(rules, t[1].iloc[-1], specs, superseded)}
     info.sort(key=lambda t: (0 if t[2] == "worse" else 1 if t[0] in breached
                              else 1 + _FLAG_ORDER[t[2]][0], not t[4]))
     # a series with no value in any run (e.g. DR without a model) has nothing to draw

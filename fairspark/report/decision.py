@@ -500,8 +500,7 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     name = " ".join(str(x) for x in (model.get("name"), model.get("version") and
                                      f"version {model['version']}") if x)
     desc = model.get("description")
-    out.append(("Model", (name or "not named (set model.name and model.version)")
-                + (f": {desc}" if desc else "")))
+    out.append(("Model", _model_text(name, desc, inp)))
     fav = inp.get("favourable") or "positive"
     decision = model.get("decision")
     fav_words = model.get("favourable")
@@ -530,6 +529,18 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def _model_text(name: str, desc: str | None, inp: Mapping[str, Any]) -> str:
+    """The model card's first line: name and version (or the keys that set them), what
+    it does, and the threshold when a score is audited (``score >= threshold``)."""
+    text = ((name or "not named (set model.name and model.version)")
+            + (f": {desc}" if desc else ""))
+    if inp.get("threshold") is not None and inp.get("score"):
+        thr = float(inp["threshold"])
+        text += (f"; score column {inp['score']}, decision threshold {thr:g} "
+                 f"(decision = {inp['score']} >= {thr:g})")
+    return text
+
+
 def _rows_text(rows: Mapping[str, Any]) -> str:
     dropped = {k: v for k, v in (rows.get("dropped") or {}).items() if v and k != "total"}
     n_drop = sum(int(v) for v in dropped.values())
@@ -553,8 +564,9 @@ def audited_brief(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     """
     facts = dict(audited_facts(summary))
     rows = summary.get("rows") or {}
-    brief = [(k, facts[k]) for k in ("Dataset", "Model", "Decision", "Label", "Performance",
-                                     "Data window", "Rows") if k in facts]
+    # the model card: what was audited, how well it does, over which data, side by side
+    brief = [(k, facts[k]) for k in ("Dataset", "Model", "Performance", "Data window",
+                                     "Decision", "Label", "Rows") if k in facts]
     groups = _groups(rows.get("attributes") or {}, limit=4)
     if groups:
         brief.append(("Groups", " · ".join(f"{n}: {t}" for n, t in groups)))
