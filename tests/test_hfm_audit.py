@@ -445,3 +445,73 @@ def test_local_max_bytes_is_validated():
     assert cfg.audits.hfm.local_max_bytes == 0
     with pytest.raises(ConfigError, match=r"audits\.hfm\.local_max_bytes"):
         _small_config("in", "out", local_max_bytes=-1)
+
+
+def _hfm_bits(res) -> pd.DataFrame:
+    rows = pd.DataFrame(res.rows)
+    rows = rows[rows.audit == "hfm"].sort_values(["attribute", "metric", "group"])
+    return rows[["attribute", "metric", "group", "status", "value", "lower", "upper",
+                 "detail"]].reset_index(drop=True)
+
+
+def _same_bits(a: pd.DataFrame, b: pd.DataFrame, what: str) -> None:
+    """Equal rows, floats compared as their bit patterns (NaN equals NaN)."""
+    assert list(a.metric) == list(b.metric), what
+    for c in ("attribute", "group", "status", "detail"):
+        assert list(a[c].astype(str)) == list(b[c].astype(str)), (what, c)
+    for c in ("value", "lower", "upper"):
+        x, y = a[c].to_numpy(float), b[c].to_numpy(float)
+        assert x.tobytes() == y.tobytes(), (what, c, x[x.view(np.int64) != y.view(np.int64)])
+
+
+@pytest.mark.parametrize("table", [
+    pytest.param("adult", marks=pytest.mark.xfail(
+        reason="issue 39 item 5 open: on Adult (3000 rows) 9 hfm values differ in the low "
+               "bits between the driver path and the Spark passes (found 2026-12-03)",
+        strict=True)),
+    "ties"])
+def test_driver_and_spark_paths_give_the_same_bits(spark, adult_pdf, tmp_path_factory,
+                                                   table):
+    """Issue 39 item 5: D, D_f, their averages, the histogram, the witness pairs (in the
+    detail) and the certified interval are bit-identical whichever path runs (the driver
+    path, or the Spark passes forced by ``local_max_bytes: 0``), and whatever the number
+    of input files (partitions); D is also scipy's, an independent reference."""
+    if table == "adult":
+        pdf = adult_pdf.iloc[:3000].reset_index(drop=True)
+        num, cat = ["age", "education_num", "hours_per_week"], ["workclass", "occupation"]
+        sensitive = [{"column": "sex", "privileged": "Male"},
+                     {"column": "race", "privileged": "White"}]
+        label, pred = {"column": "income", "positive": ">50K"}, "prediction"
+    else:  # a coarse integer grid: many duplicate points and equal distances
+        rng = np.random.default_rng(5)
+        n = 1200
+        pdf = pd.DataFrame({"row_id": [f"t{i:05d}" for i in range(n)],
+                            "a": rng.integers(0, 4, n), "b": rng.integers(0, 3, n),
+                            "sex": np.where(rng.random(n) < 0.3, "F", "M"),
+                            "y": rng.integers(0, 2, n), "prediction": rng.integers(0, 2, n)})
+        num, cat = ["a", "b"], []
+        sensitive = [{"column": "sex", "privileged": "F"}]
+        label, pred = {"column": "y", "positive": [1]}, "prediction"
+    base = tmp_path_factory.mktemp(f"hfm_bits_{table}")
+    got = {}
+    for name, files, extra in (("driver", 1, {}), ("spark", 2, {"local_max_bytes": 0}),
+                               ("spark_7", 7, {"local_max_bytes": 0})):
+        inp = write_parquet(pdf, base / f"in{files}", n_files=files)
+        cfg = _config(inp, str(base / name), features=num + cat, categorical=cat,
+                      sensitive=sensitive, label=label,
+                      pred={"column": pred, "positive": [1]},
+                      hfm={"method": "certified", "histogram_bins": 7, **extra})
+        res = run_audit_job(spark, cfg)
+        assert res.summary["audits"]["hfm"]["cost"]["engine"] == name.split("_")[0]
+        got[name] = _hfm_bits(res)
+    assert (got["driver"].metric == "D").any() and (got["driver"].metric == "D_f").any()
+    _same_bits(got["driver"], got["spark"], "driver vs spark")
+    _same_bits(got["spark"], got["spark_7"], "2 vs 7 partitions")
+    X = scaled(pdf, num, cat)
+    attr, priv = sensitive[0]["column"], sensitive[0]["privileged"]
+    g = (pdf[attr] == priv).to_numpy()
+    t = (pdf[label["column"]].isin(label["positive"])).to_numpy(float)
+    d = got["driver"]
+    sel = d[(d.attribute == attr) & (d.metric == "D")]
+    assert sel.value.iloc[0] == pytest.approx(hausdorff(np.column_stack([t, X]), g), abs=1e-9)
+    assert sel.status.iloc[0] == "ok" or sel.lower.iloc[0] == sel.upper.iloc[0]
