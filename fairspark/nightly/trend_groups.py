@@ -34,31 +34,20 @@ _KEEP = ("attribute", "group", "metric", "metric_b", "model", "value", "lower", 
          "status")
 
 
-def _params(r: Mapping[str, Any]) -> dict[str, Any]:
-    p = r.get("params")
-    if isinstance(p, Mapping):
-        return dict(p)
-    try:
-        out = json.loads(p or "{}")
-    except (TypeError, ValueError):
-        return {}
-    return out if isinstance(out, dict) else {}
-
-
 def worst_rows(rows: list[Mapping[str, Any]], specs: Mapping[str, AuditSpec]
                ) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
     """Tonight's worst group's ``limits`` row (and its params) per (limit, attribute)
     judged per group: gating checks of one unprivileged value, ranked by
     :func:`fairspark.report.worst.rank_key` among the groups large enough to rank (all of
     them when none is)."""
-    from fairspark.report.worst import rank_key, rankable
+    from fairspark.report.worst import limit_params, rank_key, rankable
 
     per_group = {n for n, s in specs.items() if s.limits_per_group}
     by: dict[tuple[str, str], list[tuple[Mapping[str, Any], dict[str, Any]]]] = {}
     for r in rows:
         if r.get("audit") != "limits" or r.get("group") in _POOLED or r.get("group") is None:
             continue
-        p = _params(r)
+        p = limit_params(r)
         if p.get("role", "gate") != "gate" or p.get("source_audit") not in per_group:
             continue
         by.setdefault((str(r.get("metric_b")), str(r.get("attribute"))), []).append((r, p))

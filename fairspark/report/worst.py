@@ -26,7 +26,7 @@ from typing import Any
 
 from fairspark._values import nan_to_none
 
-__all__ = ["bound_excess", "excess", "rank_key", "rankable", "support_words"]
+__all__ = ["bound_excess", "excess", "limit_params", "rank_key", "rankable", "support_words"]
 
 _ORDER = {"violated": 0, "inconclusive": 1, "passed": 2}
 
@@ -71,7 +71,8 @@ def bound_excess(row: Mapping[str, Any], rule: Any) -> float:
     return min(excess(x, rule) for x in pts)
 
 
-def _params(row: Mapping[str, Any]) -> dict[str, Any]:
+def limit_params(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``limits`` row's ``params`` as a dict (JSON text or a mapping; {} if unreadable)."""
     p = row.get("params")
     if isinstance(p, Mapping):
         return dict(p)
@@ -84,7 +85,7 @@ def _params(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def rankable(row: Mapping[str, Any]) -> bool:
     """Whether a limit row's group is large enough to be named worst (older rows: yes)."""
-    return _params(row).get("rankable") is not False
+    return limit_params(row).get("rankable") is not False
 
 
 def rank_key(row: Mapping[str, Any], rule: Any) -> tuple[int, float]:
@@ -94,7 +95,7 @@ def rank_key(row: Mapping[str, Any], rule: Any) -> tuple[int, float]:
 
 def support_words(row: Mapping[str, Any]) -> str:
     """``n 800, 120 favourable`` (empty when the row does not carry its counts)."""
-    p = _params(row)
+    p = limit_params(row)
     if p.get("n") is None:
         return ""
     fav = p.get("favourable")
