@@ -87,7 +87,8 @@ def synthetic_block(spark, *, splits: int, setting: dict, name: str, configs) ->
                          desc_names=["x1", "x2"])
         p = MDFAParams(splits=splits, worst_violation=False, **{**setting, **extra})
         if p.null_draws > 0:
-            smp = smp.with_null_model(seed=derive_seed(7, "validation", nu, mu, "null"))
+            smp = smp.with_null_model(seed=derive_seed(7, "validation", nu, mu, "null"),
+                                         library=p.null_model)
         t0 = time.time()
         res = run_splits(spark, smp, seeds=[7 * k + 1 for k in range(splits)], params=p)
         g = res["gamma_pos"].to_numpy(float)
@@ -293,7 +294,8 @@ def null_check(data: str, *, splits: int, draws: int, observed: bool,
     n_new = n_old = 0
     for tag, yv in runs:
         t1 = time.time()
-        smp = dataclasses.replace(smp0, y=yv).with_null_model(seed=derive_seed(7, "null", tag))
+        smp = dataclasses.replace(smp0, y=yv).with_null_model(seed=derive_seed(7, "null", tag),
+                                                             library=p.null_model)
         res = split_frame([run_split(smp, split=i, seed=sd, params=p, state=st)
                            for i, (sd, st) in enumerate(zip(seeds, states, strict=True))])
         g = res["gamma_max"].to_numpy(float)
@@ -418,7 +420,8 @@ def recovery(*, seeds: int, splits: int, designs: list[tuple[float, float]],
             smp = MDFASample(x=d.x, s=d.s, y=d.y, desc=d.x, feature_names=["x1", "x2"],
                              desc_names=["x1", "x2"])
             if p.null_draws > 0:
-                smp = smp.with_null_model(seed=derive_seed(7, "rec", g, "null"))
+                smp = smp.with_null_model(seed=derive_seed(7, "rec", g, "null"),
+                                             library=p.null_model)
             smp, pg = prepare_view(  # once a view, as the audit does
                 smp, seeds=[derive_seed(7, "rec", g, i) for i in range(splits)], params=p)
             res = split_frame([run_split(smp, split=i, seed=derive_seed(7, "rec", g, i),
