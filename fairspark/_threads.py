@@ -16,9 +16,14 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
+from typing import Any
 
-__all__ = ["PRELOAD", "os_threads", "pin_threads", "preload", "single_thread"]
+__all__ = ["PRELOAD", "CpuTimedPool", "driver_threads", "os_threads", "pin_threads",
+           "preload", "single_thread"]
 
 _VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -112,3 +117,35 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
             missing.append(name)
     pin_threads()  # pools the imports created
     return missing
+
+
+def driver_threads() -> int:
+    """Threads the driver gives its own numeric work (the mdfa view's nets): 2, or 1 on
+    a one-core machine. Each thread runs single-threaded kernels, so the results do not
+    depend on it."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+class CpuTimedPool(Executor):
+    """An executor that runs its jobs in ``pool`` and adds each job's CPU seconds (the
+    thread's, :func:`time.thread_time`) to :attr:`cpu_s`, so that work spread over
+    threads is still accounted for in one figure."""
+
+    def __init__(self, pool: Executor) -> None:
+        self.pool = pool
+        self.cpu_s = 0.0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        def timed() -> Any:
+            c0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.cpu_s += time.thread_time() - c0
+
+        return self.pool.submit(timed)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """The wrapped pool is its owner's to shut down: nothing to do here."""

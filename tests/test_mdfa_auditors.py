@@ -158,6 +158,33 @@ def test_view_nets_are_the_first_splits_nets_cycled_over_the_splits():
     assert not np.allclose(view.view_balance.u[0], view.view_balance.u[1])
 
 
+def test_view_nets_trained_in_threads_are_the_serial_nets_to_the_bit():
+    """prepare_view with a pool of two threads (the L2 grid's nets, then the other
+    nets, side by side) gives the serial run's weights, representations, MMDs and L2
+    to the bit: a net's initialisation is seeded under a lock and each net trains
+    single-threaded. The CPU of the threads' jobs is counted by CpuTimedPool."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fairspark._threads import CpuTimedPool
+
+    d = make_synthetic(n=1500, nu=0.5, mu=0.5, seed=4)
+    smp = MDFASample(x=d.x, s=d.s, y=d.y, desc=d.x, feature_names=["x1", "x2"],
+                     desc_names=["x1", "x2"])
+    p = MDFAParams(epochs=4, l2_grid=[1e-4, 1e-3, 1e-2], splits=4, null_draws=0,
+                   worst_violation=False, view_nets=3)
+    seeds = [31, 32, 33, 34]
+    serial, ps = prepare_view(smp, seeds=seeds, params=p)
+    with ThreadPoolExecutor(max_workers=2) as threads:
+        pool = CpuTimedPool(threads)
+        par, pp = prepare_view(smp, seeds=seeds, params=p, pool=pool)
+    assert pool.cpu_s > 0
+    assert pp.l2 == ps.l2
+    np.testing.assert_array_equal(par.view_balance.u, serial.view_balance.u)
+    np.testing.assert_array_equal(par.view_balance.z, serial.view_balance.z)
+    assert par.view_balance.mmd == serial.view_balance.mmd
+    assert len({float(v) for v in serial.view_balance.u[:, 0]}) > 1  # three nets differ
+
+
 @pytest.mark.parametrize("k,per", [(20, 2), (20, 3), (6, 2), (3, 2), (7, 1)])
 def test_draws_of_split_sees_every_draw_per_split_times_over_k_splits(k, per):
     seen = [draws_of_split(i, k=k, per_split=per) for i in range(k)]

@@ -7,6 +7,7 @@ the report section is drawn from that result by :func:`fairspark.mdfa.report.ren
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from fairspark._threads import CpuTimedPool, driver_threads
 from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditOutcome, MetricRow
 from fairspark.columns import KEY, PRED, WEIGHT, X, input_col
@@ -313,15 +315,24 @@ def prepare_attribute(
     _check_time(ctx, name)
     sample = _sample(view.rows, name=name, plan=plan)
     view.rows = None  # the sample's arrays are all the splits need
-    c0 = time.thread_time()
-    if params.null_draws > 0:
-        sample = sample.with_null_model(seed=ctx.seed_for(AUDIT, name, "null"),
-                                        library=params.null_model)
-    c1 = time.thread_time()
-    _check_time(ctx, name)
     seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.planned_splits())]
-    sample, params = prepare_view(sample, seeds=seeds, params=params)
-    view_cpu = {"null_model": c1 - c0, "balancing_net": time.thread_time() - c1}
+    # the null model and the view's nets in the driver's threads (independent work; each
+    # job single-threaded, so the numbers do not depend on the threads)
+    with ThreadPoolExecutor(max_workers=driver_threads(),
+                            thread_name_prefix="mdfa-prep") as threads:
+        null_pool, net_pool = CpuTimedPool(threads), CpuTimedPool(threads)
+        nulled = (null_pool.submit(sample.with_null_model,
+                                   seed=ctx.seed_for(AUDIT, name, "null"),
+                                   library=params.null_model)
+                  if params.null_draws > 0 else None)
+        c0 = time.thread_time()
+        sample, params = prepare_view(sample, seeds=seeds, params=params, pool=net_pool)
+        own = time.thread_time() - c0
+        if nulled is not None:
+            fitted = nulled.result()
+            sample = dataclasses.replace(sample, p_null=fitted.p_null,
+                                         null_seed=fitted.null_seed)
+    view_cpu = {"null_model": null_pool.cpu_s, "balancing_net": net_pool.cpu_s + own}
     return _ViewWork(attr=attr, stats=view.stats, target=target, sample=sample,
                      params=params, seeds=seeds, view_cpu=view_cpu)
 

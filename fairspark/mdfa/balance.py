@@ -9,6 +9,8 @@ Its 8-unit representation layer is the feature map the certificate is trained on
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +23,9 @@ __all__ = ["BalancingNet", "BalancingOptions", "BalancingResult", "balanced_weig
 
 #: random Fourier features of the ``gaussian`` kernel
 RFF_DIM = 64
+#: a net's initialisation reads torch's global generator: seeding it and building the
+#: net are one step, so nets trained in several threads get the serial run's weights
+_INIT_LOCK = threading.Lock()
 
 
 def mmd_phi(x: torch.Tensor, kernel: str, *, seed: int = 0) -> torch.Tensor:
@@ -185,8 +190,9 @@ def _train_one(
     seed: int,
 ) -> BalancingNet:
     gen = torch.Generator().manual_seed(seed % (2**63))
-    torch.manual_seed(seed % (2**63))
-    net = BalancingNet(x.shape[1])
+    with _INIT_LOCK:
+        torch.manual_seed(seed % (2**63))
+        net = BalancingNet(x.shape[1])
     opt = torch.optim.Adam(net.parameters(), lr=options.learning_rate, fused=True)
     kernel, batch_size = options.kernel, options.batch_size
     xt = torch.as_tensor(x, dtype=torch.float32)
@@ -213,6 +219,7 @@ def fit_balancing(
     seed: int,
     options: BalancingOptions | None = None,
     l2: float | None = None,
+    pool: Executor | None = None,
 ) -> BalancingResult:
     """Train the balancing net; pick the L2 strength by held-out MMD.
 
@@ -237,6 +244,9 @@ def fit_balancing(
     l2:
         Train only this L2 strength (chosen beforehand, e.g. by :func:`choose_l2` on
         another split); None searches ``l2_grid``.
+    pool:
+        Train the grid's nets in this executor's threads (each net single-threaded, so
+        the result is the serial one to the bit); None trains them one after another.
     """
     opts = options or BalancingOptions()
     kernel, folds, l2_grid = opts.kernel, opts.folds, opts.l2_grid
@@ -254,16 +264,17 @@ def fit_balancing(
     grid = list(enumerate(l2_grid))
     if l2 is not None:  # the grid index k keeps the seed of the grid's net of that l2
         grid = [next(((k, v) for k, v in grid if float(v) == float(l2)), (0, l2))]
+
+    def fit_one(k: int, strength: float) -> BalancingNet:
+        return _train_one(x[train], feats[torch.as_tensor(train)], pos[train],
+                          options=opts, l2=float(strength), seed=seed + 7919 * (k + 1))
+
+    if pool is None or len(grid) < 2:
+        nets = [fit_one(k, v) for k, v in grid]
+    else:
+        nets = [f.result() for f in [pool.submit(fit_one, k, v) for k, v in grid]]
     best: tuple[float, float, BalancingNet] | None = None
-    for k, strength in grid:
-        net = _train_one(
-            x[train],
-            feats[torch.as_tensor(train)],
-            pos[train],
-            options=opts,
-            l2=float(strength),
-            seed=seed + 7919 * (k + 1),
-        )
+    for (_, strength), net in zip(grid, nets, strict=True):  # the serial order of choice
         with torch.no_grad():
             loss = float(_mmd_loss(net(xh), feats[torch.as_tensor(held)],
                                         torch.as_tensor(pos[held]), kernel))

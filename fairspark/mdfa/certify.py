@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,7 +200,8 @@ def choose_l2(sample: MDFASample, *, seed: int, params: MDFAParams) -> MDFAParam
 
 
 def prepare_view(
-    sample: MDFASample, *, seeds: Sequence[int], params: MDFAParams
+    sample: MDFASample, *, seeds: Sequence[int], params: MDFAParams,
+    pool: Executor | None = None,
 ) -> tuple[MDFASample, MDFAParams]:
     """The work done once per view before its splits: the balancing nets of the view.
 
@@ -220,6 +222,10 @@ def prepare_view(
         Seeds of the view's splits, in order (at least the first).
     params:
         The audit parameters.
+    pool:
+        Train the first net's L2 grid, and then the other nets, in this executor's
+        threads; each net is trained single-threaded, so the nets are the serial
+        run's to the bit. None: one after another.
 
     Returns
     -------
@@ -233,17 +239,27 @@ def prepare_view(
 
     from fairspark._threads import single_thread
 
-    us, zs, mmds = [], [], []
-    with single_thread():  # as in a task: one thread, the same floats
-        for seed in list(seeds)[:params.view_nets]:
-            tr, _, xs = _split_rows(sample, seed=seed, params=params)
-            bal = _balance(xs[tr], sample.s.astype(int)[tr], seed=seed, params=params)
-            params = params.model_copy(update={"l2": bal.l2})  # the grid's, once
-            us.append(bal.u(xs))
-            mmds.append(bal.heldout_loss)
-            if params.certificate_features == "representation":
-                zs.append(bal.representation(xs).astype(np.float32))
-    view = ViewBalance(u=np.stack(us), z=np.stack(zs) if zs else None, l2=bal.l2, mmd=mmds)
+    s = sample.s.astype(int)
+    want_z = params.certificate_features == "representation"
+
+    def one_net(seed: int, prm: MDFAParams, grid_pool: Executor | None = None):
+        tr, _, xs = _split_rows(sample, seed=seed, params=prm)
+        bal = fit_balancing(xs[tr], s[tr], seed=derive_seed(seed, "balance"), l2=prm.l2,
+                            options=prm.balancing_options(), pool=grid_pool)
+        z = bal.representation(xs).astype(np.float32) if want_z else None
+        return bal.u(xs), z, bal.heldout_loss, bal.l2
+
+    seeds = list(seeds)[:params.view_nets]
+    with single_thread():  # as in a task: one thread per net, the same floats
+        first = one_net(seeds[0], params, pool)  # the grid's, once
+        params = params.model_copy(update={"l2": first[3]})
+        rest = ([one_net(sd, params) for sd in seeds[1:]] if pool is None else
+                [f.result() for f in [pool.submit(one_net, sd, params) for sd in seeds[1:]]])
+    nets = [first, *rest]
+    zs = [z for _, z, _, _ in nets if z is not None]
+    view = ViewBalance(u=np.stack([u for u, _, _, _ in nets]),
+                       z=np.stack(zs) if zs else None, l2=first[3],
+                       mmd=[m for _, _, m, _ in nets])
     return dataclasses.replace(sample, view_balance=view), params
 
 
