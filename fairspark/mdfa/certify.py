@@ -124,7 +124,7 @@ class MDFASample:
     null_seed: int = 0
     view_balance: ViewBalance | None = None
 
-    def with_null_model(self, *, seed: int, library: str = "sklearn") -> MDFASample:
+    def with_null_model(self, *, seed: int, library: str = "lightgbm") -> MDFASample:
         """This sample with its null model fitted (seeded by ``seed``, grown by
         ``library``: :func:`~.null.fit_null_model`), for the verdict."""
         p = fit_null_model(self.x, self.y, seed=derive_seed(seed, "model"), library=library)

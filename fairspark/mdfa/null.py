@@ -8,7 +8,7 @@ question: is gamma larger than what decisions that depend on the audit features
 *alone* would give on the same rows, with the same weights and certificates?
 
 - **Null model**: ``P(Y = +1 | x)`` without S, a gradient-boosted classifier
-  (scikit-learn's by default, ``null_model: lightgbm`` for LightGBM's) cross-fitted
+  (LightGBM's by default, ``null_model: sklearn`` for scikit-learn's) cross-fitted
   over ``folds`` folds (every row's probability comes from a model that
   did not see it, so the redraws do not copy the observed decisions, S effect
   included).
@@ -80,7 +80,7 @@ __all__ = ["CORRECTED_COLUMNS", "CorrectedGamma", "NullReference", "corrected_ga
 
 
 def fit_null_model(
-    x: np.ndarray, y: np.ndarray, *, seed: int, folds: int = 5, library: str = "sklearn"
+    x: np.ndarray, y: np.ndarray, *, seed: int, folds: int = 5, library: str = "lightgbm"
 ) -> np.ndarray:
     """Cross-fitted ``P(Y = +1 | x)`` for every row, estimated without S.
 
@@ -99,8 +99,8 @@ def fit_null_model(
     folds:
         Number of cross-fitting folds (at least 2).
     library:
-        ``sklearn`` (default, ``HistGradientBoostingClassifier``) or ``lightgbm``
-        (one thread, deterministic, about a fifth of the cost).
+        ``lightgbm`` (default: one thread, deterministic) or ``sklearn``
+        (``HistGradientBoostingClassifier``, about five times the cost).
 
     Returns
     -------
