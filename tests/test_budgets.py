@@ -37,12 +37,14 @@ HOUR = 3600.0
 
 #: audit -> (settings, checks of ``time_left`` answered "time left" before the clock runs
 #: out). hfm: the first check is before pass B, the second after it; mdfa: six checks
-#: (gather the views, prepare and start the attribute) come before its first wave of
-#: splits, the seventh follows that wave; correlation: two checks before its waves, then
-#: two per wave (one Spark job each), so the fifth follows the second wave of 30
+#: (gather the views, prepare the attribute, after the L2 grid's net, start the
+#: attribute and its splits) come before its first wave of splits, the seventh follows
+#: that wave (a tolerance that always asks for another wave, so that the check is
+#: reached whatever the first wave's spread); correlation: two checks before its waves,
+#: then two per wave (one Spark job each), so the fifth follows the second wave of 30
 CLOCK_CASES = {
     "hfm": ({"method": "certified"}, 1),
-    "mdfa": ({}, 6),
+    "mdfa": ({"splits_tolerance": 1e-9}, 6),
     "correlation": ({"rounds": 30, "n_samples": 1000}, 4),
 }
 #: audit -> settings of the cases the runner stops (no check inside their Spark work)

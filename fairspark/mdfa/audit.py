@@ -326,7 +326,8 @@ def prepare_attribute(
                                    library=params.null_model)
                   if params.null_draws > 0 else None)
         c0 = time.thread_time()
-        sample, params = prepare_view(sample, seeds=seeds, params=params, pool=net_pool)
+        sample, params = prepare_view(sample, seeds=seeds, params=params, pool=net_pool,
+                                      check=lambda: _check_time(ctx, name))
         own = time.thread_time() - c0
         if nulled is not None:
             fitted = nulled.result()

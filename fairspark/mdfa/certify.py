@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -201,7 +201,7 @@ def choose_l2(sample: MDFASample, *, seed: int, params: MDFAParams) -> MDFAParam
 
 def prepare_view(
     sample: MDFASample, *, seeds: Sequence[int], params: MDFAParams,
-    pool: Executor | None = None,
+    pool: Executor | None = None, check: Callable[[], None] | None = None,
 ) -> tuple[MDFASample, MDFAParams]:
     """The work done once per view before its splits: the balancing nets of the view.
 
@@ -226,6 +226,9 @@ def prepare_view(
         Train the first net's L2 grid, and then the other nets, in this executor's
         threads; each net is trained single-threaded, so the nets are the serial
         run's to the bit. None: one after another.
+    check:
+        Called after the first net's L2 grid, before the other nets (the audit's time
+        check: this work is on the driver, where no Spark job cancel reaches).
 
     Returns
     -------
@@ -253,6 +256,8 @@ def prepare_view(
     with single_thread():  # as in a task: one thread per net, the same floats
         first = one_net(seeds[0], params, pool)  # the grid's, once
         params = params.model_copy(update={"l2": first[3]})
+        if check is not None:
+            check()
         rest = ([one_net(sd, params) for sd in seeds[1:]] if pool is None else
                 [f.result() for f in [pool.submit(one_net, sd, params) for sd in seeds[1:]]])
     nets = [first, *rest]
