@@ -386,38 +386,20 @@ def correlation_audit(
     ------
     BudgetExhaustedError
         ``time_left`` reached 0 before the last wave.
-
-    Notes
-    -----
-    Over 60 lines only by this docstring and the keyword-only parameters; the steps
-    are :func:`draw_stratified_sample`, :func:`_cell_failures`, :func:`_oracle_tasks`
-    and :meth:`_AuditRun.result`.
     """
     _check_models(params)
     hooks = hooks or AuditHooks()
     time_left, report_partial = hooks.time_left, hooks.report_partial
     names = [a for a, _ in attributes]
-    sample = draw_stratified_sample(
-        df,
-        priv_cols=[c for _, c in attributes],
-        attributes=names,
-        max_rows=params.sample_rows,
-        seed=derive_seed(seed, AUDIT, "sample"),
-        cols=cols,
-    )
+    sample = draw_stratified_sample(df, priv_cols=[c for _, c in attributes], attributes=names,
+                                    max_rows=params.sample_rows,
+                                    seed=derive_seed(seed, AUDIT, "sample"), cols=cols)
     if sample.population_rows == 0:
         raise AuditError("correlation: the table has no labelled row; models cannot be trained")
     failed, cells = _cell_failures(sample, names)
-    state = _AuditRun(
-        params=params,
-        metrics=list(params.metrics or DEFAULT_METRICS),
-        seed=seed,
-        names=names,
-        sample=sample,
-        failed=failed,
-        cells=cells,
-        cores=max(1, _default_partitions(spark) // 4),
-    )
+    state = _AuditRun(params=params, metrics=list(params.metrics or DEFAULT_METRICS), seed=seed,
+                      names=names, sample=sample, failed=failed, cells=cells,
+                      cores=max(1, _default_partitions(spark) // 4))
     state.planned = {(i, m): state.first_wave for i in state.ok_attributes for m in params.models}
     if not state.ok_attributes:
         return state.result(None)

@@ -88,14 +88,12 @@ class _WVASteps:
     every other auditor) refits at every step.
     """
 
-    def __init__(
-        self, *, auditor: str, train: SplitPart, test: SplitPart, y_value: int, xi: float,
-        seed: int, trees: int = 100, regrow: int = 1, forest: str = "lightgbm",
-    ):
-        self.auditor, self.train, self.test, self.trees = auditor, train, test, trees
-        self.y_value, self.xi, self.seed = y_value, xi, seed
-        self.regrow = regrow if auditor == "random_forest" else 1
-        self.forest = forest
+    def __init__(self, *, params: MDFAParams, train: SplitPart, test: SplitPart, y_value: int,
+                 seed: int):
+        self.auditor, self.train, self.test = params.auditor, train, test
+        self.trees, self.forest = params.violation_trees, params.forest
+        self.y_value, self.xi, self.seed = y_value, params.xi, seed
+        self.regrow = params.violation_regrow if params.auditor == "random_forest" else 1
         r = 1 if y_value > 0 else -1
         self.target = r * train.s * train.y
         self.boosted = (train.y == y_value) & (train.s < 0)
@@ -202,11 +200,7 @@ def worst_violation(
     seed:
         Seed of the auditor fits.
     """
-    steps = _WVASteps(
-        auditor=params.auditor, train=train, test=test, y_value=y_value, xi=params.xi,
-        seed=seed, trees=params.violation_trees, regrow=params.violation_regrow,
-        forest=params.forest,
-    )
+    steps = _WVASteps(params=params, train=train, test=test, y_value=y_value, seed=seed)
     alpha = params.alpha
     if steps.at(0)[0] < alpha:
         return WorstViolation(0, steps.at(0)[0], np.zeros(len(test.z), bool), None, steps.trace)

@@ -40,7 +40,7 @@ not in :mod:`._scan`: :func:`prepare` and a window's partitions read it from her
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fairspark.columns import KEY, LABEL, PRED, WEIGHT, X
 from fairspark.prepare._checks import _check_unique_keys as _check_unique_keys
@@ -74,6 +74,32 @@ __all__ = ["AttributeInfo", "InputStats", "MergedGroups", "ONE_PASS_MAX_GROUPS",
            "KEY", "LABEL", "PRED", "WEIGHT", "X"]
 
 log = logging.getLogger("fairspark")
+
+
+def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views: list,
+             merged: MergedGroups | None, timings: dict[str, float]) -> tuple:
+    """The one aggregation (or a window's merged groups, or the staged flow past
+    :data:`ONE_PASS_MAX_GROUPS` groups) and what :func:`prepare` reads from it:
+    ``(groups, stats, warnings, base, attributes, cells)``."""
+    import time
+
+    cap = max(config.preparation.max_categories, 1000)
+    t0 = time.perf_counter()
+    groups = (merged.groups if merged is not None else
+              _one_pass_groups(df, plan, config, views, max_groups=ONE_PASS_MAX_GROUPS))
+    if groups is None:
+        log.info("more than %d groups: the staged preparation runs", ONE_PASS_MAX_GROUPS)
+        stats, warnings, base, attributes = _staged(df, plan, config, cap, timings)
+        return groups, stats, warnings, base, attributes, None
+    if merged is None:
+        timings["scan"] = round(time.perf_counter() - t0, 3)
+        distinct = lambda columns: _distinct_counts(df, plan, config, columns)
+    else:
+        distinct = merged.distinct(config.columns.label.column)
+    stats = _stats_from_groups(distinct, groups, plan, config, timings)
+    warnings = _checked(stats, df, plan, config, timings, row_keys=merged is None)
+    attributes, cells = _views_from_groups(groups, all_views, config, cap)
+    return groups, stats, warnings, None, attributes, cells
 
 
 def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None) -> PreparedData:
@@ -111,31 +137,13 @@ def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None
         categorical column with too many values, a repeated row key, a sensitive
         attribute with too many values, or no rows to audit.
     """
-    import time
-
     cols = config.columns
     timings: dict[str, float] = {}
     plan = _plan_columns(df, config)
     views = _sensitive_views(df, config, plan.types)
     all_views = [v for v, _, _ in views] + [v for v, _, _ in _intersection_views(cols)]
-    cap = max(config.preparation.max_categories, 1000)
-    t0 = time.perf_counter()
-    groups = (merged.groups if merged is not None else
-              _one_pass_groups(df, plan, config, views, max_groups=ONE_PASS_MAX_GROUPS))
-    base: DataFrame | None = None
-    cells = None
-    if groups is None:
-        log.info("more than %d groups: the staged preparation runs", ONE_PASS_MAX_GROUPS)
-        stats, warnings, base, attributes = _staged(df, plan, config, cap, timings)
-    else:
-        if merged is None:
-            timings["scan"] = round(time.perf_counter() - t0, 3)
-            distinct = lambda columns: _distinct_counts(df, plan, config, columns)
-        else:
-            distinct = merged.distinct(cols.label.column)
-        stats = _stats_from_groups(distinct, groups, plan, config, timings)
-        warnings = _checked(stats, df, plan, config, timings, row_keys=merged is None)
-        attributes, cells = _views_from_groups(groups, all_views, config, cap)
+    groups, stats, warnings, base, attributes, cells = _counted(
+        df, plan, config, views=views, all_views=all_views, merged=merged, timings=timings)
     view_cols = [c for v in all_views for c in (v.value_col, v.priv_col)]
     fmin = {c: stats.feature_min[c] for c in plan.numeric}
     fmax = {c: stats.feature_max[c] for c in plan.numeric}
