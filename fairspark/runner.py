@@ -345,6 +345,45 @@ class ComputedRun:
     sections: list[ReportSection]
 
 
+def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
+                   timings: dict[str, float]) -> tuple[Any, Any]:
+    """Read and prepare the input (``df``, or ``config.input``; a window's partitions
+    when ``config.window`` is set): ``(prepared, window)``, the window None without one."""
+    window = None
+    if config.window is not None:
+        if df is not None:
+            raise ConfigError("config key 'window' reads its partitions from 'input.path'; "
+                              "a table passed in code cannot be audited with a window")
+        from fairspark.nightly.window import prepare_window
+
+        with _input_errors(config), _stage("prepare", timings):
+            window = prepare_window(spark, config, timings=timings)
+        prepared = window.prepared
+    else:
+        if df is None:
+            with _input_errors(config), _stage("read", timings):
+                df = read_input(spark, input_config=config.input)
+        with _input_errors(config), _stage("prepare", timings):
+            prepared = prepare(df, config=config)
+    for step, seconds in prepared.timings.items():  # the steps inside "prepare"
+        timings[f"prepare: {step}"] = seconds
+        log.info("stage   %-20s %7.2f s", f"prepare: {step}", seconds)
+    return prepared, window
+
+
+def _encode_features(config: Config, prepared: Any, window: Any,
+                     timings: dict[str, float]) -> None:
+    """Encode the features once for every audit that reads them, outside any audit's
+    time budget (the first such audit would pay for it otherwise), and before the schema
+    check and the audits; a window encodes what its audits audit."""
+    readers = [n for n in config.audits.enabled()
+               if config.audits.audit_spec(n).reads_features]
+    if readers:
+        with _input_errors(config), _stage("encode features", timings):
+            for p in _feature_tables(prepared, window, readers):
+                _ = p.feature_names
+
+
 def compute_run(
     spark: SparkSession,
     config: Config,
@@ -393,39 +432,12 @@ def compute_run(
     config = config.pinned()
     facts = RunFacts(run_date=config.effective_run_date(), config_hash=config.config_hash(),
                      started=time.time())
-    run_date = facts.run_date
     _check_before_run(config)
-    window = None
-    if config.window is not None:
-        if df is not None:
-            raise ConfigError("config key 'window' reads its partitions from 'input.path'; "
-                              "a table passed in code cannot be audited with a window")
-        from fairspark.nightly.window import prepare_window
-
-        with _input_errors(config), _stage("prepare", timings):
-            window = prepare_window(spark, config, timings=timings)
-        prepared = window.prepared
-    else:
-        if df is None:
-            with _input_errors(config), _stage("read", timings):
-                df = read_input(spark, input_config=config.input)
-        with _input_errors(config), _stage("prepare", timings):
-            prepared = prepare(df, config=config)
-    for step, seconds in prepared.timings.items():  # the steps inside "prepare"
-        timings[f"prepare: {step}"] = seconds
-        log.info("stage   %-20s %7.2f s", f"prepare: {step}", seconds)
+    prepared, window = _prepare_input(spark, config, df=df, timings=timings)
     try:
-        readers = [n for n in config.audits.enabled()
-                   if config.audits.audit_spec(n).reads_features]
-        if readers:
-            # encoded once for every audit that reads them, outside any audit's time
-            # budget (the first such audit used to pay for it), and known to the schema
-            # check before any audit runs; a window encodes what its audits audit
-            with _input_errors(config), _stage("encode features", timings):
-                for p in _feature_tables(prepared, window, readers):
-                    _ = p.feature_names
+        _encode_features(config, prepared, window, timings)
         _check_schema(config, prepared, previous_schema)
-        ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=run_date,
+        ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=facts.run_date,
                            progress=progress)
         done = _run_audits(ctx, config, timings, render=render, window=window)
         schema_info = _schema_info(prepared, previous_schema)

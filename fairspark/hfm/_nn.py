@@ -207,18 +207,27 @@ def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray,
                     np.multiply(r, -2.0, out=ra64[:, :dim])
                     ra64[:, dim] = rn
                 cand = _plain_f64(qv, qn, ra64[rs:re], rmax)
-            qi, ri = cand
-            d = _pair_distance_at(qv, qi, r, rs + ri)
-            order = np.lexsort((ri, d, qi))
-            qi, ri, d = qi[order], ri[order], d[order]
-            first = np.ones(qi.size, dtype=bool)
-            first[1:] = qi[1:] != qi[:-1]
-            qi, ri, d = qi[first], ri[first] + rs, d[first]
-            gq = qi + qs
-            better = d < best[gq]
-            best[gq[better]] = d[better]
-            bidx[gq[better]] = ri[better]
+            _keep_nearer(best, bidx, qv=qv, cand=cand, r=r, rs=rs, qs=qs)
     return best, bidx
+
+
+def _keep_nearer(best: np.ndarray, bidx: np.ndarray, *, qv: np.ndarray,
+                 cand: tuple[np.ndarray, np.ndarray], r: np.ndarray, rs: int,
+                 qs: int) -> None:
+    """Measure the candidate pairs ``cand`` (query, reference within the block that
+    starts at ``rs``) directly in float64 and keep, per query, the nearest (ties to the
+    smallest index) where it beats ``best`` (queries offset by ``qs``), in place."""
+    qi, ri = cand
+    d = _pair_distance_at(qv, qi, r, rs + ri)
+    order = np.lexsort((ri, d, qi))
+    qi, ri, d = qi[order], ri[order], d[order]
+    first = np.ones(qi.size, dtype=bool)
+    first[1:] = qi[1:] != qi[:-1]
+    qi, ri, d = qi[first], ri[first] + rs, d[first]
+    gq = qi + qs
+    better = d < best[gq]
+    best[gq[better]] = d[better]
+    bidx[gq[better]] = ri[better]
 
 
 def _plain_f64(qv: np.ndarray, qn: np.ndarray, ra: np.ndarray,

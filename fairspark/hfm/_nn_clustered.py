@@ -276,15 +276,13 @@ def nn_other_group_refclustered(
     """:func:`nn_other_group` with the *references* grouped in clusters (same result).
 
     For few queries against many references that repeat or cluster (pass B's first
-    searches against the whole table): each query is compared with every cluster's
-    representative ``c`` (one BLAS product); the closest one bounds ``nn(q)`` from
-    above, and a cluster of radius ``R`` can hold a nearest reference only when
-    ``d(q, c) - R`` is not above that bound (triangle inequality; a relative margin and
-    the rounding bound of the norm shortcut on top). Only the members of those
-    clusters are measured, directly, ties to the smallest reference index: the
-    distances and indices are those of :func:`nn_other_group`, bit for bit. When the
-    references do not cluster (more than half as many clusters as references), this is
-    :func:`nn_other_group`.
+    searches): each query is compared with every cluster's representative ``c`` (one
+    BLAS product); the closest bounds ``nn(q)`` from above, and a cluster of radius
+    ``R`` can hold a nearest reference only when ``d(q, c) - R`` is not above that
+    bound (triangle inequality, with a relative margin and the shortcut's rounding
+    bound). Only those clusters' members are measured, directly, ties to the smallest
+    index: :func:`nn_other_group`'s distances and indices, bit for bit, which it is
+    when the references do not cluster (more than half as many clusters as rows).
 
     Parameters
     ----------
@@ -310,19 +308,14 @@ def nn_other_group_refclustered(
     if nq == 0 or nr < 8 or q.shape[1] == 0:
         return nn_other_group(q, qcodes, r, rcodes)
     order, starts = clusters[:2] if clusters is not None else _clusters(r, rcodes, cell)
-    n_cl = len(starts) - 1
-    if n_cl > _CLUSTER_GAIN * nr:
+    if len(starts) - 1 > _CLUSTER_GAIN * nr:
         return nn_other_group(q, qcodes, r, rcodes)
     size = np.diff(starts)
     rep = order[starts[:-1]]
     rad = (clusters[2] if clusters is not None and len(clusters) > 2
            and clusters[2] is not None else _cluster_radii(r, order, starts, size, rep)[0])
     ccode = rcodes[rep]
-    qn = np.sum(q * q, axis=1)
-    cn = np.sum(r[rep] ** 2, axis=1)
-    coef = 4.0 * (q.shape[1] + 4) * _EPS
-    # the shortcut is computed for the representatives only: their norms bound its error
-    tol = 2.0 * coef * (qn + float(cn.max())) + 1e-300
+    qn, cn, tol = _shortcut_bound(q, r[rep])
     best = np.full(nq, np.inf)
     bidx = np.full(nq, -1, dtype=np.int64)
     uq = np.unique(qcodes)
@@ -351,6 +344,17 @@ def nn_other_group_refclustered(
                 ki = ks[ki]
             _measure_clusters(q, r, qs[qi], ki, (order, starts, size), (best, bidx))
     return best, bidx
+
+
+def _shortcut_bound(q: np.ndarray,
+                    reps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Squared norms of the queries and the representatives, and the rounding bound of
+    the norm shortcut ``|q|^2 - 2 q.c + |c|^2`` per query (computed for the
+    representatives only: their norms bound its error)."""
+    qn = np.sum(q * q, axis=1)
+    cn = np.sum(reps ** 2, axis=1)
+    coef = 4.0 * (q.shape[1] + 4) * _EPS
+    return qn, cn, 2.0 * coef * (qn + float(cn.max())) + 1e-300
 
 
 def _measure_clusters(q: np.ndarray, r: np.ndarray, qi: np.ndarray, ki: np.ndarray,

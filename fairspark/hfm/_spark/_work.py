@@ -279,11 +279,13 @@ class _LocalWork(_Work):
     where = "driver"
     spark_jobs = False
 
-    def __init__(self, batch: pa.RecordBatch, points: np.ndarray, *, n_attr: int, dim_x: int,
+    def __init__(self, table: tuple[pa.RecordBatch, np.ndarray], *, n_attr: int, dim_x: int,
                  pairs: list[Pair], sample_rows: int, max_result: float, cost: CostLog,
                  threads: int = 1) -> None:
-        """``batch``: the key-sorted points table (:func:`_sorted_by_key`), ``points``
-        its ``[yp, y, x]``."""
+        """``table``: the key-sorted points table and its ``[yp, y, x]`` points
+        (:func:`_sorted_by_key`)."""
+        batch, points = table
+        del table
         self.n_attr, self.dim_x, self.max_result = n_attr, dim_x, max_result
         self.cost, self.n_rows, self.threads = cost, batch.num_rows, threads
         cols = code_cols(n_attr)
@@ -349,9 +351,9 @@ class _LocalWork(_Work):
         if tbl.num_rows > cap or tbl.num_rows == 0:
             _LOG.info("hfm: %d points do not fit the driver path (at most %d)", tbl.num_rows, cap)
             return None
-        batch, points = _sorted_by_key(tbl, dim_x)
+        table = _sorted_by_key(tbl, dim_x)
         del tbl
-        return cls(batch, points, n_attr=n_attr, dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
+        return cls(table, n_attr=n_attr, dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
                    max_result=max_result, cost=cost, threads=_driver_threads(ranked.sparkSession))
 
     def _after(self, u: np.ndarray, cursor: tuple[float, str] | None) -> np.ndarray:
