@@ -74,15 +74,30 @@ class WindowConfig(StrictModel):
 
     #: the window ends at the run date and holds this many days of partitions
     days: int = Field(30, ge=1, le=3660)
-    #: what HFM, whose distance does not merge, audits: the newest partition of the
-    #: window, or the window's merged hash-rank sample
-    hfm: Literal["newest", "sample"] = "newest"
-    #: rows of the window's merged sample, which mdfa and correlation (and HFM with
-    #: ``hfm: sample``) audit; default: the largest ``sample_rows`` of those audits
+    #: rows of the window's merged sample, which the audits that read a sample audit;
+    #: default: the largest ``sample_rows`` of those audits
     sample_rows: int | None = Field(None, ge=100)
     #: partitions to re-aggregate even when their state looks valid (``--restate``);
     #: not part of the config hash
     restate: list[str] = Field(default_factory=list)
+    #: audit name -> what it reads under the window, where its spec offers a choice
+    #: (``cells``, ``sample`` or ``newest``); written as ``window.<audit>: <choice>``,
+    #: e.g. ``window: {hfm: sample}`` (default: each audit's own, see docs/config.md)
+    reads: dict[str, Literal["cells", "sample", "newest"]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _audit_keys(cls, data: Any) -> Any:
+        """``window.<audit>: <choice>`` keys go into :attr:`reads` (checked against the
+        audits' specs by :meth:`Config.check_window`)."""
+        if not isinstance(data, dict):
+            return data
+        extra = {k: v for k, v in data.items() if k not in cls.model_fields}
+        if not extra:
+            return data
+        out = {k: v for k, v in data.items() if k in cls.model_fields}
+        out["reads"] = {**(out.get("reads") or {}), **extra}
+        return out
 
 
 class SensitiveConfig(StrictModel):
@@ -401,6 +416,19 @@ class Config(StrictModel):
         if self.input.where:
             raise ConfigError("config key 'input.where' cannot be used with 'window': the "
                               "window selects its partitions itself (it ends at the run date)")
+        specs = self.audits.audit_specs()
+        for name, choice in self.window.reads.items():
+            if name not in specs or len(specs[name].window_reads) < 2:
+                can = sorted(n for n, sp in specs.items() if len(sp.window_reads) > 1)
+                raise ConfigError(
+                    f"unknown config key 'window.{name}': expected 'days', 'sample_rows', "
+                    "'restate' or the name of an audit whose window reads can be chosen "
+                    f"({', '.join(repr(n) for n in can) or 'none is registered'})")
+            if choice not in specs[name].window_reads:
+                raise ConfigError(
+                    f"config key 'window.{name}': {choice!r} is not what audit {name!r} "
+                    f"can read under a window (expected one of "
+                    f"{', '.join(repr(r) for r in specs[name].window_reads)})")
         last = self.effective_run_date()
         first = last - _dt.timedelta(days=self.window.days - 1)
         for part in self.window.restate:
@@ -419,6 +447,13 @@ class Config(StrictModel):
                     f"{self.window.days} ending at the run date {last.isoformat()}): only "
                     "the window's partitions have states to aggregate again; restate a date "
                     "inside it, or run that date's night with --run-date")
+
+    def window_read(self, name: str) -> str:
+        """What audit ``name`` reads under this config's window: ``window.<name>``, else
+        its spec's default (``cells`` without a window)."""
+        if self.window is None:
+            return "cells"
+        return self.window.reads.get(name) or self.audits.audit_spec(name).window_reads[0]
 
     def check_attributes(self) -> None:
         """Every audit's ``attributes`` must name configured views (the one rule).
@@ -523,10 +558,16 @@ class Config(StrictModel):
             update["input"] = self.input.model_copy(update={"path": absolute(self.input.path)})
         if absolute(self.output.path) != self.output.path:
             update["output"] = self.output.model_copy(update={"path": absolute(self.output.path)})
-        hfm = self.audits.hfm
-        if hfm is not None and hfm.dr_model and absolute(hfm.dr_model) != hfm.dr_model:
-            update["audits"] = self.audits.model_copy(
-                update={"hfm": hfm.model_copy(update={"dr_model": absolute(hfm.dr_model)})})
+        sections = {}
+        for name, spec in self.audits.audit_specs().items():
+            section = getattr(self.audits, name, None)
+            paths = {k: absolute(getattr(section, k)) for k in spec.path_params
+                     if section is not None and getattr(section, k, None)}
+            paths = {k: v for k, v in paths.items() if v != getattr(section, k)}
+            if paths:
+                sections[name] = section.model_copy(update=paths)
+        if sections:
+            update["audits"] = self.audits.model_copy(update=sections)
         return self.model_copy(update=update) if update else self
 
     def pinned(self) -> Config:

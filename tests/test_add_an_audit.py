@@ -124,3 +124,90 @@ def test_its_trend_and_its_change_since_the_previous_run(nights):
     s = json.loads((outs[1] / "summary.json").read_text())
     assert s["previous"]["run_date"] == NIGHTS[0]
     assert s["previous"]["items"]["toy|sex|toy_gap"]["status"] == "evidence"
+
+
+#: the window test's daily partitions; each night's window holds two of them
+DAYS = ("2026-11-19", "2026-11-20", "2026-11-21")
+
+
+@pytest.fixture(scope="module")
+def window_nights(nights, tmp_path_factory):
+    """Two nights of the toy audit under a two-day window (its spec's default read:
+    the window's rows, group cells merged from the states), in a fresh process."""
+    pdf = nights[0]
+    tmp = tmp_path_factory.mktemp("add-an-audit-window")
+    for i, d in enumerate(DAYS):
+        folder = tmp / "in" / f"day={d}"
+        folder.mkdir(parents=True)
+        pdf.iloc[i::len(DAYS)].to_parquet(folder / "part-00000.parquet", index=False)
+    cfg = {
+        "dataset": "toy", "seed": 3, "input": {"path": str(tmp / "in"),
+                                               "partition_column": "day"},
+        "columns": {"sensitive": [{"column": "sex", "privileged": "M"}],
+                    "label": {"column": "y", "positive": 1},
+                    "prediction": {"column": "p", "positive": 1}, "row_key": "id"},
+        "audits": {"group": {}, "toy": {}},
+        "window": {"days": 2},
+        "output": {"path": str(tmp / "out"), "report": False},
+        "spark": {"master": "local[1]", "conf": {"spark.sql.shuffle.partitions": 2}},
+    }
+    (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
+    code = ("import json, sys; from fairspark import cli; "
+            f"codes = [cli.main(['audit', '--config', sys.argv[1], '--run-date', d, '-q'], "
+            f"stop_session=False) for d in {list(DAYS[1:])!r}]; print(json.dumps(codes))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), str(TESTS), str(_plugin(tmp / "plugin"))])}
+    done = subprocess.run([sys.executable, "-c", code, str(tmp / "c.yaml")], cwd=tmp, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    codes = json.loads(done.stdout.strip().splitlines()[-1])
+    parts = {d: pdf.iloc[i::len(DAYS)] for i, d in enumerate(DAYS)}
+    return parts, codes, [tmp / "out" / f"run_date={d}" for d in DAYS[1:]]
+
+
+def test_it_runs_under_a_window_on_each_nights_rows(window_nights):
+    parts, codes, outs = window_nights
+    assert codes == [0, 0]
+    for night, out in enumerate(outs):
+        rows = pd.concat([parts[DAYS[night]], parts[DAYS[night + 1]]])  # the window's days
+        rate = rows.groupby("sex")["p"].mean()
+        m = pd.read_parquet(out / "metrics.parquet")
+        (gap,) = m[(m.audit == "toy") & (m.metric == "toy_gap")].itertuples()
+        assert gap.value == pytest.approx(rate["F"] - rate["M"], abs=1e-12)
+        s = json.loads((out / "summary.json").read_text())
+        assert s["audits"]["toy"]["status"] == "ok"
+        win = s["window"]
+        assert win["partitions"] == list(DAYS[night:night + 2])
+        assert win["audits_on_sample"] == [] and win["audits_on_newest"] == []
+    # the second night aggregated its new day only: the shared day's state was reused
+    assert json.loads((outs[1] / "summary.json").read_text())["window"]["reused"] == [DAYS[1]]
+
+
+def test_a_window_read_the_spec_does_not_offer_is_a_config_error(tmp_path):
+    sys.path.insert(0, str(TESTS))
+    try:
+        from toy_audit.spec import SPEC as TOY
+    finally:
+        sys.path.remove(str(TESTS))
+    from fairspark.config import parse_config
+    from fairspark.errors import ConfigError
+    from fairspark.registry import specs
+
+    raw = {"dataset": "toy", "input": {"path": str(tmp_path / "in"),
+                                       "partition_column": "day"},
+           "columns": {"sensitive": [{"column": "sex", "privileged": "M"}],
+                       "label": {"column": "y", "positive": 1},
+                       "prediction": {"column": "p", "positive": 1}, "row_key": "id"},
+           "audits": {"group": {}, "toy": {}, "hfm": {}},
+           "output": {"path": str(tmp_path / "out")}, "run_date": "2026-11-21"}
+    known = {**specs(), "toy": TOY}
+    ok = parse_config({**raw, "window": {"days": 2, "hfm": "sample"}}, specs=known)
+    assert ok.window_read("hfm") == "sample" and ok.window_read("toy") == "cells"
+    assert parse_config({**raw, "window": {"days": 2}}, specs=known).window_read("hfm") == \
+        "newest"
+    with pytest.raises(ConfigError, match=r"unknown config key 'window\.toy': expected "
+                                          r"'days', 'sample_rows', 'restate' or .*'hfm'"):
+        parse_config({**raw, "window": {"days": 2, "toy": "sample"}}, specs=known)
+    with pytest.raises(ConfigError, match=r"config key 'window\.hfm': 'cells' is not what "
+                                          r"audit 'hfm' can read .*'newest', 'sample'"):
+        parse_config({**raw, "window": {"days": 2, "hfm": "cells"}}, specs=known)

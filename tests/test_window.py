@@ -263,7 +263,8 @@ def test_all_four_audits_in_a_window(spark, adult_days):
     win = run.summary["window"]
     assert win["sample"]["rows"] == 1500  # the larger of the two audits' sample_rows
     assert win["audits_on_sample"] == ["correlation", "mdfa"]
-    assert win["hfm"] == f"the newest partition (day={DAYS[-1].isoformat()})"
+    assert win["audits_on_newest"] == ["hfm"]
+    assert win["newest"] == DAYS[-1].isoformat()
     assert run.summary["rows"]["audited"] == len(pdf)
     for name in ("hfm", "mdfa", "correlation"):
         assert run.summary["audits"][name]["status"] in ("ok", "not_certified"), name

@@ -16,7 +16,11 @@ from typing import Any, Literal
 
 from fairspark._params import AuditParams
 
-__all__ = ["AuditSpec", "DecisionInput"]
+__all__ = ["WINDOW_READS", "AuditSpec", "DecisionInput", "WindowRead"]
+
+#: what an audit can read under a window (see ``AuditSpec.window_reads``)
+WindowRead = Literal["cells", "sample", "newest"]
+WINDOW_READS: tuple[str, ...] = ("cells", "sample", "newest")
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,16 @@ class AuditSpec:
         distinct values of categorical features for their ``max_categories`` check).
     joins_by_key:
         Whether the audit joins rows by ``columns.row_key`` (then preparation refuses
-        a repeated key; rows sharing one would be merged).
+        a repeated key; rows sharing one would be merged, and a window's states record
+        that the key was checked).
+    window_reads:
+        What the audit reads under a ``window``, its default first: ``"cells"`` (the
+        group cells merged over the window's partitions), ``"sample"`` (the window's
+        merged hash-rank sample) or ``"newest"`` (the newest partition's rows). The
+        others listed are what ``window.<name>`` may choose instead.
+    path_params:
+        Parameters of its section that are paths, read relative to the config file
+        (made absolute when the config is loaded from a file).
     """
 
     name: str
@@ -141,6 +154,14 @@ class AuditSpec:
     enabled_by_default: bool = False
     reads_features: bool = True
     joins_by_key: bool = False
+    window_reads: tuple[WindowRead, ...] = ("cells",)
+    path_params: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        bad = [r for r in self.window_reads if r not in WINDOW_READS]
+        if not self.window_reads or bad:
+            raise ValueError(f"audit {self.name!r}: window_reads must list one or more of "
+                             f"{', '.join(WINDOW_READS)}, got {self.window_reads!r}")
 
     def run_fn(self) -> Callable[..., Any]:
         """The audit's entry point, with its modules imported."""

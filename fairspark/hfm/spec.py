@@ -37,6 +37,9 @@ SPEC = AuditSpec(
     title="Individual fairness (HFM)",
     order=30,
     joins_by_key=True,  # nearest neighbours are fetched and reported by row key
+    # its distance does not merge over partitions: the newest one, or the merged sample
+    window_reads=("newest", "sample"),
+    path_params=("dr_model",),
     metrics=(
         *(f"{m}{suffix}" for suffix in ("", "_avg", "_approx", "_pointwise")
           for m in ("D", "D_f", "df")),

@@ -30,6 +30,7 @@ def render(outcome: Any, **kw: Any) -> list[Any]:
 
 SPEC = AuditSpec(
     name="mdfa",
+    window_reads=("sample",),  # a window's merged hash-rank sample
     params=MDFAParams,
     run=run,
     render=render,

@@ -11,7 +11,8 @@ partition is aggregated once into a *state*, stored under
   and the fingerprint of its files;
 - ``sample.parquet``: its lowest-ranked rows under one seeded hash
   (:func:`fairspark.sampling.hash_bucket` of the row key), when an audit of the run
-  audits a sample (mdfa, correlation; HFM with ``window.hfm: sample``).
+  audits a sample (the audits whose spec reads ``sample``; ``window.<audit>``
+  chooses where the spec offers a choice, e.g. ``window.hfm: sample``).
 
 Everything the group audit and its intervals need is additive, so the window's
 groups are the concatenation of its partitions' groups, and its metrics and
@@ -80,14 +81,18 @@ def window_sample_rows(config: Config) -> int:
     if win is None:
         return 0
     enabled = config.audits.enabled()
-    users = [n for n in ("mdfa", "correlation") if n in enabled]
-    if win.hfm == "sample" and "hfm" in enabled:
-        users.append("hfm")
+    users = readers_of(config, "sample")
     if not users:
         return 0
     if win.sample_rows is not None:
         return int(win.sample_rows)
     return max(int(getattr(enabled[n], "sample_rows", 0) or 0) for n in users)
+
+
+def readers_of(config: Config, what: str) -> list[str]:
+    """The enabled audits that read ``what`` (``cells``, ``sample``, ``newest``) under the
+    config's window (:meth:`~fairspark.config.Config.window_read`), in run order."""
+    return [n for n in config.audits.enabled() if config.window_read(n) == what]
 
 
 def definition_hash(config: Config) -> str:
@@ -109,7 +114,8 @@ def definition_hash(config: Config) -> str:
         "seed": config.seed,
         "sample_rows": window_sample_rows(config),
         "categories": any(config.audits.audit_spec(n).reads_features for n in enabled),
-        "row_key_checked": bool(config.columns.row_key) and "hfm" in enabled,
+        "row_key_checked": bool(config.columns.row_key) and any(
+            config.audits.audit_spec(n).joins_by_key for n in enabled),
     }
     text = json.dumps(blob, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -366,15 +372,15 @@ def prepare_window(spark: SparkSession, config: Config, *,
         if k_total else 0
     restate = {str(v) for v in win.restate}
     newest = parts[-1]
-    enabled = config.audits.enabled()
-    hfm_newest = "hfm" in enabled and win.hfm == "newest"
+    on_newest, on_sample = readers_of(config, "newest"), readers_of(config, "sample")
     run = WindowRun(prepared=None)  # type: ignore[arg-type]
     newest_prepared = None
-    if hfm_newest:
+    if on_newest:
         try:
             newest_prepared = prepare(reader(newest.value), config=config)
         except FairsparkInputError as err:
-            run.failed["hfm"] = f"the newest partition {column}={newest.value}: {err}"
+            for n in on_newest:
+                run.failed[n] = f"the newest partition {column}={newest.value}: {err}"
     states: dict[str, dict[str, Any]] = {}
     why: dict[str, str] = {}
     t1 = time.perf_counter()
@@ -437,19 +443,17 @@ def prepare_window(spark: SparkSession, config: Config, *,
         t3 = time.perf_counter()
         sample_df, sample_info = _merged_sample(spark, config, store, states, parts,
                                                 reader=reader, k=k_total)
-        users = [n for n in ("mdfa", "correlation") if n in enabled]
-        if "hfm" in enabled and win.hfm == "sample":
-            users.append("hfm")
         try:
             sample_prepared = prepare(sample_df, config=config)
-            for n in users:
+            for n in on_sample:
                 run.for_audit[n] = sample_prepared
         except FairsparkInputError as err:
-            for n in users:
+            for n in on_sample:
                 run.failed[n] = f"the window's merged sample: {err}"
         timings["window: sample"] = round(time.perf_counter() - t3, 3)
     if newest_prepared is not None:
-        run.for_audit["hfm"] = newest_prepared
+        for n in on_newest:
+            run.for_audit[n] = newest_prepared
     for n in notes:
         log.warning("window: %s", n)
         run.prepared.warnings.append(n)
@@ -460,10 +464,9 @@ def prepare_window(spark: SparkSession, config: Config, *,
         "reused": sorted(set(states) - set(why)),
         "definition": store.definition, "other_definitions": others,
         "states": store.root, "sample": sample_info,
-        "hfm": (f"the newest partition ({column}={newest.value})" if hfm_newest
-                else "the window's merged sample" if "hfm" in enabled else None),
-        "audits_on_sample": sorted(n for n in run.for_audit if run.for_audit[n] is not
-                                   newest_prepared),
+        "audits_on_sample": sorted(on_sample),
+        "audits_on_newest": sorted(on_newest),
+        "newest": newest.value,
     }
     return run
 

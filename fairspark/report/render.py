@@ -212,8 +212,10 @@ def _window_fact(win: Mapping[str, Any]) -> str:
     if on_sample:
         text += (f"; {', '.join(on_sample)} audited the window's merged hash-rank sample of "
                  f"{_fmt_count(sample.get('rows') or 0)} rows")
-    if win.get("hfm"):
-        text += f"; HFM audited {win['hfm']}"
+    on_newest = win.get("audits_on_newest") or []
+    if on_newest:
+        text += (f"; {', '.join(on_newest)} audited the newest partition "
+                 f"({win.get('column')}={win.get('newest')})")
     return text + "."
 
 
