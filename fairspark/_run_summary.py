@@ -102,7 +102,8 @@ def _versions(spark: SparkSession) -> dict[str, str]:
 
 def _spark_facts(spark: SparkSession) -> dict[str, Any]:
     """Master, application id and the driver's memory: what was set, by whom, what the
-    JVM got (a local session the CLI started is sized from the machine, issue 39)."""
+    JVM got (a local session the CLI started is sized from the machine, so the
+    driver's memory is reported rather than assumed)."""
     from fairspark.hfm._spark._driver import _jvm_max_heap
 
     conf = spark.sparkContext.getConf()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Issue 25's "real table a user brings": Adult, all four audits at the defaults, against
+"""A real table a user brings: Adult, all four audits at the defaults, against
 a group-only audit of the same table in the same run.
 
 Writes the scored table once (``--tmp``): all 48,842 labelled rows of UCI Adult (train

@@ -1,4 +1,4 @@
-"""Benchmark of the correlation audit's N x L trainings (METHODS §3, issue 6).
+"""Benchmark of the correlation audit's N x L trainings (METHODS §3).
 
 The same numbered attempts (same bootstrap samples, same seeds, same models) are run
 
@@ -23,7 +23,7 @@ Example::
     python scripts/bench_correlation.py --n 300 --rounds 6 --k 1000 \\
         --models logistic_regression --trials 3
 
-``auto-vs-fixed`` (issue 25 item 5) runs the audit itself twice in one session on the
+``auto-vs-fixed`` runs the audit itself twice in one Spark session on the
 demo's scored Adult table (categorical features encoded by the job): ``rounds: auto``
 (the default) and ``rounds: 30`` (fixed), the other settings at their defaults, and
 prints per (attribute, model) the rounds used and run, the Monte-Carlo SE reached, the
@@ -35,7 +35,7 @@ round: round r depends only on its seed) and rows::
     python scripts/bench_correlation.py auto-vs-fixed \
         --input out/demo/_input/adult_scored.parquet --attributes sex
 
-``fits`` (issue 38 item 5) runs the same rounds with ``linear_fits: per_model`` and
+``fits`` runs the same rounds with ``linear_fits: per_model`` and
 ``batched`` and prints the CPU seconds per round by phase, the load average and the
 ratio::
 
@@ -238,7 +238,7 @@ def _pair(rows: list[dict], attr: str, model: str) -> float:
 
 
 def auto_vs_fixed(argv: list[str]) -> int:
-    """``rounds: auto`` against ``rounds: 30`` in one session (issue 25 item 5)."""
+    """``rounds: auto`` against ``rounds: 30`` in one Spark session."""
     import logging
     import pickle
 
@@ -290,7 +290,7 @@ def auto_vs_fixed(argv: list[str]) -> int:
 
 
 def fits(argv: list[str]) -> int:
-    """``linear_fits: per_model`` against ``batched`` in one session (issue 38 item 5).
+    """``linear_fits: per_model`` against ``batched`` in one Spark session.
 
     The same rounds (same seeds, bootstraps and test sets) of the audit on the demo's
     scored table, once with one scikit-learn fit per attempt and once with each round's

@@ -22,7 +22,7 @@ difference of every view, and prints seconds, rows/s, the job's stage breakdown
 peer's time over fairspark's, with the load average (``/proc/loadavg``) on every line:
 on a shared machine compare only ratios within one run. Before each size it checks
 that the table and the pandas peer fit in the available memory and skips the size
-otherwise. Example (issue 17's figures: 1M, 10M and 30M rows, fairlearn at 1M only;
+otherwise. Example (the figures of docs/benchmarks.md: 1M, 10M and 30M rows, fairlearn at 1M only;
 about 8 minutes on a quiet 2-core machine)::
 
     python scripts/bench_group.py --rows 1000000 10000000 30000000

@@ -27,7 +27,7 @@ The engine against scipy only, on the small cells::
 Example::
 
     python scripts/bench_hfm.py --sizes 10000 30000 --dims 10 100 \
-        --datasets uniform clustered adult --time-limit 120 --out docs/benchmarks.md
+        --datasets uniform clustered adult --time-limit 120 --out /tmp/bench_hfm.md
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def _adult_features(d: int, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
 
 def adult_replica(copies: int, jitter: float, seed: int) -> tuple[np.ndarray, np.ndarray,
                                                                    np.ndarray]:
-    """Issue 26's real-table case: UCI Adult (train + test, complete rows, 45,222), encoded
+    """A bank-like real table: UCI Adult (train + test, complete rows, 45,222), encoded
     as the job encodes it (numeric columns min-max scaled, categorical ones one-hot in
     alphabetical order; native_country left out: d = 56), replicated ``copies`` times
     with a Gaussian jitter of ``jitter`` on every feature. Label: income > 50K;

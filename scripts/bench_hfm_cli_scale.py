@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Issue 13 item 4: the CLI audit on a large synthetic table (HFM exact D at scale).
+"""The CLI audit on a large synthetic table (HFM exact D at scale).
 
 Writes ``--rows`` rows with ``--dim`` numeric features, a binary sensitive column, a
 label, a prediction and a unique row key as Parquet under ``--tmp``, then runs

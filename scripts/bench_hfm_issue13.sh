@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every figure of issue 13 (items 3 and 4) in one go; run it on a quiet machine.
+# The HFM scale figures (synthetic cells, real tables, per-task memory, the 5M-row CLI
+# audit) in one go; run it on a quiet machine.
 #
 #   scripts/bench_hfm_issue13.sh                # full sizes (hours on local[2])
 #   scripts/bench_hfm_issue13.sh --small        # the same steps at small sizes (minutes)
@@ -22,21 +23,21 @@ fi
 B="nice -n 5 python scripts/bench_hfm.py --methods certified --peers scipy --time-limit $LIMIT"
 echo "== load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-echo "== item 3: uniform d=100 at $U_SIZES (certified vs scipy, one run)"
+echo "== uniform d=100 at $U_SIZES (certified vs scipy, one run)"
 $B --datasets uniform --dims 100 --sizes $U_SIZES --out "$OUT/uniform_d100.md"
 
-echo "== item 3: clustered d=50 at $C_SIZE"
+echo "== clustered d=50 at $C_SIZE"
 $B --datasets clustered --dims 50 --sizes $C_SIZE --out "$OUT/clustered_d50.md"
 
-echo "== item 3: real tables at natural size, with the 4-pass reference"
+echo "== real tables at natural size, with the 4-pass reference"
 $B --datasets adult_sex compas_race german_sex --pass-ref --out "$OUT/real.md"
 
-echo "== item 3: per-task peak memory (Python worker max RSS), one fresh session per size"
+echo "== per-task peak memory (Python worker max RSS), one fresh session per size"
 for n in $MEM_SIZES; do
   $B --datasets uniform --dims 100 --sizes "$n" --worker-rss --out "$OUT/memory_$n.md"
 done
 
-echo "== item 4: the CLI audit, $CLI_ROWS rows, d=30, spark.driver.maxResultSize=1m"
+echo "== the CLI audit, $CLI_ROWS rows, d=30, spark.driver.maxResultSize=1m"
 nice -n 5 python scripts/bench_hfm_cli_scale.py --rows "$CLI_ROWS" --dim 30 $CLI_FLAGS \
   | tee "$OUT/cli_scale.txt"
 echo "== load at end: $(cut -d' ' -f1-3 /proc/loadavg)"

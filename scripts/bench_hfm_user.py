@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Issue 39: the HFM audit at the settings a user gets, against scipy in the same run.
+"""The HFM audit at the settings a user gets, against scipy in the same run.
 
 Builds UCI Adult (the copy bundled in ``fairspark/data``: train + test, complete rows,
 45,222; ``native_country`` left out) replicated ``--copies`` times with a Gaussian jitter

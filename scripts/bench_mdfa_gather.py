@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Issue 25 item 4: mdfa's statistics and samples of every view in one pass.
+"""mdfa's statistics and samples of every view in one pass.
 
 On the nightly benchmark's synthetic table (``scripts/bench_nightly.py``: ``--dim``
 features, sex, race and their intersection: 3 views) this times, in one Spark
@@ -7,7 +7,7 @@ application on ``--master``:
 
 - **preparation's scan**: ``prepare`` (the one scan of the input with its checks) and
   the encoding of the features (the persisted table every audit reads);
-- **per view** (the code before issue 25 item 4): for each view one ``groupBy`` of its
+- **per view** (the code before the one pass): for each view one ``groupBy`` of its
   statistics and one stratified collect of its sample
   (:func:`fairspark.mdfa._spark.grouped_stats`, :func:`~fairspark.mdfa._spark.collect_sample`);
 - **one pass** (the default now): :func:`fairspark.mdfa.audit.gather_views`, every

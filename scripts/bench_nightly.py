@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Issue 17 item 3: the whole nightly run, all four audits at their documented defaults.
+"""The whole nightly run, all four audits at their documented defaults.
 
 Two parts.
 
@@ -355,7 +355,7 @@ def probe_mdfa(dim: int, rows: int, splits: int, seed: int = 5) -> dict:
                           feature_names=[f"f{j}" for j in range(dim)],
                           desc_names=[f"f{j}" for j in range(dim)])
     sample, _, null_s = _timed(sample.with_null_model, seed=seed)
-    # the L2 strength is chosen once per view (issue 25 item 2), before the splits
+    # the L2 strength is chosen once per view (`l2_selection: once`), before the splits
     p, _, l2_s = _timed(C.choose_l2, sample, seed=1000, params=p)
     parts: dict[str, list[float]] = {}
     steps, gammas, walls = [], [], []

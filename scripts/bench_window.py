@@ -1,5 +1,5 @@
 """Incremental nightlies: the 30th night of a 30-day window against one partition alone
-and against a full rescan of the window, in one run (issue 30).
+and against a full rescan of the window, in one run.
 
 Writes ``--partitions`` daily partitions of ``--rows`` rows and ``--dim`` float64
 features (a scored table: sensitive ``sex`` and ``race``, label, decision), then:

@@ -1,4 +1,4 @@
-"""The paper's COMPAS study (issue 14 item 5), run through the real audit job.
+"""The paper's COMPAS study, run through the real audit job.
 
 Data: ``compas-scores-two-years.csv`` (ProPublica). By default ProPublica's row filter
 (``-30 <= days_b_screening_arrest <= 30``, ``is_recid != -1``, ``c_charge_degree != 'O'``,
@@ -144,8 +144,8 @@ def run_one(spark, *, data: str, setting: str, splits: int, attributes: list[str
             "load_before": load0, "load_after": load1,
             "gamma_high": a["gamma_neg"], "gamma_max": a["gamma_max"],
             "gamma_pos": a["gamma_pos"],
-            # issue 14 item 4 (commit 6d328f2): the reported value, raw less the
-            # features-only reference, with its 95% interval (absent before it)
+            # the reported value, raw less the features-only reference, with its 95%
+            # interval (absent from summaries written before commit 6d328f2)
             "corrected_high": (a.get("corrected") or {}).get("gamma_neg"),
             "verdict": "evidence" if null.get("evidence") else "no evidence",
             "p_value": null.get("p_value"), "null_mean": null.get("mean"),

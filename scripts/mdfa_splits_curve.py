@@ -1,4 +1,4 @@
-"""How many mdfa splits the interval and the verdict need (issue 25 item 1).
+"""How many mdfa splits the interval and the verdict need.
 
 Runs the splits of one sample once at the largest J and reads every smaller J from the
 first J splits: split ``i`` depends on its own seed only, and with ``null_draws`` 20 it

@@ -5,17 +5,17 @@ partial run still leaves its finished blocks. Usage::
 
     python scripts/mdfa_validation.py --splits 100 --out docs/mdfa_validation.md
 
-The null calibration of the verdict (issue 14 item 3) is a separate mode that prints
+The null calibration of the verdict is a separate mode that prints
 one line per null draw::
 
     python scripts/mdfa_validation.py --null-check compas --splits 100 --draws 20
     python scripts/mdfa_validation.py --null-check synthetic:0.5:0.2 --splits 100 --draws 20
 
-and the outcome-relevant imbalance per balancing variant (issue 14 item 2)::
+and the outcome-relevant imbalance per balancing variant::
 
     python scripts/mdfa_validation.py --gap-check --splits 10
 
-and the recovery of planted violations over generator seeds (issue 14 item 4)::
+and the recovery of planted violations over generator seeds::
 
     python scripts/mdfa_validation.py --recovery 20 --splits 10
 """
@@ -263,10 +263,11 @@ def null_check(data: str, *, splits: int, draws: int, observed: bool,
 
     ``generator``: ``cross-fitted`` (default) takes every row's probability from a
     forest fitted on the other 4 of 5 folds; ``in-sample`` from the forest fitted on
-    all rows (sessions 5-8). The in-sample forest partly memorises each row's own
+    all rows (the generator before 2026-12-01). The in-sample forest partly memorises each row's own
     observed decision, which depends on S, and on continuous features (every x
     unique) that is S information in a "function of x": its null draws are not
-    decisions that depend on the features alone (docs/mdfa_validation.md, session 9).
+    decisions that depend on the features alone (docs/mdfa_validation.md,
+    "Null calibration at 100 splits").
     """
     import dataclasses
 
@@ -340,7 +341,7 @@ def _design(data: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def gap_check(*, splits: int, datasets: list[str], variants: list[str] | None = None) -> int:
-    """Issue 14 item 2: balance per variant, held out. Per balancing variant and data
+    """Balance per variant, held out. Per balancing variant and data
     set, the mean over splits of the held-out weighted AUC of S from the features, the
     largest |SMD| after weighting, and the gap between S = +1 and S = -1 in the
     features-only P(favourable | x) (the audit's cross-fitted null model) before and
@@ -390,7 +391,7 @@ SPLIT_FILE_RE = r"nu([\d.]+)_mu([\d.]+)_seed(\d+)\.parquet"
 def recovery(*, seeds: int, splits: int, designs: list[tuple[float, float]],
              extra: dict | None = None, first_seed: int = 0,
              save_splits: Path | None = None) -> int:
-    """Issue 14 item 4: the planted gamma(+1) against what the audit reports at the
+    """The recovery check: the planted gamma(+1) against what the audit reports at the
     default settings (Algorithm 1 off: it does not enter gamma), for ``seeds`` generator
     seeds per design (n = 5000): the ``gamma`` row, i.e. the mean gamma(+1) over
     ``splits`` splits less its features-only null reference (``null_draws`` at its
@@ -462,7 +463,7 @@ def recovery(*, seeds: int, splits: int, designs: list[tuple[float, float]],
 
 
 def summarise_saved(directory: Path, *, level: float = 0.01) -> int:
-    """Issue 14 item 4 from the split tables ``--recovery --save-splits`` kept, with the
+    """The recovery check from the split tables ``--recovery --save-splits`` kept, with the
     code as it is now (no training): per design, the reported gamma(+1)'s relative error
     against the planted value, how often its 95% interval covers it (with and without
     the sampling term), the mean half-width, and how often the gamma_max verdict says
@@ -527,13 +528,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--observed", action="store_true",
                     help="--null-check: audit the observed decisions too")
     ap.add_argument("--gap-check", action="store_true",
-                    help="item 2: held-out balance per balancing variant")
+                    help="held-out balance per balancing variant")
     ap.add_argument("--data", default="compas,synthetic:0.5:0.2",
                     help="--gap-check: comma-separated compas, compas_sex, synthetic:NU:MU")
     ap.add_argument("--variants", default=None,
                     help="--gap-check: semicolon-separated variant names (default: all)")
     ap.add_argument("--recovery", type=int, metavar="SEEDS",
-                    help="item 4: planted gamma over SEEDS generator seeds per design")
+                    help="recovery: planted gamma over SEEDS generator seeds per design")
     ap.add_argument("--designs", default="0.5:0.0,0.8:0.0,0.5:0.2,0.8:0.2",
                     help="--recovery: comma-separated NU:MU")
     ap.add_argument("--first-seed", type=int, default=0,
@@ -541,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save-splits", metavar="DIR",
                     help="--recovery: keep each seed's split table as Parquet in DIR")
     ap.add_argument("--summarise-splits", metavar="DIR",
-                    help="item 4 from the split tables --save-splits kept (no training)")
+                    help="recovery from the split tables --save-splits kept (no training)")
     ap.add_argument("--params", default="{}",
                     help="--null-check: JSON of audits.mdfa keys that differ from the defaults")
     args = ap.parse_args(argv)

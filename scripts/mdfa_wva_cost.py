@@ -1,4 +1,4 @@
-"""Algorithm 1 (worst violation) at lower cost (issue 25 item 3).
+"""Algorithm 1 (worst violation) at lower cost.
 
 Per split the balancing is computed once and shared (``run_split(state=...)``), then
 Algorithm 1 runs with each variant of its random forest (``violation_trees``); the

@@ -60,7 +60,7 @@ def _figure(name: str, d: DistanceResult, d_f: DistanceResult, method: str) -> d
     if "hist" not in d.extra or "hist" not in d_f.extra:
         return None
     fig, ax = plt.subplots(figsize=(6, 2.6))
-    # a dash besides the colour tells the two apart (issue 28 item 6)
+    # a dash besides the colour tells the two apart (no chart relies on colour alone)
     for r, label, dash in ((d, "label (D), solid", "-"), (d_f, "prediction (D_f), dashed", "--")):
         edges, counts = r.extra["hist"]
         line = ax.stairs(counts, edges, label=label, linestyle=dash, linewidth=1.4)

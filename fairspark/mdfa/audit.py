@@ -463,7 +463,7 @@ def _gamma_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
         if c is None:  # no null reference: the raw mean, biased upwards
             value, lower, upper = g.mean, g.p2_5, g.p97_5
             said = f"{what}: {raw}, not corrected (no null reference)"
-        else:  # issue 14 item 4: less the features-only reference, 95% interval
+        else:  # less the features-only reference (the raw mean reads high), 95% interval
             value, lower, upper = c.value, c.lower, c.upper
             said = (f"{what} less its features-only reference: {_fmt(c.value)} (95% "
                     f"interval {_fmt(c.lower)} - {_fmt(c.upper)}); {raw}, features-only "

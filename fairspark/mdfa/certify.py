@@ -174,8 +174,9 @@ def choose_l2(sample: MDFASample, *, seed: int, params: MDFAParams) -> MDFAParam
     whose seed is ``seed`` (the view's first split) exactly as :func:`balance_split`
     would search it there, and the strength kept is returned in ``l2``: that split's
     net is then the grid search's, and every other split trains one net instead of
-    ``len(l2_grid)`` (issue 25 item 2). Otherwise ``params`` is returned unchanged
-    (with a one-value grid that value is used, the same net either way).
+    ``len(l2_grid)``, which divides the balancing cost by the grid's size. Otherwise
+    ``params`` is returned unchanged (with a one-value grid that value is used, the same
+    net either way).
 
     Parameters
     ----------

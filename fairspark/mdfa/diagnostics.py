@@ -1,4 +1,4 @@
-"""Held-out balance diagnostics of the mdfa weights (issue 14 item 1).
+"""Held-out balance diagnostics of the mdfa weights.
 
 gamma can be read as differential treatment only where the weights make the audit
 features of s = +1 and s = -1 look alike. These numbers say how far they do, on the

@@ -81,10 +81,11 @@ class MDFAParams(AuditParams):
     l2, l2_selection:
         ``l2`` fixes the L2 strength of the balancing net (one net per split). With
         ``l2: null`` (default) it is chosen from ``l2_grid``: ``l2_selection: once``
-        (default, issue 25 item 2) on the first split's folds, before the splits run,
-        and reused by every split of the view (the first split's net is then the one
-        the grid search kept); ``per_split`` (the paper's reference code) searches the
-        grid in every split, at ``len(l2_grid)`` times the balancing cost.
+        (default: one grid search a view instead of one a split) on the first split's
+        folds, before the splits run, and reused by every split of the view (the first
+        split's net is then the one the grid search kept); ``per_split`` (the paper's
+        reference code) searches the grid in every split, at ``len(l2_grid)`` times the
+        balancing cost.
     splits:
         Number of random 70/30 train/test splits (paper: 100), or ``auto``
         (default): splits run in waves of ``splits_wave`` until one more wave
@@ -121,7 +122,7 @@ class MDFAParams(AuditParams):
         the paper 100; the certificate for gamma keeps 100). Algorithm 1 refits the
         forest at every step t (T + 2 fits per split), which made it as costly as the
         balancing; 30 trees recovered the planted subgroup as well as 100 at 0.3x the
-        cost (issue 25 item 3; ``docs/mdfa.md``, "Cost").
+        cost (``docs/mdfa.md``, "Cost").
     violation_regrow:
         How often Algorithm 1's random forest is grown: ``1`` refits it at every step
         t (the paper); ``k > 1`` (default 5) grows it at t = 0, k, 2k, ... and in the

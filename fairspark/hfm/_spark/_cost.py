@@ -1,4 +1,4 @@
-"""The cost model of the certified engine: what each pass cost, measured (issue 26).
+"""The cost model of the certified engine: what each pass cost, measured.
 
 Every pass of :mod:`fairspark.hfm._spark.elim` runs inside :meth:`CostLog.step`, which
 records its wall-clock seconds, the Spark jobs it started and their stages (from

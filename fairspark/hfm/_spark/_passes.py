@@ -128,7 +128,7 @@ def _row_slices(n: int, threads: int) -> list[slice]:
     and the driver path's scans search apart: each range's target points and clusters
     are built on its own thread, and every (range, pair) search is one task, so both
     cores work even where there are as many pairs as threads (figures: docs/benchmarks.md,
-    issue 26 session 16). A row's bound is its own, so the ranges do not change any
+    "HFM on Adult x 20"). A row's bound is its own, so the ranges do not change any
     result."""
     k = min(max(1, threads), max(1, n // 4096))
     edges = np.linspace(0, n, k + 1).round().astype(int)
