@@ -38,6 +38,7 @@ import logging
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -314,28 +315,34 @@ def _aggregate(spark: SparkSession, config: Config, part: Partition, *, reader: 
     return state, sample
 
 
-def prepare_window(spark: SparkSession, config: Config, *,
-                   timings: dict[str, float]) -> WindowRun:
-    """Aggregate the window's unseen partitions, merge every state, prepare the audits.
+@dataclass
+class _Listed:
+    """The window's partitions found under the input, and its rows as one frame."""
+
+    first: dt.date
+    last: dt.date
+    listing: PartitionListing
+    missing: list[str]
+    whole: DataFrame
+
+    @property
+    def parts(self) -> list[Partition]:
+        return self.listing.partitions
+
+
+def _list_window(spark: SparkSession, config: Config) -> _Listed:
+    """List the window's partition folders and read them (only those folders).
 
     Raises
     ------
     FairsparkInputError
-        (exit 2) when the window holds no partition, a partition is not a date, or the
-        merged window fails an input check.
+        (exit 2) when the window holds no partition or the partition column is missing.
     """
-    from pyspark.sql import functions as F
-
-    from fairspark.outputs import OutputLocation
-    from fairspark.prepare import MergedGroups, prepare
-
     win, inp = config.window, config.input
     assert win is not None and inp.path and inp.partition_column
-    config.check_window()  # the restated dates against the (pinned) run date's window
     column = inp.partition_column
     run_date = config.effective_run_date()
     first = run_date - dt.timedelta(days=win.days - 1)
-    t0 = time.perf_counter()
     listing = list_partitions(spark, inp.path, column, first=first, last=run_date)
     parts = listing.partitions
     have = {dt.date.fromisoformat(p.value) for p in parts}
@@ -356,35 +363,23 @@ def prepare_window(spark: SparkSession, config: Config, *,
 
         raise MissingColumnError(column, "partition column ('input.partition_column')",
                                  whole.columns)
+    return _Listed(first=first, last=run_date, listing=listing, missing=missing, whole=whole)
 
-    def reader(value: str) -> DataFrame:
-        # an expression of the partition column only: Spark prunes the other folders
-        return whole.where(F.col(column).cast("string") == F.lit(value))
 
-    out = OutputLocation(spark, config.output.path)
-    store = StateStore(out, definition=definition_hash(config), column=column)
-    for line in store.cleanup():
-        log.warning("states: %s", line)
-    others = store.other_definitions()
-    timings["window: list"] = round(time.perf_counter() - t0, 3)
-    k_total = window_sample_rows(config)
-    k_part = min(k_total, math.ceil(SAMPLE_MARGIN * k_total / len(parts)) + SAMPLE_EXTRA) \
-        if k_total else 0
-    restate = {str(v) for v in win.restate}
-    newest = parts[-1]
-    on_newest, on_sample = readers_of(config, "newest"), readers_of(config, "sample")
-    run = WindowRun(prepared=None)  # type: ignore[arg-type]
-    newest_prepared = None
-    if on_newest:
-        try:
-            newest_prepared = prepare(reader(newest.value), config=config)
-        except FairsparkInputError as err:
-            for n in on_newest:
-                run.failed[n] = f"the newest partition {column}={newest.value}: {err}"
+def _aggregate_unseen(spark: SparkSession, config: Config, listed: _Listed, *,
+                      store: StateStore, reader: Callable[[str], DataFrame], k_part: int,
+                      newest_prepared: PreparedData | None,
+                      ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Every partition's state: reused where valid, else aggregated and written.
+
+    Returns the states by partition value and why each aggregated one was.
+    """
+    column = config.input.partition_column
+    restate = {str(v) for v in config.window.restate}  # type: ignore[union-attr]
+    newest = listed.parts[-1]
     states: dict[str, dict[str, Any]] = {}
     why: dict[str, str] = {}
-    t1 = time.perf_counter()
-    for p in parts:
+    for p in listed.parts:
         old = store.read(p.value)
         if p.value in restate:
             why[p.value] = "restated (window.restate)"
@@ -402,13 +397,13 @@ def prepare_window(spark: SparkSession, config: Config, *,
                                    prepared=newest_prepared if p is newest else None)
         store.write(p.value, state, sample)
         states[p.value] = state
-    timings["window: aggregate"] = round(time.perf_counter() - t1, 3)
-    if config.output.table:
-        t4 = time.perf_counter()
-        publish_states_table(spark, table=f"{config.output.table}_states", store=store,
-                             states=states)
-        timings["window: states table"] = round(time.perf_counter() - t4, 3)
-    t2 = time.perf_counter()
+    return states, why
+
+
+def _merged_groups(states: dict[str, dict[str, Any]]) -> Any:
+    """The window's groups, categorical counts and label hashes merged from its states."""
+    from fairspark.prepare import MergedGroups
+
     groups = [g for v in states for g in states[v]["groups"]]
     cats: dict[str, dict[str, int]] = {}
     for st in states.values():
@@ -419,48 +414,115 @@ def prepare_window(spark: SparkSession, config: Config, *,
     hashes = [h for st in states.values() for h in (st.get("label_hashes") or [])]
     label_hashes = hashes if any(st.get("label_hashes") is not None
                                  for st in states.values()) else None
-    window_df = whole.where(F.col(column).cast("string").isin([p.value for p in parts]))
-    run.prepared = prepare(window_df, config=config,
-                           merged=MergedGroups(groups, cats, label_hashes))
-    timings["window: merge"] = round(time.perf_counter() - t2, 3)
-    notes = []
-    if listing.ignored:
-        n = len(listing.ignored)
-        notes.append(f"not read: {n} entr{'y' if n == 1 else 'ies'} under {inp.path!r} "
-                     f"that {'is' if n == 1 else 'are'} not a partition folder "
-                     f"'{column}=YYYY-MM-DD' (a real calendar date): "
-                     f"{', '.join(listing.ignored[:10])}{' ...' if n > 10 else ''}")
+    return MergedGroups(groups, cats, label_hashes)
+
+
+def _window_notes(config: Config, listed: _Listed, others: list[str]) -> list[str]:
+    """The run's warnings about the window: folders not read, days missing, states of
+    another definition."""
+    column, win = config.input.partition_column, config.window
+    assert win is not None
+    notes, ignored, missing = [], listed.listing.ignored, listed.missing
+    if ignored:
+        n = len(ignored)
+        notes.append(f"not read: {n} entr{'y' if n == 1 else 'ies'} under "
+                     f"{config.input.path!r} that {'is' if n == 1 else 'are'} not a "
+                     f"partition folder '{column}=YYYY-MM-DD' (a real calendar date): "
+                     f"{', '.join(ignored[:10])}{' ...' if n > 10 else ''}")
     if missing:
-        notes.append(f"the window {first.isoformat()}..{run_date.isoformat()} has no "
-                     f"partition for {len(missing)} of its {win.days} days: "
+        notes.append(f"the window {listed.first.isoformat()}..{listed.last.isoformat()} "
+                     f"has no partition for {len(missing)} of its {win.days} days: "
                      f"{', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
     if others:
         notes.append(f"states written under another definition ({', '.join(others[:3])}) "
                      "are not reused: the columns, seed, preparation or sample size changed "
                      "since; this run aggregated its partitions again")
+    return notes
+
+
+def _prepare_for(run: WindowRun, names: list[str], where: str,
+                 make: Callable[[], PreparedData]) -> PreparedData | None:
+    """Prepare the table that ``names`` audit (``where``, in words, for a failure);
+    each audit fails alone with the reason when it cannot be prepared."""
+    try:
+        prepared = make()
+    except FairsparkInputError as err:
+        for n in names:
+            run.failed[n] = f"{where}: {err}"
+        return None
+    for n in names:
+        run.for_audit[n] = prepared
+    return prepared
+
+
+def prepare_window(spark: SparkSession, config: Config, *,
+                   timings: dict[str, float]) -> WindowRun:
+    """Aggregate the window's unseen partitions, merge every state, prepare the audits.
+
+    Raises
+    ------
+    FairsparkInputError
+        (exit 2) when the window holds no partition, a partition is not a date, or the
+        merged window fails an input check.
+    """
+    from pyspark.sql import functions as F
+
+    from fairspark.outputs import OutputLocation
+    from fairspark.prepare import prepare
+
+    config.check_window()  # the restated dates against the (pinned) run date's window
+    column = config.input.partition_column
+    t0 = time.perf_counter()
+    listed = _list_window(spark, config)
+    parts, whole = listed.parts, listed.whole
+
+    def reader(value: str) -> DataFrame:
+        # an expression of the partition column only: Spark prunes the other folders
+        return whole.where(F.col(column).cast("string") == F.lit(value))
+
+    store = StateStore(OutputLocation(spark, config.output.path),
+                       definition=definition_hash(config), column=column)
+    for line in store.cleanup():
+        log.warning("states: %s", line)
+    others = store.other_definitions()
+    timings["window: list"] = round(time.perf_counter() - t0, 3)
+    k_total = window_sample_rows(config)
+    k_part = min(k_total, math.ceil(SAMPLE_MARGIN * k_total / len(parts)) + SAMPLE_EXTRA) \
+        if k_total else 0
+    newest = parts[-1]
+    on_newest, on_sample = readers_of(config, "newest"), readers_of(config, "sample")
+    run = WindowRun(prepared=None)  # type: ignore[arg-type]
+    newest_prepared = _prepare_for(
+        run, on_newest, f"the newest partition {column}={newest.value}",
+        lambda: prepare(reader(newest.value), config=config)) if on_newest else None
+    t1 = time.perf_counter()
+    states, why = _aggregate_unseen(spark, config, listed, store=store, reader=reader,
+                                    k_part=k_part, newest_prepared=newest_prepared)
+    timings["window: aggregate"] = round(time.perf_counter() - t1, 3)
+    if config.output.table:
+        t4 = time.perf_counter()
+        publish_states_table(spark, table=f"{config.output.table}_states", store=store,
+                             states=states)
+        timings["window: states table"] = round(time.perf_counter() - t4, 3)
+    t2 = time.perf_counter()
+    window_df = whole.where(F.col(column).cast("string").isin([p.value for p in parts]))
+    run.prepared = prepare(window_df, config=config, merged=_merged_groups(states))
+    timings["window: merge"] = round(time.perf_counter() - t2, 3)
     sample_info: dict[str, Any] = {"rows": 0}
     if k_total:
         t3 = time.perf_counter()
         sample_df, sample_info = _merged_sample(spark, config, store, states, parts,
                                                 reader=reader, k=k_total)
-        try:
-            sample_prepared = prepare(sample_df, config=config)
-            for n in on_sample:
-                run.for_audit[n] = sample_prepared
-        except FairsparkInputError as err:
-            for n in on_sample:
-                run.failed[n] = f"the window's merged sample: {err}"
+        _prepare_for(run, on_sample, "the window's merged sample",
+                     lambda: prepare(sample_df, config=config))
         timings["window: sample"] = round(time.perf_counter() - t3, 3)
-    if newest_prepared is not None:
-        for n in on_newest:
-            run.for_audit[n] = newest_prepared
-    for n in notes:
+    for n in _window_notes(config, listed, others):
         log.warning("window: %s", n)
         run.prepared.warnings.append(n)
     run.info = {
-        "column": column, "days": win.days, "first": first.isoformat(),
-        "last": run_date.isoformat(), "partitions": [p.value for p in parts],
-        "missing": missing, "ignored": listing.ignored, "aggregated": why,
+        "column": column, "days": config.window.days, "first": listed.first.isoformat(),
+        "last": listed.last.isoformat(), "partitions": [p.value for p in parts],
+        "missing": listed.missing, "ignored": listed.listing.ignored, "aggregated": why,
         "reused": sorted(set(states) - set(why)),
         "definition": store.definition, "other_definitions": others,
         "states": store.root, "sample": sample_info,
@@ -469,7 +531,6 @@ def prepare_window(spark: SparkSession, config: Config, *,
         "newest": newest.value,
     }
     return run
-
 
 def publish_states_table(spark: SparkSession, *, table: str, store: StateStore,
                          states: dict[str, dict[str, Any]]) -> None:

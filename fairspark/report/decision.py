@@ -152,7 +152,7 @@ def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str],
         if p.get("role") == "pooled":
             continue  # the pooled view is in the Limits section, it does not decide
         rule = p.get("rule") or {}
-        source = p.get("source_audit") or rule.get("audit") or "group"
+        source = str(p.get("source_audit") or rule.get("audit") or "")
         checks.setdefault((str(r.get("metric_b")), str(r.get("attribute")), source),
                           []).append((r, p))
     out = []
@@ -515,7 +515,8 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     if inp.get("label"):
         out.append(("Label", f"column {inp['label']}"
                     + (f"; favourable: {lab_value}" if lab_value else "")))
-    perf = ((summary.get("audits") or {}).get("group") or {}).get("performance") or {}
+    perf = next((info["performance"] for info in (summary.get("audits") or {}).values()
+                 if (info or {}).get("performance")), {})
     if perf.get("accuracy") is not None:
         out.append(("Performance", (
             f"accuracy {perf['accuracy']:.3f}, base rate {perf['base_rate']:.3f} (favourable "

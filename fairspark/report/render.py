@@ -285,11 +285,12 @@ def _metadata(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _ci_level(summary: Mapping[str, Any]) -> float:
-    params = ((summary.get("audits") or {}).get("group") or {}).get("params") or {}
-    try:
-        return float(params.get("ci_level", 0.95))
-    except (TypeError, ValueError):
-        return 0.95
+    """The interval level of the first audit (run order) whose params state one."""
+    for info in (summary.get("audits") or {}).values():
+        level = ((info or {}).get("params") or {}).get("ci_level")
+        if isinstance(level, int | float) and 0 < level < 1:
+            return float(level)
+    return 0.95
 
 
 def _anchor(title: str, i: int) -> str:
