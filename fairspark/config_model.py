@@ -78,7 +78,8 @@ class WindowConfig(StrictModel):
     #: window, or the window's merged hash-rank sample
     hfm: Literal["newest", "sample"] = "newest"
     #: rows of the window's merged sample, which mdfa and correlation (and HFM with
-    #: ``hfm: sample``) audit; default: the largest ``sample_rows`` of those audits
+    #: ``hfm: sample``) audit; default: the largest ``sample_rows`` of mdfa and correlation
+    #: and, with ``hfm: sample``, HFM's ``max_rows`` (the rows a rescan's HFM audits)
     sample_rows: int | None = Field(None, ge=100)
     #: partitions to re-aggregate even when their state looks valid (``--restate``);
     #: not part of the config hash
@@ -401,6 +402,7 @@ class Config(StrictModel):
         if self.input.where:
             raise ConfigError("config key 'input.where' cannot be used with 'window': the "
                               "window selects its partitions itself (it ends at the run date)")
+        self._check_window_sample()
         last = self.effective_run_date()
         first = last - _dt.timedelta(days=self.window.days - 1)
         for part in self.window.restate:
@@ -419,6 +421,18 @@ class Config(StrictModel):
                     f"{self.window.days} ending at the run date {last.isoformat()}): only "
                     "the window's partitions have states to aggregate again; restate a date "
                     "inside it, or run that date's night with --run-date")
+
+    def _check_window_sample(self) -> None:
+        """``window.hfm: sample`` needs the merged sample's size when HFM alone audits it."""
+        win, enabled = self.window, self.audits.enabled()
+        if (win is None or win.hfm != "sample" or "hfm" not in enabled
+                or win.sample_rows is not None or enabled["hfm"].max_rows is not None
+                or any(n in enabled for n in ("mdfa", "correlation"))):
+            return
+        raise ConfigError(
+            "config key 'window.hfm' is 'sample' but nothing sizes the window's merged "
+            "sample: set 'audits.hfm.max_rows' (the rows HFM audits, as a rescan caps "
+            "them) or 'window.sample_rows'")
 
     def check_attributes(self) -> None:
         """Every audit's ``attributes`` must name configured views (the one rule).

@@ -17,6 +17,8 @@ import pytest
 from test_window import DAYS, _bottom_k, _raw, _write_days
 
 from fairspark.config import parse_config
+from fairspark.errors import ConfigError
+from fairspark.nightly.window import window_sample_rows
 from fairspark.runner import compute_run
 
 #: three daily partitions (the last three of the window tests' days): fewer states to write
@@ -96,3 +98,37 @@ def test_window_mdfa_and_correlation_equal_the_same_audits_on_the_sample_rows(
     # the same rows in another order (the sample's rank order, the table's file
     # order): weighted sums may differ in their last bit, nothing else
     _assert_same_results(run.long_rows, plain.long_rows, ("mdfa", "correlation"), tol=1e-12)
+
+
+def test_window_hfm_sample_equals_hfm_on_the_sample_rows(spark, window_days, tmp_path):
+    """``window.hfm: sample``: the merged sample has ``max_rows`` rows, as a rescan's cap
+    audits, and HFM's results on it equal HFM's on a plain table of those rows."""
+    pdf, base, out = window_days
+    audits = {"group": {}, "hfm": {"max_rows": 700, "attributes": ["sex"]}}
+    raw = _raw(str(base), str(out), days=len(WEEK), audits=audits)
+    raw["window"]["hfm"] = "sample"
+    config = parse_config(raw)
+    run = compute_run(spark, config)
+    assert run.exit_code == 0, run.summary["audits"]["hfm"].get("detail")
+    win = run.summary["window"]
+    assert win["hfm"] == "the window's merged sample" and win["audits_on_sample"] == ["hfm"]
+    assert win["sample"]["rows"] == 700
+    _sample_table(spark, pdf, base, 700, config.seed, tmp_path / "sample")
+    plain = compute_run(spark, parse_config(_plain(raw, str(tmp_path / "sample"),
+                                                   str(tmp_path / "o2"))))
+    assert plain.summary["rows"]["audited"] == 700
+    assert run.summary["audits"]["hfm"]["status"] in ("ok", "not_certified")
+    _assert_same_results(run.long_rows, plain.long_rows, ("hfm",), tol=1e-12)
+
+
+def test_hfm_alone_on_the_sample_needs_its_size():
+    raw = _raw("/nowhere", "/tmp/x", audits={"group": {}, "hfm": {}})
+    raw["window"]["hfm"] = "sample"
+    with pytest.raises(ConfigError, match=r"audits\.hfm\.max_rows.*window\.sample_rows"):
+        parse_config(raw).check_window()
+    raw["audits"]["hfm"]["max_rows"] = 500
+    assert window_sample_rows(parse_config(raw)) == 500
+    raw["audits"]["mdfa"] = {"sample_rows": 300}
+    assert window_sample_rows(parse_config(raw)) == 500  # the larger of the two
+    raw["window"]["hfm"] = "newest"
+    assert window_sample_rows(parse_config(raw)) == 300  # HFM audits the newest partition
