@@ -10,16 +10,27 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
-from test_window import DAYS, _bottom_k, _raw, _write_days
+from test_window import (
+    _NUMERIC_GRADIENT,
+    DAYS,
+    _bottom_k,
+    _raw,
+    _rescan,
+    _write_days,
+    _write_part,
+)
 
 from fairspark.config import parse_config
 from fairspark.errors import ConfigError
 from fairspark.nightly.window import window_sample_rows
-from fairspark.runner import compute_run
+from fairspark.runner import compute_run, run_audit_job
 
 #: three daily partitions (the last three of the window tests' days): fewer states to write
 WEEK = DAYS[-3:]
@@ -132,3 +143,110 @@ def test_hfm_alone_on_the_sample_needs_its_size():
     assert window_sample_rows(parse_config(raw)) == 500  # the larger of the two
     raw["window"]["hfm"] = "newest"
     assert window_sample_rows(parse_config(raw)) == 300  # HFM audits the newest partition
+
+
+# sex: SPD about -0.06, DI about 0.75 (violated on both nights); race per group
+_LIMITS = {"rules": [{"metric": "statistical_parity_difference", "abs_max": 0.02,
+                      "persistence": 2},
+                     {"metric": "disparate_impact", "min": 0.9, "persistence": 3},
+                     {"metric": "tpr_difference", "abs_max": 0.05}],
+           "correction": "bh"}
+
+
+def _tol(row_key, column: str) -> float:
+    """1e-12; the inequality indices' numeric-gradient intervals 1e-9 (``test_window``)."""
+    return 1e-9 if column != "value" and row_key[3] in _NUMERIC_GRADIENT else 1e-12
+
+
+def _assert_same_limit_rows(got, want):
+    a = {_key(r): r for r in got if r["audit"] == "limits"}
+    b = {_key(r): r for r in want if r["audit"] == "limits"}
+    assert set(a) == set(b) and a
+    for k in a:
+        assert a[k]["status"] == b[k]["status"], k
+        for c in ("value", "lower", "upper"):
+            assert _close(a[k][c], b[k][c], 1e-12), (k, c, a[k][c], b[k][c])
+        pa, pb = json.loads(a[k]["params"]), json.loads(b[k]["params"])
+        assert set(pa) == set(pb), k
+        for p in pa:  # verdict levels, persistence, n, the source row's own interval
+            x, y = pa[p], pb[p]
+            if isinstance(y, float) or (isinstance(y, list) and y and isinstance(y[0], float)):
+                xs, ys = (x, y) if isinstance(y, list) else ([x], [y])
+                assert all(_close(u, v, 1e-12) for u, v in zip(xs, ys, strict=True)), (k, p)
+            else:
+                assert x == y, (k, p, x, y)
+
+
+def _trend_table(folder: str) -> list[str]:
+    """The rows of the published report's trends table, as text."""
+    html = (Path(folder) / "report.html").read_text()
+    part = html[html.index("<caption>Every headline series"):]
+    body = part[part.index("<tbody>"):part.index("</tbody>")]
+    return re.findall(r"<tr class='[a-z]*'>.*?</tr>", body)
+
+
+def _trend_frame(spark, out: str, result, config) -> pd.DataFrame:
+    """History plus tonight's rows, as the trends section builds them (no config hash:
+    the window's and the rescan's configs differ in ``window``)."""
+    from fairspark import __version__
+    from fairspark.nightly.history import load_history
+    from fairspark.nightly.report import trend_frame
+    from fairspark.outputs import OutputLocation
+
+    specs = config.audits.audit_specs()
+    day = config.effective_run_date()
+    hist = load_history(OutputLocation(spark, out), before=day, max_runs=5, specs=specs)
+    frame = trend_frame(hist, result.rows, run_date=day.isoformat(), config_hash="-",
+                        version=__version__, specs=specs)
+    return frame.drop(columns=["config_hash"]).sort_values(["series", "run_date"]) \
+        .reset_index(drop=True)
+
+
+def test_window_limits_and_trends_equal_a_rescan_over_two_nights(spark, window_days,
+                                                                  tmp_path):
+    """Two nights of a window (the second adds a partition and drops the first) against
+    two nights of the same audit from scratch: the same limit rows (verdicts, adjusted
+    intervals, persistence), exit codes, limits summary and trends."""
+    pdf, base, out = window_days
+    raw = _raw(str(base), str(out), days=len(WEEK), limits=_LIMITS)
+    raw["output"]["report"] = True
+    nxt = WEEK[-1] + dt.timedelta(days=1)
+    raw_next = {**raw, "run_date": nxt.isoformat()}
+    # a new partition whose decisions move: a different model on other rows
+    extra = pdf.sample(n=1500, random_state=5).assign(row_id=lambda d: "n" + d["row_id"])
+    extra["prediction"] = (extra["age"] >= 40).astype(int)
+    scan = str(tmp_path / "rescan")
+    res, configs = {}, {}
+    for night, (cfg, first) in enumerate([(raw, WEEK[0]), (raw_next, WEEK[1])]):
+        if night:
+            _write_part(extra, base, nxt)
+        last = dt.date.fromisoformat(cfg["run_date"])
+        resc = _rescan(cfg, first, last)
+        resc["output"]["path"] = scan
+        configs[night] = (parse_config(cfg), parse_config(resc))
+        res[night] = tuple(run_audit_job(spark, c) for c in configs[night])
+    for night, (win, full) in res.items():
+        assert win.exit_code == full.exit_code, night
+        assert win.summary["limits"] == full.summary["limits"], night
+        _assert_same_limit_rows(win.rows, full.rows)
+    win, full = res[1]
+    assert win.summary["window"]["partitions"] == [d.isoformat() for d in (*WEEK[1:], nxt)]
+    # the persistence rule read the first night's limit rows: sex's checks count two
+    sex = {r["metric"]: json.loads(r["params"]) for r in win.rows
+           if r["audit"] == "limits" and r["attribute"] == "sex" and r["status"] == "violated"}
+    assert sex["statistical_parity_difference"]["consecutive"] == 2
+    assert sex["statistical_parity_difference"]["would_gate"]
+    assert sex["disparate_impact"]["consecutive"] == 2
+    assert not sex["disparate_impact"]["would_gate"]
+    assert win.exit_code == 3
+    # trends: the published report's table, and its numbers before they are formatted
+    rows = _trend_table(win.output_dir)
+    assert rows == _trend_table(full.output_dir) and len(rows) > 3
+    fa = _trend_frame(spark, str(out), win, configs[1][0])
+    fb = _trend_frame(spark, scan, full, configs[1][1])
+    assert list(fa["series"]) == list(fb["series"]) and fa["run_date"].nunique() == 2
+    for (_, x), (_, y) in zip(fa.iterrows(), fb.iterrows(), strict=True):
+        assert x["status"] == y["status"], x["series"]
+        for c in ("value", "lower", "upper"):
+            assert _close(x[c], y[c], _tol((x["audit"], x["attribute"], x["group"],
+                                            x["metric"]), c)), (x["series"], c)
