@@ -111,23 +111,29 @@ def test_window_mdfa_and_correlation_equal_the_same_audits_on_the_sample_rows(
     _assert_same_results(run.long_rows, plain.long_rows, ("mdfa", "correlation"), tol=1e-12)
 
 
-def test_window_hfm_sample_equals_hfm_on_the_sample_rows(spark, window_days, tmp_path):
+@pytest.mark.parametrize("sample_rows", [None, 1000])
+def test_window_hfm_sample_equals_hfm_on_the_sample_rows(spark, window_days, tmp_path,
+                                                         sample_rows):
     """``window.hfm: sample``: the merged sample has ``max_rows`` rows, as a rescan's cap
-    audits, and HFM's results on it equal HFM's on a plain table of those rows."""
+    audits (or ``window.sample_rows``, more, which HFM caps as it caps any table), and
+    HFM's results on it equal HFM's on a plain table of those rows."""
     pdf, base, out = window_days
     audits = {"group": {}, "hfm": {"max_rows": 700, "attributes": ["sex"]}}
     raw = _raw(str(base), str(out), days=len(WEEK), audits=audits)
     raw["window"]["hfm"] = "sample"
+    if sample_rows:
+        raw["window"]["sample_rows"] = sample_rows
+    k = sample_rows or 700
     config = parse_config(raw)
     run = compute_run(spark, config)
     assert run.exit_code == 0, run.summary["audits"]["hfm"].get("detail")
     win = run.summary["window"]
     assert win["hfm"] == "the window's merged sample" and win["audits_on_sample"] == ["hfm"]
-    assert win["sample"]["rows"] == 700
-    _sample_table(spark, pdf, base, 700, config.seed, tmp_path / "sample")
+    assert win["sample"]["rows"] == k
+    _sample_table(spark, pdf, base, k, config.seed, tmp_path / "sample")
     plain = compute_run(spark, parse_config(_plain(raw, str(tmp_path / "sample"),
                                                    str(tmp_path / "o2"))))
-    assert plain.summary["rows"]["audited"] == 700
+    assert plain.summary["rows"]["audited"] == k
     assert run.summary["audits"]["hfm"]["status"] in ("ok", "not_certified")
     _assert_same_results(run.long_rows, plain.long_rows, ("hfm",), tol=1e-12)
 
