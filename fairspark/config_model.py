@@ -429,6 +429,7 @@ class Config(StrictModel):
                     f"config key 'window.{name}': {choice!r} is not what audit {name!r} "
                     f"can read under a window (expected one of "
                     f"{', '.join(repr(r) for r in specs[name].window_reads)})")
+        self._check_window_sample()
         last = self.effective_run_date()
         first = last - _dt.timedelta(days=self.window.days - 1)
         for part in self.window.restate:
@@ -454,6 +455,23 @@ class Config(StrictModel):
         if self.window is None:
             return "cells"
         return self.window.reads.get(name) or self.audits.audit_spec(name).window_reads[0]
+
+    def _check_window_sample(self) -> None:
+        """The window's merged sample needs a size when an audit reads it and none of
+        those audits states one (their spec's ``window_sample_param``)."""
+        win = self.window
+        if win is None or win.sample_rows is not None:
+            return
+        enabled = self.audits.enabled()
+        users = [n for n in enabled if self.window_read(n) == "sample"]
+        params = {n: self.audits.audit_spec(n).window_sample_param for n in users}
+        if not users or any(getattr(enabled[n], p, None) for n, p in params.items()):
+            return
+        keys = " or ".join(f"'audits.{n}.{p}'" for n, p in params.items())
+        raise ConfigError(
+            f"config key 'window.{users[0]}' is 'sample' but nothing sizes the window's "
+            f"merged sample: set {keys} (the rows the audit audits, as a rescan caps "
+            "them) or 'window.sample_rows'")
 
     def check_attributes(self) -> None:
         """Every audit's ``attributes`` must name configured views (the one rule).

@@ -127,6 +127,9 @@ class AuditSpec:
         group cells merged over the window's partitions), ``"sample"`` (the window's
         merged hash-rank sample) or ``"newest"`` (the newest partition's rows). The
         others listed are what ``window.<name>`` may choose instead.
+    window_sample_param:
+        The parameter of its section that sizes the window's merged sample when the
+        audit reads it (the rows a rescan of the same table would audit).
     path_params:
         Parameters of its section that are paths, read relative to the config file
         (made absolute when the config is loaded from a file).
@@ -155,6 +158,7 @@ class AuditSpec:
     reads_features: bool = True
     joins_by_key: bool = False
     window_reads: tuple[WindowRead, ...] = ("cells",)
+    window_sample_param: str = "sample_rows"
     path_params: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:

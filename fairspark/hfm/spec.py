@@ -39,6 +39,7 @@ SPEC = AuditSpec(
     joins_by_key=True,  # nearest neighbours are fetched and reported by row key
     # its distance does not merge over partitions: the newest one, or the merged sample
     window_reads=("newest", "sample"),
+    window_sample_param="max_rows",  # the rows it audits (its sample_rows size its bounds)
     path_params=("dr_model",),
     metrics=(
         *(f"{m}{suffix}" for suffix in ("", "_avg", "_approx", "_pointwise")

@@ -76,18 +76,25 @@ class Partition:
 
 
 def window_sample_rows(config: Config) -> int:
-    """Rows of the window's merged sample: ``window.sample_rows``, else the largest
-    ``sample_rows`` of the enabled audits that audit a sample (0: none does)."""
+    """Rows of the window's merged sample (0: no enabled audit audits one).
+
+    ``window.sample_rows``, else the most rows an audit of the sample audits in a
+    rescan: mdfa's and correlation's ``sample_rows``, and with ``window.hfm: sample``
+    HFM's ``max_rows`` (its cap; HFM's own ``sample_rows`` sizes the per-group sample
+    of its bounds, not the rows it audits). HFM without ``max_rows`` adds nothing:
+    it audits the whole merged sample (``check_window`` refuses it alone).
+    """
     win = config.window
     if win is None:
         return 0
     enabled = config.audits.enabled()
-    users = readers_of(config, "sample")
-    if not users:
+    sizes = {n: int(getattr(enabled[n], config.audits.audit_spec(n).window_sample_param,
+                            0) or 0) for n in readers_of(config, "sample")}
+    if not sizes:
         return 0
     if win.sample_rows is not None:
         return int(win.sample_rows)
-    return max(int(getattr(enabled[n], "sample_rows", 0) or 0) for n in users)
+    return max(sizes.values())
 
 
 def readers_of(config: Config, what: str) -> list[str]:
