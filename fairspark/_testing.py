@@ -29,6 +29,12 @@ needs, without racing a fixed timer. The points:
     date aside and not yet renamed the staging folder into its place.
 ``lock:acquired``
     :meth:`~fairspark.outputs.OutputLocation.lock` has just created the lock file.
+``states:locked``
+    :meth:`~fairspark.outputs.OutputLocation.states_lock` has just taken the lock of
+    the window's states; their clean-up, writes and reads follow.
+``states:staged``
+    :meth:`~fairspark.nightly.states.StateStore.write` has staged a partition's state
+    (``_tmp-`` folder, ``state.json`` written) and not yet renamed it into place.
 
 Before stopping, the process writes ``fairspark test hook: <action> at <point>`` to
 stderr, so a test can tell where it stopped.
@@ -62,7 +68,8 @@ _FAULT_ENV = "FAIRSPARK_FAULT"
 _FAULT_SLEEP_ENV = "FAIRSPARK_FAULT_SLEEP_S"
 _FAULT_RELEASE_ENV = "FAIRSPARK_FAULT_RELEASE_FILE"
 #: the points :func:`fault_point` is called at (see the module docstring)
-FAULT_POINTS = ("publish:staging", "publish:between_renames", "lock:acquired", "states:staged")
+FAULT_POINTS = ("publish:staging", "publish:between_renames", "lock:acquired", "states:staged",
+                "states:locked")
 
 
 class InjectedTaskFailureError(RuntimeError):

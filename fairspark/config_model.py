@@ -310,6 +310,7 @@ class OutputConfig(StrictModel):
     table: str | None = None
     trend_runs: int = Field(30, ge=0)
     lock_stale_s: float = Field(6 * 3600, gt=0)
+    states_wait_s: float = Field(3600, ge=0)
 
 
 class LimitRule(StrictModel):

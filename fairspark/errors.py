@@ -74,6 +74,12 @@ class RunLockedError(FairsparkInputError):
     """Another run is writing the same output date right now (exit 2, nothing written)."""
 
 
+class StatesLockedError(FairsparkInputError):
+    """Another run held the window's states (of this definition) for longer than this run
+    waits for them, ``output.states_wait_s`` (exit 2, nothing written; this run's status
+    records the failure)."""
+
+
 class StateCorruptError(FairsparkInputError):
     """A window's stored state of a partition cannot be read (exit 2, nothing written).
 

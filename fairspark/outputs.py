@@ -299,36 +299,83 @@ class OutputLocation:
         older than ``stale_after_s`` or left by a process that no longer exists on
         this host.
         """
-        import socket
-        import time as _time
-
         path = self.path("_status", f"run_date={run_date.isoformat()}.lock")
-        me = {"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(),
-              "started_unix": _time.time()}
-        if not self._create_new(path, json.dumps(me)):
-            held = self._lock_holder(path)
-            if not _stale(held, stale_after_s):
-                from fairspark.errors import RunLockedError
+        me = _holder(run_id)
+        held = self._take(path, me, stale_after_s)
+        if held is not None:
+            from fairspark.errors import RunLockedError
 
-                raise RunLockedError(
-                    f"run date {run_date.isoformat()} is being written by another run "
-                    f"(run id {held.get('run_id')}, host {held.get('host')}, pid "
-                    f"{held.get('pid')}, since {_utc(held.get('started_unix'))}); lock file "
-                    f"{path}; it is taken over once that process is gone or after "
-                    f"{stale_after_s:g} s")
-            self.delete(path)
-            if not self._create_new(path, json.dumps(me)):
-                from fairspark.errors import RunLockedError
-
-                raise RunLockedError(f"run date {run_date.isoformat()}: another run took the "
-                                     f"stale lock {path} first")
+            raise RunLockedError(
+                f"run date {run_date.isoformat()} is being written by another run "
+                f"({_who(held)}); lock file {path}; it is taken over once that process is "
+                f"gone or after {stale_after_s:g} s")
         try:
             fault_point("lock:acquired")
             yield
         finally:
-            with contextlib.suppress(Exception):
-                if self._lock_holder(path).get("run_id") == run_id:
-                    self.delete(path)
+            self._release(path, run_id)
+
+    @contextlib.contextmanager
+    def states_lock(self, definition: str, *, run_date: dt.date, stale_after_s: float,
+                    wait_s: float) -> Iterator[None]:
+        """Hold ``_status/states_definition=H.lock`` while a run reads and writes the
+        window's states of definition ``H`` (``<output>/_states/definition=H``).
+
+        Runs of different dates share a definition's states; while one of them cleans up,
+        stages or publishes a state, or reads the stored samples, another waits for the
+        lock (polling once a second, a warning in the log when it starts waiting), up to
+        ``wait_s`` seconds, then fails with :class:`~fairspark.errors.StatesLockedError`
+        (exit 2) naming the holder. A stale lock (as for :meth:`lock`) is taken over.
+        """
+        import time as _time
+
+        path = self.path("_status", f"states_definition={definition}.lock")
+        me = {**_holder(uuid.uuid4().hex), "run_date": run_date.isoformat()}
+        deadline = _time.monotonic() + wait_s
+        waited = False
+        while (held := self._take(path, me, stale_after_s)) is not None:
+            left = deadline - _time.monotonic()
+            if left <= 0:
+                from fairspark.errors import StatesLockedError
+
+                raise StatesLockedError(
+                    f"the window's states (definition {definition}) are being written by "
+                    f"another run (run date {held.get('run_date')}, {_who(held)}); waited "
+                    f"{wait_s:g} s ('output.states_wait_s'); lock file {path}; run again "
+                    "once that run is past its window preparation")
+            if not waited:
+                log.warning("window: waiting for the states (definition %s): another run "
+                            "(run date %s, %s) is writing them; lock file %s; waiting up to "
+                            "%g s ('output.states_wait_s')", definition,
+                            held.get("run_date"), _who(held), path, wait_s)
+                waited = True
+            _time.sleep(min(1.0, left))
+        if waited:
+            log.warning("window: took the states lock %s", path)
+        try:
+            fault_point("states:locked")
+            yield
+        finally:
+            self._release(path, me["run_id"])
+
+    def _take(self, path: str, me: dict[str, Any], stale_after_s: float
+              ) -> dict[str, Any] | None:
+        """Create the lock file ``path`` holding ``me``; ``None`` when taken, else the
+        record of the live run that holds it (a stale lock is deleted and taken)."""
+        if self._create_new(path, json.dumps(me)):
+            return None
+        held = self._lock_holder(path)
+        if not _stale(held, stale_after_s):
+            return held
+        self.delete(path)
+        if self._create_new(path, json.dumps(me)):
+            return None
+        return self._lock_holder(path)  # another run took the stale lock first
+
+    def _release(self, path: str, run_id: str) -> None:
+        with contextlib.suppress(Exception):
+            if self._lock_holder(path).get("run_id") == run_id:
+                self.delete(path)
 
     def _create_new(self, path: str, text: str) -> bool:
         """Create ``path`` with ``text`` unless it exists (atomic where the FS allows)."""
@@ -354,6 +401,20 @@ class OutputLocation:
             return json.loads(data.decode("utf-8") or "{}")
         except Exception:  # noqa: BLE001 - unreadable: treat as empty (stale by age rule)
             return {}
+
+
+def _holder(run_id: str) -> dict[str, Any]:
+    """What a lock file holds: the run id, host, pid and start time."""
+    import socket
+    import time as _time
+
+    return {"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(),
+            "started_unix": _time.time()}
+
+
+def _who(held: dict[str, Any]) -> str:
+    return (f"run id {held.get('run_id')}, host {held.get('host')}, pid {held.get('pid')}, "
+            f"since {_utc(held.get('started_unix'))}")
 
 
 def _utc(ts: Any) -> str:

@@ -50,10 +50,15 @@ def report_path(spark, tmp_path_factory) -> Path:
         "output": {"path": str(base / "out")},
     }
     (base / "c.yaml").write_text(yaml.safe_dump(cfg))
-    # three nights, the third with a --where that drops a slice of rows: the last report
-    # has trends, the change since the second and the data-window change to state
+    # three nights, the third with a --where that drops a slice of rows and half of the
+    # favourable decisions of sex F taken away (its data really move): the last report
+    # has trends, a change beyond noise since the second and the data-window change
+    moved = pdf.copy()
+    moved.loc[(moved.sex == "F") & (moved.p == 1) & (rng.random(n) < 0.5), "p"] = 0
     for date, extra in (("2026-11-28", []), ("2026-11-29", []),
                         ("2026-11-30", ["--where", "x > -1"])):
+        if date == "2026-11-30":
+            write_parquet(moved, base / "in")  # the nightly table, rewritten in place
         code = cli.main(["audit", "--config", str(base / "c.yaml"), "--run-date", date,
                          "-q", "--no-fail-on-violation", *extra], under_submit=True)
         assert code == 0
@@ -290,7 +295,7 @@ def test_first_screen_states_the_window_change_and_honest_changes(driver, report
               & (m.metric == "statistical_parity_difference")]
         return r.iloc[0] if len(r) else None
 
-    checked = 0
+    checked, moved = 0, {}
     for cells in got["rows"]:
         change = cells[4] if len(cells) > 5 else ""
         if "statistical parity" not in cells[2]:
@@ -298,11 +303,14 @@ def test_first_screen_states_the_window_change_and_honest_changes(driver, report
         checked += 1
         if not re.search(r"better|worse", change):
             continue
+        moved[cells[1]] = change
         worst = re.search(r"worst group (\S+)[ :]", cells[3])
         group = worst.group(1) if worst else "unprivileged"
         a, b = spd(before, cells[1], group), spd(now, cells[1], group)
         h = math.hypot((a.upper - a.lower) / 2, (b.upper - b.lower) / 2)
         assert abs(b.value - a.value) > h, (cells, a.value, b.value, h)
+    # guard: the branch above ran: sex F lost half its favourable decisions
+    assert moved.get("sex") == "worse", (moved, got["rows"])
     # race (w privileged; b and a unprivileged) is judged per group and the worst named
     lim = " ".join(got["limits"].split())
     assert checked >= 2  # sex and race

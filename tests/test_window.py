@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -249,6 +250,85 @@ def test_a_killed_state_write_is_never_read(spark, adult_days, tmp_path):
     assert not list((out / "_states").glob("definition=*/_tmp-*"))
     _assert_same_rows(res.rows, compute_run(
         spark, parse_config(_rescan(raw, DAYS[0], DAYS[-1]))).long_rows)
+
+
+def _launch(cfg: Path, log: Path, **env: str) -> subprocess.Popen:
+    """A real CLI process (its own Python and JVM), stdout and stderr into ``log``."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSPARK_FAULT")}
+    full.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                 **env})
+    with open(log, "w") as fh:
+        return subprocess.Popen([sys.executable, "-m", "fairspark.cli", "audit", "--config",
+                                 str(cfg), "-q"], env=full, stdout=fh, stderr=subprocess.STDOUT)
+
+
+def _wait_for(log: Path, text: str, proc: subprocess.Popen, timeout: float = 400) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text():
+        assert proc.poll() is None, (text, log.read_text()[-3000:])
+        assert time.monotonic() < deadline, (text, log.read_text()[-3000:])
+        time.sleep(0.2)
+
+
+def test_two_nights_of_different_dates_at_once_share_the_states_safely(
+        spark, adult_days, tmp_path):
+    """Night A (day 5) is held while it stages a state; night B (day 6, the same states)
+    waits for the states' lock instead of deleting A's staging, then reuses A's states; a
+    night (day 4) that may not wait that long fails fast (exit 2) with its own status. Both
+    nights match a rescan of their windows."""
+    _, base, out = adult_days
+    raws, cfgs = {}, {}
+    for name, day, extra in (("a", DAYS[-2], {}), ("b", DAYS[-1], {}),
+                             ("c", DAYS[-3], {"states_wait_s": 2})):
+        raw = _raw(str(base), str(out), weight=False, run_date=day.isoformat())
+        raw["output"].update(extra)
+        raw["spark"] = {"master": "local[1]", "conf": {"spark.ui.enabled": "false"}}
+        raws[name], cfgs[name] = raw, tmp_path / f"{name}.yaml"
+        cfgs[name].write_text(json.dumps(raw))
+    logs = {n: tmp_path / f"{n}.log" for n in cfgs}
+    release = tmp_path / "release"
+    a = _launch(cfgs["a"], logs["a"], FAIRSPARK_FAULT="states:staged",
+                FAIRSPARK_FAULT_SLEEP_S="400", FAIRSPARK_FAULT_RELEASE_FILE=str(release))
+    procs = [a]
+    try:
+        _wait_for(logs["a"], "sleep 400 s at states:staged", a)
+        staged = list((out / "_states").glob("definition=*/_tmp-*"))
+        assert len(staged) == 1, staged
+        b, c = _launch(cfgs["b"], logs["b"]), _launch(cfgs["c"], logs["c"])
+        procs += [c, b]
+        assert c.wait(timeout=400) == 2, logs["c"].read_text()[-3000:]
+        _wait_for(logs["b"], "window: waiting for the states", b)
+        # A's staging survived B's start (B has not cleaned up: it waits for the lock)
+        assert staged[0].is_dir() and a.poll() is None
+    finally:
+        release.touch()
+    codes = [p.wait(timeout=600) for p in procs]
+    texts = {n: p.read_text() for n, p in logs.items()}
+    assert codes == [0, 2, 0], (codes, {n: t[-2000:] for n, t in texts.items()})
+    assert all("Traceback" not in t for t in texts.values()), texts
+    c_text = " ".join(texts["c"].split())
+    assert "the window's states (definition" in c_text and "run date 2026-11-05" in c_text
+    assert "waited 2 s ('output.states_wait_s')" in c_text and "states_definition=" in c_text
+    # C failed with its own status (it held its date's lock, not A's)
+    status_c = json.loads((out / "_status" / f"run_date={DAYS[-3]}.json").read_text())
+    assert status_c["state"] == "finished" and status_c["exit_code"] == 2, status_c
+    assert "output.states_wait_s" in status_c["error"], status_c
+    assert not (out / f"run_date={DAYS[-3]}").exists()
+    # B waited for A's states and reused them: it aggregated only its own new day
+    sa = json.loads((out / f"run_date={DAYS[-2]}" / "summary.json").read_text())["window"]
+    sb = json.loads((out / f"run_date={DAYS[-1]}" / "summary.json").read_text())["window"]
+    assert set(sa["aggregated"]) == {d.isoformat() for d in DAYS[:-1]}
+    assert sb["aggregated"] == {DAYS[-1].isoformat(): "new"}
+    assert sb["reused"] == [d.isoformat() for d in DAYS[:-1]]
+    assert not list((out / "_states").glob("definition=*/_*"))  # no staging, no aside copy
+    assert not list((out / "_status").glob("*.lock"))
+    import pandas as pd
+
+    for name, last in (("a", DAYS[-2]), ("b", DAYS[-1])):
+        got = pd.read_parquet(out / f"run_date={last}" / "metrics.parquet")
+        got = got.astype(object).where(got.notna(), None).to_dict("records")
+        want = compute_run(spark, parse_config(_rescan(raws[name], DAYS[0], last))).long_rows
+        _assert_same_rows(got, want)
 
 
 def test_all_four_audits_in_a_window(spark, adult_days):

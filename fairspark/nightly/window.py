@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
     from fairspark.config_model import Config
+    from fairspark.outputs import OutputLocation
     from fairspark.prepare import PreparedData
 
 __all__ = ["STATE_FORMAT", "Partition", "PartitionListing", "StateStore", "WindowRun",
@@ -466,15 +467,32 @@ def prepare_window(spark: SparkSession, config: Config, *,
                    timings: dict[str, float]) -> WindowRun:
     """Aggregate the window's unseen partitions, merge every state, prepare the audits.
 
+    The whole preparation holds the lock of the definition's states
+    (:meth:`~fairspark.outputs.OutputLocation.states_lock`): a run of another date that
+    shares them waits, so its clean-up never deletes this run's staging and the two never
+    replace the same state at once.
+
     Raises
     ------
     FairsparkInputError
-        (exit 2) when the window holds no partition, a partition is not a date, or the
-        merged window fails an input check.
+        (exit 2) when the window holds no partition, a partition is not a date, the
+        merged window fails an input check, or another run held the states longer than
+        ``output.states_wait_s``.
     """
+    from fairspark.outputs import OutputLocation
+
+    out = OutputLocation(spark, config.output.path)
+    with out.states_lock(definition_hash(config), run_date=config.effective_run_date(),
+                         stale_after_s=config.output.lock_stale_s,
+                         wait_s=config.output.states_wait_s):
+        return _prepare_window(spark, config, out, timings=timings)
+
+
+def _prepare_window(spark: SparkSession, config: Config, out: OutputLocation, *,
+                    timings: dict[str, float]) -> WindowRun:
+    """:func:`prepare_window`'s work, run holding the states' lock."""
     from pyspark.sql import functions as F
 
-    from fairspark.outputs import OutputLocation
     from fairspark.prepare import prepare
 
     config.check_window()  # the restated dates against the (pinned) run date's window
@@ -487,8 +505,7 @@ def prepare_window(spark: SparkSession, config: Config, *,
         # an expression of the partition column only: Spark prunes the other folders
         return whole.where(F.col(column).cast("string") == F.lit(value))
 
-    store = StateStore(OutputLocation(spark, config.output.path),
-                       definition=definition_hash(config), column=column)
+    store = StateStore(out, definition=definition_hash(config), column=column)
     for line in store.cleanup():
         log.warning("states: %s", line)
     others = store.other_definitions()
