@@ -198,7 +198,7 @@ def test_a_window_read_the_spec_does_not_offer_is_a_config_error(tmp_path):
            "columns": {"sensitive": [{"column": "sex", "privileged": "M"}],
                        "label": {"column": "y", "positive": 1},
                        "prediction": {"column": "p", "positive": 1}, "row_key": "id"},
-           "audits": {"group": {}, "toy": {}, "hfm": {}},
+           "audits": {"group": {}, "toy": {}, "hfm": {"max_rows": 500}},
            "output": {"path": str(tmp_path / "out")}, "run_date": "2026-11-21"}
     known = {**specs(), "toy": TOY}
     ok = parse_config({**raw, "window": {"days": 2, "hfm": "sample"}}, specs=known)
