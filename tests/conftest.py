@@ -215,3 +215,29 @@ def _fairspark_logs_reach_caplog():
 
     logging.getLogger("fairspark").propagate = True
     yield
+
+
+def unmark(html: str) -> str:
+    """A report page without the ``<span class="num" data-...>`` that name each number's
+    row (their text kept), so text searches read the numbers as printed."""
+    import re
+
+    return re.sub(r'<span class="num"[^>]*>([^<]*)</span>', r"\1", html)
+
+
+def printed_number(x: float, lower: float | None = None, upper: float | None = None, *,
+                   signed: bool = False, least: int = 3) -> str:
+    """A result row's number as the report prints it (docs/report.md, "Numbers"):
+    ``least`` decimals, more while the rounded value would leave the rounded interval,
+    the interval would print as one point or a value that is not 0 as 0; a real minus,
+    ``+`` on differences (``signed``)."""
+    import math
+
+    lo, hi = (x, x) if lower is None or upper is None or not (
+        math.isfinite(lower) and math.isfinite(upper)) else (lower, upper)
+    d = least
+    while d < 12 and not (round(lo, d) <= round(x, d) <= round(hi, d)
+                          and (round(lo, d) < round(hi, d) or lo == hi)
+                          and (round(x, d) != 0 or x == 0 or round(lo, d) < 0 < round(hi, d))):
+        d += 1
+    return (f"{x:+.{d}f}" if signed else f"{x:.{d}f}").replace("-", "\u2212")

@@ -10,11 +10,11 @@ intervals show (a gap and its direction, no clear difference, the four-fifths ru
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from fairspark._values import nan_to_none
+from fairspark.audits.lines import row_number, signed_metric
 from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
 
 __all__ = ["headlines", "metric_label"]
@@ -66,33 +66,6 @@ def _fair(metric: str) -> float | None:
     return spec.fair_value if spec else None
 
 
-def _fmt(x: float | None, *, signed: bool = False, decimals: int = 3) -> str:
-    if x is None:
-        return "–"
-    if math.isinf(x):
-        return "∞" if x > 0 else "−∞"
-    s = f"{x:+.{decimals}f}" if signed else f"{x:.{decimals}f}"
-    return s.replace("-", "−")
-
-
-def _decimals(row: Mapping[str, Any], *, least: int = 3, most: int = 12) -> int:
-    """Decimals that keep the printed value inside its printed interval.
-
-    Three by default; more while rounding would put the value outside the interval
-    or print a non-empty interval as one point (e.g. a between-group GEI of 1.47e-05
-    in [1.2e-05, 1.7e-05] would read "0.000 [0.000, 0.000]").
-    """
-    v, lo, hi = _num(row.get("value")), _num(row.get("lower")), _num(row.get("upper"))
-    if v is None or lo is None or hi is None or not all(map(math.isfinite, (v, lo, hi))):
-        return least
-    for d in range(least, most + 1):
-        rv, rlo, rhi = round(v, d), round(lo, d), round(hi, d)
-        if rlo <= rv <= rhi and (rlo < rhi or lo == hi) and (
-                rv != 0 or v == 0 or rlo < 0 < rhi):
-            return d
-    return most
-
-
 def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.1%}"
 
@@ -115,23 +88,22 @@ def _reading(row: Mapping[str, Any]) -> tuple[str, str]:
     return "nogap", "no clear gap"
 
 
-def _ci(row: Mapping[str, Any], *, signed: bool) -> str:
+def _ci(row: Mapping[str, Any], *, signed: bool | None = None) -> str:
+    """A row's interval as printed (and marked) everywhere (:func:`row_number`)."""
     lo, hi = _num(row.get("lower")), _num(row.get("upper"))
     if lo is None or hi is None:
         return "–"
-    d = _decimals(row)
-    return f"[{_fmt(lo, signed=signed, decimals=d)}, {_fmt(hi, signed=signed, decimals=d)}]"
+    lo_s, hi_s = (row_number(row, s, signed=signed) for s in ("ci_low", "ci_high"))
+    return f"[{lo_s}, {hi_s}]"
 
 
-def _value(row: Mapping[str, Any], *, signed: bool = False) -> str:
-    """A row's value at the precision its interval is printed with (:func:`_decimals`)."""
-    return _fmt(_num(row.get("value")), signed=signed, decimals=_decimals(row))
+def _value(row: Mapping[str, Any], *, signed: bool | None = None) -> str:
+    """A row's value at the precision its interval is printed with (:func:`row_number`)."""
+    return row_number(row, "value", signed=signed)
 
 
 def _signed(metric: str) -> bool:
-    spec = CATALOGUE.get(metric)
-    return bool(spec and spec.kind in ("difference", "combined")
-                and metric != "equalized_odds_difference")
+    return signed_metric(metric)
 
 
 def _index(rows: list[Mapping[str, Any]]) -> dict[tuple[str, str, str], Mapping[str, Any]]:
@@ -261,10 +233,10 @@ def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str
         if v is not None and v < _FOUR_FIFTHS:
             clear = hi is not None and hi < _FOUR_FIFTHS
             sure = " even at the top of its interval" if clear else ""
-            parts.append(f"disparate impact {_fmt(v)} is below the four-fifths threshold "
+            parts.append(f"disparate impact {_value(di)} is below the four-fifths threshold "
                          f"(0.8){sure}")
         elif v is not None and v > 1 / _FOUR_FIFTHS:
-            parts.append(f"disparate impact {_fmt(v)} favours the unprivileged group beyond "
+            parts.append(f"disparate impact {_value(di)} favours the unprivileged group beyond "
                          "the four-fifths rule (above 1.25)")
     label_metrics = [("tpr_difference", "equal opportunity (true positive rate)"),
                      ("average_odds_difference", "average odds"),
