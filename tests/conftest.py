@@ -226,18 +226,20 @@ def unmark(html: str) -> str:
 
 
 def printed_number(x: float, lower: float | None = None, upper: float | None = None, *,
-                   signed: bool = False, least: int = 3) -> str:
-    """A result row's number as the report prints it (docs/report.md, "Numbers"):
-    ``least`` decimals, more while the rounded value would leave the rounded interval,
+                   value: float | None = None, signed: bool = False, least: int = 3) -> str:
+    """``x``, one of a result row's numbers, as the report prints it (docs/report.md,
+    "Numbers"): the row (``value``, default ``x``, in [``lower``, ``upper``]) gets
+    ``least`` decimals, more while its rounded value would leave the rounded interval,
     the interval would print as one point or a value that is not 0 as 0; a real minus,
     ``+`` on differences (``signed``)."""
     import math
 
-    lo, hi = (x, x) if lower is None or upper is None or not (
+    v = x if value is None else value
+    lo, hi = (v, v) if lower is None or upper is None or not (
         math.isfinite(lower) and math.isfinite(upper)) else (lower, upper)
     d = least
-    while d < 12 and not (round(lo, d) <= round(x, d) <= round(hi, d)
+    while d < 12 and not (round(lo, d) <= round(v, d) <= round(hi, d)
                           and (round(lo, d) < round(hi, d) or lo == hi)
-                          and (round(x, d) != 0 or x == 0 or round(lo, d) < 0 < round(hi, d))):
+                          and (round(v, d) != 0 or v == 0 or round(lo, d) < 0 < round(hi, d))):
         d += 1
     return (f"{x:+.{d}f}" if signed else f"{x:.{d}f}").replace("-", "\u2212")

@@ -170,7 +170,7 @@ def _fmt(r, stat: str = "value", own: bool = False) -> str:
     ``own``: the audit's own interval, printed as the group row it comes from."""
     lo, hi = r.p["own_interval"] if own else (r.lower, r.upper)
     x = {"value": r.value, "lower": lo, "upper": hi}[stat]
-    return printed_number(x, lo, hi, signed=r.metric.endswith("difference"))
+    return printed_number(x, lo, hi, value=r.value, signed=r.metric.endswith("difference"))
 
 
 def test_the_run_prints_the_interval_its_verdict_uses(run):

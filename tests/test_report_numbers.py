@@ -10,7 +10,8 @@ the Parquet file read with pandas:
 - the printed number is that row's value / lower / upper to the printed precision
   (as many decimals as the text shows);
 - every appearance of one (row, stat) is printed identically, and a limit's value
-  reads as the value of the group row it judges.
+  reads as the value of the group row it judges;
+- where a limit is judged per group, no pooled number is stated as the gated one.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import json
 import math
 import re
 from collections import defaultdict
+from html import unescape
 from html.parser import HTMLParser
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import write_parquet
+from conftest import printed_number, unmark, write_parquet
 
 from fairspark import cli
 
@@ -196,3 +198,41 @@ def test_the_walk_fails_on_a_perturbed_number(run):
     problems, _ = walk(html[:i] + head + ">" + bumped + html[j:], m)
     assert any(f"printed {bumped}" in p for p in problems), problems
     assert any("printed differently" in p for p in problems), problems
+
+
+def _section_text(html: str, sid: str) -> str:
+    i = html.index(f'<section id="{sid}"')
+    part = unmark(html[i:html.index("</section>", i)])
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", part)).split())
+
+
+def test_a_pooled_number_is_never_stated_as_the_gated_one(run, adult_pdf):
+    """Where a limit is judged per group (race, sex*race), the decision box prints no
+    number of the pooled ``unprivileged`` row and the verdicts call that number pooled;
+    on a binary attribute (sex) the unprivileged row is the gated one and is printed."""
+    _, m, html = run
+    _, seen = walk(html, m)
+    in_box = {(k[0], k[1], k[2]) for k, texts in seen.items()
+              if any(w == "decision" for _, w in texts)}
+    for attr in ("race", "sex*race"):
+        assert not any(a == attr and g == "unprivileged" for _, a, g in in_box), in_box
+        assert any(a == attr and au == "limits" for au, a, _ in in_box)
+    assert ("limits", "sex", "unprivileged") in in_box
+    # the verdicts: race's pooled disparate impact, by hand from the data, is called
+    # pooled over its four unprivileged values and not the number a limit judges
+    text = _section_text(html, "summary")
+    white = adult_pdf["race"] == "White"
+    di = adult_pdf.loc[~white, "prediction"].mean() / adult_pdf.loc[white, "prediction"].mean()
+    row = m[(m.audit == "group") & (m.attribute == "race") & (m.group == "unprivileged")
+            & (m.metric == "disparate_impact")].iloc[0]
+    assert row.value == pytest.approx(di, rel=1e-9)
+    n_values = adult_pdf["race"].nunique() - 1
+    assert (f"pooled over its {n_values} unprivileged values (a limit on race judges each "
+            "value against the reference, not this pooled number), disparate impact "
+            f"{printed_number(di, row.lower, row.upper)} is below the four-fifths threshold"
+            ) in text
+    sex = text[text.index("sex: "):text.index("race: ")]
+    assert "disparate impact" in sex and "pooled" not in sex
+    # the limits' verdicts name each violated group, never the pooled row
+    lim = [s for s in text.split("LIMIT VIOLATED")[1:]]
+    assert lim and not any("/ unprivileged" in s.split(").")[0] for s in lim)

@@ -131,9 +131,14 @@ def row_text(row: Any, stat: str = "value", *,
     return _fixed(num(_field(row, STATS[stat])), signed=signed, decimals=row_decimals(row))
 
 
+def _key_text(v: Any) -> str | None:
+    """A key column as text; ``None`` for a missing one (``None`` or a frame's NaN)."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
 def mark(text: str, row: Any, stat: str) -> str:
     """``text`` marked as the ``stat`` of ``row`` (see :func:`marks_to_html`)."""
-    key = [None if _field(row, k) is None else str(_field(row, k)) for k in _KEY] + [stat]
+    key = [_key_text(_field(row, k)) for k in _KEY] + [stat]
     code = base64.urlsafe_b64encode(json.dumps(key).encode("utf-8")).decode("ascii")
     return f"{_OPEN}{code}{_MID}{text}{_CLOSE}"
 

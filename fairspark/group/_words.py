@@ -198,10 +198,26 @@ def _limit_words(bounds: list[tuple[str, float]]) -> str:
 # ------------------------------------------------------------------------- verdicts
 
 
+def _pooled_words(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str, Any]],
+                  limited: bool) -> str:
+    """``pooled over its 4 unprivileged values, `` where the attribute has several (the
+    limits then judge each value against the reference, never this pooled number)."""
+    values = {g for (a, g, m) in idx if a == attr and m == "disparate_impact"} - {
+        "unprivileged", "privileged", "all", "None"}
+    if not values:
+        return ""
+    return (f"pooled over its {len(values)} unprivileged values (a limit on {attr} judges "
+            "each value against the reference, not this pooled number), " if limited
+            else f"pooled over its {len(values)} unprivileged values, ")
+
+
 def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str, Any]],
-                       level: str, unpriv_name: str | None, *, full: bool = True) -> str:
+                       level: str, unpriv_name: str | None, *, full: bool = True,
+                       limited: bool = False) -> str:
     """One attribute's verdict; ``full=False`` keeps selection, DI and equal opportunity.
 
+    ``limited``: the run has limits (an attribute with several unprivileged values is
+    then judged per value, and its pooled disparate impact says it does not gate).
     Long on purpose: one table of verdict wordings, kept together so they read as one text.
     """
     failed = idx.get((attr, "None", "*"))
@@ -230,14 +246,15 @@ def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str
     di = idx.get((attr, "unprivileged", "disparate_impact"))
     if di is not None and (di.get("status") or "ok") == "ok":
         v, hi = _num(di.get("value")), _num(di.get("upper"))
+        pooled = _pooled_words(attr, idx, limited)
         if v is not None and v < _FOUR_FIFTHS:
             clear = hi is not None and hi < _FOUR_FIFTHS
             sure = " even at the top of its interval" if clear else ""
-            parts.append(f"disparate impact {_value(di)} is below the four-fifths threshold "
-                         f"(0.8){sure}")
+            parts.append(f"{pooled}disparate impact {_value(di)} is below the four-fifths "
+                         f"threshold (0.8){sure}")
         elif v is not None and v > 1 / _FOUR_FIFTHS:
-            parts.append(f"disparate impact {_value(di)} favours the unprivileged group beyond "
-                         "the four-fifths rule (above 1.25)")
+            parts.append(f"{pooled}disparate impact {_value(di)} favours the unprivileged "
+                         "group beyond the four-fifths rule (above 1.25)")
     label_metrics = [("tpr_difference", "equal opportunity (true positive rate)"),
                      ("average_odds_difference", "average odds"),
                      ("ppv_difference", "predictive parity (precision)")]
@@ -292,5 +309,6 @@ def headlines(rows: list[Mapping[str, Any]], *, summary: Mapping[str, Any] | Non
         ci_level = float(params.get("ci_level", 0.95))
     idx = _index(rows)
     names = _unpriv_names(summary)
-    return [_attribute_verdict(a, idx, _level_pct(ci_level), names.get(a), full=False)
-            for a in _attributes(rows)]
+    limited = bool((summary or {}).get("limits"))
+    return [_attribute_verdict(a, idx, _level_pct(ci_level), names.get(a), full=False,
+                               limited=limited) for a in _attributes(rows)]

@@ -11,7 +11,7 @@ from markupsafe import escape
 
 from fairspark._values import nan_to_none
 from fairspark.audits.base import ReportSection
-from fairspark.audits.lines import num, row_number
+from fairspark.audits.lines import num, row_number, row_text
 from fairspark.nightly.trend_groups import breached as _breached
 from fairspark.nightly.trend_groups import (
     limit_excess,  # noqa: F401 - its old home: imported from here too
@@ -626,12 +626,15 @@ def trend_section(frame: pd.DataFrame, *, specs: Mapping[str, AuditSpec],
     for name, s, flag, note, lims in info:
         last = s.iloc[-1]
         prev = s.iloc[-2] if len(s) > 1 else None
+        now = last.to_dict()
         cls = {"worse": "bad", "changed": "warn", "better": "good"}.get(flag, "")
         lim = ", ".join(f"{x:g}" for x in lims) or "–"
         table.append(
             f"<tr class='{cls}'><td>{escape(name)}</td>"
-            f"<td>{_fmt(prev['value']) if prev is not None else '–'}</td>"
-            f"<td>{_fmt(last['value'])} [{_fmt(last['lower'])}, {_fmt(last['upper'])}]</td>"
+            # tonight's point is tonight's row: printed (and marked) as everywhere else
+            f"<td>{row_text(prev.to_dict()) if prev is not None else '–'}</td>"
+            f"<td>{row_number(now)} [{row_number(now, 'ci_low')}, "
+            f"{row_number(now, 'ci_high')}]</td>"
             f"<td>{lim}</td><td>{'<b>' + _FLAG_ORDER[flag][1] + '</b>' if flag else '–'}</td>"
             f"<td class='small'>{escape(note)}</td></tr>")
     more = ""
