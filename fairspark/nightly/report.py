@@ -213,6 +213,37 @@ def _worst_groups(checks: list[Check], rows: list[dict[str, Any]],
 
 
 
+#: the Limits section's opening paragraph: how a verdict is reached
+_LIMITS_INTRO = (
+    "<p>Each limit is judged on the uncertainty of its number: the confidence interval "
+    "(group metrics), the certified interval (HFM) or the band over splits (mdfa). "
+    "The interval printed beside a verdict is the one the verdict uses: under a "
+    "multiple-testing correction (Holm or Benjamini-Hochberg) it is the "
+    "<b>adjusted</b> interval, each end at the per-check level the correction used "
+    "for the test it decides, labelled so; without a correction it is the interval at "
+    "the test's own level (alpha, split over the two sides of a two-sided limit). The "
+    "audit's own interval (its configured level, not adjusted) is beside it. "
+    "<em>Violated</em> means the interval the verdict uses lies wholly beyond the "
+    "limit, <em>passed</em> wholly within, <em>inconclusive</em> that it straddles the "
+    "limit. On an attribute "
+    "with several unprivileged values (and on intersections) a group limit is checked "
+    "on <b>each group against the reference</b> (privileged) group, and every such "
+    "comparison counts in the multiple-testing correction; the pooled view of all "
+    "unprivileged values together is an extra row that does not gate.</p>"
+)
+
+
+def _own_interval(r: dict[str, Any], c: Check | None) -> str:
+    """A limits row's "audit's own interval" cell: its source row's interval, printed as
+    that row prints everywhere (the group section shows it too)."""
+    raw = _row_params(r).get("own_interval") or [None, None]
+    src = c.row if c is not None else {}
+    if raw[0] is not None and (num(src.get("lower")), num(src.get("upper"))) == (
+            num(raw[0]), num(raw[1])):
+        return f"[{row_number(src, 'ci_low')}, {row_number(src, 'ci_high')}]"
+    return f"[{_fmt(raw[0])}, {_fmt(raw[1])}]"
+
+
 def limits_section(checks: list[Check], rows: list[dict[str, Any]],
                    unmatched: list[str], *, specs: Mapping[str, AuditSpec],
                    limits: Any = None, fail_on_violation: bool | None = None
@@ -264,14 +295,8 @@ def limits_section(checks: list[Check], rows: list[dict[str, Any]],
                             row=r)
                if c is not None else r.get("detail") or "")
         verdict = f"<b>{escape(r['status'])}</b>" + (f" ({escape(word)})" if word else "")
-        p = _row_params(r)
-        raw = p.get("own_interval") or [None, None]
-        label = str(p.get("interval") or "")
-        src = c.row if c is not None else {}
-        # the audit's own interval is its source row's (the group section prints it too)
-        raw_cell = (f"[{row_number(src, 'ci_low')}, {row_number(src, 'ci_high')}]"
-                    if raw[0] is not None and (num(src.get("lower")), num(src.get("upper")))
-                    == (num(raw[0]), num(raw[1])) else f"[{_fmt(raw[0])}, {_fmt(raw[1])}]")
+        label = str(_row_params(r).get("interval") or "")
+        raw_cell = _own_interval(r, c)
         body.append(
             f"<tr class='{cls}'><td>{escape(r['metric_b'])}</td><td>{escape(r['attribute'])}"
             f"</td><td>{escape(_group_label(r, role))}{_size_note(r, role)}</td>"
@@ -283,21 +308,7 @@ def limits_section(checks: list[Check], rows: list[dict[str, Any]],
     miss = "".join(f"<li>{escape(m)}</li>" for m in unmatched)
     worst = "".join(f"<li>{escape(w)}</li>" for w in _worst_groups(checks, rows, specs))
     html = (
-        "<p>Each limit is judged on the uncertainty of its number: the confidence interval "
-        "(group metrics), the certified interval (HFM) or the band over splits (mdfa). "
-        "The interval printed beside a verdict is the one the verdict uses: under a "
-        "multiple-testing correction (Holm or Benjamini-Hochberg) it is the "
-        "<b>adjusted</b> interval, each end at the per-check level the correction used "
-        "for the test it decides, labelled so; without a correction it is the interval at "
-        "the test's own level (alpha, split over the two sides of a two-sided limit). The "
-        "audit's own interval (its configured level, not adjusted) is beside it. "
-        "<em>Violated</em> means the interval the verdict uses lies wholly beyond the "
-        "limit, <em>passed</em> wholly within, <em>inconclusive</em> that it straddles the "
-        "limit. On an attribute "
-        "with several unprivileged values (and on intersections) a group limit is checked "
-        "on <b>each group against the reference</b> (privileged) group, and every such "
-        "comparison counts in the multiple-testing correction; the pooled view of all "
-        "unprivileged values together is an extra row that does not gate.</p>"
+        _LIMITS_INTRO
         + (f"<ul class='worst'>{worst}</ul>" if worst else "")
         + "<div class='tablewrap'><table class='metrics'><caption>Every limit check, "
         "violated first, worst group first: the number, its interval, the verdict "
