@@ -215,3 +215,31 @@ def _fairspark_logs_reach_caplog():
 
     logging.getLogger("fairspark").propagate = True
     yield
+
+
+def unmark(html: str) -> str:
+    """A report page without the ``<span class="num" data-...>`` that name each number's
+    row (their text kept), so text searches read the numbers as printed."""
+    import re
+
+    return re.sub(r'<span class="num"[^>]*>([^<]*)</span>', r"\1", html)
+
+
+def printed_number(x: float, lower: float | None = None, upper: float | None = None, *,
+                   value: float | None = None, signed: bool = False, least: int = 3) -> str:
+    """``x``, one of a result row's numbers, as the report prints it (docs/report.md,
+    "Numbers"): the row (``value``, default ``x``, in [``lower``, ``upper``]) gets
+    ``least`` decimals, more while its rounded value would leave the rounded interval,
+    the interval would print as one point or a value that is not 0 as 0; a real minus,
+    ``+`` on differences (``signed``)."""
+    import math
+
+    v = x if value is None else value
+    lo, hi = (v, v) if lower is None or upper is None or not (
+        math.isfinite(lower) and math.isfinite(upper)) else (lower, upper)
+    d = least
+    while d < 12 and not (round(lo, d) <= round(v, d) <= round(hi, d)
+                          and (round(lo, d) < round(hi, d) or lo == hi)
+                          and (round(v, d) != 0 or v == 0 or round(lo, d) < 0 < round(hi, d))):
+        d += 1
+    return (f"{x:+.{d}f}" if signed else f"{x:.{d}f}").replace("-", "\u2212")

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import holm_adjusted as _holm
-from conftest import write_parquet
+from conftest import printed_number, unmark, write_parquet
 from scipy.stats import norm
 
 from fairspark import cli
@@ -162,11 +162,15 @@ def _limits(m: pd.DataFrame, role: str = "gate") -> pd.DataFrame:
 
 
 def _text(html: str) -> str:
-    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", unmark(html))).split())
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.4g}"
+def _fmt(r, stat: str = "value", own: bool = False) -> str:
+    """A limits row's number as printed (its own decimals: conftest.printed_number);
+    ``own``: the audit's own interval, printed as the group row it comes from."""
+    lo, hi = r.p["own_interval"] if own else (r.lower, r.upper)
+    x = {"value": r.value, "lower": lo, "upper": hi}[stat]
+    return printed_number(x, lo, hi, value=r.value, signed=r.metric.endswith("difference"))
 
 
 def test_the_run_prints_the_interval_its_verdict_uses(run):
@@ -189,17 +193,18 @@ def test_the_run_prints_the_interval_its_verdict_uses(run):
         row = re.search(
             rf"<td>{re.escape(r.metric_b)}</td><td>{r.attribute}</td><td>{r.group}(<br>.*?)?"
             r"</td>.*?</tr>",
-            unescape(table)).group(0)
+            unescape(unmark(table))).group(0)
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
         assert len(cells) == 8, cells
-        assert cells[4].startswith(f"[{_fmt(r.lower)}, {_fmt(r.upper)}]")
+        assert cells[3] == _fmt(r)
+        assert cells[4].startswith(f"[{_fmt(r, 'lower')}, {_fmt(r, 'upper')}]")
         assert "Holm-adjusted" in cells[4]
-        lo, hi = r.p["own_interval"]
-        assert cells[5] == f"[{_fmt(lo)}, {_fmt(hi)}]"
+        assert cells[5] == f"[{_fmt(r, 'lower', own=True)}, {_fmt(r, 'upper', own=True)}]"
         how = unescape(re.sub(r"<[^>]+>", "", cells[7]))
         word = {"violated": "is beyond", "passed": "is within",
                 "inconclusive": "straddles"}[r.status]
-        assert f"Holm-adjusted interval [{_fmt(r.lower)}, {_fmt(r.upper)}] {word}" in how
+        assert (f"Holm-adjusted interval [{_fmt(r, 'lower')}, {_fmt(r, 'upper')}] {word}"
+                in how)
 
 
 def _wilson(k, n, z):
@@ -295,8 +300,9 @@ def test_the_worst_group_is_ranked_by_its_bound_and_a_tiny_one_is_flagged(run):
     n_v = int((di.status == "violated").sum())
     # the decision box: value first, then the distance, with its size and the tiny one
     box = _decision(html)
-    expected = (f"worst group L (n {n:,}, {fav:,} favourable): DI {_g(worst.value)} "
-                f"[{_g(worst.lower)}, {_g(worst.upper)}], {_g(0.8 - worst.value)} below the "
+    expected = (f"worst group L (n {n:,}, {fav:,} favourable): DI {_fmt(worst)} "
+                f"[{_fmt(worst, 'lower')}, {_fmt(worst, 'upper')}], "
+                f"{_g(0.8 - worst.value)} below the "
                 "minimum 0.8 (whole Holm-adjusted interval below); "
                 f"{n_v} of {len(di)} groups violated (each against the reference); "
                 f"too small to rank: T (n 12, 1 favourable, {t_status})")
@@ -304,8 +310,9 @@ def test_the_worst_group_is_ranked_by_its_bound_and_a_tiny_one_is_flagged(run):
     # the Limits section's sentence and table say the same
     text = _text(html[html.index("<h2>Limits</h2>"):])
     assert (f"grp: disparate_impact >= 0.8 checked on each of {len(di)} group(s) against "
-            f"the reference; worst L (n {n:,}, {fav:,} favourable): DI {_g(worst.value)} "
-            f"[{_g(worst.lower)}, {_g(worst.upper)}], violated; {n_v} of {len(di)} violated. "
+            f"the reference; worst L (n {n:,}, {fav:,} favourable): DI {_fmt(worst)} "
+            f"[{_fmt(worst, 'lower')}, {_fmt(worst, 'upper')}], violated; {n_v} of {len(di)} "
+            "violated. "
             f"Too small to rank: T (n 12, 1 favourable, {t_status}).") in text
     assert "T n 12, 1 favourable; too small to rank" in text
     # the rows carry the counts the report shows, and the flag

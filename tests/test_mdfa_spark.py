@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import write_parquet
+from conftest import printed_number, unmark, write_parquet
 from pyspark.sql import functions as F
 
 from fairspark.audits.base import AuditContext
@@ -295,8 +295,10 @@ def test_runner_outcome_ratio_matches_pandas_and_report_redacts(toy_run):
     assert "mdfa: multi-differential fairness" in html
     assert "data:image/png;base64," in html
     section = html[html.index("mdfa: multi-differential"):]
-    # the report's overall ratio is the one of metrics.parquet (computed once)
-    assert f"<td>{di.value:.3f}</td></tr>" in section
+    # the report's overall ratio is the one of metrics.parquet (computed once), printed
+    # as mdfa's rows print (four decimals) and naming its row
+    assert f"<td>{printed_number(di.value, least=4)}</td></tr>" in unmark(section)
+    assert 'data-metric="outcome_ratio_overall"' in section
     assert "secret" not in section.split("Redacted columns not shown")[0]
     assert "x1" in section
     # the finding in one sentence, in the summary and the report; rules as conditions

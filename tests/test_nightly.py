@@ -13,11 +13,12 @@ import pandas as pd
 import pytest
 import yaml
 from chispa import assert_df_equality
-from conftest import write_parquet
+from conftest import printed_number, write_parquet
 from scipy.stats import false_discovery_control, norm
 
 from fairspark import cli, registry
 from fairspark.audits.base import AuditOutcome, MetricRow
+from fairspark.audits.lines import plain
 from fairspark.config import LimitsConfig
 from fairspark.nightly.gating import adjust_pvalues, evaluate_limits
 from fairspark.registry import specs as _registered
@@ -121,7 +122,8 @@ def test_limits_table_says_how_in_words():
     rows = [_row(-0.20, -0.25, -0.15, attribute="a"), _row(0.02, -0.03, 0.07, attribute="b"),
             _row(0.09, 0.05, 0.13, attribute="c")]
     checks, out, _ = evaluate_limits(rows, limits=limits, specs=SPECS)
-    html = limits_section(checks, [r.__dict__ for r in out], [], limits=limits, specs=SPECS).html
+    html = plain(limits_section(checks, [r.__dict__ for r in out], [], limits=limits,
+                                specs=SPECS).html)
     cells = {a: unescape(t) for a, t in re.findall(
         r"<tr class='\w+'><td>[^<]*</td><td>(\w)</td>.*?<td class='small'>([^<]*)</td></tr>",
         html)}
@@ -133,19 +135,24 @@ def test_limits_table_says_how_in_words():
     # a: -0.2 with half-width 0.05 at 95%: z = 0.1 / (0.05 / 1.96) = 3.9, p = 4.8e-5;
     # violated, so both ends at the "violated" level
     a_lo, a_hi = -0.2 - 0.05 * kv, -0.2 + 0.05 * kv
-    assert cells["a"] == (f"the whole unadjusted interval [{a_lo:.4g}, {a_hi:.4g}] is beyond "
+    a_lo, a_hi = (printed_number(x, a_lo, a_hi, value=-0.2, signed=True) for x in (a_lo, a_hi))
+    assert cells["a"] == (f"the whole unadjusted interval [{a_lo}, {a_hi}] is beyond "
                           "the limit ±0.1 (p < 0.001, not adjusted); violated 1 run in a row")
     # b: 0.02, nearest side +0.1 is 0.08 away with se 0.05 / 1.96: p = Phi(-3.14) = 8.5e-4;
     # passed, so both ends at the "passed" level
-    assert cells["b"] == (f"the whole unadjusted interval [{0.02 - 0.05 * kp:.4g}, "
-                          f"{0.02 + 0.05 * kp:.4g}] is within the limit ±0.1 (p < 0.001, "
+    b_lo, b_hi = (printed_number(x, 0.02 - 0.05 * kp, 0.02 + 0.05 * kp, value=0.02,
+                                 signed=True)
+                  for x in (0.02 - 0.05 * kp, 0.02 + 0.05 * kp))
+    assert cells["b"] == (f"the whole unadjusted interval [{b_lo}, "
+                          f"{b_hi}] is within the limit ±0.1 (p < 0.001, "
                           "not adjusted)")
     # c: 0.09 with half-width 0.04: beyond +0.1 has p = 1 - Phi(-0.49) = 0.69, twice
     # (two sides, Bonferroni) capped at 1; within has p = Phi(-0.49) = 0.31
     p_within = norm.cdf(-0.01 / (0.04 / norm.ppf(0.975)))
     # inconclusive: each two-faced end at the wider level (the "violated" one here)
     c_lo, c_hi = 0.09 - 0.04 * kv, 0.09 + 0.04 * kv
-    assert cells["c"] == (f"cannot tell: the unadjusted interval [{c_lo:.4g}, {c_hi:.4g}] "
+    c_lo, c_hi = (printed_number(x, c_lo, c_hi, value=0.09, signed=True) for x in (c_lo, c_hi))
+    assert cells["c"] == (f"cannot tell: the unadjusted interval [{c_lo}, {c_hi}] "
                           "straddles the limit ±0.1 (p = 1 for "
                           f"beyond, p = {p_within:.2g} for within, not adjusted; neither is "
                           "significant at alpha 0.025)")
@@ -502,3 +509,95 @@ def test_warehouse_table_is_idempotent_per_date(spark, biased_table, tmp_path):
         stored = spark.table(table).where(f"run_date = DATE'{date}'")
         assert_df_equality(stored, published, ignore_column_order=True, ignore_row_order=True,
                            ignore_nullable=True, allow_nan_equality=True)
+
+
+def test_three_nights_trend_the_worst_groups_series_with_its_limit(spark, tmp_path,
+                                                                   monkeypatch):
+    """Three nightly runs of a limit judged per group (race: A and B against W). The
+    worst group changes (B on the first night, A after); the third night's trends draw
+    A's series back through every night, each point that night's limits row of A (its
+    DI worked out here from the data), with the limit line, and the pooled series of
+    race without it. Tonight's numbers in the trend table are the rows the walk of
+    ``test_report_numbers`` checks."""
+    from test_report_numbers import walk
+
+    from fairspark.nightly import report as nightly_report
+
+    rng = np.random.default_rng(42)
+    rate = {1: {"W": 0.5, "A": 0.46, "B": 0.25}, 2: {"W": 0.5, "A": 0.25, "B": 0.46},
+            3: {"W": 0.5, "A": 0.22, "B": 0.47}}
+    parts = []
+    for day, r in rate.items():
+        race = rng.choice(["W", "A", "B"], 3000, p=[0.5, 0.25, 0.25])
+        parts.append(pd.DataFrame({
+            "day": day, "race": race, "x": rng.normal(size=3000),
+            "y": rng.integers(0, 2, 3000),
+            "p": (rng.random(3000) < pd.Series(race).map(r).to_numpy()).astype(int)}))
+    pdf = pd.concat(parts, ignore_index=True)
+    pdf["id"] = np.arange(len(pdf)).astype(str)
+    inp = write_parquet(pdf, tmp_path / "in")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "dataset": "three_nights", "input": {"path": inp},
+        "columns": {"features": ["x"], "sensitive": [{"column": "race", "privileged": "W"}],
+                    "label": {"column": "y"}, "prediction": {"column": "p"},
+                    "row_key": "id"},
+        "audits": {"group": {}},
+        "limits": {"rules": [{"metric": "disparate_impact", "min": 0.8}],
+                   "fail_on_violation": False},
+        "output": {"path": str(tmp_path / "out")}}))
+    panels: dict[str, tuple[list[float], pd.DataFrame]] = {}
+    real_panel = nightly_report._panel
+
+    def panel(ax, s, name, flag, limits, ylim):
+        panels[name] = (list(limits), s.copy())
+        return real_panel(ax, s, name, flag, limits, ylim)
+
+    monkeypatch.setattr(nightly_report, "_panel", panel)
+    dates = ["2026-11-01", "2026-11-02", "2026-11-03"]
+    for day, date in enumerate(dates, start=1):
+        panels.clear()
+        assert _main(str(cfg), date, "--where", f"day = {day}") == 0
+    runs = {d: pd.read_parquet(tmp_path / "out" / f"run_date={d}" / "metrics.parquet")
+            for d in dates}
+
+    def di_rows(m):
+        lim = m[(m.audit == "limits") & (m.metric == "disparate_impact")]
+        return lim[lim["params"].map(lambda p: json.loads(p)["role"]) == "gate"].set_index(
+            "group")
+
+    # by hand: each night's DI of A and B against W, and the worst group by the rule
+    # (violated first, then the lowest upper end of the interval the verdict used)
+    for day, d in enumerate(dates, start=1):
+        night = pdf[pdf.day == day]
+        sr = night.groupby("race")["p"].mean()
+        lim = di_rows(runs[d])
+        for g in ("A", "B"):
+            assert lim.loc[g, "value"] == pytest.approx(sr[g] / sr["W"], rel=1e-9)
+    worst = {}
+    for d in dates:
+        lim = di_rows(runs[d]).reset_index()
+        lim["order"] = lim.status.map({"violated": 0, "inconclusive": 1, "passed": 2})
+        worst[d] = lim.sort_values(["order", "upper"]).iloc[0]["group"]
+    assert worst == {dates[0]: "B", dates[1]: "A", dates[2]: "A"}
+    # the third night's panels: A's series over the three nights, with the limit
+    name = "group · race · disparate_impact · worst group A"
+    assert name in panels, sorted(panels)
+    limits, s = panels[name]
+    assert limits == [0.8]
+    assert list(s["run_date"]) == dates
+    for _, point in s.iterrows():
+        a = di_rows(runs[point.run_date]).loc["A"]
+        assert (point.value, point.lower, point.upper) == pytest.approx(
+            (a.value, a.lower, a.upper), rel=1e-12)
+    assert panels["group · race · disparate_impact"][0] == []  # pooled: does not gate
+    assert not any("worst group B" in n for n in panels)
+    # the trend table: tonight's A is printed from its row, and so is every number
+    html = (tmp_path / "out" / f"run_date={dates[2]}" / "report.html").read_text()
+    i = html.index("<h2>Trends over previous runs</h2>")
+    trends = html[i:html.index("</section>", i)]
+    row = re.search(rf"<tr class='\w*'><td>{re.escape(name)}</td>(.*?)</tr>", trends)
+    assert row and "0.8" in row.group(1)
+    assert 'data-group="A"' in row.group(1) and 'data-audit="limits"' in row.group(1)
+    problems, _ = walk(html, runs[dates[2]])
+    assert problems == []

@@ -10,11 +10,11 @@ intervals show (a gap and its direction, no clear difference, the four-fifths ru
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from fairspark._values import nan_to_none
+from fairspark.audits.lines import row_number, signed_metric
 from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
 
 __all__ = ["headlines", "metric_label"]
@@ -66,33 +66,6 @@ def _fair(metric: str) -> float | None:
     return spec.fair_value if spec else None
 
 
-def _fmt(x: float | None, *, signed: bool = False, decimals: int = 3) -> str:
-    if x is None:
-        return "–"
-    if math.isinf(x):
-        return "∞" if x > 0 else "−∞"
-    s = f"{x:+.{decimals}f}" if signed else f"{x:.{decimals}f}"
-    return s.replace("-", "−")
-
-
-def _decimals(row: Mapping[str, Any], *, least: int = 3, most: int = 12) -> int:
-    """Decimals that keep the printed value inside its printed interval.
-
-    Three by default; more while rounding would put the value outside the interval
-    or print a non-empty interval as one point (e.g. a between-group GEI of 1.47e-05
-    in [1.2e-05, 1.7e-05] would read "0.000 [0.000, 0.000]").
-    """
-    v, lo, hi = _num(row.get("value")), _num(row.get("lower")), _num(row.get("upper"))
-    if v is None or lo is None or hi is None or not all(map(math.isfinite, (v, lo, hi))):
-        return least
-    for d in range(least, most + 1):
-        rv, rlo, rhi = round(v, d), round(lo, d), round(hi, d)
-        if rlo <= rv <= rhi and (rlo < rhi or lo == hi) and (
-                rv != 0 or v == 0 or rlo < 0 < rhi):
-            return d
-    return most
-
-
 def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.1%}"
 
@@ -115,23 +88,22 @@ def _reading(row: Mapping[str, Any]) -> tuple[str, str]:
     return "nogap", "no clear gap"
 
 
-def _ci(row: Mapping[str, Any], *, signed: bool) -> str:
+def _ci(row: Mapping[str, Any], *, signed: bool | None = None) -> str:
+    """A row's interval as printed (and marked) everywhere (:func:`row_number`)."""
     lo, hi = _num(row.get("lower")), _num(row.get("upper"))
     if lo is None or hi is None:
         return "–"
-    d = _decimals(row)
-    return f"[{_fmt(lo, signed=signed, decimals=d)}, {_fmt(hi, signed=signed, decimals=d)}]"
+    lo_s, hi_s = (row_number(row, s, signed=signed) for s in ("ci_low", "ci_high"))
+    return f"[{lo_s}, {hi_s}]"
 
 
-def _value(row: Mapping[str, Any], *, signed: bool = False) -> str:
-    """A row's value at the precision its interval is printed with (:func:`_decimals`)."""
-    return _fmt(_num(row.get("value")), signed=signed, decimals=_decimals(row))
+def _value(row: Mapping[str, Any], *, signed: bool | None = None) -> str:
+    """A row's value at the precision its interval is printed with (:func:`row_number`)."""
+    return row_number(row, "value", signed=signed)
 
 
 def _signed(metric: str) -> bool:
-    spec = CATALOGUE.get(metric)
-    return bool(spec and spec.kind in ("difference", "combined")
-                and metric != "equalized_odds_difference")
+    return signed_metric(metric)
 
 
 def _index(rows: list[Mapping[str, Any]]) -> dict[tuple[str, str, str], Mapping[str, Any]]:
@@ -226,10 +198,26 @@ def _limit_words(bounds: list[tuple[str, float]]) -> str:
 # ------------------------------------------------------------------------- verdicts
 
 
+def _pooled_words(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str, Any]],
+                  limited: bool) -> str:
+    """``pooled over its 4 unprivileged values, `` where the attribute has several (the
+    limits then judge each value against the reference, never this pooled number)."""
+    values = {g for (a, g, m) in idx if a == attr and m == "disparate_impact"} - {
+        "unprivileged", "privileged", "all", "None"}
+    if not values:
+        return ""
+    return (f"pooled over its {len(values)} unprivileged values (a limit on {attr} judges "
+            "each value against the reference, not this pooled number), " if limited
+            else f"pooled over its {len(values)} unprivileged values, ")
+
+
 def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str, Any]],
-                       level: str, unpriv_name: str | None, *, full: bool = True) -> str:
+                       level: str, unpriv_name: str | None, *, full: bool = True,
+                       limited: bool = False) -> str:
     """One attribute's verdict; ``full=False`` keeps selection, DI and equal opportunity.
 
+    ``limited``: the run has limits (an attribute with several unprivileged values is
+    then judged per value, and its pooled disparate impact says it does not gate).
     Long on purpose: one table of verdict wordings, kept together so they read as one text.
     """
     failed = idx.get((attr, "None", "*"))
@@ -258,14 +246,15 @@ def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str
     di = idx.get((attr, "unprivileged", "disparate_impact"))
     if di is not None and (di.get("status") or "ok") == "ok":
         v, hi = _num(di.get("value")), _num(di.get("upper"))
+        pooled = _pooled_words(attr, idx, limited)
         if v is not None and v < _FOUR_FIFTHS:
             clear = hi is not None and hi < _FOUR_FIFTHS
             sure = " even at the top of its interval" if clear else ""
-            parts.append(f"disparate impact {_fmt(v)} is below the four-fifths threshold "
-                         f"(0.8){sure}")
+            parts.append(f"{pooled}disparate impact {_value(di)} is below the four-fifths "
+                         f"threshold (0.8){sure}")
         elif v is not None and v > 1 / _FOUR_FIFTHS:
-            parts.append(f"disparate impact {_fmt(v)} favours the unprivileged group beyond "
-                         "the four-fifths rule (above 1.25)")
+            parts.append(f"{pooled}disparate impact {_value(di)} favours the unprivileged "
+                         "group beyond the four-fifths rule (above 1.25)")
     label_metrics = [("tpr_difference", "equal opportunity (true positive rate)"),
                      ("average_odds_difference", "average odds"),
                      ("ppv_difference", "predictive parity (precision)")]
@@ -320,5 +309,6 @@ def headlines(rows: list[Mapping[str, Any]], *, summary: Mapping[str, Any] | Non
         ci_level = float(params.get("ci_level", 0.95))
     idx = _index(rows)
     names = _unpriv_names(summary)
-    return [_attribute_verdict(a, idx, _level_pct(ci_level), names.get(a), full=False)
-            for a in _attributes(rows)]
+    limited = bool((summary or {}).get("limits"))
+    return [_attribute_verdict(a, idx, _level_pct(ci_level), names.get(a), full=False,
+                               limited=limited) for a in _attributes(rows)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fairspark.audits import DecisionInput, DecisionLine, fmt_number, num
+from fairspark.audits.lines import row_number
 
 __all__ = ["DECISION_KEYS", "decision_lines"]
 
@@ -33,10 +34,10 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
                 gaps.append(m)
         if di is not None and num(di.get("value")) is not None:
             v = float(di["value"])
-            far = (f"disparate impact {fmt_number(v)}: {fmt_number(abs(_FOUR_FIFTHS - v))} "
+            far = (f"disparate impact {row_number(di)}: {fmt_number(abs(_FOUR_FIFTHS - v))} "
                    f"{'below' if v < _FOUR_FIFTHS else 'above'} the four-fifths line 0.8")
         elif spd is not None and num(spd.get("value")) is not None:
-            far = f"selection-rate difference {fmt_number(float(spd['value']), signed=True)}"
+            far = f"selection-rate difference {row_number(spd)}"
         incon = any((r.get("status") == "inconclusive") for (a, g, m), r in idx.items()
                     if a == attr and m in DECISION_KEYS)
         status = "evidence" if gaps else "inconclusive" if incon else "ok"

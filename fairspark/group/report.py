@@ -23,7 +23,6 @@ from fairspark.group._words import (
     _attributes,
     _ci,
     _disadvantaged,
-    _fmt,
     _group_names,
     _group_sizes,
     _index,
@@ -309,7 +308,7 @@ def _rate_table(idx, attr: str, groups: list[str], names: Mapping[str, str] | No
             else:
                 # the interval may wrap below its value, never inside itself
                 ci = _ci(r, signed=False).replace(", ", ",\u00a0")
-                cells.append({"text": f"{_fmt(v)} {ci}", "title": "", "muted": False})
+                cells.append({"text": f"{_value(r)} {ci}", "title": "", "muted": False})
         label = f"{g} ({names[g]})" if names and names.get(g) else g
         n = (sizes or {}).get(g)
         body.append({"group": label, "n": f"{n:,}" if n is not None else "–", "cells": cells})
@@ -419,8 +418,8 @@ def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str, *,
         "names": names,
         "n_priv": n_of.get("privileged"), "n_unpriv": n_of.get("unprivileged"),
         "failed": [r.get("detail") for r in failed],
-        "verdict": _attribute_verdict(attr, idx, level, names.get("unprivileged"))
-        if not failed else None,
+        "verdict": _attribute_verdict(attr, idx, level, names.get("unprivileged"),
+                                      limited=bool(limits)) if not failed else None,
         "chart": chart,
         "headline": headline,
         "n_disadv": sum(1 for m in comparisons if m["side"]),

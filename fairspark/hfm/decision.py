@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fairspark.audits import DecisionInput, DecisionLine, fmt_number, num
+from fairspark.audits.lines import row_number
 from fairspark.status import FAILED_STATUSES
 
 __all__ = ["decision_lines"]
@@ -23,9 +24,9 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
             far, st = f"df not computed: {(df or {}).get('detail') or 'failed'}", "failed"
         else:
             more = "more" if v > 0 else "less"
-            dv = fmt_number(num(d.get("value")) if d else None)
-            dfv = fmt_number(num(d_f.get("value")) if d_f else None)
-            far = (f"df {fmt_number(v, signed=True)}: the decisions separate the groups "
+            dv = row_number(d) if d else fmt_number(None)
+            dfv = row_number(d_f) if d_f else fmt_number(None)
+            far = (f"df {row_number(df, signed=True)}: the decisions separate the groups "
                    f"{abs(v):.1%} {more} than the labels (D_f {dfv} vs D {dv})")
             if v == 0:
                 far = ("df 0: the decisions separate the groups as much as the labels "

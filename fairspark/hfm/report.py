@@ -9,9 +9,11 @@ environment's ``trim_blocks`` would drop, so the HTML is the same as it always w
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fairspark.audits.base import ReportSection
+from fairspark.audits.lines import row_number
 from fairspark.hfm._kernels import hfm_df
 from fairspark.hfm.results import HFMResult
 from fairspark.report.figures import figure_to_data_uri, plt
@@ -182,15 +184,32 @@ def _or_dash(v: Any) -> Any:
     return "-" if v is None else v
 
 
-def _attribute_cells(name: str, d: DistanceResult, d_f: DistanceResult) -> dict[str, str]:
-    """One line of the attribute table."""
+def _marked(r: DistanceResult, row: Any) -> str:
+    """D or D_f as its result row prints everywhere (:func:`row_number`), else as before."""
+    if row is None:
+        return _fmt_interval(r)
+    s = row_number(row)
+    if r.lower is not None and r.upper is not None and not r.certified:
+        s += f" (not certified: [{row_number(row, 'ci_low')}, {row_number(row, 'ci_high')}])"
+    return s
+
+
+def _attribute_cells(name: str, d: DistanceResult, d_f: DistanceResult,
+                     rows: Mapping[tuple[str, str], Any] | None = None) -> dict[str, str]:
+    """One line of the attribute table (numbers from ``rows`` where they are)."""
+    rows = rows or {}
     searches = " / ".join(
         f"{r.extra.get('n_searched', '-')} ({_or_dash(r.extra.get('n_candidates'))})"
         for r in (d, d_f))
     return {
-        "name": name, "D": _fmt_interval(d), "D_f": _fmt_interval(d_f),
-        "df": _fmt(hfm_df(d.value, d_f.value)), "D_avg": _fmt(d.avg),
-        "D_f_avg": _fmt(d_f.avg), "D_approx": _fmt(d.extra.get("approx")),
+        "name": name, "D": _marked(d, rows.get((name, "D"))),
+        "D_f": _marked(d_f, rows.get((name, "D_f"))),
+        "df": (row_number(rows[(name, "df")], signed=True) if (name, "df") in rows
+               else _fmt(hfm_df(d.value, d_f.value))),
+        "D_avg": row_number(rows[(name, "D_avg")]) if (name, "D_avg") in rows
+        else _fmt(d.avg),
+        "D_f_avg": row_number(rows[(name, "D_f_avg")]) if (name, "D_f_avg") in rows
+        else _fmt(d_f.avg), "D_approx": _fmt(d.extra.get("approx")),
         "D_f_approx": _fmt(d_f.extra.get("approx")), "searches": searches,
     }
 
@@ -210,12 +229,14 @@ def _dr_text(rows: list[MetricRow]) -> str | None:
     return dr
 
 
-def _distance_parts(result: HFMResult, method: str
+def _distance_parts(result: HFMResult, method: str, rows: list[MetricRow] | None = None
                     ) -> tuple[list, list, list, list, list[str]]:
     """Attribute lines, witness lines, certification steps, figures and findings."""
     attrs, wit, steps, figures, findings = [], [], [], [], []
+    idx = {(r.attribute, r.metric): r for r in rows or []
+           if r.status == Status.OK and r.group in ("binary", None)}
     for name, (d, d_f) in result.distances.items():
-        attrs.append(_attribute_cells(name, d, d_f))
+        attrs.append(_attribute_cells(name, d, d_f, idx))
         findings.append(finding(name, d.value, d_f.value, hfm_df(d.value, d_f.value),
                                 certified=bool(d.certified and d_f.certified)))
         for metric, r in (("D", d), ("D_f", d_f)):
@@ -253,7 +274,7 @@ def render(outcome: AuditOutcome, *, ctx: AuditContext, params: HFMParams) -> li
     if not isinstance(result, HFMResult):
         return []
     summary, rows = outcome.summary, outcome.rows
-    attrs, wit, steps, figures, findings = _distance_parts(result, params.method)
+    attrs, wit, steps, figures, findings = _distance_parts(result, params.method, rows)
     show = show_witness_values(params)
     failed = [f"{r.attribute}: {r.detail}" for r in rows
               if r.status == Status.FAILED and r.metric in ("D", "DR")]

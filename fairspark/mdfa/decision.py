@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from fairspark.audits import DecisionInput, DecisionLine, fmt_number, num
+from fairspark.audits.lines import row_number
 from fairspark.status import FAILED_STATUSES
 
 __all__ = ["decision_lines"]
@@ -24,7 +25,7 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
         if status in FAILED_STATUSES or v is None:
             st, far = "failed", f"not computed: {r.get('detail') or 'failed'}"
         elif verdict.startswith("not judged"):
-            st, far = "inconclusive", f"gamma_max {fmt_number(v)}: {verdict}"
+            st, far = "inconclusive", f"gamma_max {row_number(r)}: {verdict}"
         else:
             # "evidence of ..." vs "no evidence of ..." (fairspark.mdfa.results)
             st = "evidence" if re.search(r"(?<!no )evidence of", verdict) else "ok"
@@ -39,7 +40,7 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
                 said_p = "" if p is None else (
                     f"; p = {p:.2g}, t test against {draws} null draws" if draws
                     else f"; p = {p:.2g}")
-                far = (f"gamma_max {fmt_number(v)} above the features-only reference (raw "
+                far = (f"gamma_max {row_number(r)} above the features-only reference (raw "
                        f"mean over splits {fmt_number(v if raw is None else raw)} against "
                        f"{fmt_number(ref)} for decisions that depend on the features alone; "
                        f"evidence when the raw mean is above {fmt_number(bound)}{said_p})")
@@ -47,9 +48,10 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
                 if st == "evidence" and lo is not None and hi is not None and lo <= 0:
                     far += (f"; the decisions on these rows depend on {attr} beyond the "
                             f"features, but how much in the population is not pinned down "
-                            f"(95% interval {fmt_number(lo)} to {fmt_number(hi)} holds 0)")
+                            f"(95% interval {row_number(r, 'ci_low')} to "
+                            f"{row_number(r, 'ci_high')} holds 0)")
             else:
-                far = (f"gamma_max {fmt_number(v)} over splits (0 = decisions reveal nothing of "
+                far = (f"gamma_max {row_number(r)} over splits (0 = decisions reveal nothing of "
                        f"{attr})")
         m = re.search(r"the weights leave the groups unbalanced in (\d+) of (\d+) splits",
                       verdict)

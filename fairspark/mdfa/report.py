@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from fairspark.audits.base import ReportSection
+from fairspark.audits.lines import row_number
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
 from fairspark.mdfa.null import corrected_gamma
 from fairspark.mdfa.results import ORDER, AttributeResult, MDFAResult, finding
 from fairspark.report.sections import render_template
+from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.audits.base import AuditContext, AuditOutcome
@@ -190,9 +193,24 @@ def _draws_note(res: AttributeResult) -> str:
             f"each split evaluates two of them)")
 
 
-def _item(res: AttributeResult, redacted: list[str] | None = None) -> dict[str, Any]:
-    """The template's view of one attribute."""
+def _pair(rows: Mapping[str, Any], before: str, after: str, old: str) -> str:
+    """``before → after`` of two result rows as they print everywhere, else ``old``."""
+    if before in rows and after in rows:
+        return f"{row_number(rows[before])} → {row_number(rows[after])}"
+    return old
+
+
+def _one(rows: Mapping[str, Any], metric: str, old: str) -> str:
+    return row_number(rows[metric]) if metric in rows else old
+
+
+def _item(res: AttributeResult, redacted: list[str] | None = None,
+          rows: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The template's view of one attribute (``rows``: its result rows by metric, whose
+    numbers are printed as everywhere else in the report)."""
     a = res.aggregates
+    rows = rows or {}
+    gm = rows.get("gamma_max")
     g = a["gamma_max"]
     desc_rows, y_label = _description_rows(res)
     k = representative_split(res.splits)
@@ -205,7 +223,10 @@ def _item(res: AttributeResult, redacted: list[str] | None = None) -> dict[str, 
         # mean less the features-only reference; the raw mean where there is none)
         "g_pos": _f(_reported(res, "gamma_pos")[0]),
         "g_neg": _f(_reported(res, "gamma_neg")[0]),
-        "g_max": "{} [{}, {}]".format(*(_f(v) for v in _reported(res, "gamma_max"))),
+        "g_max": ("{} [{}, {}]".format(*(row_number(gm, s) for s in ("value", "ci_low",
+                                                                       "ci_high")))
+                  if gm is not None else
+                  "{} [{}, {}]".format(*(_f(v) for v in _reported(res, "gamma_max")))),
         "g_raw": f"{_f(g.mean)} ({_f(g.sd)}) [{_f(g.p2_5)}, {_f(g.p97_5)}]",
         "draws_note": _draws_note(res),
         "verdict": res.verdict(),
@@ -214,17 +235,22 @@ def _item(res: AttributeResult, redacted: list[str] | None = None) -> dict[str, 
                  f"p = {res.null.p_value:.2g}" if res.null is not None else "not computed"),
         "excess": _f(res.null.excess) if res.null is not None else "n/a",
         "lead": _lead(res),
-        "auc": f"{_f(a['balance_auc_before'].mean, 3)} → {_f(a['balance_auc'].mean, 3)}",
-        "smd": f"{_f(a['max_abs_smd_before'].mean, 3)} → {_f(a['max_abs_smd_after'].mean, 3)}",
+        "auc": _pair(rows, "balance_auc_before", "balance_auc",
+                     f"{_f(a['balance_auc_before'].mean, 3)} → {_f(a['balance_auc'].mean, 3)}"),
+        "smd": _pair(rows, "max_abs_smd_before", "max_abs_smd_after",
+                     f"{_f(a['max_abs_smd_before'].mean, 3)} → "
+                     f"{_f(a['max_abs_smd_after'].mean, 3)}"),
         "poor": f"{res.poor_balance_splits} of {len(res.splits)}",
         "gap": (f"{_f(a['outcome_gap_before'].mean, 3)} → {_f(a['outcome_gap_after'].mean, 3)}"
                 if "outcome_gap_after" in a else "n/a"),
         "smd_rows": [[d["feature"], _f(d["before"], 3), _f(d["after"], 3)]
                      for d in res.smd_table(redacted or ())],
-        "delta": _f(a["delta"].mean, 3),
-        "ratio_in_subgroup": _f(a["ratio_in_subgroup"].mean, 3),
+        "delta": _one(rows, "delta", _f(a["delta"].mean, 3)),
+        "ratio_in_subgroup": _one(rows, "outcome_ratio_in_subgroup",
+                                  _f(a["ratio_in_subgroup"].mean, 3)),
         # the outcome_ratio_overall of metrics.parquet, computed once by the audit
-        "ratio_overall": _f(res.ratio_overall if y_label else None, 3),
+        "ratio_overall": (_one(rows, "outcome_ratio_overall", "") if y_label else "")
+        or _f(res.ratio_overall if y_label else None, 3),
         "finding": finding(res) or "",
         "other": res.other_label,
         "desc_rows": desc_rows,
@@ -235,11 +261,18 @@ def _item(res: AttributeResult, redacted: list[str] | None = None) -> dict[str, 
     }
 
 
-def render_section(*, result: MDFAResult, params: MDFAParams) -> ReportSection:
-    """The mdfa report section for the audited attributes of ``result``."""
+def render_section(*, result: MDFAResult, params: MDFAParams,
+                   rows: list[Any] | None = None) -> ReportSection:
+    """The mdfa report section for the audited attributes of ``result`` (``rows``: the
+    audit's result rows, whose numbers it prints as the rest of the report does)."""
+    by: dict[str, dict[str, Any]] = {}
+    for r in rows or []:
+        if getattr(r, "status", None) == Status.OK:
+            by.setdefault(str(r.attribute), {})[str(r.metric)] = r
     html = render_template(
         "fairspark.mdfa", "section.html.j2",
-        results=[_item(res, result.redacted) for res in result.attributes], params=params,
+        results=[_item(res, result.redacted, by.get(res.attribute))
+                 for res in result.attributes], params=params,
         auc_limit=AUC_LIMIT, smd_limit=SMD_LIMIT,
         figure=_figure(result.attributes), redacted=result.redacted,
     )
@@ -269,4 +302,4 @@ def render(
     result = outcome.result
     if not isinstance(result, MDFAResult) or not result.attributes:
         return []
-    return [render_section(result=result, params=params)]
+    return [render_section(result=result, params=params, rows=outcome.rows)]

@@ -11,6 +11,7 @@ from markupsafe import escape
 
 from fairspark._values import nan_to_none
 from fairspark.audits.base import ReportSection
+from fairspark.audits.lines import num, row_number, row_text
 from fairspark.nightly.trend_groups import breached as _breached
 from fairspark.nightly.trend_groups import (
     limit_excess,  # noqa: F401 - its old home: imported from here too
@@ -67,8 +68,8 @@ def headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[st
         word = "gates the run" if failing else "would gate; failing on a violation is off"
         out.append(f"LIMIT VIOLATED ({word}): {r['metric_b']} for {r['attribute']}"
                    f"{' / ' + str(r['group']) if r.get('group') else ''} "
-                   f"(value {_fmt(r['value'])}, {interval_words(r)} "
-                   f"[{_fmt(r.get('lower'))}, {_fmt(r.get('upper'))}]).")
+                   f"(value {row_number(r)}, {interval_words(r)} "
+                   f"[{row_number(r, 'ci_low')}, {row_number(r, 'ci_high')}]).")
     waiting = [r for r in violated if r not in gating]
     if waiting:
         out.append(f"{len(waiting)} limit(s) violated but not yet for the configured number "
@@ -102,7 +103,8 @@ def _side(rule: Any, value: float | None) -> str:
 
 
 def how_in_words(check: Check, *, correction: str | None = None,
-                 n_statistical: int | None = None, alpha: float | None = None) -> str:
+                 n_statistical: int | None = None, alpha: float | None = None,
+                 row: Mapping[str, Any] | None = None) -> str:
     """A limit check's verdict explained in words (the limits table's "how" column).
 
     E.g. *"the whole Holm-adjusted interval [0.12, 0.2] is beyond the limit ±0.1
@@ -110,7 +112,8 @@ def how_in_words(check: Check, *, correction: str | None = None,
     interval [0.7, 0.85] straddles the minimum 0.8 (p = 0.21 for beyond, p = 0.4 for
     within, Holm-adjusted; neither is significant at alpha 0.05)"*, or for
     HFM *"the whole certified interval is beyond the maximum 0.5"*. Persistence is
-    added: *"violated 1 run in a row, gates from 2"*.
+    added: *"violated 1 run in a row, gates from 2"*. With ``row`` (the check's limits
+    row) the interval is printed as that row's everywhere else in the report.
     """
     v = check.row.get("value")
     side = _side(check.rule, v if isinstance(v, int | float) else None)
@@ -123,7 +126,9 @@ def how_in_words(check: Check, *, correction: str | None = None,
     from fairspark.nightly.gating import interval_label
 
     iv = (interval_label(check.kind, check.role, correction or "none")
-          + f" interval [{_fmt(check.lower_adj)}, {_fmt(check.upper_adj)}]")
+          + (f" interval [{row_number(row, 'ci_low')}, {row_number(row, 'ci_high')}]"
+             if row is not None else
+             f" interval [{_fmt(check.lower_adj)}, {_fmt(check.upper_adj)}]"))
     if check.role == "pooled":
         pv, pp = _p(check.p_violated), _p(check.p_passed)
         return (f"the pooled view of every unprivileged value together, shown for "
@@ -172,7 +177,7 @@ def _worst_groups(checks: list[Check], rows: list[dict[str, Any]],
     verdict uses): verdict, then the interval's bound nearest the limit, among the
     groups large enough to rank; the others are listed as too small to rank.
     """
-    from fairspark.audits.lines import fmt_number, short_metric
+    from fairspark.audits.lines import short_metric
     from fairspark.nightly.gating import rule_text
     from fairspark.report.worst import rank_key, rankable, support_words
 
@@ -192,8 +197,8 @@ def _worst_groups(checks: list[Check], rows: list[dict[str, Any]],
             c, r = min(ranked, key=lambda t: rank_key(t[1], t[0].rule))
             size = support_words(r)
             text += (f"worst {r['group']}" + (f" ({size})" if size else "")
-                     + f": {short_metric(str(r['metric']))} {fmt_number(r.get('value'))} "
-                     f"[{fmt_number(r.get('lower'))}, {fmt_number(r.get('upper'))}], "
+                     + f": {short_metric(str(r['metric']))} {row_number(r)} "
+                     f"[{row_number(r, 'ci_low')}, {row_number(r, 'ci_high')}], "
                      f"{c.verdict}; ")
         else:
             text += "no group large enough to rank; "
@@ -206,6 +211,37 @@ def _worst_groups(checks: list[Check], rows: list[dict[str, Any]],
 
 
 
+
+
+#: the Limits section's opening paragraph: how a verdict is reached
+_LIMITS_INTRO = (
+    "<p>Each limit is judged on the uncertainty of its number: the confidence interval "
+    "(group metrics), the certified interval (HFM) or the band over splits (mdfa). "
+    "The interval printed beside a verdict is the one the verdict uses: under a "
+    "multiple-testing correction (Holm or Benjamini-Hochberg) it is the "
+    "<b>adjusted</b> interval, each end at the per-check level the correction used "
+    "for the test it decides, labelled so; without a correction it is the interval at "
+    "the test's own level (alpha, split over the two sides of a two-sided limit). The "
+    "audit's own interval (its configured level, not adjusted) is beside it. "
+    "<em>Violated</em> means the interval the verdict uses lies wholly beyond the "
+    "limit, <em>passed</em> wholly within, <em>inconclusive</em> that it straddles the "
+    "limit. On an attribute "
+    "with several unprivileged values (and on intersections) a group limit is checked "
+    "on <b>each group against the reference</b> (privileged) group, and every such "
+    "comparison counts in the multiple-testing correction; the pooled view of all "
+    "unprivileged values together is an extra row that does not gate.</p>"
+)
+
+
+def _own_interval(r: dict[str, Any], c: Check | None) -> str:
+    """A limits row's "audit's own interval" cell: its source row's interval, printed as
+    that row prints everywhere (the group section shows it too)."""
+    raw = _row_params(r).get("own_interval") or [None, None]
+    src = c.row if c is not None else {}
+    if raw[0] is not None and (num(src.get("lower")), num(src.get("upper"))) == (
+            num(raw[0]), num(raw[1])):
+        return f"[{row_number(src, 'ci_low')}, {row_number(src, 'ci_high')}]"
+    return f"[{_fmt(raw[0])}, {_fmt(raw[1])}]"
 
 
 def limits_section(checks: list[Check], rows: list[dict[str, Any]],
@@ -255,39 +291,24 @@ def limits_section(checks: list[Check], rows: list[dict[str, Any]],
         cls = ("muted" if role == "pooled" else "bad" if r["status"] == Verdict.VIOLATED
                else "warn" if r["status"] == Verdict.INCONCLUSIVE else "good")
         how = (how_in_words(c, correction=getattr(limits, "correction", None),
-                            n_statistical=n_stat, alpha=getattr(limits, "alpha", None))
+                            n_statistical=n_stat, alpha=getattr(limits, "alpha", None),
+                            row=r)
                if c is not None else r.get("detail") or "")
         verdict = f"<b>{escape(r['status'])}</b>" + (f" ({escape(word)})" if word else "")
-        p = _row_params(r)
-        raw = p.get("own_interval") or [None, None]
-        label = str(p.get("interval") or "")
-        raw_cell = f"[{_fmt(raw[0])}, {_fmt(raw[1])}]"
+        label = str(_row_params(r).get("interval") or "")
+        raw_cell = _own_interval(r, c)
         body.append(
             f"<tr class='{cls}'><td>{escape(r['metric_b'])}</td><td>{escape(r['attribute'])}"
             f"</td><td>{escape(_group_label(r, role))}{_size_note(r, role)}</td>"
-            f"<td>{_fmt(r['value'])}</td>"
-            f"<td>[{_fmt(r.get('lower'))}, {_fmt(r.get('upper'))}]"
+            f"<td>{row_number(r)}</td>"
+            f"<td>[{row_number(r, 'ci_low')}, {row_number(r, 'ci_high')}]"
             + (f" <span class='small'>{escape(label)}</span>" if label else "") + "</td>"
             f"<td class='small'>{raw_cell}</td>"
             f"<td>{verdict}</td><td class='small'>{escape(how)}</td></tr>")
     miss = "".join(f"<li>{escape(m)}</li>" for m in unmatched)
     worst = "".join(f"<li>{escape(w)}</li>" for w in _worst_groups(checks, rows, specs))
     html = (
-        "<p>Each limit is judged on the uncertainty of its number: the confidence interval "
-        "(group metrics), the certified interval (HFM) or the band over splits (mdfa). "
-        "The interval printed beside a verdict is the one the verdict uses: under a "
-        "multiple-testing correction (Holm or Benjamini-Hochberg) it is the "
-        "<b>adjusted</b> interval, each end at the per-check level the correction used "
-        "for the test it decides, labelled so; without a correction it is the interval at "
-        "the test's own level (alpha, split over the two sides of a two-sided limit). The "
-        "audit's own interval (its configured level, not adjusted) is beside it. "
-        "<em>Violated</em> means the interval the verdict uses lies wholly beyond the "
-        "limit, <em>passed</em> wholly within, <em>inconclusive</em> that it straddles the "
-        "limit. On an attribute "
-        "with several unprivileged values (and on intersections) a group limit is checked "
-        "on <b>each group against the reference</b> (privileged) group, and every such "
-        "comparison counts in the multiple-testing correction; the pooled view of all "
-        "unprivileged values together is an extra row that does not gate.</p>"
+        _LIMITS_INTRO
         + (f"<ul class='worst'>{worst}</ul>" if worst else "")
         + "<div class='tablewrap'><table class='metrics'><caption>Every limit check, "
         "violated first, worst group first: the number, its interval, the verdict "
@@ -616,12 +637,15 @@ def trend_section(frame: pd.DataFrame, *, specs: Mapping[str, AuditSpec],
     for name, s, flag, note, lims in info:
         last = s.iloc[-1]
         prev = s.iloc[-2] if len(s) > 1 else None
+        now = last.to_dict()
         cls = {"worse": "bad", "changed": "warn", "better": "good"}.get(flag, "")
         lim = ", ".join(f"{x:g}" for x in lims) or "–"
         table.append(
             f"<tr class='{cls}'><td>{escape(name)}</td>"
-            f"<td>{_fmt(prev['value']) if prev is not None else '–'}</td>"
-            f"<td>{_fmt(last['value'])} [{_fmt(last['lower'])}, {_fmt(last['upper'])}]</td>"
+            # tonight's point is tonight's row: printed (and marked) as everywhere else
+            f"<td>{row_text(prev.to_dict()) if prev is not None else '–'}</td>"
+            f"<td>{row_number(now)} [{row_number(now, 'ci_low')}, "
+            f"{row_number(now, 'ci_high')}]</td>"
             f"<td>{lim}</td><td>{'<b>' + _FLAG_ORDER[flag][1] + '</b>' if flag else '–'}</td>"
             f"<td class='small'>{escape(note)}</td></tr>")
     more = ""

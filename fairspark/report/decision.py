@@ -16,7 +16,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from fairspark.audits.lines import STATUS_ORDER, DecisionLine, fmt_number, num, short_metric
+from fairspark.audits.lines import (
+    STATUS_ORDER,
+    DecisionLine,
+    fmt_number,
+    num,
+    row_number,
+    short_metric,
+)
 from fairspark.audits.spec import AuditSpec, DecisionInput
 from fairspark.status import FAILED_STATUSES
 
@@ -90,7 +97,8 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str,
         return "no value", None
     # the limits row's interval is the one its verdict uses (adjusted under a correction)
     iv = f"whole {_params(r).get('interval') or ''} interval".replace("  ", " ")
-    name = f"{short_metric(str(r.get('metric') or rule.get('metric') or 'value'))} {_f(v)}, "
+    short = short_metric(str(r.get("metric") or rule.get("metric") or "value"))
+    name = f"{short} {row_number(r)}, "
     parts: list[tuple[float, str, str]] = []  # (excess, words, interval note)
     if _num(rule.get("min")) is not None:
         m = float(rule["min"])
@@ -114,7 +122,7 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str,
         parts.append((abs(v) - m, f"{name}{_f(abs(abs(v) - m))} "
                       f"{'beyond' if abs(v) > m else 'within'} the limit ±{m:g}", whole))
     if not parts:
-        return f"value {_f(v)}", None
+        return f"value {row_number(r)}", None
     excess, words, whole = max(parts, key=lambda t: t[0])
     return words + whole, excess
 
@@ -211,7 +219,8 @@ def _worst_of(found: list[tuple[Mapping[str, Any], dict]]) -> tuple[
     n_v = sum(1 for x, _ in found if x.get("status") == "violated")
     size = support_words(r)
     lo, hi = _num(r.get("lower")), _num(r.get("upper"))
-    interval = f" [{_f(lo)}, {_f(hi)}]" if lo is not None and hi is not None else ""
+    interval = (f" [{row_number(r, 'ci_low')}, {row_number(r, 'ci_high')}]"
+                if lo is not None and hi is not None else "")
     value, _, rest = far.partition(", ")
     head = (f"worst group {r.get('group')}" + (f" ({size})" if size else "") if ranked
             else "no group is large enough to rank; nearest")

@@ -10,7 +10,9 @@ metadata. Figures are embedded as ``data:`` URIs
 Verdicts in words come from the audits: each audit's ``SPEC.headlines`` (and, for the
 limits, ``HEADLINES``) is a function taking the long rows (and the summary) and
 returning sentences; an audit whose headline function is missing or fails gets none.
-Titles come from ``SPEC.title``.
+Titles come from ``SPEC.title``. A number printed from a result row carries the row
+it names (``<span class="num" data-audit=... data-stat=...>``, see
+:func:`fairspark.audits.lines.marks_to_html`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import jinja2
 from markupsafe import Markup
 
 from fairspark._version import SCHEMA_VERSION, __version__
+from fairspark.audits.lines import marks_to_html
 from fairspark.report.decision import audited_brief, audited_facts, decision_box
 from fairspark.status import FAILED_STATUSES, Status
 
@@ -390,7 +393,7 @@ def render_report_html(
         sections=secs,
         metadata=_metadata(summary),
     )
-    html, n = _strip_external(html)
+    html, n = _strip_external(marks_to_html(html))
     if n:
         log.warning("report: removed %d external reference(s) from audit sections", n)
         html = html.replace("</main>", f'<p class="warn">{n} external reference(s) removed '
