@@ -218,7 +218,7 @@ def _limits(config: Config, rows: list[MetricRow], facts: RunFacts, history: Any
     if not config.limits.rules:
         return {}, False
     from fairspark.nightly.gating import evaluate_limits, limits_summary
-    from fairspark.nightly.report import limits_section
+    from fairspark.report.limits import limits_section
 
     long_now = _long(rows, config, facts)
     checks, limit_rows, unmatched = evaluate_limits(long_now, limits=config.limits,
@@ -255,7 +255,7 @@ def _trend_section(config: Config, history: Any, long_rows: list[dict[str, Any]]
     if history is None or config.output.trend_runs == 0:
         return None
     try:
-        from fairspark.nightly.report import no_history_section, trend_frame, trend_section
+        from fairspark.report.trends import no_history_section, trend_frame, trend_section
 
         if not len(history):
             return no_history_section(config_hash=facts.config_hash)

@@ -67,7 +67,7 @@ def test_persistence_is_counted_from_history_for_a_rule_of_persistence_1(history
                                       history=_hist(history) if history else None, specs=SPECS)
     assert checks[0].consecutive == expected
     assert f"violated {expected} run(s) in a row, gates at 1" in rows[0].detail
-    from fairspark.nightly.report import how_in_words
+    from fairspark.report.limits import how_in_words
 
     words = how_in_words(checks[0], correction="holm", n_statistical=1)
     assert f"violated {expected} run{'s' if expected > 1 else ''} in a row" in words

@@ -114,7 +114,7 @@ def test_where_and_input_location_keep_runs_comparable():
 
 # ---------------------------------------------------------------- limits and trends in words
 def test_limits_table_says_how_in_words():
-    from fairspark.nightly.report import limits_section
+    from fairspark.report.limits import limits_section
 
     limits = LimitsConfig.model_validate({
         "rules": [{"metric": "statistical_parity_difference", "abs_max": 0.1}],
@@ -198,7 +198,7 @@ def trend_rows():
 def _trend_html(rows, monkeypatch, **kw):
     from matplotlib.axes import Axes
 
-    from fairspark.nightly.report import trend_frame, trend_section
+    from fairspark.report.trends import trend_frame, trend_section
 
     drawn: dict[str, dict] = {}
     alive: list = []  # every panel is its own figure: keep its axes so no id is reused
@@ -300,14 +300,14 @@ def test_trend_panels_draw_limits_on_one_scale_per_metric(trend_rows, monkeypatc
     ("delta", -0.4, 0.3, "better"),
 ])
 def test_badness_orders_before_and_after(metric, before, after, way):
-    from fairspark.nightly.report import badness
+    from fairspark.report.trends import badness
 
     a, b = badness(metric, before), badness(metric, after)
     assert ("worse" if b > a else "better") == way
 
 
 def test_trends_without_history_say_no_previous_runs():
-    from fairspark.nightly.report import trend_frame, trend_section
+    from fairspark.report.trends import trend_frame, trend_section
 
     now = _series("group", "sex", "statistical_parity_difference",
                   [("2026-11-02", -0.2, -0.22, -0.18)])
@@ -521,7 +521,7 @@ def test_three_nights_trend_the_worst_groups_series_with_its_limit(spark, tmp_pa
     ``test_report_numbers`` checks."""
     from test_report_numbers import walk
 
-    from fairspark.nightly import report as nightly_report
+    from fairspark.report import trends as nightly_report
 
     rng = np.random.default_rng(42)
     rate = {1: {"W": 0.5, "A": 0.46, "B": 0.25}, 2: {"W": 0.5, "A": 0.25, "B": 0.46},

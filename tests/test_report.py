@@ -887,7 +887,7 @@ def test_trend_series_are_one_each_and_include_tonight():
     """Correlation representatives (metric_b = the metric) are three series, not one."""
     import pandas as pd
 
-    from fairspark.nightly.report import trend_frame, trend_section
+    from fairspark.report.trends import trend_frame, trend_section
 
     reps = ["tpr_difference", "disparate_impact", "ppv_ratio"]
 
@@ -941,7 +941,7 @@ def test_a_breached_limit_outranks_a_change_without_fair_side():
 
     import pandas as pd
 
-    from fairspark.nightly.report import trend_frame, trend_section
+    from fairspark.report.trends import trend_frame, trend_section
 
     def row(d, audit, attr, group, metric, v, lo, hi):
         return {"run_date": d, "audit": audit, "attribute": attr, "group": group,

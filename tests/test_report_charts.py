@@ -138,8 +138,8 @@ def _pooled(day, attr, value, lower, upper):
 
 def test_trends_follow_the_worst_group_with_its_limit(monkeypatch):
     from fairspark.config import LimitRule
-    from fairspark.nightly import report as nightly_report
-    from fairspark.nightly.report import trend_frame, trend_section
+    from fairspark.report import trends as nightly_report
+    from fairspark.report.trends import trend_frame, trend_section
 
     d1, d2 = "2026-11-01", "2026-11-02"
     hist = pd.DataFrame([

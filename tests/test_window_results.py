@@ -196,8 +196,8 @@ def _trend_frame(spark, out: str, result, config) -> pd.DataFrame:
     the window's and the rescan's configs differ in ``window``)."""
     from fairspark import __version__
     from fairspark.nightly.history import load_history
-    from fairspark.nightly.report import trend_frame
     from fairspark.outputs import OutputLocation
+    from fairspark.report.trends import trend_frame
 
     specs = config.audits.audit_specs()
     day = config.effective_run_date()

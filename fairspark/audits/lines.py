@@ -75,8 +75,9 @@ def signed_metric(metric: str) -> bool:
                 and metric != "equalized_odds_difference")
 
 
-#: the fewest decimals of an audit's numbers (default 3): mdfa's gammas are hundredths
-LEAST_DECIMALS = {"mdfa": 4}
+#: the fewest decimals of an audit's numbers (default 3), filled from each audit's spec
+#: (``AuditSpec.decimals``) as it is built
+LEAST_DECIMALS: dict[str, int] = {}
 
 
 def row_decimals(row: Any, *, least: int | None = None, most: int = 12) -> int:
@@ -173,6 +174,16 @@ def marks_to_html(page: str) -> str:
 def plain(text: str) -> str:
     """``text`` without its marks (for logs, the console and anything not HTML)."""
     return _MARK_RE.sub(lambda m: m.group(2), text)
+
+
+def fmt_plain(x: Any) -> str:
+    """A number that is no result row's own (an adjusted interval's ends, the two sides
+    of a change between runs): 4 significant digits, ``–`` when missing."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞" if x > 0 else "-∞"
+    return f"{x:.4g}"
 
 
 #: short names of the metrics a limit line names before its value

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fairspark._params import AuditParams
+from fairspark.audits.lines import LEAST_DECIMALS
 
 __all__ = ["WINDOW_READS", "AuditSpec", "DecisionInput", "WindowRead"]
 
@@ -127,6 +128,9 @@ class AuditSpec:
         group cells merged over the window's partitions), ``"sample"`` (the window's
         merged hash-rank sample) or ``"newest"`` (the newest partition's rows). The
         others listed are what ``window.<name>`` may choose instead.
+    decimals:
+        The fewest decimals its rows' numbers are printed with, wherever they appear
+        (more when rounding would put a value outside its printed interval).
     window_sample_param:
         The parameter of its section that sizes the window's merged sample when the
         audit reads it (the rows a rescan of the same table would audit).
@@ -158,6 +162,7 @@ class AuditSpec:
     reads_features: bool = True
     joins_by_key: bool = False
     window_reads: tuple[WindowRead, ...] = ("cells",)
+    decimals: int = 3
     window_sample_param: str = "sample_rows"
     path_params: tuple[str, ...] = field(default_factory=tuple)
 
@@ -166,6 +171,7 @@ class AuditSpec:
         if not self.window_reads or bad:
             raise ValueError(f"audit {self.name!r}: window_reads must list one or more of "
                              f"{', '.join(WINDOW_READS)}, got {self.window_reads!r}")
+        LEAST_DECIMALS[self.name] = self.decimals  # every printer of its rows reads it
 
     def run_fn(self) -> Callable[..., Any]:
         """The audit's entry point, with its modules imported."""

@@ -31,6 +31,7 @@ def render(outcome: Any, **kw: Any) -> list[Any]:
 SPEC = AuditSpec(
     name="mdfa",
     window_reads=("sample",),  # a window's merged hash-rank sample
+    decimals=4,  # its gammas are hundredths
     params=MDFAParams,
     run=run,
     render=render,

@@ -64,7 +64,7 @@ def worst_group_series(history: pd.DataFrame, rows: list[Mapping[str, Any]], *,
                        ) -> pd.DataFrame:
     """The worst groups' series, one row per (series, run date), ready for the trends.
 
-    Columns as :func:`fairspark.nightly.report.trend_frame`'s plus ``limit_rule`` (the
+    Columns as :func:`fairspark.report.trends.trend_frame`'s plus ``limit_rule`` (the
     rule as JSON, drawn on the panel) and ``source_audit``; the series is named
     ``<audit> · <attribute> · <metric> · worst group <group>``.
     """

@@ -266,11 +266,11 @@ def _change(line: dict, prev: Mapping[str, Any] | None) -> str:
     """The change since the previous run's item, on the trends' rule and words.
 
     A status that appears or goes is *new* / *resolved* only when the number moved
-    beyond the interval of the difference (:func:`fairspark.nightly.report.change_between`);
+    beyond the interval of the difference (:func:`fairspark.report.trends.change_between`);
     otherwise the line says the status changed but the number's move is *within noise*.
     A problem still there is *worse* / *better* beyond that interval, else *within noise*.
     """
-    from fairspark.nightly.report import change_between
+    from fairspark.report.trends import change_between
 
     if prev is None:
         return "new" if line["status"] in _BAD else ""

@@ -48,8 +48,8 @@ log = logging.getLogger("fairspark")
 
 #: headline functions of the parts of a run that are not audits (audits: SPEC.headlines)
 def _limits_headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[str]:
-    """:func:`fairspark.nightly.report.headlines` (imported on use)."""
-    from fairspark.nightly.report import headlines
+    """:func:`fairspark.report.limits.headlines` (imported on use)."""
+    from fairspark.report.limits import headlines
 
     return headlines(rows, summary=summary)
 
