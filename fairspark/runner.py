@@ -46,6 +46,7 @@ from fairspark._run_status import (
     write_status,
 )
 from fairspark._run_summary import RunFacts, _AuditsDone, _summary
+from fairspark._testing import fault_point
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.base import AuditContext, MetricRow, ReportSection
 from fairspark.errors import (
@@ -331,7 +332,7 @@ def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[s
         return out.publish(staging, run_date)
     except BaseException:
         with contextlib.suppress(Exception):
-            out.delete(staging)
+            out.discard(staging)
         raise
 
 
@@ -395,6 +396,7 @@ def compute_run(
                      started=time.time())
     run_date = facts.run_date
     _check_before_run(config)
+    fault_point("input:read")
     window = None
     if config.window is not None:
         if df is not None:
