@@ -25,8 +25,9 @@ staging folder stay and ``spark.stop()`` raises. So the handler
   logs ``no Spark job is running``: the cleanup that follows never races a task still
   writing into the staging folder.
 
-Spark's own log is quietened (``FATAL``) once a run is stopping: the cancelled jobs'
-errors would otherwise print Java stack traces after the run's one line.
+Spark's own log is quietened (``FATAL``) once a run is stopping, and pyspark's
+warnings ignored: the cancelled jobs' errors would otherwise print Java stack traces
+after the run's one line.
 :func:`stop_signal` tells code that catches exceptions (an audit's isolation) that the
 run is stopping, so that a cancelled job is not reported as an audit's failure.
 """
@@ -41,6 +42,7 @@ import sys
 import sysconfig
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
@@ -227,6 +229,8 @@ def signals_end_the_run(get_spark: Callable[[], Any]) -> Iterator[Callable[[], N
         if _STATE["signum"] is None:
             _STATE["signum"] = signum
             log.warning("received %s: stopping the run", name)
+            # pyspark warns with the cancelled job's Java stack (toPandas' Arrow path)
+            warnings.filterwarnings("ignore", category=UserWarning, module="pyspark")
             sc = _spark_context(get_spark)
             if sc is not None:
                 threading.Thread(target=_canceller, args=(sc,), daemon=True,
