@@ -47,7 +47,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-__all__ = ["WAIT_S", "raise_if_stopping", "signals_end_the_run", "stop_signal"]
+__all__ = ["WAIT_S", "discard_after_stop", "raise_if_stopping", "remove_leftovers",
+           "signals_end_the_run", "stop_signal"]
 
 log = logging.getLogger("fairspark")
 
@@ -60,6 +61,37 @@ _STATE: dict[str, Any] = {"signum": None, "raised": False, "logged": set()}
 def stop_signal() -> int | None:
     """The signal that is stopping the run, or ``None``."""
     return _STATE["signum"]
+
+
+def discard_after_stop(path: str) -> None:
+    """Note a local folder a stopped run deleted, for :func:`remove_leftovers`."""
+    if _STATE["signum"] is not None:
+        _STATE.setdefault("leftovers", []).append(path)
+
+
+def remove_leftovers() -> None:
+    """Once the session is stopped: delete again what a stopped run deleted.
+
+    A task of a cancelled write may still run for a moment after its job has ended
+    and recreate the (empty) staging folder after the cleanup deleted it; once the
+    session is stopped nothing writes any more. Local folders only (plain file I/O);
+    on another file system the next run of the date deletes a leftover.
+    """
+    import shutil
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    for path in _STATE.pop("leftovers", []):
+        parsed = urlparse(path)
+        if parsed.scheme not in ("", "file"):
+            continue
+        local = Path(parsed.path)
+        for _ in range(3):
+            if not local.exists():
+                time.sleep(0.3)
+                if not local.exists():
+                    break
+            shutil.rmtree(local, ignore_errors=True)
 
 
 def raise_if_stopping() -> None:
@@ -127,6 +159,7 @@ def _raise_on_return(callers: list[FrameType], signum: int) -> None:
     for f in callers:
         f.f_trace = trace
         f.f_trace_lines = True
+    _STATE["traced"] = True
     sys.settrace(lambda *_a: None)  # tracing on in this thread; new frames untraced
 
 
@@ -219,7 +252,8 @@ def signals_end_the_run(get_spark: Callable[[], Any]) -> Iterator[Callable[[], N
     if threading.current_thread() is not threading.main_thread():
         yield lambda: None
         return
-    _STATE.update(signum=None, raised=False, logged=set(), get_spark=get_spark)
+    _STATE.update(signum=None, raised=False, logged=set(), get_spark=get_spark, traced=False,
+                  leftovers=[])
 
     def handler(signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
@@ -251,7 +285,8 @@ def signals_end_the_run(get_spark: Callable[[], Any]) -> Iterator[Callable[[], N
     try:
         yield arm
     finally:
-        sys.settrace(None)
+        if _STATE.get("traced"):  # only a trace of ours (never a coverage tool's)
+            sys.settrace(None)
         for s, h in previous.items():
             signal.signal(s, h)
-        _STATE.update(signum=None, raised=False, get_spark=None)
+        _STATE.update(signum=None, raised=False, get_spark=None, traced=False)

@@ -389,6 +389,9 @@ def main(
     finally:
         if spark is not None and (not under_submit if stop_session is None else stop_session):
             _stop(spark)
+            from fairspark._signals import remove_leftovers
+
+            remove_leftovers()
 
 
 def _stop(spark) -> None:

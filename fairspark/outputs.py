@@ -143,6 +143,9 @@ class OutputLocation:
         """
         import time as _time
 
+        from fairspark._signals import discard_after_stop
+
+        discard_after_stop(path)
         for i in range(tries):
             self.delete(path)
             if not self.exists(path):
