@@ -86,9 +86,11 @@ def fan_out(
     pandas.DataFrame
         Every task's frames (profile rows included), in no particular order.
     """
+    from fairspark._testing import fault_point
     from fairspark.progress import follow_tasks
 
     task = _task(work, tag=tag, profile_row=profile_row)
+    fault_point(f"fan_out:{tag}")
     with follow_tasks(spark, on_tasks):
         return (
             spark.range(0, chunks, 1, numPartitions=chunks)

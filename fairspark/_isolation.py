@@ -18,6 +18,7 @@ import traceback
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from fairspark._signals import raise_if_stopping, stop_signal
 from fairspark._values import nan_to_none
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, ReportSection
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
@@ -49,6 +50,9 @@ def _run_one(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[AuditOutc
         log.warning("audit %s failed: %s", name, err)
         return _failed(name, str(err))
     except Exception as err:  # noqa: BLE001 - one broken audit must not stop the others
+        if stop_signal() is not None:  # its jobs were cancelled by the run's SIGTERM/SIGINT
+            raise_if_stopping()  # the main thread stops here; an audit's own thread ends
+            return _failed(name, "stopped: the run received a signal")
         msg = f"{type(err).__name__}: {err}"
         if ctx.cancelled:  # its jobs were cancelled at the time budget: expected, one line
             log.info("audit %s stopped after its Spark jobs were cancelled", name)

@@ -29,12 +29,35 @@ needs, without racing a fixed timer. The points:
     date aside and not yet renamed the staging folder into its place.
 ``lock:acquired``
     :meth:`~fairspark.outputs.OutputLocation.lock` has just created the lock file.
+<<<<<<< HEAD
 ``states:locked``
     :meth:`~fairspark.outputs.OutputLocation.states_lock` has just taken the lock of
     the window's states; their clean-up, writes and reads follow.
 ``states:staged``
     :meth:`~fairspark.nightly.states.StateStore.write` has staged a partition's state
     (``_tmp-`` folder, ``state.json`` written) and not yet renamed it into place.
+=======
+``states:staged``
+    a window's partition state is written into its staging folder, not yet renamed.
+
+``FAIRSPARK_FAULT_SIGNAL=SIGTERM`` (or ``SIGINT``) with ``FAIRSPARK_FAULT=<point>``
+signals the process *during real work* instead: at the point a thread starts that
+waits until Spark's status tracker shows a job started after the point running, and
+then sends the process that signal (``os.kill``, as a scheduler would), while the
+driver is inside that job. The points that start real Spark work:
+
+``input:read``
+    before the input is read (the next job is the first scan of the input).
+``states:write``
+    before a window's partition state is written (its sample's Parquet write).
+``publish:metrics``
+    before ``metrics.parquet`` is written (its Parquet write).
+``fan_out:mdfa`` / ``fan_out:correlation``
+    before the tasks of mdfa's splits (correlation's rounds) are submitted.
+``hfm:pass A``
+    before HFM's pass A (bounds over the working table; its first pass on Spark with
+    ``local_max_bytes: 0``).
+>>>>>>> h41-sig
 
 Before stopping, the process writes ``fairspark test hook: <action> at <point>`` to
 stderr, so a test can tell where it stopped.
@@ -69,7 +92,13 @@ _FAULT_SLEEP_ENV = "FAIRSPARK_FAULT_SLEEP_S"
 _FAULT_RELEASE_ENV = "FAIRSPARK_FAULT_RELEASE_FILE"
 #: the points :func:`fault_point` is called at (see the module docstring)
 FAULT_POINTS = ("publish:staging", "publish:between_renames", "lock:acquired", "states:staged",
+<<<<<<< HEAD
                 "states:locked")
+=======
+                "input:read", "states:write", "publish:metrics", "fan_out:mdfa",
+                "fan_out:correlation", "hfm:pass A")
+_FAULT_SIGNAL_ENV = "FAIRSPARK_FAULT_SIGNAL"
+>>>>>>> h41-sig
 
 
 class InjectedTaskFailureError(RuntimeError):
@@ -118,6 +147,9 @@ def fault_point(point: str) -> None:
     armed = os.environ.get(_FAULT_ENV)
     if not armed or point not in armed.split(","):
         return
+    if os.environ.get(_FAULT_SIGNAL_ENV):
+        _signal_during_next_job(point, os.environ[_FAULT_SIGNAL_ENV])
+        return
     sleep_s = os.environ.get(_FAULT_SLEEP_ENV)
     action = f"sleep {float(sleep_s):g} s" if sleep_s else "SIGKILL"
     sys.stderr.write(f"fairspark test hook: {action} at {point}\n")
@@ -132,3 +164,36 @@ def fault_point(point: str) -> None:
         return
     os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(60)  # pragma: no cover - the signal is delivered before this returns
+
+
+def _signal_during_next_job(point: str, name: str) -> None:
+    """Start a thread that signals this process while a Spark job started after
+    ``point`` runs (``FAIRSPARK_FAULT_SIGNAL``); once per process."""
+    import threading
+
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None or _SIGNAL_SENT:
+        return
+    _SIGNAL_SENT.append(point)
+    signum = int(getattr(signal, name))
+    tracker = sc.statusTracker()
+    before = set(tracker.getActiveJobsIds())  # jobs of other threads already running
+
+    def watch() -> None:
+        while True:
+            new = sorted(set(tracker.getActiveJobsIds()) - before)
+            if new:
+                sys.stderr.write(f"fairspark test hook: {name} during Spark job "
+                                 f"{', '.join(map(str, new))} after {point}\n")
+                sys.stderr.flush()
+                os.kill(os.getpid(), signum)
+                return
+            time.sleep(0.002)
+
+    threading.Thread(target=watch, name="fairspark-test-signal", daemon=True).start()
+
+
+#: the point a signal was armed at (``FAIRSPARK_FAULT_SIGNAL`` signals once per process)
+_SIGNAL_SENT: list[str] = []

@@ -9,14 +9,13 @@ settings of ``config.spark``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import logging
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -265,47 +264,6 @@ def _session_for_status(*, under_submit: bool):
                          app_name="fairspark-status")
 
 
-@contextlib.contextmanager
-def _signals_end_the_run(get_spark) -> Iterator[None]:
-    """SIGTERM and SIGINT raise :class:`~fairspark.runner.TerminatedBySignal` in the driver.
-
-    The run then unwinds through its cleanup (staging folder deleted, the previous run
-    of the date put back, lock released, status ``"terminated"``) and exits 143
-    (SIGTERM) or 130 (SIGINT). Running Spark jobs are cancelled first. A second signal
-    during the cleanup is logged and ignored. Only in the main thread (Python allows
-    handlers nowhere else); the previous handlers are restored afterwards.
-    """
-    import signal
-    import threading
-
-    from fairspark.runner import TerminatedBySignal
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    fired: list[int] = []
-
-    def handler(signum, _frame):
-        if fired:
-            log.warning("received %s again while stopping; still cleaning up",
-                        signal.Signals(signum).name)
-            return
-        fired.append(signum)
-        log.warning("received %s: stopping the run", signal.Signals(signum).name)
-        spark = get_spark()
-        if spark is not None:
-            with contextlib.suppress(Exception):
-                spark.sparkContext.cancelAllJobs()
-        raise TerminatedBySignal(signum)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
 def _load(args: argparse.Namespace):
     """The config of the run (the bundled demo's without ``--config``) and whether it is it."""
     from fairspark.config import load_config
@@ -318,14 +276,19 @@ def _load(args: argparse.Namespace):
     return demo_config(overrides=overrides), True
 
 
-def _start(config, *, under_submit: bool, demo: bool):
-    """The session of the run (after the Java check), with the demo's input written."""
+def _start(config, *, under_submit: bool, demo: bool, arm: Callable[[], None]):
+    """The session of the run (after the Java check), with the demo's input written.
+
+    ``arm`` installs the run's signal handlers again once the session is built
+    (pyspark's SparkContext installs its own SIGINT handler).
+    """
     from fairspark._java import check_java
     from fairspark._testing import arm_from_environment
 
     if not under_submit:
         check_java()
     spark = _session(config, under_submit=under_submit)
+    arm()
     if not under_submit and config.spark.master.strip().startswith("local"):
         from fairspark.session import check_python_workers
 
@@ -367,6 +330,7 @@ def main(
     (nothing written), 4 an audit failed (the others are published), 3 a limit gates,
     1 unexpected crash.
     """
+    from fairspark._signals import signals_end_the_run
     from fairspark.errors import FairsparkInputError
     from fairspark.runner import TerminatedBySignal, describe_error, exit_code_for
     from fairspark.status import ExitCode
@@ -384,12 +348,12 @@ def main(
     spark = config = None
     status = {"args": args, "under_submit": under_submit}
     try:
-        with _signals_end_the_run(lambda: spark):
+        with signals_end_the_run(lambda: spark) as arm:
             config, demo = _load(args)
             # the run date is resolved once, here, and relative paths against the
             # folder the command runs in (not the JVM's, which may be another)
             config = config.pinned().with_local_paths_absolute()
-            spark = _start(config, under_submit=under_submit, demo=demo)
+            spark = _start(config, under_submit=under_submit, demo=demo, arm=arm)
             from fairspark.runner import run_audit_job
 
             result = run_audit_job(
@@ -425,6 +389,9 @@ def main(
     finally:
         if spark is not None and (not under_submit if stop_session is None else stop_session):
             _stop(spark)
+            from fairspark._signals import remove_leftovers
+
+            remove_leftovers()
 
 
 def _stop(spark) -> None:

@@ -134,6 +134,25 @@ class OutputLocation:
         """Delete ``path`` recursively (no error when it is missing)."""
         self._fs.delete(self._Path(path), True)
 
+    def discard(self, path: str, *, tries: int = 5) -> None:
+        """Delete ``path`` recursively and check that it is gone, retrying a few times.
+
+        The cleanup of a run stopped during a write: a killed task of the cancelled
+        job may still be removing its files, and a recursive delete that meets a file
+        appearing or going away in the folder returns false without deleting it.
+        """
+        import time as _time
+
+        from fairspark._signals import discard_after_stop
+
+        discard_after_stop(path)
+        for i in range(tries):
+            self.delete(path)
+            if not self.exists(path):
+                return
+            _time.sleep(0.2 * (i + 1))
+        log.warning("could not delete %s; the next run of the date deletes it", path)
+
     def rename(self, src: str, dst: str) -> None:
         """Rename ``src`` to ``dst``; raise when the file system refuses."""
         if not self._fs.rename(self._Path(src), self._Path(dst)):
@@ -224,6 +243,7 @@ class OutputLocation:
 
     def write_metrics(self, folder: str, long_rows: list[dict[str, Any]]) -> None:
         """Write ``metrics.parquet`` (one file; result rows are few)."""
+        fault_point("publish:metrics")
         df = self.spark.createDataFrame(
             [tuple(r[c] for c in ROW_COLUMNS) for r in long_rows], schema=rows_schema()
         )

@@ -46,6 +46,7 @@ from fairspark._run_status import (
     write_status,
 )
 from fairspark._run_summary import RunFacts, _AuditsDone, _summary
+from fairspark._testing import fault_point
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.base import AuditContext, MetricRow, ReportSection
 from fairspark.errors import (
@@ -331,7 +332,7 @@ def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[s
         return out.publish(staging, run_date)
     except BaseException:
         with contextlib.suppress(Exception):
-            out.delete(staging)
+            out.discard(staging)
         raise
 
 
@@ -433,6 +434,7 @@ def compute_run(
     facts = RunFacts(run_date=config.effective_run_date(), config_hash=config.config_hash(),
                      started=time.time())
     _check_before_run(config)
+    fault_point("input:read")
     prepared, window = _prepare_input(spark, config, df=df, timings=timings)
     try:
         _encode_features(config, prepared, window, timings)

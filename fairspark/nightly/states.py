@@ -101,6 +101,7 @@ class StateStore:
         tmp = f"{self.root}/_tmp-{self.column}={value}-{uuid.uuid4().hex[:12]}"
         final = self.folder(value)
         try:
+            fault_point("states:write")
             if sample is not None:
                 sample.coalesce(1).write.mode("overwrite").parquet(f"{tmp}/sample.parquet")
             self.out.write_text(f"{tmp}/state.json", json.dumps(state, default=str))
@@ -118,7 +119,7 @@ class StateStore:
             if old is not None:
                 self.out.delete(old)
         except BaseException:
-            self.out.delete(tmp)
+            self.out.discard(tmp)
             raise
 
     def cleanup(self) -> list[str]:

@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 
+from fairspark._testing import fault_point
 from fairspark.hfm._spark._blobs import _NULL_CODE, _blobs_of, _tpoints
 from fairspark.hfm._spark._cost import CostLog
 from fairspark.hfm._spark._driver import driver_budget
@@ -216,6 +217,7 @@ def _certify_on(work: _Work, pairs: list[Pair], plan: _Plan, *, t0: float,
     """The passes of :func:`certify_exact` on a working table (Spark or driver)."""
     try:
         state = {p: _PairState() for p in pairs}
+        fault_point("hfm:pass A")
         with work.step("A: sample bounds, top bounds", full=True) as rec:
             top = work.top_bounds(pairs, plan.k + 1)  # Spark: pass A, into the cache
             rec["rows_left"] = work.n_rows

@@ -1,0 +1,292 @@
+"""How SIGTERM and SIGINT end a run: jobs cancelled, then the run unwinds through its cleanup.
+
+:func:`signals_end_the_run` installs the CLI's handlers. A signal stops the run with
+:class:`~fairspark.runner.TerminatedBySignal` (SIGTERM) or :class:`KeyboardInterrupt`
+(SIGINT), raised in the driver's main thread, which then unwinds through the run's
+cleanup (staging folder deleted, the earlier run of the date put back, lock released,
+status ``"terminated"``) and exits 143 or 130.
+
+Python runs a signal handler in the main thread between two bytecodes, which may be
+in the middle of a call into the JVM: Py4J has sent a command and waits for its
+answer on the thread's connection (a Parquet write, a collect). Raising there, or
+sending another command on that connection (pyspark's own SIGINT handler cancels the
+jobs so), leaves the answer unread: the next command on the connection reads the
+previous one's answer, so the cleanup's file-system calls fail, the lock and the
+staging folder stay and ``spark.stop()`` raises. So the handler
+
+- cancels the running Spark jobs from a thread of its own (its own Py4J connection),
+  and logs which (``cancelled the running Spark job 12``);
+- raises at once when the main thread is in fairspark's own code, and otherwise
+  (inside pyspark or Py4J) sets a trace on the frames that called into them, so that
+  the stop is raised at the first line of fairspark's code that runs once that call
+  has returned (most often with the cancelled job's error, which the stop replaces);
+- before raising, waits (at most :data:`WAIT_S` seconds) until no Spark job runs and
+  the cancelled jobs' killed tasks have ended, cancelling any job still started, and
+  logs ``no Spark job is running``: the cleanup that follows never races a task still
+  writing into the staging folder.
+
+Spark's own log is quietened (``FATAL``) once a run is stopping, and pyspark's
+warnings ignored: the cancelled jobs' errors would otherwise print Java stack traces
+after the run's one line.
+:func:`stop_signal` tells code that catches exceptions (an audit's isolation) that the
+run is stopping, so that a cancelled job is not reported as an audit's failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import sysconfig
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+__all__ = ["WAIT_S", "discard_after_stop", "raise_if_stopping", "remove_leftovers",
+           "signals_end_the_run", "stop_signal"]
+
+log = logging.getLogger("fairspark")
+
+#: how long the stop waits for the cancelled Spark jobs to end before the cleanup
+WAIT_S = 20.0
+#: the signal stopping the run (None: none yet) and whether the stop was raised
+_STATE: dict[str, Any] = {"signum": None, "raised": False, "logged": set()}
+
+
+def stop_signal() -> int | None:
+    """The signal that is stopping the run, or ``None``."""
+    return _STATE["signum"]
+
+
+def discard_after_stop(path: str) -> None:
+    """Note a local folder a stopped run deleted, for :func:`remove_leftovers`."""
+    if _STATE["signum"] is not None:
+        _STATE.setdefault("leftovers", []).append(path)
+
+
+def remove_leftovers() -> None:
+    """Once the session is stopped: delete again what a stopped run deleted.
+
+    A task of a cancelled write may still run for a moment after its job has ended
+    and recreate the (empty) staging folder after the cleanup deleted it; once the
+    session is stopped nothing writes any more. Local folders only (plain file I/O);
+    on another file system the next run of the date deletes a leftover.
+    """
+    import shutil
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    for path in _STATE.pop("leftovers", []):
+        parsed = urlparse(path)
+        if parsed.scheme not in ("", "file"):
+            continue
+        local = Path(parsed.path)
+        for _ in range(3):
+            if not local.exists():
+                time.sleep(0.3)
+                if not local.exists():
+                    break
+            shutil.rmtree(local, ignore_errors=True)
+
+
+def raise_if_stopping() -> None:
+    """In the main thread of a run that received SIGTERM/SIGINT: raise its stop."""
+    signum = _STATE["signum"]
+    if signum is not None and threading.current_thread() is threading.main_thread():
+        _raise_stop(signum, _STATE.get("get_spark"))
+
+
+def _stop_error(signum: int) -> BaseException:
+    if signum == signal.SIGINT:
+        return KeyboardInterrupt()
+    from fairspark._run_status import TerminatedBySignal
+
+    return TerminatedBySignal(signum)
+
+
+def _library_dirs() -> tuple[tuple[str, ...], str]:
+    import py4j
+    import pyspark
+
+    libs = tuple(os.path.dirname(m.__file__) + os.sep for m in (py4j, pyspark)
+                 if m.__file__)
+    return libs, sysconfig.get_paths()["stdlib"] + os.sep
+
+
+def _callers_of_library(frame: FrameType | None) -> list[FrameType]:
+    """The frames that called into pyspark/Py4J, when the main thread is inside them.
+
+    Walks out from the frame the handler interrupted through the frames of pyspark,
+    Py4J and the standard library (``socket``, ``contextlib``); when one of pyspark's
+    or Py4J's is among them, the frames beyond (fairspark's, the caller's) are
+    returned, innermost first. Empty: the main thread is in fairspark's own code.
+    """
+    libs, stdlib = _library_dirs()
+    inside = False
+    f = frame
+    while f is not None:
+        name = f.f_code.co_filename
+        if name.startswith(libs):
+            inside = True
+        elif not name.startswith(stdlib):
+            break
+        f = f.f_back
+    callers: list[FrameType] = []
+    while inside and f is not None:
+        callers.append(f)
+        f = f.f_back
+    return callers
+
+
+def _raise_on_return(callers: list[FrameType], signum: int) -> None:
+    """Raise the stop at the first line (or exception) of one of ``callers``."""
+    def trace(frame: FrameType, event: str, _arg: Any):
+        if _STATE["raised"]:
+            sys.settrace(None)
+            return None
+        if event in ("line", "exception") and frame in callers:
+            sys.settrace(None)
+            for f in callers:
+                f.f_trace = None
+            _raise_stop(signum, _STATE.get("get_spark"))
+        return trace
+
+    for f in callers:
+        f.f_trace = trace
+        f.f_trace_lines = True
+    _STATE["traced"] = True
+    sys.settrace(lambda *_a: None)  # tracing on in this thread; new frames untraced
+
+
+def _spark_context(get_spark: Callable[[], Any] | None) -> Any:
+    spark = get_spark() if get_spark is not None else None
+    if spark is None:
+        return None
+    try:
+        return spark.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect: no context
+        return None
+
+
+def _cancel(sc: Any) -> list[int]:
+    """Cancel every running Spark job; log the ones not logged yet. Returns those running."""
+    tracker = sc.statusTracker()
+    active = sorted(tracker.getActiveJobsIds())
+    if active:
+        sc.cancelAllJobs()
+        new = [j for j in active if j not in _STATE["logged"]]
+        if new:
+            _STATE["logged"].update(new)
+            log.warning("cancelled the running Spark job%s %s", "s" if len(new) > 1 else "",
+                        ", ".join(map(str, new)))
+    return active
+
+
+def _running(sc: Any) -> list[int]:
+    """Cancel the running jobs; the cancelled jobs that still have a task running.
+
+    A cancelled job ends before its killed tasks do (a task stops at its next
+    interruption check): the stages' active tasks say when they have.
+    """
+    tracker = sc.statusTracker()
+    busy = set(_cancel(sc))
+    for job in sorted(_STATE["logged"]):
+        info = tracker.getJobInfo(job)
+        for stage in (info.stageIds if info is not None else ()):
+            st = tracker.getStageInfo(stage)
+            if st is not None and st.numActiveTasks > 0:
+                busy.add(job)
+    return sorted(busy)
+
+
+def _canceller(sc: Any) -> None:
+    """Thread: quieten Spark's log and cancel the jobs until the stop is raised."""
+    end = time.monotonic() + 2 * WAIT_S
+    with contextlib.suppress(Exception):
+        sc.setLogLevel("FATAL")
+    while not _STATE["raised"] and time.monotonic() < end:
+        try:
+            _cancel(sc)
+        except Exception as err:  # noqa: BLE001 - best effort: the JVM may be stopping
+            log.debug("could not cancel the Spark jobs: %s", err)
+            return
+        time.sleep(0.1)
+
+
+def _raise_stop(signum: int, get_spark: Callable[[], Any] | None) -> None:
+    """Main thread, outside pyspark/Py4J: wait for the cancelled jobs, then raise."""
+    _STATE["raised"] = True
+    sc = _spark_context(get_spark)
+    if sc is not None:
+        try:
+            sc.setLogLevel("FATAL")
+            end = time.monotonic() + WAIT_S
+            while _running(sc) and time.monotonic() < end:
+                time.sleep(0.1)
+            left = _running(sc)
+            if left:
+                log.warning("Spark jobs %s still run %g s after the cancel; cleaning up",
+                            ", ".join(map(str, left)), WAIT_S)
+            else:
+                log.warning("no Spark job is running; cleaning up")
+        except Exception as err:  # noqa: BLE001 - the JVM may be gone: stop anyway
+            log.debug("could not wait for the Spark jobs: %s", err)
+    raise _stop_error(signum)
+
+
+@contextlib.contextmanager
+def signals_end_the_run(get_spark: Callable[[], Any]) -> Iterator[Callable[[], None]]:
+    """SIGTERM and SIGINT stop the run (the module docstring says how).
+
+    Yields a function that installs the handlers again: call it once the session is
+    built (pyspark's SparkContext installs its own SIGINT handler, which cancels the
+    jobs on the main thread's Py4J connection). A second signal during the cleanup is
+    logged and ignored. Only in the main thread (Python allows handlers nowhere else);
+    the previous handlers are restored afterwards.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    _STATE.update(signum=None, raised=False, logged=set(), get_spark=get_spark, traced=False,
+                  leftovers=[])
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if _STATE["raised"]:
+            log.warning("received %s again while stopping; still cleaning up", name)
+            return
+        if _STATE["signum"] is None:
+            _STATE["signum"] = signum
+            log.warning("received %s: stopping the run", name)
+            # pyspark warns with the cancelled job's Java stack (toPandas' Arrow path)
+            warnings.filterwarnings("ignore", category=UserWarning, module="pyspark")
+            sc = _spark_context(get_spark)
+            if sc is not None:
+                threading.Thread(target=_canceller, args=(sc,), daemon=True,
+                                 name="fairspark-cancel").start()
+        callers = _callers_of_library(frame)
+        if callers:  # inside a call into pyspark/Py4J: raise once it has returned
+            _raise_on_return(callers, _STATE["signum"])
+            return
+        _raise_stop(_STATE["signum"], get_spark)
+
+    sigs = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.signal(s, handler) for s in sigs}
+
+    def arm() -> None:
+        for s in sigs:
+            signal.signal(s, handler)
+
+    try:
+        yield arm
+    finally:
+        if _STATE.get("traced"):  # only a trace of ours (never a coverage tool's)
+            sys.settrace(None)
+        for s, h in previous.items():
+            signal.signal(s, h)
+        _STATE.update(signum=None, raised=False, get_spark=None, traced=False)
