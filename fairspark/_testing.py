@@ -29,9 +29,30 @@ needs, without racing a fixed timer. The points:
     date aside and not yet renamed the staging folder into its place.
 ``lock:acquired``
     :meth:`~fairspark.outputs.OutputLocation.lock` has just created the lock file.
-                "states:locked", "input:read", "states:write", "publish:metrics",
-                "fan_out:mdfa", "fan_out:correlation", "hfm:pass A")
-_FAULT_SIGNAL_ENV = "FAIRSPARK_FAULT_SIGNAL"
+``states:locked``
+    :meth:`~fairspark.outputs.OutputLocation.states_lock` has just taken the lock of
+    the window's states; their clean-up, writes and reads follow.
+``states:staged``
+    :meth:`~fairspark.nightly.states.StateStore.write` has staged a partition's state
+    (``_tmp-`` folder, ``state.json`` written) and not yet renamed it into place.
+
+``FAIRSPARK_FAULT_SIGNAL=SIGTERM`` (or ``SIGINT``) with ``FAIRSPARK_FAULT=<point>``
+signals the process *during real work* instead: at the point a thread starts that
+waits until Spark's status tracker shows a job started after the point running, and
+then sends the process that signal (``os.kill``, as a scheduler would), while the
+driver is inside that job. The points that start real Spark work:
+
+``input:read``
+    before the input is read (the next job is the first scan of the input).
+``states:write``
+    before a window's partition state is written (its sample's Parquet write).
+``publish:metrics``
+    before ``metrics.parquet`` is written (its Parquet write).
+``fan_out:mdfa`` / ``fan_out:correlation``
+    before the tasks of mdfa's splits (correlation's rounds) are submitted.
+``hfm:pass A``
+    before HFM's pass A (bounds over the working table; its first pass on Spark with
+    ``local_max_bytes: 0``).
 
 Before stopping, the process writes ``fairspark test hook: <action> at <point>`` to
 stderr, so a test can tell where it stopped.
@@ -66,13 +87,9 @@ _FAULT_SLEEP_ENV = "FAIRSPARK_FAULT_SLEEP_S"
 _FAULT_RELEASE_ENV = "FAIRSPARK_FAULT_RELEASE_FILE"
 #: the points :func:`fault_point` is called at (see the module docstring)
 FAULT_POINTS = ("publish:staging", "publish:between_renames", "lock:acquired", "states:staged",
-<<<<<<< HEAD
-                "states:locked")
-=======
-                "input:read", "states:write", "publish:metrics", "fan_out:mdfa",
-                "fan_out:correlation", "hfm:pass A")
+                "states:locked", "input:read", "states:write", "publish:metrics",
+                "fan_out:mdfa", "fan_out:correlation", "hfm:pass A")
 _FAULT_SIGNAL_ENV = "FAIRSPARK_FAULT_SIGNAL"
->>>>>>> h41-sig
 
 
 class InjectedTaskFailureError(RuntimeError):

@@ -350,6 +350,7 @@ def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
                    timings: dict[str, float]) -> tuple[Any, Any]:
     """Read and prepare the input (``df``, or ``config.input``; a window's partitions
     when ``config.window`` is set): ``(prepared, window)``, the window None without one."""
+    fault_point("input:read")
     window = None
     if config.window is not None:
         if df is not None:
@@ -434,7 +435,6 @@ def compute_run(
     facts = RunFacts(run_date=config.effective_run_date(), config_hash=config.config_hash(),
                      started=time.time())
     _check_before_run(config)
-    fault_point("input:read")
     prepared, window = _prepare_input(spark, config, df=df, timings=timings)
     try:
         _encode_features(config, prepared, window, timings)
