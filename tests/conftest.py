@@ -157,10 +157,12 @@ def compas_pdf():
 
 
 def load_script(name: str):
-    """Import ``scripts/<name>.py`` as a module (the scripts are not a package)."""
+    """Import ``benchmarks/<name>.py`` or ``studies/<name>.py`` as a module."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    path = next(ROOT / d / f"{name}.py" for d in ("benchmarks", "studies")
+                if (ROOT / d / f"{name}.py").is_file())
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

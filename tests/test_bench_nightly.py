@@ -83,7 +83,7 @@ def test_markdown_table(bench):
             "statuses": {"mdfa": "ok"}, "peak_sum": 3e9, "peak_max": 1e9,
             "load_before": "0.1 0.1 0.1", "load": "1.0 0.5 0.2"} for n in (100_000, 300_000)]
     res[1]["stages"]["audit hfm"] = 7.0  # a stage one size lacks
-    text = bench.markdown(res, "python scripts/bench_nightly.py --rows 100000 300000", 2)
+    text = bench.markdown(res, "python benchmarks/bench_nightly.py --rows 100000 300000", 2)
     lines = text.splitlines()
     header = next(ln for ln in lines if ln.startswith("| rows"))
     assert "read (s)" in header and "audit mdfa (s)" in header and "audit hfm (s)" in header

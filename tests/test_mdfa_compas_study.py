@@ -1,4 +1,4 @@
-"""The COMPAS study's table (scripts/mdfa_compas_study.py): ProPublica's row filter,
+"""The COMPAS study's table (studies/mdfa_compas_study.py): ProPublica's row filter,
 features I-V and the decision column, against an independent pandas computation.
 
 No Spark: the script's loader is plain pandas.

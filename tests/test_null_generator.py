@@ -1,4 +1,4 @@
-"""The null check's decision model (scripts/mdfa_validation.py ``null_generator_p``).
+"""The null check's decision model (studies/mdfa_validation.py ``null_generator_p``).
 
 Its null decisions must depend on the features alone. A model that predicts the rows it
 was fitted on memorises each row's own observed decision, which carries S; the

@@ -14,7 +14,7 @@ ratio of the two wall times and the load average before and after.
 
 Example::
 
-    python scripts/bench_adult_nightly.py --out /tmp/adult_nightly.md
+    python benchmarks/bench_adult_nightly.py --out /tmp/adult_nightly.md
 """
 
 from __future__ import annotations

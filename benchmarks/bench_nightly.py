@@ -35,11 +35,11 @@ the trainings by the probe; one run at the defaults shows the whole cost.
 
 Examples::
 
-    python scripts/bench_nightly.py --rows 3000 6000 --dim 10 --tmp /tmp/nb_small
-    python scripts/bench_nightly.py --probe --dim 50 --probe-splits 2 --out probe.md
-    python scripts/bench_nightly.py --rows 100000 300000 1000000 --dim 50 \
+    python benchmarks/bench_nightly.py --rows 3000 6000 --dim 10 --tmp /tmp/nb_small
+    python benchmarks/bench_nightly.py --probe --dim 50 --probe-splits 2 --out probe.md
+    python benchmarks/bench_nightly.py --rows 100000 300000 1000000 --dim 50 \
         --set mdfa.splits=2 correlation.rounds=2 correlation.n_samples=100 --out rows.md
-    python scripts/bench_nightly.py --rows 1000000 --dim 50 --timeout 14400 --out full.md
+    python benchmarks/bench_nightly.py --rows 1000000 --dim 50 --timeout 14400 --out full.md
 """
 
 from __future__ import annotations
@@ -531,7 +531,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip", nargs="*", default=[], choices=["mdfa", "correlation"])
     ap.add_argument("--cores", type=int, default=2, help="cores of the estimate (--probe)")
     args = ap.parse_args(argv)
-    argv_line = "python scripts/bench_nightly.py " + " ".join(
+    argv_line = "python benchmarks/bench_nightly.py " + " ".join(
         sys.argv[1:] if argv is None else argv)
     print(f"cores: {os.cpu_count()}; load at start {_load()}", flush=True)
     if args.probe:

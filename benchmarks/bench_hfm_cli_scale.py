@@ -9,7 +9,7 @@ log lines), the HFM rows (D, D_f, df with interval and status) and the load aver
 
 Example::
 
-    python scripts/bench_hfm_cli_scale.py --rows 5000000 --dim 30
+    python benchmarks/bench_hfm_cli_scale.py --rows 5000000 --dim 30
 """
 
 from __future__ import annotations

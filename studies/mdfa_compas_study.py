@@ -15,9 +15,9 @@ Every run goes through :func:`fairspark.runner.run_audit_job` on a Parquet copy 
 same path as the CLI) and prints one line per attribute with the load average and the
 wall seconds. Usage::
 
-    python scripts/mdfa_compas_study.py --runs filtered:defaults:100 \\
+    python studies/mdfa_compas_study.py --runs filtered:defaults:100 \\
         --out /tmp/hB_compas_study.md
-    python scripts/mdfa_compas_study.py --runs filtered:paper:30,raw:defaults:30
+    python studies/mdfa_compas_study.py --runs filtered:paper:30,raw:defaults:30
 
 ``--masses`` runs the driver-side experiment on how the s = +1 weights' total mass moves
 gamma (the reference code does not rescale it; fairspark sets Pr_w[S = +1] = 1/2).
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
 
     pin_threads()
     attrs = args.attributes.split(",")
-    cmd = "python scripts/mdfa_compas_study.py " + " ".join(argv or sys.argv[1:])
+    cmd = "python studies/mdfa_compas_study.py " + " ".join(argv or sys.argv[1:])
     lines = [f"Command: `{cmd}`; started {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
              f", load {_load()}", ""]
     out = Path(args.out)

@@ -9,7 +9,7 @@ task, with ``MDFAParams()`` (optionally ``--params`` JSON on top). Prints the ph
 table (CPU seconds per split: balancing, certificate, null, Algorithm 1), the per-view
 seconds spread over the view's splits, and the load average::
 
-    python scripts/bench_mdfa_split.py --rows 50000 --dim 50 --splits 3
+    python benchmarks/bench_mdfa_split.py --rows 50000 --dim 50 --splits 3
 """
 
 from __future__ import annotations

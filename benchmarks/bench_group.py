@@ -25,7 +25,7 @@ that the table and the pandas peer fit in the available memory and skips the siz
 otherwise. Example (the figures of docs/benchmarks.md: 1M, 10M and 30M rows, fairlearn at 1M only;
 about 8 minutes on a quiet 2-core machine)::
 
-    python scripts/bench_group.py --rows 1000000 10000000 30000000
+    python benchmarks/bench_group.py --rows 1000000 10000000 30000000
 """
 
 from __future__ import annotations

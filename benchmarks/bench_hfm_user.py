@@ -20,7 +20,7 @@ and the load average.
 
 Example::
 
-    python scripts/bench_hfm_user.py --copies 20 --settings default 1g 6g spark
+    python benchmarks/bench_hfm_user.py --copies 20 --settings default 1g 6g spark
 """
 
 from __future__ import annotations

@@ -9,14 +9,14 @@ and prints one line (times, speedups, identical, load average before and after) 
 breakdown of the Spark job's core-seconds (see ``bench_correlation.breakdown``).
 Usage::
 
-    python scripts/benchmark_mdfa.py --rows 4000 --splits 100 --trials 3
+    python benchmarks/benchmark_mdfa.py --rows 4000 --splits 100 --trials 3
 
 ``--demo`` instead times the demo's mdfa stage alone (the demo config's ``audits.mdfa``
 settings on ``out/demo/_input/adult_scored.parquet``, the group audit off, no report)
 once per ``--wva-search`` value, in the same process, and prints the stage seconds
 (``summary.json``'s ``audits.mdfa.seconds``) with the load average::
 
-    python scripts/benchmark_mdfa.py --demo --wva-search bisection sequential
+    python benchmarks/benchmark_mdfa.py --demo --wva-search bisection sequential
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch  # noqa: F401 - loaded first, so pin_threads limits its pool too
 
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_correlation import _load, breakdown
 
     from fairspark._threads import pin_threads
@@ -187,7 +187,7 @@ def _one_split(smp, split: int, seed: int, params):
 
 def _append_markdown(out: Path, args: argparse.Namespace, trials: list[dict]) -> None:
     """One markdown table row per trial (the table's header when the file is new)."""
-    cmd = (f"python scripts/benchmark_mdfa.py --rows {args.rows} --splits {args.splits} "
+    cmd = (f"python benchmarks/benchmark_mdfa.py --rows {args.rows} --splits {args.splits} "
            f"--cores {args.cores} --auditor {args.auditor} --epochs {args.epochs}"
            + (" --worst-violation" if args.worst_violation else ""))
     text = out.read_text() if out.exists() else (

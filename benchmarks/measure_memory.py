@@ -8,7 +8,7 @@ the stages' peak execution memory. The slope between two sizes is the memory per
 
 Usage::
 
-    python scripts/measure_memory.py --rows 20000 80000 --audits group hfm mdfa correlation
+    python benchmarks/measure_memory.py --rows 20000 80000 --audits group hfm mdfa correlation
 """
 
 from __future__ import annotations

@@ -3,21 +3,21 @@
 Writes a Markdown report (default ``docs/mdfa_validation.md``), block by block, so a
 partial run still leaves its finished blocks. Usage::
 
-    python scripts/mdfa_validation.py --splits 100 --out docs/mdfa_validation.md
+    python studies/mdfa_validation.py --splits 100 --out docs/mdfa_validation.md
 
 The null calibration of the verdict is a separate mode that prints
 one line per null draw::
 
-    python scripts/mdfa_validation.py --null-check compas --splits 100 --draws 20
-    python scripts/mdfa_validation.py --null-check synthetic:0.5:0.2 --splits 100 --draws 20
+    python studies/mdfa_validation.py --null-check compas --splits 100 --draws 20
+    python studies/mdfa_validation.py --null-check synthetic:0.5:0.2 --splits 100 --draws 20
 
 and the outcome-relevant imbalance per balancing variant::
 
-    python scripts/mdfa_validation.py --gap-check --splits 10
+    python studies/mdfa_validation.py --gap-check --splits 10
 
 and the recovery of planted violations over generator seeds::
 
-    python scripts/mdfa_validation.py --recovery 20 --splits 10
+    python studies/mdfa_validation.py --recovery 20 --splits 10
 """
 
 from __future__ import annotations
@@ -576,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = _spark()
     t_start = time.time()
     head = ["# mdfa validation", "",
-            f"Command: `python scripts/mdfa_validation.py --splits {args.splits} "
+            f"Command: `python studies/mdfa_validation.py --splits {args.splits} "
             f"--wv-splits {args.wv_splits} --extra-splits {args.extra_splits}`; "
             f"{platform.node()}, {os.cpu_count()} CPUs, "
             f"Spark local[2], Python {sys.version.split()[0]}; started "

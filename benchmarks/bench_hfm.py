@@ -18,7 +18,7 @@ at the start and at the end) above it (``--out`` also writes it to a file).
 
 The engine against scipy only, on the small cells::
 
-    python scripts/bench_hfm.py --datasets uniform --dims 100 --sizes 10000 100000 \
+    python benchmarks/bench_hfm.py --datasets uniform --dims 100 --sizes 10000 100000 \
         --methods certified --peers scipy
 
 ``--scale-check`` instead runs the whole HFM audit through the runner on a ~50 MB table
@@ -26,7 +26,7 @@ The engine against scipy only, on the small cells::
 
 Example::
 
-    python scripts/bench_hfm.py --sizes 10000 30000 --dims 10 100 \
+    python benchmarks/bench_hfm.py --sizes 10000 30000 --dims 10 100 \
         --datasets uniform clustered adult --time-limit 120 --out /tmp/bench_hfm.md
 """
 

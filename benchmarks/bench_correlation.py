@@ -20,7 +20,7 @@ features min-max scaled, ``sex`` as the attribute (1 = privileged), label
 
 Example::
 
-    python scripts/bench_correlation.py --n 300 --rounds 6 --k 1000 \\
+    python benchmarks/bench_correlation.py --n 300 --rounds 6 --k 1000 \\
         --models logistic_regression --trials 3
 
 ``auto-vs-fixed`` runs the audit itself twice in one Spark session on the
@@ -32,14 +32,14 @@ representatives agree, and the load average before and after; ``--save`` pickles
 each run's summary (its ``monte_carlo_se_by_round`` gives any other target's stopping
 round: round r depends only on its seed) and rows::
 
-    python scripts/bench_correlation.py auto-vs-fixed \
+    python benchmarks/bench_correlation.py auto-vs-fixed \
         --input out/demo/_input/adult_scored.parquet --attributes sex
 
 ``fits`` runs the same rounds with ``linear_fits: per_model`` and
 ``batched`` and prints the CPU seconds per round by phase, the load average and the
 ratio::
 
-    python scripts/bench_correlation.py fits \
+    python benchmarks/bench_correlation.py fits \
         --input out/demo/_input/adult_scored.parquet --attributes sex --set rounds=4
 """
 
@@ -370,7 +370,7 @@ def stop_rule(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=5)
     args = ap.parse_args(argv)
     spec = importlib.util.spec_from_file_location("bench_nightly",
-                                                  ROOT / "scripts/bench_nightly.py")
+                                                  ROOT / "benchmarks/bench_nightly.py")
     bn = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bn)
     p = CorrelationParams()

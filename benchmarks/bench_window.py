@@ -17,7 +17,7 @@ sample that mdfa and correlation would audit (``--sample-rows``) included.
 
 Run on a quiet machine (the load average is printed with every figure)::
 
-    python scripts/bench_window.py --partitions 30 --rows 1000000 --dim 50
+    python benchmarks/bench_window.py --partitions 30 --rows 1000000 --dim 50
 """
 
 from __future__ import annotations

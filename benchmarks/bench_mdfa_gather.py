@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """mdfa's statistics and samples of every view in one pass.
 
-On the nightly benchmark's synthetic table (``scripts/bench_nightly.py``: ``--dim``
+On the nightly benchmark's synthetic table (``benchmarks/bench_nightly.py``: ``--dim``
 features, sex, race and their intersection: 3 views) this times, in one Spark
 application on ``--master``:
 
@@ -19,7 +19,7 @@ times each, alternating, so that a change of the machine's load hits both.
 
 Example::
 
-    python scripts/bench_mdfa_gather.py --rows 1000000 --dim 50 --trials 2
+    python benchmarks/bench_mdfa_gather.py --rows 1000000 --dim 50 --trials 2
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _load() -> str:
