@@ -21,18 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-
-def _load() -> str:
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+from _harness import ROOT, load, md_table, spark_session
 
 
 def write_scored(path: Path) -> None:
@@ -47,9 +41,7 @@ def write_scored(path: Path) -> None:
         load_adult,
         prepare_demo_input,
     )
-    from fairspark.session import build_session
-
-    spark = build_session(master="local[2]", app_name="adult-bench-input")
+    spark = spark_session(app_name="adult-bench-input", log_level="WARN")
     tmp_scored = path.parent / "_test_scored"
     cfg = demo_config(overrides={"input.path": str(tmp_scored),
                                  "audits.hfm.dr_model": str(path.parent / "_model")})
@@ -96,7 +88,7 @@ def run_cli(base: Path, name: str, cfg: dict, timeout: float) -> dict:
     cfg_path = base / f"{name}.json"
     cfg_path.write_text(json.dumps(cfg, indent=1))
     cmd = [sys.executable, "-m", "fairspark.cli", "audit", "--config", str(cfg_path)]
-    load0 = _load()
+    load0 = load()
     t = time.perf_counter()
     with (base / f"{name}.log").open("w") as log:
         try:
@@ -110,7 +102,7 @@ def run_cli(base: Path, name: str, cfg: dict, timeout: float) -> dict:
     if summary_path.exists():
         stages = json.loads(summary_path.read_text()).get("stage_timings", {})
     return {"name": name, "exit": code, "wall_s": round(wall, 1), "load_before": load0,
-            "load_after": _load(), "stages": stages}
+            "load_after": load(), "stages": stages}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,14 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(r)
         print(json.dumps(r, indent=1), flush=True)
     ratio = runs[1]["wall_s"] / runs[0]["wall_s"]
-    lines = ["| run | exit | wall s | load before / after | stages (s) |", "|---|---|---|---|---|"]
-    for r in runs:
-        st = ", ".join(f"{k} {v:.1f}" for k, v in r["stages"].items()
-                       if isinstance(v, int | float))
-        lines.append(f"| {r['name']} | {r['exit']} | {r['wall_s']} | {r['load_before']} / "
-                     f"{r['load_after']} | {st} |")
-    lines.append(f"\nall four audits / group only: **{ratio:.1f}x** (target at most 10x)")
-    text = "\n".join(lines)
+    table = md_table(
+        ["run", "exit", "wall s", "load before / after", "stages (s)"],
+        [[r["name"], r["exit"], r["wall_s"], f"{r['load_before']} / {r['load_after']}",
+          ", ".join(f"{k} {v:.1f}" for k, v in r["stages"].items()
+                    if isinstance(v, int | float))] for r in runs])
+    text = table + f"\n\nall four audits / group only: **{ratio:.1f}x** (target at most 10x)"
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -52,8 +52,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _harness import ROOT, load1
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from fairspark._threads import pin_threads, single_thread
@@ -216,20 +216,15 @@ def breakdown(tasks: list[dict], *, submit: float, collected: float, cores: int)
     return out
 
 
-def _load() -> str:
-    return Path("/proc/loadavg").read_text().split(" ")[0] if Path("/proc/loadavg").exists() \
-        else f"{os.getloadavg()[0]:.2f}"
-
-
 def _correlation_run(spark, cfg) -> tuple[dict, list[dict], float, str, str]:
     """One audit run: the correlation summary, its rows, wall seconds, load before/after."""
     from fairspark.runner import compute_run
 
-    before, t0 = _load(), time.perf_counter()
+    before, t0 = load1(), time.perf_counter()
     run = compute_run(spark, cfg, render=False)
     wall = time.perf_counter() - t0
     rows = [r for r in run.long_rows if r["audit"] == "correlation"]
-    return run.summary["audits"]["correlation"], rows, wall, before, _load()
+    return run.summary["audits"]["correlation"], rows, wall, before, load1()
 
 
 def _pair(rows: list[dict], attr: str, model: str) -> float:
@@ -480,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         "models": {},
     }
     print(f"sample: {len(sample.y)} rows x {sample.x.shape[1]} features in {t_sample:.1f}s; "
-          f"python daemon {daemon}; load {_load()}", flush=True)
+          f"python daemon {daemon}; load {load1()}", flush=True)
     data = sample.for_attribute(0)
     # warm-up, not timed: Spark's Python workers (the daemon's imports, the broadcast)
     # and joblib's loky processes start once per application, as a SparkSession does;
@@ -502,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         for trial in range(args.trials):
             # fairspark, sequential and joblib back to back in each trial, so that a
             # trial's ratios compare runs made under the same machine load
-            load_before = _load()
+            load_before = load1()
             t0 = time.perf_counter()
             tab = run_oracle_tasks(spark, sample, OracleJob(
                 attributes=[0], models=[model], seeds=[seed], n_samples=args.n,
@@ -553,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
                 "identical_sequential": same_seq,
                 "identical_joblib": same_job,
                 "load_before": load_before,
-                "load_after": _load(),
+                "load_after": load1(),
                 "driver_outside_jobs_s": pre,
                 "waves": waves,
             }
@@ -564,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
                 + ("-" if t_job is None else f"{t_job:.2f}s")
                 + f"  efficiency fairspark {t_seq / (2 * t_fs):.3f}  joblib2 "
                 + ("-" if t_job is None else f"{t_seq / (2 * t_job):.3f}")
-                + f"  identical {same_seq}/{same_job}  load {load_before} -> {_load()}",
+                + f"  identical {same_seq}/{same_job}  load {load_before} -> {load1()}",
                 flush=True,
             )
             for i, w in enumerate(waves):

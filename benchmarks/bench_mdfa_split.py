@@ -17,14 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _harness import load1
 
 PHASES = ("cpu_balance", "cpu_certificate", "cpu_null", "cpu_violation")
 
@@ -60,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     params = MDFAParams(**json.loads(args.params))
     sample = sample_of(rows=args.rows, dim=args.dim, seed=args.seed)
-    load0 = os.getloadavg()
+    load0 = load1()
     seeds = [derive_seed(args.seed, "split", i) for i in range(args.splits)]
     c0 = time.process_time()
     sample = sample.with_null_model(seed=derive_seed(args.seed, "null"))
@@ -74,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     planned = params.planned_splits() if params.splits != "auto" else params.splits_wave
     view = (c1 - c0) + (c2 - c1)
     print(f"mdfa split phases, {args.rows} rows, d = {args.dim}, {args.splits} splits, "
-          f"params {args.params}; load before {load0[0]:.2f}, after {os.getloadavg()[0]:.2f}")
+          f"params {args.params}; load before {load0}, after {load1()}")
     print("| phase | CPU s per split |")
     print("|---|---|")
     for ph in PHASES:

@@ -25,11 +25,12 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from _harness import load1, spark_session
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,9 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         return demo_stage(args.wva_search)
 
     import torch  # noqa: F401 - loaded first, so pin_threads limits its pool too
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_correlation import _load, breakdown
+    from bench_correlation import breakdown
 
     from fairspark._threads import pin_threads
     from fairspark.mdfa import (
@@ -76,7 +75,6 @@ def main(argv: list[str] | None = None) -> int:
         run_splits_local,
         split_frame,
     )
-    from fairspark.session import build_session
 
     pin_threads()  # the sequential peer gets one thread, as each Spark task does
     d = make_synthetic(n=args.rows, nu=0.5, mu=0.2, seed=0)
@@ -86,13 +84,12 @@ def main(argv: list[str] | None = None) -> int:
                    worst_violation=args.worst_violation, sample_rows=args.rows)
     seeds = [1000 + k for k in range(args.splits)]
 
-    spark = build_session(master=f"local[{args.cores}]", app_name="mdfa-bench",
+    spark = spark_session(master=f"local[{args.cores}]", app_name="mdfa-bench",
                           conf={"spark.ui.enabled": "false",
-                                **dict(kv.split("=", 1) for kv in args.conf)},
-                          log_level="ERROR")
+                                **dict(kv.split("=", 1) for kv in args.conf)})
     daemon = spark.sparkContext.getConf().get("spark.python.daemon.module", "pyspark.daemon")
     print(f"mdfa: {args.rows} rows, {args.splits} splits, auditor {args.auditor}, "
-          f"{args.epochs} epochs; python daemon {daemon}; load {_load()}", flush=True)
+          f"{args.epochs} epochs; python daemon {daemon}; load {load1()}", flush=True)
     # The sequential peer runs in this process, which has imported torch and
     # scikit-learn already. Unless --no-warm-up, one untimed Spark job of one split per
     # core first starts the Python workers and their imports (as bench_correlation
@@ -117,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{time.perf_counter() - t0:.1f}s", flush=True)
     trials = []
     for trial in range(args.trials):
-        load0 = _load()
+        load0 = load1()
         prof: list[dict] = []
         t0 = time.perf_counter()
         par = run_splits(spark, smp, seeds=seeds, params=p, partitions=args.partitions,
@@ -138,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                       cores=args.cores)
         row = {"trial": trial, "sequential_seconds": round(t_seq, 2),
                "spark_seconds": round(t_par, 2), "speedup": round(t_seq / t_par, 3),
-               "identical_results": bool(same), "load_before": load0, "load_after": _load(),
+               "identical_results": bool(same), "load_before": load0, "load_after": load1(),
                "joblib_seconds": None if t_job is None else round(t_job, 2),
                "speedup_joblib": None if t_job is None else round(t_seq / t_job, 3),
                "identical_joblib": same_job,
@@ -149,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                    f" identical {same_job}")
         print(f"trial {trial}: {args.splits} splits  sequential {t_seq:.2f}s  spark {t_par:.2f}s"
               f"  speedup {t_seq / t_par:.3f}  identical {same}{job_txt}"
-              f"  load {load0} -> {_load()}", flush=True)
+              f"  load {load0} -> {load1()}", flush=True)
         print(f"    core-seconds ({job['chunks']} tasks): " + json.dumps(b), flush=True)
         print(f"    CPU s: sequential {cpu_seq:.2f}, kernel in tasks {b['kernel_cpu']:.2f} "
               f"(ratio {b['kernel_cpu'] / max(cpu_seq, 1e-9):.3f})", flush=True)
@@ -210,13 +207,11 @@ def demo_stage(searches: list[str]) -> int:
 
     from fairspark.config import parse_config
     from fairspark.runner import run_audit_job
-    from fairspark.session import build_session
 
     raw = yaml.safe_load((ROOT / "fairspark" / "conf" / "demo.yaml").read_text())
     mdfa = raw["audits"]["mdfa"]
-    spark = build_session(master=raw["spark"]["master"], app_name="mdfa-demo-bench",
-                          conf={"spark.ui.enabled": "false", **raw["spark"].get("conf", {})},
-                          log_level="ERROR")
+    spark = spark_session(master=raw["spark"]["master"], app_name="mdfa-demo-bench",
+                          conf={"spark.ui.enabled": "false", **raw["spark"].get("conf", {})})
     with tempfile.TemporaryDirectory() as tmp:
         for search in searches:
             cfg = {**raw, "audits": {"group": {"enabled": False},

@@ -23,7 +23,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _harness import spark_session
 
 AUDIT_PARAMS = {
     "group": {},
@@ -36,14 +36,13 @@ AUDIT_PARAMS = {
 def _one(audit: str, rows: int, dim: int) -> dict:
     import numpy as np
     import pandas as pd
-    sys.path.insert(0, str(ROOT))
+
     from fairspark.config import parse_config
     from fairspark.runner import run_audit_job
-    from fairspark.session import build_session
 
     # the REST API below reads the executor's peak memory: UI on, process-tree metrics
-    spark = build_session(
-        master="local[2]", app_name=f"mem-{audit}-{rows}",
+    spark = spark_session(
+        app_name=f"mem-{audit}-{rows}", log_level="WARN",
         conf={"spark.ui.enabled": "true", "spark.ui.port": "4077",
               "spark.executor.processTreeMetrics.enabled": "true",
               "spark.executor.metrics.pollingInterval": "100ms",

@@ -17,6 +17,11 @@ def bench():
     return load_script("bench_nightly")
 
 
+@pytest.fixture(scope="module")
+def harness():
+    return load_script("_harness")
+
+
 def test_config_is_valid_with_every_audit_at_its_defaults(bench, tmp_path):
     from fairspark.config import load_config
 
@@ -35,8 +40,8 @@ def test_config_is_valid_with_every_audit_at_its_defaults(bench, tmp_path):
     assert len(cfg.columns.features) == 7
 
 
-def test_table_rows_columns_and_unique_keys(bench, tmp_path):
-    bench.write_table(tmp_path, rows=1234, dim=4, chunk=500)
+def test_table_rows_columns_and_unique_keys(harness, tmp_path):
+    harness.write_table(tmp_path, rows=1234, dim=4, chunk=500)
     parts = sorted(tmp_path.glob("part-*.parquet"))
     assert len(parts) == 3  # 500 + 500 + 234
     t = pq.read_table(tmp_path).to_pandas()
@@ -64,26 +69,26 @@ def test_stage_lines_of_a_log_cut_short(bench):
                                           "audit group": 12.04}
 
 
-def test_fit_against_hand_values(bench):
+def test_fit_against_hand_values(harness):
     # y = 5 + 2e-6 x exactly
-    a, b = bench.fit_line([1e5, 3e5, 1e6], [5.2, 5.6, 7.0])
+    a, b = harness.fit_line([1e5, 3e5, 1e6], [5.2, 5.6, 7.0])
     assert a == pytest.approx(5.0) and b == pytest.approx(2e-6)
     # least squares by hand for (0, 0), (1, 1), (2, 1): b = 1/2, a = 1/6
-    a, b = bench.fit_line([0, 1, 2], [0, 1, 1])
+    a, b = harness.fit_line([0, 1, 2], [0, 1, 1])
     assert a == pytest.approx(1 / 6) and b == pytest.approx(0.5)
     # a missing stage (NaN) is left out; one point gives no fit
-    a, b = bench.fit_line([0, 1, 2], [0, float("nan"), 2])
+    a, b = harness.fit_line([0, 1, 2], [0, float("nan"), 2])
     assert (a, b) == (pytest.approx(0), pytest.approx(1))
-    assert all(np.isnan(bench.fit_line([1, 2], [1, float("nan")])))
+    assert all(np.isnan(harness.fit_line([1, 2], [1, float("nan")])))
 
 
-def test_markdown_table(bench):
+def test_markdown_table(harness):
     res = [{"rows": n, "rc": 0, "wall": 10 + n / 1e5, "stages": {"read": 1 + n / 1e6,
                                                                   "audit mdfa": 100.0},
             "statuses": {"mdfa": "ok"}, "peak_sum": 3e9, "peak_max": 1e9,
             "load_before": "0.1 0.1 0.1", "load": "1.0 0.5 0.2"} for n in (100_000, 300_000)]
     res[1]["stages"]["audit hfm"] = 7.0  # a stage one size lacks
-    text = bench.markdown(res, "python benchmarks/bench_nightly.py --rows 100000 300000", 2)
+    text = harness.stage_markdown(res, "python benchmarks/bench_nightly.py --rows 100000 300000", 2)
     lines = text.splitlines()
     header = next(ln for ln in lines if ln.startswith("| rows"))
     assert "read (s)" in header and "audit mdfa (s)" in header and "audit hfm (s)" in header
@@ -131,10 +136,10 @@ def test_kill_tree_ends_the_child_and_its_children(bench):
         assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
-def test_a_negative_slope_is_not_extrapolated(bench):
+def test_a_negative_slope_is_not_extrapolated(harness):
     res = [{"rows": n, "rc": 0, "wall": w, "stages": {"read": w}, "statuses": {},
             "peak_sum": 0, "peak_max": 0, "load_before": "", "load": ""}
            for n, w in ((3000, 655.2), (6000, 382.6))]
-    text = bench.markdown(res, "x", 2)
+    text = harness.stage_markdown(res, "x", 2)
     row = next(ln for ln in text.splitlines() if ln.startswith("| read |"))
     assert "no extrapolation" in row and "| | |" in row
