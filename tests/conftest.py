@@ -162,6 +162,8 @@ def load_script(name: str):
 
     path = next(ROOT / d / f"{name}.py" for d in ("benchmarks", "studies")
                 if (ROOT / d / f"{name}.py").is_file())
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))  # as when the script runs: its folder first
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
