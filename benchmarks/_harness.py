@@ -86,6 +86,34 @@ def parse_args(ap: argparse.ArgumentParser, argv: Sequence[str] | None,
     return args
 
 
+#: light settings of the four audits (``audit.key=value``, values as JSON): what the
+#: fast profiles of the CLI benchmarks run, so that a smoke run takes seconds
+LIGHT_SETS = [
+    "mdfa.splits=2", "mdfa.sample_rows=400", "mdfa.epochs=2",
+    'mdfa.auditor="logistic_regression"', "mdfa.worst_violation=false",
+    'correlation.models=["logistic_regression"]', "correlation.n_samples=6",
+    "correlation.rounds=2", "correlation.k=100",
+]
+
+
+def parse_sets(items: Iterable[str]) -> dict[str, dict]:
+    """``audit.key=value`` overrides (value as JSON, else a string) per audit section."""
+    import json
+
+    out: dict[str, dict] = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        audit, _, key = name.partition(".")
+        if not (audit and key and _):
+            raise SystemExit(f"--set wants audit.key=value, got {item!r}")
+        try:
+            v = json.loads(value)
+        except json.JSONDecodeError:
+            v = value
+        out.setdefault(audit, {})[key] = v
+    return out
+
+
 # ------------------------------------------------------------------ synthetic tables
 #: the attribute views of the nightly design: sex, race and their intersection
 VIEWS = ("sex", "race", "sex*race")

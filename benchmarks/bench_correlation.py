@@ -52,7 +52,7 @@ import sys
 import time
 from pathlib import Path
 
-from _harness import ROOT, load1
+from _harness import ROOT, draw_rows, load1, parse_args
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
@@ -78,6 +78,19 @@ from fairspark.correlation._spark import _cached_split
 from fairspark.session import build_session
 
 
+def _prepared(y: np.ndarray, priv: np.ndarray, x: np.ndarray) -> pd.DataFrame:
+    """The prepared-table columns of label ``y``, group ``priv`` and features ``x``."""
+    return pd.DataFrame({"_fs_key": [str(i) for i in range(len(y))], "_fs_label": y,
+                         "_fs_x": list(x), "_fs_w": 1.0, "_fs_p_0": priv})
+
+
+def synthetic_table(rows: int, dim: int) -> pd.DataFrame:
+    """The nightly design's rows (the harness's generator) with the prepared-table
+    columns: the fast profile's table, which needs no data beside the checkout."""
+    r = draw_rows(np.random.default_rng(0), rows, dim)
+    return _prepared(r["label"].astype(float), ~r["female"], r["X"])
+
+
 def load_adult(shared: Path) -> pd.DataFrame:
     """Adult as a table with the prepared-table columns."""
     d = pd.read_csv(
@@ -89,15 +102,7 @@ def load_adult(shared: Path) -> pd.DataFrame:
     lo, hi = feats.min(), feats.max()
     span = (hi - lo).replace(0, 1.0)
     x = ((feats - lo) / span).where(hi > lo, 0.0).to_numpy()
-    return pd.DataFrame(
-        {
-            "_fs_key": [str(i) for i in range(len(d))],
-            "_fs_label": y,
-            "_fs_x": list(x),
-            "_fs_w": 1.0,
-            "_fs_p_0": priv,
-        }
-    )
+    return _prepared(y, priv, x)
 
 
 def _round_job(x, y, priv, w, ids, *, model, seed, k, min_accuracy):
@@ -435,10 +440,15 @@ def main(argv: list[str] | None = None) -> int:
         help="also compare CPU seconds per training in tasks vs sequential (N fits)",
     )
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "data"))
+    ap.add_argument("--data", choices=["adult", "synthetic"], default="adult",
+                    help="Adult from --shared, or the nightly design's synthetic rows")
+    ap.add_argument("--rows", type=int, default=5000, help="rows of --data synthetic")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--conf", nargs="*", default=[], metavar="KEY=VALUE",
                     help="extra Spark settings (e.g. spark.python.daemon.module=pyspark.daemon)")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"n": 4, "rounds": 2, "k": 50, "sample_rows": 1000,
+                                      "trials": 1, "data": "synthetic", "rows": 2000,
+                                      "skip_joblib": True})
 
     from joblib import Parallel, delayed
 
@@ -454,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
         log_level="ERROR",
     )
     daemon = spark.sparkContext.getConf().get("spark.python.daemon.module", "pyspark.daemon")
-    pdf = load_adult(Path(args.shared))
+    pdf = (load_adult(Path(args.shared)) if args.data == "adult"
+           else synthetic_table(args.rows, 5))
     df = spark.createDataFrame(pdf).cache()
     df.count()
     t0 = time.perf_counter()

@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import best_of, load, spark_session
+from _harness import best_of, load, parse_args, spark_session
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -294,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the figures to this JSON file")
     ap.add_argument("--trials", type=int, default=1,
                     help="runs of fairspark and of pandas per size (the fastest is kept)")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"rows": [20_000], "trials": 1, "driver_memory": "1g",
+                                      "fairlearn_max_rows": 20_000})
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-group-"))
     work.mkdir(parents=True, exist_ok=True)
     spark = _spark(args.driver_memory)

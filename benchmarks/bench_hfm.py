@@ -47,7 +47,7 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np
 import pandas as pd
 
-from _harness import SHARED, load, read_adult, spark_session
+from _harness import SHARED, load, parse_args, read_adult, spark_session
 
 
 # ----------------------------------------------------------------------------- data
@@ -490,7 +490,9 @@ def main(argv=None) -> int:
                          "the median of three); default 1")
     ap.add_argument("--worker-rss", action="store_true",
                     help="report the Python workers' peak RSS after the cells")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"sizes": [500], "dims": [3], "datasets": ["uniform"],
+                                      "methods": ["certified"], "peers": ["scipy"],
+                                      "m1": 5, "time_limit": 120.0, "scale_rows": 2000})
     text = scale_check(args) if args.scale_check else bench(args)
     print(text)
     if args.out:

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from _harness import load, write_uniform_table
+from _harness import load, parse_args, write_uniform_table
 
 
 def main(argv=None) -> int:
@@ -32,7 +32,8 @@ def main(argv=None) -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--only-hfm", action="store_true", help="switch the other audits off")
     ap.add_argument("--timeout", type=float, default=7200)
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"rows": 2000, "dim": 3, "only_hfm": True,
+                                      "timeout": 600})
     base = Path(args.tmp) / f"n{args.rows}_d{args.dim}"
     inp = base / "in"
     if not (inp / "_done").exists():

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from _harness import ROOT, load, read_adult
+from _harness import ROOT, load, parse_args, read_adult
 
 NUMERIC = ["age", "fnlwgt", "education_num", "capital_gain", "capital_loss", "hours_per_week"]
 CATEGORICAL = ["workclass", "education", "marital_status", "occupation", "relationship"]
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
                     choices=["default", "1g", "6g", "spark"])
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--verbose", action="store_true", help="print the HFM log lines")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"copies": 1, "settings": ["default"]})
     tmp = Path(args.tmp or tempfile.mkdtemp(prefix="hfm_user_"))
     big = adult_table(args.copies, args.jitter, seed=1)
     inp = tmp / "in"

@@ -29,7 +29,7 @@ import json
 import time
 from pathlib import Path
 
-from _harness import load, write_table
+from _harness import load, parse_args, write_table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--tmp", default="/tmp/fairspark_nightly_bench")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"rows": 2000, "dim": 4, "trials": 1})
 
     from bench_nightly import nightly_config
     from pyspark.sql import functions as F

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from _harness import load1
+from _harness import load1, parse_args
 
 PHASES = ("cpu_balance", "cpu_certificate", "cpu_null", "cpu_violation")
 
@@ -45,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--splits", type=int, default=3)
     ap.add_argument("--params", default="{}", help="JSON of MDFAParams fields on top")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={
+        "rows": 1000, "dim": 4, "splits": 1,
+        "params": '{"epochs": 2, "auditor": "logistic_regression", "worst_violation": false}'})
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"
     import torch

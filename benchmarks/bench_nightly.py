@@ -57,10 +57,13 @@ from pathlib import Path
 import numpy as np
 
 from _harness import (
+    LIGHT_SETS,
     ROOT,
     VIEWS,
     draw_rows,
     load,
+    parse_args,
+    parse_sets,
     stage_markdown,
     timed,
     write_table,
@@ -133,22 +136,6 @@ def stages_from_log(log: str) -> dict[str, float]:
         m = _STAGE_LINE.search(line)
         if m:
             out[m.group(1).strip()] = float(m.group(2))
-    return out
-
-
-def parse_sets(items: list[str]) -> dict[str, dict]:
-    """``audit.key=value`` overrides (value as JSON, else a string) per audit section."""
-    out: dict[str, dict] = {}
-    for item in items:
-        name, _, value = item.partition("=")
-        audit, _, key = name.partition(".")
-        if not (audit and key and _):
-            raise SystemExit(f"--set wants audit.key=value, got {item!r}")
-        try:
-            v = json.loads(value)
-        except json.JSONDecodeError:
-            v = value
-        out.setdefault(audit, {})[key] = v
     return out
 
 
@@ -426,7 +413,9 @@ def main(argv=None) -> int:
                     help="correlation sample rows (default: the audit's sample_rows)")
     ap.add_argument("--skip", nargs="*", default=[], choices=["mdfa", "correlation"])
     ap.add_argument("--cores", type=int, default=2, help="cores of the estimate (--probe)")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"rows": [1000, 2000], "dim": 4, "set": LIGHT_SETS,
+                                      "timeout": 600, "probe_splits": 1,
+                                      "probe_attempts": 20})
     argv_line = "python benchmarks/bench_nightly.py " + " ".join(
         sys.argv[1:] if argv is None else argv)
     print(f"cores: {os.cpu_count()}; load at start {load()}", flush=True)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _harness import load, spark_session
+from _harness import load, parse_args, spark_session
 
 
 def _du(path: Path) -> int:
@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backfill-only", action="store_true",
                    help="write the first partitions - 1 states and stop (kept for a later "
                         "run, which then reuses them: the backfill is not a timed figure)")
-    args = p.parse_args(argv)
+    args = parse_args(p, argv, fast={"partitions": 3, "rows": 1000, "dim": 3, "trials": 1,
+                                     "sample_rows": 500})
 
     work = Path(args.work)
     base = work / f"in-{args.partitions}x{args.rows}x{args.dim}"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _harness import load1, spark_session
+from _harness import load1, parse_args, spark_session
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-warm-up", dest="warm_up", action="store_false",
                     help="time trial 0 with cold Spark Python workers (their torch and "
                          "scikit-learn imports inside the timing)")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"rows": 500, "splits": 2, "trials": 1, "epochs": 2,
+                                      "auditor": "logistic_regression", "skip_joblib": True})
     if args.demo:
         return demo_stage(args.wva_search)
 
