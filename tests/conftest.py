@@ -156,20 +156,6 @@ def compas_pdf():
     return df[keep].reset_index(drop=True)
 
 
-def load_script(name: str):
-    """Import ``benchmarks/<name>.py`` or ``studies/<name>.py`` as a module."""
-    import importlib.util
-
-    path = next(ROOT / d / f"{name}.py" for d in ("benchmarks", "studies")
-                if (ROOT / d / f"{name}.py").is_file())
-    if str(path.parent) not in sys.path:
-        sys.path.insert(0, str(path.parent))  # as when the script runs: its folder first
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def write_parquet(pdf, path, *, n_files: int = 1) -> str:
     """Write a pandas frame as a Parquet folder of ``n_files`` files (pyarrow, no Spark)."""
     import numpy as np
