@@ -4,6 +4,8 @@
 #
 #   benchmarks/bench_hfm_scale.sh                # full sizes (hours on local[2])
 #   benchmarks/bench_hfm_scale.sh --small        # the same steps at small sizes (minutes)
+#   benchmarks/bench_hfm_scale.sh --fast         # each script's --fast profile (a smoke run;
+#                                                # no real tables: they need ../shared/data)
 #
 # Every table line carries the load average (1/5/15 min) when it was measured.
 # Output: out/bench_hfm_scale/*.md and the console.
@@ -13,6 +15,11 @@ SMALL=0
 [[ "${1:-}" == "--small" ]] && SMALL=1
 OUT=out/bench_hfm_scale
 mkdir -p "$OUT"
+if [[ "${1:-}" == "--fast" ]]; then
+  python benchmarks/bench_hfm.py --fast --out "$OUT/fast.md"
+  python benchmarks/bench_hfm_cli_scale.py --fast | tee "$OUT/cli_scale_fast.txt"
+  exit 0
+fi
 if [[ $SMALL == 1 ]]; then
   U_SIZES="2000 4000 8000"; C_SIZE=8000; MEM_SIZES="2000 8000"; CLI_ROWS=50000; LIMIT=600
   CLI_FLAGS="--only-hfm"

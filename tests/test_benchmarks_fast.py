@@ -28,7 +28,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "bench_hfm": ([], r"^\| uniform \| 500 \| 3 \| spark_certified \|"),
     "bench_hfm_cli_scale": (["--tmp", "{tmp}"], r"^exit code 0; wall"),
     "bench_hfm_user": (["--tmp", "{tmp}"], r"^\| default \| 0 \|"),
-    "bench_mdfa_gather": (["--tmp", "{tmp}"], r"^\| "),
+    "bench_mdfa_gather": (["--tmp", "{tmp}"], r'^ "one_pass_vs_per_view": \d'),
     "bench_mdfa_split": ([], r"^\| \*\*split total\*\* \|"),
     "bench_window": (["--work", "{tmp}"], r"^state of one partition"),
     "benchmark_mdfa": ([], r"^trial 0: 2 splits"),
