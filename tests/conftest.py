@@ -156,16 +156,6 @@ def compas_pdf():
     return df[keep].reset_index(drop=True)
 
 
-def load_script(name: str):
-    """Import ``scripts/<name>.py`` as a module (the scripts are not a package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def write_parquet(pdf, path, *, n_files: int = 1) -> str:
     """Write a pandas frame as a Parquet folder of ``n_files`` files (pyarrow, no Spark)."""
     import numpy as np

@@ -1,6 +1,6 @@
 """The deployable artefact end to end: build it, then ``spark-submit`` with nothing else.
 
-``scripts/build_artifact.py`` builds the wheel (``--py-files``) and the packed
+``tools/build_artifact.py`` builds the wheel (``--py-files``) and the packed
 environment (``--archives ...#env``). The job then runs on ``local-cluster[2,1,1024]``
 (separate executor JVMs with their own Python workers) with
 ``spark.pyspark.python=./env/bin/python``: executors can only run Python from the
@@ -40,7 +40,7 @@ VERSION = next(
 def artifact(tmp_path_factory) -> dict[str, Path]:
     dist = tmp_path_factory.mktemp("dist")
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "build_artifact.py"), "--dist", str(dist)],
+        [sys.executable, str(ROOT / "tools" / "build_artifact.py"), "--dist", str(dist)],
         cwd=ROOT, capture_output=True, text=True, timeout=1500,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

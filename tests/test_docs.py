@@ -60,7 +60,7 @@ def test_generated_config_tables_are_current():
     import sys
 
     root = DOCS.parent
-    proc = subprocess.run([sys.executable, str(root / "scripts" / "gen_config_docs.py"),
+    proc = subprocess.run([sys.executable, str(root / "tools" / "gen_config_docs.py"),
                            "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -1,7 +1,7 @@
-"""The COMPAS study's table (scripts/mdfa_compas_study.py): ProPublica's row filter,
+"""The COMPAS study's table (:mod:`fairspark.mdfa.validation`): ProPublica's row filter,
 features I-V and the decision column, against an independent pandas computation.
 
-No Spark: the script's loader is plain pandas.
+No Spark: the loader is plain pandas.
 """
 
 from __future__ import annotations
@@ -10,12 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import COMPAS_CSV as CSV
-from conftest import load_script
 
-
-@pytest.fixture(scope="module")
-def study():
-    return load_script("mdfa_compas_study")
+from fairspark.mdfa import validation as study
 
 
 def _expected_rows() -> pd.DataFrame:
@@ -30,42 +26,42 @@ def _expected_rows() -> pd.DataFrame:
     return raw[np.array(keep)]
 
 
-def test_filter_row_count_matches_an_independent_computation(study):
+def test_filter_row_count_matches_an_independent_computation():
     exp = _expected_rows()
-    got = study.load_compas(filtered=True, path=CSV)
+    got = study.load_compas(path=CSV, filtered=True)
     # 6,172 rows is the count ProPublica's notebook and the data README give
     assert len(got) == len(exp) == 6172
     assert sorted(got["id"]) == sorted(exp["id"])
-    assert len(study.load_compas(filtered=False, path=CSV)) == len(pd.read_csv(CSV)) == 7214
+    assert len(study.load_compas(path=CSV, filtered=False)) == len(pd.read_csv(CSV)) == 7214
 
 
-def test_features_and_decision(study):
-    got = study.load_compas(filtered=True, path=CSV)
-    assert study.FEATURES == ["priors_count", "c_charge_degree", "age", "juv_fel_count",
+def test_features_and_decision():
+    got = study.load_compas(path=CSV, filtered=True)
+    assert study.COMPAS_FEATURES == ["priors_count", "c_charge_degree", "age", "juv_fel_count",
                               "juv_misd_count"]
     assert set(got["c_charge_degree"]) == {"F", "M"}  # 'O' removed by the filter
     assert not {"name", "first", "last", "dob"} & set(got.columns)
     exp = _expected_rows().set_index("id").loc[got["id"]]
     # the decision: violent score text 'High'; its share per race from the raw records
     high = (exp["v_score_text"] == "High").to_numpy()
-    assert study.DECISION == "v_score_text"
-    assert np.array_equal(got[study.DECISION].eq("High").to_numpy(), high)
+    assert study.COMPAS_DECISION == "v_score_text"
+    assert np.array_equal(got[study.COMPAS_DECISION].eq("High").to_numpy(), high)
     aa = (exp["race"] == "African-American").to_numpy()
     assert high[aa].mean() == pytest.approx(
-        (got[got.race == "African-American"][study.DECISION] == "High").mean())
-    for col in study.FEATURES:
+        (got[got.race == "African-American"][study.COMPAS_DECISION] == "High").mean())
+    for col in study.COMPAS_FEATURES:
         assert np.array_equal(got[col].to_numpy(), exp[col].to_numpy()), col
 
 
-def test_unfiltered_table_is_the_papers(study):
+def test_unfiltered_table_is_the_papers():
     """The paper's Table 2 population columns (AA vs Other: priors 4.44 / 2.46, High
     0.14 / 0.05) are the raw file's, not the filtered one's."""
-    raw = study.load_compas(filtered=False, path=CSV)
-    filt = study.load_compas(filtered=True, path=CSV)
+    raw = study.load_compas(path=CSV, filtered=False)
+    filt = study.load_compas(path=CSV, filtered=True)
     aa = raw.race == "African-American"
     assert round(raw.priors_count[aa].mean(), 2) == 4.44
     assert round(raw.priors_count[~aa].mean(), 2) == 2.46
-    assert round((raw[study.DECISION][aa] == "High").mean(), 2) == 0.14
-    assert round((raw[study.DECISION][~aa] == "High").mean(), 2) == 0.05
+    assert round((raw[study.COMPAS_DECISION][aa] == "High").mean(), 2) == 0.14
+    assert round((raw[study.COMPAS_DECISION][~aa] == "High").mean(), 2) == 0.05
     aa_f = filt.race == "African-American"
     assert round(filt.priors_count[aa_f].mean(), 2) != 4.44

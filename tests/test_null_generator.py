@@ -1,4 +1,4 @@
-"""The null check's decision model (scripts/mdfa_validation.py ``null_generator_p``).
+"""The null check's decision model (:func:`fairspark.mdfa.validation.null_generator_p`).
 
 Its null decisions must depend on the features alone. A model that predicts the rows it
 was fitted on memorises each row's own observed decision, which carries S; the
@@ -12,12 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import load_script
 
-
-@pytest.fixture(scope="module")
-def validation():
-    return load_script("mdfa_validation")
+from fairspark.mdfa.validation import null_generator_p
 
 
 def _data(n: int = 500):
@@ -28,20 +24,20 @@ def _data(n: int = 500):
 
 
 @pytest.mark.parametrize("row", [0, 137, 402])
-def test_cross_fitted_probability_ignores_the_rows_own_decision(validation, row):
+def test_cross_fitted_probability_ignores_the_rows_own_decision(row):
     x, y = _data()
     flipped = y.copy()
     flipped[row] = -y[row]
-    cf = validation.null_generator_p(x, y)
-    cf_flip = validation.null_generator_p(x, flipped)
+    cf = null_generator_p(x=x, y=y)
+    cf_flip = null_generator_p(x=x, y=flipped)
     assert cf_flip[row] == pytest.approx(cf[row], abs=1e-12)
     assert not np.allclose(cf_flip, cf)  # the other folds' models did see the flip
-    ins = validation.null_generator_p(x, y, generator="in-sample")
-    ins_flip = validation.null_generator_p(x, flipped, generator="in-sample")
+    ins = null_generator_p(x=x, y=y, generator="in-sample")
+    ins_flip = null_generator_p(x=x, y=flipped, generator="in-sample")
     assert (ins_flip[row] - ins[row]) * flipped[row] > 0.005  # memorised
 
 
-def test_unknown_generator_is_refused(validation):
+def test_unknown_generator_is_refused():
     x, y = _data(50)
     with pytest.raises(ValueError, match="in-sample or cross-fitted"):
-        validation.null_generator_p(x, y, generator="oob")
+        null_generator_p(x=x, y=y, generator="oob")

@@ -729,7 +729,7 @@ def test_hfm_discriminative_risk_is_put_on_a_scale():
     (sec,) = render(out, ctx=None, params=HFMParams())
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", sec.html))
     assert "0 = none, 0.06 = 6 in 100): 0.06 [0.05, 0.07]" in text
-    # measured by scripts/hfm_reference.py (docs/report.md): one attribute 0.019 (German
+    # measured by studies/hfm_reference.py (docs/report.md): one attribute 0.019 (German
     # age) .. 0.070 (COMPAS sex); every attribute 0.052 (German) .. 0.085 (COMPAS)
     assert ("DR ranged from 0.019 to 0.070 with one attribute flipped and from 0.052 to "
             "0.085 with every attribute flipped" in text)

@@ -84,7 +84,7 @@ def _figure(name: str, d: DistanceResult, d_f: DistanceResult, method: str) -> d
 
 
 #: df, D and discriminative risk measured on the reference datasets at the audit's
-#: defaults (logistic regression; ``scripts/hfm_reference.py``, see docs/report.md):
+#: defaults (logistic regression; ``studies/hfm_reference.py``, see docs/report.md):
 #: (dataset, attribute, D, df)
 REFERENCE: tuple[tuple[str, str, float, float], ...] = (
     ("Adult", "sex", 2.6624, 0.0), ("Adult", "race", 2.5611, 0.0347),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """mdfa's statistics and samples of every view in one pass.
 
-On the nightly benchmark's synthetic table (``scripts/bench_nightly.py``: ``--dim``
+On the nightly benchmark's synthetic table (``benchmarks/bench_nightly.py``: ``--dim``
 features, sex, race and their intersection: 3 views) this times, in one Spark
 application on ``--master``:
 
@@ -19,25 +19,17 @@ times each, alternating, so that a change of the machine's load hits both.
 
 Example::
 
-    python scripts/bench_mdfa_gather.py --rows 1000000 --dim 50 --trials 2
+    python benchmarks/bench_mdfa_gather.py --rows 1000000 --dim 50 --trials 2
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-
-def _load() -> str:
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+from _harness import load, parse_args, write_table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--tmp", default="/tmp/fairspark_nightly_bench")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"rows": 2000, "dim": 4, "trials": 1})
 
-    from bench_nightly import nightly_config, write_table
+    from bench_nightly import nightly_config
     from pyspark.sql import functions as F
 
     from fairspark.audits.base import AuditContext
@@ -69,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(nightly_config(inp, base / "out", args.dim, args.master,
                                       {"group": {}, "mdfa": {}}))
     spark = _session(cfg, under_submit=False)  # as the CLI starts it
-    print(f"load average at start: {_load()}", flush=True)
+    print(f"load average at start: {load()}", flush=True)
     t0 = time.perf_counter()
     prepared = prepare(read_input(spark, input_config=cfg.input), config=cfg)
     t_prep = time.perf_counter() - t0
@@ -77,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     prepared.df.count()  # the encoded, persisted table every audit reads
     t_enc = time.perf_counter() - t0
     print(f"prepare (the one scan and its checks): {t_prep:.1f} s; encoding and "
-          f"persisting the features: {t_enc:.1f} s; load {_load()}", flush=True)
+          f"persisting the features: {t_enc:.1f} s; load {load()}", flush=True)
 
     ctx = AuditContext(spark=spark, prepared=prepared, config=cfg,
                        run_date=cfg.effective_run_date())
@@ -113,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             samples[name] = fn()
             times[name].append(time.perf_counter() - t0)
-            print(f"trial {trial}: {name}: {times[name][-1]:.1f} s; load {_load()}",
+            print(f"trial {trial}: {name}: {times[name][-1]:.1f} s; load {load()}",
                   flush=True)
     same = all(list(samples["per view"][a.name]["_k"]) == list(samples["one pass"][a.name]["_k"])
                for a in attrs)
@@ -125,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                       "best_s": {k: round(v, 2) for k, v in best.items()},
                       "ratio_to_preparation": {k: round(v / scan, 2) for k, v in best.items()},
                       "one_pass_vs_per_view": round(best["one pass"] / best["per view"], 3),
-                      "load_end": _load()}, indent=1))
+                      "load_end": load()}, indent=1))
     spark.stop()
     return 0 if same else 1
 

@@ -25,7 +25,7 @@ that the table and the pandas peer fit in the available memory and skips the siz
 otherwise. Example (the figures of docs/benchmarks.md: 1M, 10M and 30M rows, fairlearn at 1M only;
 about 8 minutes on a quiet 2-core machine)::
 
-    python scripts/bench_group.py --rows 1000000 10000000 30000000
+    python benchmarks/bench_group.py --rows 1000000 10000000 30000000
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _harness import best_of, load, parse_args, spark_session
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
@@ -61,12 +61,9 @@ RACES = ["w", "b", "a", "o"]
 PANDAS_BYTES_PER_ROW = 200
 
 
-def load() -> str:
+def _load() -> str:
     """The 1-, 5- and 15-minute load averages, for every printed figure."""
-    try:
-        return "load " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "load n/a"
+    return "load " + load()
 
 
 def available_bytes() -> int | None:
@@ -83,13 +80,10 @@ RATE_NAMES = ("selection_rate", "tpr", "fpr", "fnr", "tnr", "ppv", "npv", "fdr",
 
 
 def _spark(driver_memory: str):
-    from fairspark.session import build_session
-
-    return build_session(
-        master="local[2]", app_name="bench-group",
+    return spark_session(
+        app_name="bench-group",
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8",
               "spark.driver.memory": driver_memory},
-        log_level="ERROR",
     )
 
 
@@ -242,36 +236,30 @@ def run_fairlearn(path: str) -> tuple[float, dict[str, dict[str, float]]]:
     return time.perf_counter() - t0, out
 
 
-def _best(fn, trials: int):
-    """The fastest of ``trials`` calls of ``fn`` (which returns seconds first)."""
-    runs = [fn() for _ in range(max(trials, 1))]
-    return min(runs, key=lambda r: r[0])
-
-
 def _one_size(spark, n: int, work: Path, args) -> dict:
     """Write the table of ``n`` rows, time fairspark and the peers, print and check."""
     path = str(work / f"table-{n}")
     t0 = time.perf_counter()
     make_table(spark, n, path)
-    print(f"\n== {n:,} rows (table written in {time.perf_counter() - t0:.1f} s; {load()})",
+    print(f"\n== {n:,} rows (table written in {time.perf_counter() - t0:.1f} s; {_load()})",
           flush=True)
     k = iter(range(10**6))
-    fs_s, stages, rows = _best(
+    fs_s, stages, rows = best_of(
         lambda: run_fairspark(spark, path, str(work / f"out-{n}-{next(k)}")), args.trials)
-    fs_load = load()
+    fs_load = _load()
     fs_vals = {r["attribute"]: r for r in rows
                if r["group"] == "unprivileged" and r["metric"] == "statistical_parity_difference"}
     fs_tpr = {r["attribute"]: r["value"] for r in rows
               if r["group"] == "unprivileged" and r["metric"] == "tpr_difference"}
-    pd_s, pd_vals = _best(lambda: run_pandas(path), args.trials)
-    pd_load = load()
+    pd_s, pd_vals = best_of(lambda: run_pandas(path), args.trials)
+    pd_load = _load()
     entry = {"rows": n, "fairspark_s": fs_s, "fairspark_stages": stages,
              "group_audit_s": stages.get("audit group"), "pandas_s": pd_s,
              "load_fairspark": fs_load, "load_pandas": pd_load}
     fl_vals = pd_vals
     if n <= args.fairlearn_max_rows:
         fl_s, fl_vals = run_fairlearn(path)
-        entry["fairlearn_s"], entry["load_fairlearn"] = fl_s, load()
+        entry["fairlearn_s"], entry["load_fairlearn"] = fl_s, _load()
     for view in ("sex", "race", "sex*race"):
         a = fs_vals[view]["value"]
         for peer in (pd_vals, fl_vals):
@@ -306,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the figures to this JSON file")
     ap.add_argument("--trials", type=int, default=1,
                     help="runs of fairspark and of pandas per size (the fastest is kept)")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"rows": [20_000], "trials": 1, "driver_memory": "1g",
+                                      "fairlearn_max_rows": 20_000})
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-group-"))
     work.mkdir(parents=True, exist_ok=True)
     spark = _spark(args.driver_memory)
@@ -316,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             need, have = n * PANDAS_BYTES_PER_ROW, available_bytes()
             if have is not None and need > 0.8 * have:
                 print(f"\n== {n:,} rows skipped: the pandas peer needs about {need / 2**30:.1f} "
-                      f"GiB, {have / 2**30:.1f} GiB available ({load()})", flush=True)
+                      f"GiB, {have / 2**30:.1f} GiB available ({_load()})", flush=True)
                 continue
             results.append(_one_size(spark, n, work, args))
     finally:

@@ -88,7 +88,7 @@ def main() -> int:
     new = f"{head}{BEGIN}\n\n{render()}\n{END}{tail}"
     if args.check:
         if new != text:
-            print("docs/config.md is out of date: run python scripts/gen_config_docs.py")
+            print("docs/config.md is out of date: run python tools/gen_config_docs.py")
             return 1
         return 0
     DOC.write_text(new)

@@ -9,14 +9,14 @@ and prints one line (times, speedups, identical, load average before and after) 
 breakdown of the Spark job's core-seconds (see ``bench_correlation.breakdown``).
 Usage::
 
-    python scripts/benchmark_mdfa.py --rows 4000 --splits 100 --trials 3
+    python benchmarks/benchmark_mdfa.py --rows 4000 --splits 100 --trials 3
 
 ``--demo`` instead times the demo's mdfa stage alone (the demo config's ``audits.mdfa``
 settings on ``out/demo/_input/adult_scored.parquet``, the group audit off, no report)
 once per ``--wva-search`` value, in the same process, and prints the stage seconds
 (``summary.json``'s ``audits.mdfa.seconds``) with the load average::
 
-    python scripts/benchmark_mdfa.py --demo --wva-search bisection sequential
+    python benchmarks/benchmark_mdfa.py --demo --wva-search bisection sequential
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from _harness import load1, parse_args, spark_session
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,14 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-warm-up", dest="warm_up", action="store_false",
                     help="time trial 0 with cold Spark Python workers (their torch and "
                          "scikit-learn imports inside the timing)")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"rows": 500, "splits": 2, "trials": 1, "epochs": 2,
+                                      "auditor": "logistic_regression", "skip_joblib": True})
     if args.demo:
         return demo_stage(args.wva_search)
 
     import torch  # noqa: F401 - loaded first, so pin_threads limits its pool too
-
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from bench_correlation import _load, breakdown
+    from bench_correlation import breakdown
 
     from fairspark._threads import pin_threads
     from fairspark.mdfa import (
@@ -76,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
         run_splits_local,
         split_frame,
     )
-    from fairspark.session import build_session
 
     pin_threads()  # the sequential peer gets one thread, as each Spark task does
     d = make_synthetic(n=args.rows, nu=0.5, mu=0.2, seed=0)
@@ -86,13 +85,12 @@ def main(argv: list[str] | None = None) -> int:
                    worst_violation=args.worst_violation, sample_rows=args.rows)
     seeds = [1000 + k for k in range(args.splits)]
 
-    spark = build_session(master=f"local[{args.cores}]", app_name="mdfa-bench",
+    spark = spark_session(master=f"local[{args.cores}]", app_name="mdfa-bench",
                           conf={"spark.ui.enabled": "false",
-                                **dict(kv.split("=", 1) for kv in args.conf)},
-                          log_level="ERROR")
+                                **dict(kv.split("=", 1) for kv in args.conf)})
     daemon = spark.sparkContext.getConf().get("spark.python.daemon.module", "pyspark.daemon")
     print(f"mdfa: {args.rows} rows, {args.splits} splits, auditor {args.auditor}, "
-          f"{args.epochs} epochs; python daemon {daemon}; load {_load()}", flush=True)
+          f"{args.epochs} epochs; python daemon {daemon}; load {load1()}", flush=True)
     # The sequential peer runs in this process, which has imported torch and
     # scikit-learn already. Unless --no-warm-up, one untimed Spark job of one split per
     # core first starts the Python workers and their imports (as bench_correlation
@@ -117,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{time.perf_counter() - t0:.1f}s", flush=True)
     trials = []
     for trial in range(args.trials):
-        load0 = _load()
+        load0 = load1()
         prof: list[dict] = []
         t0 = time.perf_counter()
         par = run_splits(spark, smp, seeds=seeds, params=p, partitions=args.partitions,
@@ -138,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                       cores=args.cores)
         row = {"trial": trial, "sequential_seconds": round(t_seq, 2),
                "spark_seconds": round(t_par, 2), "speedup": round(t_seq / t_par, 3),
-               "identical_results": bool(same), "load_before": load0, "load_after": _load(),
+               "identical_results": bool(same), "load_before": load0, "load_after": load1(),
                "joblib_seconds": None if t_job is None else round(t_job, 2),
                "speedup_joblib": None if t_job is None else round(t_seq / t_job, 3),
                "identical_joblib": same_job,
@@ -149,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                    f" identical {same_job}")
         print(f"trial {trial}: {args.splits} splits  sequential {t_seq:.2f}s  spark {t_par:.2f}s"
               f"  speedup {t_seq / t_par:.3f}  identical {same}{job_txt}"
-              f"  load {load0} -> {_load()}", flush=True)
+              f"  load {load0} -> {load1()}", flush=True)
         print(f"    core-seconds ({job['chunks']} tasks): " + json.dumps(b), flush=True)
         print(f"    CPU s: sequential {cpu_seq:.2f}, kernel in tasks {b['kernel_cpu']:.2f} "
               f"(ratio {b['kernel_cpu'] / max(cpu_seq, 1e-9):.3f})", flush=True)
@@ -187,7 +185,7 @@ def _one_split(smp, split: int, seed: int, params):
 
 def _append_markdown(out: Path, args: argparse.Namespace, trials: list[dict]) -> None:
     """One markdown table row per trial (the table's header when the file is new)."""
-    cmd = (f"python scripts/benchmark_mdfa.py --rows {args.rows} --splits {args.splits} "
+    cmd = (f"python benchmarks/benchmark_mdfa.py --rows {args.rows} --splits {args.splits} "
            f"--cores {args.cores} --auditor {args.auditor} --epochs {args.epochs}"
            + (" --worst-violation" if args.worst_violation else ""))
     text = out.read_text() if out.exists() else (
@@ -210,13 +208,11 @@ def demo_stage(searches: list[str]) -> int:
 
     from fairspark.config import parse_config
     from fairspark.runner import run_audit_job
-    from fairspark.session import build_session
 
     raw = yaml.safe_load((ROOT / "fairspark" / "conf" / "demo.yaml").read_text())
     mdfa = raw["audits"]["mdfa"]
-    spark = build_session(master=raw["spark"]["master"], app_name="mdfa-demo-bench",
-                          conf={"spark.ui.enabled": "false", **raw["spark"].get("conf", {})},
-                          log_level="ERROR")
+    spark = spark_session(master=raw["spark"]["master"], app_name="mdfa-demo-bench",
+                          conf={"spark.ui.enabled": "false", **raw["spark"].get("conf", {})})
     with tempfile.TemporaryDirectory() as tmp:
         for search in searches:
             cfg = {**raw, "audits": {"group": {"enabled": False},

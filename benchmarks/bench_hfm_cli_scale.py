@@ -9,45 +9,19 @@ log lines), the HFM rows (D, D_f, df with interval and status) and the load aver
 
 Example::
 
-    python scripts/bench_hfm_cli_scale.py --rows 5000000 --dim 30
+    python benchmarks/bench_hfm_cli_scale.py --rows 5000000 --dim 30
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-
-def _load() -> str:
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
-def write_table(path: Path, rows: int, dim: int, seed: int = 0, chunk: int = 250_000) -> None:
-    """Uniform features, a 30 % group, a label and a prediction that depend on both."""
-    path.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    for i, s in enumerate(range(0, rows, chunk)):
-        n = min(chunk, rows - s)
-        X = rng.random((n, dim))
-        g = rng.random(n) < 0.3
-        score = X[:, :3].mean(axis=1) + 0.1 * g
-        cols = {f"f{j}": X[:, j] for j in range(dim)}
-        cols.update({
-            "sex": np.where(g, "F", "M"),
-            "label": (score + rng.normal(0, 0.1, n) > 0.55).astype(int),
-            "prediction": (score > 0.55).astype(int),
-            "row_id": [f"r{j:09d}" for j in range(s, s + n)],
-        })
-        pq.write_table(pa.table(cols), path / f"part-{i:05d}.parquet")
+from _harness import load, parse_args, write_uniform_table
 
 
 def main(argv=None) -> int:
@@ -58,12 +32,13 @@ def main(argv=None) -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--only-hfm", action="store_true", help="switch the other audits off")
     ap.add_argument("--timeout", type=float, default=7200)
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"rows": 2000, "dim": 3, "only_hfm": True,
+                                      "timeout": 600})
     base = Path(args.tmp) / f"n{args.rows}_d{args.dim}"
     inp = base / "in"
     if not (inp / "_done").exists():
         t = time.perf_counter()
-        write_table(inp, args.rows, args.dim)
+        write_uniform_table(inp, args.rows, args.dim)
         (inp / "_done").write_text("")
         print(f"wrote {args.rows} rows x {args.dim} features in {time.perf_counter() - t:.1f} s")
     audits = {"hfm": {"method": "certified"}}
@@ -85,11 +60,11 @@ def main(argv=None) -> int:
     cfg_path = base / "config.json"  # JSON is YAML
     cfg_path.write_text(json.dumps(cfg, indent=1))
     cmd = [sys.executable, "-m", "fairspark.cli", "audit", "--config", str(cfg_path)]
-    print("command:", " ".join(cmd), "| load at start:", _load(), flush=True)
+    print("command:", " ".join(cmd), "| load at start:", load(), flush=True)
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     el = time.perf_counter() - t
-    print(f"exit code {proc.returncode}; wall {el:.1f} s; load at end {_load()}")
+    print(f"exit code {proc.returncode}; wall {el:.1f} s; load at end {load()}")
     for line in (proc.stderr + proc.stdout).splitlines():
         if " stage " in line or "Error" in line or "error" in line:
             print("  " + line.strip())

@@ -14,29 +14,24 @@ ratio of the two wall times and the load average before and after.
 
 Example::
 
-    python scripts/bench_adult_nightly.py --out /tmp/adult_nightly.md
+    python benchmarks/bench_adult_nightly.py --out /tmp/adult_nightly.md
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _harness import LIGHT_SETS, ROOT, load, md_table, parse_args, parse_sets, spark_session
 
 
-def _load() -> str:
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
-def write_scored(path: Path) -> None:
-    """All of Adult (train and test), scored by the demo's pipeline, as Parquet."""
+def write_scored(path: Path, limit: int | None = None) -> None:
+    """All of Adult (train and test), scored by the demo's pipeline, as Parquet (the
+    first ``limit`` rows only when given)."""
     from pyspark.ml.functions import vector_to_array
     from pyspark.sql import functions as F
 
@@ -47,9 +42,7 @@ def write_scored(path: Path) -> None:
         load_adult,
         prepare_demo_input,
     )
-    from fairspark.session import build_session
-
-    spark = build_session(master="local[2]", app_name="adult-bench-input")
+    spark = spark_session(app_name="adult-bench-input", log_level="WARN")
     tmp_scored = path.parent / "_test_scored"
     cfg = demo_config(overrides={"input.path": str(tmp_scored),
                                  "audits.hfm.dr_model": str(path.parent / "_model")})
@@ -61,6 +54,8 @@ def write_scored(path: Path) -> None:
     rows = (load_adult(spark, part="train").withColumn("part", F.lit("train"))
             .unionByName(load_adult(spark, part="test").withColumn("part", F.lit("test")))
             .fillna(fill))
+    if limit is not None:
+        rows = rows.limit(limit)
     rows = rows.withColumn("row_id", F.concat(F.col("part"), F.lit("-"),
                                               F.monotonically_increasing_id()))
     scored = model.transform(rows).select(
@@ -96,7 +91,7 @@ def run_cli(base: Path, name: str, cfg: dict, timeout: float) -> dict:
     cfg_path = base / f"{name}.json"
     cfg_path.write_text(json.dumps(cfg, indent=1))
     cmd = [sys.executable, "-m", "fairspark.cli", "audit", "--config", str(cfg_path)]
-    load0 = _load()
+    load0 = load()
     t = time.perf_counter()
     with (base / f"{name}.log").open("w") as log:
         try:
@@ -110,7 +105,7 @@ def run_cli(base: Path, name: str, cfg: dict, timeout: float) -> dict:
     if summary_path.exists():
         stages = json.loads(summary_path.read_text()).get("stage_timings", {})
     return {"name": name, "exit": code, "wall_s": round(wall, 1), "load_before": load0,
-            "load_after": _load(), "stages": stages}
+            "load_after": load(), "stages": stages}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,15 +114,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--out", default=None, help="also write the table (Markdown) here")
-    args = ap.parse_args(argv)
+    ap.add_argument("--rows", type=int, default=None, help="only the first ROWS rows")
+    ap.add_argument("--set", nargs="*", default=[], metavar="AUDIT.KEY=VALUE",
+                    help="override a default of the all-four run (e.g. mdfa.splits=4)")
+    args = parse_args(ap, argv, fast={"rows": 2000, "set": LIGHT_SETS, "timeout": 600})
+    sets = parse_sets(args.set)
     base = Path(args.tmp)
     base.mkdir(parents=True, exist_ok=True)
     inp = base / "adult_scored"
     if not (inp / "_SUCCESS").exists():
-        write_scored(inp)
+        write_scored(inp, args.rows)
     runs = []
     for name, audits in (("group_only", {"group": {}}),
-                         ("all_four", {"group": {}, "hfm": {}, "mdfa": {}, "correlation": {}})):
+                         ("all_four", {a: dict(sets.get(a, {}))
+                                       for a in ("group", "hfm", "mdfa", "correlation")})):
         out = base / f"out_{name}"
         if out.exists():
             import shutil
@@ -137,18 +137,16 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(r)
         print(json.dumps(r, indent=1), flush=True)
     ratio = runs[1]["wall_s"] / runs[0]["wall_s"]
-    lines = ["| run | exit | wall s | load before / after | stages (s) |", "|---|---|---|---|---|"]
-    for r in runs:
-        st = ", ".join(f"{k} {v:.1f}" for k, v in r["stages"].items()
-                       if isinstance(v, int | float))
-        lines.append(f"| {r['name']} | {r['exit']} | {r['wall_s']} | {r['load_before']} / "
-                     f"{r['load_after']} | {st} |")
-    lines.append(f"\nall four audits / group only: **{ratio:.1f}x** (target at most 10x)")
-    text = "\n".join(lines)
+    table = md_table(
+        ["run", "exit", "wall s", "load before / after", "stages (s)"],
+        [[r["name"], r["exit"], r["wall_s"], f"{r['load_before']} / {r['load_after']}",
+          ", ".join(f"{k} {v:.1f}" for k, v in r["stages"].items()
+                    if isinstance(v, int | float))] for r in runs])
+    text = table + f"\n\nall four audits / group only: **{ratio:.1f}x** (target at most 10x)"
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")
-    return 0
+    return 0 if all(r["exit"] in (0, 3) for r in runs) else 1
 
 
 if __name__ == "__main__":

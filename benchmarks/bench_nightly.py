@@ -35,11 +35,11 @@ the trainings by the probe; one run at the defaults shows the whole cost.
 
 Examples::
 
-    python scripts/bench_nightly.py --rows 3000 6000 --dim 10 --tmp /tmp/nb_small
-    python scripts/bench_nightly.py --probe --dim 50 --probe-splits 2 --out probe.md
-    python scripts/bench_nightly.py --rows 100000 300000 1000000 --dim 50 \
+    python benchmarks/bench_nightly.py --rows 3000 6000 --dim 10 --tmp /tmp/nb_small
+    python benchmarks/bench_nightly.py --probe --dim 50 --probe-splits 2 --out probe.md
+    python benchmarks/bench_nightly.py --rows 100000 300000 1000000 --dim 50 \
         --set mdfa.splits=2 correlation.rounds=2 correlation.n_samples=100 --out rows.md
-    python scripts/bench_nightly.py --rows 1000000 --dim 50 --timeout 14400 --out full.md
+    python benchmarks/bench_nightly.py --rows 1000000 --dim 50 --timeout 14400 --out full.md
 """
 
 from __future__ import annotations
@@ -56,54 +56,18 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-#: the attribute views of the synthetic table: sex, race and their intersection
-VIEWS = ("sex", "race", "sex*race")
-_RACES = np.array(["White", "Black", "Asian", "Other"])
-
-
-def _load() -> str:
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
-def draw_rows(rng: np.random.Generator, n: int, dim: int) -> dict[str, np.ndarray]:
-    """``n`` rows of the synthetic design: features, sex, race (as codes), label and
-    prediction. The prediction depends on the features and (a little) on both groups;
-    features 0 and 1 carry some group information."""
-    X = rng.normal(size=(n, dim))
-    female = rng.random(n) < 0.45
-    race = rng.choice(4, size=n, p=[0.6, 0.2, 0.12, 0.08])
-    X[:, 0] += 0.5 * female
-    X[:, 1] += 0.3 * (race == 1)
-    score = X[:, : min(5, dim)].mean(axis=1) - 0.15 * female - 0.1 * (race == 1)
-    return {
-        "X": X, "female": female, "race": race,
-        "label": (score + rng.normal(0, 0.3, n) > 0).astype(int),
-        "prediction": (score > 0).astype(int),
-    }
-
-
-def write_table(path: Path, rows: int, dim: int, seed: int = 0, chunk: int = 250_000) -> None:
-    """The scored table as Parquet parts of at most ``chunk`` rows."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    for i, s in enumerate(range(0, rows, chunk)):
-        n = min(chunk, rows - s)
-        r = draw_rows(rng, n, dim)
-        cols = {f"f{j}": r["X"][:, j] for j in range(dim)}
-        cols.update({
-            "sex": np.where(r["female"], "Female", "Male"),
-            "race": _RACES[r["race"]],
-            "label": r["label"],
-            "prediction": r["prediction"],
-            "row_id": [f"r{j:09d}" for j in range(s, s + n)],
-        })
-        pq.write_table(pa.table(cols), path / f"part-{i:05d}.parquet")
+from _harness import (
+    LIGHT_SETS,
+    ROOT,
+    VIEWS,
+    draw_rows,
+    load,
+    parse_args,
+    parse_sets,
+    stage_markdown,
+    timed,
+    write_table,
+)
 
 
 def _children() -> dict[int, list[int]]:
@@ -175,22 +139,6 @@ def stages_from_log(log: str) -> dict[str, float]:
     return out
 
 
-def parse_sets(items: list[str]) -> dict[str, dict]:
-    """``audit.key=value`` overrides (value as JSON, else a string) per audit section."""
-    out: dict[str, dict] = {}
-    for item in items:
-        name, _, value = item.partition("=")
-        audit, _, key = name.partition(".")
-        if not (audit and key and _):
-            raise SystemExit(f"--set wants audit.key=value, got {item!r}")
-        try:
-            v = json.loads(value)
-        except json.JSONDecodeError:
-            v = value
-        out.setdefault(audit, {})[key] = v
-    return out
-
-
 def nightly_config(inp: Path, out: Path, dim: int, master: str,
                    sets: dict[str, dict] | None = None) -> dict:
     """The run's config: every audit at its defaults (an empty section each), unless
@@ -227,7 +175,7 @@ def run_one(base: Path, rows: int, dim: int, master: str, timeout: float,
     cfg_path = base / "config.json"  # JSON is YAML
     cfg_path.write_text(json.dumps(nightly_config(inp, out, dim, master, sets), indent=1))
     cmd = [sys.executable, "-m", "fairspark.cli", "audit", "--config", str(cfg_path)]
-    load_before = _load()
+    load_before = load()
     print("command:", " ".join(cmd), "| load at start:", load_before, flush=True)
     peak = {"sum": 0, "max": 0}
     started = time.time()
@@ -272,75 +220,10 @@ def run_one(base: Path, rows: int, dim: int, master: str, timeout: float,
         print(log[-4000:])
     return {"rows": rows, "rc": "timeout" if timed_out else proc.returncode, "wall": wall,
             "stages": stages, "statuses": statuses, "peak_sum": peak["sum"],
-            "peak_max": peak["max"], "load_before": load_before, "load": _load()}
-
-
-def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
-    """Least-squares ``y = a + b x`` over the finite points; NaN with fewer than 2."""
-    pts = [(x, y) for x, y in zip(xs, ys, strict=True) if np.isfinite(y)]
-    if len(pts) < 2:
-        return float("nan"), float("nan")
-    b, a = np.polyfit(np.asarray([p[0] for p in pts], float),
-                      np.asarray([p[1] for p in pts], float), 1)
-    return float(a), float(b)
-
-
-def stage_names(results: list[dict]) -> list[str]:
-    """Every stage seen, in the order the runs report them."""
-    names: list[str] = []
-    for r in results:
-        for k in r["stages"]:
-            if k not in names:
-                names.append(k)
-    return names
-
-
-def _num(v: float, nd: int) -> str:
-    """``v`` with ``nd`` decimals, without a "-0.0" for a fit's rounding noise."""
-    text = f"{v:.{nd}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
-
-
-def markdown(results: list[dict], argv_line: str, cores: int | None) -> str:
-    """The stage table, the memory and the per-stage fit as Markdown."""
-    names = stage_names(results)
-    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    lines = [f"command: `{argv_line}`; {cores} CPUs; {stamp}",
-             "",
-             "| rows | exit | wall (s) | " + " | ".join(f"{k} (s)" for k in names)
-             + " | peak RSS, process tree (GB) | largest process (GB) | audit statuses "
-               "| load 1/5/15 before | after |",
-             "|" + "---|" * (len(names) + 8)]
-    for r in results:
-        st = ", ".join(f"{a}: {v}" for a, v in r["statuses"].items())
-        lines.append(f"| {r['rows']:,} | {r['rc']} | {r['wall']:.1f} | "
-                     + " | ".join(f"{r['stages'].get(k, float('nan')):.1f}" for k in names)
-                     + f" | {r['peak_sum'] / 1e9:.2f} | {r['peak_max'] / 1e9:.2f} | {st} "
-                       f"| {r['load_before']} | {r['load']} |")
-    lines += ["", "Fit per stage, time = a + b x rows (least squares over the sizes; "
-              "a: the part that does not grow with the table, b: seconds per 1M rows):", "",
-              "| stage | a (s) | b (s per 1M rows) | at 1M rows (s) | at 100M rows (s) |",
-              "|---|---|---|---|---|"]
-    xs = [r["rows"] for r in results]
-    for k in [*names, "wall"]:
-        ys = [r["wall"] if k == "wall" else r["stages"].get(k, float("nan")) for r in results]
-        a, b = fit_line(xs, ys)
-        if np.isfinite(b) and _num(b * 1e6, 1).startswith("-"):  # noise, not a cost
-            lines.append(f"| {k} | {_num(a, 1)} | {_num(b * 1e6, 1)} (< 0: noise or load "
-                         "between sizes, no extrapolation) | | |")
-            continue
-        lines.append(f"| {k} | {_num(a, 1)} | {_num(b * 1e6, 1)} | {_num(a + b * 1e6, 1)} "
-                     f"| {_num(a + b * 1e8, 0)} |")
-    return "\n".join(lines)
+            "peak_max": peak["max"], "load_before": load_before, "load": load()}
 
 
 # ---------------------------------------------------------------- the kernel probe
-def _timed(fn, *a, **kw):
-    t0, c0 = time.perf_counter(), time.process_time()
-    out = fn(*a, **kw)
-    return out, time.perf_counter() - t0, time.process_time() - c0
-
-
 def probe_mdfa(dim: int, rows: int, splits: int, seed: int = 5) -> dict:
     """One attribute view (sex) of mdfa at its defaults on ``rows`` sampled rows:
     seconds per component of a split (mean over ``splits``) and the null model."""
@@ -354,25 +237,25 @@ def probe_mdfa(dim: int, rows: int, splits: int, seed: int = 5) -> dict:
                           y=np.where(r["prediction"] == 1, 1, -1), desc=r["X"],
                           feature_names=[f"f{j}" for j in range(dim)],
                           desc_names=[f"f{j}" for j in range(dim)])
-    sample, _, null_s = _timed(sample.with_null_model, seed=seed)
+    sample, _, null_s = timed(sample.with_null_model, seed=seed)
     # the L2 strength is chosen once per view (`l2_selection: once`), before the splits
-    p, _, l2_s = _timed(C.choose_l2, sample, seed=1000, params=p)
+    p, _, l2_s = timed(C.choose_l2, sample, seed=1000, params=p)
     parts: dict[str, list[float]] = {}
     steps, gammas, walls = [], [], []
     for i in range(splits):
         sd = 1000 + i
         w0 = time.perf_counter()
-        st, _, tot = _timed(C.balance_split, sample, seed=sd, params=p)
+        st, _, tot = timed(C.balance_split, sample, seed=sd, params=p)
         # the two parts of balance_split, timed again on their own
         x, s = sample.x, sample.s.astype(int)
         xs = ((x - x[st.tr].mean(0)) / np.where(x[st.tr].std(0) == 0, 1, x[st.tr].std(0)))
         xs = xs.astype(np.float32)
-        _, _, diag_s = _timed(balance_diagnostics, x_tr=xs[st.tr], s_tr=s[st.tr],
+        _, _, diag_s = timed(balance_diagnostics, x_tr=xs[st.tr], s_tr=s[st.tr],
                               w_tr=st.train.w, x_te=xs[st.te], s_te=s[st.te], w_te=st.test.w)
-        g, _, cert_s = _timed(C._certificate_gammas, st, seed=sd, params=p)
-        _, _, null_g_s = _timed(C._null_gammas, st, sample, split=i, seed=sd, params=p)
+        g, _, cert_s = timed(C._certificate_gammas, st, seed=sd, params=p)
+        _, _, null_g_s = timed(C._null_gammas, st, sample, split=i, seed=sd, params=p)
         out = C.SplitResult(split=i, gamma_pos=g[0], gamma_neg=g[1], gamma_max=max(g))
-        wv, _, wva_s = _timed(C._with_violation, out, st, sample, seed=sd, params=p)
+        wv, _, wva_s = timed(C._with_violation, out, st, sample, seed=sd, params=p)
         walls.append(time.perf_counter() - w0 - 0.0)
         steps.append(len(json.loads(wv.trace)))
         gammas.append(max(g))
@@ -530,10 +413,12 @@ def main(argv=None) -> int:
                     help="correlation sample rows (default: the audit's sample_rows)")
     ap.add_argument("--skip", nargs="*", default=[], choices=["mdfa", "correlation"])
     ap.add_argument("--cores", type=int, default=2, help="cores of the estimate (--probe)")
-    args = ap.parse_args(argv)
-    argv_line = "python scripts/bench_nightly.py " + " ".join(
+    args = parse_args(ap, argv, fast={"rows": [1000, 2000], "dim": 4, "set": LIGHT_SETS,
+                                      "timeout": 600, "probe_splits": 1,
+                                      "probe_attempts": 20})
+    argv_line = "python benchmarks/bench_nightly.py " + " ".join(
         sys.argv[1:] if argv is None else argv)
-    print(f"cores: {os.cpu_count()}; load at start {_load()}", flush=True)
+    print(f"cores: {os.cpu_count()}; load at start {load()}", flush=True)
     if args.probe:
         from fairspark._threads import pin_threads
 
@@ -544,18 +429,18 @@ def main(argv=None) -> int:
         from fairspark.correlation.params import CorrelationParams
         from fairspark.mdfa.params import MDFAParams
 
-        l0 = _load()
+        l0 = load()
         mdfa = corr = None
         if "mdfa" not in args.skip:
             mdfa = probe_mdfa(args.dim, args.probe_mdfa_rows or MDFAParams().sample_rows,
                               args.probe_splits)
-        l1 = _load()
+        l1 = load()
         if "correlation" not in args.skip:
             corr = probe_correlation(args.dim,
                                      args.probe_corr_rows or CorrelationParams().sample_rows,
                                      args.probe_attempts)
         text = (probe_markdown(mdfa, corr, args.cores, len(VIEWS), argv_line)
-                + f"\n\nload before mdfa {l0}; before correlation {l1}; after {_load()}")
+                + f"\n\nload before mdfa {l0}; before correlation {l1}; after {load()}")
         print(text)
         if args.out:
             Path(args.out).write_text(text + "\n\n```json\n"
@@ -565,7 +450,7 @@ def main(argv=None) -> int:
     sets = parse_sets(args.set)
     res = [run_one(Path(args.tmp).resolve() / f"n{n}_d{args.dim}", n, args.dim, args.master,
                    args.timeout, sets) for n in args.rows]
-    text = markdown(res, argv_line, os.cpu_count())
+    text = stage_markdown(res, argv_line, os.cpu_count())
     if sets:
         text = ("**Not at the defaults**: overridden " + ", ".join(
             f"`{a}.{k}={v}`" for a, kv in sets.items() for k, v in kv.items()) + "\n\n"

@@ -9,7 +9,7 @@ task, with ``MDFAParams()`` (optionally ``--params`` JSON on top). Prints the ph
 table (CPU seconds per split: balancing, certificate, null, Algorithm 1), the per-view
 seconds spread over the view's splits, and the load average::
 
-    python scripts/bench_mdfa_split.py --rows 50000 --dim 50 --splits 3
+    python benchmarks/bench_mdfa_split.py --rows 50000 --dim 50 --splits 3
 """
 
 from __future__ import annotations
@@ -17,14 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _harness import load1, parse_args
 
 PHASES = ("cpu_balance", "cpu_certificate", "cpu_null", "cpu_violation")
 
@@ -48,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--splits", type=int, default=3)
     ap.add_argument("--params", default="{}", help="JSON of MDFAParams fields on top")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={
+        "rows": 1000, "dim": 4, "splits": 1,
+        "params": '{"epochs": 2, "auditor": "logistic_regression", "worst_violation": false}'})
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"
     import torch
@@ -60,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     params = MDFAParams(**json.loads(args.params))
     sample = sample_of(rows=args.rows, dim=args.dim, seed=args.seed)
-    load0 = os.getloadavg()
+    load0 = load1()
     seeds = [derive_seed(args.seed, "split", i) for i in range(args.splits)]
     c0 = time.process_time()
     sample = sample.with_null_model(seed=derive_seed(args.seed, "null"))
@@ -74,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     planned = params.planned_splits() if params.splits != "auto" else params.splits_wave
     view = (c1 - c0) + (c2 - c1)
     print(f"mdfa split phases, {args.rows} rows, d = {args.dim}, {args.splits} splits, "
-          f"params {args.params}; load before {load0[0]:.2f}, after {os.getloadavg()[0]:.2f}")
+          f"params {args.params}; load before {load0}, after {load1()}")
     print("| phase | CPU s per split |")
     print("|---|---|")
     for ph in PHASES:

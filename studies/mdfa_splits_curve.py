@@ -10,7 +10,7 @@ designs the reported gamma(+1), whether its interval covers the planted value an
 verdict's power over generator seeds. Algorithm 1 is off (it does not enter gamma or the
 verdict); everything else is at the defaults (L2 chosen once per view)::
 
-    python scripts/mdfa_splits_curve.py --out /tmp/mdfa_curve --seeds 10 --max-splits 40 \
+    python studies/mdfa_splits_curve.py --out /tmp/mdfa_curve --seeds 10 --max-splits 40 \
         --full-seeds 1 --full-splits 100
 """
 
@@ -25,7 +25,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 JS = (10, 20, 40, 100)
 

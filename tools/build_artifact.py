@@ -22,7 +22,7 @@ interpreter and this script; a rebuild with the same key copies the cached archi
 
 Usage::
 
-    python scripts/build_artifact.py [--dist dist] [--no-env] [--force]
+    python tools/build_artifact.py [--dist dist] [--no-env] [--force]
 
 See ``docs/deploy.md``.
 """

@@ -10,7 +10,7 @@ sensitive attribute flipped with probability 0.5).
 
 Usage::
 
-    nice -n 5 python scripts/hfm_reference.py [--data ../shared/data]
+    nice -n 5 python studies/hfm_reference.py [--data ../shared/data]
 """
 
 from __future__ import annotations

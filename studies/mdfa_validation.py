@@ -3,21 +3,21 @@
 Writes a Markdown report (default ``docs/mdfa_validation.md``), block by block, so a
 partial run still leaves its finished blocks. Usage::
 
-    python scripts/mdfa_validation.py --splits 100 --out docs/mdfa_validation.md
+    python studies/mdfa_validation.py --splits 100 --out docs/mdfa_validation.md
 
 The null calibration of the verdict is a separate mode that prints
 one line per null draw::
 
-    python scripts/mdfa_validation.py --null-check compas --splits 100 --draws 20
-    python scripts/mdfa_validation.py --null-check synthetic:0.5:0.2 --splits 100 --draws 20
+    python studies/mdfa_validation.py --null-check compas --splits 100 --draws 20
+    python studies/mdfa_validation.py --null-check synthetic:0.5:0.2 --splits 100 --draws 20
 
 and the outcome-relevant imbalance per balancing variant::
 
-    python scripts/mdfa_validation.py --gap-check --splits 10
+    python studies/mdfa_validation.py --gap-check --splits 10
 
 and the recovery of planted violations over generator seeds::
 
-    python scripts/mdfa_validation.py --recovery 20 --splits 10
+    python studies/mdfa_validation.py --recovery 20 --splits 10
 """
 
 from __future__ import annotations
@@ -234,24 +234,6 @@ def _compas_arrays(attr: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return x, s, y
 
 
-def null_generator_p(x: np.ndarray, y: np.ndarray, *,
-                     generator: str = "cross-fitted") -> np.ndarray:
-    """P(Y = +1 | x) of the null check's decisions: a random forest (200 trees, >= 20
-    rows per leaf, seed 0) fitted without S; ``cross-fitted`` predicts each of 5 folds
-    from the other 4, ``in-sample`` predicts the rows it was fitted on."""
-    from sklearn.ensemble import RandomForestClassifier
-
-    rf = RandomForestClassifier(200, min_samples_leaf=20, random_state=0, n_jobs=1)
-    if generator == "in-sample":
-        return rf.fit(x, y > 0).predict_proba(x)[:, 1]
-    if generator == "cross-fitted":
-        from sklearn.model_selection import KFold, cross_val_predict
-
-        return cross_val_predict(rf, x, y > 0, method="predict_proba",
-                                 cv=KFold(5, shuffle=True, random_state=0))[:, 1]
-    raise ValueError(f"--null-generator {generator!r}: expected in-sample or cross-fitted")
-
-
 def null_check(data: str, *, splits: int, draws: int, observed: bool,
                extra: dict | None = None, generator: str = "cross-fitted") -> int:
     """Null calibration of the verdict: ``draws`` decision vectors redrawn from
@@ -276,6 +258,7 @@ def null_check(data: str, *, splits: int, draws: int, observed: bool,
     from fairspark.mdfa.certify import balance_split, prepare_view
     from fairspark.mdfa.null import null_reference
     from fairspark.mdfa.results import split_frame
+    from fairspark.mdfa.validation import null_generator_p
 
     x, s, y = _design(data)
     names = [f"x{j}" for j in range(x.shape[1])]
@@ -288,7 +271,7 @@ def null_check(data: str, *, splits: int, draws: int, observed: bool,
     print(f"{data}: balancing {splits} splits {time.time() - t0:.0f} s; held-out AUC "
           f"{np.mean([st.balance.auc for st in states]):.3f}, max |SMD| after "
           f"{np.mean([st.balance.max_abs_smd_after for st in states]):.3f}", flush=True)
-    p_test = null_generator_p(x, y, generator=generator)
+    p_test = null_generator_p(x=x, y=y, generator=generator)
     runs = [("observed", y)] if observed else []
     runs += [(f"null{k}", np.where(np.random.default_rng(1000 + k).random(len(y)) < p_test,
                                    1, -1)) for k in range(draws)]
@@ -576,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = _spark()
     t_start = time.time()
     head = ["# mdfa validation", "",
-            f"Command: `python scripts/mdfa_validation.py --splits {args.splits} "
+            f"Command: `python studies/mdfa_validation.py --splits {args.splits} "
             f"--wv-splits {args.wv_splits} --extra-splits {args.extra_splits}`; "
             f"{platform.node()}, {os.cpu_count()} CPUs, "
             f"Spark local[2], Python {sys.version.split()[0]}; started "

@@ -17,14 +17,13 @@ sample that mdfa and correlation would audit (``--sample-rows``) included.
 
 Run on a quiet machine (the load average is printed with every figure)::
 
-    python scripts/bench_window.py --partitions 30 --rows 1000000 --dim 50
+    python benchmarks/bench_window.py --partitions 30 --rows 1000000 --dim 50
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import shutil
 import sys
 import time
@@ -32,9 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+from _harness import load, parse_args, spark_session
 
 
 def _du(path: Path) -> int:
@@ -118,9 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backfill-only", action="store_true",
                    help="write the first partitions - 1 states and stop (kept for a later "
                         "run, which then reuses them: the backfill is not a timed figure)")
-    args = p.parse_args(argv)
-
-    from fairspark.session import build_session
+    args = parse_args(p, argv, fast={"partitions": 3, "rows": 1000, "dim": 3, "trials": 1,
+                                     "sample_rows": 500})
 
     work = Path(args.work)
     base = work / f"in-{args.partitions}x{args.rows}x{args.dim}"
@@ -128,10 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     days = write_partitions(base, partitions=args.partitions, rows=args.rows, dim=args.dim,
                             seed=1, first=dt.date(2026, 11, 1))
     print(f"data: {args.partitions} partitions x {args.rows} rows x {args.dim} features under "
-          f"{base} ({_du(base) / 1e9:.2f} GB; {time.perf_counter() - t0:.0f} s)  load {_load()}")
-    spark = build_session(master=args.master, app_name="bench-window",
-                          conf={"spark.driver.memory": "6g", "spark.ui.enabled": "false"},
-                          log_level="ERROR")
+          f"{base} ({_du(base) / 1e9:.2f} GB; {time.perf_counter() - t0:.0f} s)  load {load()}")
+    spark = spark_session(master=args.master, app_name="bench-window",
+                          conf={"spark.driver.memory": "6g", "spark.ui.enabled": "false"})
     group = {"group": {}}
     last = days[-1]
     outs = {k: work / f"out-{k}" for k in ("one", "window", "rescan", "sample")}
@@ -147,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     tb, _ = _timed(spark, _raw(base, outs["window"], window=args.partitions, where=None,
                                run_date=days[-2], audits=group))
     print(f"backfill: states of {args.partitions - 1} partitions written or found in {tb:.1f} s"
-          f"  load {_load()}")
+          f"  load {load()}")
     if args.backfill_only:
         return 0
     one_t, win_t = [], []
@@ -163,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                                     where=f"day = '{last.isoformat()}'", run_date=last,
                                     audits=group))
         one_t.append(t)
-        print(f"  one partition alone, trial {k + 1}: {t:.1f} s  load {_load()}")
+        print(f"  one partition alone, trial {k + 1}: {t:.1f} s  load {load()}")
         # the night aggregates its new partition (restated: a rerun would reuse its state)
         raw = _raw(base, outs["window"], window=args.partitions, where=None,
                    run_date=last, audits=group)
@@ -172,11 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         win_t.append(t)
         agg = win.summary["window"]["aggregated"]
         print(f"  window night {args.partitions}, trial {k + 1}: {t:.1f} s (aggregated "
-              f"{sorted(agg)}, reused {len(win.summary['window']['reused'])})  load {_load()}")
+              f"{sorted(agg)}, reused {len(win.summary['window']['reused'])})  load {load()}")
         stages = {k: v for k, v in win.summary["stage_timings"].items() if v >= 0.2}
         print(f"    stages: {stages}")
     print(f"one partition alone: {min(one_t):.1f} s; the window's night: {min(win_t):.1f} s "
-          f"= {min(win_t) / min(one_t):.2f}x (target <= 1.3x)  load {_load()}")
+          f"= {min(win_t) / min(one_t):.2f}x (target <= 1.3x)  load {load()}")
     if not args.skip_rescan:
         t, full = _timed(spark, _raw(base, outs["rescan"], window=None,
                                      where=f"day >= '{days[0].isoformat()}' and day <= "
@@ -184,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                                      audits=group))
         print(f"full rescan of {args.partitions} partitions: {t:.1f} s = "
               f"{t / min(one_t):.1f}x one partition, {t / min(win_t):.1f}x the window's night"
-              f"  load {_load()}")
+              f"  load {load()}")
         a, b = _group_rows(win), _group_rows(full)
         worst = max((abs(x - y) for k in a for x, y in zip(a[k][:3], b[k][:3], strict=True)
                      if isinstance(x, float) and isinstance(y, float) and y == y), default=0.0)
@@ -216,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"state of one partition (groups, category counts and its share of a "
           f"{args.sample_rows}-row window sample: {state['sample']['rows']} rows): "
           f"{size / 1e6:.2f} MB = {100 * size / psize:.2f}% of its Parquet ({psize / 1e6:.0f} MB;"
-          f" target <= 1%); written in {ts:.1f} s  load {_load()}")
+          f" target <= 1%); written in {ts:.1f} s  load {load()}")
     spark.stop()
     return 0
 

@@ -8,7 +8,7 @@ agreement of the found held-out subgroup with the planted one (synthetic: F1 aga
 ``in_g`` restricted to Y = +1), and Algorithm 1's CPU seconds per split (the split's CPU
 time less the same split without Algorithm 1)::
 
-    python scripts/mdfa_wva_cost.py --splits 10 --trees 100,30,10
+    python studies/mdfa_wva_cost.py --splits 10 --trees 100,30,10
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _load() -> str:

@@ -20,16 +20,14 @@ and the load average.
 
 Example::
 
-    python scripts/bench_hfm_user.py --copies 20 --settings default 1g 6g spark
+    python benchmarks/bench_hfm_user.py --copies 20 --settings default 1g 6g spark
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import multiprocessing as mp
-import os
 import subprocess
 import sys
 import tempfile
@@ -40,26 +38,15 @@ import numpy as np
 import pandas as pd
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-COLS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
-        "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",
-        "hours_per_week", "native_country", "income"]
+from _harness import ROOT, load, parse_args, read_adult
+
 NUMERIC = ["age", "fnlwgt", "education_num", "capital_gain", "capital_loss", "hours_per_week"]
 CATEGORICAL = ["workclass", "education", "marital_status", "occupation", "relationship"]
 
 
-def _load() -> str:
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
 def adult_table(copies: int, jitter: float, seed: int) -> pd.DataFrame:
     """The bundled Adult, complete rows, replicated with a jitter on the numeric columns."""
-    frames = []
-    for name, skip in (("adult.data.gz", 0), ("adult.test.gz", 1)):
-        with gzip.open(ROOT / "fairspark" / "data" / name, "rt") as fh:
-            frames.append(pd.read_csv(fh, header=None, names=COLS, skipinitialspace=True,
-                                      na_values="?", skiprows=skip))
-    df = pd.concat(frames, ignore_index=True).dropna().drop(columns=["native_country"])
+    df = read_adult().dropna().drop(columns=["native_country"])
     df["income"] = df["income"].str.rstrip(".")
     df = df.reset_index(drop=True)
     big = pd.concat([df] * copies, ignore_index=True)
@@ -132,7 +119,7 @@ def run_cli(inp: str, tmp: Path, setting: str) -> dict:
                           capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - t
     run = tmp / f"out_{setting}" / "run_date=2026-12-03"
-    out = {"setting": setting, "exit": proc.returncode, "wall": wall, "load": _load(),
+    out = {"setting": setting, "exit": proc.returncode, "wall": wall, "load": load(),
            "log": [ln for ln in proc.stderr.splitlines() if "hfm" in ln.lower()
                    or " stage " in ln]}
     if (run / "summary.json").exists():
@@ -154,7 +141,7 @@ def main(argv=None) -> int:
                     choices=["default", "1g", "6g", "spark"])
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--verbose", action="store_true", help="print the HFM log lines")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"copies": 1, "settings": ["default"]})
     tmp = Path(args.tmp or tempfile.mkdtemp(prefix="hfm_user_"))
     big = adult_table(args.copies, args.jitter, seed=1)
     inp = tmp / "in"
@@ -163,9 +150,9 @@ def main(argv=None) -> int:
         for i, part in enumerate(np.array_split(np.arange(len(big)), 8)):
             big.iloc[part].to_parquet(inp / f"part-{i:05d}.parquet", index=False)
     VD, VF, g = points(big)
-    print(f"# rows={len(big)} d={VD.shape[1] - 1} load at start {_load()}", flush=True)
+    print(f"# rows={len(big)} d={VD.shape[1] - 1} load at start {load()}", flush=True)
     D, Df, ref = scipy_reference(VD, VF, g)
-    print(f"scipy D+D_f {ref:.2f} s  D={D:.12g} D_f={Df:.12g}  load {_load()}", flush=True)
+    print(f"scipy D+D_f {ref:.2f} s  D={D:.12g} D_f={Df:.12g}  load {load()}", flush=True)
     print("| setting | exit | HFM stage (s) | / scipy | D exact | D_f exact | wall (s) | load |")
     print("|---|---|---|---|---|---|---|---|")
     for setting in args.settings:

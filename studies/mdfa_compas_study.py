@@ -15,9 +15,9 @@ Every run goes through :func:`fairspark.runner.run_audit_job` on a Parquet copy 
 same path as the CLI) and prints one line per attribute with the load average and the
 wall seconds. Usage::
 
-    python scripts/mdfa_compas_study.py --runs filtered:defaults:100 \\
+    python studies/mdfa_compas_study.py --runs filtered:defaults:100 \\
         --out /tmp/hB_compas_study.md
-    python scripts/mdfa_compas_study.py --runs filtered:paper:30,raw:defaults:30
+    python studies/mdfa_compas_study.py --runs filtered:paper:30,raw:defaults:30
 
 ``--masses`` runs the driver-side experiment on how the s = +1 weights' total mass moves
 gamma (the reference code does not rescale it; fairspark sets Pr_w[S = +1] = 1/2).
@@ -32,18 +32,17 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 sys.path.insert(0, str(ROOT))
 
+from fairspark.mdfa.validation import COMPAS_DECISION, COMPAS_FEATURES, load_compas
+
 CSV = DATA / "compas" / "compas-scores-two-years.csv"
-#: features I-V of the paper's Table 1 (II is categorical: F felony, M misdemeanour)
-FEATURES = ["priors_count", "c_charge_degree", "age", "juv_fel_count", "juv_misd_count"]
+#: features I-V of the paper's Table 1, the audited decision, the columns kept
+FEATURES, DECISION = COMPAS_FEATURES, COMPAS_DECISION
 CATEGORICAL = ["c_charge_degree"]
-DECISION = "v_score_text"  # the violent score text; 'High' is the audited decision
-KEEP = ["id", "sex", "race", *FEATURES, "age_cat", DECISION, "score_text", "two_year_recid"]
 
 #: named settings of audits.mdfa (everything else at its default)
 SETTINGS = {
@@ -55,27 +54,6 @@ SETTINGS = {
 #: Table 1 of the paper (features I-V): mean (sd) over 100 splits
 PAPER = {"race": (0.023761, 0.004312), "sex": (-0.0001, 0.0006)}
 PAPER_DELTA = 1.28
-
-
-def propublica_filter(df: pd.DataFrame) -> pd.DataFrame:
-    """ProPublica's row filter (compas-analysis notebook): screening within 30 days of
-    the arrest, a known recidivism outcome, no ordinary traffic offence ('O'), a score.
-
-    Rows with a missing ``days_b_screening_arrest`` fail the first condition (as in
-    ProPublica's R ``filter``)."""
-    days = df["days_b_screening_arrest"]
-    keep = ((days >= -30) & (days <= 30) & (df["is_recid"] != -1)
-            & (df["c_charge_degree"] != "O") & (df["score_text"] != "N/A"))
-    return df.loc[keep.fillna(False)]
-
-
-def load_compas(*, filtered: bool = True, path: Path = CSV) -> pd.DataFrame:
-    """The study's table: the kept columns (no names or dates of birth), ProPublica's
-    filter unless ``filtered=False``, rows with a missing kept value dropped."""
-    df = pd.read_csv(path)
-    if filtered:
-        df = propublica_filter(df)
-    return df[KEEP].dropna().reset_index(drop=True)
 
 
 def _config(inp: Path, out: Path, mdfa: dict, *, features: list[str], categorical: list[str],
@@ -116,7 +94,7 @@ def run_one(spark, *, data: str, setting: str, splits: int, attributes: list[str
     from fairspark.config import parse_config
     from fairspark.runner import run_audit_job
 
-    df = load_compas(filtered=data == "filtered")
+    df = load_compas(path=CSV, filtered=data == "filtered")
     tag = f"{data}_{setting}_{splits}_{age}"
     inp = tmp / f"in_{data}"
     inp.mkdir(parents=True, exist_ok=True)
@@ -238,7 +216,7 @@ def masses(*, data: str, attributes: list[str], splits: int, setting: str) -> li
     from fairspark.mdfa.certify import balance_split, certificate_gamma, fit_certificate
 
     torch.set_num_threads(1)
-    df = load_compas(filtered=data == "filtered")
+    df = load_compas(path=CSV, filtered=data == "filtered")
     x = np.column_stack([df.priors_count, df.c_charge_degree == "F",
                          df.c_charge_degree == "M", df.age, df.juv_fel_count,
                          df.juv_misd_count]).astype(float)
@@ -294,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
 
     pin_threads()
     attrs = args.attributes.split(",")
-    cmd = "python scripts/mdfa_compas_study.py " + " ".join(argv or sys.argv[1:])
+    cmd = "python studies/mdfa_compas_study.py " + " ".join(argv or sys.argv[1:])
     lines = [f"Command: `{cmd}`; started {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
              f", load {_load()}", ""]
     out = Path(args.out)

@@ -6,11 +6,11 @@ a rare group, a multi-valued attribute) for several partition counts, and return
 number as JSON. The output must be identical (1e-12 relative) for every partition count
 and on every cluster shape, e.g.::
 
-    python scripts/hfm_checks.py --master 'local[2]' > a.json
-    spark-submit --master 'local-cluster[2,1,1024]' scripts/hfm_checks.py > b.json
-    python scripts/hfm_checks.py --compare a.json b.json
+    python studies/hfm_checks.py --master 'local[2]' > a.json
+    spark-submit --master 'local-cluster[2,1,1024]' studies/hfm_checks.py > b.json
+    python studies/hfm_checks.py --compare a.json b.json
 
-A command-line tool, so it lives beside the other scripts and not in the library; it
+A command-line tool, so it lives beside the other studies and not in the library; it
 imports ``fairspark`` (installed, or the repository root on ``PYTHONPATH``).
 """
 

@@ -1,6 +1,6 @@
 """Compare two runs' ``metrics.parquet`` value by value (for refactors: same numbers?).
 
-    python scripts/compare_metrics.py BEFORE/run_date=D AFTER/run_date=D [--tol 1e-12]
+    python tools/compare_metrics.py BEFORE/run_date=D AFTER/run_date=D [--tol 1e-12]
         [--exclude-audit correlation]
 
 Rows are matched on (audit, attribute, group, metric, metric_b, model); ``value``,

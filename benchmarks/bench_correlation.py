@@ -20,7 +20,7 @@ features min-max scaled, ``sex`` as the attribute (1 = privileged), label
 
 Example::
 
-    python scripts/bench_correlation.py --n 300 --rounds 6 --k 1000 \\
+    python benchmarks/bench_correlation.py --n 300 --rounds 6 --k 1000 \\
         --models logistic_regression --trials 3
 
 ``auto-vs-fixed`` runs the audit itself twice in one Spark session on the
@@ -32,14 +32,14 @@ representatives agree, and the load average before and after; ``--save`` pickles
 each run's summary (its ``monte_carlo_se_by_round`` gives any other target's stopping
 round: round r depends only on its seed) and rows::
 
-    python scripts/bench_correlation.py auto-vs-fixed \
+    python benchmarks/bench_correlation.py auto-vs-fixed \
         --input out/demo/_input/adult_scored.parquet --attributes sex
 
 ``fits`` runs the same rounds with ``linear_fits: per_model`` and
 ``batched`` and prints the CPU seconds per round by phase, the load average and the
 ratio::
 
-    python scripts/bench_correlation.py fits \
+    python benchmarks/bench_correlation.py fits \
         --input out/demo/_input/adult_scored.parquet --attributes sex --set rounds=4
 """
 
@@ -52,8 +52,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _harness import ROOT, draw_rows, load1, parse_args
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from fairspark._threads import pin_threads, single_thread
@@ -78,6 +78,19 @@ from fairspark.correlation._spark import _cached_split
 from fairspark.session import build_session
 
 
+def _prepared(y: np.ndarray, priv: np.ndarray, x: np.ndarray) -> pd.DataFrame:
+    """The prepared-table columns of label ``y``, group ``priv`` and features ``x``."""
+    return pd.DataFrame({"_fs_key": [str(i) for i in range(len(y))], "_fs_label": y,
+                         "_fs_x": list(x), "_fs_w": 1.0, "_fs_p_0": priv})
+
+
+def synthetic_table(rows: int, dim: int) -> pd.DataFrame:
+    """The nightly design's rows (the harness's generator) with the prepared-table
+    columns: the fast profile's table, which needs no data beside the checkout."""
+    r = draw_rows(np.random.default_rng(0), rows, dim)
+    return _prepared(r["label"].astype(float), ~r["female"], r["X"])
+
+
 def load_adult(shared: Path) -> pd.DataFrame:
     """Adult as a table with the prepared-table columns."""
     d = pd.read_csv(
@@ -89,15 +102,7 @@ def load_adult(shared: Path) -> pd.DataFrame:
     lo, hi = feats.min(), feats.max()
     span = (hi - lo).replace(0, 1.0)
     x = ((feats - lo) / span).where(hi > lo, 0.0).to_numpy()
-    return pd.DataFrame(
-        {
-            "_fs_key": [str(i) for i in range(len(d))],
-            "_fs_label": y,
-            "_fs_x": list(x),
-            "_fs_w": 1.0,
-            "_fs_p_0": priv,
-        }
-    )
+    return _prepared(y, priv, x)
 
 
 def _round_job(x, y, priv, w, ids, *, model, seed, k, min_accuracy):
@@ -216,20 +221,15 @@ def breakdown(tasks: list[dict], *, submit: float, collected: float, cores: int)
     return out
 
 
-def _load() -> str:
-    return Path("/proc/loadavg").read_text().split(" ")[0] if Path("/proc/loadavg").exists() \
-        else f"{os.getloadavg()[0]:.2f}"
-
-
 def _correlation_run(spark, cfg) -> tuple[dict, list[dict], float, str, str]:
     """One audit run: the correlation summary, its rows, wall seconds, load before/after."""
     from fairspark.runner import compute_run
 
-    before, t0 = _load(), time.perf_counter()
+    before, t0 = load1(), time.perf_counter()
     run = compute_run(spark, cfg, render=False)
     wall = time.perf_counter() - t0
     rows = [r for r in run.long_rows if r["audit"] == "correlation"]
-    return run.summary["audits"]["correlation"], rows, wall, before, _load()
+    return run.summary["audits"]["correlation"], rows, wall, before, load1()
 
 
 def _pair(rows: list[dict], attr: str, model: str) -> float:
@@ -370,7 +370,7 @@ def stop_rule(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=5)
     args = ap.parse_args(argv)
     spec = importlib.util.spec_from_file_location("bench_nightly",
-                                                  ROOT / "scripts/bench_nightly.py")
+                                                  ROOT / "benchmarks/bench_nightly.py")
     bn = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bn)
     p = CorrelationParams()
@@ -440,10 +440,15 @@ def main(argv: list[str] | None = None) -> int:
         help="also compare CPU seconds per training in tasks vs sequential (N fits)",
     )
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "data"))
+    ap.add_argument("--data", choices=["adult", "synthetic"], default="adult",
+                    help="Adult from --shared, or the nightly design's synthetic rows")
+    ap.add_argument("--rows", type=int, default=5000, help="rows of --data synthetic")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--conf", nargs="*", default=[], metavar="KEY=VALUE",
                     help="extra Spark settings (e.g. spark.python.daemon.module=pyspark.daemon)")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"n": 4, "rounds": 2, "k": 50, "sample_rows": 1000,
+                                      "trials": 1, "data": "synthetic", "rows": 2000,
+                                      "skip_joblib": True})
 
     from joblib import Parallel, delayed
 
@@ -459,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
         log_level="ERROR",
     )
     daemon = spark.sparkContext.getConf().get("spark.python.daemon.module", "pyspark.daemon")
-    pdf = load_adult(Path(args.shared))
+    pdf = (load_adult(Path(args.shared)) if args.data == "adult"
+           else synthetic_table(args.rows, 5))
     df = spark.createDataFrame(pdf).cache()
     df.count()
     t0 = time.perf_counter()
@@ -480,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         "models": {},
     }
     print(f"sample: {len(sample.y)} rows x {sample.x.shape[1]} features in {t_sample:.1f}s; "
-          f"python daemon {daemon}; load {_load()}", flush=True)
+          f"python daemon {daemon}; load {load1()}", flush=True)
     data = sample.for_attribute(0)
     # warm-up, not timed: Spark's Python workers (the daemon's imports, the broadcast)
     # and joblib's loky processes start once per application, as a SparkSession does;
@@ -502,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         for trial in range(args.trials):
             # fairspark, sequential and joblib back to back in each trial, so that a
             # trial's ratios compare runs made under the same machine load
-            load_before = _load()
+            load_before = load1()
             t0 = time.perf_counter()
             tab = run_oracle_tasks(spark, sample, OracleJob(
                 attributes=[0], models=[model], seeds=[seed], n_samples=args.n,
@@ -553,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
                 "identical_sequential": same_seq,
                 "identical_joblib": same_job,
                 "load_before": load_before,
-                "load_after": _load(),
+                "load_after": load1(),
                 "driver_outside_jobs_s": pre,
                 "waves": waves,
             }
@@ -564,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
                 + ("-" if t_job is None else f"{t_job:.2f}s")
                 + f"  efficiency fairspark {t_seq / (2 * t_fs):.3f}  joblib2 "
                 + ("-" if t_job is None else f"{t_seq / (2 * t_job):.3f}")
-                + f"  identical {same_seq}/{same_job}  load {load_before} -> {_load()}",
+                + f"  identical {same_seq}/{same_job}  load {load_before} -> {load1()}",
                 flush=True,
             )
             for i, w in enumerate(waves):

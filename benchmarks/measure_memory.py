@@ -8,7 +8,7 @@ the stages' peak execution memory. The slope between two sizes is the memory per
 
 Usage::
 
-    python scripts/measure_memory.py --rows 20000 80000 --audits group hfm mdfa correlation
+    python benchmarks/measure_memory.py --rows 20000 80000 --audits group hfm mdfa correlation
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _harness import parse_args, spark_session
 
 AUDIT_PARAMS = {
     "group": {},
@@ -36,14 +36,13 @@ AUDIT_PARAMS = {
 def _one(audit: str, rows: int, dim: int) -> dict:
     import numpy as np
     import pandas as pd
-    sys.path.insert(0, str(ROOT))
+
     from fairspark.config import parse_config
     from fairspark.runner import run_audit_job
-    from fairspark.session import build_session
 
     # the REST API below reads the executor's peak memory: UI on, process-tree metrics
-    spark = build_session(
-        master="local[2]", app_name=f"mem-{audit}-{rows}",
+    spark = spark_session(
+        app_name=f"mem-{audit}-{rows}", log_level="WARN",
         conf={"spark.ui.enabled": "true", "spark.ui.port": "4077",
               "spark.executor.processTreeMetrics.enabled": "true",
               "spark.executor.metrics.pollingInterval": "100ms",
@@ -85,16 +84,16 @@ def _one(audit: str, rows: int, dim: int) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, nargs="+", default=[20000, 80000])
     ap.add_argument("--audits", nargs="+", default=list(AUDIT_PARAMS))
     ap.add_argument("--dim", type=int, default=10)
     ap.add_argument("--one", nargs=2, metavar=("AUDIT", "ROWS"), help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = parse_args(ap, argv, fast={"rows": [1000, 2000], "audits": ["group"], "dim": 3})
     if args.one:
         print(json.dumps(_one(args.one[0], int(args.one[1]), args.dim)))
-        return
+        return 0
     results = []
     for audit in args.audits:
         for n in args.rows:
@@ -123,7 +122,8 @@ def main() -> None:
             dn = (b["rows"] - a["rows"]) / 1000
             print(f"- {audit}: JVM heap {(b['jvm_heap_mb'] - a['jvm_heap_mb']) / dn:+.3f} MiB, "
                   f"Python RSS {(b['python_rss_mb'] - a['python_rss_mb']) / dn:+.3f} MiB")
+    return 0 if len(results) == len(args.audits) * len(args.rows) else 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

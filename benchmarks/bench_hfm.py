@@ -18,7 +18,7 @@ at the start and at the end) above it (``--out`` also writes it to a file).
 
 The engine against scipy only, on the small cells::
 
-    python scripts/bench_hfm.py --datasets uniform --dims 100 --sizes 10000 100000 \
+    python benchmarks/bench_hfm.py --datasets uniform --dims 100 --sizes 10000 100000 \
         --methods certified --peers scipy
 
 ``--scale-check`` instead runs the whole HFM audit through the runner on a ~50 MB table
@@ -26,7 +26,7 @@ The engine against scipy only, on the small cells::
 
 Example::
 
-    python scripts/bench_hfm.py --sizes 10000 30000 --dims 10 100 \
+    python benchmarks/bench_hfm.py --sizes 10000 30000 --dims 10 100 \
         --datasets uniform clustered adult --time-limit 120 --out /tmp/bench_hfm.md
 """
 
@@ -47,13 +47,7 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-SHARED = ROOT.parent / "shared" / "data"
-
-ADULT_COLS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
-              "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",
-              "hours_per_week", "native_country", "income"]
+from _harness import SHARED, load, parse_args, read_adult, spark_session
 
 
 # ----------------------------------------------------------------------------- data
@@ -79,8 +73,7 @@ def make_data(kind: str, n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndar
 
 
 def _adult_features(d: int, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    df = pd.read_csv(SHARED / "adult/uci/adult.data", header=None, names=ADULT_COLS,
-                     skipinitialspace=True, na_values="?").dropna()
+    df = read_adult(("data",)).dropna()
     num = ["age", "education_num", "hours_per_week", "capital_gain", "capital_loss", "fnlwgt"]
     cat = ["workclass", "marital_status", "occupation", "relationship", "native_country",
            "education"]
@@ -102,11 +95,7 @@ def adult_replica(copies: int, jitter: float, seed: int) -> tuple[np.ndarray, np
     alphabetical order; native_country left out: d = 56), replicated ``copies`` times
     with a Gaussian jitter of ``jitter`` on every feature. Label: income > 50K;
     prediction: a fixed rule (education_num >= 13 and hours >= 40); group: sex."""
-    frames = []
-    for f, skip in (("adult.data", 0), ("adult.test", 1)):
-        frames.append(pd.read_csv(SHARED / "adult/uci" / f, header=None, names=ADULT_COLS,
-                                  skipinitialspace=True, na_values="?", skiprows=skip))
-    df = pd.concat(frames, ignore_index=True).dropna().reset_index(drop=True)
+    df = read_adult().dropna().reset_index(drop=True)
     num = ["age", "fnlwgt", "education_num", "capital_gain", "capital_loss", "hours_per_week"]
     cat = ["workclass", "education", "marital_status", "occupation", "relationship"]
     cols = [((df[c] - df[c].min()) / (df[c].max() - df[c].min())).to_numpy(float) for c in num]
@@ -201,12 +190,10 @@ def run_peer(name, V, g, W, m2, limit):
 
 
 # ----------------------------------------------------------------------------- spark
-def spark_session(master: str, extra: dict[str, str] | None = None):
-    from fairspark.session import build_session
-
+def _spark(master: str, extra: dict[str, str] | None = None):
     conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8",
             "spark.driver.memory": "6g", **(extra or {})}
-    return build_session(master=master, app_name="bench_hfm", conf=conf, log_level="ERROR")
+    return spark_session(master=master, app_name="bench_hfm", conf=conf)
 
 
 def to_points_df(spark, X, Y, g, tmp):
@@ -300,8 +287,8 @@ def _warm_up(spark) -> None:
 def bench(args) -> str:
     from fairspark.hfm._kernels import default_m2, sample_projections
 
-    load0 = _load()
-    spark = spark_session(args.master)
+    load0 = load()
+    spark = _spark(args.master)
     _warm_up(spark)
     lines = []
     hdr = ("| data | n | d | method | time (s) | time / scipy | value | rel. error vs exact "
@@ -330,7 +317,7 @@ def bench(args) -> str:
                     cells: dict[str, tuple] = {}
                     for peer in args.peers:
                         cells[peer] = (*run_peer(peer, V, g, W, m2, args.time_limit), "",
-                                       _load())
+                                       load())
                         print(kind, n, dd, peer, cells[peer], flush=True)
                     pts = to_points_df(spark, X, Y, g, tmp).cache()
                     pts.count()
@@ -340,7 +327,7 @@ def bench(args) -> str:
                         el = float(np.median(runs))
                         cells["4 x feature pass"] = (
                             None, 4 * el, "one mapInPandas pass: median "
-                            f"{el:.2f} s of {', '.join(f'{v:.2f}' for v in runs)}", _load())
+                            f"{el:.2f} s of {', '.join(f'{v:.2f}' for v in runs)}", load())
                     for method in args.methods:
                         runs = []
                         for _ in range(max(1, args.repeat)):
@@ -352,7 +339,7 @@ def bench(args) -> str:
                         if len(runs) > 1:
                             first, el = runs[0], float(np.median(runs))
                         if el is None:
-                            cells[f"spark_{method}"] = (None, None, r, _load())
+                            cells[f"spark_{method}"] = (None, None, r, load())
                         else:
                             note = ""
                             if method.startswith("certified"):
@@ -369,14 +356,14 @@ def bench(args) -> str:
                                 note += f"; {el / ref:.2f} feature passes"
                                 if len(runs) > 1:
                                     note += f" (first run: {first / ref:.2f})"
-                            cells[f"spark_{method}"] = (r.value, el, note, _load())
+                            cells[f"spark_{method}"] = (r.value, el, note, load())
                         print(kind, n, dd, method, cells[f"spark_{method}"], flush=True)
                         if el is not None and "cost" in r.extra:
                             print(_cost_table(r.extra["cost"]), flush=True)
                     if args.worker_rss:
                         cells["worker peak RSS"] = (None, None,
                                                     f"{worker_peak_rss_mb(spark):.0f} MB "
-                                                    "(largest Python worker max RSS)", _load())
+                                                    "(largest Python worker max RSS)", load())
                     pts.unpersist()
                     exact = None
                     for k in ("scipy", "numpy_brute", "spark_exact", "spark_certified"):
@@ -389,7 +376,7 @@ def bench(args) -> str:
                     for k, c in cells.items():
                         v, el = c[0], c[1]
                         note = c[2] if len(c) > 2 else ""
-                        ld = c[3] if len(c) > 3 else _load()
+                        ld = c[3] if len(c) > 3 else load()
                         ratio = f"{el / t_scipy:.3g}" if el and t_scipy else "n/a"
                         err = (f"{(v - exact) / exact:.2e}" if v is not None and exact
                                else "n/a")
@@ -416,13 +403,9 @@ def _cost_table(cost: dict) -> str:
     return "\n".join(out)
 
 
-def _load() -> str:
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
 def _run_header(load0: str) -> str:
     return (f"command: `python {' '.join(sys.argv)}`; cores: {os.cpu_count()}; "
-            f"load average (1/5/15 min) at start: {load0}, at end: {_load()}")
+            f"load average (1/5/15 min) at start: {load0}, at end: {load()}")
 
 
 def scale_check(args) -> str:
@@ -430,8 +413,7 @@ def scale_check(args) -> str:
     from fairspark.config import parse_config
     from fairspark.runner import run_audit_job
 
-    df = pd.read_csv(SHARED / "adult/uci/adult.data", header=None, names=ADULT_COLS,
-                     skipinitialspace=True, na_values="?").dropna().reset_index(drop=True)
+    df = read_adult(("data",)).dropna().reset_index(drop=True)
     rng = np.random.default_rng(0)
     reps = args.scale_rows // len(df) + 1
     big = pd.concat([df] * reps, ignore_index=True).iloc[: args.scale_rows].copy()
@@ -445,7 +427,7 @@ def scale_check(args) -> str:
         big.iloc[part].to_parquet(inp / f"part-{i:05d}.parquet", index=False)
     mb = sum(f.stat().st_size for f in inp.iterdir()) / 1e6
     mem_mb = big.memory_usage(deep=True).sum() / 1e6
-    spark = spark_session(args.master, {"spark.driver.maxResultSize": "1m"})
+    spark = _spark(args.master, {"spark.driver.maxResultSize": "1m"})
     cfg = parse_config({
         "dataset": "hfm_scale", "run_date": "2026-11-29", "input": {"path": str(inp)},
         "columns": {
@@ -508,7 +490,9 @@ def main(argv=None) -> int:
                          "the median of three); default 1")
     ap.add_argument("--worker-rss", action="store_true",
                     help="report the Python workers' peak RSS after the cells")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"sizes": [500], "dims": [3], "datasets": ["uniform"],
+                                      "methods": ["certified"], "peers": ["scipy"],
+                                      "m1": 5, "time_limit": 120.0, "scale_rows": 2000})
     text = scale_check(args) if args.scale_check else bench(args)
     print(text)
     if args.out:
