@@ -16,6 +16,7 @@ import re
 import time
 from typing import Any
 
+from fairspark._signals import TerminatedBySignal
 from fairspark.errors import FairsparkInputError
 from fairspark.outputs import OutputLocation, OutputWriteError, one_line
 from fairspark.status import FAILED_STATUSES, ExitCode
@@ -92,22 +93,6 @@ def _record_end(out: OutputLocation, run_date: Any, run_id: str, err: BaseExcept
     write_status(out, run_date, exit_code=code, run_id=run_id, error=message, state=state)
     with contextlib.suppress(Exception):
         err.fairspark_status_written = True  # type: ignore[attr-defined]
-
-
-class TerminatedBySignal(BaseException):
-    """Raised in the driver's main thread when the run receives SIGTERM (or SIGINT).
-
-    A ``BaseException``, like :class:`KeyboardInterrupt`, so that no ``except
-    Exception`` of an audit swallows it: the run unwinds through the publish's and
-    the lock's cleanup and exits with ``128 + signum`` (143 for SIGTERM, 130 for SIGINT).
-    """
-
-    def __init__(self, signum: int):
-        import signal
-
-        self.signum = int(signum)
-        self.name = signal.Signals(signum).name
-        super().__init__(f"terminated by {self.name}")
 
 
 def describe_error(err: BaseException) -> str:

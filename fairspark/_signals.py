@@ -94,6 +94,22 @@ def remove_leftovers() -> None:
             shutil.rmtree(local, ignore_errors=True)
 
 
+class TerminatedBySignal(BaseException):
+    """Raised in the driver's main thread when the run receives SIGTERM (or SIGINT).
+
+    A ``BaseException``, like :class:`KeyboardInterrupt`, so that no ``except
+    Exception`` of an audit swallows it: the run unwinds through the publish's and
+    the lock's cleanup and exits with ``128 + signum`` (143 for SIGTERM, 130 for SIGINT).
+    """
+
+    def __init__(self, signum: int):
+        import signal
+
+        self.signum = int(signum)
+        self.name = signal.Signals(signum).name
+        super().__init__(f"terminated by {self.name}")
+
+
 def raise_if_stopping() -> None:
     """In the main thread of a run that received SIGTERM/SIGINT: raise its stop."""
     signum = _STATE["signum"]
@@ -104,8 +120,6 @@ def raise_if_stopping() -> None:
 def _stop_error(signum: int) -> BaseException:
     if signum == signal.SIGINT:
         return KeyboardInterrupt()
-    from fairspark._run_status import TerminatedBySignal
-
     return TerminatedBySignal(signum)
 
 

@@ -377,18 +377,19 @@ def test_one_pass_statistics_equal_the_statistics_pass(spark, tmp_path):
 def test_printed_value_lies_inside_its_printed_interval(value, lower, upper):
     import re as _re
 
+    from fairspark.audits.lines import plain
     from fairspark.group.report import _ci, _value
 
     row = {"value": value, "lower": lower, "upper": upper}
     for signed in (False, True):
-        printed = _value(row, signed=signed)
+        printed = plain(_value(row, signed=signed))  # the text, without its row's mark
         v = float(printed.replace("−", "-"))
         lo, hi = (float(x.replace("−", "-"))
-                  for x in _re.findall(r"[−+]?[0-9.]+", _ci(row, signed=signed)))
+                  for x in _re.findall(r"[−+]?[0-9.]+", plain(_ci(row, signed=signed))))
         assert lo <= v <= hi and lo < hi, (v, lo, hi)
         # and each printed number is its true value rounded, not another number
         assert abs(v - value) <= 0.5 * 10 ** -len(printed.split(".")[1]) + 1e-15
-    assert _value({"value": 0.25, "lower": 0.2, "upper": 0.3}) == "0.250"  # 3 decimals kept
+    assert plain(_value({"value": 0.25, "lower": 0.2, "upper": 0.3})) == "0.250"  # 3 kept
 
 
 def test_di_chart_draws_its_limits_and_the_whole_four_fifths_band(monkeypatch):
