@@ -1,4 +1,4 @@
-"""Adding an audit touches nothing outside its package (issue 27's acceptance test).
+"""Adding an audit touches nothing outside its package.
 
 A toy fifth audit (``tests/toy_audit``) is registered by this test alone, through the
 ``fairspark.audits`` entry-point group of a distribution the test writes into a

@@ -1,4 +1,4 @@
-"""Issue 29's bad-input sweep: every case gets its exit code and a message naming it.
+"""The bad-input sweep: every case gets its exit code and a message naming it.
 
 The expectations (values seen, counts, metrics) are computed here from the pandas
 frame, never by fairspark.
@@ -34,7 +34,7 @@ def flow(request, monkeypatch):
     return request.param
 
 
-# ---------------------------------------------------------------- item 2: not decisions
+# ---------------------------------------------------------------- not decisions
 
 
 def test_probabilities_in_the_decision_column_are_an_input_error(spark, small_table, tmp_path,
@@ -160,7 +160,7 @@ def test_real_nan_labels_and_decisions_are_warned_once_each(spark, small_table, 
     assert abs(row.value - _spd(kept, kept["p"])) < 1e-12
 
 
-# ---------------------------------------------------------------- item 7: a status for every exit
+# ---------------------------------------------------------------- a status for every exit
 
 
 def test_a_misspelled_limit_metric_leaves_a_status_with_the_key(spark, small_table, tmp_path,
@@ -202,7 +202,7 @@ def test_a_config_error_leaves_a_live_runs_status_alone(spark, small_table, tmp_
     assert json.loads(status.read_text()) == {"state": "running", "run_id": "other-run"}
 
 
-# ---------------------------------------------------------------- item 5: write failures
+# ---------------------------------------------------------------- write failures
 
 
 def _no_java(err: str) -> None:
@@ -282,7 +282,7 @@ def test_a_full_disk_during_the_write_is_one_line_exit_1_with_a_readable_status(
     assert sorted(p.name for p in (base / "_status").iterdir()) == ["run_date=2026-11-29.json"]
 
 
-# ---------------------------------------------------------------- item 3: weights
+# ---------------------------------------------------------------- weights
 
 
 def test_weights_that_overflow_are_an_input_error(spark, small_table, tmp_path, capsys):
@@ -365,7 +365,7 @@ def test_an_audit_whose_every_metric_is_not_computed_has_failed(spark, small_tab
     assert _status(out)["failed_audits"] == {"hfm": s["audits"]["hfm"]["detail"]}
 
 
-# ---------------------------------------------------------------- item 6: optional parts fail alone
+# ---------------------------------------------------------------- optional parts fail alone
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Issue 29 item 8, issue 41 item 5: every audit stops at its time budget, tested
+"""Every audit stops at its time budget, tested
 without measuring time.
 
 Two paths stop an audit, and each is tested by counting, never by a clock:

@@ -1,4 +1,4 @@
-"""Column names with dots, spaces, unicode and a backtick work in every audit (issue 15, item 12).
+"""Column names with dots, spaces, unicode and a backtick work in every audit.
 
 One table is written twice as real Parquet: once with plain column names, once with
 awkward ones (``income.bracket``, ``hours per week``, ``ci`ty``, ``Geschlecht_ä``,

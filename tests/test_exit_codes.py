@@ -222,7 +222,7 @@ def _raising_audit(ctx, params):
 
 
 def test_an_output_location_that_is_a_file_is_exit_2(spark, small_table, tmp_path, capsys):
-    # found before the input is read (issue 29 item 5); was an exit-1 crash with Java
+    # found before the input is read; was an exit-1 crash with Java
     # frames. A write that fails later (a full disk) is exit 1: test_bad_input_round2.py
     (tmp_path / "out").write_text("not a folder")
     code, err, _out = _run(spark, tmp_path, small_table[0], capsys)
@@ -303,7 +303,7 @@ def test_local_session_memory_is_sized_from_the_machine():
     assert local_driver_memory() == f"{expected}g"
 
 
-# ---------------------------------------------------------------- issue 15 input sweep
+# ---------------------------------------------------------------- input sweep
 
 
 def test_repeated_row_key_is_an_input_error(spark, small_table, tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Issue 28: one word per gate state, persistence from history, limits per group.
+"""One word per gate state, persistence from history, limits per group.
 
 Expectations are computed here: persistence by walking the run dates by hand,
 per-group disparate impact with fairlearn's MetricFrame on Adult, the one-sided

@@ -194,7 +194,7 @@ def test_weights_and_unlabelled_rows(spark, compas_pdf, tmp_path):
 
 def _assert_model_card(summary):
     """The model card line of a scored run: name, version and the audited threshold,
-    then the performance and the data window beside it (issue 42 item 5)."""
+    then the performance and the data window beside it."""
     from fairspark.report.decision import audited_brief, audited_facts
 
     assert summary["input"]["score"] == "decile_score"
@@ -206,7 +206,7 @@ def _assert_model_card(summary):
     assert keys[1:4] == ["Model", "Performance", "Data window"]
 
 
-# ---------------------------------------------------------------- issue 17: one scan
+# ---------------------------------------------------------------- one scan
 
 
 def _dirty_table(n: int = 3000, seed: int = 17) -> pd.DataFrame:
@@ -369,7 +369,7 @@ def test_one_pass_statistics_equal_the_statistics_pass(spark, tmp_path):
 
 
 @pytest.mark.parametrize(("value", "lower", "upper"), [
-    (1.47e-05, 1.2e-05, 1.7e-05),   # issue 28: printed as "0.000 [0.000, 0.000]" before
+    (1.47e-05, 1.2e-05, 1.7e-05),   # printed as "0.000 [0.000, 0.000]" before
     (0.1234, 0.1231, 0.1236),
     (-0.00042, -0.0009, 0.00005),
     (0.25, 0.2, 0.3),
@@ -393,7 +393,7 @@ def test_printed_value_lies_inside_its_printed_interval(value, lower, upper):
 
 
 def test_di_chart_draws_its_limits_and_the_whole_four_fifths_band(monkeypatch):
-    """Issue 28: the legend promised a dotted limit line that was never drawn, and the
+    """The legend promised a dotted limit line that was never drawn, and the
     four-fifths band was cut at 1.04."""
     from matplotlib.axes import Axes
 

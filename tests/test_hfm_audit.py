@@ -466,13 +466,13 @@ def _same_bits(a: pd.DataFrame, b: pd.DataFrame, what: str) -> None:
 
 @pytest.mark.parametrize("table", [
     pytest.param("adult", marks=pytest.mark.xfail(
-        reason="issue 39 item 5 open: on Adult (3000 rows) 9 hfm values differ in the low "
+        reason="open: on Adult (3000 rows) 9 hfm values differ in the low "
                "bits between the driver path and the Spark passes (found 2026-12-03)",
         strict=True)),
     "ties"])
 def test_driver_and_spark_paths_give_the_same_bits(spark, adult_pdf, tmp_path_factory,
                                                    table):
-    """Issue 39 item 5: D, D_f, their averages, the histogram, the witness pairs (in the
+    """D, D_f, their averages, the histogram, the witness pairs (in the
     detail) and the certified interval are bit-identical whichever path runs (the driver
     path, or the Spark passes forced by ``local_max_bytes: 0``), and whatever the number
     of input files (partitions); D is also scipy's, an independent reference."""

@@ -1,4 +1,4 @@
-"""Rows that repeat or cluster (issue 26): one full search per cluster, the same result
+"""Rows that repeat or cluster: one full search per cluster, the same result
 as the plain search and as brute force (scipy's cdist), bit for bit."""
 
 from __future__ import annotations

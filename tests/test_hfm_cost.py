@@ -1,4 +1,4 @@
-"""The certified engine's cost model (issue 26): its job counts against the jobs the test
+"""The certified engine's cost model: its job counts against the jobs the test
 counts itself, its rows against the table, and the result it comes with against brute
 force."""
 

@@ -262,7 +262,7 @@ def test_model_that_needs_a_missing_column_fails_the_dr_row_only(
     rows = pd.DataFrame(res.rows)
     d = rows[(rows.audit == "hfm") & (rows.attribute == "race") & (rows.metric == "D")]
     assert d.status.tolist() == ["ok"]  # the distances are kept
-    # an optional quantity fails alone (issue 29 item 6): the HFM audit and the run stand
+    # an optional quantity fails alone: the HFM audit and the run stand
     assert res.summary["audits"]["hfm"]["status"] == "ok"
     assert res.exit_code == 0
 
@@ -344,7 +344,7 @@ def test_bad_dr_model_path_is_a_config_error(spark, compas_input, tmp_path, caps
     assert code == 2, err
     assert f"config key 'audits.hfm.dr_model': {path!r}" in err and fragment in err
     assert "Traceback" not in err
-    # nothing of the run is written; the status file records the refusal (issue 29 item 7)
+    # nothing of the run is written; the status file records the refusal
     out = tmp_path / "out"
     assert not list(out.glob("run_date=*"))
     statuses = [json.loads(f.read_text()) for f in out.glob("_status/*.json")]

@@ -1,4 +1,4 @@
-"""The driver path's fast paths (issue 26): the key sort in numpy, pass A on threads
+"""The driver path's fast paths: the key sort in numpy, pass A on threads
 with one cluster grouping for both targets; each against a reference computed here."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 42: a limit's words agree with the interval printed beside them.
+"""A limit's words agree with the interval printed beside them.
 
 The verdict of every limit check is compared with the interval its ``limits`` row
 (and the report) prints: violated exactly when that interval lies wholly beyond the

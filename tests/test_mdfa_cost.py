@@ -1,4 +1,4 @@
-"""mdfa at a fifth of the cost (issue 25): the L2 strength chosen once per view, the
+"""mdfa at a fifth of the cost: the L2 strength chosen once per view, the
 interval's half-width predicted for more splits, splits in waves (``splits: auto``),
 and progress a person can see."""
 

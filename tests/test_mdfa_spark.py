@@ -251,7 +251,7 @@ def test_runner_one_group_attribute_fails_others_complete(toy_run):
     # the verdict is judged against the null reference (3 splits: 3 null draws)
     ref = res.summary["audits"]["mdfa"]["attributes"]["grp"]["null"]
     # the reported gamma_max is the raw mean over splits less the null reference
-    # (issue 14 item 4); the raw mean stays in the summary
+    # the raw mean stays in the summary
     a = res.summary["audits"]["mdfa"]["attributes"]["grp"]
     assert ref["draws"] == 3 and ref["observed"] == pytest.approx(a["gamma_max"]["mean"])
     assert ref["excess"] == pytest.approx(ref["observed"] - ref["mean"])
@@ -308,7 +308,7 @@ def test_runner_outcome_ratio_matches_pandas_and_report_redacts(toy_run):
     assert said in section.replace("&#39;", "'")
     assert "<li>" in section and "|---" not in section and "class: True" not in section
     assert "Balance of the weights" in section and "max |SMD|" in section
-    # every symbol is explained where it appears (issue 28 item 5)
+    # every symbol is explained where it appears
     text = " ".join(section.split())
     assert "<b>s = +1</b> is the unprivileged group" in text
     assert "<b>Algorithm 1</b> (the paper's worst-violation search)" in text

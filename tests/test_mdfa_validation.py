@@ -153,7 +153,7 @@ def test_default_verdict_finds_a_planted_violation_and_not_a_features_only_decis
     assert planted.evidence, planted
     assert planted.excess > 0.5 * d.gamma, (planted.excess, d.gamma)
     assert not null.evidence, null
-    # issue 14 item 4: the reported gamma (raw mean less the features-only reference)
+    # the reported gamma (raw mean less the features-only reference)
     # is within 25% of the planted gamma(+1) (the generator's region and exact
     # propensities; here 0.0353 for 0.0434: -19%, raw -11%), and its 95% interval,
     # which carries the sampling of the rows (0.0227 - 0.0478; without the sampling

@@ -226,7 +226,7 @@ def _trend_html(rows, monkeypatch, **kw):
     frame = trend_frame(hist, now, run_date="2026-11-02", config_hash="h1", version="1",
                         specs=SPECS)
     sec = trend_section(frame, **kw, specs=SPECS)
-    # one image per panel, in a grid that wraps on a narrow screen (issue 28 item 6)
+    # one image per panel, in a grid that wraps on a narrow screen
     assert sec.html.count("<img ") == len([v for v in drawn.values() if "title" in v])
     assert "class='trend-panels'" in sec.html
     return sec.html, {v["title"]: v for v in drawn.values() if "title" in v}

@@ -1,4 +1,4 @@
-"""Publishing survives real kills and concurrent runs (issue 15, items 9-11), end to end.
+"""Publishing survives real kills and concurrent runs, end to end.
 
 Real CLI processes (``python -m fairspark.cli audit``) are killed with ``SIGKILL`` at
 two points of publishing, chosen with the documented hook ``FAIRSPARK_FAULT`` (see
@@ -315,7 +315,7 @@ def test_two_runs_of_one_date_at_once_one_wins_one_fails_fast(spark, table, tmp_
     assert [p.name for p in out.iterdir() if p.name.startswith("run_date=")] == [DATE_DIR]
 
 
-# ---------------------------------------------------------------- issue 29 item 4: signals
+# ---------------------------------------------------------------- signals
 
 
 def _wait_for(log: Path, text: str, proc: subprocess.Popen, timeout: float = 400) -> None:

@@ -1,4 +1,4 @@
-"""Every code block of the README runs as written, on the demo data (issue 28 item 7).
+"""Every code block of the README runs as written, on the demo data.
 
 The README's blocks are read from the file, so an example that drifts from the code
 fails here. Each shell line is either run (in a scratch folder laid out like the

@@ -915,7 +915,7 @@ def test_trend_series_are_one_each_and_include_tonight():
 
 
 @pytest.mark.parametrize(("df", "status", "words"), [
-    # issue 28: +0.003 is within the reference datasets' range (-0.169 to +0.035)
+    # +0.003 is within the reference datasets' range (-0.169 to +0.035)
     (0.003, "ok", "within the range seen on the reference datasets"),
     (0.25, "evidence", "above the range seen on the reference datasets"),
     (-0.2, "ok", "below the range seen on the reference datasets"),
@@ -936,7 +936,7 @@ def test_hfm_line_follows_the_reference_range_rule(summary, df, status, words):
 
 
 def test_a_breached_limit_outranks_a_change_without_fair_side():
-    """Issue 28: HFM's D moving 2.833 -> 2.846 was ranked above a breached limit."""
+    """HFM's D moving 2.833 -> 2.846 was ranked above a breached limit."""
     import re as _re
 
     import pandas as pd

@@ -176,7 +176,7 @@ def test_the_page_never_scrolls_sideways(driver, report_path, tmp_path, width, h
 @needs_chromium
 @pytest.mark.parametrize(("width", "height"), [(1400, 900), (390, 844)])
 def test_no_figure_is_narrower_than_its_legible_minimum(driver, report_path, width, height):
-    """Issue 42 item 6: at 1400 and 390 px every figure's smallest text (MIN_FONT_PT at
+    """At 1400 and 390 px every figure's smallest text (MIN_FONT_PT at
     the PNG's 110 dpi, scaled as shown) is at least 12 CSS px; on a phone a wide figure
     scrolls inside itself, and the page never sideways."""
     from fairspark.report.figures import MIN_FONT_PT
@@ -248,7 +248,7 @@ def test_change_trends_and_hfm_read_on_a_laptop_and_a_phone(driver, report_path,
         wide = driver.execute_script("return document.documentElement.scrollWidth")
         assert wide <= width, (width, wide)
         # one image per panel in a grid: side by side on a laptop, stacked on a phone,
-        # each wide enough to read (issue 28 item 6)
+        # each wide enough to read
         cols, narrowest = driver.execute_script(
             "const r = Array.from(document.querySelectorAll('.trend-panels img'))"
             "  .map(i => i.getBoundingClientRect());"
@@ -261,7 +261,7 @@ def test_change_trends_and_hfm_read_on_a_laptop_and_a_phone(driver, report_path,
 
 @needs_chromium
 def test_first_screen_states_the_window_change_and_honest_changes(driver, report_path):
-    """Issue 28 item 8: the --where change on the first screen; no "better" / "worse"
+    """The --where change on the first screen; no "better" / "worse"
     inside the uncertainty; the limits table names the worst group of race."""
     import math
     import re

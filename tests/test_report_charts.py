@@ -1,5 +1,5 @@
 """Charts and trends follow the gate: where a limit is judged per group, the gating
-groups are drawn with the limit, and the pooled view is drawn without it (issue 42 item 4).
+groups are drawn with the limit, and the pooled view is drawn without it.
 
 The expectations are written out by hand from the rule of ``fairspark.nightly.gating``:
 a limit without ``group`` on an attribute with more than one unprivileged value gates on

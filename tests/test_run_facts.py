@@ -1,4 +1,4 @@
-"""One owner per run fact (issue 27 item 3): a run without a configured date resolves it
+"""One owner per run fact: a run without a configured date resolves it
 once, so a run that crosses midnight UTC publishes folder D with rows, summary and
 status all dated D."""
 

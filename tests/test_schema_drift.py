@@ -1,4 +1,4 @@
-"""Issue 29 item 1: the input's resolved schema is part of what makes two runs comparable.
+"""The input's resolved schema is part of what makes two runs comparable.
 
 Day 1 audits a 3,000-row sample of UCI Adult; on day 2 ``age`` arrives as a string and
 ``hours_per_week`` is renamed ``hours_pw`` (``features: all_others``). The expected

@@ -1,4 +1,4 @@
-"""The one rule for numbers in JSON (issue 27 item 5): params and summary agree."""
+"""The one rule for numbers in JSON: params and summary agree."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Windows' folder and restate checks (issue 41 item 7), on a synthetic table.
+"""Windows' folder and restate checks, on a synthetic table.
 
 A window reads only folders named exactly ``<column>=YYYY-MM-DD`` with a real date;
 ``--restate`` takes real dates inside the window and needs a window; a corrupt state is
