@@ -36,6 +36,22 @@ def _plugin(folder: Path) -> Path:
     return folder
 
 
+def _run_nights(tmp: Path, dates, *, check_registered: bool = False) -> list[int]:
+    """The CLI on ``tmp/c.yaml`` for each date, in one fresh process with the plugin on
+    its path; the exit codes."""
+    check = ("from fairspark.registry import specs; assert 'toy' in specs(), list(specs()); "
+             if check_registered else "")
+    code = ("import json, sys; from fairspark import cli; " + check
+            + f"codes = [cli.main(['audit', '--config', sys.argv[1], '--run-date', d, '-q'], "
+            f"stop_session=False) for d in {list(dates)!r}]; print(json.dumps(codes))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), str(TESTS), str(_plugin(tmp / "plugin"))])}
+    done = subprocess.run([sys.executable, "-c", code, str(tmp / "c.yaml")], cwd=tmp, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="module")
 def nights(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("add-an-audit")
@@ -61,17 +77,7 @@ def nights(tmp_path_factory):
         "spark": {"master": "local[1]", "conf": {"spark.sql.shuffle.partitions": 2}},
     }
     (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
-    code = ("import json, sys; from fairspark import cli; "
-            "from fairspark.registry import specs; "
-            "assert 'toy' in specs(), list(specs()); "
-            f"codes = [cli.main(['audit', '--config', sys.argv[1], '--run-date', d, '-q'], "
-            f"stop_session=False) for d in {list(NIGHTS)!r}]; print(json.dumps(codes))")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), str(TESTS), str(_plugin(tmp / "plugin"))])}
-    done = subprocess.run([sys.executable, "-c", code, str(tmp / "c.yaml")], cwd=tmp, env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    codes = json.loads(done.stdout.strip().splitlines()[-1])
+    codes = _run_nights(tmp, NIGHTS, check_registered=True)
     return pdf, codes, [tmp / "out" / f"run_date={d}" for d in NIGHTS]
 
 
@@ -152,15 +158,7 @@ def window_nights(nights, tmp_path_factory):
         "spark": {"master": "local[1]", "conf": {"spark.sql.shuffle.partitions": 2}},
     }
     (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
-    code = ("import json, sys; from fairspark import cli; "
-            f"codes = [cli.main(['audit', '--config', sys.argv[1], '--run-date', d, '-q'], "
-            f"stop_session=False) for d in {list(DAYS[1:])!r}]; print(json.dumps(codes))")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), str(TESTS), str(_plugin(tmp / "plugin"))])}
-    done = subprocess.run([sys.executable, "-c", code, str(tmp / "c.yaml")], cwd=tmp, env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    codes = json.loads(done.stdout.strip().splitlines()[-1])
+    codes = _run_nights(tmp, DAYS[1:])
     parts = {d: pdf.iloc[i::len(DAYS)] for i, d in enumerate(DAYS)}
     return parts, codes, [tmp / "out" / f"run_date={d}" for d in DAYS[1:]]
 
