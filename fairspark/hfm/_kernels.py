@@ -22,6 +22,7 @@ exact nearest other-group searches are in :mod:`fairspark.hfm._nn` (plain) and
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -42,7 +43,9 @@ from fairspark.hfm._nn_clustered import (
 __all__ = [
     "approx_dist_numpy",
     "default_m2",
+    "exact_mean",
     "exact_nn_numpy",
+    "fixed_parts",
     "hfm_df",
     "nn_other_group",
     "nn_other_group_clustered",
@@ -53,6 +56,50 @@ __all__ = [
     "sample_projections",
     "window_scan",
 ]
+
+
+#: a mean's values are summed as whole multiples of ``2**-60``, in two integer parts of
+#: ``2**30`` each (:func:`fixed_parts`): integer sums are exact in any order, so the mean
+#: has the same bits whether numpy on the driver or Spark's tasks sum the rows
+FIX_BITS = 30
+#: values at or above this magnitude are left out of the integer sums (a sum of them
+#: could overflow 64 bits): their mean is the plain floating sum's
+FIX_LIMIT = float(1 << 31)
+
+
+def fixed_parts(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``v`` as ``(hi + lo * 2**-30) * 2**-30`` with integer ``hi`` and ``lo`` (the bits
+    below ``2**-60`` dropped; every step is exact in floating point)."""
+    s = np.asarray(v, dtype=np.float64) * float(1 << FIX_BITS)
+    hi = np.floor(s)
+    lo = np.floor((s - hi) * float(1 << FIX_BITS))
+    return hi.astype(np.int64), lo.astype(np.int64)
+
+
+def exact_mean(hi_sum: int, lo_sum: int, weight: int) -> float:
+    """The weighted mean from the integer sums of :func:`fixed_parts` (each part times
+    its row's weight) and the sum of weights, rounded once."""
+    if weight <= 0:
+        return math.nan
+    return float(Fraction(int(hi_sum) * (1 << FIX_BITS) + int(lo_sum),
+                          (1 << (2 * FIX_BITS)) * int(weight)))
+
+
+def fixed_mean(v: np.ndarray, w: np.ndarray) -> float:
+    """Weighted mean of ``v`` with integer weights ``w`` with the same bits in any row
+    order (:func:`fixed_parts`); ``v``'s maximum when that is not finite, and the plain
+    floating mean when a value reaches :data:`FIX_LIMIT`."""
+    v = np.asarray(v, dtype=np.float64)
+    w = np.asarray(w, dtype=np.int64)
+    if not len(v):
+        return math.nan
+    top = float(v.max())
+    if not math.isfinite(top):
+        return top
+    if float(np.abs(v).max()) >= FIX_LIMIT:
+        return float((v * w).sum() / w.sum())
+    hi, lo = fixed_parts(v)
+    return exact_mean(int((hi * w).sum()), int((lo * w).sum()), int(w.sum()))
 
 
 def default_m2(n: int) -> int:

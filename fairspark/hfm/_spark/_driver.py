@@ -2,7 +2,8 @@
 
 The budget of the driver path (:func:`driver_budget`, from ``spark.driver.maxResultSize``,
 the JVM heap and the physical memory available), the log line of the path taken, a
-collect that stays within ``spark.driver.maxResultSize`` (:func:`_collect`), and the
+collect that stays within ``spark.driver.maxResultSize`` (:func:`_collect`), the points'
+way to the driver on a local master without the JVM (:func:`_arrow_via_files`), and the
 driver's threads (:func:`_driver_threads`, :func:`_map`).
 """
 
@@ -12,15 +13,18 @@ import logging
 import math
 import os
 import re
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from fairspark._threads import single_thread
 
-__all__ = ["driver_budget"]
+__all__ = ["driver_budget", "local_master"]
 
 #: the engine's one logger (the passes log under the name of :mod:`.elim`)
 _LOG = logging.getLogger("fairspark.hfm._spark.elim")
@@ -52,15 +56,36 @@ def _available_memory() -> float:
         return math.inf
 
 
-def driver_budget(spark, local_max_bytes: int | None = None) -> tuple[float, dict[str, float]]:
+def local_master(spark) -> bool:
+    """Whether the session's tasks run on this machine (``local[...]`` or
+    ``local-cluster[...]``): then the points can reach the driver through local files."""
+    try:
+        return str(spark.sparkContext.master).startswith("local")
+    except Exception:  # noqa: BLE001 - a remote (Connect) session has no context here
+        return False
+
+
+def _temp_free() -> float:
+    """Bytes free in the temporary folder (``inf`` when unknown)."""
+    try:
+        return float(shutil.disk_usage(tempfile.gettempdir()).free)
+    except OSError:
+        return math.inf
+
+
+def driver_budget(spark, local_max_bytes: int | None = None, *,
+                  via_files: bool = False) -> tuple[float, dict[str, float]]:
     """Bytes of points (``8 * (d + 2) + 64`` a row) the driver path may collect.
 
     An explicit ``local_max_bytes`` is used as given; ``None`` sizes the budget from the
-    driver: a quarter of the JVM's maximum heap (the collected Arrow batches pass
-    through it), an eighth of the physical memory available now (the working batch and
-    the passes' temporaries hold about five copies of the points in Python), and always
-    at most half of ``spark.driver.maxResultSize`` (the row estimate is above the Arrow
-    bytes of a row, ``8 d + 45``, so the collect stays within the limit).
+    driver: an eighth of the physical memory available now (the working batch and
+    the passes' temporaries hold about five copies of the points in Python), and, when
+    the points come through Spark's collect, a quarter of the JVM's maximum heap (the
+    collected Arrow batches pass through it) and half of ``spark.driver.maxResultSize``
+    (the row estimate is above the Arrow bytes of a row, ``8 d + 45``, so the collect
+    stays within the limit). ``via_files`` (a local master, :func:`_arrow_via_files`):
+    the points never pass through the JVM, so neither limit applies; half of the free
+    space of the temporary folder does.
 
     Returns
     -------
@@ -69,19 +94,64 @@ def driver_budget(spark, local_max_bytes: int | None = None) -> tuple[float, dic
     sized_from : dict
         The figures the budget was taken from (for the cost model).
     """
-    max_result = _max_result_bytes(spark)
-    parts = {"max_result_size / 2": max_result / 2}
+    if via_files:
+        parts = {"temp_free / 2": _temp_free() / 2}
+    else:
+        parts = {"max_result_size / 2": _max_result_bytes(spark) / 2}
     if local_max_bytes is not None:
         parts["local_max_bytes"] = float(local_max_bytes)
     else:
-        parts["jvm_heap / 4"] = _jvm_max_heap(spark) / 4
+        if not via_files:
+            parts["jvm_heap / 4"] = _jvm_max_heap(spark) / 4
         parts["available_memory / 8"] = _available_memory() / 8
     budget = min(parts.values())
     return budget, {k: (v if math.isfinite(v) else None) for k, v in parts.items()}
 
 
+def _arrow_via_files(df: DataFrame) -> pa.Table:
+    """``df.toArrow()`` on a local master without the driver JVM holding the rows.
+
+    Every task writes its batches to an Arrow IPC file in a temporary folder of this
+    machine and returns only the file's name; the driver maps the files. The JVM sees
+    each batch only on its way to the task's Python worker, so the driver's heap (1 GB
+    by default) bounds nothing here, and the transfer skips the driver's socket. A
+    retried task writes a file of its own attempt; only the files of the attempts that
+    succeeded are read. Rows come in partition order (the caller sorts them by key).
+    """
+    folder = tempfile.mkdtemp(prefix="fairspark-points-")
+
+    def write(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        part = ctx.partitionId() if ctx is not None else 0
+        attempt = ctx.taskAttemptId() if ctx is not None else 0
+        path = os.path.join(folder, f"part-{part:06d}-{attempt}.arrow")
+        writer, rows = None, 0
+        try:
+            for b in it:
+                if writer is None:
+                    writer = pa.ipc.new_file(path, b.schema)
+                writer.write_batch(b)
+                rows += b.num_rows
+        finally:
+            if writer is not None:
+                writer.close()
+        if rows:
+            yield pa.RecordBatch.from_pydict({"part": [part], "path": [path], "rows": [rows]})
+
+    try:
+        meta = sorted((int(r["part"]), r["path"]) for r in
+                      df.mapInArrow(write, "part long, path string, rows long").collect())
+        tables = [pa.ipc.open_file(pa.memory_map(path)).read_all() for _, path in meta]
+        return pa.concat_tables(tables) if tables else pa.table({})
+    finally:
+        # a mapped file stays readable once unlinked (its pages live until unmapped)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _log_path_choice(n_rows: int | None, row_bytes: float, budget: float,
-                     sized_from: dict[str, float | None]) -> None:
+                     sized_from: dict[str, float | None], *, via_files: bool = False) -> None:
     """One log line: the path the engine takes (driver or Spark) and why."""
     def mb(v: float | None) -> str:
         return "unknown" if v is None else f"{v / 2**20:,.0f} MB"
@@ -91,7 +161,8 @@ def _log_path_choice(n_rows: int | None, row_bytes: float, budget: float,
         _LOG.info("hfm: driver path if the points fit %s (min of %s)", mb(budget), parts)
         return
     need = n_rows * row_bytes
-    where = "driver path" if need <= budget else "Spark path"
+    where = ("Spark path" if need > budget
+             else "driver path (points through local files)" if via_files else "driver path")
     _LOG.info("hfm: %s: %d points need %s, the driver budget is %s (min of %s)",
               where, n_rows, mb(need), mb(budget), parts)
 

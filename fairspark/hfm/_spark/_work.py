@@ -34,12 +34,14 @@ from fairspark.hfm._spark._blobs import (
 )
 from fairspark.hfm._spark._cost import CostLog
 from fairspark.hfm._spark._driver import (
+    _arrow_via_files,
     _collect,
     _driver_threads,
     _log_path_choice,
     _map,
     _max_result_bytes,
     driver_budget,
+    local_master,
 )
 from fairspark.hfm._spark._passes import (
     _after,
@@ -329,13 +331,17 @@ class _LocalWork(_Work):
                 cost: CostLog) -> _LocalWork | None:
         """The points on the driver when they fit the budget (:func:`driver_budget`):
         one capped collect; ``None`` when they do not."""
-        max_result = _max_result_bytes(ranked.sparkSession)
+        spark = ranked.sparkSession
+        max_result = _max_result_bytes(spark)
         row_bytes = 8.0 * (dim_x + 2) + 64
-        budget, sized_from = driver_budget(ranked.sparkSession, max_bytes)
+        # a local master with a known row count: the points come through local files,
+        # past the JVM (a 1 GB driver takes this path as a larger one does)
+        via_files = n_rows is not None and local_master(spark)
+        budget, sized_from = driver_budget(spark, max_bytes, via_files=via_files)
         cap = int(budget // row_bytes)
         cost.budget = {"bytes": int(budget), "rows": cap, "row_bytes": row_bytes,
-                       "sized_from": sized_from}
-        _log_path_choice(n_rows, row_bytes, budget, sized_from)
+                       "sized_from": sized_from, "via_files": via_files}
+        _log_path_choice(n_rows, row_bytes, budget, sized_from, via_files=via_files)
         if cap < 1 or (n_rows is not None and n_rows > cap):
             return None
         cols = code_cols(n_attr)
@@ -345,7 +351,10 @@ class _LocalWork(_Work):
         # 9.7 s without it for 904k rows at d = 56, loaded machine; so only when the
         # count is not known)
         with cost.step("driver collect") as rec:
-            tbl = (sel if n_rows is not None else sel.limit(cap + 1)).toArrow()
+            if via_files:
+                tbl = _arrow_via_files(sel)
+            else:
+                tbl = (sel if n_rows is not None else sel.limit(cap + 1)).toArrow()
             rec["rows_read"] = rec["rows_out"] = tbl.num_rows
             rec["bytes_read"] = int(tbl.nbytes)
         if tbl.num_rows > cap or tbl.num_rows == 0:

@@ -7,6 +7,7 @@ partition gets, per attribute and code, the ``m2`` nearest rows of its neighbour
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -24,7 +25,7 @@ from pyspark.sql.types import (
 
 from fairspark._testing import maybe_fail_first_attempt
 from fairspark._threads import pin_threads
-from fairspark.hfm._kernels import window_scan
+from fairspark.hfm._kernels import FIX_BITS, FIX_LIMIT, exact_mean, window_scan
 from fairspark.hfm._spark._points import code_cols, keys_at, points_schema_check, sort_order, stack
 
 __all__ = ["approx_scan", "pointwise_rows", "summarise_approx", "summarise_pointwise"]
@@ -333,15 +334,39 @@ def pointwise_rows(scan_df: DataFrame, *, m1_by_tgt: dict[int, int]) -> DataFram
 def summarise_pointwise(rows_df: DataFrame, value_col: str = "ub") -> pd.DataFrame:
     """Max and row-weighted mean of a per-row distance, with the witness of the max.
 
+    The mean is summed in fixed point (:func:`~fairspark.hfm._kernels.fixed_mean`), so
+    it has the bits of the driver path's numpy mean whatever the partitioning.
+
     Returns ``tgt, attr, D, D_avg, key, nb_key``.
     """
-    return (
+    v = F.col(value_col)
+    small = F.abs(v) < F.lit(FIX_LIMIT)  # false for inf and NaN
+    s = v * F.lit(float(1 << FIX_BITS))
+    hi = F.floor(s)
+    lo = F.floor((s - hi) * F.lit(float(1 << FIX_BITS)))
+    mult = F.col("mult").cast("long")
+    out = (
         rows_df.groupBy("tgt", "attr")
         .agg(
             F.max(value_col).alias("D"),
-            (F.sum(F.col(value_col) * F.col("mult")) / F.sum("mult")).alias("D_avg"),
-            F.min(F.struct((-F.col(value_col)).alias("nd"), "key", "nb_key")).alias("w"),
+            (F.sum(v * mult) / F.sum(mult)).alias("D_avg_float"),
+            F.sum(F.when(small, hi * mult).otherwise(F.lit(0))).alias("hs"),
+            F.sum(F.when(small, lo * mult).otherwise(F.lit(0))).alias("ls"),
+            F.sum(mult).alias("ws"),
+            F.max(~small).alias("any_big"),
+            F.min(F.struct((-v).alias("nd"), "key", "nb_key")).alias("w"),
         )
-        .select("tgt", "attr", "D", "D_avg", "w.key", "w.nb_key")
+        .select("tgt", "attr", "D", "D_avg_float", "hs", "ls", "ws", "any_big",
+                "w.key", "w.nb_key")
         .toPandas()
     )
+    avg = []
+    for r in out.itertuples():
+        if not math.isfinite(r.D):
+            avg.append(float(r.D))
+        elif not r.any_big:
+            avg.append(exact_mean(int(r.hs), int(r.ls), int(r.ws)))
+        else:
+            avg.append(float(r.D_avg_float))
+    out["D_avg"] = np.asarray(avg, dtype=float)
+    return out[["tgt", "attr", "D", "D_avg", "key", "nb_key"]]
