@@ -90,3 +90,73 @@ def test_pass_a_row_ranges_equal_the_whole_batch():
     d[codes[:, None] == codes[idx][None, :]] = np.inf
     np.testing.assert_allclose(split.column(split.schema.get_field_index("u1_0")).to_numpy(),
                                d.min(axis=1), rtol=0, atol=1e-12)
+
+
+def test_points_through_local_files_equal_the_collect(spark):
+    """On a local master the points come through Arrow files (past the JVM): the same
+    rows and values as Spark's own ``toArrow``, whatever the partitions (one of them
+    empty), and the temporary folder is gone afterwards."""
+    import glob
+    import tempfile
+
+    from fairspark.hfm._spark._driver import _arrow_via_files, driver_budget, local_master
+
+    rng = np.random.default_rng(7)
+    tbl, _ = _table(rng, n=2500)
+    df = spark.createDataFrame(tbl.to_pandas()).repartition(5, "c0")  # 3 of 5 empty
+    before = set(glob.glob(f"{tempfile.gettempdir()}/fairspark-points-*"))
+    got = _arrow_via_files(df).sort_by("key")
+    want = df.toArrow().sort_by("key")
+    assert got.num_rows == want.num_rows == 2500
+    assert got.column_names == want.column_names
+    for c in want.column_names:
+        assert got[c].to_pylist() == want[c].to_pylist(), c
+    assert set(glob.glob(f"{tempfile.gettempdir()}/fairspark-points-*")) == before
+    assert local_master(spark)
+    # the files path is bounded by memory and the temporary folder, not by the JVM
+    _, parts = driver_budget(spark, None, via_files=True)
+    assert set(parts) == {"temp_free / 2", "available_memory / 8"}
+    _, parts = driver_budget(spark, None)
+    assert {"jvm_heap / 4", "max_result_size / 2"} <= set(parts)
+
+
+def test_fixed_point_mean_is_exact_and_order_free():
+    """The averages' fixed-point sum: the same bits in any row order, equal to the
+    exactly rounded mean (``fractions``) to 2**-60 of each value, and Spark's
+    aggregation gives the same bits as numpy's."""
+    from fractions import Fraction
+
+    from fairspark.hfm._kernels import fixed_mean
+
+    rng = np.random.default_rng(3)
+    v = rng.random(10_001) * rng.choice([1e-9, 1.0, 7.0], 10_001)
+    w = rng.integers(1, 4, 10_001)
+    m = fixed_mean(v, w)
+    for _ in range(3):
+        perm = rng.permutation(len(v))
+        assert fixed_mean(v[perm], w[perm]).hex() == m.hex()
+    exact = sum(Fraction(float(a)) * int(b) for a, b in zip(v, w, strict=True)) / int(w.sum())
+    # one rounding of the mean, and each value cut to a multiple of 2**-60 (weights <= 3)
+    assert abs(Fraction(m) - exact) <= Fraction(float(np.spacing(m))) / 2 + Fraction(3, 1 << 60)
+    assert fixed_mean(np.array([1.0, np.inf]), np.array([1, 1])) == np.inf
+
+
+def test_spark_summary_mean_has_the_numpy_bits(spark):
+    """``summarise_pointwise`` (Spark, any partitioning) and the driver path's numpy
+    summary give bit-identical means."""
+    import pandas as pd
+
+    from fairspark.hfm._kernels import fixed_mean
+    from fairspark.hfm._spark.approx import summarise_pointwise
+
+    rng = np.random.default_rng(4)
+    n = 5000
+    pdf = pd.DataFrame({"tgt": rng.integers(0, 2, n), "attr": 0,
+                        "key": [f"k{i:05d}" for i in range(n)],
+                        "u": rng.random(n) * 3.0, "nb_key": "z", "mult": rng.integers(1, 3, n)})
+    for parts in (1, 4, 9):
+        got = summarise_pointwise(spark.createDataFrame(pdf).repartition(parts), value_col="u")
+        for r in got.itertuples():
+            sub = pdf[pdf.tgt == r.tgt]
+            assert r.D_avg.hex() == fixed_mean(sub.u.to_numpy(), sub.mult.to_numpy()).hex()
+            assert r.D == sub.u.max()
