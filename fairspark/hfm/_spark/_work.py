@@ -116,13 +116,14 @@ class _SparkWork(_Work):
         self.counts, self.quota = counts, quota
         self.n_rows, self.cost = n_rows, cost
         self.max_result = _max_result_bytes(df.sparkSession)
-        ub = None
-        for p in pairs:
-            one = df.select(F.lit(p[0]).alias("tgt"), F.lit(p[1]).alias("attr"), "key",
-                            F.col(_ucol(p)).alias("u"), F.col(_nbcol(p)).alias("nb_key"),
-                            F.lit(1).cast("long").alias("mult"))
-            ub = one if ub is None else ub.unionByName(one)
-        self.ub = ub
+        # the bounds in long form, one row per (row, pair), from one scan of the working
+        # table (an explode, not a union that scans it once per pair)
+        rows = F.explode(F.array(*[
+            F.struct(F.lit(p[0]).alias("tgt"), F.lit(p[1]).alias("attr"),
+                     F.col(_ucol(p)).alias("u"), F.col(_nbcol(p)).alias("nb_key"))
+            for p in pairs])).alias("b")
+        self.ub = df.select("key", rows).select(
+            "b.tgt", "b.attr", "key", "b.u", "b.nb_key", F.lit(1).cast("long").alias("mult"))
 
     @classmethod
     def build(cls, pts: DataFrame, ranked: DataFrame, *, n_attr: int, dim_x: int,
