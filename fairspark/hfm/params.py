@@ -111,11 +111,13 @@ class HFMParams(AuditParams):
         upper bound (at least 64 per group).
     local_max_bytes:
         ``certified``: when the audited points fit this many bytes (``8 * (d + 2) + 64``
-        per row, d features) and half of ``spark.driver.maxResultSize``, they are
-        collected to the driver once (a capped collect) and searched there with the
-        same passes, in one Spark job instead of about twenty; larger tables run the
-        passes on Spark. Default (unset): sized from the driver's memory (a quarter of
-        its JVM heap, an eighth of the physical memory available); 0 always uses Spark.
+        per row, d features), they are brought to the driver once and searched there
+        with the same passes, in one Spark job instead of about twenty; larger tables
+        run the passes on Spark. On a local master (``local[...]``, ``local-cluster``)
+        the points come through local Arrow files, past the JVM; elsewhere through a
+        collect, also within half of ``spark.driver.maxResultSize``. Default (unset):
+        sized from the driver's memory (an eighth of the physical memory available,
+        and, for a collect, a quarter of its JVM heap); 0 always uses Spark.
     min_rows:
         Labelled rows every group of an attribute needs; below it the attribute's rows
         are ``inconclusive`` (the values are still reported, the reason names the
