@@ -422,3 +422,39 @@ def test_small_budget_takes_spark_passes(spark, pts, data, n_rows):
         assert r.engine == "spark"
         nn = brute(np.column_stack([y if tgt == 0 else yp, X]), C[:, a])
         assert r.certified and r.lower == pytest.approx(nn.max(), abs=1e-12)
+
+
+def test_survivor_rounds_jump_to_the_end_after_a_poor_round(spark, monkeypatch):
+    """Pass D: after a round that eliminates under half of its rows the next block
+    reaches the end of every other side (each row then exact); exact, and the same
+    rounds on both paths."""
+    import fairspark.hfm._spark.elim as elim
+
+    monkeypatch.setattr(elim, "_BCAST_BYTES", 2000)  # about 15 rows per broadcast
+    rng = np.random.default_rng(11)
+    n, d = 900, 5
+    X, y, codes = _scenario("uniform", rng, n, d)
+    keys = np.array([f"s{i:04d}" for i in range(n)])
+    nn = brute(np.column_stack([y, X]), codes)
+    smaller_side = int(np.bincount(codes).min())
+    pts = _points_df(spark, keys, y, y, X, codes).cache()
+    rounds = {}
+    for path in sorted(PATHS):
+        opts = elim.CertifyOptions(seed=2, sample_rows=32, first_search=2, first_block=4,
+                                   **PATHS[path])
+        r = elim.certify_exact(pts.repartition(4), n_attr=1, dim_x=d, pairs=[(0, 0)],
+                               options=opts)[(0, 0)]
+        assert r.certified and r.lower == pytest.approx(nn.max(), abs=1e-12)
+        rounds[path] = r.rounds
+    assert rounds["driver"] == rounds["spark"]
+    jumps = 0
+    pass_c_end = 64 + 4  # the sample quota (at least 64 rows a code) and one block of 4
+    for prev, nxt in zip(rounds["driver"], rounds["driver"][1:], strict=False):
+        entered = prev["left"] + prev["eliminated"]
+        if prev["hi"] > pass_c_end and nxt["hi"] > prev["hi"] and 2 * prev["left"] > entered > 0:
+            # a poor round: the next block covers the largest other side whole
+            # (doubling from there would reach about hi + 8, far below either side)
+            assert nxt["hi"] >= smaller_side and nxt["left"] == 0
+            jumps += 1
+    assert jumps >= 1  # the branch ran
+    pts.unpersist()
