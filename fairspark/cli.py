@@ -239,17 +239,12 @@ def _write_local_status(base: str, run_date: str, text: str) -> None:
     """The status file of a local output folder, written without Spark (a config error,
     or a run whose JVM died before its own status was written); a live run's lock is
     respected."""
-    from fairspark.outputs import _stale
+    from fairspark.outputs import _stale, read_lock_record
 
     folder = Path(urlparse(base).path if base.startswith("file:") else base) / "_status"
     lock = folder / f"run_date={run_date}.lock"
-    if lock.exists():
-        try:
-            held = json.loads(lock.read_text() or "{}")
-        except (OSError, ValueError):
-            held = {}
-        if not _stale(held, _LOCK_STALE_S):
-            return  # a live run is writing the date: the status is its own
+    if lock.exists() and not _stale(read_lock_record(lock), _LOCK_STALE_S):
+        return  # a live run is writing the date: the status is its own
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".run_date={run_date}.json.tmp"
     tmp.write_text(text, encoding="utf-8")

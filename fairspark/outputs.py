@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from fairspark.audits.base import MetricRow
 
 __all__ = ["OutputLocation", "OutputPathError", "OutputWriteError", "ROW_COLUMNS", "one_line",
-           "rows_schema", "to_long_rows"]
+           "read_lock_record", "rows_schema", "to_long_rows"]
 
 log = logging.getLogger("fairspark")
 
@@ -313,11 +313,11 @@ class OutputLocation:
     def lock(self, run_date: dt.date, *, run_id: str, stale_after_s: float) -> Iterator[None]:
         """Hold ``_status/run_date=D.lock`` while a run writes the date.
 
-        The lock file is created atomically (create without overwrite) and holds the
-        run id, host, pid and start time. Another run of the same date fails fast with
-        :class:`~fairspark.errors.RunLockedError` (exit 2), unless the lock is stale:
-        older than ``stale_after_s`` or left by a process that no longer exists on
-        this host.
+        The lock file appears atomically with its record (the run id, host, pid and
+        start time; :meth:`_take` says how). Another run of the same date fails fast
+        with :class:`~fairspark.errors.RunLockedError` (exit 2), unless the lock is
+        stale: older than ``stale_after_s`` or left by a process that no longer exists
+        on this host.
         """
         path = self.path("_status", f"run_date={run_date.isoformat()}.lock")
         me = _holder(run_id)
@@ -381,24 +381,53 @@ class OutputLocation:
     def _take(self, path: str, me: dict[str, Any], stale_after_s: float
               ) -> dict[str, Any] | None:
         """Create the lock file ``path`` holding ``me``; ``None`` when taken, else the
-        record of the live run that holds it (a stale lock is deleted and taken)."""
-        if self._create_new(path, json.dumps(me)):
-            return None
-        held = self._lock_holder(path)
-        if not _stale(held, stale_after_s):
-            return held
-        self.delete(path)
-        if self._create_new(path, json.dumps(me)):
-            return None
-        return self._lock_holder(path)  # another run took the stale lock first
+        record of the live run that holds it (a stale lock is deleted and taken).
+
+        Two runs that try at the same instant must not both win. Hadoop's local file
+        system cannot promise that: its ``create(path, overwrite=false)`` checks that
+        the file is absent and then opens it for writing, so two processes can both
+        "create" it; and the file is empty until the record is written, which a run
+        reading it in between took for a stale lock and deleted. Both runs then held
+        the date. On a local disk the lock is therefore plain file I/O: the record is
+        written to a temporary file and hard-linked to ``path`` (``link`` fails when
+        ``path`` exists, and the file never exists without its record), and the whole
+        check-and-take (and the release) runs under an exclusive ``flock`` of the
+        ``_status`` folder, so that a stale lock is taken over by one run only. The
+        kernel drops that ``flock`` when its process dies. Elsewhere (HDFS) the file
+        system's create without overwrite is atomic.
+        """
+        local = self._local(path)
+        with _folder_locked(local.parent if local is not None else None):
+            if self._create_new(path, json.dumps(me)):
+                return None
+            held = self._lock_holder(path)
+            if not _stale(held, stale_after_s):
+                return held
+            if local is not None:
+                local.unlink(missing_ok=True)
+            else:
+                self.delete(path)
+            if self._create_new(path, json.dumps(me)):
+                return None
+            return self._lock_holder(path)  # another run took the stale lock first
 
     def _release(self, path: str, run_id: str) -> None:
-        with contextlib.suppress(Exception):
+        local = self._local(path)
+        with contextlib.suppress(Exception), _folder_locked(
+                local.parent if local is not None else None):
             if self._lock_holder(path).get("run_id") == run_id:
-                self.delete(path)
+                if local is not None:
+                    local.unlink(missing_ok=True)
+                else:
+                    self.delete(path)
 
     def _create_new(self, path: str, text: str) -> bool:
-        """Create ``path`` with ``text`` unless it exists (atomic where the FS allows)."""
+        """Create ``path`` with ``text`` unless it exists; atomic, the text included, on a
+        local disk (a hard link of a written temporary file), atomic where the file
+        system's create without overwrite is elsewhere."""
+        local = self._local(path)
+        if local is not None:
+            return _create_local(local, text)
         try:
             stream = self._fs.create(self._Path(path), False)
         except Exception as err:  # FileAlreadyExistsException arrives through py4j
@@ -412,15 +441,90 @@ class OutputLocation:
         return True
 
     def _lock_holder(self, path: str) -> dict[str, Any]:
+        """The record of the lock file ``path``: ``{}`` when it is gone; a record that
+        cannot be read (empty, cut short) is ``{"modified_unix": ...}``, stale only by
+        the file's age (:func:`_stale`)."""
+        local = self._local(path)
+        if local is not None:
+            return read_lock_record(local)
         try:
-            stream = self._fs.open(self._Path(path))
+            p = self._Path(path)
+            modified = self._fs.getFileStatus(p).getModificationTime() / 1000.0
+        except Exception:  # noqa: BLE001 - gone (released) or unreachable
+            return {}
+        try:
+            stream = self._fs.open(p)
             try:
                 data = bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
             finally:
                 stream.close()
-            return json.loads(data.decode("utf-8") or "{}")
-        except Exception:  # noqa: BLE001 - unreadable: treat as empty (stale by age rule)
+            return _record(data.decode("utf-8"), modified)
+        except Exception:  # noqa: BLE001 - gone since: free
             return {}
+
+
+@contextlib.contextmanager
+def _folder_locked(folder: Path | None) -> Iterator[None]:
+    """An exclusive ``flock`` of the local ``folder`` (no-op for ``None`` or where
+    ``fcntl`` is missing): the lock files in it are checked, taken and released by one
+    process at a time. Held for a few file operations; the kernel releases it when the
+    process ends, however it ends."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        fcntl = None
+    if folder is None or fcntl is None:
+        yield
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _create_local(path: Path, text: str) -> bool:
+    """Create the local file ``path`` holding ``text`` unless it exists (atomic)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError:  # a file system without hard links: an exclusive create
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _record(text: str, modified_unix: float) -> dict[str, Any]:
+    try:
+        held = json.loads(text)
+    except ValueError:
+        held = None
+    if isinstance(held, dict) and held:
+        return held
+    return {"modified_unix": modified_unix}
+
+
+def read_lock_record(path: Path) -> dict[str, Any]:
+    """The record of the local lock file ``path`` (as :meth:`OutputLocation._lock_holder`),
+    read with plain file I/O: works when the JVM has died."""
+    try:
+        modified = path.stat().st_mtime
+        return _record(path.read_text(encoding="utf-8"), modified)
+    except (OSError, UnicodeDecodeError):
+        return {}
 
 
 def _holder(run_id: str) -> dict[str, Any]:
@@ -433,6 +537,8 @@ def _holder(run_id: str) -> dict[str, Any]:
 
 
 def _who(held: dict[str, Any]) -> str:
+    if "run_id" not in held and "modified_unix" in held:
+        return f"a lock file without a readable record, written {_utc(held['modified_unix'])}"
     return (f"run id {held.get('run_id')}, host {held.get('host')}, pid {held.get('pid')}, "
             f"since {_utc(held.get('started_unix'))}")
 
@@ -447,11 +553,17 @@ def _utc(ts: Any) -> str:
 
 
 def _stale(held: dict[str, Any], stale_after_s: float) -> bool:
-    """A lock is stale when it is too old, or its process is gone on this host."""
+    """A lock is stale when it is too old, or its process is gone on this host.
+
+    ``{}`` (no lock file) is stale. A record that could not be read (a lock file being
+    written on a remote file system, or damaged) has only the file's modification time
+    and is stale once that is older than ``stale_after_s``: it is never taken for a
+    dead run's lock at once, which let two runs of one date both take the lock.
+    """
     import socket
     import time as _time
 
-    started = held.get("started_unix")
+    started = held.get("started_unix", held.get("modified_unix"))
     if not isinstance(started, int | float) or _time.time() - started > stale_after_s:
         return True
     if held.get("host") == socket.gethostname() and isinstance(held.get("pid"), int):
