@@ -12,20 +12,33 @@ from __future__ import annotations
 import os
 import sys
 
-from fairspark._threads import PRELOAD, os_threads, preload
+from fairspark._threads import AUDITS_ENV, PRELOAD, os_threads, preload
 
-__all__ = ["main", "preload_modules"]
+__all__ = ["BASE_PRELOAD", "main", "preload_modules"]
 
+
+#: what the daemon imports when no enabled audit has Spark tasks of its own modules
+#: (``group``, ``hfm``): the Arrow batch libraries; the heavy ones of
+#: :data:`~fairspark._threads.PRELOAD` (torch, scikit-learn: about 2 s) would be paid by
+#: the run's first Python job, HFM's transfer of the points
+BASE_PRELOAD = ("numpy", "pandas", "pyarrow", "threadpoolctl")
 
 def preload_modules() -> tuple[str, ...]:
-    """:data:`~fairspark._threads.PRELOAD` and every registered audit's
-    ``worker_modules``, in run order (``PRELOAD`` alone when the registry cannot load)."""
+    """:data:`~fairspark._threads.PRELOAD` and the ``worker_modules`` of every audit
+    named in :data:`AUDITS_ENV` (of every registered audit when it is unset), in run
+    order; :data:`BASE_PRELOAD` when none of those audits has worker modules
+    (``PRELOAD`` alone when the registry cannot load)."""
+    named = os.environ.get(AUDITS_ENV)
     try:
         from fairspark.registry import specs
 
-        tasks = [m for spec in specs().values() for m in spec.worker_modules]
+        wanted = None if named is None else {a.strip() for a in named.split(",") if a.strip()}
+        tasks = [m for name, spec in specs().items() if wanted is None or name in wanted
+                 for m in spec.worker_modules]
     except Exception:  # noqa: BLE001 - a broken registry only costs time here
         return PRELOAD
+    if named is not None and not tasks:
+        return BASE_PRELOAD
     return (*PRELOAD, *dict.fromkeys(m for m in tasks if m not in PRELOAD))
 
 

@@ -22,10 +22,15 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any
 
-__all__ = ["PRELOAD", "CpuTimedPool", "driver_threads", "os_threads", "pin_threads",
+__all__ = ["AUDITS_ENV", "PRELOAD", "CpuTimedPool", "driver_threads", "os_threads", "pin_threads",
            "preload", "single_thread"]
 
 _VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+#: the environment variable naming a run's enabled audits (comma-separated), set by the
+#: CLI before its local session starts: the worker daemon (:mod:`fairspark._daemon`)
+#: then imports only what their Spark tasks need; unset, every registered audit's
+AUDITS_ENV = "FAIRSPARK_WORKER_AUDITS"
 
 #: libraries the worker daemon imports before it forks workers, before the modules of
 #: the audits' Spark tasks (``AuditSpec.worker_modules``; a fresh worker of an mdfa job

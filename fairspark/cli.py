@@ -145,11 +145,17 @@ def local_driver_memory() -> str:
 
 
 def _session(config, *, under_submit: bool):
+    from fairspark._threads import AUDITS_ENV
     from fairspark.session import build_session
 
     if under_submit:  # spark-submit already configured the session
         return build_session(master=None, app_name=config.spark.app_name)
     conf = dict(config.spark.conf)
+    # the worker daemon imports only what the enabled audits' Spark tasks need
+    # (fairspark._daemon): an HFM run does not pay for torch in its first Python job
+    audits = ",".join(config.audits.enabled())
+    os.environ[AUDITS_ENV] = audits
+    conf.setdefault(f"spark.executorEnv.{AUDITS_ENV}", audits)
     if "spark.driver.memory" not in conf and config.spark.master.startswith("local"):
         conf["spark.driver.memory"] = local_driver_memory()
         # read back by the runner for summary.json's "spark" section

@@ -211,3 +211,23 @@ def test_local_session_workers_fork_from_the_preloading_daemon(spark):
 
     cmds = spark.range(0, 2, 1, numPartitions=2).mapInPandas(parent, "cmd string").toPandas()
     assert all("fairspark._daemon" in c for c in cmds["cmd"])
+
+
+def test_daemon_preloads_what_the_enabled_audits_need(monkeypatch):
+    """The CLI names the enabled audits for the worker daemon: an HFM or group run
+    preloads the Arrow batch libraries only (not torch, about 2 s of its first Python
+    job), a run with mdfa torch and mdfa's task module, and no name (a session fairspark
+    did not start) every registered audit's modules."""
+    from fairspark._daemon import BASE_PRELOAD, preload_modules
+    from fairspark._threads import AUDITS_ENV, PRELOAD
+    from fairspark.registry import specs
+
+    monkeypatch.setenv(AUDITS_ENV, "group,hfm")
+    assert preload_modules() == BASE_PRELOAD and "torch" not in BASE_PRELOAD
+    monkeypatch.setenv(AUDITS_ENV, "hfm,mdfa")
+    got = preload_modules()
+    assert set(PRELOAD) <= set(got) and set(specs()["mdfa"].worker_modules) <= set(got)
+    assert not set(specs()["correlation"].worker_modules) & set(got)
+    monkeypatch.delenv(AUDITS_ENV)
+    every = {m for s in specs().values() for m in s.worker_modules}
+    assert set(PRELOAD) | every == set(preload_modules())
