@@ -314,17 +314,18 @@ class _LocalWork(_Work):
             rec["threads"] = threads
             rec["rows_out"] = len(idx)
         del batch, points
-        self.keys = _strs(_col(self.batch, "key"))
-        # what the scans read: the batch is key-sorted, its points and each target's
-        # points are pass A's (no second decode)
-        rho = {a: _np(self.batch, f"rho{a}") for a in range(n_attr)}
-        code = {a: _codes(self.batch, c) for a, c in enumerate(cols)}
-        # per row range of pass A (each on its own thread): views, no copies
-        self._scan_read = [(kept["P"][r], self.keys[r], {a: v[r] for a, v in rho.items()},
-                            {a: v[r] for a, v in code.items()}, tp)
-                           for r, tp in zip(kept["parts"], kept["tp"], strict=True)]
-        self.u = {p: _np(self.batch, _ucol(p)) for p in pairs}
-        self.nb = {p: _strs(_col(self.batch, _nbcol(p))) for p in pairs}
+        with self.step("keys and bounds as arrays"):
+            self.keys = _strs(_col(self.batch, "key"))
+            # what the scans read: the batch is key-sorted, its points and each target's
+            # points are pass A's (no second decode)
+            rho = {a: _np(self.batch, f"rho{a}") for a in range(n_attr)}
+            code = {a: _codes(self.batch, c) for a, c in enumerate(cols)}
+            # per row range of pass A (each on its own thread): views, no copies
+            self._scan_read = [(kept["P"][r], self.keys[r], {a: v[r] for a, v in rho.items()},
+                                {a: v[r] for a, v in code.items()}, tp)
+                               for r, tp in zip(kept["parts"], kept["tp"], strict=True)]
+            self.u = {p: _np(self.batch, _ucol(p)) for p in pairs}
+            self.nb = {p: _strs(_col(self.batch, _nbcol(p))) for p in pairs}
 
     @classmethod
     def collect(cls, ranked: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
@@ -361,7 +362,9 @@ class _LocalWork(_Work):
         if tbl.num_rows > cap or tbl.num_rows == 0:
             _LOG.info("hfm: %d points do not fit the driver path (at most %d)", tbl.num_rows, cap)
             return None
-        table = _sorted_by_key(tbl, dim_x)
+        with cost.step("key sort", spark_jobs=False) as rec:
+            table = _sorted_by_key(tbl, dim_x)
+            rec["rows_read"] = tbl.num_rows
         del tbl
         return cls(table, n_attr=n_attr, dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
                    max_result=max_result, cost=cost, threads=_driver_threads(ranked.sparkSession))
