@@ -1,0 +1,228 @@
+"""Champion against challenger on Adult: two real models audited on the same rows.
+
+A logistic regression (the baseline, today's model) and a gradient-boosted classifier
+(the challenger), both trained here with scikit-learn on Adult's training part, score
+the test part. Every value is checked against a direct pandas computation of the two
+models' metrics, and the paired interval against a brute-force paired bootstrap of
+rows written here.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import ADULT_COLS, write_parquet
+
+from fairspark.config import parse_config
+from fairspark.errors import ConfigError, MissingColumnError
+from fairspark.runner import run_audit_job
+
+NUMERIC = ["age", "education_num", "capital_gain", "capital_loss", "hours_per_week"]
+CATEGORICAL = ["workclass", "marital_status", "occupation", "relationship", "race", "sex"]
+
+
+def _adult(part: str) -> pd.DataFrame:
+    from importlib import resources
+
+    name = {"train": "adult.data.gz", "test": "adult.test.gz"}[part]
+    path = resources.files("fairspark").joinpath(f"data/{name}")
+    df = pd.read_csv(path, header=None, names=ADULT_COLS, skipinitialspace=True,
+                     na_values="?", comment="|").dropna()
+    df["income"] = df["income"].str.rstrip(".")
+    return df.reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def two_models() -> pd.DataFrame:
+    """Adult's test part scored by a logistic regression and a gradient-boosted model."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    train, test = _adult("train"), _adult("test")
+    y = (train.income == ">50K").astype(int)
+
+    def model(clf):
+        onehot = OneHotEncoder(handle_unknown="ignore", sparse_output=False)
+        pre = ColumnTransformer([("num", StandardScaler(), NUMERIC),
+                                 ("cat", onehot, CATEGORICAL)])
+        return make_pipeline(pre, clf).fit(train[NUMERIC + CATEGORICAL], y)
+
+    lr = model(LogisticRegression(max_iter=500))
+    gb = model(HistGradientBoostingClassifier(max_iter=100, random_state=0))
+    test["row_id"] = np.arange(len(test)).astype(str)
+    test["pred_lr"] = lr.predict(test[NUMERIC + CATEGORICAL]).astype(int)
+    test["pred_gb"] = gb.predict(test[NUMERIC + CATEGORICAL]).astype(int)
+    return test
+
+
+def _config(inp: str, out: str, **extra) -> dict:
+    cfg = {
+        "dataset": "adult_two_models", "run_date": "2026-12-05", "input": {"path": inp},
+        "columns": {
+            "features": ["age", "education_num", "hours_per_week"],
+            "sensitive": [{"column": "sex", "privileged": "Male"},
+                          {"column": "race", "privileged": "White"}],
+            "label": {"column": "income", "positive": ">50K"},
+            "prediction": {"column": "pred_gb", "positive": 1},
+            "baseline": {"column": "pred_lr", "positive": 1},
+            "row_key": "row_id",
+        },
+        "audits": {"group": {"min_group_size": 30}},
+        "output": {"path": out, "report": False},
+    }
+    cfg.update(extra)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def paired_run(spark, two_models, tmp_path_factory):
+    base = tmp_path_factory.mktemp("paired")
+    inp = write_parquet(two_models, base / "in", n_files=4)
+    res = run_audit_job(spark, parse_config(_config(inp, str(base / "out"))))
+    return res, inp, base
+
+
+def _rates(d: pd.DataFrame, pred: str) -> dict[str, float]:
+    y, p = d.income == ">50K", d[pred] == 1
+    return {"sr": p.mean(), "tpr": (p & y).sum() / y.sum(), "fpr": (p & ~y).sum() / (~y).sum(),
+            "ppv": (p & y).sum() / p.sum()}
+
+
+def _direct(pdf: pd.DataFrame, attr: str, priv: str, pred: str) -> dict[str, float]:
+    """The metrics of one model, by hand with pandas."""
+    u, p = _rates(pdf[pdf[attr] != priv], pred), _rates(pdf[pdf[attr] == priv], pred)
+    return {
+        "statistical_parity_difference": u["sr"] - p["sr"],
+        "disparate_impact": u["sr"] / p["sr"],
+        "tpr_difference": u["tpr"] - p["tpr"],
+        "fpr_ratio": u["fpr"] / p["fpr"],
+        "ppv_difference": u["ppv"] - p["ppv"],
+        "average_odds_difference": ((u["tpr"] - p["tpr"]) + (u["fpr"] - p["fpr"])) / 2,
+        "equalized_odds_difference": max(abs(u["tpr"] - p["tpr"]), abs(u["fpr"] - p["fpr"])),
+        "dp": abs(u["sr"] - p["sr"]),
+    }
+
+
+def _row(df, attr, group, metric, model):
+    sel = df[(df.attribute == attr) & (df.group == group) & (df.metric == metric)
+             & (df.model.isna() if model is None else df.model == model)]
+    assert len(sel) == 1, (attr, group, metric, model, len(sel))
+    return sel.iloc[0]
+
+
+def test_every_paired_difference_equals_pandas(paired_run, two_models):
+    res, _, _ = paired_run
+    assert res.exit_code == 0
+    df = pd.DataFrame(res.rows)
+    assert set(df.model.dropna()) == {"baseline", "challenger_minus_baseline"}
+    for attr, priv in (("sex", "Male"), ("race", "White")):
+        gb = _direct(two_models, attr, priv, "pred_gb")
+        lr = _direct(two_models, attr, priv, "pred_lr")
+        for m in gb:
+            c = _row(df, attr, "unprivileged", m, None)
+            b = _row(df, attr, "unprivileged", m, "baseline")
+            d = _row(df, attr, "unprivileged", m, "challenger_minus_baseline")
+            assert c.value == pytest.approx(gb[m], abs=1e-12), m
+            assert b.value == pytest.approx(lr[m], abs=1e-12), m
+            assert d.value == pytest.approx(gb[m] - lr[m], abs=1e-12), m
+            assert d.lower < d.value < d.upper
+    # per value of a multi-valued attribute against the privileged group
+    black = _direct(two_models[two_models.race.isin(["Black", "White"])], "race", "White",
+                    "pred_gb")["tpr_difference"] - _direct(
+        two_models[two_models.race.isin(["Black", "White"])], "race", "White",
+        "pred_lr")["tpr_difference"]
+    assert _row(df, "race", "Black", "tpr_difference",
+                "challenger_minus_baseline").value == pytest.approx(black, abs=1e-12)
+
+
+def test_without_baseline_the_rows_are_todays(spark, paired_run):
+    """The challenger's rows are those of an audit without a baseline, row for row."""
+    res, inp, base = paired_run
+    cfg = _config(inp, str(base / "out-plain"))
+    del cfg["columns"]["baseline"]
+    plain = pd.DataFrame(run_audit_job(spark, parse_config(cfg)).rows)
+    assert plain.model.isna().all()
+    paired = pd.DataFrame(res.rows)
+    mine = paired[paired.model.isna()].reset_index(drop=True)
+    keys = ["audit", "attribute", "group", "metric"]
+    pd.testing.assert_frame_equal(
+        mine[[*keys, "value", "lower", "upper", "status"]],
+        plain[[*keys, "value", "lower", "upper", "status"]], check_exact=False, rtol=1e-12)
+
+
+def test_paired_interval_agrees_with_a_paired_bootstrap(paired_run, two_models):
+    """Half-widths within 20% of a 400-resample paired bootstrap of the rows."""
+    res, _, _ = paired_run
+    df = pd.DataFrame(res.rows)
+    rng = np.random.default_rng(43)
+    n = len(two_models)
+    y = (two_models.income == ">50K").to_numpy()
+    u = (two_models.sex != "Male").to_numpy()
+    c, b = two_models.pred_gb.to_numpy() == 1, two_models.pred_lr.to_numpy() == 1
+
+    draws = []
+    for _ in range(400):
+        idx = np.bincount(rng.integers(0, n, n), minlength=n)
+        # a resample as row multiplicities: a rate is a weighted mean
+        w = idx.astype(float)
+        res_ = []
+        for p in (c, b):
+            sr = np.average(p[u], weights=w[u]) - np.average(p[~u], weights=w[~u])
+            tp = (np.average(p[u & y], weights=w[u & y])
+                  - np.average(p[~u & y], weights=w[~u & y]))
+            res_.append((sr, tp))
+        draws.append(np.array(res_[0]) - np.array(res_[1]))
+    draws = np.array(draws)
+    boot_half = 1.959964 * draws.std(axis=0, ddof=1)
+    for k, m in enumerate(("statistical_parity_difference", "tpr_difference")):
+        d = _row(df, "sex", "unprivileged", m, "challenger_minus_baseline")
+        half = (d.upper - d.lower) / 2
+        assert half == pytest.approx(boot_half[k], rel=0.2), (m, half, boot_half[k])
+
+
+def test_summary_carries_the_comparison(paired_run):
+    res, _, _ = paired_run
+    info = res.summary["audits"]["group"]["baseline"]
+    assert info["column"] == "pred_lr"
+    sp = info["attributes"]["sex"]["statistical_parity_difference"]
+    assert sp["lower"] <= sp["difference"] <= sp["upper"]
+    assert info["challenger_only"] == []
+
+
+def test_missing_baseline_column_is_exit_2_naming_it(spark, paired_run, tmp_path):
+    _, inp, _ = paired_run
+    cfg = _config(inp, str(tmp_path / "out"))
+    cfg["columns"]["baseline"] = {"column": "pred_prod"}
+    with pytest.raises(MissingColumnError, match="'pred_prod'.*baseline"):
+        run_audit_job(spark, parse_config(cfg))
+
+
+def test_baseline_config_forms():
+    cfg = _config("x", "y")
+    cfg["columns"]["baseline"] = {"column": "p_old", "threshold": 0.3}
+    assert parse_config(cfg).columns.baseline.threshold == 0.3
+    cfg["columns"]["baseline"] = {"column": "pred_gb"}
+    with pytest.raises(ConfigError, match="audited decision's own column"):
+        parse_config(cfg)
+    cfg = _config("x", "y", limits={"rules": [
+        {"no_worse_than_baseline": {"metric": "disparate_impact", "margin": 0.02}}]})
+    rule = parse_config(cfg).limits.rules[0]
+    assert rule.metric == "disparate_impact"
+    assert rule.no_worse_than_baseline.margin == 0.02
+    del cfg["columns"]["baseline"]
+    with pytest.raises(ConfigError, match="columns.baseline"):
+        parse_config(cfg)
+
+
+def test_cli_flag_sets_the_baseline_column():
+    from fairspark.cli import build_parser, config_overrides
+
+    args = build_parser().parse_args(["audit", "--baseline-column", "pred_lr"])
+    assert config_overrides(args)["columns.baseline.column"] == "pred_lr"
+    json.dumps(config_overrides(args))
