@@ -226,3 +226,80 @@ def test_cli_flag_sets_the_baseline_column():
     args = build_parser().parse_args(["audit", "--baseline-column", "pred_lr"])
     assert config_overrides(args)["columns.baseline.column"] == "pred_lr"
     json.dumps(config_overrides(args))
+
+
+@pytest.fixture(scope="module")
+def worse_input(tmp_path_factory) -> str:
+    """A challenger that copies the baseline but approves 12% more privileged (M) rows
+    that the baseline turned down: its selection-rate gap is wider (further from
+    parity) on the same rows; a third decision redraws 3% of the baseline's at random."""
+    rng = np.random.default_rng(7)
+    n = 4000
+    sex = rng.choice(["M", "F"], n, p=[0.55, 0.45])
+    x = rng.normal(size=n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-x))).astype(int)
+    old = (x + 0.3 * (sex == "M") > 0.2).astype(int)
+    new = old.copy()
+    new[(sex == "M") & (old == 0) & (rng.random(n) < 0.12)] = 1
+    tiny = np.where(rng.random(n) < 0.03, 1 - old, old)  # noise, no shift
+    pdf = pd.DataFrame({"id": np.arange(n).astype(str), "x": x, "sex": sex, "y": y,
+                        "p_old": old, "p_new": new, "p_tiny": tiny})
+    return write_parquet(pdf, tmp_path_factory.mktemp("worse") / "in")
+
+
+def _gate_run(spark, inp, out, *, decision="p_new", margin=0.01, extra_rules=()):
+    cfg = {
+        "dataset": "worse", "run_date": "2026-12-05", "input": {"path": inp},
+        "columns": {"features": ["x"], "sensitive": [{"column": "sex", "privileged": "M"}],
+                    "label": {"column": "y"}, "prediction": {"column": decision},
+                    "baseline": {"column": "p_old"}, "row_key": "id"},
+        "audits": {"group": {}},
+        "output": {"path": str(out), "report": False},
+        "limits": {"rules": [{"no_worse_than_baseline": {
+            "metric": "statistical_parity_difference", "margin": margin}}, *extra_rules]},
+    }
+    res = run_audit_job(spark, parse_config(cfg))
+    lim = [r for r in res.rows if r["audit"] == "limits"]
+    return res, lim
+
+
+def test_no_worse_than_baseline_gates_only_beyond_the_margin(spark, worse_input, tmp_path):
+    res, lim = _gate_run(spark, worse_input, tmp_path / "a")
+    assert res.exit_code == 3
+    (row,) = lim
+    p = json.loads(row["params"])
+    assert row["status"] == "violated" and row["model"] == "challenger_minus_baseline"
+    assert row["metric_b"] == ("statistical_parity_difference no worse than baseline "
+                               "(margin 0.01)")
+    assert row["lower"] > 0.01  # the whole (adjusted) interval of "worse" beyond the margin
+    assert p["rule"]["no_worse_than_baseline"]["margin"] == 0.01
+    # the same challenger with a margin wider than its whole interval: passed, exit 0
+    res, lim = _gate_run(spark, worse_input, tmp_path / "b", margin=0.5)
+    assert res.exit_code == 0 and lim[0]["status"] == "passed"
+    # decisions redrawn at random: the interval straddles the margin 0 -> no gate
+    res, lim = _gate_run(spark, worse_input, tmp_path / "c", decision="p_tiny", margin=0.0)
+    assert lim[0]["lower"] < 0 < lim[0]["upper"]
+    assert res.exit_code == 0 and lim[0]["status"] == "inconclusive"
+
+
+def test_a_fairer_challenger_passes_and_plain_limits_judge_the_challenger_only(
+        spark, worse_input, tmp_path):
+    plain = {"metric": "statistical_parity_difference", "abs_max": 1.0}
+    inp = worse_input
+    cfg = {
+        "dataset": "worse", "run_date": "2026-12-05", "input": {"path": inp},
+        "columns": {"features": ["x"], "sensitive": [{"column": "sex", "privileged": "M"}],
+                    "label": {"column": "y"}, "prediction": {"column": "p_old"},
+                    "baseline": {"column": "p_new"}, "row_key": "id"},
+        "audits": {"group": {}}, "output": {"path": str(tmp_path / "o"), "report": False},
+        "limits": {"rules": [{"no_worse_than_baseline": {
+            "metric": "statistical_parity_difference", "margin": 0.0}}, plain]},
+    }
+    res = run_audit_job(spark, parse_config(cfg))
+    lim = [r for r in res.rows if r["audit"] == "limits"]
+    assert res.exit_code == 0
+    worse = [r for r in lim if "baseline" in r["metric_b"]]
+    assert len(worse) == 1 and worse[0]["status"] == "passed" and worse[0]["value"] < 0
+    # the plain limit judges the audited decision's row only (model empty)
+    others = [r for r in lim if "baseline" not in r["metric_b"]]
+    assert len(others) == 1 and others[0]["model"] is None

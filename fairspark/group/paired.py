@@ -69,6 +69,13 @@ def joint_counts(joint: pd.DataFrame, mask: Any) -> dict[int, dict[str, float]]:
     return {b: marginal_counts(joint, mask & (base == b)) for b in (1, 0)}
 
 
+def _discordant(joint: dict[int, dict[str, float]]) -> int:
+    """Rows where the two decisions differ (what the paired interval rests on: with a
+    handful of them it is rough, as McNemar's normal approximation is)."""
+    yes, no = ("tp", "fp", "up"), ("tn", "fn", "un")
+    return int(sum(joint[0][f"{c}_n"] for c in yes) + sum(joint[1][f"{c}_n"] for c in no))
+
+
 def _status(statuses: dict[tuple[str, str], Any], group: str, name: str) -> Any:
     found = [statuses[k] for k in ((f"c:{group}", name), (f"b:{group}", name)) if k in statuses]
     return max(found, key=lambda s: _RANK.get(s, 0)) if found else Status.OK
@@ -108,11 +115,14 @@ def difference_rows(
     if params.multi_valued and len(unpriv_values) > 1:
         comparisons += [(v, values == v) for v in unpriv_values]
     priv = joint_counts(joint, priv_mask)
+    priv_apart = _discordant(priv)
     rows: list[MetricRow] = []
     summary: dict[str, Any] = {}
     for group, mask in comparisons:
-        paired = paired_comparison(joint_counts(joint, mask), priv, level=params.ci_level,
+        unpriv = joint_counts(joint, mask)
+        paired = paired_comparison(unpriv, priv, level=params.ci_level,
                                    weights=params.weights)
+        apart = {"discordant_rows": [_discordant(unpriv), priv_apart]}
         for name in {**CATALOGUE, **BASELINES}:
             pv = paired[name]
             status = _status(statuses, group, name)
@@ -129,7 +139,7 @@ def difference_rows(
                 model=DIFFERENCE_MODEL, value=_f(pv.difference), lower=_f(pv.lower),
                 upper=_f(pv.upper), status=status, detail=detail,
                 params=params_json(ci_level=params.ci_level, weights=params.weights,
-                                   interval="paired delta method", **extra)))
+                                   interval="paired delta method", **apart, **extra)))
             if group == "unprivileged":
                 summary[name] = {"difference": _f(pv.difference), "lower": _f(pv.lower),
                                  "upper": _f(pv.upper), "status": status, **extra}
