@@ -180,9 +180,10 @@ class ColumnsConfig(StrictModel):
     def _check(self) -> ColumnsConfig:
         if (self.prediction is None) == (self.score is None):
             raise ValueError("give exactly one of 'columns.prediction' or 'columns.score'")
-        if self.baseline is not None and self.baseline.column == self.decision_column:
-            raise ValueError(f"'columns.baseline.column' {self.baseline.column!r} is the "
-                             "audited decision's own column; name the baseline model's")
+        if self.baseline is not None and self.baseline == (self.prediction or self.score):
+            raise ValueError(f"'columns.baseline' ({self.baseline.column!r}) is the audited "
+                             "decision itself; name the baseline model's column (or, for a "
+                             "score, another threshold)")
         if not self.sensitive:
             raise ValueError("'columns.sensitive' needs at least one attribute")
         names = [s.attr for s in self.sensitive]

@@ -37,6 +37,7 @@ from fairspark.group._words import (
     headlines,
     metric_label,
 )
+from fairspark.group.decision import unpaired
 from fairspark.group.results import HEADLINE_METRICS
 from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
 from fairspark.report.figures import figure_to_data_uri, plt
@@ -475,7 +476,7 @@ def group_section(
         comparisons, and every other comparison folded away; then the overall
         inequality indices.
     """
-    rows = [dict(r) for r in rows if r.get("audit", "group") == "group"]
+    rows = [dict(r) for r in rows if r.get("audit", "group") == "group" and unpaired(r)]
     level = _level_pct(ci_level)
     idx = _index(rows)
     names = _attributes(rows)
