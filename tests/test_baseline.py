@@ -303,3 +303,64 @@ def test_a_fairer_challenger_passes_and_plain_limits_judge_the_challenger_only(
     # the plain limit judges the audited decision's row only (model empty)
     others = [r for r in lim if "baseline" not in r["metric_b"]]
     assert len(others) == 1 and others[0]["model"] is None
+
+
+@pytest.mark.parametrize(("challenger", "baseline", "word"), [
+    ("p_new", "p_old", "less fair"),
+    ("p_old", "p_new", "fairer"),
+    ("p_tiny", "p_old", "no difference beyond noise"),
+])
+def test_notebook_baseline_and_decision_words(spark, worse_input, challenger, baseline, word):
+    """fairspark.audit(..., baseline=...) passes the baseline through; the decision box
+    says fairer / less fair / no difference beyond noise, naming metric and size."""
+    import fairspark
+    from fairspark.audits import DecisionInput
+    from fairspark.group.decision import decision_lines
+
+    df = spark.read.parquet(worse_input)
+    res = fairspark.audit(df, sensitive={"sex": "M"}, label="y", prediction=challenger,
+                          baseline=baseline, features=["x"], row_key="id")
+    comp = res.comparison
+    sp = comp[(comp.attribute == "sex") & (comp.group == "unprivileged")
+               & (comp.metric == "statistical_parity_difference")].iloc[0]
+    # by hand: the selection-rate gaps of the two decisions on the same rows
+    pdf = df.toPandas()
+    gap = {c: pdf[pdf.sex == "F"][c].mean() - pdf[pdf.sex == "M"][c].mean()
+           for c in (challenger, baseline)}
+    assert sp.challenger == pytest.approx(gap[challenger], abs=1e-12)
+    assert sp.baseline == pytest.approx(gap[baseline], abs=1e-12)
+    assert sp.difference == pytest.approx(gap[challenger] - gap[baseline], abs=1e-12)
+    rows = [r for r in res.rows.to_dict("records") if r["audit"] == "group"]
+    view = DecisionInput(audit="group", rows=rows, info=res.summary["audits"]["group"],
+                         anchor=None, covered=frozenset())
+    lines = [ln for ln in decision_lines(view) if ln.metric == "baseline"]
+    assert len(lines) == 1 and lines[0].attribute == "sex"
+    assert lines[0].what == f"challenger against baseline: {word}"
+    if word != "no difference beyond noise":
+        assert "statistical parity difference" in lines[0].far
+        assert "further from parity" in lines[0].far if word == "less fair" else \
+            "closer to parity" in lines[0].far
+    # the audited decision's own line still reads its own rows, not the baseline's
+    own = [ln for ln in decision_lines(view) if ln.metric == "group"]
+    assert own[0].number["value"] == pytest.approx(
+        pdf[pdf.sex == "F"][challenger].mean() / pdf[pdf.sex == "M"][challenger].mean())
+    assert "challenger against baseline" in res.report_html()
+
+
+def test_other_audits_are_said_to_audit_the_challenger_only(spark, worse_input):
+    import fairspark
+    from fairspark.audits import DecisionInput
+    from fairspark.group.decision import decision_lines
+
+    res = fairspark.audit(spark.read.parquet(worse_input), sensitive={"sex": "M"}, label="y",
+                          prediction="p_new", baseline="p_old", features=["x"], row_key="id",
+                          audits={"group": {}, "hfm": {"max_rows": 1000}})
+    info = res.summary["audits"]["group"]["baseline"]
+    assert info["challenger_only"] == ["hfm"]
+    assert "hfm audit the challenger (the audited decision) only" in info["note"]
+    hfm_models = set(res.rows[res.rows.audit == "hfm"].model.dropna())
+    assert not hfm_models & {"baseline", "challenger_minus_baseline"}
+    rows = [r for r in res.rows.to_dict("records") if r["audit"] == "group"]
+    lines = decision_lines(DecisionInput(audit="group", rows=rows, info=res.summary["audits"][
+        "group"], anchor=None, covered=frozenset()))
+    assert any(ln.attribute == "*" and "hfm" in ln.far for ln in lines)
