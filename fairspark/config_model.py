@@ -590,6 +590,12 @@ class Config(StrictModel):
                                 # which group the report names worst, no number
                                 "limits": {"min_rank_rows", "min_rank_favourable"}}
         d = self.model_dump(mode="json", exclude=skip)
+        # keys added later hash as before while unset, so earlier runs stay comparable
+        if d["columns"].get("baseline") is None:
+            d["columns"].pop("baseline", None)
+        for rule in (d.get("limits") or {}).get("rules") or []:
+            if rule.get("no_worse_than_baseline") is None:
+                rule.pop("no_worse_than_baseline", None)
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

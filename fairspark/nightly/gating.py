@@ -506,12 +506,19 @@ def _limit_row(c: Check, limits: LimitsConfig, n_family: int) -> MetricRow:
         lower=c.lower_adj, upper=c.upper_adj, status=c.verdict,
         detail=(f"{rule_text(c.rule)} [{r['audit']}]: {c.verdict}; {how}{gate}; "
                 f"{label} interval [{_num_text(c.lower_adj)}, {_num_text(c.upper_adj)}]"),
-        params=params_json(rule=c.rule.model_dump(mode="json"), would_gate=c.would_gate,
+        params=params_json(rule=_rule_json(c.rule), would_gate=c.would_gate,
                            consecutive=c.consecutive, role=c.role, kind=c.kind,
                            source_audit=r["audit"], interval=label,
                            own_interval=[r.get("lower"), r.get("upper")], **levels,
                            **support),
     )
+
+
+def _rule_json(rule: LimitRule) -> dict[str, Any]:
+    """The rule as a limits row's ``params`` keep it (an unset ``no_worse_than_baseline``
+    left out, so a plain rule's row reads as before the key existed)."""
+    skip = {"no_worse_than_baseline"} if rule.no_worse_than_baseline is None else set()
+    return rule.model_dump(mode="json", exclude=skip)
 
 
 def _support(r: dict[str, Any], limits: LimitsConfig) -> dict[str, Any]:
