@@ -63,7 +63,8 @@ def _size(metric: str, p: Mapping[str, Any]) -> str:
             f" vs baseline {fmt_number(num(p.get('baseline')))}, {fmt_number(abs(w))} "
             f"{'further from' if w > 0 else 'closer to'} parity "
             f"[{fmt_number(num(p.get('worse_lower')), signed=True)}, "
-            f"{fmt_number(num(p.get('worse_upper')), signed=True)}]")
+            f"{fmt_number(num(p.get('worse_upper')), signed=True)}], Holm-adjusted "
+            f"p {fmt_number(num(p.get('p_holm')))}")
 
 
 def unpaired(row: Mapping[str, Any]) -> bool:
