@@ -364,3 +364,21 @@ def test_other_audits_are_said_to_audit_the_challenger_only(spark, worse_input):
     lines = decision_lines(DecisionInput(audit="group", rows=rows, info=res.summary["audits"][
         "group"], anchor=None, covered=frozenset()))
     assert any(ln.attribute == "*" and "hfm" in ln.far for ln in lines)
+
+
+def test_a_baseline_of_probabilities_is_exit_2_naming_it(spark, worse_input):
+    from pyspark.sql import functions as F
+
+    import fairspark
+    from fairspark.errors import FairsparkInputError
+
+    df = spark.read.parquet(worse_input).withColumn("prob", F.rand(seed=1))
+    with pytest.raises(FairsparkInputError,
+                       match=r"baseline decision column 'prob'.*threshold"):
+        fairspark.audit(df, sensitive={"sex": "M"}, label="y", prediction="p_new",
+                        baseline="prob", features=["x"], row_key="id")
+    # the same column as a score with a threshold is a decision
+    res = fairspark.audit(df, sensitive={"sex": "M"}, label="y", prediction="p_new",
+                          baseline={"column": "prob", "threshold": 0.5}, features=["x"],
+                          row_key="id")
+    assert len(res.comparison)

@@ -358,4 +358,8 @@ def _binary_roles(config: Config, types: dict[str, str]) -> list[tuple[str, str,
         p = cols.prediction
         out.append(("decision", p.column,
                     _isin(p.column, types[p.column], p.positive, "columns.prediction.positive")))
+    b = cols.baseline
+    if b is not None and getattr(b, "threshold", None) is None:  # a baseline prediction
+        out.append(("baseline", b.column,
+                    _isin(b.column, types[b.column], b.positive, "columns.baseline.positive")))  # type: ignore[union-attr]
     return [(role, column, F.coalesce(pos, F.lit(False))) for role, column, pos in out]

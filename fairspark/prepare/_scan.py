@@ -70,7 +70,16 @@ def _one_pass_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
     if cols.prediction:  # the decision's raw values, to tell a decision from a score
         raw_pred = F.when(keep, F.xxhash64(input_col(cols.prediction.column)))
         aggs += [F.min(raw_pred).alias("lo::decision"), F.max(raw_pred).alias("hi::decision")]
+    if _baseline_prediction(config):  # as the decision's: is the baseline binary?
+        raw_base = F.when(keep, F.xxhash64(input_col(cols.baseline.column)))  # type: ignore[union-attr]
+        aggs += [F.min(raw_base).alias("lo::baseline"), F.max(raw_base).alias("hi::baseline")]
     return aggs
+
+
+def _baseline_prediction(config: Config) -> bool:
+    """``columns.baseline`` is a prediction with positive values (not a score)."""
+    b = config.columns.baseline
+    return b is not None and getattr(b, "threshold", None) is None
 
 
 def _distinct_counts(df: DataFrame, plan: _ColumnPlan, config: Config,
@@ -205,7 +214,8 @@ def _binary_sides(kept: list[dict[str, Any]], config: Config) -> dict[str, dict[
     pos_code = 1 if cols.favourable == "positive" else 0
     negatives: dict[str, int] = {}
     positives: dict[str, int] = {}
-    roles = [("label", LABEL)] + ([("decision", PRED)] if cols.prediction else [])
+    roles = ([("label", LABEL)] + ([("decision", PRED)] if cols.prediction else [])
+             + ([("baseline", BASE)] if _baseline_prediction(config) else []))
     for role, key in roles:
         seen: set[int] = set()
         several = False
