@@ -382,3 +382,28 @@ def test_a_baseline_of_probabilities_is_exit_2_naming_it(spark, worse_input):
                           baseline={"column": "prob", "threshold": 0.5}, features=["x"],
                           row_key="id")
     assert len(res.comparison)
+
+
+@pytest.mark.filterwarnings("error::FutureWarning")  # a one-run series drew by float(Series)
+def test_trends_read_a_night_with_a_baseline_after_one_without(spark, worse_input, tmp_path):
+    """The audited decision's trend series continue across the night a baseline is
+    added (same config hash while the key is unset; the new rows are series of their
+    own, by model)."""
+    from fairspark.config import parse_config as parse
+
+    def night(date: str, baseline: bool):
+        cols = {"features": ["x"], "sensitive": [{"column": "sex", "privileged": "M"}],
+                "label": {"column": "y"}, "prediction": {"column": "p_new"}, "row_key": "id"}
+        if baseline:
+            cols["baseline"] = {"column": "p_old"}
+        return run_audit_job(spark, parse({
+            "dataset": "trend", "run_date": date, "input": {"path": worse_input},
+            "columns": cols, "audits": {"group": {}}, "output": {"path": str(tmp_path)}}))
+
+    first = night("2026-12-03", baseline=False)
+    second = night("2026-12-04", baseline=True)
+    assert first.exit_code == second.exit_code == 0
+    html = (tmp_path / "run_date=2026-12-04" / "report.html").read_text()
+    assert "Trends over previous runs" in html
+    published = pd.read_parquet(tmp_path / "run_date=2026-12-04" / "metrics.parquet")
+    assert set(published.model.dropna()) == {"baseline", "challenger_minus_baseline"}
