@@ -242,8 +242,13 @@ def worse_input(tmp_path_factory) -> str:
     new = old.copy()
     new[(sex == "M") & (old == 0) & (rng.random(n) < 0.12)] = 1
     tiny = np.where(rng.random(n) < 0.03, 1 - old, old)  # noise, no shift
+    # a three-valued attribute (a privileged): a decision that turns down 30% of the
+    # baseline's approvals in group c only
+    grp = rng.choice(["a", "b", "c"], n)
+    only_c = np.where((grp == "c") & (old == 1) & (rng.random(n) < 0.3), 0, old)
     pdf = pd.DataFrame({"id": np.arange(n).astype(str), "x": x, "sex": sex, "y": y,
-                        "p_old": old, "p_new": new, "p_tiny": tiny})
+                        "p_old": old, "p_new": new, "p_tiny": tiny, "grp": grp,
+                        "p_only_c": only_c})
     return write_parquet(pdf, tmp_path_factory.mktemp("worse") / "in")
 
 
@@ -407,3 +412,23 @@ def test_trends_read_a_night_with_a_baseline_after_one_without(spark, worse_inpu
     assert "Trends over previous runs" in html
     published = pd.read_parquet(tmp_path / "run_date=2026-12-04" / "metrics.parquet")
     assert set(published.model.dropna()) == {"baseline", "challenger_minus_baseline"}
+
+
+def test_decision_box_names_the_group_where_the_challenger_is_less_fair(spark, worse_input):
+    import fairspark
+    from fairspark.audits import DecisionInput
+    from fairspark.group.decision import decision_lines
+
+    res = fairspark.audit(spark.read.parquet(worse_input), sensitive={"grp": "a"}, label="y",
+                          prediction="p_only_c", baseline="p_old", features=["x"],
+                          row_key="id")
+    rows = [r for r in res.rows.to_dict("records") if r["audit"] == "group"]
+    (line,) = [ln for ln in decision_lines(DecisionInput(
+        audit="group", rows=rows, info=res.summary["audits"]["group"], anchor=None,
+        covered=frozenset())) if ln.metric == "baseline"]
+    assert line.status == "evidence"
+    assert "less fair for c: statistical parity difference" in line.far
+    assert "less fair for b" not in line.far  # b's decisions are the baseline's
+    comp = res.comparison
+    b = comp[(comp.group == "b") & (comp.metric == "statistical_parity_difference")].iloc[0]
+    assert b.difference == 0.0

@@ -26,9 +26,11 @@ def _params(r: Mapping[str, Any]) -> dict[str, Any]:
     return p if isinstance(p, dict) else {}
 
 
-def _verdicts(rows: list[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[str, dict]]:
-    """(attribute, metric) -> ("fairer" | "less fair" | "no difference beyond noise",
-    the difference row's params), for the pooled comparisons of :data:`DECISION_KEYS`.
+def _verdicts(rows: list[Mapping[str, Any]]
+              ) -> dict[tuple[str, str, str], tuple[str, dict]]:
+    """(attribute, group, metric) -> ("fairer" | "less fair" | "no difference beyond
+    noise", the difference row's params), for every comparison (the pooled
+    ``unprivileged`` one and each unprivileged value) of :data:`DECISION_KEYS`.
 
     "worse" (the challenger's distance from parity minus the baseline's, paired) is
     tested two-sided against 0; the p-values of all these comparisons are Holm-adjusted
@@ -38,21 +40,21 @@ def _verdicts(rows: list[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[str,
     for r in rows:
         p = _params(r)
         w, se = num(p.get("worse")), num(p.get("worse_se"))
-        if (r.get("group") == "unprivileged" and r.get("metric") in DECISION_KEYS
-                and w is not None and se is not None and (r.get("status") or "ok") == "ok"):
+        if (r.get("metric") in DECISION_KEYS and w is not None and se is not None
+                and (r.get("status") or "ok") == "ok"):
             pv = 1.0 if se <= 0 else 2.0 * (1.0 - NormalDist().cdf(abs(w) / se))
-            found.append((str(r["attribute"]), str(r["metric"]), w, pv, p))
+            found.append(((str(r["attribute"]), str(r["group"]), str(r["metric"])), w, pv, p))
     if not found:
         return {}
     from fairspark.nightly.gating import adjust_pvalues
 
-    alpha = 1.0 - float(found[0][4].get("ci_level", 0.95))
-    adj = adjust_pvalues([f[3] for f in found], "holm")
+    alpha = 1.0 - float(found[0][3].get("ci_level", 0.95))
+    adj = adjust_pvalues([f[2] for f in found], "holm")
     out = {}
-    for (attr, metric, w, _, p), a in zip(found, adj, strict=True):
+    for (key, w, _, p), a in zip(found, adj, strict=True):
         word = ("no difference beyond noise" if a > alpha or math.isclose(w, 0.0)
                 else "less fair" if w > 0 else "fairer")
-        out[(attr, metric)] = (word, {**p, "p_holm": float(a)})
+        out[key] = (word, {**p, "p_holm": float(a)})
     return out
 
 
@@ -77,28 +79,33 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
     """Per attribute: is the challenger at least as fair as the baseline, on the same rows?
 
     "less fair" when a headline metric is further from parity than the baseline's
-    beyond noise (Holm over every attribute and metric), "fairer" when one is closer
-    and none further, else "no difference beyond noise"; each names the metric and
-    the size of the paired difference with its interval.
+    beyond noise (Holm over every attribute, comparison and metric), "fairer" when one
+    is closer and none further, else "no difference beyond noise" (the pooled
+    unprivileged group); each names the metric and the size of the paired difference
+    with its interval. Each unprivileged value where the challenger is less fair is
+    named too (the line is then evidence).
     """
     from fairspark.metrics._paired import DIFFERENCE_MODEL
 
     rows = [r for r in view.rows if r.get("model") == DIFFERENCE_MODEL]
     verdicts = _verdicts(rows)
     out = []
-    for attr in dict.fromkeys(a for a, _ in verdicts):
-        mine = {m: v for (a, m), v in verdicts.items() if a == attr}
+    for attr in dict.fromkeys(a for a, _, _ in verdicts):
+        mine = {m: v for (a, g, m), v in verdicts.items() if a == attr and g == "unprivileged"}
         worse = [m for m, (w, _) in mine.items() if w == "less fair"]
         better = [m for m, (w, _) in mine.items() if w == "fairer"]
         word = "less fair" if worse else "fairer" if better else "no difference beyond noise"
         named = worse or better or list(mine)
+        # each unprivileged value against the reference, where the challenger is worse
+        groups = [f"less fair for {g}: {_size(m, v[1])}" for (a, g, m), v in verdicts.items()
+                  if a == attr and g != "unprivileged" and v[0] == "less fair"]
         out.append(DecisionLine(
             audit="group", attribute=attr, metric="baseline",
             what=f"challenger against baseline: {word}",
-            status="evidence" if worse else "ok",
-            far="; ".join(_size(m, mine[m][1]) for m in named[:2]),
+            status="evidence" if worse or groups else "ok",
+            far="; ".join([_size(m, mine[m][1]) for m in named[:2]] + groups[:2]),
             nxt=(f"{attr}: the paired differences (model {DIFFERENCE_MODEL}) in "
-                 "metrics.parquet" if worse else
+                 "metrics.parquet" if worse or groups else
                  "Nothing: the challenger is not less fair than the baseline on these rows."),
             anchor=view.anchor))
     note = ((view.info or {}).get("baseline") or {}).get("note")
