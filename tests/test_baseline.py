@@ -432,3 +432,40 @@ def test_decision_box_names_the_group_where_the_challenger_is_less_fair(spark, w
     comp = res.comparison
     b = comp[(comp.group == "b") & (comp.metric == "statistical_parity_difference")].iloc[0]
     assert b.difference == 0.0
+
+
+def _paired_rows(res) -> pd.DataFrame:
+    df = pd.DataFrame(res.rows)
+    df = df[df.audit == "group"].copy()
+    df["model"] = df.model.fillna("")
+    return (df.set_index(["attribute", "group", "metric", "model"])[["value", "lower", "upper"]]
+            .sort_index())
+
+
+def test_staged_flow_and_sample_count_the_joint_cells_too(spark, worse_input, monkeypatch):
+    """Past the one pass's group cap (the staged flow) the joint cells are counted from
+    the prepared rows, with the same numbers; with ``max_rows`` from the sampled rows,
+    where each difference is still challenger minus baseline."""
+    import fairspark
+    import fairspark.prepare as prep
+
+    kw = {"sensitive": {"grp": "a", "sex": "M"}, "label": "y", "prediction": "p_new",
+          "baseline": "p_old", "features": ["x"], "row_key": "id"}
+    df = spark.read.parquet(worse_input)
+    one_pass = _paired_rows(fairspark.audit(df, **kw))
+    monkeypatch.setattr(prep, "ONE_PASS_MAX_GROUPS", 0)  # forces the staged flow
+    staged = _paired_rows(fairspark.audit(df, **kw))
+    pd.testing.assert_frame_equal(one_pass, staged, rtol=1e-12)
+    monkeypatch.undo()
+    sampled = fairspark.audit(df, **kw, audits={"group": {"max_rows": 2000}})
+    rows = pd.DataFrame(sampled.rows)
+    d = rows[(rows.model == "challenger_minus_baseline")
+             & (rows.metric == "statistical_parity_difference")]
+    assert len(d) == 4  # grp: pooled, b, c; sex: pooled
+    for r in d.itertuples():
+        p = json.loads(r.params)
+        assert r.value == pytest.approx(p["challenger"] - p["baseline"], abs=1e-12)
+    # the sample is what was counted: the compared group's rows are about half
+    own = rows[rows.model.isna() & (rows.attribute == "sex") & (rows.group == "unprivileged")
+               & (rows.metric == "statistical_parity_difference")].iloc[0]
+    assert 700 < json.loads(own.params)["n"] < 1100  # of about 1800 unprivileged rows
