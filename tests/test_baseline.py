@@ -349,7 +349,10 @@ def test_notebook_baseline_and_decision_words(spark, worse_input, challenger, ba
     own = [ln for ln in decision_lines(view) if ln.metric == "group"]
     assert own[0].number["value"] == pytest.approx(
         pdf[pdf.sex == "F"][challenger].mean() / pdf[pdf.sex == "M"][challenger].mean())
-    assert "challenger against baseline" in res.report_html()
+    html = res.report_html()
+    assert "challenger against baseline" in html
+    # the group section's table: challenger, baseline, paired difference and interval
+    assert "against the baseline on the same rows" in html
 
 
 def test_other_audits_are_said_to_audit_the_challenger_only(spark, worse_input):

@@ -27,7 +27,7 @@ from fairspark.metrics._core import (
     inequality_indices,
     rate_with_reason,
 )
-from fairspark.metrics._paired import BASELINE_MODEL
+from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL
 from fairspark.metrics._spark import CELL_STATS, cell_counts, marginal_counts
 from fairspark.status import Status
 
@@ -334,6 +334,7 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
         summary["detail"] = "; ".join(dict.fromkeys(r.detail for r in failed if r.detail))
     # the section draws the audited decision; the comparison has its own lines
     result = GroupResult(rows=[r.__dict__ for r in rows if r.model is None],
+                         comparison=[r.__dict__ for r in rows if r.model == DIFFERENCE_MODEL],
                          ci_level=params.ci_level,
                          min_group_size=params.min_group_size)
     return AuditOutcome(rows=rows, summary=summary, result=result)
