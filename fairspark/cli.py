@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--master", help="Spark master for a local session (overrides spark.master)")
     a.add_argument("--seed", type=int, help="base seed (overrides seed)")
     a.add_argument("--no-report", action="store_true", help="do not write report.html")
+    a.add_argument("--baseline-column", metavar="COLUMN",
+                   help="a second decision on the same rows (today's model) to compare the "
+                        "audited one with (overrides columns.baseline.column)")
     a.add_argument(
         "--no-fail-on-violation", action="store_true",
         help="report violated limits but exit 0 (leave gating to a downstream task)",
@@ -80,6 +83,8 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.no_report:
         ov["output.report"] = False
+    if getattr(args, "baseline_column", None):
+        ov["columns.baseline.column"] = args.baseline_column
     if getattr(args, "restate", None):
         ov["window.restate"] = list(args.restate)
     for item in args.set:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column
 
-__all__ = ["KEY", "LABEL", "PRED", "PREPARED", "WEIGHT", "X", "TableColumns", "input_col",
+__all__ = ["BASE", "KEY", "LABEL", "PRED", "PREPARED", "WEIGHT", "X", "TableColumns", "input_col",
            "priv_col", "quote", "value_col"]
 
 #: stable row key (string)
@@ -22,6 +22,8 @@ LABEL = "_fs_label"
 PRED = "_fs_pred"
 #: row weight
 WEIGHT = "_fs_w"
+#: the baseline decision (``columns.baseline``): 1.0 favourable, 0.0 otherwise
+BASE = "_fs_base"
 #: encoded non-sensitive features (array<double>)
 X = "_fs_x"
 

@@ -37,6 +37,7 @@ __all__ = [
     "ColumnsConfig",
     "Config",
     "InputConfig",
+    "BaselineMargin",
     "LimitRule",
     "LimitsConfig",
     "ModelConfig",
@@ -171,11 +172,18 @@ class ColumnsConfig(StrictModel):
     score: ScoreConfig | None = None
     weight: str | None = None
     row_key: str | None = None
+    #: a second decision on the same rows (today's model), audited beside the first:
+    #: a prediction ``{column, positive}`` or a score ``{column, threshold}``
+    baseline: PredictionConfig | ScoreConfig | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ColumnsConfig:
         if (self.prediction is None) == (self.score is None):
             raise ValueError("give exactly one of 'columns.prediction' or 'columns.score'")
+        if self.baseline is not None and self.baseline == (self.prediction or self.score):
+            raise ValueError(f"'columns.baseline' ({self.baseline.column!r}) is the audited "
+                             "decision itself; name the baseline model's column (or, for a "
+                             "score, another threshold)")
         if not self.sensitive:
             raise ValueError("'columns.sensitive' needs at least one attribute")
         names = [s.attr for s in self.sensitive]
@@ -313,8 +321,18 @@ class OutputConfig(StrictModel):
     states_wait_s: float = Field(3600, ge=0)
 
 
+class BaselineMargin(StrictModel):
+    """``no_worse_than_baseline``: the audited decision may be further from parity than
+    the baseline on ``metric`` by at most ``margin`` (paired, same rows)."""
+
+    metric: str
+    margin: float = Field(0.0, ge=0)
+
+
 class LimitRule(StrictModel):
-    """One limit on a headline number, e.g. ``|statistical_parity_difference| <= 0.1``."""
+    """One limit on a headline number, e.g. ``|statistical_parity_difference| <= 0.1``,
+    or ``no_worse_than_baseline: {metric, margin}`` (a paired comparison with
+    ``columns.baseline``)."""
 
     metric: str
     audit: str | None = None
@@ -324,10 +342,29 @@ class LimitRule(StrictModel):
     max: float | None = None
     min: float | None = None
     abs_max: float | None = Field(None, ge=0)
+    no_worse_than_baseline: BaselineMargin | None = None
     persistence: int = Field(1, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _baseline_metric(cls, data: Any) -> Any:
+        """``{no_worse_than_baseline: {metric, margin}}`` names its metric inside."""
+        if isinstance(data, dict) and isinstance(data.get("no_worse_than_baseline"), dict):
+            inner = data["no_worse_than_baseline"]
+            if "metric" in inner and "metric" not in data:
+                return {**data, "metric": inner["metric"]}
+        return data
 
     @model_validator(mode="after")
     def _one_bound(self) -> LimitRule:
+        if self.no_worse_than_baseline is not None:
+            if self.no_worse_than_baseline.metric != self.metric:
+                raise ValueError(f"limit on {self.metric!r}: 'no_worse_than_baseline.metric' "
+                                 f"is {self.no_worse_than_baseline.metric!r}")
+            if any(b is not None for b in (self.max, self.min, self.abs_max)):
+                raise ValueError(f"limit on {self.metric!r}: give 'no_worse_than_baseline' or "
+                                 "'min'/'max'/'abs_max', not both")
+            return self
         if self.max is None and self.min is None and self.abs_max is None:
             raise ValueError(f"limit on {self.metric!r} needs 'max', 'min' or 'abs_max'")
         if self.abs_max is not None and (self.max is not None or self.min is not None):
@@ -407,6 +444,9 @@ class Config(StrictModel):
         """
         if self.window is None:
             return
+        if self.columns.baseline is not None:
+            raise ConfigError("config key 'columns.baseline' is not supported with 'window' "
+                              "yet: the partitions' stored states hold one decision")
         if not self.input.partition_column:
             raise ConfigError("config key 'window' needs 'input.partition_column': the "
                               "column whose daily partitions the window is made of")
@@ -508,6 +548,10 @@ class Config(StrictModel):
         enabled = self.audits.enabled()
         for i, rule in enumerate(self.limits.rules):
             key = f"limits.rules[{i}]"
+            if rule.no_worse_than_baseline is not None and self.columns.baseline is None:
+                raise ConfigError(f"config key '{key}.no_worse_than_baseline' compares with a "
+                                  "baseline decision: set 'columns.baseline' (or "
+                                  "--baseline-column)")
             if rule.audit is not None and rule.audit in self.audits.broken_plugins():
                 continue  # the plugin could not be loaded: the run reports it failed
             if rule.audit is not None and rule.audit not in enabled:
@@ -546,6 +590,12 @@ class Config(StrictModel):
                                 # which group the report names worst, no number
                                 "limits": {"min_rank_rows", "min_rank_favourable"}}
         d = self.model_dump(mode="json", exclude=skip)
+        # keys added later hash as before while unset, so earlier runs stay comparable
+        if d["columns"].get("baseline") is None:
+            d["columns"].pop("baseline", None)
+        for rule in (d.get("limits") or {}).get("rules") or []:
+            if rule.get("no_worse_than_baseline") is None:
+                rule.pop("no_worse_than_baseline", None)
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -39,6 +39,7 @@ class AuditOptions(TypedDict, total=False):
     label: str | Mapping[str, Any] | None
     prediction: str | Mapping[str, Any] | None
     score: Mapping[str, Any] | None
+    baseline: str | Mapping[str, Any] | None
     row_key: str | None
     exclude: Iterable[str] | None
     features: Iterable[str] | str | None
@@ -67,6 +68,11 @@ class AuditResult:
         What the CLI would have exited with (0, 3 a limit gates, 4 an audit failed).
     sections:
         The audits' report sections (``ReportSection``).
+    comparison:
+        With a ``baseline``: per attribute, comparison and metric, the audited
+        decision's value, the baseline's and their paired difference with its
+        interval (the rows whose ``model`` is ``challenger_minus_baseline``); empty
+        without one.
     """
 
     def __init__(self, *, rows: pd.DataFrame, summary: dict[str, Any], exit_code: int,
@@ -78,6 +84,28 @@ class AuditResult:
         self.exit_code = exit_code
         self.sections = sections
         self._long_rows = long_rows
+
+    @property
+    def comparison(self) -> pd.DataFrame:
+        """The paired comparison with the baseline decision, one row per metric."""
+        import json
+
+        import pandas as pd
+
+        from fairspark.metrics._paired import DIFFERENCE_MODEL
+
+        rows = self.rows
+        if "model" not in rows:
+            return pd.DataFrame()
+        diff = rows[rows["model"] == DIFFERENCE_MODEL]
+        out = []
+        for r in diff.itertuples(index=False):
+            p = json.loads(r.params or "{}")
+            out.append({"attribute": r.attribute, "group": r.group, "metric": r.metric,
+                        "challenger": p.get("challenger"), "baseline": p.get("baseline"),
+                        "difference": r.value, "lower": r.lower, "upper": r.upper,
+                        "worse": p.get("worse"), "status": r.status})
+        return pd.DataFrame(out)
 
     def report_html(self) -> str:
         """The complete ``report.html`` page of this run (self-contained)."""
@@ -170,6 +198,8 @@ def _columns(cols: dict[str, Any], options: AuditOptions) -> dict[str, Any]:
         cols["prediction"], cols["score"] = _column(options["prediction"]), None
     if options.get("score") is not None:
         cols["score"], cols["prediction"] = _column(options["score"]), None
+    if options.get("baseline") is not None:
+        cols["baseline"] = _column(options["baseline"])
     if options.get("row_key") is not None:
         cols["row_key"] = options["row_key"]
     if options.get("exclude") is not None:
@@ -216,6 +246,13 @@ def audit(df: DataFrame, **options: Unpack[AuditOptions]) -> AuditResult:
     score:
         Instead of ``prediction``: ``{"column": ..., "threshold": 0.5}``. A column
         configured as the score is never a feature.
+    baseline:
+        A second decision on the same rows (today's model), compared with the audited
+        one: a column name (positive value ``1``), ``{"column": ..., "positive":
+        [...]}`` or ``{"column": ..., "threshold": ...}`` (``columns.baseline``). The
+        group audit then adds the baseline's rows and the paired differences
+        (:attr:`AuditResult.comparison`), and the report's decision box says first
+        whether the audited decision is fairer, less fair or no different beyond noise.
     row_key, exclude, features:
         ``columns.row_key`` (the column that names a row: HFM's witness pairs, DR),
         ``columns.exclude`` (never features, e.g. a model score column beside the

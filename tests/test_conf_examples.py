@@ -34,7 +34,7 @@ def demo_input(spark, tmp_path_factory) -> str:
 def test_every_example_is_tested():
     names = {p.name for p in EXAMPLES}
     assert {"adult_demo.yaml", "compas_group.yaml", "hfm_example.yaml", "mdfa_example.yaml",
-            "correlation_example.yaml"} <= names
+            "correlation_example.yaml", "champion_challenger.yaml"} <= names
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)

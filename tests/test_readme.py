@@ -94,7 +94,8 @@ def workdir(tmp_path, demo_input, monkeypatch) -> Path:
 
 
 def test_readme_fairspark_audit_line_runs(workdir):
-    (line,) = [ln for ln in _run_lines() if shlex.split(ln)[0] == "fairspark"]
+    (line,) = [ln for ln in _run_lines() if shlex.split(ln)[0] == "fairspark"
+               and "adult_demo" in ln]
     argv = shlex.split(line)
     code = cli.main([*argv[1:], "-q"], under_submit=True)
     assert code == 0, line
@@ -104,6 +105,20 @@ def test_readme_fairspark_audit_line_runs(workdir):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["audits"]["group"]["status"] == "ok"
     assert summary["rows"]["audited"] > 15_000
+
+
+def test_readme_champion_challenger_line_runs(workdir):
+    (line,) = [ln for ln in _run_lines() if shlex.split(ln)[0] == "fairspark"
+               and "champion_challenger" in ln]
+    shutil.copytree(ROOT / "tests" / "data", workdir / "tests" / "data")  # COMPAS
+    argv = shlex.split(line)
+    code = cli.main([*argv[1:], "-q"], under_submit=True)
+    assert code == 0, line
+    date = argv[argv.index("--run-date") + 1]
+    run = workdir / "out" / "compas_champion_challenger" / f"run_date={date}"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["audits"]["group"]["baseline"]["attributes"]["race"]
+    assert summary["limits"]["checks"] > 0
 
 
 def test_readme_spark_submit_line_runs(workdir):

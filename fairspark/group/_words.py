@@ -15,6 +15,7 @@ from typing import Any
 
 from fairspark._values import nan_to_none
 from fairspark.audits.lines import row_number, signed_metric
+from fairspark.group.decision import unpaired
 from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
 
 __all__ = ["headlines", "metric_label"]
@@ -303,7 +304,7 @@ def headlines(rows: list[Mapping[str, Any]], *, summary: Mapping[str, Any] | Non
     inconclusive comparisons); the section repeats it with average odds and predictive
     parity. A gap is called clear only when its interval excludes the fair value.
     """
-    rows = [r for r in rows if r.get("audit", "group") == "group"]
+    rows = [r for r in rows if r.get("audit", "group") == "group" and unpaired(r)]
     if ci_level is None:
         params = (((summary or {}).get("audits") or {}).get("group") or {}).get("params") or {}
         ci_level = float(params.get("ci_level", 0.95))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -11,8 +12,9 @@ import numpy as np
 from fairspark._values import nan_to_none as _f
 from fairspark._values import params_json
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow
-from fairspark.columns import LABEL, PRED, WEIGHT
+from fairspark.columns import BASE, LABEL, PRED, WEIGHT
 from fairspark.errors import InvalidValueError
+from fairspark.group.paired import baseline_cells, difference_rows
 from fairspark.group.results import GroupResult
 from fairspark.metrics import _intervals as iv
 from fairspark.metrics._core import (
@@ -25,7 +27,8 @@ from fairspark.metrics._core import (
     inequality_indices,
     rate_with_reason,
 )
-from fairspark.metrics._spark import cell_counts, marginal_counts
+from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL
+from fairspark.metrics._spark import CELL_STATS, cell_counts, marginal_counts
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -195,25 +198,34 @@ def attribute_rows(
     return rows, summary
 
 
-def _cells(ctx: AuditContext, params: GroupParams, attrs: list[AttributeInfo]) -> pd.DataFrame:
-    """The confusion cells per combination of the views' values.
+def _cells(ctx: AuditContext, params: GroupParams, attrs: list[AttributeInfo]
+           ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The confusion cells per combination of the views' values, and the joint cells.
 
     Without a sample (``max_rows`` unset or above the audited rows) they are the cells
     :func:`~fairspark.prepare.prepare` counted in its one aggregation over the input
-    (no Spark job here); with a sample, one aggregation over the sampled rows.
+    (no Spark job here); with a sample, one aggregation over the sampled rows. With a
+    baseline decision the joint cells (split by it) come from the same aggregation,
+    and the cells are their marginal; ``None`` without one.
     """
     prepared = ctx.prepared
     whole = params.max_rows is None or params.max_rows >= prepared.rows_audited
     group_cols = [c for a in attrs for c in (a.value_col, a.priv_col)]
-    if whole and prepared.cells is not None:
+    paired = bool(prepared.baseline_column)
+    if whole and prepared.cells is not None and (not paired or prepared.joint_cells is not None):
         if len(prepared.cells[group_cols].drop_duplicates()) > MAX_GROUPS:
             raise InvalidValueError(
                 f"the sensitive attributes {group_cols} form more than {MAX_GROUPS} groups")
-        return prepared.cells
+        return prepared.cells, prepared.joint_cells
     df = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("group", "cap"),
                             features=False)
-    return cell_counts(df, group_cols=group_cols, label_col=LABEL, prediction_col=PRED,
-                       weight_col=WEIGHT, max_groups=MAX_GROUPS)
+    counted = cell_counts(df, group_cols=[*group_cols, *([BASE] if paired else [])],
+                          label_col=LABEL, prediction_col=PRED, weight_col=WEIGHT,
+                          max_groups=MAX_GROUPS * (2 if paired else 1))
+    if not paired:
+        return counted, None
+    cells = counted.groupby(group_cols, sort=True)[list(CELL_STATS)].sum().reset_index()
+    return cells, counted
 
 
 
@@ -228,6 +240,58 @@ def _performance(everyone: Any) -> dict[str, Any]:
             "accuracy": float((everyone["tp_n"] + everyone["tn_n"]) / n),
             "base_rate": float((everyone["tp_n"] + everyone["fn_n"]) / n),
             "positive_rate": float((everyone["tp_n"] + everyone["fp_n"]) / n)}
+
+def _overall_rows(everyone: dict[str, float], params: GroupParams, label_ok: bool,
+                  model: str | None = None) -> list[MetricRow]:
+    """GEI and Theil over every labelled row (attribute ``*``)."""
+    overall = inequality_indices([everyone])
+    overall_ci = iv.inequality_intervals([everyone], level=params.ci_level,
+                                         weights=params.weights)
+    rows = []
+    for key in ("gei", "theil"):
+        lo, hi = overall_ci.get(key, (None, None))
+        rows.append(MetricRow(
+            audit="group", attribute="*", group="all", metric=key, value=_f(overall[key]),
+            model=model, lower=_f(lo), upper=_f(hi),
+            status=Status.OK if label_ok else Status.FAILED,
+            detail=None if label_ok else "no labelled row has the favourable label",
+            params=params_json(alpha=0.5 if key == "gei" else 1.0),
+        ))
+    return rows
+
+
+def _baseline_part(ctx: AuditContext, attrs: list[AttributeInfo], joint: pd.DataFrame,
+                   challenger: list[MetricRow], params: GroupParams, label_ok: bool,
+                   summary: dict[str, Any]) -> list[MetricRow]:
+    """The baseline decision's rows and the paired differences (``columns.baseline``).
+
+    Adds ``summary["baseline"]``: the column, per attribute the pooled comparison's
+    paired differences, and which other enabled audits audit the challenger only.
+    """
+    base = baseline_cells(joint)
+    rows: list[MetricRow] = []
+    info: dict[str, Any] = {"column": ctx.prepared.baseline_column, "attributes": {}}
+    for a in attrs:
+        b_rows, _ = attribute_rows(a, base, params=params, label_ok=label_ok)
+        b_rows = [dataclasses.replace(r, model=BASELINE_MODEL) for r in b_rows]
+        mine = [r for r in challenger if r.attribute == a.name]
+        if any(r.metric == "*" for r in mine):  # a single group: nothing to compare
+            rows += b_rows
+            continue
+        d_rows, d_summary = difference_rows(a, joint, params=params, challenger=mine,
+                                            baseline=b_rows)
+        rows += b_rows + d_rows
+        info["attributes"][a.name] = d_summary
+    rows += _overall_rows(marginal_counts(base, np.ones(len(base), dtype=bool)), params,
+                          label_ok, model=BASELINE_MODEL)
+    others = [n for n in ctx.config.audits.enabled() if n != "group"]
+    info["challenger_only"] = others
+    if others:
+        info["note"] = (f"the baseline decision is compared in the group audit only; "
+                        f"{', '.join(others)} audit the challenger (the audited decision) only")
+    summary["baseline"] = info
+    return rows
+
 
 def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
     """Compute the catalogue for every sensitive view in one aggregation pass.
@@ -247,7 +311,7 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
         between-group GEI/Theil) plus overall GEI and Theil under attribute ``*``.
     """
     attrs = ctx.attributes(params)
-    cells = _cells(ctx, params, attrs)
+    cells, joint = _cells(ctx, params, attrs)
     everyone = marginal_counts(cells, np.ones(len(cells), dtype=bool))
     label_ok = (everyone["tp_n"] + everyone["fn_n"]) > 0
     rows: list[MetricRow] = []
@@ -257,17 +321,9 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
         rows += a_rows
         summary["attributes"][a.name] = a_summary
     overall = inequality_indices([everyone])
-    overall_ci = iv.inequality_intervals([everyone], level=params.ci_level,
-                                         weights=params.weights)
-    for key in ("gei", "theil"):
-        lo, hi = overall_ci.get(key, (None, None))
-        rows.append(MetricRow(
-            audit="group", attribute="*", group="all", metric=key, value=_f(overall[key]),
-            lower=_f(lo), upper=_f(hi),
-            status=Status.OK if label_ok else Status.FAILED,
-            detail=None if label_ok else "no labelled row has the favourable label",
-            params=params_json(alpha=0.5 if key == "gei" else 1.0),
-        ))
+    rows += _overall_rows(everyone, params, label_ok)
+    if joint is not None:
+        rows += _baseline_part(ctx, attrs, joint, rows, params, label_ok, summary)
     summary["overall"] = {"gei": _f(overall["gei"]), "theil": _f(overall["theil"])}
     summary["labelled_rows"] = int(sum(everyone[f"{c}_n"] for c in ("tp", "fp", "tn", "fn")))
     summary["favourable_labels"] = int(everyone["tp_n"] + everyone["fn_n"])
@@ -276,6 +332,9 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
     summary["status"] = Status.FAILED if failed else Status.OK
     if failed:
         summary["detail"] = "; ".join(dict.fromkeys(r.detail for r in failed if r.detail))
-    result = GroupResult(rows=[r.__dict__ for r in rows], ci_level=params.ci_level,
+    # the section draws the audited decision; the comparison has its own lines
+    result = GroupResult(rows=[r.__dict__ for r in rows if r.model is None],
+                         comparison=[r.__dict__ for r in rows if r.model == DIFFERENCE_MODEL],
+                         ci_level=params.ci_level,
                          min_group_size=params.min_group_size)
     return AuditOutcome(rows=rows, summary=summary, result=result)

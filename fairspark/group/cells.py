@@ -51,7 +51,8 @@ def cell_sums(weight: Column) -> list[Column]:
 
 
 def cells_from_groups(kept: list[dict[str, Any]], views: Sequence[_View],
-                      intersections: Sequence[Sequence[str]]) -> pd.DataFrame:
+                      intersections: Sequence[Sequence[str]], *,
+                      by: str | None = None) -> pd.DataFrame:
     """The confusion cells per combination of the views' values, from the kept groups.
 
     Parameters
@@ -67,6 +68,10 @@ def cells_from_groups(kept: list[dict[str, Any]], views: Sequence[_View],
         ``columns.intersections``: the attribute names of each intersection, in the
         order of the intersection views. They are formed here from their attributes'
         values (joined by ``|``, privileged when all are).
+    by:
+        A further key of the groups to keep apart (``fairspark.columns.BASE``, the
+        baseline decision: the joint cells of two decisions), a float column after
+        the views' columns; ``None``: summed over, as without it.
 
     Returns
     -------
@@ -82,16 +87,17 @@ def cells_from_groups(kept: list[dict[str, Any]], views: Sequence[_View],
 
     base = [v for v in views if v.kind != "intersection"]
     base_cols = [c for v in base for c in (v.value_col, v.priv_col)]
+    key_cols = [*base_cols, *([by] if by else [])]
     combos: dict[tuple[Any, ...], dict[str, float]] = {}
     for r in kept:
-        d = combos.setdefault(tuple(r[c] for c in base_cols), dict.fromkeys(CELL_STATS, 0.0))
+        d = combos.setdefault(tuple(r[c] for c in key_cols), dict.fromkeys(CELL_STATS, 0.0))
         cell = CELL_OF[(r[LABEL], r[PRED])]
         # += : a window's groups hold the same key once per partition
         d[cell] += float(r["w"])
         d[f"{cell}_w2"] += float(r["w2"])
         d[f"{cell}_n"] += float(r["n"])
-    cells = pd.DataFrame([dict(zip(base_cols, k, strict=True)) | d for k, d in combos.items()],
-                         columns=[*base_cols, *CELL_STATS])
+    cells = pd.DataFrame([dict(zip(key_cols, k, strict=True)) | d for k, d in combos.items()],
+                         columns=[*key_cols, *CELL_STATS])
     by_attr = {v.name: v for v in base}
     for combo, v in zip(intersections, (v for v in views if v.kind == "intersection"),
                         strict=True):
@@ -101,7 +107,9 @@ def cells_from_groups(kept: list[dict[str, Any]], views: Sequence[_View],
         cells[v.priv_col] = (np.logical_and.reduce([cells[p.priv_col].astype(bool).to_numpy()
                                                     for p in parts]) if len(cells) else
                              pd.Series(dtype=bool))
-    view_cols = [c for v in views for c in (v.value_col, v.priv_col)]
+    view_cols = [c for v in views for c in (v.value_col, v.priv_col)] + ([by] if by else [])
+    if by:
+        cells[by] = cells[by].astype(np.float64)
     for v in views:
         cells[v.priv_col] = cells[v.priv_col].astype(bool)
     cells = cells[[*view_cols, *CELL_STATS]]

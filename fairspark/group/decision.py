@@ -2,20 +2,129 @@
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Mapping
+from statistics import NormalDist
+from typing import Any
+
 from fairspark.audits import DecisionInput, DecisionLine, fmt_number, num
 from fairspark.audits.lines import row_number
 
-__all__ = ["DECISION_KEYS", "decision_lines"]
+__all__ = ["DECISION_KEYS", "baseline_lines", "decision_lines", "unpaired"]
 
 #: the comparisons whose clear gap is evidence in the decision box (no limit configured)
 DECISION_KEYS = ("statistical_parity_difference", "disparate_impact", "tpr_difference")
 _FOUR_FIFTHS = 0.8
 
 
+def _params(r: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        p = json.loads(r.get("params") or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return p if isinstance(p, dict) else {}
+
+
+def _verdicts(rows: list[Mapping[str, Any]]
+              ) -> dict[tuple[str, str, str], tuple[str, dict]]:
+    """(attribute, group, metric) -> ("fairer" | "less fair" | "no difference beyond
+    noise", the difference row's params), for every comparison (the pooled
+    ``unprivileged`` one and each unprivileged value) of :data:`DECISION_KEYS`.
+
+    "worse" (the challenger's distance from parity minus the baseline's, paired) is
+    tested two-sided against 0; the p-values of all these comparisons are Holm-adjusted
+    together at ``1 - ci_level``, as the limits adjust their family.
+    """
+    found = []
+    for r in rows:
+        p = _params(r)
+        w, se = num(p.get("worse")), num(p.get("worse_se"))
+        if (r.get("metric") in DECISION_KEYS and w is not None and se is not None
+                and (r.get("status") or "ok") == "ok"):
+            pv = 1.0 if se <= 0 else 2.0 * (1.0 - NormalDist().cdf(abs(w) / se))
+            found.append(((str(r["attribute"]), str(r["group"]), str(r["metric"])), w, pv, p))
+    if not found:
+        return {}
+    from fairspark.nightly.gating import adjust_pvalues
+
+    alpha = 1.0 - float(found[0][3].get("ci_level", 0.95))
+    adj = adjust_pvalues([f[2] for f in found], "holm")
+    out = {}
+    for (key, w, _, p), a in zip(found, adj, strict=True):
+        word = ("no difference beyond noise" if a > alpha or math.isclose(w, 0.0)
+                else "less fair" if w > 0 else "fairer")
+        out[key] = (word, {**p, "p_holm": float(a)})
+    return out
+
+
+def _size(metric: str, p: Mapping[str, Any]) -> str:
+    """Both values and how much further from (closer to) parity, with the interval."""
+    w = num(p.get("worse")) or 0.0
+    return (f"{metric.replace('_', ' ')}: challenger {fmt_number(num(p.get('challenger')))}"
+            f" vs baseline {fmt_number(num(p.get('baseline')))}, {fmt_number(abs(w))} "
+            f"{'further from' if w > 0 else 'closer to'} parity "
+            f"[{fmt_number(num(p.get('worse_lower')), signed=True)}, "
+            f"{fmt_number(num(p.get('worse_upper')), signed=True)}], Holm-adjusted "
+            f"p {fmt_number(num(p.get('p_holm')))}")
+
+
+def unpaired(row: Mapping[str, Any]) -> bool:
+    """A row of the audited decision (no ``model``; read back from Parquet it may be NaN)."""
+    m = row.get("model")
+    return m is None or (isinstance(m, float) and math.isnan(m))
+
+
+def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
+    """Per attribute: is the challenger at least as fair as the baseline, on the same rows?
+
+    "less fair" when a headline metric is further from parity than the baseline's
+    beyond noise (Holm over every attribute, comparison and metric), "fairer" when one
+    is closer and none further, else "no difference beyond noise" (the pooled
+    unprivileged group); each names the metric and the size of the paired difference
+    with its interval. Each unprivileged value where the challenger is less fair is
+    named too (the line is then evidence).
+    """
+    from fairspark.metrics._paired import DIFFERENCE_MODEL
+
+    rows = [r for r in view.rows if r.get("model") == DIFFERENCE_MODEL]
+    verdicts = _verdicts(rows)
+    out = []
+    for attr in dict.fromkeys(a for a, _, _ in verdicts):
+        mine = {m: v for (a, g, m), v in verdicts.items() if a == attr and g == "unprivileged"}
+        worse = [m for m, (w, _) in mine.items() if w == "less fair"]
+        better = [m for m, (w, _) in mine.items() if w == "fairer"]
+        word = "less fair" if worse else "fairer" if better else "no difference beyond noise"
+        named = worse or better or list(mine)
+        # each unprivileged value against the reference, where the challenger is worse
+        groups = [f"less fair for {g}: {_size(m, v[1])}" for (a, g, m), v in verdicts.items()
+                  if a == attr and g != "unprivileged" and v[0] == "less fair"]
+        out.append(DecisionLine(
+            audit="group", attribute=attr, metric="baseline",
+            what=f"challenger against baseline: {word}",
+            status="evidence" if worse or groups else "ok",
+            far="; ".join([_size(m, mine[m][1]) for m in named[:2]] + groups[:2]),
+            nxt=(f"{attr}: the paired differences (model {DIFFERENCE_MODEL}) in "
+                 "metrics.parquet" if worse or groups else
+                 "Nothing: the challenger is not less fair than the baseline on these rows."),
+            anchor=view.anchor))
+    note = ((view.info or {}).get("baseline") or {}).get("note")
+    if out and note:  # the other audits did not look at the baseline: say so
+        out.append(DecisionLine(audit="group", attribute="*", metric="baseline",
+                                what="challenger against baseline: group metrics only",
+                                status="ok", far=note, nxt="Nothing to do; read the other "
+                                "audits as the audited decision's alone.",
+                                anchor=view.anchor))
+    return out
+
+
 def decision_lines(view: DecisionInput) -> list[DecisionLine]:
-    """One line per attribute that no group limit covers: a clear gap or none."""
+    """One line per attribute that no group limit covers: a clear gap or none; with a
+    baseline decision, first the comparison (:func:`baseline_lines`)."""
+    first = baseline_lines(view)
+    # the audited decision's rows (a baseline's and the differences carry a model)
     idx = {(str(r.get("attribute")), str(r.get("group")), str(r.get("metric"))): r
-           for r in view.rows}
+           for r in view.rows if unpaired(r)}
     attrs = [a for a in dict.fromkeys(a for a, _, _ in idx) if a not in ("*", "None")]
     out = []
     for attr in attrs:
@@ -49,4 +158,4 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
         out.append(DecisionLine(audit="group", attribute=attr, metric="group", what=what,
                                 status=status, far=far, nxt=nxt, anchor=view.anchor,
                                 number=di or spd))
-    return out
+    return first + out

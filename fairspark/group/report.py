@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fairspark.audits.base import AuditOutcome, ReportSection
+from fairspark.audits.lines import fmt_number
 from fairspark.group._words import (
     _FOUR_FIFTHS,
     _attribute_verdict,
@@ -37,6 +38,7 @@ from fairspark.group._words import (
     headlines,
     metric_label,
 )
+from fairspark.group.decision import unpaired
 from fairspark.group.results import HEADLINE_METRICS
 from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
 from fairspark.report.figures import figure_to_data_uri, plt
@@ -444,9 +446,32 @@ def _limits_from(ctx: Any) -> list[dict[str, Any]]:
     return [r.model_dump() for r in rules or []]
 
 
+def _comparison_view(comparison: list[Mapping[str, Any]], attr: str) -> list[dict[str, Any]]:
+    """The headline metrics of ``attr``'s pooled comparison, challenger against baseline."""
+    import json
+
+    out = []
+    for m in HEADLINE_METRICS:
+        r = next((x for x in comparison if x.get("attribute") == attr and x.get("metric") == m
+                  and x.get("group") == "unprivileged"), None)
+        if r is None:
+            continue
+        p = json.loads(r.get("params") or "{}")
+        lo, hi = p.get("worse_lower"), p.get("worse_upper")
+        reading = ("further from parity" if lo is not None and lo > 0 else
+                   "closer to parity" if hi is not None and hi < 0 else
+                   "no difference beyond noise")
+        out.append({"label": metric_label(m), "challenger": fmt_number(p.get("challenger")),
+                    "baseline": fmt_number(p.get("baseline")),
+                    "difference": _value(r, signed=True), "ci": _ci(r, signed=True),
+                    "reading": reading, "status": r.get("status") or "ok"})
+    return out
+
+
 def group_section(
     rows: list[Mapping[str, Any]], *, ci_level: float, min_group_size: int,
     sizes: Mapping[str, Any] | None = None, limits: list[Mapping[str, Any]] | None = None,
+    comparison: list[Mapping[str, Any]] | None = None,
 ) -> ReportSection:
     """The group audit's report section.
 
@@ -464,6 +489,9 @@ def group_section(
         of ``summary.json`` ``rows.attributes``): real group names and sizes in tables.
     limits:
         The configured limit rules (``limits.rules`` as dicts), drawn on the charts.
+    comparison:
+        With ``columns.baseline``: the paired-difference rows; per attribute a table of
+        the headline metrics, challenger against baseline, follows the headline table.
 
     Returns
     -------
@@ -475,7 +503,7 @@ def group_section(
         comparisons, and every other comparison folded away; then the overall
         inequality indices.
     """
-    rows = [dict(r) for r in rows if r.get("audit", "group") == "group"]
+    rows = [dict(r) for r in rows if r.get("audit", "group") == "group" and unpaired(r)]
     level = _level_pct(ci_level)
     idx = _index(rows)
     names = _attributes(rows)
@@ -488,6 +516,8 @@ def group_section(
     xlim = _span(shared, fair=0.0, extra=limit_marks) if shared else None
     attrs = [_attribute_view(a, rows, idx, level, sizes=sizes, limits=limits, xlim=xlim)
              for a in names]
+    for a in attrs:
+        a["comparison"] = _comparison_view(list(comparison or []), a["name"])
     di_chart = _di_chart(idx, names, {a["name"]: a["names"] for a in attrs}, level, limits)
     overall = [
         {"label": metric_label(m), "value": _value(r),
@@ -510,4 +540,5 @@ def render(outcome: AuditOutcome, *, ctx: Any = None, params: Any = None) -> lis
     if res is None:
         return []
     return [group_section(res.rows, ci_level=res.ci_level, min_group_size=res.min_group_size,
-                          sizes=_sizes_from(ctx, outcome), limits=_limits_from(ctx))]
+                          sizes=_sizes_from(ctx, outcome), limits=_limits_from(ctx),
+                          comparison=getattr(res, "comparison", None))]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["HEADLINE_METRICS", "GroupResult"]
@@ -21,3 +21,5 @@ class GroupResult:
     rows: list[dict[str, Any]]
     ci_level: float
     min_group_size: int
+    #: with ``columns.baseline``: the paired-difference rows (challenger minus baseline)
+    comparison: list[dict[str, Any]] = field(default_factory=list)

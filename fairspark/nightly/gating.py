@@ -54,6 +54,7 @@ import numpy as np
 from fairspark._values import params_json
 from fairspark.audits.base import MetricRow
 from fairspark.metrics._core import BASELINES, CATALOGUE
+from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL
 from fairspark.status import Status, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,12 +73,18 @@ _USABLE = frozenset({Status.OK, Status.INCONCLUSIVE, Status.NOT_CERTIFIED, Statu
 _N = NormalDist()
 #: the group audit's rows that are not one unprivileged value against the reference
 _POOLED_GROUPS = frozenset({"unprivileged", "privileged", "all"})
+#: the rows of a baseline comparison (``columns.baseline``), judged only by a rule that
+#: names their model or by ``no_worse_than_baseline``
+_PAIRED_MODELS = frozenset({BASELINE_MODEL, DIFFERENCE_MODEL})
 #: role of a check: "gate" (may gate the run) or "pooled" (the extra pooled view)
 GATE, POOLED = "gate", "pooled"
 
 
 def rule_text(rule: LimitRule) -> str:
     """The limit in words, e.g. ``|x| <= 0.1`` or ``0 <= x <= 0.5``."""
+    if rule.no_worse_than_baseline is not None:
+        return (f"{rule.metric} no worse than baseline "
+                f"(margin {rule.no_worse_than_baseline.margin:g})")
     if rule.abs_max is not None:
         return f"|{rule.metric}| <= {rule.abs_max:g}"
     if rule.min is not None and rule.max is not None:
@@ -188,6 +195,8 @@ def _one_sided(v: float, lo: float | None, hi: float | None, z: float, *, limit:
 
 def _sides(rule: LimitRule) -> list[tuple[float, bool]]:
     """The one-sided limits of a rule: (limit, ``True`` for a maximum)."""
+    if rule.no_worse_than_baseline is not None:  # judged on "worse": at most the margin
+        return [(rule.no_worse_than_baseline.margin, True)]
     if rule.abs_max is not None:
         return [(rule.abs_max, True), (-rule.abs_max, False)]
     sides: list[tuple[float, bool]] = []
@@ -337,8 +346,13 @@ def _matches(rule: LimitRule, row: dict[str, Any], *, group: str | None = None) 
         return False
     if rule.attribute is not None and row["attribute"] != rule.attribute:
         return False
-    if rule.model is not None and row.get("model") != rule.model:
+    if rule.no_worse_than_baseline is not None:
+        if row.get("model") != DIFFERENCE_MODEL:
+            return False
+    elif rule.model is not None and row.get("model") != rule.model:
         return False
+    elif rule.model is None and row.get("model") in _PAIRED_MODELS:
+        return False  # a plain limit judges the audited decision, not the comparison
     group = rule.group if group is None else group
     if group is not None and row.get("group") != group:
         return False
@@ -378,6 +392,20 @@ def _per_group(rule: LimitRule, rows: list[dict[str, Any]], audit: str
     return gate, pooled
 
 
+def _worse_row(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A paired-difference row as the ``no_worse_than_baseline`` check reads it: value
+    and interval of ``worse`` (the challenger's distance from parity minus the
+    baseline's, paired; :mod:`fairspark.metrics._paired`); ``None`` when undefined."""
+    try:
+        p = json.loads(row.get("params") or "{}")
+    except (TypeError, ValueError):
+        return None
+    vals = [p.get(k) for k in ("worse", "worse_lower", "worse_upper")]
+    if not isinstance(p, dict) or any(v is None or not math.isfinite(v) for v in vals):
+        return None
+    return {**row, "value": vals[0], "lower": vals[1], "upper": vals[2]}
+
+
 def _find_checks(
     rules: list[LimitRule], rows: list[dict[str, Any]], specs: Mapping[str, AuditSpec]
 ) -> tuple[list[Check], list[str]]:
@@ -401,6 +429,9 @@ def _find_checks(
         if not found and not pooled:
             unmatched.append(f"limit {rule_text(rule)} matched no result row"
                              + (f" (attribute {rule.attribute!r})" if rule.attribute else ""))
+        if rule.no_worse_than_baseline is not None:
+            found = [w for r in found if (w := _worse_row(r)) is not None]
+            pooled = [w for r in pooled if (w := _worse_row(r)) is not None]
         for r in found:
             kind = "bounds" if r["audit"] in bounds else "statistical"
             checks.append(Check(rule=rule, row=r, kind=kind))
@@ -475,12 +506,19 @@ def _limit_row(c: Check, limits: LimitsConfig, n_family: int) -> MetricRow:
         lower=c.lower_adj, upper=c.upper_adj, status=c.verdict,
         detail=(f"{rule_text(c.rule)} [{r['audit']}]: {c.verdict}; {how}{gate}; "
                 f"{label} interval [{_num_text(c.lower_adj)}, {_num_text(c.upper_adj)}]"),
-        params=params_json(rule=c.rule.model_dump(mode="json"), would_gate=c.would_gate,
+        params=params_json(rule=_rule_json(c.rule), would_gate=c.would_gate,
                            consecutive=c.consecutive, role=c.role, kind=c.kind,
                            source_audit=r["audit"], interval=label,
                            own_interval=[r.get("lower"), r.get("upper")], **levels,
                            **support),
     )
+
+
+def _rule_json(rule: LimitRule) -> dict[str, Any]:
+    """The rule as a limits row's ``params`` keep it (an unset ``no_worse_than_baseline``
+    left out, so a plain rule's row reads as before the key existed)."""
+    skip = {"no_worse_than_baseline"} if rule.no_worse_than_baseline is None else set()
+    return rule.model_dump(mode="json", exclude=skip)
 
 
 def _support(r: dict[str, Any], limits: LimitsConfig) -> dict[str, Any]:

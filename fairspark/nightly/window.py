@@ -115,7 +115,8 @@ def definition_hash(config: Config) -> str:
     enabled = config.audits.enabled()
     blob = {
         "format": STATE_FORMAT,
-        "columns": config.columns.model_dump(mode="json"),
+        # a baseline is refused under a window: its key stays out (states stay valid)
+        "columns": config.columns.model_dump(mode="json", exclude={"baseline"}),
         "partition_column": config.input.partition_column,
         "reader": {"format": config.input.format, "options": config.input.options},
         "preparation": config.preparation.model_dump(mode="json",

@@ -53,6 +53,7 @@ from fairspark.prepare._rows import _context_columns, _FeatureEncoder, _persiste
 from fairspark.prepare._scan import (
     ONE_PASS_MAX_GROUPS,
     _distinct_counts,
+    _joint_cells,
     _one_pass_groups,
     _stats_from_groups,
     _views_from_groups,
@@ -80,7 +81,7 @@ def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views
              merged: MergedGroups | None, timings: dict[str, float]) -> tuple:
     """The one aggregation (or a window's merged groups, or the staged flow past
     :data:`ONE_PASS_MAX_GROUPS` groups) and what :func:`prepare` reads from it:
-    ``(groups, stats, warnings, base, attributes, cells)``."""
+    ``(groups, stats, warnings, base, attributes, (cells, joint_cells))``."""
     import time
 
     cap = max(config.preparation.max_categories, 1000)
@@ -90,7 +91,7 @@ def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views
     if groups is None:
         log.info("more than %d groups: the staged preparation runs", ONE_PASS_MAX_GROUPS)
         stats, warnings, base, attributes = _staged(df, plan, config, cap, timings)
-        return groups, stats, warnings, base, attributes, None
+        return groups, stats, warnings, base, attributes, (None, None)
     if merged is None:
         timings["scan"] = round(time.perf_counter() - t0, 3)
         distinct = lambda columns: _distinct_counts(df, plan, config, columns)
@@ -99,7 +100,8 @@ def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views
     stats = _stats_from_groups(distinct, groups, plan, config, timings)
     warnings = _checked(stats, df, plan, config, timings, row_keys=merged is None)
     attributes, cells = _views_from_groups(groups, all_views, config, cap)
-    return groups, stats, warnings, None, attributes, cells
+    return (groups, stats, warnings, None, attributes,
+            (cells, _joint_cells(groups, all_views, config)))
 
 
 def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None) -> PreparedData:
@@ -142,7 +144,7 @@ def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None
     plan = _plan_columns(df, config)
     views = _sensitive_views(df, config, plan.types)
     all_views = [v for v, _, _ in views] + [v for v, _, _ in _intersection_views(cols)]
-    groups, stats, warnings, base, attributes, cells = _counted(
+    groups, stats, warnings, base, attributes, (cells, joint) = _counted(
         df, plan, config, views=views, all_views=all_views, merged=merged, timings=timings)
     view_cols = [c for v in all_views for c in (v.value_col, v.priv_col)]
     fmin = {c: stats.feature_min[c] for c in plan.numeric}
@@ -151,6 +153,8 @@ def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None
         base_df=base,
         build_base=lambda: _persisted_base(df, plan, config),
         cells=cells,
+        joint_cells=joint,
+        baseline_column=cols.baseline.column if cols.baseline is not None else "",
         groups=groups,
         timings=timings,
         attributes=attributes,

@@ -213,10 +213,13 @@ def _check_binary(stats: InputStats, df: DataFrame, plan: _ColumnPlan, config: C
         if not several or not (numeric or no_positive):
             continue
         values, n = _values_seen(df, plan, column)
-        what = cols.label if role == "label" else cols.prediction
-        key = "columns.label" if role == "label" else "columns.prediction"
+        what = {"label": cols.label, "decision": cols.prediction,
+                "baseline": cols.baseline}[role]
+        key = {"label": "columns.label", "decision": "columns.prediction",
+               "baseline": "columns.baseline"}[role]
         pos = what.positive[0] if len(what.positive) == 1 else what.positive  # type: ignore[union-attr]
-        head = f"{'label' if role == 'label' else 'decision'} column {column!r} ('{key}.column')"
+        word = {"label": "label", "decision": "decision", "baseline": "baseline decision"}[role]
+        head = f"{word} column {column!r} ('{key}.column')"
         if no_positive and not numeric:
             raise InvalidValueError(
                 f"{head} holds the values {_shown(values, n)}; none of them is the configured "
@@ -225,12 +228,14 @@ def _check_binary(stats: InputStats, df: DataFrame, plan: _ColumnPlan, config: C
         hint = (f"if it holds scores or probabilities, configure 'columns.score: {{column: "
                 f"{column}, threshold: <cut-off>}}' instead of 'columns.prediction'"
                 if role == "decision" else
+                f"if it holds scores or probabilities, configure 'columns.baseline: {{column: "
+                f"{column}, threshold: <cut-off>}}'" if role == "baseline" else
                 f"list every favourable value under '{key}.positive' and map the others to "
                 "one value upstream")
         none = " (none of them is)" if no_positive else ""
         raise InvalidValueError(
             f"{head} is not binary: it holds {_shown(values, n)}, where a "
-            f"{'decision' if role == 'decision' else 'label'} holds the positive value "
+            f"{'label' if role == 'label' else 'decision'} holds the positive value "
             f"{pos!r} ('{key}.positive'){none} and one negative value; {hint}")
 
 

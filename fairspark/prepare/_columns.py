@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fairspark.columns import KEY, LABEL, PRED, WEIGHT, input_col
+from fairspark.columns import BASE, KEY, LABEL, PRED, WEIGHT, input_col
 from fairspark.errors import ColumnTypeError, ConfigError, MissingColumnError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,6 +37,9 @@ class _ColumnPlan:
     required: list[str]
     #: the decision column (prediction or score); NaN there also drops the row
     decision: str = ""
+    #: the baseline decision's column (``columns.baseline``; "" without one): as the
+    #: decision, null or NaN there drops the row, so both decisions cover the same rows
+    baseline: str = ""
     #: an enabled audit encodes features: count categorical features' distinct values
     count_categories: bool = True
     #: an enabled audit joins rows by key: check the configured row key's nulls, repeats
@@ -119,6 +122,8 @@ def _selected_features(cols: ColumnsConfig, types: dict[str, str]) -> list[str]:
     """The feature columns: ``all_others`` or the listed ones, checked against the roles."""
     sensitive_cols = [s.column for s in cols.sensitive]
     role_cols = set(sensitive_cols) | {cols.label.column, cols.decision_column}
+    if cols.baseline is not None:
+        role_cols.add(cols.baseline.column)
     role_cols |= {c for c in (cols.weight, cols.row_key) if c}
     if cols.features == "all_others":
         return [c for c in types if c not in role_cols and c not in cols.exclude]
@@ -196,6 +201,9 @@ def _check_roles(config: Config, types: dict[str, str]) -> None:
         needed.append((s.column, f"sensitive attribute ('columns.sensitive[{i}].column')"))
     if cols.weight:
         needed.append((cols.weight, "weight ('columns.weight')"))
+    if cols.baseline is not None:
+        needed.append((cols.baseline.column, "baseline decision ('columns.baseline.column', "
+                       "--baseline-column)"))
     if cols.row_key:
         needed.append((cols.row_key, "row key ('columns.row_key')"))
     for c in cols.exclude:
@@ -208,6 +216,12 @@ def _check_roles(config: Config, types: dict[str, str]) -> None:
     for c, role in needed:
         if types[c] not in atomic:
             raise ColumnTypeError(f"column {c!r} ({role}) has type {types[c]}; expected a scalar")
+    base = cols.baseline
+    if base is not None and getattr(base, "threshold", None) is not None \
+            and types[base.column] not in _NUMERIC:
+        raise ColumnTypeError(
+            f"baseline score column {base.column!r} ('columns.baseline.column') has type "
+            f"{types[base.column]}; expected a numeric type")
     if cols.score and types[cols.score.column] not in _NUMERIC:
         raise ColumnTypeError(
             f"score column {cols.score.column!r} has type {types[cols.score.column]}; "
@@ -242,9 +256,12 @@ def _plan_columns(df: DataFrame, config: Config) -> _ColumnPlan:
                 *categorical]
     if cols.weight:
         required.append(cols.weight)
+    if cols.baseline is not None:
+        required.append(cols.baseline.column)
     reads_features, joins_by_key = _checks_needed(config)
     return _ColumnPlan(types=types, numeric=numeric, categorical=categorical,
                        required=list(dict.fromkeys(required)), decision=cols.decision_column,
+                       baseline=cols.baseline.column if cols.baseline is not None else "",
                        count_categories=reads_features,
                        check_row_key=bool(cols.row_key) and joins_by_key)
 
@@ -266,7 +283,7 @@ def _any_null(plan: _ColumnPlan) -> Column:
 
     any_null = F.lit(False)
     for c in plan.required:
-        any_null = any_null | (_missing(c, plan.types) if c == plan.decision
+        any_null = any_null | (_missing(c, plan.types) if c in (plan.decision, plan.baseline)
                                else input_col(c).isNull())
     return any_null
 
@@ -285,16 +302,21 @@ def _label_column(config: Config, types: dict[str, str]) -> Column:
     )
 
 
-def _decision_column(config: Config, types: dict[str, str]) -> Column:
-    """1.0 for a favourable decision (prediction or thresholded score), else 0.0."""
+def _decision_column(config: Config, types: dict[str, str], *, baseline: bool = False
+                     ) -> Column:
+    """1.0 for a favourable decision (prediction or thresholded score), else 0.0.
+
+    ``baseline=True``: the same for ``columns.baseline``, read as the audited decision is.
+    """
     from pyspark.sql import functions as F
 
     cols = config.columns
-    if cols.prediction:
-        p = cols.prediction
-        pred_pos = _isin(p.column, types[p.column], p.positive, "columns.prediction.positive")
+    spec = cols.baseline if baseline else (cols.prediction or cols.score)
+    key = "columns.baseline.positive" if baseline else "columns.prediction.positive"
+    if getattr(spec, "threshold", None) is None:
+        pred_pos = _isin(spec.column, types[spec.column], spec.positive, key)  # type: ignore[union-attr]
     else:
-        pred_pos = input_col(cols.score.column).cast("double") >= F.lit(float(cols.score.threshold))  # type: ignore[union-attr]
+        pred_pos = input_col(spec.column).cast("double") >= F.lit(float(spec.threshold))  # type: ignore[union-attr]
     pred_fav = pred_pos if cols.favourable == "positive" else ~pred_pos
     return F.when(pred_fav, F.lit(1.0)).otherwise(F.lit(0.0))
 
@@ -309,12 +331,15 @@ def _role_columns(df: DataFrame, config: Config, types: dict[str, str]) -> list[
         key_expr = input_col(cols.row_key).cast("string")
     else:
         key_expr = F.xxhash64(*[input_col(c) for c in df.columns]).cast("string")
-    return [
+    out = [
         key_expr.alias(KEY),
         _label_column(config, types).alias(LABEL),
         _decision_column(config, types).alias(PRED),
         weight_expr.alias(WEIGHT),
     ]
+    if cols.baseline is not None:
+        out.append(_decision_column(config, types, baseline=True).alias(BASE))
+    return out
 
 
 def _binary_roles(config: Config, types: dict[str, str]) -> list[tuple[str, str, Column]]:
@@ -333,4 +358,8 @@ def _binary_roles(config: Config, types: dict[str, str]) -> list[tuple[str, str,
         p = cols.prediction
         out.append(("decision", p.column,
                     _isin(p.column, types[p.column], p.positive, "columns.prediction.positive")))
+    b = cols.baseline
+    if b is not None and getattr(b, "threshold", None) is None:  # a baseline prediction
+        out.append(("baseline", b.column,
+                    _isin(b.column, types[b.column], b.positive, "columns.baseline.positive")))  # type: ignore[union-attr]
     return [(role, column, F.coalesce(pos, F.lit(False))) for role, column, pos in out]

@@ -92,6 +92,11 @@ class PreparedData:
     #: weighted confusion cells per combination of every view's value (pandas, the
     #: layout of :func:`fairspark.metrics.cell_counts`), from the one aggregation
     cells: Any = None
+    #: with ``columns.baseline``: ``cells`` split further by the baseline decision (a
+    #: ``_fs_base`` column, 1.0/0.0), from the same aggregation; ``None`` without one
+    joint_cells: Any = None
+    #: the baseline decision's column (``columns.baseline.column``), "" without one
+    baseline_column: str = ""
     #: seconds of the steps of :func:`prepare` (``scan``, ``row keys``)
     timings: dict[str, float] = field(default_factory=dict)
     #: raw source columns of ``privileged_expr`` attributes (neither features nor

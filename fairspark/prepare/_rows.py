@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fairspark.columns import KEY, LABEL, PRED, WEIGHT, X, input_col
+from fairspark.columns import BASE, KEY, LABEL, PRED, WEIGHT, X, input_col
 from fairspark.prepare._columns import _any_null
 from fairspark.prepare._views import _with_views
 
@@ -38,7 +38,8 @@ def _persisted_base(df: DataFrame, plan: _ColumnPlan, config: Config) -> DataFra
     kept = df.where(~_any_null(plan))
     with_views, views = _with_views(df, kept, config, plan.types)
     view_cols = [c for v in views for c in (v.value_col, v.priv_col)]
-    return with_views.select(*_ROLE_COLUMNS, *view_cols,
+    roles = [*_ROLE_COLUMNS, *([BASE] if config.columns.baseline is not None else [])]
+    return with_views.select(*roles, *view_cols,
                              *[input_col(c) for c in (*plan.features,
                                                       *_context_columns(plan, config))]
                              ).persist(StorageLevel.MEMORY_AND_DISK)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fairspark.columns import LABEL, PRED, WEIGHT, input_col
+from fairspark.columns import BASE, LABEL, PRED, WEIGHT, input_col
 from fairspark.errors import InvalidValueError
 from fairspark.group.cells import CELL_OF, cell_sums, cells_from_groups
 from fairspark.prepare._checks import _check_counters
@@ -70,7 +70,16 @@ def _one_pass_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
     if cols.prediction:  # the decision's raw values, to tell a decision from a score
         raw_pred = F.when(keep, F.xxhash64(input_col(cols.prediction.column)))
         aggs += [F.min(raw_pred).alias("lo::decision"), F.max(raw_pred).alias("hi::decision")]
+    if _baseline_prediction(config):  # as the decision's: is the baseline binary?
+        raw_base = F.when(keep, F.xxhash64(input_col(cols.baseline.column)))  # type: ignore[union-attr]
+        aggs += [F.min(raw_base).alias("lo::baseline"), F.max(raw_base).alias("hi::baseline")]
     return aggs
+
+
+def _baseline_prediction(config: Config) -> bool:
+    """``columns.baseline`` is a prediction with positive values (not a score)."""
+    b = config.columns.baseline
+    return b is not None and getattr(b, "threshold", None) is None
 
 
 def _distinct_counts(df: DataFrame, plan: _ColumnPlan, config: Config,
@@ -127,6 +136,9 @@ def _one_pass_groups(df: DataFrame, plan: _ColumnPlan, config: Config,
     # 0/1 as bytes, not doubles: a floating key is NaN-normalised on every row
     keys += [F.when(kept, F.col(LABEL).cast("tinyint")).alias(LABEL),
              F.when(kept, F.col(PRED).cast("tinyint")).alias(PRED)]
+    if cols.baseline is not None:  # the second decision: joint cells, same aggregation
+        keys.append(F.when(kept, _decision_column(config, plan.types, baseline=True)
+                           .cast("tinyint")).alias(BASE))
     rows = (staged.groupBy(*keys).agg(*_one_pass_columns(plan, config))
             .limit(max_groups + 1).collect())
     if len(rows) > max_groups:
@@ -202,7 +214,8 @@ def _binary_sides(kept: list[dict[str, Any]], config: Config) -> dict[str, dict[
     pos_code = 1 if cols.favourable == "positive" else 0
     negatives: dict[str, int] = {}
     positives: dict[str, int] = {}
-    roles = [("label", LABEL)] + ([("decision", PRED)] if cols.prediction else [])
+    roles = ([("label", LABEL)] + ([("decision", PRED)] if cols.prediction else [])
+             + ([("baseline", BASE)] if _baseline_prediction(config) else []))
     for role, key in roles:
         seen: set[int] = set()
         several = False
@@ -236,8 +249,8 @@ def _views_from_groups(
         view's value and flag column (intersections too) and :data:`CELL_STATS`, in the
         layout of :func:`fairspark.metrics.cell_counts`.
     """
-    cells = cells_from_groups([r for r in groups if r[_KEEP]], views,
-                              config.columns.intersections)
+    kept = [r for r in groups if r[_KEEP]]
+    cells = cells_from_groups(kept, views, config.columns.intersections)
     attributes = []
     for v in views:
         n_rows = cells[[f"{c}_n" for c in CELL_OF.values()]].sum(axis=1)
@@ -254,3 +267,12 @@ def _views_from_groups(
                                         {str(k): int(n) for k, n in counts.items()}, pvals,
                                         v.kind, v.source_columns))
     return attributes, cells
+
+
+def _joint_cells(groups: list[dict[str, Any]], views: list[_View], config: Config) -> Any:
+    """The cells split further by the baseline decision (``columns.baseline``), from the
+    same groups as :func:`_views_from_groups`' cells; ``None`` without a baseline."""
+    if config.columns.baseline is None:
+        return None
+    return cells_from_groups([r for r in groups if r[_KEEP]], views,
+                             config.columns.intersections, by=BASE)

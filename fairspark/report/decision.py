@@ -100,6 +100,13 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str,
     short = short_metric(str(r.get("metric") or rule.get("metric") or "value"))
     name = f"{short} {row_number(r)}, "
     parts: list[tuple[float, str, str]] = []  # (excess, words, interval note)
+    margin = _num((rule.get("no_worse_than_baseline") or {}).get("margin"))
+    if margin is not None:  # the row's value is "worse": further from parity, paired
+        whole = f" ({iv} above)" if lo is not None and lo > margin else (
+            f" ({iv} below)" if hi is not None and hi <= margin else "")
+        side = "further from" if v > 0 else "closer to"
+        parts.append((v - margin, f"{short}: the challenger is {_f(abs(v))} {side} parity "
+                      f"than the baseline (margin {margin:g})", whole))
     if _num(rule.get("min")) is not None:
         m = float(rule["min"])
         whole = f" ({iv} below)" if hi is not None and hi < m else (

@@ -75,6 +75,9 @@ def _side(rule: Any, value: float | None) -> str:
     """Which side of the limit the value lies on, in words."""
     if value is None:
         return "the limit"
+    if rule.no_worse_than_baseline is not None:
+        return (f"the margin {rule.no_worse_than_baseline.margin:g} (how much further from "
+                "parity than the baseline the challenger may be)")
     if rule.abs_max is not None:
         return f"the limit ±{rule.abs_max:g}"
     if rule.max is not None and (rule.min is None or value > rule.max):

@@ -216,7 +216,10 @@ def _panel(ax: Any, s: pd.DataFrame, name: str, flag: str, limits: list[float],
     v = s["value"].astype(float)
     lo = (v - s["lower"].astype(float)).clip(lower=0).fillna(0)
     hi = (s["upper"].astype(float) - v).clip(lower=0).fillna(0)
-    ax.errorbar(x, v, yerr=[lo, hi], fmt="o-", ms=3, capsize=2, lw=1, color="#2457a6")
+    # arrays, not Series: matplotlib reads a one-run series (a new one, e.g. a baseline's
+    # first night) with float(Series), which pandas deprecates
+    ax.errorbar(x, v.to_numpy(), yerr=[lo.to_numpy(), hi.to_numpy()], fmt="o-", ms=3,
+                capsize=2, lw=1, color="#2457a6")
     for i in range(1, len(s)):
         if (s.loc[i, "config_hash"] != s.loc[i - 1, "config_hash"]
                 or s.loc[i, "fairspark_version"] != s.loc[i - 1, "fairspark_version"]

@@ -1,0 +1,206 @@
+"""Two decisions on the same rows: paired differences of every group metric, with intervals.
+
+Plain numpy, no Spark. A challenger (the audited decision) and a baseline (today's
+model, ``columns.baseline``) decide on the same rows, so their metrics are not
+independent: a row the two models treat alike moves both the same way. Two separate
+intervals overlap where the paired difference is clearly non-zero; the interval here
+accounts for the pairing.
+
+Joint cells
+-----------
+The one aggregation keeps the rows apart by (group, label, decision, baseline
+decision). For one group (side of a comparison) the **joint counts** are a mapping
+``{1: counts, 0: counts}``: for each baseline decision, the challenger's confusion
+cells of the rows with that baseline decision (``c``, ``c_w2``, ``c_n`` for each cell
+``c`` of :data:`~fairspark.metrics._core.CELLS`, as :func:`marginal_counts` gives
+them). Both models' cells are marginals of these (:func:`marginal_cells`).
+
+Interval
+--------
+Every metric ``M`` of the catalogue and the baselines is a function of the 24 joint
+cell weights ``W_k`` (2 groups x 2 baseline decisions x 6 cells), homogeneous of
+degree 0 within each group (a rate does not change when a group's counts are
+scaled). The paired difference ``D = M(challenger cells) - M(baseline cells)`` is
+then linearised (delta method) around the observed weights, with rows as independent
+draws: ``Var(D) ~ sum_k V_k (dD / dW_k)**2``, where ``V_k`` is the cell's sum of
+squared weights (sampling weights; with unit weights its row count) or its weight
+sum (frequency weights). The centring term ``(sum_k W_k dD/dW_k)**2 / n`` vanishes by
+Euler's theorem for a function homogeneous of degree 0, within each group, so the
+formula holds whether the groups' sizes are fixed or random. The gradient is taken by
+central differences. The interval is ``D -/+ z se``. See ``docs/intervals.md``.
+
+"Worse" is further from parity: ``|M - fair|`` (fair 0 for differences, 1 for ratios;
+the absolute gaps are their own distance). ``worse = |M_c - fair| - |M_b - fair|`` gets
+the same kind of interval; positive means the challenger is further from parity. Near
+a metric's fair value (an absolute gap or a distance at 0) the function has a kink
+and the linearisation is rough there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from fairspark.metrics._core import BASELINES, CATALOGUE, CELLS, compare_groups
+from fairspark.metrics._intervals import Weights, z_value
+
+__all__ = ["BASELINE_MODEL", "DIFFERENCE_MODEL", "PairedValue", "baseline_cell",
+           "marginal_cells", "paired_comparison"]
+
+#: ``model`` of the baseline decision's result rows (the audited decision's rows keep
+#: ``model`` empty, as without a baseline)
+BASELINE_MODEL = "baseline"
+#: ``model`` of the paired-difference rows: value = challenger minus baseline
+DIFFERENCE_MODEL = "challenger_minus_baseline"
+
+_LABEL_OF = {"tp": 1, "fn": 1, "fp": 0, "tn": 0, "up": None, "un": None}
+_CELL_OF = {(1, 1): "tp", (1, 0): "fn", (0, 1): "fp", (0, 0): "tn",
+            (None, 1): "up", (None, 0): "un"}
+
+
+def baseline_cell(cell: str, base: int) -> str:
+    """The baseline's cell of a row in the challenger's ``cell`` with baseline decision ``base``.
+
+    The label stays; the decision is the baseline's: e.g. a challenger true positive
+    that the baseline turned down is a baseline false negative.
+    """
+    return _CELL_OF[(_LABEL_OF[cell], int(base))]
+
+
+JointCounts = Mapping[int, Mapping[str, float]]
+
+
+def marginal_cells(joint: JointCounts) -> tuple[dict[str, float], dict[str, float]]:
+    """(challenger cells, baseline cells) of one group from its joint counts.
+
+    Each with ``c``, ``c_w2`` and ``c_n`` for every cell ``c``.
+    """
+    chal = {f"{c}{s}": 0.0 for c in CELLS for s in ("", "_w2", "_n")}
+    base = dict(chal)
+    for b in (0, 1):
+        counts = joint.get(b, {})
+        for c in CELLS:
+            bc = baseline_cell(c, b)
+            for s in ("", "_w2", "_n"):
+                v = float(counts.get(f"{c}{s}", 0.0))
+                chal[f"{c}{s}"] += v
+                base[f"{bc}{s}"] += v
+    return chal, base
+
+
+@dataclass(frozen=True)
+class PairedValue:
+    """One metric of both decisions and their paired difference.
+
+    ``difference = challenger - baseline`` with its interval ``[lower, upper]`` and
+    standard error ``se``; ``worse`` (further from parity, positive: the challenger is)
+    with ``worse_lower``, ``worse_upper`` and ``worse_se``. NaN where undefined.
+    """
+
+    challenger: float
+    baseline: float
+    difference: float
+    se: float
+    lower: float
+    upper: float
+    worse: float
+    worse_se: float
+    worse_lower: float
+    worse_upper: float
+
+
+_METRICS = {**CATALOGUE, **BASELINES}
+
+
+def _vector(unpriv: JointCounts, priv: JointCounts, suffix: str) -> np.ndarray:
+    """The 24 joint cells' statistic (``""``, ``"_w2"`` or ``"_n"``), in a fixed order."""
+    return np.array([float((side.get(b) or {}).get(f"{c}{suffix}", 0.0))
+                     for side in (unpriv, priv) for b in (1, 0) for c in CELLS])
+
+
+def _metrics_at(x: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Both models' metrics at rows of joint weights ``x`` (shape ``(m, 24)``)."""
+    sides = []
+    for s in (0, 1):
+        chal = {c: np.zeros(len(x)) for c in CELLS}
+        base = {c: np.zeros(len(x)) for c in CELLS}
+        for j, b in enumerate((1, 0)):
+            for i, c in enumerate(CELLS):
+                col = x[:, s * 12 + j * 6 + i]
+                chal[c] = chal[c] + col
+                base[baseline_cell(c, b)] = base[baseline_cell(c, b)] + col
+        sides.append((chal, base))
+    (cu, bu), (cp, bp) = sides
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return compare_groups(cu, cp), compare_groups(bu, bp)
+
+
+def _distance(name: str, v: np.ndarray) -> np.ndarray:
+    spec = _METRICS[name]
+    return np.abs(np.asarray(v, np.float64) - spec.fair_value)
+
+
+def paired_comparison(
+    unpriv: JointCounts,
+    priv: JointCounts,
+    *,
+    level: float = 0.95,
+    weights: Weights = "sampling",
+) -> dict[str, PairedValue]:
+    """Both decisions' catalogue and baselines, and their paired differences.
+
+    Parameters
+    ----------
+    unpriv, priv:
+        Joint counts of the unprivileged and the privileged group (see the module
+        docstring): ``{baseline decision: challenger's cells of those rows}``.
+    level:
+        Confidence level of the intervals (unadjusted; the limits correct their
+        family, as for every other row).
+    weights:
+        ``"sampling"`` (variance from each cell's sum of squared weights) or
+        ``"frequency"`` (an integer weight is that many rows).
+
+    Returns
+    -------
+    dict
+        metric name (:data:`~fairspark.metrics._core.CATALOGUE` and
+        :data:`~fairspark.metrics._core.BASELINES`) -> :class:`PairedValue`.
+    """
+    if weights not in ("sampling", "frequency"):
+        raise ValueError(f"weights must be 'sampling' or 'frequency', got {weights!r}")
+    z = z_value(level)
+    w = _vector(unpriv, priv, "")
+    var_w = w if weights == "frequency" else _vector(unpriv, priv, "_w2")
+    totals = np.repeat([w[:12].sum(), w[12:].sum()], 12)
+    h = 1e-6 * np.where(totals > 0, totals, 1.0)
+    x = np.tile(w, (1 + 2 * len(w), 1))
+    for k in range(len(w)):
+        x[1 + 2 * k, k] += h[k]
+        x[2 + 2 * k, k] -= h[k]
+    chal, base = _metrics_at(x)
+    out: dict[str, PairedValue] = {}
+    for name in _METRICS:
+        d = chal[name] - base[name]
+        worse = _distance(name, chal[name]) - _distance(name, base[name])
+        se = _se(d, h, var_w)
+        wse = _se(worse, h, var_w)
+        out[name] = PairedValue(
+            challenger=float(chal[name][0]), baseline=float(base[name][0]),
+            difference=float(d[0]), se=se, lower=float(d[0] - z * se),
+            upper=float(d[0] + z * se), worse=float(worse[0]), worse_se=wse,
+            worse_lower=float(worse[0] - z * wse), worse_upper=float(worse[0] + z * wse))
+    return out
+
+
+def _se(f: np.ndarray, h: np.ndarray, var_w: np.ndarray) -> float:
+    """``sqrt(sum_k V_k (df/dW_k)**2)`` from the central differences in ``f``."""
+    if not np.isfinite(f[0]):
+        return float("nan")
+    grad = (f[1::2] - f[2::2]) / (2.0 * h)
+    used = var_w > 0  # an empty cell has no sampling variance at first order
+    if not np.all(np.isfinite(grad[used])):
+        return float("nan")
+    return float(np.sqrt(np.sum(var_w[used] * grad[used] ** 2)))
