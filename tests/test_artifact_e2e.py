@@ -100,7 +100,12 @@ def test_spark_submit_with_the_artifact_on_local_cluster(artifact, tmp_path):
     # would unpack it for the driver too).
     driver_env = tmp_path / "driver-env"
     with tarfile.open(artifact["env"]) as tf:
-        tf.extractall(driver_env, filter="fully_trusted")
+        # the filter argument exists from Python 3.11.4 (Debian 12's 3.11.2 lacks it);
+        # the archive is our own build, so no filter is the same as "fully_trusted"
+        if hasattr(tarfile, "fully_trusted_filter"):
+            tf.extractall(driver_env, filter="fully_trusted")
+        else:
+            tf.extractall(driver_env)
     job_dir = tmp_path / "job"  # run from outside the checkout: fairspark only from the wheel
     job_dir.mkdir()
     (job_dir / "audit.py").write_text((ROOT / "jobs" / "audit.py").read_text())
