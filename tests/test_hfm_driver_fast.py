@@ -160,3 +160,41 @@ def test_spark_summary_mean_has_the_numpy_bits(spark):
             sub = pdf[pdf.tgt == r.tgt]
             assert r.D_avg.hex() == fixed_mean(sub.u.to_numpy(), sub.mult.to_numpy()).hex()
             assert r.D == sub.u.max()
+
+
+def test_summary_and_histogram_in_one_aggregation_equal_the_two(spark):
+    """``summarise_binned`` (one groupBy by bin) gives ``summarise_pointwise``'s summary
+    to the bit, witness included with ties at the maximum, and the histogram numpy
+    computes from the rows, at any partitioning."""
+    import pandas as pd
+
+    from fairspark.hfm._spark.approx import summarise_binned, summarise_pointwise
+
+    rng = np.random.default_rng(5)
+    n = 4000
+    u = np.round(rng.random(n) * 2.0, 2)  # coarse values: ties, several at the maximum
+    pdf = pd.DataFrame({"tgt": rng.integers(0, 2, n), "attr": rng.integers(0, 2, n),
+                        "key": [f"k{v:05d}" for v in rng.permutation(n)], "u": u,
+                        "nb_key": [f"n{v % 7}" for v in range(n)],
+                        "mult": rng.integers(1, 3, n)})
+    pdf.loc[pdf.index[:3], "nb_key"] = None
+    bins = 10
+    tops = {a: float(pdf.u[pdf.attr == a].max()) for a in (0, 1)}
+    for parts in (1, 5):
+        df = spark.createDataFrame(pdf).repartition(parts)
+        want = summarise_pointwise(df, value_col="u")
+        got, counts = summarise_binned(df, value_col="u", tops=tops, bins=bins)
+        for col in ("D", "D_avg"):
+            assert [v.hex() for v in got[col]] == [v.hex() for v in want[col]]
+        assert got[["tgt", "attr", "key", "nb_key"]].equals(want[["tgt", "attr", "key", "nb_key"]])
+        for (t, a), sub in pdf.groupby(["tgt", "attr"]):
+            # the witness by hand: the largest value, then the smallest key
+            top_rows = sub[sub.u == sub.u.max()].sort_values("key")
+            row = got[(got.tgt == t) & (got.attr == a)].iloc[0]
+            assert row.key == top_rows.key.iloc[0]
+            b = np.minimum(np.floor(sub.u.to_numpy() / tops[a] * bins), bins - 1).astype(int)
+            hist = np.bincount(b, weights=sub["mult"].to_numpy(), minlength=bins)
+            c = counts[(counts.tgt == t) & (counts.attr == a)]
+            mine = np.zeros(bins)
+            mine[c["bin"].to_numpy(int)] = c["n"].to_numpy(float)
+            np.testing.assert_array_equal(mine, hist)

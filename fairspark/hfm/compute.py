@@ -26,6 +26,7 @@ from fairspark.hfm._spark import (
     exact_all,
     pointwise_rows,
     summarise_approx,
+    summarise_binned,
     summarise_pointwise,
 )
 from fairspark.hfm._spark.elim import CertifyOptions
@@ -254,17 +255,26 @@ def _certified_distances(
     out: dict[Pair, DistanceResult] = {}
     histogram_bins = options.histogram_bins
 
-    def on_bounds(ub_df: DataFrame | pd.DataFrame) -> None:
+    def on_bounds(ub_df: DataFrame | pd.DataFrame, bound_max: dict[Pair, float]) -> None:
         # the sample bounds: their maximum bounds D, their mean bounds D_avg (on the
-        # driver path the bounds are a pandas frame: no Spark job)
-        local = isinstance(ub_df, pd.DataFrame)
-        summ = _summarise_local(ub_df, "u") if local else summarise_pointwise(ub_df, value_col="u")
+        # driver path the bounds are a pandas frame: no Spark job; on Spark the summary
+        # and the histogram in one aggregation, its range from pass A's largest bound)
+        counts = None
+        if isinstance(ub_df, pd.DataFrame):
+            summ = _summarise_local(ub_df, "u")
+        elif histogram_bins > 0:
+            summ, counts = summarise_binned(ub_df, value_col="u", bins=histogram_bins,
+                                            tops=_attr_tops(bound_max))
+        else:
+            summ = summarise_pointwise(ub_df, value_col="u")
         for r in summ.itertuples():
             out[(int(r.tgt), int(r.attr))] = DistanceResult(
                 value=float(r.D), lower=None, upper=float(r.D), certified=False,
                 avg=float(r.D_avg), avg_exact=False, key=r.key, nb_key=r.nb_key,
                 extra={"bound_max": float(r.D), "bound_avg": float(r.D_avg)})
-        if histogram_bins > 0:
+        if counts is not None:
+            _set_histograms(out, counts, _attr_tops(bound_max), histogram_bins)
+        elif histogram_bins > 0:
             _add_histograms(out, ub_df, "u", histogram_bins)
 
     def on_step(cert: dict[Pair, CertifiedResult]) -> None:
@@ -415,15 +425,22 @@ def _sort_key(v: object) -> tuple[bool, str]:
     return True, v
 
 
+def _attr_tops(top_by_pair: dict[Pair, float]) -> dict[int, float]:
+    """Per attribute the histogram's upper end: the largest finite value of its pairs
+    (0 when none is finite)."""
+    tops: dict[int, float] = {}
+    for (_, attr), top in top_by_pair.items():
+        tops[attr] = max(tops.get(attr, 0.0), top if math.isfinite(top) else 0.0)
+    return tops
+
+
 def _add_histograms(
     out: dict[Pair, DistanceResult], rows: DataFrame | pd.DataFrame, col: str, bins: int
 ) -> None:
     """Histogram of per-row distances (Spark aggregation, only bin counts come back; or
     numpy on a pandas frame of the driver path)."""
-    tops: dict[int, float] = {}
-    for (_, attr), r in out.items():
-        top = r.extra.get("pointwise", r.extra.get("bound_max", r.value))
-        tops[attr] = max(tops.get(attr, 0.0), top if math.isfinite(top) else 0.0)
+    tops = _attr_tops({p: r.extra.get("pointwise", r.extra.get("bound_max", r.value))
+                       for p, r in out.items()})
     if isinstance(rows, pd.DataFrame):  # numpy per pair: no grouped copies, no Spark
         v, mult = rows[col].to_numpy(float), rows["mult"].to_numpy(float)
         parts = []
@@ -447,6 +464,12 @@ def _add_histograms(
             .agg(F.sum("mult").alias("n"))
             .toPandas()
         )
+    _set_histograms(out, counts, tops, bins)
+
+
+def _set_histograms(out: dict[Pair, DistanceResult], counts: pd.DataFrame,
+                    tops: dict[int, float], bins: int) -> None:
+    """Each result's ``hist``: bin edges over ``[0, top]`` and the counts per bin."""
     for (tgt, attr), res in out.items():
         top = tops[attr] if tops[attr] > 0 else 1.0
         c = np.zeros(bins)

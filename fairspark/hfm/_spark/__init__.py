@@ -26,6 +26,7 @@ from fairspark.hfm._spark.approx import (
     approx_scan,
     pointwise_rows,
     summarise_approx,
+    summarise_binned,
     summarise_pointwise,
 )
 from fairspark.hfm._spark.elim import certify_exact
@@ -42,5 +43,6 @@ __all__ = [
     "points_schema_check",
     "pointwise_rows",
     "summarise_approx",
+    "summarise_binned",
     "summarise_pointwise",
 ]

@@ -216,12 +216,13 @@ class _SparkWork(_Work):
 
     def count_above(self, state: dict[Pair, _PairState]) -> dict[Pair, int]:
         """Rows whose sample bound exceeds the final lower bound (those needed a search)."""
-        above = F.lit(False)
-        for p, st in state.items():
-            if math.isfinite(st.lb):
-                above |= _is_pair(p) & (F.col("u") > F.lit(st.lb))
-        return {(int(r["tgt"]), int(r["attr"])): int(r["count"])
-                for r in self.ub.where(above).groupBy("tgt", "attr").count().collect()}
+        # one aggregation of the working table's bound columns (no explode, no shuffle)
+        pairs = [p for p, st in state.items() if math.isfinite(st.lb)]
+        if not pairs:
+            return {}
+        n = self.df.agg(*[F.sum((F.col(_ucol(p)) > F.lit(state[p].lb)).cast("long"))
+                          .alias(_ucol(p)) for p in pairs]).first()
+        return {p: int(n[_ucol(p)] or 0) for p in pairs}
 
 
 _NN_PA = pa.schema([("tgt", pa.int32()), ("attr", pa.int32()), ("qi", pa.int64()),

@@ -151,7 +151,7 @@ def certify_exact(
     n_rows: int | None = None,
     options: CertifyOptions | None = None,
     on_step: Callable[[dict[Pair, CertifiedResult]], None] | None = None,
-    on_bounds: Callable[[DataFrame | pd.DataFrame], None] | None = None,
+    on_bounds: Callable[[DataFrame | pd.DataFrame, dict[Pair, float]], None] | None = None,
 ) -> dict[Pair, CertifiedResult]:
     """Exact D per (target, attribute) by sample bounds and elimination (module doc).
 
@@ -178,7 +178,7 @@ def certify_exact(
     on_bounds : callable, optional
         Called with the per-row bounds (``tgt, attr, key, u, nb_key, mult``) once they
         are known, before the search (histograms, averages): a Spark DataFrame, or a
-        pandas DataFrame on the driver path.
+        pandas DataFrame on the driver path; and per pair the largest bound.
 
     Returns
     -------
@@ -212,7 +212,7 @@ def certify_exact(
 
 def _certify_on(work: _Work, pairs: list[Pair], plan: _Plan, *, t0: float,
                 on_step: Callable[[dict[Pair, CertifiedResult]], None] | None,
-                on_bounds: Callable[[DataFrame | pd.DataFrame], None] | None,
+                on_bounds: Callable[[DataFrame | pd.DataFrame, dict[Pair, float]], None] | None,
                 ) -> dict[Pair, CertifiedResult]:
     """The passes of :func:`certify_exact` on a working table (Spark or driver)."""
     try:
@@ -227,7 +227,7 @@ def _certify_on(work: _Work, pairs: list[Pair], plan: _Plan, *, t0: float,
             state[p].ub_rem = -top[p][0][0] if top.get(p) else -math.inf
         if on_bounds is not None:
             with work.step("bound summaries"):
-                on_bounds(work.bounds_rows(pairs))
+                on_bounds(work.bounds_rows(pairs), {p: state[p].ub_rem for p in pairs})
 
         def report(step: bool = True) -> None:
             if step:
