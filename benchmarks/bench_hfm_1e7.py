@@ -1,0 +1,200 @@
+"""HFM's Spark path at 1e7 rows x 50 on ``local[2]``: it completes, and the Python
+workers' peak memory per task stays flat in n (issue 39's acceptance: within 1.2x of
+the 1e6 run).
+
+Each size runs in a fresh ``spark-submit``-like process (a fresh session, fresh Python
+workers), on the clustered synthetic cell of ``bench_hfm.py`` (20 centres in the unit
+cube, Gaussian spread 0.03, the group tied to the centre) written to Parquet in chunks,
+so the generator never holds the table. The points are read from Parquet by every pass
+(not cached), as a warehouse table is. The engine is forced onto the Spark passes
+(``local_max_bytes=0``) in the local session the CLI starts without a ``spark.conf``
+(its driver heap sized from the machine), both targets (D and D_f) and the histogram,
+as the CLI's HFM stage computes them. While the audit runs, a thread reads every Python
+worker's peak RSS (``VmHWM`` in ``/proc``; a worker may serve several tasks, its peak is
+theirs).
+
+Usage::
+
+    python benchmarks/bench_hfm_1e7.py --sizes 1000000 10000000 --dim 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np
+
+from _harness import load, spark_session
+
+CHUNK = 250_000
+
+
+def write_clustered(path: Path, n: int, d: int, seed: int) -> None:
+    """The clustered cell in chunks of :data:`CHUNK` rows, one Parquet file each."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    centres = np.random.default_rng(seed).random((20, d))
+    path.mkdir(parents=True)
+    for i, s in enumerate(range(0, n, CHUNK)):
+        m = min(CHUNK, n - s)
+        rng = np.random.default_rng([seed, i])
+        lab = rng.integers(0, 20, m)
+        X = np.clip(centres[lab] + rng.normal(0, 0.03, (m, d)), 0, 1)
+        g = rng.random(m) < np.where(lab < 10, 0.6, 0.1)
+        score = X[:, :3].mean(axis=1) + 0.1 * g
+        y = (score + rng.normal(0, 0.1, m) > 0.55).astype(float)
+        yp = (score > 0.55).astype(float)
+        x = pa.ListArray.from_arrays(pa.array(np.arange(0, m * d + 1, d, dtype=np.int32)),
+                                     pa.array(X.ravel()))
+        tbl = pa.table({"key": pa.array(np.char.add("r", np.arange(s, s + m).astype(str))),
+                        "y": y, "yp": yp, "x": x, "c0": g.astype(np.int32)})
+        pq.write_table(tbl, path / f"part-{i:05d}.parquet")
+
+
+class WorkerPeaks:
+    """Samples every 0.1 s the peak RSS (``VmHWM``) of the Python workers: the processes
+    forked by this session's worker daemon (``fairspark._daemon``, a descendant of this
+    process), read from ``/proc`` while they live, so a worker that ends with its task
+    is still counted."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peaks: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _status(pid: str) -> dict[str, str]:
+        with open(f"/proc/{pid}/status") as f:
+            return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+    @classmethod
+    def _mine(cls, pid: str) -> bool:
+        """Whether this process is an ancestor of ``pid`` (its JVM's daemon)."""
+        me = str(os.getpid())
+        for _ in range(6):
+            pid = cls._status(pid)["PPid"].strip()
+            if pid == me:
+                return True
+            if pid in ("0", "1"):
+                return False
+        return False
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        if b"fairspark._daemon" not in f.read():
+                            continue
+                    st = self._status(pid)
+                    ppid = st["PPid"].strip()
+                    with open(f"/proc/{ppid}/cmdline", "rb") as f:
+                        if b"fairspark._daemon" not in f.read():
+                            continue  # the daemon itself: not a worker
+                    if not self._mine(ppid):
+                        continue  # another session's worker
+                    kb = int(st["VmHWM"].split()[0])
+                except (OSError, KeyError, ValueError):
+                    continue
+                self.peaks[int(pid)] = max(self.peaks.get(int(pid), 0), kb)
+
+    def stop(self) -> list[int]:
+        """The workers' peaks in MB, largest first."""
+        self._stop.set()
+        self._thread.join()
+        return sorted((round(v / 1024) for v in self.peaks.values()), reverse=True)
+
+
+def one_size(n: int, d: int, tmp: str) -> dict:
+    """Generate, run the Spark passes, read the workers' peak RSS (this process)."""
+    import resource
+
+    from fairspark.cli import local_driver_memory
+    from fairspark.hfm._kernels import default_m2, sample_projections
+    from fairspark.hfm.compute import CertifyOptions, DistanceOptions, hfm_distances
+
+    t0 = time.perf_counter()
+    path = Path(tmp) / f"clustered_{n}_{d}"
+    write_clustered(path, n, d, seed=1)
+    t_gen = time.perf_counter() - t0
+    # the local session the CLI starts when the config sets no spark.conf: its driver
+    # heap sized from the machine (fairspark.cli.local_driver_memory)
+    spark = spark_session(app_name=f"hfm-{n}", conf={
+        "spark.ui.enabled": "false", "spark.driver.memory": local_driver_memory()})
+    pts = spark.read.parquet(str(path))
+    W = sample_projections(dim=1 + d, m1=25, sampler="uniform_l1", seed=2)
+    options = DistanceOptions(method="certified", m2=default_m2(n), exact_block_rows=10_000,
+                              targets=(0, 1), histogram_bins=40)
+    peaks = WorkerPeaks()
+    t = time.perf_counter()
+    res = hfm_distances(pts, n_attr=1, dim_x=d, n_rows=n, options=options,
+                        certify=CertifyOptions(local_max_bytes=0), projections={0: W, 1: W})
+    el = time.perf_counter() - t
+    worker_peaks = peaks.stop()
+    r0, r1 = res[(0, 0)], res[(1, 0)]
+    spark.stop()
+    return {"n": n, "d": d, "generate_s": round(t_gen, 1), "hfm_s": round(el, 1),
+            "D": r0.value, "D_f": r1.value, "certified": bool(r0.certified and r1.certified),
+            "engine": r0.extra.get("engine"), "cost": r0.extra.get("cost"),
+            "worker_peak_rss_mb": worker_peaks[:8], "workers": len(worker_peaks),
+            "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                                        / 1024.0), "load": load()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument("--dim", type=int, default=50)
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the child's size
+    ap.add_argument("--tmp", default=None, help="folder for the Parquet tables")
+    args = ap.parse_args(argv)
+    if args.one:
+        with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
+            print("RESULT " + json.dumps(one_size(args.one, args.dim, tmp)), flush=True)
+        return
+    results = []
+    for n in args.sizes:  # a fresh process per size: fresh workers, fresh peaks
+        print(f"n = {n:,}: start, load {load()}", flush=True)
+        log = Path(tempfile.gettempdir()) / f"bench_hfm_1e7_{n}.log"
+        with open(log, "w") as f:
+            out = subprocess.run([sys.executable, __file__, "--one", str(n), "--dim",
+                                  str(args.dim)] + (["--tmp", args.tmp] if args.tmp else []),
+                                 stdout=subprocess.PIPE, stderr=f, text=True, check=False)
+        line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
+        if out.returncode or not line:
+            print(out.stdout[-3000:])
+            raise SystemExit(f"n = {n}: exit {out.returncode}; its log: {log}")
+        r = json.loads(line[0][7:])
+        results.append(r)
+        print(f"n = {n:,} x {r['d']}: {r['engine']}, HFM {r['hfm_s']} s (generate "
+              f"{r['generate_s']} s), D {r['D']:.6f}, D_f {r['D_f']:.6f}, certified "
+              f"{r['certified']}, largest worker peak RSS {r['worker_peak_rss_mb']} MB of "
+              f"{r['workers']} workers, driver "
+              f"{r['driver_peak_rss_mb']} MB, load {r['load']}", flush=True)
+        cost = r.get("cost") or {}
+        print("| pass | s | jobs | rows read | rows left |\n|---|---|---|---|---|")
+        for p in cost.get("passes", []):
+            print(f"| {p['pass']} | {p['seconds']:.2f} | {p.get('jobs', '')} | "
+                  f"{p.get('rows_read', '')} | {p.get('rows_left', '')} |", flush=True)
+    if len(results) > 1:
+        a, b = max(results[0]["worker_peak_rss_mb"]), max(results[-1]["worker_peak_rss_mb"])
+        print(f"largest worker peak RSS: {a} MB at n = {results[0]['n']:,}, {b} MB at "
+              f"n = {results[-1]['n']:,}: ratio {b / a:.2f}x (target at most 1.2x)")
+
+
+if __name__ == "__main__":
+    main()
