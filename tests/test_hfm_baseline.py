@@ -192,3 +192,22 @@ def test_difference_bounds_are_sound_when_not_certified():
     avg = out["D_f_avg"]
     assert avg.lower is None and avg.upper == pytest.approx(0.1)
     assert out["df"].value == float("-inf") and out["df"].status == Status.OK
+
+
+def test_limits_judge_the_challenger_and_say_hfm_has_no_worse(runs, spark):
+    from fairspark.config_model import LimitsConfig
+    from fairspark.nightly.gating import evaluate_limits
+
+    res, _, _ = runs["paired"]
+    rows = [r for r in res.rows if r["audit"] == "hfm"]
+    specs = _config("unused", "unused", prediction="p_new",
+                    baseline="p_old").audits.audit_specs()
+    plain = LimitsConfig.model_validate({"rules": [{"metric": "D_f", "audit": "hfm",
+                                                    "attribute": "sex", "max": 10.0}]})
+    checks, _, _ = evaluate_limits(rows, limits=plain, specs=specs)
+    assert len(checks) == 1 and checks[0].row.get("model") is None  # the challenger only
+    paired = LimitsConfig.model_validate({"rules": [
+        {"no_worse_than_baseline": {"metric": "df", "margin": 0.0}}]})
+    checks, _, unmatched = evaluate_limits(rows, limits=paired, specs=specs)
+    assert not checks  # HFM's differences carry no "worse": never silently passed
+    assert "matched no paired row" in unmatched[0]
