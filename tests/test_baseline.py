@@ -362,16 +362,24 @@ def test_other_audits_are_said_to_audit_the_challenger_only(spark, worse_input):
 
     res = fairspark.audit(spark.read.parquet(worse_input), sensitive={"sex": "M"}, label="y",
                           prediction="p_new", baseline="p_old", features=["x"], row_key="id",
-                          audits={"group": {}, "hfm": {"max_rows": 1000}})
+                          audits={"group": {}, "hfm": {"max_rows": 1000},
+                                  "mdfa": {"splits": 2, "sample_rows": 400, "epochs": 2}})
     info = res.summary["audits"]["group"]["baseline"]
-    assert info["challenger_only"] == ["hfm"]
-    assert "hfm audit the challenger (the audited decision) only" in info["note"]
+    # HFM compares the baseline's D_f (tests/test_hfm_baseline.py); mdfa does not
+    assert info["compared_in"] == ["group", "hfm"]
+    assert info["challenger_only"] == ["mdfa"]
+    assert "compared in the group, hfm audits only" in info["note"]
+    assert "mdfa audit the challenger (the audited decision) only" in info["note"]
     hfm_models = set(res.rows[res.rows.audit == "hfm"].model.dropna())
-    assert not hfm_models & {"baseline", "challenger_minus_baseline"}
+    assert hfm_models == {"baseline", "challenger_minus_baseline"}
+    mdfa_models = set(res.rows[res.rows.audit == "mdfa"].model.dropna())
+    assert not mdfa_models & {"baseline", "challenger_minus_baseline"}
     rows = [r for r in res.rows.to_dict("records") if r["audit"] == "group"]
     lines = decision_lines(DecisionInput(audit="group", rows=rows, info=res.summary["audits"][
         "group"], anchor=None, covered=frozenset()))
-    assert any(ln.attribute == "*" and "hfm" in ln.far for ln in lines)
+    note = [ln for ln in lines if ln.attribute == "*"]
+    assert len(note) == 1 and "mdfa" in note[0].far
+    assert "group and hfm metrics only" in note[0].what
 
 
 def test_a_baseline_of_probabilities_is_exit_2_naming_it(spark, worse_input):

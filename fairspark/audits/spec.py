@@ -137,6 +137,10 @@ class AuditSpec:
     path_params:
         Parameters of its section that are paths, read relative to the config file
         (made absolute when the config is loaded from a file).
+    compares_baseline:
+        Whether the audit also audits the baseline decision (``columns.baseline``) and
+        writes ``model = baseline`` and ``challenger_minus_baseline`` rows; the others
+        are said to audit the challenger only.
     """
 
     name: str
@@ -165,6 +169,7 @@ class AuditSpec:
     decimals: int = 3
     window_sample_param: str = "sample_rows"
     path_params: tuple[str, ...] = field(default_factory=tuple)
+    compares_baseline: bool = False
 
     def __post_init__(self) -> None:
         bad = [r for r in self.window_reads if r not in WINDOW_READS]

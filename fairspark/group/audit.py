@@ -284,10 +284,17 @@ def _baseline_part(ctx: AuditContext, attrs: list[AttributeInfo], joint: pd.Data
         info["attributes"][a.name] = d_summary
     rows += _overall_rows(marginal_counts(base, np.ones(len(base), dtype=bool)), params,
                           label_ok, model=BASELINE_MODEL)
-    others = [n for n in ctx.config.audits.enabled() if n != "group"]
+    specs = ctx.config.audits.audit_specs()
+    enabled = [n for n in ctx.config.audits.enabled() if n != "group"]
+    # an audit whose spec says it compares the baseline writes its own baseline rows
+    compared = ["group", *(n for n in enabled
+                           if getattr(specs.get(n), "compares_baseline", False))]
+    others = [n for n in enabled if n not in compared]
+    info["compared_in"] = compared
     info["challenger_only"] = others
     if others:
-        info["note"] = (f"the baseline decision is compared in the group audit only; "
+        info["note"] = (f"the baseline decision is compared in the {', '.join(compared)} "
+                        f"audit{'s' if len(compared) > 1 else ''} only; "
                         f"{', '.join(others)} audit the challenger (the audited decision) only")
     summary["baseline"] = info
     return rows

@@ -108,10 +108,12 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
                  "metrics.parquet" if worse or groups else
                  "Nothing: the challenger is not less fair than the baseline on these rows."),
             anchor=view.anchor))
-    note = ((view.info or {}).get("baseline") or {}).get("note")
+    info = (view.info or {}).get("baseline") or {}
+    note = info.get("note")
     if out and note:  # the other audits did not look at the baseline: say so
+        compared = " and ".join(info.get("compared_in") or ["group"])
         out.append(DecisionLine(audit="group", attribute="*", metric="baseline",
-                                what="challenger against baseline: group metrics only",
+                                what=f"challenger against baseline: {compared} metrics only",
                                 status="ok", far=note, nxt="Nothing to do; read the other "
                                 "audits as the audited decision's alone.",
                                 anchor=view.anchor))

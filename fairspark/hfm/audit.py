@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import logging
 import math
@@ -20,11 +21,12 @@ from pyspark.sql import functions as F
 
 from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow
-from fairspark.columns import KEY, LABEL, PRED, X, input_col
+from fairspark.columns import BASE, KEY, LABEL, PRED, X, input_col
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.hfm._kernels import default_m2, hfm_df
 from fairspark.hfm.compute import hfm_distances, make_projections, points_from_table
 from fairspark.hfm.dr import discriminative_risk
+from fairspark.hfm.paired import baseline_rows, difference_rows
 from fairspark.hfm.results import DistanceResult, HFMResult
 from fairspark.status import Status
 
@@ -311,18 +313,24 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     if params.method == "certified" and results and not all(
             d.certified and d_f.certified for d, d_f in results.values()):
         log.info("hfm: time budget reached before certification finished")
+    base: dict[str, DistanceResult] = {}
+    if results and ctx.prepared.baseline_column:  # D is shared: the baseline's D_f only
+        summary["baseline"] = {"column": ctx.prepared.baseline_column}
+        with _step(steps, "baseline D_f (engine)"):
+            base = _baseline_distances(ctx, params, df, n=n, m2=m2, audited=[
+                (attrs[i].name, codes[i][0]) for i in valid])
     if ctx.time_left() <= 0:  # the runner publishes the interval so far; skip the extras
         raise TimeBudgetExhaustedError("hfm: time budget spent before the witnesses and DR")
-    witness_keys = {k for d, d_f in results.values() for r in (d, d_f)
-                    for k in (r.key, r.nb_key) if k is not None}
+    witness_keys = {k for r in [*(r for pair in results.values() for r in pair),
+                                *base.values()] for k in (r.key, r.nb_key) if k is not None}
     with _step(steps, "witness values"):
         witnesses = _witness_values(ctx, params, witness_keys, redacted)
     with _step(steps, "DR"):
         dr = discriminative_risk(ctx, params, attrs)
     with _step(steps, "rows and summary"):
         out = _outcome(params, results, rows=rows, summary=summary, pjson=pjson,
-                       result=HFMResult(results, witnesses=witnesses, redacted=redacted),
-                       dr=dr, small=small)
+                       result=HFMResult(results, witnesses=witnesses, redacted=redacted,
+                                        baseline=base), dr=dr, small=small)
     out.summary["steps"] = steps
     for st in steps:
         log.info("hfm step: %-28s %7.2f s", st["step"], st["seconds"])
@@ -349,32 +357,59 @@ def _distances(
     intervals so far while ``certified`` runs.
     """
     names = [name for name, _ in audited]
-    # not persisted: a projection of the prepared table, which is (a second copy of
-    # the feature vectors in the cache cost 2 s of the driver path's collect)
-    pts = points_from_table(
-        df, key_col=KEY, label_col=LABEL, pred_col=PRED, x_col=X,
-        code_exprs=[code for _, code in audited],
-    )
 
     def by_name(res: dict[tuple[int, int], DistanceResult]) -> Pairs:
         return {name: (res[(0, j)], res[(1, j)]) for j, name in enumerate(names)}
 
+    res = _engine(ctx, params, df, audited=audited, n=n, m2=m2, baseline=False,
+                  on_progress=(lambda part: on_progress(by_name(part)))
+                  if params.method == "certified" else None)
+    return by_name(res)
+
+
+def _baseline_distances(
+    ctx: AuditContext, params: HFMParams, df: DataFrame, *,
+    audited: list[tuple[str, Column]], n: int, m2: int,
+) -> dict[str, DistanceResult]:
+    """The baseline decision's D_f per attribute (``columns.baseline``), by name.
+
+    The same rows, groups, method, sample seed and projections as the challenger's D_f,
+    with the baseline's decision in place of the audited one: one more engine run, for
+    D_f only (D reads no decision: it is the challenger's).
+    """
+    res = _engine(ctx, params, df, audited=audited, n=n, m2=m2, baseline=True,
+                  on_progress=None)
+    return {name: res[(1, j)] for j, (name, _) in enumerate(audited)}
+
+
+def _engine(
+    ctx: AuditContext, params: HFMParams, df: DataFrame, *,
+    audited: list[tuple[str, Column]], n: int, m2: int, baseline: bool,
+    on_progress: Callable[[dict[tuple[int, int], DistanceResult]], None] | None,
+) -> dict[tuple[int, int], DistanceResult]:
+    """:func:`~fairspark.hfm.compute.hfm_distances`: ``(target, attribute index) ->
+    result``, D and D_f of the audited decision, or with ``baseline`` D_f of the
+    baseline decision (``_fs_base`` in place of ``_fs_pred``) only."""
+    pred_col, targets = (BASE, (1,)) if baseline else (PRED, (0, 1))
+    # not persisted: a projection of the prepared table, which is (a second copy of
+    # the feature vectors in the cache cost 2 s of the driver path's collect)
+    pts = points_from_table(
+        df, key_col=KEY, label_col=LABEL, pred_col=pred_col, x_col=X,
+        code_exprs=[code for _, code in audited],
+    )
     dim_x = len(ctx.prepared.feature_names)
     projections = None
     if params.method in _BOUND_METHODS or (params.method == "certified"
                                            and params.paper_value):
         projections = make_projections(dim=1 + dim_x, m1=params.m1,
                                        sampler=params.sampler, seed=ctx.config.seed)
-    res = hfm_distances(
+    return hfm_distances(
         pts, n_attr=len(audited), dim_x=dim_x, n_rows=n,
-        options=params.distance_options(m2),
+        options=dataclasses.replace(params.distance_options(m2), targets=targets),
         certify=params.certify_options(seed=ctx.seed_for("hfm", "sample"),
                                        time_left=ctx.time_left),
-        projections=projections,
-        on_progress=(lambda part: on_progress(by_name(part)))
-        if params.method == "certified" else None,
+        projections=projections, on_progress=on_progress,
     )
-    return by_name(res)
 
 
 def _inconclusive(rows: list[MetricRow], reason: str | None) -> list[MetricRow]:
@@ -466,6 +501,9 @@ def _outcome(
         # one cost model for the stage (every attribute and target ran in the same passes)
         if "cost" in d.extra:
             summary["cost"] = d.extra["cost"]
+    if result.baseline:
+        rows += _baseline_part(params, results, result.baseline, rows=rows, summary=summary,
+                               pjson=pjson, small=small)
     if dr is not None:
         dr_rows, summary["dr"] = dr
         rows += dr_rows or []
@@ -473,3 +511,39 @@ def _outcome(
         # summary["dr"] say why); D, D_f and the audit's status stand
         summary["optional_metrics"] = ["DR"]
     return AuditOutcome(rows=rows, summary=summary, result=result)
+
+
+def _baseline_part(
+    params: HFMParams, results: Pairs, base: dict[str, DistanceResult], *,
+    rows: list[MetricRow], summary: dict[str, Any], pjson: str | None, small: dict[str, str],
+) -> list[MetricRow]:
+    """The baseline's D_f rows and the differences (``columns.baseline``; D is shared).
+
+    ``rows``: the challenger's rows so far. Adds ``summary["baseline"]``: per attribute
+    the baseline's D_f and df and the differences of D_f and df.
+    """
+    pairs = {name: (d, base[name]) for name, (d, _) in results.items() if name in base}
+    mine: list[MetricRow] = []
+    for name, (d, d_f) in pairs.items():
+        mine += _inconclusive(_rows_for(name, params.view, d, d_f, params.method, pjson),
+                              small.get(name))
+    if len(pairs) > 1:
+        mine += _aggregate_rows(params, pairs, pjson, small)
+    mine = baseline_rows(mine)
+    diffs = difference_rows(rows, mine)
+    info: dict[str, Any] = {"attributes": {}}
+    for name, (d, d_f) in pairs.items():
+        diff = {r.metric: r for r in diffs if r.attribute == name}
+        info["attributes"][name] = {
+            "D_f": {"value": d_f.value, "lower": d_f.lower, "upper": d_f.upper,
+                    "certified": d_f.certified, "avg": d_f.avg,
+                    "witness": [d_f.key, d_f.nb_key]},
+            "df": hfm_df(d.value, d_f.value),
+            **{f"{m}_difference": {"value": diff[m].value, "lower": diff[m].lower,
+                                   "upper": diff[m].upper, "status": diff[m].status}
+               for m in ("D_f", "df") if m in diff},
+        }
+        if "cost" in d_f.extra:
+            info["cost"] = d_f.extra["cost"]
+    summary.setdefault("baseline", {}).update(info)
+    return mine + diffs

@@ -11,8 +11,9 @@ __all__ = ["decision_lines"]
 
 def decision_lines(view: DecisionInput) -> list[DecisionLine]:
     """One line per attribute: df against the range seen on the reference datasets."""
+    # the audited decision's rows (a baseline's rows and the differences have a model)
     idx = {(str(r.get("attribute")), str(r.get("metric"))): r for r in view.rows
-           if r.get("group") in ("binary", None)}
+           if r.get("group") in ("binary", None) and not r.get("model")}
     attrs = [a for a, m in idx if m == "df" and a != "*"]
     out = []
     for attr in attrs:

@@ -16,6 +16,7 @@ from fairspark.audits.base import ReportSection
 from fairspark.audits.lines import row_number
 from fairspark.hfm._kernels import hfm_df
 from fairspark.hfm.results import HFMResult
+from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL
 from fairspark.report.figures import figure_to_data_uri, plt
 from fairspark.report.sections import render_template
 from fairspark.status import Status
@@ -234,7 +235,7 @@ def _distance_parts(result: HFMResult, method: str, rows: list[MetricRow] | None
     """Attribute lines, witness lines, certification steps, figures and findings."""
     attrs, wit, steps, figures, findings = [], [], [], [], []
     idx = {(r.attribute, r.metric): r for r in rows or []
-           if r.status == Status.OK and r.group in ("binary", None)}
+           if r.status == Status.OK and r.group in ("binary", None) and r.model is None}
     for name, (d, d_f) in result.distances.items():
         attrs.append(_attribute_cells(name, d, d_f, idx))
         findings.append(finding(name, d.value, d_f.value, hfm_df(d.value, d_f.value),
@@ -249,6 +250,26 @@ def _distance_parts(result: HFMResult, method: str, rows: list[MetricRow] | None
         if fig:
             figures.append(fig)
     return attrs, wit, steps, figures, findings
+
+
+def _comparison(rows: list[MetricRow]) -> list[dict[str, str]]:
+    """With ``columns.baseline``: per attribute, D_f and df of the challenger and the
+    baseline, and their difference with its certified bounds (D is shared)."""
+    idx = {(r.attribute, r.metric, r.model): r for r in rows}
+    out = []
+    for (attr, metric, model), diff in idx.items():
+        if model != DIFFERENCE_MODEL or metric not in ("D_f", "df"):
+            continue
+        c, b = idx.get((attr, metric, None)), idx.get((attr, metric, BASELINE_MODEL))
+        signed = metric == "df"
+        bounds = (f"[{row_number(diff, 'ci_low')}, {row_number(diff, 'ci_high')}]"
+                  if diff.lower is not None and diff.upper is not None else "–")
+        out.append({"name": attr, "metric": metric,
+                    "challenger": row_number(c, signed=signed) if c else "–",
+                    "baseline": row_number(b, signed=signed) if b else "–",
+                    "difference": row_number(diff, signed=True), "bounds": bounds,
+                    "status": str(diff.status)})
+    return out
 
 
 def render(outcome: AuditOutcome, *, ctx: AuditContext, params: HFMParams) -> list[ReportSection]:
@@ -291,6 +312,7 @@ def render(outcome: AuditOutcome, *, ctx: AuditContext, params: HFMParams) -> li
         witness_values=sorted(witnesses.items()) if show else [],
         witness_cols=sorted({c for v in witnesses.values() for c in v}) if show else [],
         dr=_dr_text(rows), figures=figures, findings=findings, reference=reference_text(),
+        comparison=_comparison(rows),
         reference_dr=reference_dr_text(),
     )
     return [ReportSection(title=TITLE, html=html, order=30)]

@@ -90,9 +90,13 @@ class HFMResult:
         Columns whose values are never shown (run-wide and the audit's own), sorted.
     partial : bool
         A result kept while certification runs (drawn without plots).
+    baseline : dict
+        With ``columns.baseline``: attribute name -> the baseline decision's D_f (D is
+        shared); empty without one.
     """
 
     distances: dict[str, tuple[DistanceResult, DistanceResult]]
     witnesses: dict[str, dict[str, Any]] = field(default_factory=dict)
     redacted: list[str] = field(default_factory=list)
     partial: bool = False
+    baseline: dict[str, DistanceResult] = field(default_factory=dict)

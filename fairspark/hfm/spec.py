@@ -41,6 +41,7 @@ SPEC = AuditSpec(
     window_reads=("newest", "sample"),
     window_sample_param="max_rows",  # the rows it audits (its sample_rows size its bounds)
     path_params=("dr_model",),
+    compares_baseline=True,  # the baseline's D_f (D is shared): fairspark.hfm.paired
     metrics=(
         *(f"{m}{suffix}" for suffix in ("", "_avg", "_approx", "_pointwise")
           for m in ("D", "D_f", "df")),

@@ -430,8 +430,12 @@ def _find_checks(
             unmatched.append(f"limit {rule_text(rule)} matched no result row"
                              + (f" (attribute {rule.attribute!r})" if rule.attribute else ""))
         if rule.no_worse_than_baseline is not None:
+            had = bool(found or pooled)
             found = [w for r in found if (w := _worse_row(r)) is not None]
             pooled = [w for r in pooled if (w := _worse_row(r)) is not None]
+            if had and not found and not pooled:  # e.g. HFM's differences: no "worse"
+                unmatched.append(f"limit {rule_text(rule)} matched no paired row that says "
+                                 "how much further from parity the challenger is")
         for r in found:
             kind = "bounds" if r["audit"] in bounds else "statistical"
             checks.append(Check(rule=rule, row=r, kind=kind))
