@@ -42,6 +42,7 @@ from fairspark.mdfa.results import (
     finding,
     subgroup_summary,
 )
+from fairspark.mdfa.rows import attribute_rows
 from fairspark.progress import Progress
 from fairspark.status import Status
 
@@ -435,126 +436,6 @@ def _run_waves(
     return pd.concat(tables, ignore_index=True).sort_values("split").reset_index(drop=True), why
 
 
-def _fmt(v: float | None, nd: int = 4) -> str:
-    return "n/a" if v is None else f"{v:.{nd}f}"
-
-
-def _note(res: AttributeResult) -> str:
-    note = (
-        f"s=+1 is the {res.target_label}; {len(res.splits)} splits of a {res.sample_rows}-row "
-        f"sample; lower/upper = 2.5/97.5 percentiles over splits"
-    )
-    if res.dropped_constant:
-        note += f"; constant features left out: {res.dropped_constant}"
-    return note
-
-
-def _gamma_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
-    note, rows, corrected = _note(res), [], res.corrected
-    for metric, key, what in (
-        ("gamma", "gamma_pos", "gamma(y=+1, favourable)"),
-        ("gamma_unfavourable", "gamma_neg", "gamma(y=-1, unfavourable)"),
-        ("gamma_max", "gamma_max", "max over y of gamma(y)"),
-    ):
-        g, c = res.aggregates[key], corrected.get(key)
-        judged = f"{res.verdict()}; " if key == "gamma_max" else ""
-        raw = (f"raw mean over splits {_fmt(g.mean)} (sd {_fmt(g.sd)}, 2.5-97.5% "
-               f"{_fmt(g.p2_5)} - {_fmt(g.p97_5)})")
-        if c is None:  # no null reference: the raw mean, biased upwards
-            value, lower, upper = g.mean, g.p2_5, g.p97_5
-            said = f"{what}: {raw}, not corrected (no null reference)"
-        else:  # less the features-only reference (the raw mean reads high), 95% interval
-            value, lower, upper = c.value, c.lower, c.upper
-            said = (f"{what} less its features-only reference: {_fmt(c.value)} (95% "
-                    f"interval {_fmt(c.lower)} - {_fmt(c.upper)}); {raw}, features-only "
-                    f"reference {_fmt(c.reference)} ({c.draws} draws)")
-        rows.append(MetricRow(
-            audit=AUDIT, attribute=res.attribute, group=res.target_label, metric=metric,
-            value=value, lower=lower, upper=upper, detail=f"{said}; {judged}{note}",
-            params=pjson,
-        ))
-    return rows
-
-
-def _null_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
-    """The null reference of the verdict: mean over null draws of the draw's mean
-    gamma_max, with the 2.5/97.5 percentiles over draws (none without a reference)."""
-    ref = res.null
-    if ref is None:
-        return []
-    return [MetricRow(
-        audit=AUDIT, attribute=res.attribute, group=res.target_label, metric="gamma_null",
-        value=ref.mean, lower=ref.p2_5, upper=ref.p97_5,
-        detail=f"gamma_max for decisions redrawn from P(Y | audit features) without S "
-        f"(cross-fitted), {ref.draws} draws with the same rows, weights and splits: mean "
-        f"{_fmt(ref.mean)}, sd {_fmt(ref.sd)}; observed {_fmt(ref.observed)}, excess "
-        f"{_fmt(ref.excess)}, p = {ref.p_value:.3g} (Monte Carlo {ref.rank_p:.3g}); "
-        f"evidence when observed > {_fmt(ref.bound)} (level {ref.level:g}); {_note(res)}",
-        params=pjson,
-    )]
-
-
-def _violation_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
-    """Rows of Algorithm 1's worst violation and the overall outcome ratio (none when it
-    did not run)."""
-    if res.y_major is None:
-        return []
-    note, rows = _note(res), []
-    y_note = ", ".join(f"y={k:+d} in {v}" for k, v in res.y_counts.items())
-    said = finding(res)
-    for metric, key in (("delta", "delta"), ("delta_unweighted", "delta_unweighted"),
-                        ("outcome_ratio_in_subgroup", "ratio_in_subgroup"),
-                        ("subgroup_mass", "mass")):
-        g = res.aggregates[key]
-        extra = f"; {g.n_inf} splits infinite (excluded)" if g.n_inf else ""
-        if key == "ratio_in_subgroup" and said:
-            extra += f"; {said}"
-        rows.append(MetricRow(
-            audit=AUDIT, attribute=res.attribute, group=res.target_label, metric=metric,
-            value=g.mean, lower=g.p2_5, upper=g.p97_5,
-            status=Status.OK if g.mean is not None else Status.INCONCLUSIVE,
-            detail=f"worst violation (Alg. 1) for {y_note} splits; mean {_fmt(g.mean)}, "
-            f"sd {_fmt(g.sd)}, {g.n} finite splits{extra}; {note}",
-            params=pjson,
-        ))
-    y = res.y_major
-    rows.append(MetricRow(
-        audit=AUDIT, attribute=res.attribute, group=res.target_label,
-        metric="outcome_ratio_overall", value=res.ratio_overall,
-        status=Status.OK if res.ratio_overall is not None else Status.INCONCLUSIVE,
-        detail=f"Pr[Y={y:+d} | S=+1] / Pr[Y={y:+d} | S=-1] over all audited "
-        f"rows (the counterpart of outcome_ratio_in_subgroup over the whole table; not the "
-        f"group audit's disparate_impact, which compares favourable rates of the "
-        f"unprivileged and privileged groups); {note}",
-        params=pjson,
-    ))
-    return rows
-
-
-def _balance_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
-    """Held-out balance diagnostics of the weights (mean over splits, percentiles)."""
-    note, rows = _note(res), []
-    poor = (f"balance poor (AUC > {AUC_LIMIT} or max |SMD| after > {SMD_LIMIT}) in "
-            f"{res.poor_balance_splits} of {len(res.splits)} splits")
-    for metric, what in (
-        ("balance_auc", "held-out weighted ROC AUC of S from the audit features "
-                        "(logistic regression; 0.5 = balanced)"),
-        ("balance_auc_before", "the same AUC without the weights"),
-        ("max_abs_smd_before", "largest held-out |standardised mean difference| of an "
-                               "audit feature between S=+1 and S=-1, unweighted"),
-        ("max_abs_smd_after", "the same with the weights"),
-    ):
-        g = res.aggregates[metric]
-        rows.append(MetricRow(
-            audit=AUDIT, attribute=res.attribute, group=res.target_label, metric=metric,
-            value=g.mean, lower=g.p2_5, upper=g.p97_5,
-            status=Status.OK if g.mean is not None else Status.INCONCLUSIVE,
-            detail=f"{what}: mean {_fmt(g.mean)}, sd {_fmt(g.sd)}; {poor}; {note}",
-            params=pjson,
-        ))
-    return rows
-
-
 @dataclass
 class _Progress:
     """What the audit has so far: rows, summary and results of the finished attributes."""
@@ -571,8 +452,7 @@ class _Progress:
 
     def done(self, res: AttributeResult, pjson: str | None) -> None:
         self.results.append(res)
-        self.rows += (_gamma_rows(res, pjson) + _null_rows(res, pjson)
-                      + _balance_rows(res, pjson) + _violation_rows(res, pjson))
+        self.rows += attribute_rows(res, pjson)
         self.summary["attributes"][res.attribute] = {
             "status": Status.OK,
             "target_group": res.target_label,
