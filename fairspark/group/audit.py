@@ -284,10 +284,13 @@ def _baseline_part(ctx: AuditContext, attrs: list[AttributeInfo], joint: pd.Data
         info["attributes"][a.name] = d_summary
     rows += _overall_rows(marginal_counts(base, np.ones(len(base), dtype=bool)), params,
                           label_ok, model=BASELINE_MODEL)
-    others = [n for n in ctx.config.audits.enabled() if n != "group"]
+    # mdfa compares the two decisions itself over the same splits (fairspark.mdfa.paired)
+    enabled = ctx.config.audits.enabled()
+    others = [n for n in enabled if n not in ("group", "mdfa")]
     info["challenger_only"] = others
     if others:
-        info["note"] = (f"the baseline decision is compared in the group audit only; "
+        where = "the group and mdfa audits" if "mdfa" in enabled else "the group audit"
+        info["note"] = (f"the baseline decision is compared in {where} only; "
                         f"{', '.join(others)} audit the challenger (the audited decision) only")
     summary["baseline"] = info
     return rows

@@ -20,10 +20,11 @@ import pandas as pd
 from fairspark._threads import CpuTimedPool, driver_threads
 from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditOutcome, MetricRow
-from fairspark.columns import KEY, PRED, WEIGHT, X, input_col
+from fairspark.columns import BASE, KEY, PRED, WEIGHT, X, input_col
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.mdfa._spark import (
     Y_COL,
+    YB_COL,
     run_splits,
     s_column,
     view_samples,
@@ -33,6 +34,7 @@ from fairspark.mdfa._spark import (
 from fairspark.mdfa.certify import MDFASample, prepare_view
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
 from fairspark.mdfa.null import null_reference, predicted_half_width
+from fairspark.mdfa.paired import baseline_rows, baseline_sample, difference_rows, failed_rows
 from fairspark.mdfa.params import MDFAParams
 from fairspark.mdfa.results import (
     AttributeResult,
@@ -195,13 +197,16 @@ def gather_views(
     One aggregation gives every view's (s, y) cells (:func:`~._spark.view_stats`); the
     views whose cells can support mdfa get their stratified samples from one
     pre-filtered collect (:func:`~._spark.view_samples`), the same rows a collect per
-    view would draw.
+    view would draw. With a baseline decision (``columns.baseline``) the same passes
+    give its cells (``GroupedStats.baseline``) and carry it in the samples (``_yb``).
     """
     from pyspark.sql import functions as F
 
     prepared = ctx.prepared
+    paired = bool(prepared.baseline_column)
     base = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for(AUDIT, "max_rows"))
-    df = base.select("*", y_column(PRED).alias(Y_COL))
+    df = base.select("*", y_column(PRED).alias(Y_COL),
+                     *([y_column(BASE).alias(YB_COL)] if paired else []))
     s_cols = {a.name: s_column(priv_col=a.priv_col, target_group=params.target_group)
               for a in attrs}
     desc_cols = ([input_col(c) for c in plan.desc_numeric]
@@ -211,7 +216,8 @@ def gather_views(
     for i in range(0, len(names), 12):
         stats.update(view_stats(df, views={n: s_cols[n] for n in names[i:i + 12]},
                                 desc_cols=desc_cols, desc_names=plan.desc_names,
-                                weight_col=WEIGHT if prepared.weighted else None))
+                                weight_col=WEIGHT if prepared.weighted else None,
+                                base_col=YB_COL if paired else None))
     out: dict[str, _View] = {}
     wanted = {}
     for attr in attrs:
@@ -229,6 +235,7 @@ def gather_views(
         _check_time(ctx, next(iter(wanted)))
         columns = [F.col(X).alias("_x")] + [input_col(c).cast("double").alias(f"_d{j}")
                                             for j, c in enumerate(plan.desc_numeric)]
+        columns += [F.col(YB_COL).alias("_yb")] if paired else []
         rows = view_samples(df, views=wanted, columns=columns, key_col=KEY,
                             cap=params.sample_rows)
         for name, pdf in rows.items():
@@ -285,6 +292,7 @@ class _ViewWork:
     params: MDFAParams
     seeds: list[int]
     view_cpu: dict[str, float]
+    y_base: np.ndarray | None = None  # the baseline decision of the sample's rows
 
 
 def prepare_attribute(
@@ -315,6 +323,7 @@ def prepare_attribute(
     target = _target_label(attr, params.target_group)
     _check_time(ctx, name)
     sample = _sample(view.rows, name=name, plan=plan)
+    y_base = view.rows["_yb"].to_numpy(dtype=int) if "_yb" in view.rows else None
     view.rows = None  # the sample's arrays are all the splits need
     seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.planned_splits())]
     # the null model and the view's nets in the driver's threads (independent work; each
@@ -336,14 +345,17 @@ def prepare_attribute(
                                          null_seed=fitted.null_seed)
     view_cpu = {"null_model": null_pool.cpu_s, "balancing_net": net_pool.cpu_s + own}
     return _ViewWork(attr=attr, stats=view.stats, target=target, sample=sample,
-                     params=params, seeds=seeds, view_cpu=view_cpu)
+                     params=params, seeds=seeds, view_cpu=view_cpu, y_base=y_base)
 
 
-def audit_prepared(ctx: AuditContext, work: _ViewWork, plan: FeaturePlan) -> AttributeResult:
-    """The splits of one prepared attribute view and their result."""
+def audit_prepared(ctx: AuditContext, work: _ViewWork, plan: FeaturePlan,
+                   ran: tuple[pd.DataFrame, str] | None = None) -> AttributeResult:
+    """The splits of one prepared attribute view and their result (``ran``: the split
+    table and why it stopped, when the splits already ran)."""
     name, params = work.attr.name, work.params
     _check_time(ctx, name)  # prepare_view trains on the driver: no Spark job to cancel
-    splits, stop = _run_waves(ctx, work.sample, seeds=work.seeds, params=params, name=name)
+    splits, stop = ran if ran is not None else _run_waves(ctx, work.sample, seeds=work.seeds,
+                                                          params=params, name=name)
     res = AttributeResult(
         attribute=name, target_label=work.target,
         other_label=_other_label(work.attr, params.target_group),
@@ -371,6 +383,38 @@ def audit_attribute(
         When the attribute cannot be audited (message names the attribute).
     """
     return audit_prepared(ctx, prepare_attribute(ctx, params, attr, plan, view), plan)
+
+
+def audit_baseline(
+    ctx: AuditContext, work: _ViewWork, res: AttributeResult, plan: FeaturePlan
+) -> AttributeResult:
+    """The baseline decision (``columns.baseline``) over the splits ``res`` ran for the
+    audited decision: the same rows, split seeds, weights and null draws
+    (:mod:`~.paired`); one more null model on the driver, the splits once more.
+
+    Raises
+    ------
+    AttributeFailureError
+        When the baseline's decisions cannot support mdfa (e.g. they never vary).
+    """
+    name, params = work.attr.name, work.params
+    try:
+        _check_counts(work.stats.baseline, name=name, target=work.target,
+                      min_rows=params.min_rows)
+    except AttributeFailureError as err:
+        raise AttributeFailureError(f"baseline decision: {err}") from err
+    _check_time(ctx, name)
+    c0 = time.thread_time()
+    sample = baseline_sample(work.sample, y_base=work.y_base, library=params.null_model,
+                             null_seed=(ctx.seed_for(AUDIT, name, "null")
+                                        if params.null_draws > 0 else None))
+    cpu = {"null_model": time.thread_time() - c0, "balancing_net": 0.0}  # nets shared
+    seeds = work.seeds[:len(res.splits)]
+    splits = run_splits(ctx.spark, sample, seeds=seeds, params=params)
+    mine = dataclasses.replace(work, stats=work.stats.baseline, sample=sample, seeds=seeds,
+                               view_cpu=cpu)
+    return audit_prepared(ctx, mine, plan,
+                          ran=(splits, f"the audited decision's {len(seeds)} splits"))
 
 
 def _log_cost(name: str, cost: dict[str, Any]) -> None:
@@ -444,6 +488,7 @@ class _Progress:
     rows: list[MetricRow] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=lambda: {"attributes": {}})
     results: list[AttributeResult] = field(default_factory=list)
+    baselines: list[AttributeResult] = field(default_factory=list)
 
     def failed(self, name: str, reason: str, pjson: str | None) -> None:
         self.rows.append(MetricRow(audit=AUDIT, attribute=name, metric="gamma_max",
@@ -475,11 +520,28 @@ class _Progress:
             **{k: v.as_dict() for k, v in res.aggregates.items()},
         }
 
+    def paired(self, res: AttributeResult, base: AttributeResult | str, pjson: str | None,
+               column: str) -> None:
+        """The baseline decision's rows (or why it failed) and the paired gammas."""
+        info = self.summary.setdefault("baseline", {"column": column, "attributes": {}})
+        if isinstance(base, str):
+            self.rows += failed_rows(res, base, column=column)
+            info["attributes"][res.attribute] = {"status": Status.FAILED, "reason": base}
+            return
+        self.baselines.append(base)
+        rows, diff = difference_rows(res, base, column=column)
+        self.rows += baseline_rows(base, pjson) + rows
+        info["attributes"][res.attribute] = {
+            "status": Status.OK, "verdict": base.verdict(), "cost": base.cost(),
+            "corrected": {k: c.as_dict() for k, c in base.corrected.items()},
+            "gamma_max": base.aggregates["gamma_max"].as_dict(), "difference": diff}
+
     def outcome(self) -> AuditOutcome:
         """The outcome so far (copies: later attributes do not change a reported one)."""
         return AuditOutcome(
             rows=list(self.rows), summary=copy.deepcopy(self.summary),
-            result=MDFAResult(attributes=list(self.results), redacted=list(self.redacted)),
+            result=MDFAResult(attributes=list(self.results), redacted=list(self.redacted),
+                              baselines=list(self.baselines)),
         )
 
 
@@ -541,9 +603,17 @@ def run(ctx: AuditContext, params: MDFAParams) -> AuditOutcome:
                 continue
             ahead = submit(i + 1)
             try:
-                progress.done(audit_prepared(ctx, work, plan), pjson)
+                res = audit_prepared(ctx, work, plan)
+                progress.done(res, pjson)
             except AttributeFailureError as err:
                 progress.failed(attr.name, str(err), pjson)
+                res = None
+            if res is not None and work.y_base is not None:  # columns.baseline
+                try:
+                    base: AttributeResult | str = audit_baseline(ctx, work, res, plan)
+                except AttributeFailureError as err:
+                    base = str(err)
+                progress.paired(res, base, pjson, ctx.prepared.baseline_column)
             ctx.report_partial(progress.outcome())
     finally:  # a budget spent or an error: do not wait for a view being prepared
         pool.shutdown(wait=False, cancel_futures=True)

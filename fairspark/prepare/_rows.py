@@ -146,8 +146,11 @@ class _FeatureEncoder:
             for c, labels in zip(self.categorical, model.stages[0].labelsArray, strict=True):
                 names += [f"{c}={v}" for v in labels]
         staged = _bounded_partitions(staged, n_rows=self.n_rows, dims=len(names))
+        # the baseline decision (columns.baseline) travels with the rows: mdfa's sample
+        # carries it beside the audited decision
+        roles = [*_ROLE_COLUMNS, *([BASE] if BASE in staged.columns else [])]
         encoded = model.transform(staged).select(
-            *_ROLE_COLUMNS, vector_to_array(F.col("_fs_vec")).alias(X), *self.view_cols,
+            *roles, vector_to_array(F.col("_fs_vec")).alias(X), *self.view_cols,
             *[input_col(c) for c in (*self.numeric, *self.categorical, *self.context)],
         ).persist(StorageLevel.MEMORY_AND_DISK)
         # materialized here, where the runner's "encode features" stage times it, and
