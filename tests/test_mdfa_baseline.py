@@ -202,6 +202,13 @@ def test_the_difference_rows_are_the_paired_per_split_computation(runs):
     models = df[df.model == "baseline"]
     assert {"gamma", "gamma_max", "gamma_null", "delta"} <= set(models.metric)
     assert not {"balance_auc", "max_abs_smd_after"} & set(models.metric)
+    # the decision box's mdfa line reads the audited decision's gamma_max only
+    from fairspark.audits import DecisionInput
+    from fairspark.mdfa.decision import decision_lines
+
+    lines = decision_lines(DecisionInput(audit="mdfa", rows=df.to_dict("records"),
+                                         info=out.summary, anchor=None))
+    assert len(lines) == 1 and lines[0].number["value"] == pytest.approx(c.value)
 
 
 def test_rows_without_a_baseline_are_unchanged(runs):
