@@ -373,8 +373,9 @@ def test_outcome_ratio_overall_is_computed_once_for_the_rows_and_the_report_on_a
     import pandas as pd
 
     from fairspark.mdfa import AttributeResult, GroupedStats, SplitResult, split_frame
-    from fairspark.mdfa.audit import _violation_rows, _violation_summary, summarise_splits
+    from fairspark.mdfa.audit import _violation_summary, summarise_splits
     from fairspark.mdfa.report import _item
+    from fairspark.mdfa.rows import violation_rows as _violation_rows
 
     cells = pd.DataFrame({"s": [1, 1, -1, -1], "y": [1, -1, 1, -1], "n": [30, 70, 60, 40],
                           "w": [30.0, 70.0, 60.0, 40.0]})

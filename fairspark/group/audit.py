@@ -295,7 +295,8 @@ def _baseline_part(ctx: AuditContext, attrs: list[AttributeInfo], joint: pd.Data
     if others:
         info["note"] = (f"the baseline decision is compared in the {', '.join(compared)} "
                         f"audit{'s' if len(compared) > 1 else ''} only; "
-                        f"{', '.join(others)} audit the challenger (the audited decision) only")
+                        f"{', '.join(others)} do not compare the two decisions (they audit "
+                        "the challenger, or read no decision)")
     summary["baseline"] = info
     return rows
 

@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "S_COL",
+    "YB_COL",
     "Y_COL",
     "chunk_splits",
     "collect_sample",
@@ -77,6 +78,8 @@ GATHER_ROWS = 200_000
 
 S_COL = "_mdfa_s"
 Y_COL = "_mdfa_y"
+#: the baseline decision (``columns.baseline``) as ``+1``/``-1``, beside ``_mdfa_y``
+YB_COL = "_mdfa_yb"
 
 
 def with_mdfa_columns(
@@ -211,11 +214,15 @@ def view_stats(
     desc_names: Sequence[str],
     weight_col: str | None = None,
     y_col: str = Y_COL,
+    base_col: str | None = None,
 ) -> dict[str, GroupedStats]:
     """:func:`grouped_stats` of every view from one aggregation pass.
 
     One ``groupBy`` over every view's s column and y gives at most
-    ``2^len(views) x 2`` cells; each view's (s, y) cells are sums of them.
+    ``2^len(views) x 2`` cells; each view's (s, y) cells are sums of them. With
+    ``base_col`` (the baseline decision, ``+1``/``-1``) the same ``groupBy`` also keeps
+    it, and each view's :attr:`~fairspark.mdfa.results.GroupedStats.baseline` holds the
+    (s, baseline decision) cells: still one pass.
 
     Parameters
     ----------
@@ -225,6 +232,8 @@ def view_stats(
         View name to its s column (``+1``/``-1``, :func:`s_column`); at most 12 views.
     desc_cols, desc_names, weight_col:
         As in :func:`grouped_stats`.
+    y_col, base_col:
+        The audited decision's y column and the baseline decision's (None: none).
 
     Returns
     -------
@@ -237,19 +246,28 @@ def view_stats(
     if len(names) > 12:
         raise ValueError(f"view_stats takes at most 12 views at a time, got {len(names)}")
     keys = [c.alias(f"_s{i}") for i, c in enumerate(views.values())]
+    keys.append(F.col(y_col).alias("y"))
+    if base_col is not None:
+        keys.append(F.col(base_col).alias("_yb"))
     aggs = _cell_aggs(desc_cols, weight_col)
-    rows = df.groupBy(*keys, F.col(y_col).alias("y")).agg(*aggs).collect()
+    rows = df.groupBy(*keys).agg(*aggs).collect()
     cells = pd.DataFrame([r.asDict() for r in rows])
     value_cols = ["n", "w"] + [f"{p}_{j}" for j in range(len(desc_cols)) for p in ("sum", "sq")]
-    out = {}
-    for i, name in enumerate(names):
+
+    def margin(i: int, y: str) -> GroupedStats:
         if cells.empty:
             part = pd.DataFrame(columns=["s", "y", "n", "w"])
         else:
             part = (cells.fillna({c: 0.0 for c in value_cols[1:]})
-                    .groupby([f"_s{i}", "y"], sort=True)[value_cols].sum()
-                    .reset_index().rename(columns={f"_s{i}": "s"}))
-        out[name] = GroupedStats(cells=part.fillna(0.0), desc_names=list(desc_names))
+                    .groupby([f"_s{i}", y], sort=True)[value_cols].sum()
+                    .reset_index().rename(columns={f"_s{i}": "s", y: "y"}))
+        return GroupedStats(cells=part.fillna(0.0), desc_names=list(desc_names))
+
+    out = {}
+    for i, name in enumerate(names):
+        out[name] = margin(i, "y")
+        if base_col is not None:
+            out[name].baseline = margin(i, "_yb")
     return out
 
 

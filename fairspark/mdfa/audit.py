@@ -20,10 +20,11 @@ import pandas as pd
 from fairspark._threads import CpuTimedPool, driver_threads
 from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import AuditOutcome, MetricRow
-from fairspark.columns import KEY, PRED, WEIGHT, X, input_col
+from fairspark.columns import BASE, KEY, PRED, WEIGHT, X, input_col
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.mdfa._spark import (
     Y_COL,
+    YB_COL,
     run_splits,
     s_column,
     view_samples,
@@ -33,6 +34,7 @@ from fairspark.mdfa._spark import (
 from fairspark.mdfa.certify import MDFASample, prepare_view
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
 from fairspark.mdfa.null import null_reference, predicted_half_width
+from fairspark.mdfa.paired import baseline_rows, baseline_sample, difference_rows, failed_rows
 from fairspark.mdfa.params import MDFAParams
 from fairspark.mdfa.results import (
     AttributeResult,
@@ -42,6 +44,7 @@ from fairspark.mdfa.results import (
     finding,
     subgroup_summary,
 )
+from fairspark.mdfa.rows import attribute_rows
 from fairspark.progress import Progress
 from fairspark.status import Status
 
@@ -194,13 +197,16 @@ def gather_views(
     One aggregation gives every view's (s, y) cells (:func:`~._spark.view_stats`); the
     views whose cells can support mdfa get their stratified samples from one
     pre-filtered collect (:func:`~._spark.view_samples`), the same rows a collect per
-    view would draw.
+    view would draw. With a baseline decision (``columns.baseline``) the same passes
+    give its cells (``GroupedStats.baseline``) and carry it in the samples (``_yb``).
     """
     from pyspark.sql import functions as F
 
     prepared = ctx.prepared
+    paired = bool(prepared.baseline_column)
     base = prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for(AUDIT, "max_rows"))
-    df = base.select("*", y_column(PRED).alias(Y_COL))
+    df = base.select("*", y_column(PRED).alias(Y_COL),
+                     *([y_column(BASE).alias(YB_COL)] if paired else []))
     s_cols = {a.name: s_column(priv_col=a.priv_col, target_group=params.target_group)
               for a in attrs}
     desc_cols = ([input_col(c) for c in plan.desc_numeric]
@@ -210,7 +216,8 @@ def gather_views(
     for i in range(0, len(names), 12):
         stats.update(view_stats(df, views={n: s_cols[n] for n in names[i:i + 12]},
                                 desc_cols=desc_cols, desc_names=plan.desc_names,
-                                weight_col=WEIGHT if prepared.weighted else None))
+                                weight_col=WEIGHT if prepared.weighted else None,
+                                base_col=YB_COL if paired else None))
     out: dict[str, _View] = {}
     wanted = {}
     for attr in attrs:
@@ -228,6 +235,7 @@ def gather_views(
         _check_time(ctx, next(iter(wanted)))
         columns = [F.col(X).alias("_x")] + [input_col(c).cast("double").alias(f"_d{j}")
                                             for j, c in enumerate(plan.desc_numeric)]
+        columns += [F.col(YB_COL).alias("_yb")] if paired else []
         rows = view_samples(df, views=wanted, columns=columns, key_col=KEY,
                             cap=params.sample_rows)
         for name, pdf in rows.items():
@@ -284,6 +292,7 @@ class _ViewWork:
     params: MDFAParams
     seeds: list[int]
     view_cpu: dict[str, float]
+    y_base: np.ndarray | None = None  # the baseline decision of the sample's rows
 
 
 def prepare_attribute(
@@ -314,6 +323,7 @@ def prepare_attribute(
     target = _target_label(attr, params.target_group)
     _check_time(ctx, name)
     sample = _sample(view.rows, name=name, plan=plan)
+    y_base = view.rows["_yb"].to_numpy(dtype=int) if "_yb" in view.rows else None
     view.rows = None  # the sample's arrays are all the splits need
     seeds = [ctx.seed_for(AUDIT, name, "split", i) for i in range(params.planned_splits())]
     # the null model and the view's nets in the driver's threads (independent work; each
@@ -335,14 +345,17 @@ def prepare_attribute(
                                          null_seed=fitted.null_seed)
     view_cpu = {"null_model": null_pool.cpu_s, "balancing_net": net_pool.cpu_s + own}
     return _ViewWork(attr=attr, stats=view.stats, target=target, sample=sample,
-                     params=params, seeds=seeds, view_cpu=view_cpu)
+                     params=params, seeds=seeds, view_cpu=view_cpu, y_base=y_base)
 
 
-def audit_prepared(ctx: AuditContext, work: _ViewWork, plan: FeaturePlan) -> AttributeResult:
-    """The splits of one prepared attribute view and their result."""
+def audit_prepared(ctx: AuditContext, work: _ViewWork, plan: FeaturePlan,
+                   ran: tuple[pd.DataFrame, str] | None = None) -> AttributeResult:
+    """The splits of one prepared attribute view and their result (``ran``: the split
+    table and why it stopped, when the splits already ran)."""
     name, params = work.attr.name, work.params
     _check_time(ctx, name)  # prepare_view trains on the driver: no Spark job to cancel
-    splits, stop = _run_waves(ctx, work.sample, seeds=work.seeds, params=params, name=name)
+    splits, stop = ran if ran is not None else _run_waves(ctx, work.sample, seeds=work.seeds,
+                                                          params=params, name=name)
     res = AttributeResult(
         attribute=name, target_label=work.target,
         other_label=_other_label(work.attr, params.target_group),
@@ -370,6 +383,38 @@ def audit_attribute(
         When the attribute cannot be audited (message names the attribute).
     """
     return audit_prepared(ctx, prepare_attribute(ctx, params, attr, plan, view), plan)
+
+
+def audit_baseline(
+    ctx: AuditContext, work: _ViewWork, res: AttributeResult, plan: FeaturePlan
+) -> AttributeResult:
+    """The baseline decision (``columns.baseline``) over the splits ``res`` ran for the
+    audited decision: the same rows, split seeds, weights and null draws
+    (:mod:`~.paired`); one more null model on the driver, the splits once more.
+
+    Raises
+    ------
+    AttributeFailureError
+        When the baseline's decisions cannot support mdfa (e.g. they never vary).
+    """
+    name, params = work.attr.name, work.params
+    try:
+        _check_counts(work.stats.baseline, name=name, target=work.target,
+                      min_rows=params.min_rows)
+    except AttributeFailureError as err:
+        raise AttributeFailureError(f"baseline decision: {err}") from err
+    _check_time(ctx, name)
+    c0 = time.thread_time()
+    sample = baseline_sample(work.sample, y_base=work.y_base, library=params.null_model,
+                             null_seed=(ctx.seed_for(AUDIT, name, "null")
+                                        if params.null_draws > 0 else None))
+    cpu = {"null_model": time.thread_time() - c0, "balancing_net": 0.0}  # nets shared
+    seeds = work.seeds[:len(res.splits)]
+    splits = run_splits(ctx.spark, sample, seeds=seeds, params=params)
+    mine = dataclasses.replace(work, stats=work.stats.baseline, sample=sample, seeds=seeds,
+                               view_cpu=cpu)
+    return audit_prepared(ctx, mine, plan,
+                          ran=(splits, f"the audited decision's {len(seeds)} splits"))
 
 
 def _log_cost(name: str, cost: dict[str, Any]) -> None:
@@ -435,126 +480,6 @@ def _run_waves(
     return pd.concat(tables, ignore_index=True).sort_values("split").reset_index(drop=True), why
 
 
-def _fmt(v: float | None, nd: int = 4) -> str:
-    return "n/a" if v is None else f"{v:.{nd}f}"
-
-
-def _note(res: AttributeResult) -> str:
-    note = (
-        f"s=+1 is the {res.target_label}; {len(res.splits)} splits of a {res.sample_rows}-row "
-        f"sample; lower/upper = 2.5/97.5 percentiles over splits"
-    )
-    if res.dropped_constant:
-        note += f"; constant features left out: {res.dropped_constant}"
-    return note
-
-
-def _gamma_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
-    note, rows, corrected = _note(res), [], res.corrected
-    for metric, key, what in (
-        ("gamma", "gamma_pos", "gamma(y=+1, favourable)"),
-        ("gamma_unfavourable", "gamma_neg", "gamma(y=-1, unfavourable)"),
-        ("gamma_max", "gamma_max", "max over y of gamma(y)"),
-    ):
-        g, c = res.aggregates[key], corrected.get(key)
-        judged = f"{res.verdict()}; " if key == "gamma_max" else ""
-        raw = (f"raw mean over splits {_fmt(g.mean)} (sd {_fmt(g.sd)}, 2.5-97.5% "
-               f"{_fmt(g.p2_5)} - {_fmt(g.p97_5)})")
-        if c is None:  # no null reference: the raw mean, biased upwards
-            value, lower, upper = g.mean, g.p2_5, g.p97_5
-            said = f"{what}: {raw}, not corrected (no null reference)"
-        else:  # less the features-only reference (the raw mean reads high), 95% interval
-            value, lower, upper = c.value, c.lower, c.upper
-            said = (f"{what} less its features-only reference: {_fmt(c.value)} (95% "
-                    f"interval {_fmt(c.lower)} - {_fmt(c.upper)}); {raw}, features-only "
-                    f"reference {_fmt(c.reference)} ({c.draws} draws)")
-        rows.append(MetricRow(
-            audit=AUDIT, attribute=res.attribute, group=res.target_label, metric=metric,
-            value=value, lower=lower, upper=upper, detail=f"{said}; {judged}{note}",
-            params=pjson,
-        ))
-    return rows
-
-
-def _null_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
-    """The null reference of the verdict: mean over null draws of the draw's mean
-    gamma_max, with the 2.5/97.5 percentiles over draws (none without a reference)."""
-    ref = res.null
-    if ref is None:
-        return []
-    return [MetricRow(
-        audit=AUDIT, attribute=res.attribute, group=res.target_label, metric="gamma_null",
-        value=ref.mean, lower=ref.p2_5, upper=ref.p97_5,
-        detail=f"gamma_max for decisions redrawn from P(Y | audit features) without S "
-        f"(cross-fitted), {ref.draws} draws with the same rows, weights and splits: mean "
-        f"{_fmt(ref.mean)}, sd {_fmt(ref.sd)}; observed {_fmt(ref.observed)}, excess "
-        f"{_fmt(ref.excess)}, p = {ref.p_value:.3g} (Monte Carlo {ref.rank_p:.3g}); "
-        f"evidence when observed > {_fmt(ref.bound)} (level {ref.level:g}); {_note(res)}",
-        params=pjson,
-    )]
-
-
-def _violation_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
-    """Rows of Algorithm 1's worst violation and the overall outcome ratio (none when it
-    did not run)."""
-    if res.y_major is None:
-        return []
-    note, rows = _note(res), []
-    y_note = ", ".join(f"y={k:+d} in {v}" for k, v in res.y_counts.items())
-    said = finding(res)
-    for metric, key in (("delta", "delta"), ("delta_unweighted", "delta_unweighted"),
-                        ("outcome_ratio_in_subgroup", "ratio_in_subgroup"),
-                        ("subgroup_mass", "mass")):
-        g = res.aggregates[key]
-        extra = f"; {g.n_inf} splits infinite (excluded)" if g.n_inf else ""
-        if key == "ratio_in_subgroup" and said:
-            extra += f"; {said}"
-        rows.append(MetricRow(
-            audit=AUDIT, attribute=res.attribute, group=res.target_label, metric=metric,
-            value=g.mean, lower=g.p2_5, upper=g.p97_5,
-            status=Status.OK if g.mean is not None else Status.INCONCLUSIVE,
-            detail=f"worst violation (Alg. 1) for {y_note} splits; mean {_fmt(g.mean)}, "
-            f"sd {_fmt(g.sd)}, {g.n} finite splits{extra}; {note}",
-            params=pjson,
-        ))
-    y = res.y_major
-    rows.append(MetricRow(
-        audit=AUDIT, attribute=res.attribute, group=res.target_label,
-        metric="outcome_ratio_overall", value=res.ratio_overall,
-        status=Status.OK if res.ratio_overall is not None else Status.INCONCLUSIVE,
-        detail=f"Pr[Y={y:+d} | S=+1] / Pr[Y={y:+d} | S=-1] over all audited "
-        f"rows (the counterpart of outcome_ratio_in_subgroup over the whole table; not the "
-        f"group audit's disparate_impact, which compares favourable rates of the "
-        f"unprivileged and privileged groups); {note}",
-        params=pjson,
-    ))
-    return rows
-
-
-def _balance_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
-    """Held-out balance diagnostics of the weights (mean over splits, percentiles)."""
-    note, rows = _note(res), []
-    poor = (f"balance poor (AUC > {AUC_LIMIT} or max |SMD| after > {SMD_LIMIT}) in "
-            f"{res.poor_balance_splits} of {len(res.splits)} splits")
-    for metric, what in (
-        ("balance_auc", "held-out weighted ROC AUC of S from the audit features "
-                        "(logistic regression; 0.5 = balanced)"),
-        ("balance_auc_before", "the same AUC without the weights"),
-        ("max_abs_smd_before", "largest held-out |standardised mean difference| of an "
-                               "audit feature between S=+1 and S=-1, unweighted"),
-        ("max_abs_smd_after", "the same with the weights"),
-    ):
-        g = res.aggregates[metric]
-        rows.append(MetricRow(
-            audit=AUDIT, attribute=res.attribute, group=res.target_label, metric=metric,
-            value=g.mean, lower=g.p2_5, upper=g.p97_5,
-            status=Status.OK if g.mean is not None else Status.INCONCLUSIVE,
-            detail=f"{what}: mean {_fmt(g.mean)}, sd {_fmt(g.sd)}; {poor}; {note}",
-            params=pjson,
-        ))
-    return rows
-
-
 @dataclass
 class _Progress:
     """What the audit has so far: rows, summary and results of the finished attributes."""
@@ -563,6 +488,7 @@ class _Progress:
     rows: list[MetricRow] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=lambda: {"attributes": {}})
     results: list[AttributeResult] = field(default_factory=list)
+    baselines: list[AttributeResult] = field(default_factory=list)
 
     def failed(self, name: str, reason: str, pjson: str | None) -> None:
         self.rows.append(MetricRow(audit=AUDIT, attribute=name, metric="gamma_max",
@@ -571,8 +497,7 @@ class _Progress:
 
     def done(self, res: AttributeResult, pjson: str | None) -> None:
         self.results.append(res)
-        self.rows += (_gamma_rows(res, pjson) + _null_rows(res, pjson)
-                      + _balance_rows(res, pjson) + _violation_rows(res, pjson))
+        self.rows += attribute_rows(res, pjson)
         self.summary["attributes"][res.attribute] = {
             "status": Status.OK,
             "target_group": res.target_label,
@@ -595,11 +520,28 @@ class _Progress:
             **{k: v.as_dict() for k, v in res.aggregates.items()},
         }
 
+    def paired(self, res: AttributeResult, base: AttributeResult | str, pjson: str | None,
+               column: str) -> None:
+        """The baseline decision's rows (or why it failed) and the paired gammas."""
+        info = self.summary.setdefault("baseline", {"column": column, "attributes": {}})
+        if isinstance(base, str):
+            self.rows += failed_rows(res, base, column=column)
+            info["attributes"][res.attribute] = {"status": Status.FAILED, "reason": base}
+            return
+        self.baselines.append(base)
+        rows, diff = difference_rows(res, base, column=column)
+        self.rows += baseline_rows(base, pjson) + rows
+        info["attributes"][res.attribute] = {
+            "status": Status.OK, "verdict": base.verdict(), "cost": base.cost(),
+            "corrected": {k: c.as_dict() for k, c in base.corrected.items()},
+            "gamma_max": base.aggregates["gamma_max"].as_dict(), "difference": diff}
+
     def outcome(self) -> AuditOutcome:
         """The outcome so far (copies: later attributes do not change a reported one)."""
         return AuditOutcome(
             rows=list(self.rows), summary=copy.deepcopy(self.summary),
-            result=MDFAResult(attributes=list(self.results), redacted=list(self.redacted)),
+            result=MDFAResult(attributes=list(self.results), redacted=list(self.redacted),
+                              baselines=list(self.baselines)),
         )
 
 
@@ -661,9 +603,17 @@ def run(ctx: AuditContext, params: MDFAParams) -> AuditOutcome:
                 continue
             ahead = submit(i + 1)
             try:
-                progress.done(audit_prepared(ctx, work, plan), pjson)
+                res = audit_prepared(ctx, work, plan)
+                progress.done(res, pjson)
             except AttributeFailureError as err:
                 progress.failed(attr.name, str(err), pjson)
+                res = None
+            if res is not None and work.y_base is not None:  # columns.baseline
+                try:
+                    base: AttributeResult | str = audit_baseline(ctx, work, res, plan)
+                except AttributeFailureError as err:
+                    base = str(err)
+                progress.paired(res, base, pjson, ctx.prepared.baseline_column)
             ctx.report_partial(progress.outcome())
     finally:  # a budget spent or an error: do not wait for a view being prepared
         pool.shutdown(wait=False, cancel_futures=True)

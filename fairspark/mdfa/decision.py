@@ -16,7 +16,8 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
     info = view.info.get("attributes") or {}
     out = []
     for r in view.rows:
-        if r.get("metric") != "gamma_max":
+        model = r.get("model")  # the audited decision's rows (NaN read back from Parquet)
+        if r.get("metric") != "gamma_max" or not (model is None or model != model):
             continue
         attr = str(r.get("attribute"))
         verdict = str((info.get(attr) or {}).get("verdict") or r.get("detail") or "")

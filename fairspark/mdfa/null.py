@@ -75,6 +75,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["CORRECTED_COLUMNS", "CorrectedGamma", "NullReference", "corrected_gamma",
+           "corrected_mean",
            "draws_of_split", "fit_null_model", "null_draws_used", "null_outcome", "null_reference",
            "predicted_half_width"]
 
@@ -418,9 +419,25 @@ def corrected_gamma(
 ) -> CorrectedGamma | None:
     """The bias-corrected mean of ``observed`` (``gamma_pos``, ``gamma_neg`` or
     ``gamma_max``) and its interval (None without at least 3 null draws)."""
+    null = CORRECTED_COLUMNS[observed]
+    if "null_draw" not in splits or null not in splits:
+        return None
+    g, long, rho = _columns(splits, observed, null)
+    return corrected_mean(g, long, rho=rho, coverage=coverage)
+
+
+def corrected_mean(
+    g: np.ndarray, long: pd.DataFrame, *, rho: float, coverage: float = 0.95
+) -> CorrectedGamma | None:
+    """:func:`corrected_gamma` from its parts: the per-split values ``g``, the null
+    values in long form ``long`` (columns ``draw`` and ``value``, one row per split
+    and draw it evaluated) and ``rho = n_test / n_train``. A paired difference of two
+    decisions over the same splits and draws is its per-split and per-draw
+    differences (:mod:`fairspark.mdfa.paired`). None with fewer than 3 finite draws."""
     from scipy import stats
 
-    c = _gamma_components(splits, observed)
+    g = np.asarray(g, dtype=float)
+    c = _components(g[np.isfinite(g)], long, rho)
     if c is None:
         return None
     value = c["t_obs"] - c["m"]

@@ -244,10 +244,14 @@ class GroupedStats:
         column ``j``, ``sum_j`` and ``sq_j``.
     desc_names:
         Names of the description columns.
+    baseline:
+        The same statistics with the baseline decision (``columns.baseline``) as y, on
+        the same rows and from the same aggregation; None without a baseline.
     """
 
     cells: pd.DataFrame
     desc_names: list[str]
+    baseline: GroupedStats | None = None
 
     def count(self, *, s: int | None = None, y: int | None = None, weighted: bool = False) -> float:
         """Rows (or weight) in the cells matching s and y (None: any)."""
@@ -495,7 +499,11 @@ class MDFAResult:
         Results of the attributes mdfa could audit, in configured order.
     redacted:
         Columns left out of every description (sorted).
+    baselines:
+        The baseline decision's results (``columns.baseline``) over the same splits, of
+        the attributes where it could be audited (:mod:`fairspark.mdfa.paired`).
     """
 
     attributes: list[AttributeResult] = field(default_factory=list)
     redacted: list[str] = field(default_factory=list)
+    baselines: list[AttributeResult] = field(default_factory=list)

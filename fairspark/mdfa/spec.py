@@ -31,6 +31,7 @@ def render(outcome: Any, **kw: Any) -> list[Any]:
 SPEC = AuditSpec(
     name="mdfa",
     window_reads=("sample",),  # a window's merged hash-rank sample
+    compares_baseline=True,  # gamma over the same splits: fairspark.mdfa.paired
     decimals=4,  # its gammas are hundredths
     params=MDFAParams,
     run=run,

@@ -146,7 +146,8 @@ class _FeatureEncoder:
             for c, labels in zip(self.categorical, model.stages[0].labelsArray, strict=True):
                 names += [f"{c}={v}" for v in labels]
         staged = _bounded_partitions(staged, n_rows=self.n_rows, dims=len(names))
-        # the baseline decision travels with the features (HFM's baseline D_f reads both)
+        # the baseline decision (columns.baseline) travels with the rows: HFM's baseline
+        # D_f reads it beside the features, mdfa's sample beside the audited decision
         roles = [*_ROLE_COLUMNS, *([BASE] if BASE in staged.columns else [])]
         encoded = model.transform(staged).select(
             *roles, vector_to_array(F.col("_fs_vec")).alias(X), *self.view_cols,
