@@ -198,3 +198,17 @@ def test_summary_and_histogram_in_one_aggregation_equal_the_two(spark):
             mine = np.zeros(bins)
             mine[c["bin"].to_numpy(int)] = c["n"].to_numpy(float)
             np.testing.assert_array_equal(mine, hist)
+
+
+def test_prefaulted_matrix_is_a_writable_float_matrix_at_any_size():
+    """Large (mapped at once) and small (numpy's allocator) alike: float64, the shape
+    asked, writable, and the label/prediction points built from it equal numpy's."""
+    from fairspark.hfm._spark._blobs import _PREFAULT_BYTES, _tpoints, prefaulted_empty
+
+    for n in (10, _PREFAULT_BYTES // (8 * 6) + 1000):
+        a = prefaulted_empty((n, 6))
+        assert a.shape == (n, 6) and a.dtype == np.float64 and a.flags.writeable
+        a[:] = np.arange(n * 6, dtype=float).reshape(n, 6)
+        want = np.concatenate([a[:, :1], a[:, 2:]], axis=1)
+        np.testing.assert_array_equal(_tpoints(a, 1), want)
+        np.testing.assert_array_equal(_tpoints(a, 0), a[:, 1:])

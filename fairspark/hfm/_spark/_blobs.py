@@ -8,11 +8,36 @@ the per-pair bound columns and breaks distance ties by key.
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from fairspark.hfm._spark._state import Pair
+
+#: below this many bytes a matrix comes from numpy's allocator (:func:`prefaulted_empty`)
+_PREFAULT_BYTES = 64 << 20
+
+
+def prefaulted_empty(shape: tuple[int, int]) -> np.ndarray:
+    """``np.empty(shape)`` of float64 whose pages are mapped in one call.
+
+    A large fresh matrix is anonymous memory that the kernel maps page by page on first
+    write: about 110,000 page faults for 450 MB (Adult x 20's points), measured at 1.2
+    CPU-s on this machine's VM against 0.2 CPU-s for the same pages mapped at once with
+    ``MAP_POPULATE`` (Linux). Smaller matrices, or a system without it, get ``np.empty``.
+    """
+    nbytes = 8 * int(np.prod(shape))
+    flag = getattr(mmap, "MAP_POPULATE", None)
+    if nbytes < _PREFAULT_BYTES or flag is None:
+        return np.empty(shape)
+    try:
+        mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | flag)
+    except OSError:
+        return np.empty(shape)
+    # the array holds the mapping (buffer protocol): unmapped when the array is freed
+    return np.frombuffer(mm, dtype=np.float64).reshape(shape)
 
 
 def _to_blob(P: np.ndarray) -> pa.Array:
@@ -87,7 +112,10 @@ def _tpoints(P: np.ndarray, tgt: int) -> np.ndarray:
     computes; 400 MB at 1e6 x 50); the prediction's a copy."""
     if tgt == 0:
         return P[:, 1:]
-    return np.concatenate([P[:, :1], P[:, 2:]], axis=1)
+    out = prefaulted_empty((P.shape[0], P.shape[1] - 1))
+    out[:, :1] = P[:, :1]
+    out[:, 1:] = P[:, 2:]
+    return out
 
 
 def _ucol(p: Pair) -> str:

@@ -31,6 +31,7 @@ from fairspark.hfm._spark._blobs import (
     _stack_points,
     _strs,
     _ucol,
+    prefaulted_empty,
 )
 from fairspark.hfm._spark._cost import CostLog
 from fairspark.hfm._spark._driver import (
@@ -256,7 +257,7 @@ def _sorted_by_key(tbl: pa.Table, dim_x: int) -> tuple[pa.RecordBatch, np.ndarra
         raise ValueError(f"feature vectors must all have length {dim_x}")
     inv = np.empty(n, dtype=np.int64)
     inv[perm] = np.arange(n)
-    P = np.empty((n, dim_x + 2))
+    P = prefaulted_empty((n, dim_x + 2))
     start = 0
     for chunk in x.chunks:
         m = len(chunk)
