@@ -371,6 +371,8 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
         counts[ln["status"]] = counts.get(ln["status"], 0) + 1
     return {
         "gate": _gate_sentence(summary, failed),
+        # the lines' one-sentence answers (e.g. challenger against baseline), worst first
+        "headlines": [ln["headline"] for ln in lines if ln.get("headline")],
         "lines": lines,
         "counts": [(s, counts[s], STATUS_ORDER[s][1]) for s in STATUS_ORDER if s in counts],
         "previous": (previous or {}).get("run_date") if prev_items is not None else None,
