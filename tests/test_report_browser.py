@@ -392,3 +392,26 @@ def test_first_screen_says_whether_the_challenger_is_at_least_as_fair(
     assert 0 < lo < size < hi  # "less fair": the interval the verdict uses excludes 0
     assert any(t.startswith("Challenger against baseline on race: ")
                for t in got["items"][1:]), got["items"]
+
+
+@needs_chromium
+def test_the_no_worse_than_baseline_line_shows_the_interval_its_verdict_uses(
+        driver, baseline_report):
+    """The limit's line prints the Holm-adjusted interval of the limits row (the one
+    its verdict uses, wholly above the margin when violated), not the paired row's own."""
+    import json
+
+    path, _ = baseline_report
+    _open(driver, path, 1400, 900)
+    cells = driver.execute_script(
+        "return Array.from(document.querySelectorAll('table.decision tbody tr'))"
+        "  .map(tr => Array.from(tr.cells).map(c => c.textContent.replace(/\\s+/g, ' ')"
+        "  .trim())).find(c => c[1] === 'sex' && c[2].includes('no worse than baseline'));")
+    assert cells, "no line for the no_worse_than_baseline limit on sex"
+    rows = pd.read_parquet(path.parent / "metrics.parquet")
+    lim = rows[(rows.audit == "limits") & (rows.attribute == "sex")].iloc[0]
+    assert lim.status == "violated" and lim.lower > 0.02
+    assert json.loads(lim.params)["interval"] == "Holm-adjusted"
+    ends = ", ".join(f"{x:+.3g}".replace("-", "−") for x in (lim.lower, lim.upper))
+    shown = f"Holm-adjusted interval [{ends}] (wholly above the margin)"
+    assert shown in cells[3], cells
