@@ -112,23 +112,41 @@ _COVERAGE_METRICS = ("statistical_parity_difference", "disparate_impact", "tpr_d
                      "error_rate_ratio")
 
 
-def _coverage(draws: int, *, weighted: bool, seed: int, rows: int = 4000) -> dict[str, int]:
-    """How many of ``draws`` samples of ``rows`` rows from the known population give an
-    interval that covers the true paired difference, per metric."""
+def _family_coverage(draws: int, *, weighted: bool, seed: int, rows: int = 4000,
+                     level: float = 0.95, quantity: str = "difference",
+                     ) -> tuple[int, dict[str, int]]:
+    """(draws whose intervals cover every metric's truth at once, covering draws per
+    metric) over ``draws`` samples of ``rows`` rows from the known population.
+
+    ``quantity``: ``"difference"`` (challenger minus baseline) or ``"worse"`` (further
+    from parity, what the decision box and ``no_worse_than_baseline`` judge).
+    """
+    lo_hi = {"difference": ("lower", "upper"), "worse": ("worse_lower", "worse_upper")}
+    lo, hi = lo_hi[quantity]
     p = _population()
     truth = paired_comparison(*_joint(p * 1e9))  # degree-0 metrics: counts or shares alike
     rng = np.random.default_rng(seed)
     covered = dict.fromkeys(_COVERAGE_METRICS, 0)
+    together = 0
     for _ in range(draws):
         cell = rng.choice(len(p), size=rows, p=p)
         wt = rng.lognormal(0.0, 0.5, size=rows) if weighted else np.ones(rows)
         w = np.bincount(cell, weights=wt, minlength=len(p))
         w2 = np.bincount(cell, weights=wt * wt, minlength=len(p))
         n = np.bincount(cell, minlength=len(p)).astype(float)
-        res = paired_comparison(*_joint(w, w2, n))
-        for m in _COVERAGE_METRICS:
-            covered[m] += res[m].lower <= truth[m].difference <= res[m].upper
-    return covered
+        res = paired_comparison(*_joint(w, w2, n), level=level)
+        ok = {m: getattr(res[m], lo) <= getattr(truth[m], quantity) <= getattr(res[m], hi)
+              for m in _COVERAGE_METRICS}
+        together += all(ok.values())
+        for m, o in ok.items():
+            covered[m] += o
+    return together, covered
+
+
+def _coverage(draws: int, *, weighted: bool, seed: int, rows: int = 4000) -> dict[str, int]:
+    """How many of ``draws`` samples of ``rows`` rows from the known population give an
+    interval that covers the true paired difference, per metric."""
+    return _family_coverage(draws, weighted=weighted, seed=seed, rows=rows)[1]
 
 
 @pytest.mark.parametrize("weighted", [False, True], ids=["unit", "sampling-weights"])
@@ -147,6 +165,55 @@ def test_coverage_in_1000_draws_per_metric():
     Wald-type interval covers about 94.5% here; 93% is 2 standard errors below that)."""
     covered = _coverage(1000, weighted=False, seed=1)
     assert min(covered.values()) >= 930, covered
+
+
+#: the family of the coverage test: its 7 metrics at a family level of 95%
+_FAMILY_ALPHA = 0.05
+
+
+@pytest.mark.parametrize("quantity", ["difference", "worse"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unit", "sampling-weights"])
+def test_family_adjusted_intervals_cover_all_metrics_at_once(weighted, quantity):
+    """With the multiplicity control the limits use, the 7 metrics' paired intervals
+    cover all their true values at once in at least 93 of 100 draws (seed 0), and each
+    metric's in at least 93 of 100.
+
+    The control: Holm over the family of 7 at alpha = 0.05. Which of Holm's levels an
+    interval gets depends on the run (alpha / (m - K) after K rejections); the one that
+    holds for every run, and the one Holm's first step uses, is Bonferroni's alpha / m,
+    here ``family_level`` of a family with nothing rejected: each interval at level
+    1 - 0.05 / 7 (z = 2.69). (The gate's own intervals for ``no_worse_than_baseline``
+    are one-sided, over whatever family of checks the config makes, at ``limits.alpha``
+    per side: not a fixed two-sided family, so the fixed one is tested here.)
+
+    The binomial derivation. Bonferroni: P(some metric missed) <= sum of the 7 miss
+    probabilities = 0.05, so the draws covering all at once are Binomial(100, q) with
+    q >= 0.95. At q = 0.95 exactly a count below 93 has probability
+    binom.cdf(92, 100, 0.95) = 0.128, too often for a test; but the 7 metrics are
+    strongly correlated (they share the cells), so Bonferroni is conservative: in 1000
+    draws at another seed (7) all 7 were covered at once in 974 (unit weights) and 979
+    (sampling weights) for the difference, 974 (unit) for "worse". At q = 0.97,
+    binom.cdf(92, 100, 0.97) = 0.011: the threshold 93 fails a correct interval about
+    once in 100 and an interval that covers only 95% at once one time in eight. Each
+    metric alone: nominal 1 - 0.05 / 7 = 0.9929, binom.cdf(92, 100, 0.9929) = 7e-7.
+    At seed 0 the counts at once are 94 (unit) and 98 (sampling weights) for the
+    difference, 97 and 98 for "worse"; the unadjusted 95% intervals cover all 7 at once
+    in only 80 (so the test can fail).
+    """
+    from scipy.stats import binom
+
+    from fairspark.nightly.gating import family_level
+
+    m = len(_COVERAGE_METRICS)
+    alpha_each = family_level(np.ones(m), "holm", _FAMILY_ALPHA)  # nothing rejected
+    assert alpha_each == pytest.approx(_FAMILY_ALPHA / m)  # Bonferroni
+    assert binom.cdf(92, 100, 1 - _FAMILY_ALPHA) == pytest.approx(0.128, abs=1e-3)
+    assert binom.cdf(92, 100, 0.97) < 0.012
+    assert binom.cdf(92, 100, 1 - alpha_each) < 1e-6
+    together, covered = _family_coverage(100, weighted=weighted, seed=0,
+                                         level=1 - alpha_each, quantity=quantity)
+    assert together >= 93, (together, covered)
+    assert min(covered.values()) >= 93, covered
 
 
 def test_unpaired_intervals_overlap_where_the_paired_one_excludes_zero():
