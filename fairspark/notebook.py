@@ -69,10 +69,10 @@ class AuditResult:
     sections:
         The audits' report sections (``ReportSection``).
     comparison:
-        With a ``baseline``: per attribute, comparison and metric, the audited
-        decision's value, the baseline's and their paired difference with its
-        interval (the rows whose ``model`` is ``challenger_minus_baseline``); empty
-        without one.
+        With a ``baseline``: per attribute, group and metric (comparisons, each
+        group's rates, GEI and Theil), the audited decision's value, the baseline's
+        and their paired difference with its interval (the rows whose ``model`` is
+        ``challenger_minus_baseline``); empty without one.
     """
 
     def __init__(self, *, rows: pd.DataFrame, summary: dict[str, Any], exit_code: int,

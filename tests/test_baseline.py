@@ -141,6 +141,55 @@ def test_every_paired_difference_equals_pandas(paired_run, two_models):
                 "challenger_minus_baseline").value == pytest.approx(black, abs=1e-12)
 
 
+def _gei(benefit: np.ndarray, alpha: float) -> float:
+    """GEI(alpha) of a benefit vector (Theil at alpha = 1), from its formula."""
+    r = benefit / benefit.mean()
+    if alpha == 1.0:
+        return float(np.mean(np.where(r > 0, r * np.log(np.where(r > 0, r, 1.0)), 0.0)))
+    return float(np.mean((r ** alpha - 1.0) / (alpha * (alpha - 1.0))))
+
+
+def test_every_group_metric_has_baseline_and_difference_rows(paired_run, two_models):
+    """For every group metric the challenger has (catalogue comparisons, every group's
+    rates, between-group and overall GEI / Theil): the baseline's row and the paired
+    difference with an interval; rates and indices checked against pandas."""
+    res, _, _ = paired_run
+    df = pd.DataFrame(res.rows)
+    df = df[df.audit == "group"]
+    keys = ["attribute", "group", "metric"]
+    mine = df[df.model.isna() & df.value.notna()].set_index(keys)
+    base = df[df.model == "baseline"].set_index(keys)
+    diff = df[df.model == "challenger_minus_baseline"].set_index(keys)
+    missing = [k for k in mine.index if k not in base.index or k not in diff.index]
+    assert not missing, missing
+    assert {"selection_rate", "tpr", "gei", "theil", "between_group_theil"} <= set(
+        diff.index.get_level_values("metric"))
+    for k in mine.index:
+        d = diff.loc[k]
+        assert d.value == pytest.approx(mine.loc[k].value - base.loc[k].value, abs=1e-9), k
+        p = json.loads(d.params)
+        assert p["challenger"] == pytest.approx(mine.loc[k].value, abs=1e-12), k
+        if d.status == "ok":
+            assert d.lower <= d.value <= d.upper, k
+    # by hand: selection rate and TPR of the Black rows, both models
+    y = two_models.income == ">50K"
+    black = two_models.race == "Black"
+    for metric, rows in (("selection_rate", black), ("tpr", black & y)):
+        want = two_models[rows].pred_gb.mean() - two_models[rows].pred_lr.mean()
+        assert diff.loc[("race", "Black", metric)].value == pytest.approx(want, abs=1e-12)
+    # overall GEI (alpha 0.5) and Theil on b = yhat - y + 1, and sex's between-group Theil
+    yy = y.astype(int).to_numpy()
+    ben = {c: two_models[c].to_numpy() - yy + 1.0 for c in ("pred_gb", "pred_lr")}
+    for metric, alpha in (("gei", 0.5), ("theil", 1.0)):
+        want = _gei(ben["pred_gb"], alpha) - _gei(ben["pred_lr"], alpha)
+        assert diff.loc[("*", "all", metric)].value == pytest.approx(want, rel=1e-9)
+    sex = two_models.sex.to_numpy()
+    means = {c: pd.Series(ben[c]).groupby(sex).transform("mean").to_numpy() for c in ben}
+    want = _gei(means["pred_gb"], 1.0) - _gei(means["pred_lr"], 1.0)
+    assert diff.loc[("sex", "all", "between_group_theil")].value == pytest.approx(
+        want, rel=1e-9)
+
+
 def test_without_baseline_the_rows_are_todays(spark, paired_run):
     """The challenger's rows are those of an audit without a baseline, row for row."""
     res, inp, base = paired_run

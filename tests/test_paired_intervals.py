@@ -112,23 +112,41 @@ _COVERAGE_METRICS = ("statistical_parity_difference", "disparate_impact", "tpr_d
                      "error_rate_ratio")
 
 
-def _coverage(draws: int, *, weighted: bool, seed: int, rows: int = 4000) -> dict[str, int]:
-    """How many of ``draws`` samples of ``rows`` rows from the known population give an
-    interval that covers the true paired difference, per metric."""
+def _family_coverage(draws: int, *, weighted: bool, seed: int, rows: int = 4000,
+                     level: float = 0.95, quantity: str = "difference",
+                     ) -> tuple[int, dict[str, int]]:
+    """(draws whose intervals cover every metric's truth at once, covering draws per
+    metric) over ``draws`` samples of ``rows`` rows from the known population.
+
+    ``quantity``: ``"difference"`` (challenger minus baseline) or ``"worse"`` (further
+    from parity, what the decision box and ``no_worse_than_baseline`` judge).
+    """
+    lo_hi = {"difference": ("lower", "upper"), "worse": ("worse_lower", "worse_upper")}
+    lo, hi = lo_hi[quantity]
     p = _population()
     truth = paired_comparison(*_joint(p * 1e9))  # degree-0 metrics: counts or shares alike
     rng = np.random.default_rng(seed)
     covered = dict.fromkeys(_COVERAGE_METRICS, 0)
+    together = 0
     for _ in range(draws):
         cell = rng.choice(len(p), size=rows, p=p)
         wt = rng.lognormal(0.0, 0.5, size=rows) if weighted else np.ones(rows)
         w = np.bincount(cell, weights=wt, minlength=len(p))
         w2 = np.bincount(cell, weights=wt * wt, minlength=len(p))
         n = np.bincount(cell, minlength=len(p)).astype(float)
-        res = paired_comparison(*_joint(w, w2, n))
-        for m in _COVERAGE_METRICS:
-            covered[m] += res[m].lower <= truth[m].difference <= res[m].upper
-    return covered
+        res = paired_comparison(*_joint(w, w2, n), level=level)
+        ok = {m: getattr(res[m], lo) <= getattr(truth[m], quantity) <= getattr(res[m], hi)
+              for m in _COVERAGE_METRICS}
+        together += all(ok.values())
+        for m, o in ok.items():
+            covered[m] += o
+    return together, covered
+
+
+def _coverage(draws: int, *, weighted: bool, seed: int, rows: int = 4000) -> dict[str, int]:
+    """How many of ``draws`` samples of ``rows`` rows from the known population give an
+    interval that covers the true paired difference, per metric."""
+    return _family_coverage(draws, weighted=weighted, seed=seed, rows=rows)[1]
 
 
 @pytest.mark.parametrize("weighted", [False, True], ids=["unit", "sampling-weights"])
@@ -147,6 +165,55 @@ def test_coverage_in_1000_draws_per_metric():
     Wald-type interval covers about 94.5% here; 93% is 2 standard errors below that)."""
     covered = _coverage(1000, weighted=False, seed=1)
     assert min(covered.values()) >= 930, covered
+
+
+#: the family of the coverage test: its 7 metrics at a family level of 95%
+_FAMILY_ALPHA = 0.05
+
+
+@pytest.mark.parametrize("quantity", ["difference", "worse"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unit", "sampling-weights"])
+def test_family_adjusted_intervals_cover_all_metrics_at_once(weighted, quantity):
+    """With the multiplicity control the limits use, the 7 metrics' paired intervals
+    cover all their true values at once in at least 93 of 100 draws (seed 0), and each
+    metric's in at least 93 of 100.
+
+    The control: Holm over the family of 7 at alpha = 0.05. Which of Holm's levels an
+    interval gets depends on the run (alpha / (m - K) after K rejections); the one that
+    holds for every run, and the one Holm's first step uses, is Bonferroni's alpha / m,
+    here ``family_level`` of a family with nothing rejected: each interval at level
+    1 - 0.05 / 7 (z = 2.69). (The gate's own intervals for ``no_worse_than_baseline``
+    are one-sided, over whatever family of checks the config makes, at ``limits.alpha``
+    per side: not a fixed two-sided family, so the fixed one is tested here.)
+
+    The binomial derivation. Bonferroni: P(some metric missed) <= sum of the 7 miss
+    probabilities = 0.05, so the draws covering all at once are Binomial(100, q) with
+    q >= 0.95. At q = 0.95 exactly a count below 93 has probability
+    binom.cdf(92, 100, 0.95) = 0.128, too often for a test; but the 7 metrics are
+    strongly correlated (they share the cells), so Bonferroni is conservative: in 1000
+    draws at another seed (7) all 7 were covered at once in 974 (unit weights) and 979
+    (sampling weights) for the difference, 974 (unit) for "worse". At q = 0.97,
+    binom.cdf(92, 100, 0.97) = 0.011: the threshold 93 fails a correct interval about
+    once in 100 and an interval that covers only 95% at once one time in eight. Each
+    metric alone: nominal 1 - 0.05 / 7 = 0.9929, binom.cdf(92, 100, 0.9929) = 7e-7.
+    At seed 0 the counts at once are 94 (unit) and 98 (sampling weights) for the
+    difference, 97 and 98 for "worse"; the unadjusted 95% intervals cover all 7 at once
+    in only 80 (so the test can fail).
+    """
+    from scipy.stats import binom
+
+    from fairspark.nightly.gating import family_level
+
+    m = len(_COVERAGE_METRICS)
+    alpha_each = family_level(np.ones(m), "holm", _FAMILY_ALPHA)  # nothing rejected
+    assert alpha_each == pytest.approx(_FAMILY_ALPHA / m)  # Bonferroni
+    assert binom.cdf(92, 100, 1 - _FAMILY_ALPHA) == pytest.approx(0.128, abs=1e-3)
+    assert binom.cdf(92, 100, 0.97) < 0.012
+    assert binom.cdf(92, 100, 1 - alpha_each) < 1e-6
+    together, covered = _family_coverage(100, weighted=weighted, seed=0,
+                                         level=1 - alpha_each, quantity=quantity)
+    assert together >= 93, (together, covered)
+    assert min(covered.values()) >= 93, covered
 
 
 def test_unpaired_intervals_overlap_where_the_paired_one_excludes_zero():
@@ -175,3 +242,159 @@ def test_weights_must_be_known():
     u, p = _joint(np.ones(len(JOINT)))
     with pytest.raises(ValueError, match="weights"):
         paired_comparison(u, p, weights="survey")
+
+
+# ------------------------------------------------- per-group rates and inequality indices
+
+
+def _rows(n: int, seed: int, *, weighted: bool):
+    """Rows of three groups: label (some unknown), challenger and baseline decisions
+    that agree on most rows, and weights."""
+    rng = np.random.default_rng(seed)
+    g = rng.choice(3, n, p=[0.5, 0.3, 0.2])
+    y = np.where(rng.random(n) < 0.05, -1, (rng.random(n) < 0.3 + 0.1 * g).astype(int))
+    c = (rng.random(n) < np.where(y == 1, 0.6, 0.2) - 0.05 * g).astype(int)
+    b = np.where(rng.random(n) < 0.85, c, 1 - c)
+    w = rng.lognormal(0.0, 0.5, n) if weighted else np.ones(n)
+    return g, y, c, b, w
+
+
+def _group_joint(y, c, b, w, mask) -> dict[int, dict[str, float]]:
+    """One group's joint counts from rows (the layout the audit's aggregation gives)."""
+    out: dict[int, dict[str, float]] = {1: {}, 0: {}}
+    for (yy, cc), cell in _CELL.items():
+        for bb in (1, 0):
+            m = mask & (y == yy) & (c == cc) & (b == bb)
+            out[bb] |= {cell: w[m].sum(), f"{cell}_w2": (w[m] ** 2).sum(),
+                        f"{cell}_n": float(m.sum())}
+    return out
+
+
+def _gei_rows(benefit, w, alpha: float) -> float:
+    """GEI(alpha) (Theil at alpha = 1) of weighted benefits, straight from its formula."""
+    mu = np.sum(w * benefit) / w.sum()
+    r = benefit / mu
+    if alpha == 1.0:
+        terms = np.where(r > 0, r * np.log(np.where(r > 0, r, 1.0)), 0.0)
+    else:
+        terms = (r ** alpha - 1.0) / (alpha * (alpha - 1.0))
+    return float(np.sum(w * terms) / w.sum())
+
+
+def _indices_rows(g, y, pred, w, alpha=0.5) -> dict[str, float]:
+    """GEI, Theil and their between-group parts over the labelled rows, by hand."""
+    lab = y >= 0
+    ben = (pred - y + 1.0)[lab]
+    gl, wl = g[lab], w[lab]
+    means = {k: np.sum(wl[gl == k] * ben[gl == k]) / wl[gl == k].sum() for k in set(gl)}
+    between = np.array([means[k] for k in gl])
+    return {"gei": _gei_rows(ben, wl, alpha), "theil": _gei_rows(ben, wl, 1.0),
+            "between_group_gei": _gei_rows(between, wl, alpha),
+            "between_group_theil": _gei_rows(between, wl, 1.0)}
+
+
+def _row_se(f, w) -> dict[str, float]:
+    """The linearisation's standard errors from rows: sqrt(sum_i w_i^2 (dF/dw_i)^2)
+    for each value F of ``f(weights)`` (a dict), each derivative by central
+    differences on the rows themselves."""
+    h = 1e-6 * w.sum()
+    grads: dict[str, np.ndarray] = {}
+    for i in range(len(w)):
+        up, dn = w.copy(), w.copy()
+        up[i] += h
+        dn[i] -= h
+        fu, fd = f(up), f(dn)
+        for k in fu:
+            grads.setdefault(k, np.empty(len(w)))[i] = (fu[k] - fd[k]) / (2 * h)
+    return {k: float(np.sqrt(np.sum(w ** 2 * gr ** 2))) for k, gr in grads.items()}
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unit", "sampling-weights"])
+def test_paired_rates_equal_a_direct_computation_from_rows(weighted):
+    from fairspark.metrics._paired import paired_rates
+
+    g, y, c, b, w = _rows(2000, 3, weighted=weighted)
+    mask = g == 1
+    res = paired_rates(_group_joint(y, c, b, w, mask))
+    lab = mask & (y >= 0)
+
+    def rates(pred):
+        wm = lambda m: w[m].sum()
+        return {"selection_rate": wm(mask & (pred == 1)) / wm(mask),
+                "base_rate": wm(lab & (y == 1)) / wm(lab),
+                "tpr": wm(lab & (y == 1) & (pred == 1)) / wm(lab & (y == 1)),
+                "fpr": wm(lab & (y == 0) & (pred == 1)) / wm(lab & (y == 0)),
+                "ppv": wm(lab & (y == 1) & (pred == 1)) / wm(lab & (pred == 1)),
+                "for": wm(lab & (y == 1) & (pred == 0)) / wm(lab & (pred == 0)),
+                "accuracy": wm(lab & (y == pred)) / wm(lab),
+                "error_rate": wm(lab & (y != pred)) / wm(lab)}
+
+    rc, rb = rates(c), rates(b)
+    for m in rc:
+        assert res[m].challenger == pytest.approx(rc[m], abs=1e-12), m
+        assert res[m].baseline == pytest.approx(rb[m], abs=1e-12), m
+        assert res[m].difference == pytest.approx(rc[m] - rb[m], abs=1e-12), m
+        assert np.isnan(res[m].worse)  # a rate has no parity
+    assert res["base_rate"].difference == pytest.approx(0.0, abs=1e-12)  # label only
+    assert res["base_rate"].se == pytest.approx(0.0, abs=1e-9)
+    # the selection-rate difference is the weighted mean of c - b over the group: its
+    # linearisation's standard error is sqrt(sum w^2 (d - D)^2) / sum w
+    d = (c - b)[mask].astype(float)
+    wg = w[mask]
+    big_d = np.sum(wg * d) / wg.sum()
+    se = np.sqrt(np.sum(wg ** 2 * (d - big_d) ** 2)) / wg.sum()
+    assert res["selection_rate"].se == pytest.approx(se, rel=1e-4)
+    lo, hi = res["selection_rate"].lower, res["selection_rate"].upper
+    assert (lo, hi) == pytest.approx((big_d - 1.959964 * se, big_d + 1.959964 * se), rel=1e-4)
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unit", "sampling-weights"])
+def test_paired_inequality_equals_a_direct_computation_from_rows(weighted):
+    from fairspark.metrics._paired import INEQUALITY_KEYS, paired_inequality
+
+    g, y, c, b, w = _rows(1200, 4, weighted=weighted)
+    res = paired_inequality([_group_joint(y, c, b, w, g == k) for k in range(3)])
+    ic, ib = _indices_rows(g, y, c, w), _indices_rows(g, y, b, w)
+
+    def diff(ww):
+        a, z = _indices_rows(g, y, c, ww), _indices_rows(g, y, b, ww)
+        return {k: a[k] - z[k] for k in a}
+
+    se = _row_se(diff, w)
+    for k in INEQUALITY_KEYS:
+        assert res[k].challenger == pytest.approx(ic[k], rel=1e-10), k
+        assert res[k].baseline == pytest.approx(ib[k], rel=1e-10), k
+        assert res[k].difference == pytest.approx(ic[k] - ib[k], rel=1e-9, abs=1e-12), k
+        assert res[k].worse == pytest.approx(res[k].difference)  # 0 is equality
+        # the standard error from the rows' own derivatives (every row, not cells)
+        assert res[k].se == pytest.approx(se[k], rel=1e-3), k
+    # one group holding every row: the between-group parts are 0 for both decisions
+    overall = paired_inequality([_group_joint(y, c, b, w, np.ones(len(g), bool))])
+    assert overall["gei"].difference == pytest.approx(res["gei"].difference)
+    assert overall["between_group_theil"].challenger == pytest.approx(0.0, abs=1e-12)
+
+
+def test_paired_inequality_covers_in_200_draws():
+    """200 draws of 4000 rows from the known population (seed 2): the 95% interval of
+    the paired GEI and Theil differences covers the truth at least 181 times
+    (binom.cdf(180, 200, 0.95) = 0.003 for an exact interval)."""
+    from scipy.stats import binom
+
+    from fairspark.metrics._paired import paired_inequality
+
+    assert binom.cdf(180, 200, 0.95) < 0.005
+    p = _population()
+
+    def groups(w, w2, n):
+        u, q = _joint(w, w2, n)
+        return [u, q]
+
+    truth = paired_inequality(groups(p * 1e9, p * 1e9, p * 1e9))
+    rng = np.random.default_rng(2)
+    covered = {"gei": 0, "theil": 0, "between_group_gei": 0}
+    for _ in range(200):
+        cell = np.bincount(rng.choice(len(p), size=4000, p=p), minlength=len(p))
+        res = paired_inequality(groups(*(cell.astype(float),) * 3))
+        for k in covered:
+            covered[k] += res[k].lower <= truth[k].difference <= res[k].upper
+    assert min(covered.values()) >= 181, covered

@@ -317,3 +317,101 @@ def test_first_screen_states_the_window_change_and_honest_changes(driver, report
     assert re.search(r"race: \|statistical_parity_difference\| <= 0\.1 checked on each of "
                      r"2 group", lim)
     assert "worst " in lim and "all unprivileged pooled (extra view)" in lim
+
+
+@pytest.fixture(scope="module")
+def baseline_report(spark, tmp_path_factory) -> tuple[Path, pd.DataFrame]:
+    """A champion-against-challenger run: the challenger (``p``) is the baseline
+    (``p_prod``) with 30% of sex F's favourable decisions taken away, so it is clearly
+    less fair on sex and decides alike on race; a ``no_worse_than_baseline`` limit."""
+    rng = np.random.default_rng(43)
+    n = 3000
+    sex = rng.choice(["M", "F"], n)
+    prod = (rng.random(n) < 0.5).astype(int)
+    pdf = pd.DataFrame({
+        "id": np.arange(n).astype(str), "x": rng.normal(size=n), "sex": sex,
+        "race": rng.choice(["w", "b", "a"], n, p=[0.6, 0.3, 0.1]),
+        "y": rng.integers(0, 2, n), "p_prod": prod,
+        "p": np.where((sex == "F") & (prod == 1) & (rng.random(n) < 0.3), 0, prod),
+    })
+    base = tmp_path_factory.mktemp("browser_baseline")
+    cfg = {
+        "dataset": "champion_check", "input": {"path": write_parquet(pdf, base / "in")},
+        "columns": {"features": ["x"],
+                    "sensitive": [{"column": "sex", "privileged": "M"},
+                                  {"column": "race", "privileged": "w"}],
+                    "label": {"column": "y"}, "prediction": {"column": "p"},
+                    "baseline": {"column": "p_prod", "positive": 1}, "row_key": "id"},
+        "limits": {"rules": [{"no_worse_than_baseline": {
+            "metric": "statistical_parity_difference", "margin": 0.02}}]},
+        "audits": {"group": {}},
+        "output": {"path": str(base / "out")},
+    }
+    (base / "c.yaml").write_text(yaml.safe_dump(cfg))
+    code = cli.main(["audit", "--config", str(base / "c.yaml"), "--run-date", "2026-12-01",
+                     "-q", "--no-fail-on-violation"], under_submit=True)
+    assert code == 0
+    return base / "out" / "run_date=2026-12-01" / "report.html", pdf
+
+
+@needs_chromium
+@pytest.mark.parametrize(("width", "height"), [(1400, 900), (390, 844)])
+def test_first_screen_says_whether_the_challenger_is_at_least_as_fair(
+        driver, baseline_report, tmp_path, width, height):
+    """Before any scroll, on a laptop and on a phone, the decision box answers "is the
+    challenger at least as fair as the baseline?": the verdict, the metric, both values
+    and the size with its interval; the page never scrolls sideways."""
+    import re
+
+    path, pdf = baseline_report
+    _open(driver, path, width, height)
+    got = driver.execute_script(
+        "const h = document.querySelector('#decision #headlines');"
+        "if (!h) return null;"
+        "const li = Array.from(h.querySelectorAll('li'));"
+        "return {bottom: h.getBoundingClientRect().bottom, inner: window.innerHeight,"
+        "  items: li.map(e => e.textContent.replace(/\\s+/g, ' ').trim()),"
+        "  wide: [document.documentElement.scrollWidth, document.body.scrollWidth]};")
+    assert got is not None, "no answer to the challenger-against-baseline question"
+    assert got["bottom"] <= got["inner"] == height, got
+    assert max(got["wide"]) <= width, got["wide"]
+    _keep(driver, tmp_path, f"report-baseline-{width}x{height}-first-screen.png")
+    # the worst first: sex, less fair on the selection-rate gap
+    sex = got["items"][0].replace("−", "-")
+    assert sex.startswith("Challenger against baseline on sex: less fair"), got["items"]
+    m = re.search(r"statistical parity difference (\S+) vs baseline (\S+): (\S+) further "
+                  r"from parity, 95% Holm-adjusted interval \[(\S+), (\S+)\]", sex)
+    assert m, sex
+    chal, prod, size, lo, hi = (float(x) for x in m.groups())
+    # by hand: the two decisions' selection-rate gaps F minus M, on the same rows
+    gap = {c: pdf[pdf.sex == "F"][c].mean() - pdf[pdf.sex == "M"][c].mean()
+           for c in ("p", "p_prod")}
+    assert chal == pytest.approx(gap["p"], abs=1e-3)
+    assert prod == pytest.approx(gap["p_prod"], abs=1e-3)
+    assert size == pytest.approx(abs(gap["p"]) - abs(gap["p_prod"]), abs=1e-3)
+    assert 0 < lo < size < hi  # "less fair": the interval the verdict uses excludes 0
+    assert any(t.startswith("Challenger against baseline on race: ")
+               for t in got["items"][1:]), got["items"]
+
+
+@needs_chromium
+def test_the_no_worse_than_baseline_line_shows_the_interval_its_verdict_uses(
+        driver, baseline_report):
+    """The limit's line prints the Holm-adjusted interval of the limits row (the one
+    its verdict uses, wholly above the margin when violated), not the paired row's own."""
+    import json
+
+    path, _ = baseline_report
+    _open(driver, path, 1400, 900)
+    cells = driver.execute_script(
+        "return Array.from(document.querySelectorAll('table.decision tbody tr'))"
+        "  .map(tr => Array.from(tr.cells).map(c => c.textContent.replace(/\\s+/g, ' ')"
+        "  .trim())).find(c => c[1] === 'sex' && c[2].includes('no worse than baseline'));")
+    assert cells, "no line for the no_worse_than_baseline limit on sex"
+    rows = pd.read_parquet(path.parent / "metrics.parquet")
+    lim = rows[(rows.audit == "limits") & (rows.attribute == "sex")].iloc[0]
+    assert lim.status == "violated" and lim.lower > 0.02
+    assert json.loads(lim.params)["interval"] == "Holm-adjusted"
+    ends = ", ".join(f"{x:+.3g}".replace("-", "−") for x in (lim.lower, lim.upper))
+    shown = f"Holm-adjusted interval [{ends}] (wholly above the margin)"
+    assert shown in cells[3], cells

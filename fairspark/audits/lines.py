@@ -203,7 +203,10 @@ class DecisionLine:
     ``what`` names the check, ``far`` says how far the number is from its limit or
     fair value, ``nxt`` the one thing to look at next, ``anchor`` the report section
     it links to; ``excess`` (> 0: beyond) orders the bad lines; ``number`` is the row
-    whose change since the previous run is judged.
+    whose change since the previous run is judged; ``headline`` (optional) is one
+    sentence the report puts at the top of the decision box, above the table, so a
+    phone's first screen answers the run's main question (e.g. the challenger against
+    the baseline).
     """
 
     audit: str
@@ -217,6 +220,7 @@ class DecisionLine:
     excess: float | None = None
     gate_word: str = ""
     number: Mapping[str, Any] | None = None
+    headline: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """The line as the report's template and ``summary['previous']`` read it."""
@@ -226,7 +230,7 @@ class DecisionLine:
                 "what": self.what, "status": self.status, "icon": icon, "rank": rank,
                 "far": self.far, "excess": self.excess, "next": self.nxt,
                 "anchor": None if self.status in ("passed", "ok") else self.anchor,
-                "gate_word": self.gate_word, "change": "",
+                "gate_word": self.gate_word, "change": "", "headline": self.headline,
                 # the number the change since the previous run is judged on
                 "number": {"metric": n.get("metric"), "value": num(n.get("value")),
                            "lower": num(n.get("lower")), "upper": num(n.get("upper")),

@@ -14,7 +14,7 @@ from fairspark._values import params_json
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow
 from fairspark.columns import BASE, LABEL, PRED, WEIGHT
 from fairspark.errors import InvalidValueError
-from fairspark.group.paired import baseline_cells, difference_rows
+from fairspark.group.paired import baseline_cells, difference_rows, overall_difference_rows
 from fairspark.group.results import GroupResult
 from fairspark.metrics import _intervals as iv
 from fairspark.metrics._core import (
@@ -263,7 +263,7 @@ def _overall_rows(everyone: dict[str, float], params: GroupParams, label_ok: boo
 def _baseline_part(ctx: AuditContext, attrs: list[AttributeInfo], joint: pd.DataFrame,
                    challenger: list[MetricRow], params: GroupParams, label_ok: bool,
                    summary: dict[str, Any]) -> list[MetricRow]:
-    """The baseline decision's rows and the paired differences (``columns.baseline``).
+    """The baseline decision's rows and the paired differences of every group metric.
 
     Adds ``summary["baseline"]``: the column, per attribute the pooled comparison's
     paired differences, and which other enabled audits audit the challenger only.
@@ -282,8 +282,11 @@ def _baseline_part(ctx: AuditContext, attrs: list[AttributeInfo], joint: pd.Data
                                             baseline=b_rows)
         rows += b_rows + d_rows
         info["attributes"][a.name] = d_summary
-    rows += _overall_rows(marginal_counts(base, np.ones(len(base), dtype=bool)), params,
-                          label_ok, model=BASELINE_MODEL)
+    overall = _overall_rows(marginal_counts(base, np.ones(len(base), dtype=bool)), params,
+                            label_ok, model=BASELINE_MODEL)
+    rows += overall + overall_difference_rows(
+        joint, params=params, challenger=[r for r in challenger if r.attribute == "*"],
+        baseline=overall)
     specs = ctx.config.audits.audit_specs()
     enabled = [n for n in ctx.config.audits.enabled() if n != "group"]
     # an audit whose spec says it compares the baseline writes its own baseline rows

@@ -34,7 +34,11 @@ def _verdicts(rows: list[Mapping[str, Any]]
 
     "worse" (the challenger's distance from parity minus the baseline's, paired) is
     tested two-sided against 0; the p-values of all these comparisons are Holm-adjusted
-    together at ``1 - ci_level``, as the limits adjust their family.
+    together at ``1 - ci_level``, as the limits adjust their family. The params gain
+    ``p_holm`` and the interval the verdict uses, ``adj_lower`` / ``adj_upper``: ``worse
+    -/+ z se`` at the per-comparison level ``alpha*`` that reproduces Holm's rejections
+    (:func:`fairspark.nightly.gating.family_level`, ``z`` of ``1 - alpha* / 2``), so it
+    excludes 0 exactly when the word is "fairer" or "less fair".
     """
     found = []
     for r in rows:
@@ -46,27 +50,44 @@ def _verdicts(rows: list[Mapping[str, Any]]
             found.append(((str(r["attribute"]), str(r["group"]), str(r["metric"])), w, pv, p))
     if not found:
         return {}
-    from fairspark.nightly.gating import adjust_pvalues
+    from fairspark.nightly.gating import adjust_pvalues, family_level
 
     alpha = 1.0 - float(found[0][3].get("ci_level", 0.95))
     adj = adjust_pvalues([f[2] for f in found], "holm")
+    z = NormalDist().inv_cdf(1.0 - family_level(adj, "holm", alpha) / 2.0)
     out = {}
     for (key, w, _, p), a in zip(found, adj, strict=True):
         word = ("no difference beyond noise" if a > alpha or math.isclose(w, 0.0)
                 else "less fair" if w > 0 else "fairer")
-        out[key] = (word, {**p, "p_holm": float(a)})
+        se = float(p["worse_se"])
+        out[key] = (word, {**p, "p_holm": float(a), "adj_lower": w - z * se,
+                           "adj_upper": w + z * se, "family": len(found)})
     return out
 
 
 def _size(metric: str, p: Mapping[str, Any]) -> str:
-    """Both values and how much further from (closer to) parity, with the interval."""
+    """Both values and how much further from (closer to) parity, with the Holm-adjusted
+    interval the verdict uses."""
     w = num(p.get("worse")) or 0.0
     return (f"{metric.replace('_', ' ')}: challenger {fmt_number(num(p.get('challenger')))}"
             f" vs baseline {fmt_number(num(p.get('baseline')))}, {fmt_number(abs(w))} "
-            f"{'further from' if w > 0 else 'closer to'} parity "
-            f"[{fmt_number(num(p.get('worse_lower')), signed=True)}, "
-            f"{fmt_number(num(p.get('worse_upper')), signed=True)}], Holm-adjusted "
-            f"p {fmt_number(num(p.get('p_holm')))}")
+            f"{'further from' if w > 0 else 'closer to'} parity, Holm-adjusted interval "
+            f"[{fmt_number(num(p.get('adj_lower')), signed=True)}, "
+            f"{fmt_number(num(p.get('adj_upper')), signed=True)}] (over "
+            f"{p.get('family')} comparisons), p {fmt_number(num(p.get('p_holm')))}")
+
+
+def _headline(attr: str, word: str, metric: str, p: Mapping[str, Any]) -> str:
+    """One sentence for the top of the decision box: the verdict on ``attr``, the
+    metric, both values and the size with the interval the verdict uses."""
+    w = num(p.get("worse")) or 0.0
+    level = f"{100 * float(p.get('ci_level', 0.95)):g}%"
+    return (f"Challenger against baseline on {attr}: {word} ({metric.replace('_', ' ')} "
+            f"{fmt_number(num(p.get('challenger')))} vs baseline "
+            f"{fmt_number(num(p.get('baseline')))}: {fmt_number(abs(w))} "
+            f"{'further from' if w > 0 else 'closer to'} parity, {level} Holm-adjusted "
+            f"interval [{fmt_number(num(p.get('adj_lower')), signed=True)}, "
+            f"{fmt_number(num(p.get('adj_upper')), signed=True)}])")
 
 
 def unpaired(row: Mapping[str, Any]) -> bool:
@@ -107,7 +128,7 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
             nxt=(f"{attr}: the paired differences (model {DIFFERENCE_MODEL}) in "
                  "metrics.parquet" if worse or groups else
                  "Nothing: the challenger is not less fair than the baseline on these rows."),
-            anchor=view.anchor))
+            anchor=view.anchor, headline=_headline(attr, word, named[0], mine[named[0]][1])))
     info = (view.info or {}).get("baseline") or {}
     note = info.get("note")
     if out and note:  # the other audits did not look at the baseline: say so

@@ -7,11 +7,16 @@ marginal of the joint cells of the one aggregation (:func:`baseline_cells`). Eve
 comparison (the pooled unprivileged group and each unprivileged value against the
 privileged group) gets, per catalogue metric, a row with ``model =``
 :data:`~fairspark.metrics._paired.DIFFERENCE_MODEL`: challenger minus baseline, with
-the paired interval of :func:`fairspark.metrics._paired.paired_comparison`.
+the paired interval of :func:`fairspark.metrics._paired.paired_comparison`. So does
+every other group metric the challenger has: each group's rates
+(:func:`~fairspark.metrics._paired.paired_rates`), an attribute's between-group GEI and
+Theil and the overall GEI and Theil (attribute ``*``,
+:func:`~fairspark.metrics._paired.paired_inequality`).
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,8 +28,11 @@ from fairspark.columns import BASE
 from fairspark.metrics._core import BASELINES, CATALOGUE, CELLS
 from fairspark.metrics._paired import (
     DIFFERENCE_MODEL,
+    PairedValue,
     baseline_cell,
     paired_comparison,
+    paired_inequality,
+    paired_rates,
 )
 from fairspark.metrics._spark import CELL_STATS, marginal_counts
 from fairspark.status import Status
@@ -35,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from fairspark.group.params import GroupParams
     from fairspark.prepare import AttributeInfo
 
-__all__ = ["baseline_cells", "difference_rows", "joint_counts"]
+__all__ = ["baseline_cells", "difference_rows", "joint_counts", "overall_difference_rows"]
 
 #: the worst status of the two decisions' rows is the difference row's
 _RANK = {Status.OK: 0, Status.INCONCLUSIVE: 1, Status.NOT_COMPUTED: 2, Status.FAILED: 3}
@@ -81,6 +89,81 @@ def _status(statuses: dict[tuple[str, str], Any], group: str, name: str) -> Any:
     return max(found, key=lambda s: _RANK.get(s, 0)) if found else Status.OK
 
 
+def _row(attr: str, group: str, name: str, pv: PairedValue, *, params: GroupParams,
+         statuses: dict[tuple[str, str], Any], **extra_params: Any) -> MetricRow:
+    """One paired-difference row: its status no better than its two sources'."""
+    status = _status(statuses, group, name)
+    detail = None
+    if status == Status.OK and _f(pv.difference) is None:
+        status, detail = Status.NOT_COMPUTED, "undefined for one of the two decisions"
+    elif status != Status.OK:
+        detail = f"the two decisions' rows are {status} at worst"
+    extra = {"challenger": _f(pv.challenger), "baseline": _f(pv.baseline),
+             "se": _f(pv.se), "worse": _f(pv.worse), "worse_se": _f(pv.worse_se),
+             "worse_lower": _f(pv.worse_lower), "worse_upper": _f(pv.worse_upper)}
+    return MetricRow(
+        audit="group", attribute=attr, group=group, metric=name, model=DIFFERENCE_MODEL,
+        value=_f(pv.difference), lower=_f(pv.lower), upper=_f(pv.upper), status=status,
+        detail=detail,
+        params=params_json(ci_level=params.ci_level, weights=params.weights,
+                           interval="paired delta method", **extra_params, **extra))
+
+
+def _rate_groups(attr: AttributeInfo, joint: pd.DataFrame, params: GroupParams
+                 ) -> list[tuple[str, Any]]:
+    """(group, mask) of every group the challenger has rates for (as ``attribute_rows``)."""
+    priv_mask = joint[attr.priv_col].astype(bool).to_numpy()
+    values = joint[attr.value_col].astype(str).to_numpy()
+    out = [("privileged", priv_mask), ("unprivileged", ~priv_mask)]
+    unpriv_values = [v for v in attr.values if v not in attr.privileged_values]
+    if params.multi_valued and len(unpriv_values) > 1:
+        out += [(v, values == v) for v in unpriv_values]
+        if len(attr.privileged_values) > 1:
+            out += [(v, values == v) for v in attr.privileged_values]
+    return out
+
+
+def _other_rows(attr: AttributeInfo, joint: pd.DataFrame, params: GroupParams,
+                statuses: dict[tuple[str, str], Any]) -> list[MetricRow]:
+    """The rates of every group and the between-group GEI and Theil, paired."""
+    rows = []
+    for group, mask in _rate_groups(attr, joint, params):
+        j = joint_counts(joint, mask)
+        for name, pv in paired_rates(j, level=params.ci_level, weights=params.weights).items():
+            rows.append(_row(attr.name, group, name, pv, params=params, statuses=statuses,
+                             discordant_rows=[_discordant(j)]))
+    values = joint[attr.value_col].astype(str).to_numpy()
+    groups = [joint_counts(joint, values == v) for v in attr.values]
+    between = paired_inequality(groups, level=params.ci_level, weights=params.weights)
+    for key in ("between_group_gei", "between_group_theil"):
+        rows.append(_row(attr.name, "all", key, between[key], params=params,
+                         statuses=statuses))
+    return rows
+
+
+def overall_difference_rows(joint: pd.DataFrame, *, params: GroupParams,
+                            challenger: list[MetricRow], baseline: list[MetricRow],
+                            ) -> list[MetricRow]:
+    """The overall GEI and Theil (attribute ``*``), challenger minus baseline, paired.
+
+    Parameters
+    ----------
+    joint:
+        The joint cells (views' columns, ``_fs_base`` and the challenger's cell stats).
+    params:
+        ``audits.group``: the level and the weights.
+    challenger, baseline:
+        The two decisions' overall rows (attribute ``*``): their worse status is the
+        difference rows'.
+    """
+    statuses = {(f"c:{r.group}", r.metric): r.status for r in challenger}
+    statuses |= {(f"b:{r.group}", r.metric): r.status for r in baseline}
+    everyone = joint_counts(joint, np.ones(len(joint), dtype=bool))
+    res = paired_inequality([everyone], level=params.ci_level, weights=params.weights)
+    return [_row("*", "all", key, res[key], params=params, statuses=statuses,
+                 alpha=0.5 if key == "gei" else 1.0) for key in ("gei", "theil")]
+
+
 def difference_rows(
     attr: AttributeInfo, joint: pd.DataFrame, *, params: GroupParams,
     challenger: list[MetricRow], baseline: list[MetricRow],
@@ -102,9 +185,10 @@ def difference_rows(
     Returns
     -------
     (rows, summary)
-        ``summary`` maps each metric of the pooled comparison to its challenger,
-        baseline and difference values, the difference's interval, and ``worse``
-        (further from parity) with its interval.
+        Rows of every comparison metric, every group's rates and the between-group
+        GEI and Theil. ``summary`` maps each metric of the pooled comparison to its
+        challenger, baseline and difference values, the difference's interval, and
+        ``worse`` (further from parity) with its interval.
     """
     statuses = {(f"c:{r.group}", r.metric): r.status for r in challenger}
     statuses |= {(f"b:{r.group}", r.metric): r.status for r in baseline}
@@ -122,25 +206,16 @@ def difference_rows(
         unpriv = joint_counts(joint, mask)
         paired = paired_comparison(unpriv, priv, level=params.ci_level,
                                    weights=params.weights)
-        apart = {"discordant_rows": [_discordant(unpriv), priv_apart]}
+        apart = [_discordant(unpriv), priv_apart]
         for name in {**CATALOGUE, **BASELINES}:
-            pv = paired[name]
-            status = _status(statuses, group, name)
-            detail = None
-            if status == Status.OK and _f(pv.difference) is None:
-                status, detail = Status.NOT_COMPUTED, "undefined for one of the two decisions"
-            elif status != Status.OK:
-                detail = f"the two decisions' rows are {status} at worst"
-            extra = {"challenger": _f(pv.challenger), "baseline": _f(pv.baseline),
-                     "se": _f(pv.se), "worse": _f(pv.worse), "worse_se": _f(pv.worse_se),
-                     "worse_lower": _f(pv.worse_lower), "worse_upper": _f(pv.worse_upper)}
-            rows.append(MetricRow(
-                audit="group", attribute=attr.name, group=group, metric=name,
-                model=DIFFERENCE_MODEL, value=_f(pv.difference), lower=_f(pv.lower),
-                upper=_f(pv.upper), status=status, detail=detail,
-                params=params_json(ci_level=params.ci_level, weights=params.weights,
-                                   interval="paired delta method", **apart, **extra)))
+            row = _row(attr.name, group, name, paired[name], params=params,
+                       statuses=statuses, discordant_rows=apart)
+            rows.append(row)
             if group == "unprivileged":
-                summary[name] = {"difference": _f(pv.difference), "lower": _f(pv.lower),
-                                 "upper": _f(pv.upper), "status": status, **extra}
-    return rows, summary
+                p = json.loads(row.params or "{}")
+                keep = ("challenger", "baseline", "se", "worse", "worse_se", "worse_lower",
+                        "worse_upper")
+                summary[name] = {"difference": row.value, "lower": row.lower,
+                                 "upper": row.upper, "status": row.status,
+                                 **{k: p.get(k) for k in keep}}
+    return rows + _other_rows(attr, joint, params, statuses), summary

@@ -29,6 +29,17 @@ Euler's theorem for a function homogeneous of degree 0, within each group, so th
 formula holds whether the groups' sizes are fixed or random. The gradient is taken by
 central differences. The interval is ``D -/+ z se``. See ``docs/intervals.md``.
 
+Per-group rates and inequality indices
+--------------------------------------
+The same linearisation gives the paired difference of each group's rates
+(:func:`paired_rates`: a function of that group's 12 joint cells, homogeneous of degree
+0 in them) and of the generalized entropy index and Theil index on the benefit ``b =
+yhat - y + 1`` (:func:`paired_inequality`: functions of the labelled joint cells of
+all groups together, homogeneous of degree 0 in all of them jointly, so the centring
+term vanishes for rows drawn from the whole population). A rate has no parity, so its
+``worse`` is NaN; an index's parity is 0 and it is never negative, so its ``worse`` is
+its difference.
+
 "Worse" is further from parity: ``|M - fair|`` (fair 0 for differences, 1 for ratios;
 the absolute gaps are their own distance). ``worse = |M_c - fair| - |M_b - fair|`` gets
 the same kind of interval; positive means the challenger is further from parity. Near
@@ -43,11 +54,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fairspark.metrics._core import BASELINES, CATALOGUE, CELLS, compare_groups
+from fairspark.metrics._core import (
+    BASELINES,
+    CATALOGUE,
+    CELLS,
+    RATES,
+    compare_groups,
+    group_rates,
+    inequality_indices,
+)
 from fairspark.metrics._intervals import Weights, z_value
 
-__all__ = ["BASELINE_MODEL", "DIFFERENCE_MODEL", "PairedValue", "baseline_cell",
-           "marginal_cells", "paired_comparison"]
+__all__ = ["BASELINE_MODEL", "DIFFERENCE_MODEL", "INEQUALITY_KEYS", "PairedValue",
+           "baseline_cell", "marginal_cells", "paired_comparison", "paired_inequality",
+           "paired_rates"]
+
+#: the inequality indices of :func:`paired_inequality` (over all rows and between groups)
+INEQUALITY_KEYS = ("gei", "theil", "between_group_gei", "between_group_theil")
 
 #: ``model`` of the baseline decision's result rows (the audited decision's rows keep
 #: ``model`` empty, as without a baseline)
@@ -122,17 +145,7 @@ def _vector(unpriv: JointCounts, priv: JointCounts, suffix: str) -> np.ndarray:
 
 def _metrics_at(x: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Both models' metrics at rows of joint weights ``x`` (shape ``(m, 24)``)."""
-    sides = []
-    for s in (0, 1):
-        chal = {c: np.zeros(len(x)) for c in CELLS}
-        base = {c: np.zeros(len(x)) for c in CELLS}
-        for j, b in enumerate((1, 0)):
-            for i, c in enumerate(CELLS):
-                col = x[:, s * 12 + j * 6 + i]
-                chal[c] = chal[c] + col
-                base[baseline_cell(c, b)] = base[baseline_cell(c, b)] + col
-        sides.append((chal, base))
-    (cu, bu), (cp, bp) = sides
+    (cu, bu), (cp, bp) = _cells_at(x, 2)
     with np.errstate(invalid="ignore", divide="ignore"):
         return compare_groups(cu, cp), compare_groups(bu, bp)
 
@@ -140,6 +153,38 @@ def _metrics_at(x: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndar
 def _distance(name: str, v: np.ndarray) -> np.ndarray:
     spec = _METRICS[name]
     return np.abs(np.asarray(v, np.float64) - spec.fair_value)
+
+
+def _perturbed(w: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``w``, then ``w`` with each cell moved up and down by its step ``h``.
+
+    ``h`` is a millionth of the cell's group total (``totals``, one per cell).
+    """
+    h = 1e-6 * np.where(totals > 0, totals, 1.0)
+    x = np.tile(w, (1 + 2 * len(w), 1))
+    k = np.arange(len(w))
+    x[1 + 2 * k, k] += h
+    x[2 + 2 * k, k] -= h
+    return x, h
+
+
+def _paired(chal: np.ndarray, base: np.ndarray, worse: np.ndarray | None, h: np.ndarray,
+            var_w: np.ndarray, z: float) -> PairedValue:
+    """One :class:`PairedValue` from both models' values at the perturbed rows."""
+    d = chal - base
+    se = _se(d, h, var_w)
+    nan = float("nan")
+    wse = nan if worse is None else _se(worse, h, var_w)
+    w0 = nan if worse is None else float(worse[0])
+    return PairedValue(
+        challenger=float(chal[0]), baseline=float(base[0]), difference=float(d[0]), se=se,
+        lower=float(d[0] - z * se), upper=float(d[0] + z * se), worse=w0, worse_se=wse,
+        worse_lower=w0 - z * wse, worse_upper=w0 + z * wse)
+
+
+def _check_weights(weights: str) -> None:
+    if weights not in ("sampling", "frequency"):
+        raise ValueError(f"weights must be 'sampling' or 'frequency', got {weights!r}")
 
 
 def paired_comparison(
@@ -169,29 +214,117 @@ def paired_comparison(
         metric name (:data:`~fairspark.metrics._core.CATALOGUE` and
         :data:`~fairspark.metrics._core.BASELINES`) -> :class:`PairedValue`.
     """
-    if weights not in ("sampling", "frequency"):
-        raise ValueError(f"weights must be 'sampling' or 'frequency', got {weights!r}")
+    _check_weights(weights)
     z = z_value(level)
     w = _vector(unpriv, priv, "")
     var_w = w if weights == "frequency" else _vector(unpriv, priv, "_w2")
-    totals = np.repeat([w[:12].sum(), w[12:].sum()], 12)
-    h = 1e-6 * np.where(totals > 0, totals, 1.0)
-    x = np.tile(w, (1 + 2 * len(w), 1))
-    for k in range(len(w)):
-        x[1 + 2 * k, k] += h[k]
-        x[2 + 2 * k, k] -= h[k]
+    x, h = _perturbed(w, np.repeat([w[:12].sum(), w[12:].sum()], 12))
     chal, base = _metrics_at(x)
-    out: dict[str, PairedValue] = {}
-    for name in _METRICS:
-        d = chal[name] - base[name]
-        worse = _distance(name, chal[name]) - _distance(name, base[name])
-        se = _se(d, h, var_w)
-        wse = _se(worse, h, var_w)
-        out[name] = PairedValue(
-            challenger=float(chal[name][0]), baseline=float(base[name][0]),
-            difference=float(d[0]), se=se, lower=float(d[0] - z * se),
-            upper=float(d[0] + z * se), worse=float(worse[0]), worse_se=wse,
-            worse_lower=float(worse[0] - z * wse), worse_upper=float(worse[0] + z * wse))
+    return {name: _paired(chal[name], base[name],
+                          _distance(name, chal[name]) - _distance(name, base[name]),
+                          h, var_w, z)
+            for name in _METRICS}
+
+
+def _group_vector(groups: list[JointCounts], suffix: str) -> np.ndarray:
+    """Each group's 12 joint cells' statistic, group after group."""
+    return np.array([float((g.get(b) or {}).get(f"{c}{suffix}", 0.0))
+                     for g in groups for b in (1, 0) for c in CELLS])
+
+
+def _cells_at(x: np.ndarray, groups: int) -> list[tuple[dict, dict]]:
+    """Per group (challenger cells, baseline cells) at rows of joint weights ``x``."""
+    out = []
+    for g in range(groups):
+        chal = {c: np.zeros(len(x)) for c in CELLS}
+        base = {c: np.zeros(len(x)) for c in CELLS}
+        for j, b in enumerate((1, 0)):
+            for i, c in enumerate(CELLS):
+                col = x[:, g * 12 + j * 6 + i]
+                chal[c] = chal[c] + col
+                base[baseline_cell(c, b)] = base[baseline_cell(c, b)] + col
+        out.append((chal, base))
+    return out
+
+
+def _setup(groups: list[JointCounts], weights: str
+           ) -> tuple[np.ndarray, np.ndarray, list[tuple[dict, dict]]]:
+    """(steps, cell variances, per group both models' cells at the perturbed rows)."""
+    _check_weights(weights)
+    w = _group_vector(groups, "")
+    var_w = w if weights == "frequency" else _group_vector(groups, "_w2")
+    totals = np.repeat([w[12 * g:12 * g + 12].sum() for g in range(len(groups))], 12)
+    x, h = _perturbed(w, totals)
+    return h, var_w, _cells_at(x, len(groups))
+
+
+def paired_rates(
+    group: JointCounts,
+    *,
+    level: float = 0.95,
+    weights: Weights = "sampling",
+) -> dict[str, PairedValue]:
+    """One group's rates under both decisions, and their paired differences.
+
+    Parameters
+    ----------
+    group:
+        The group's joint counts (``{baseline decision: challenger's cells}``).
+    level:
+        Confidence level of the intervals (unadjusted).
+    weights:
+        ``"sampling"`` or ``"frequency"``, as in :func:`paired_comparison`.
+
+    Returns
+    -------
+    dict
+        rate name (:data:`~fairspark.metrics._core.RATES`) -> :class:`PairedValue`;
+        ``worse`` is NaN (a rate has no parity).
+    """
+    h, var_w, ((chal, base),) = _setup([group], weights)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rc, rb = group_rates(chal), group_rates(base)
+    z = z_value(level)
+    return {name: _paired(np.asarray(rc[name], np.float64), np.asarray(rb[name], np.float64),
+                          None, h, var_w, z) for name in RATES}
+
+
+def paired_inequality(
+    groups: list[JointCounts],
+    *,
+    alpha: float = 0.5,
+    level: float = 0.95,
+    weights: Weights = "sampling",
+) -> dict[str, PairedValue]:
+    """GEI and Theil under both decisions, over all ``groups``' rows and between them.
+
+    Parameters
+    ----------
+    groups:
+        Each group's joint counts: the groups partition the rows (the values of one
+        attribute, or one group holding every row for the overall indices).
+    alpha:
+        The GEI's alpha (Theil is alpha = 1).
+    level:
+        Confidence level of the intervals (unadjusted).
+    weights:
+        ``"sampling"`` or ``"frequency"``, as in :func:`paired_comparison`.
+
+    Returns
+    -------
+    dict
+        :data:`INEQUALITY_KEYS` -> :class:`PairedValue`; ``worse`` is the difference
+        (an index is never negative and 0 is equality).
+    """
+    h, var_w, cells = _setup(groups, weights)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ic = inequality_indices([c for c, _ in cells], alpha=alpha)
+        ib = inequality_indices([b for _, b in cells], alpha=alpha)
+    z = z_value(level)
+    out = {}
+    for k in INEQUALITY_KEYS:
+        c, b = np.asarray(ic[k], np.float64), np.asarray(ib[k], np.float64)
+        out[k] = _paired(c, b, c - b, h, var_w, z)
     return out
 
 

@@ -102,11 +102,14 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str,
     parts: list[tuple[float, str, str]] = []  # (excess, words, interval note)
     margin = _num((rule.get("no_worse_than_baseline") or {}).get("margin"))
     if margin is not None:  # the row's value is "worse": further from parity, paired
-        whole = f" ({iv} above)" if lo is not None and lo > margin else (
-            f" ({iv} below)" if hi is not None and hi <= margin else "")
+        whole = " (wholly above the margin)" if lo is not None and lo > margin else (
+            " (wholly below the margin)" if hi is not None and hi <= margin else "")
         side = "further from" if v > 0 else "closer to"
+        # the numbers of the interval the verdict uses (adjusted under a correction)
+        shown = (f", {iv.removeprefix('whole ')} [{_f(lo, signed=True)}, "
+                 f"{_f(hi, signed=True)}]" if lo is not None and hi is not None else "")
         parts.append((v - margin, f"{short}: the challenger is {_f(abs(v))} {side} parity "
-                      f"than the baseline (margin {margin:g})", whole))
+                      f"than the baseline (margin {margin:g}){shown}", whole))
     if _num(rule.get("min")) is not None:
         m = float(rule["min"])
         whole = f" ({iv} below)" if hi is not None and hi < m else (
@@ -226,8 +229,9 @@ def _worst_of(found: list[tuple[Mapping[str, Any], dict]]) -> tuple[
     n_v = sum(1 for x, _ in found if x.get("status") == "violated")
     size = support_words(r)
     lo, hi = _num(r.get("lower")), _num(r.get("upper"))
+    margin = (p.get("rule") or {}).get("no_worse_than_baseline")  # its words say it
     interval = (f" [{row_number(r, 'ci_low')}, {row_number(r, 'ci_high')}]"
-                if lo is not None and hi is not None else "")
+                if lo is not None and hi is not None and not margin else "")
     value, _, rest = far.partition(", ")
     head = (f"worst group {r.get('group')}" + (f" ({size})" if size else "") if ranked
             else "no group is large enough to rank; nearest")
@@ -371,6 +375,8 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
         counts[ln["status"]] = counts.get(ln["status"], 0) + 1
     return {
         "gate": _gate_sentence(summary, failed),
+        # the lines' one-sentence answers (e.g. challenger against baseline), worst first
+        "headlines": [ln["headline"] for ln in lines if ln.get("headline")],
         "lines": lines,
         "counts": [(s, counts[s], STATUS_ORDER[s][1]) for s in STATUS_ORDER if s in counts],
         "previous": (previous or {}).get("run_date") if prev_items is not None else None,
