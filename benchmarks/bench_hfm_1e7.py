@@ -34,7 +34,7 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np
 
-from _harness import load, spark_session
+from _harness import load, parse_args, spark_session
 
 CHUNK = 250_000
 
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dim", type=int, default=50)
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the child's size
     ap.add_argument("--tmp", default=None, help="folder for the Parquet tables")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, fast={"sizes": [2000, 4000], "dim": 5})
     if args.one:
         with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
             print("RESULT " + json.dumps(one_size(args.one, args.dim, tmp)), flush=True)
@@ -191,9 +191,11 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| {p['pass']} | {p['seconds']:.2f} | {p.get('jobs', '')} | "
                   f"{p.get('rows_read', '')} | {p.get('rows_left', '')} |", flush=True)
     if len(results) > 1:
-        a, b = max(results[0]["worker_peak_rss_mb"]), max(results[-1]["worker_peak_rss_mb"])
+        a = max(results[0]["worker_peak_rss_mb"], default=0)
+        b = max(results[-1]["worker_peak_rss_mb"], default=0)
+        ratio = f"{b / a:.2f}x" if a else "n/a (no worker seen)"
         print(f"largest worker peak RSS: {a} MB at n = {results[0]['n']:,}, {b} MB at "
-              f"n = {results[-1]['n']:,}: ratio {b / a:.2f}x (target at most 1.2x)")
+              f"n = {results[-1]['n']:,}: ratio {ratio} (target at most 1.2x)")
 
 
 if __name__ == "__main__":

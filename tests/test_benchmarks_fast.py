@@ -27,6 +27,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "bench_correlation": ([], r"^\[logistic_regression\] trial 0: \d+ trainings"),
     "bench_group": (["--workdir", "{tmp}"], r"^values agree"),
     "bench_hfm": ([], r"^\| uniform \| 500 \| 3 \| spark_certified \|"),
+    "bench_hfm_1e7": (["--tmp", "{tmp}"], r"^largest worker peak RSS: \d+ MB at n = 2,000"),
     "bench_hfm_cli_scale": (["--tmp", "{tmp}"], r"^exit code 0; wall"),
     "bench_hfm_user": (["--tmp", "{tmp}"], r"^\| default \| 0 \|"),
     "bench_mdfa_gather": (["--tmp", "{tmp}"], r'^ "one_pass_vs_per_view": \d'),
