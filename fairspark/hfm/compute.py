@@ -406,12 +406,15 @@ def _summarise_local(rows: pd.DataFrame, col: str) -> pd.DataFrame:
     key first). In numpy per pair, no grouped frames (two pairs of 904k rows: 0.9 s
     with a pandas groupby, which copies every group)."""
     v_all, w_all = rows[col].to_numpy(float), rows["mult"].to_numpy(np.int64)
-    keys, nbs = rows["key"].to_numpy(object), rows["nb_key"].to_numpy(object)
     out = []
     for tgt, attr, at in _pair_rows(rows):
         v, w = v_all[at], w_all[at]
         top = at[v == v.max()]  # only the rows at the maximum are sorted for the witness
-        best = min(top, key=lambda i: (*_sort_key(keys[i]), *_sort_key(nbs[i])))
+        # the keys of those rows only (the driver path's are Arrow-backed: no Python
+        # string for the other rows)
+        keys = rows["key"].iloc[top].to_numpy(object, na_value=None)
+        nbs = rows["nb_key"].iloc[top].to_numpy(object, na_value=None)
+        best = min(range(len(top)), key=lambda i: (*_sort_key(keys[i]), *_sort_key(nbs[i])))
         out.append({"tgt": tgt, "attr": attr, "D": float(v.max()),
                     "D_avg": fixed_mean(v, w), "key": keys[best],
                     "nb_key": nbs[best]})

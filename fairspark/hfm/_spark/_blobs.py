@@ -126,6 +126,17 @@ def _nbcol(p: Pair) -> str:
     return f"nb{p[0]}_{p[1]}"
 
 
+def _keys_at(keys: np.ndarray | pa.Array, idx: np.ndarray,
+             rows: np.ndarray | None = None) -> np.ndarray:
+    """``keys[rows][idx]`` as an object array of ``str``: ``keys`` a numpy object array
+    or an Arrow string array (the driver path's, read only where a search found a
+    neighbour: no Python string per row); ``rows`` a boolean mask or ``None``."""
+    if isinstance(keys, np.ndarray):
+        return (keys if rows is None else keys[rows])[idx]
+    pos = idx if rows is None else np.flatnonzero(rows)[idx]
+    return np.asarray(keys.take(pa.array(pos, pa.int64())).to_pylist(), dtype=object)
+
+
 def _tie_keys(d: np.ndarray, nk: np.ndarray, bd: np.ndarray, bk: np.ndarray) -> np.ndarray:
     """Where a new distance beats the running one: smaller, or equal with a smaller key."""
     better = d < bd

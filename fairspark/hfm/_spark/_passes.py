@@ -33,6 +33,7 @@ from fairspark.hfm._spark._blobs import (
     _features,
     _from_blob,
     _key_order,
+    _keys_at,
     _nbcol,
     _np,
     _rho,
@@ -270,7 +271,7 @@ def _scan_batches(it, qs: list[tuple], *, n_attr: int, dim_x: int, lo: float,
                                                   codes[a] if whole else codes[a][m])
             nk = np.full(len(d), None, dtype=object)
             ok = idx >= 0
-            nk[ok] = (keys if whole else keys[m])[idx[ok]]
+            nk[ok] = _keys_at(keys, idx[ok], None if whole else m)
             better = _tie_keys(d, nk, bd, bk)
             bd[better], bk[better] = d[better], nk[better]
     for (t, a, _, _), (bd, bk) in zip(qs, best, strict=True):

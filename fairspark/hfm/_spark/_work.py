@@ -243,12 +243,14 @@ def _frame(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pd.DataFrame
     return pa.Table.from_batches(bs, schema=schema).to_pandas()
 
 
-def _sorted_by_key(tbl: pa.Table, dim_x: int) -> tuple[pa.RecordBatch, np.ndarray]:
+def _sorted_by_key(tbl: pa.Table, dim_x: int, *,
+                   threads: int = 1) -> tuple[pa.RecordBatch, np.ndarray]:
     """The collected points as one key-sorted batch (without ``x``) and their key-sorted
     points ``[yp, y, x]``. Every chunk's feature lists are written straight to their
     sorted rows of the one matrix (no concatenated copy, no Arrow ``take`` of a list
     column, which is several times slower): on a machine that faults fresh memory in
-    slowly, each 400 MB copy of 1e6 x 50 points costs about a second."""
+    slowly, each 400 MB copy of 1e6 x 50 points costs about a second. The chunks are
+    written on ``threads`` threads (disjoint rows of the matrix)."""
     perm = pc.sort_indices(tbl["key"]).to_numpy()
     rest = tbl.drop_columns(["x"]).take(perm).combine_chunks()
     n = tbl.num_rows
@@ -258,14 +260,17 @@ def _sorted_by_key(tbl: pa.Table, dim_x: int) -> tuple[pa.RecordBatch, np.ndarra
     inv = np.empty(n, dtype=np.int64)
     inv[perm] = np.arange(n)
     P = prefaulted_empty((n, dim_x + 2))
-    start = 0
-    for chunk in x.chunks:
+    starts = np.cumsum([0, *(len(c) for c in x.chunks)])
+
+    def fill(i: int) -> None:
+        chunk, start = x.chunks[i], int(starts[i])
         m = len(chunk)
         flat = chunk.flatten().to_numpy(zero_copy_only=False)
         if flat.size != m * dim_x:
             raise ValueError(f"feature vectors must all have length {dim_x}")
         P[inv[start:start + m], 2:] = flat.reshape(m, dim_x)
-        start += m
+
+    _map(fill, list(range(x.num_chunks)), threads)
     names = [c for c in tbl.column_names if c != "x"]
     batch = pa.RecordBatch.from_arrays([rest.column(c).combine_chunks() for c in names],
                                        names=names)
@@ -317,17 +322,21 @@ class _LocalWork(_Work):
             rec["rows_out"] = len(idx)
         del batch, points
         with self.step("keys and bounds as arrays"):
-            self.keys = _strs(_col(self.batch, "key"))
+            # the keys and neighbour keys stay Arrow arrays (a Python string is made
+            # only for a row a search or a witness reads): 2.7M strings for Adult x 20
+            # cost 0.12-0.6 s, their fresh memory faulted in page by page
+            self.keys = _col(self.batch, "key")
             # what the scans read: the batch is key-sorted, its points and each target's
             # points are pass A's (no second decode)
             rho = {a: _np(self.batch, f"rho{a}") for a in range(n_attr)}
             code = {a: _codes(self.batch, c) for a, c in enumerate(cols)}
             # per row range of pass A (each on its own thread): views, no copies
-            self._scan_read = [(kept["P"][r], self.keys[r], {a: v[r] for a, v in rho.items()},
+            self._scan_read = [(kept["P"][r], self.keys.slice(r.start, r.stop - r.start),
+                                {a: v[r] for a, v in rho.items()},
                                 {a: v[r] for a, v in code.items()}, tp)
                                for r, tp in zip(kept["parts"], kept["tp"], strict=True)]
             self.u = {p: _np(self.batch, _ucol(p)) for p in pairs}
-            self.nb = {p: _strs(_col(self.batch, _nbcol(p))) for p in pairs}
+            self.nb = {p: _col(self.batch, _nbcol(p)) for p in pairs}
 
     @classmethod
     def collect(cls, ranked: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
@@ -365,45 +374,63 @@ class _LocalWork(_Work):
             _LOG.info("hfm: %d points do not fit the driver path (at most %d)", tbl.num_rows, cap)
             return None
         with cost.step("key sort", spark_jobs=False) as rec:
-            table = _sorted_by_key(tbl, dim_x)
+            threads = _driver_threads(spark)
+            table = _sorted_by_key(tbl, dim_x, threads=threads)
             rec["rows_read"] = tbl.num_rows
         del tbl
         return cls(table, n_attr=n_attr, dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
-                   max_result=max_result, cost=cost, threads=_driver_threads(ranked.sparkSession))
+                   max_result=max_result, cost=cost, threads=threads)
+
+    def _first_after(self, key: str) -> int:
+        """The position of the first row whose key is greater than ``key`` (the batch
+        is key-sorted: a binary search, no Python string per row)."""
+        lo, hi = 0, len(self.keys)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.keys[mid].as_py() <= key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def _after(self, u: np.ndarray, cursor: tuple[float, str] | None) -> np.ndarray:
         if cursor is None:
             return np.ones(len(u), dtype=bool)
         cu, ck = cursor
-        return (u < cu) | ((u == cu) & (self.keys > ck))
+        later = np.arange(len(u)) >= self._first_after(ck)
+        return (u < cu) | ((u == cu) & later)
 
     def top_bounds(self, pairs: list[Pair], k: int) -> dict[Pair, list[tuple]]:
         out = {}
         for p in pairs:
             order = np.argsort(-self.u[p], kind="stable")[:k]  # ties: key order
-            out[p] = sorted((-float(self.u[p][i]), self.keys[i], self.nb[p][i] or "")
-                            for i in order)
+            out[p] = sorted((-float(self.u[p][i]), self.keys[int(i)].as_py(),
+                             self.nb[p][int(i)].as_py() or "") for i in order)
         return out
 
     def bounds_rows(self, pairs: list[Pair]) -> pd.DataFrame:
+        """The bounds in long form; keys and neighbour keys as Arrow-backed columns
+        (:func:`~fairspark.hfm.compute._summarise_local` reads only the witnesses')."""
         n, k = len(self.keys), len(pairs)
+
+        def arrow(arrays: list[pa.Array]) -> pd.arrays.ArrowExtensionArray:
+            return pd.arrays.ArrowExtensionArray(pa.chunked_array(arrays, pa.string()))
+
         return pd.DataFrame({
             "tgt": np.repeat(np.array([p[0] for p in pairs], np.int32), n),
             "attr": np.repeat(np.array([p[1] for p in pairs], np.int32), n),
-            "key": np.tile(self.keys, k),
+            "key": arrow([self.keys] * k),
             "u": np.concatenate([self.u[p] for p in pairs] or [np.zeros(0)]),
-            "nb_key": np.concatenate([self.nb[p] for p in pairs]
-                                     or [np.zeros(0, dtype=object)]),
+            "nb_key": arrow([self.nb[p] for p in pairs]),
             "mult": np.ones(n * k, np.int64)})
 
     def fetch(self, keys: list[str], attrs: list[int], lo: float, hi: float, *,
               est_bytes: float) -> pd.DataFrame:
-        # the batch is key-sorted: the wanted keys by binary search (no object-array isin)
+        # the wanted keys by Arrow's hash lookup (no Python string per row)
         want = np.zeros(len(self.keys), dtype=bool)
         if keys and len(self.keys):
-            ks = np.asarray(sorted(keys), dtype=object)
-            pos = np.clip(np.searchsorted(self.keys, ks), 0, len(self.keys) - 1)
-            want[pos[self.keys[pos] == ks]] = True
+            want = pc.is_in(self.keys, value_set=pa.array(list(keys), pa.string())
+                            ).to_numpy(zero_copy_only=False).astype(bool)
         for a in attrs:
             r = _np(self.batch, f"rho{a}")
             want |= (r >= lo) & (r < hi)
