@@ -458,3 +458,66 @@ def test_survivor_rounds_jump_to_the_end_after_a_poor_round(spark, monkeypatch):
             jumps += 1
     assert jumps >= 1  # the branch ran
     pts.unpersist()
+
+
+@pytest.mark.parametrize("parts", [1, 5])
+def test_pass_a_tasks_send_the_top_bounds_of_the_job_of_their_own(spark, parts):
+    """The top bounds the pass-A tasks send (one job, filling the cache) are those of
+    the sorted job over the working table and of a sort of every row's bound, ties
+    (a coarse grid: many equal bounds) to the smallest key, at 1 and 5 partitions."""
+    from pyspark.sql import functions as F
+
+    from fairspark.hfm._spark._cost import CostLog
+    from fairspark.hfm._spark._work import _SparkWork
+    from fairspark.hfm._spark.elim import _top_bounds
+
+    rng = np.random.default_rng(11)
+    n, d, k = 900, 3, 7
+    X, y, codes = _scenario("ties", rng, n, d)
+    keys = np.array([f"t{i:04d}" for i in rng.permutation(n)])
+    pts = _points_df(spark, keys, y, 1 - y, X, codes).repartition(parts)
+    ranked = pts.withColumn("h", F.rand(seed=2))
+    pairs = [(0, 0), (1, 0)]
+    work = _SparkWork.build(pts, ranked, n_attr=1, dim_x=d, pairs=pairs, sample_rows=40,
+                            n_rows=n, cost=CostLog(spark), top_k=k)
+    try:
+        got = work.top_bounds(pairs, k)
+        assert work.top.value["parts"] == set(range(parts))
+        ref = _top_bounds(work.df, pairs, k)
+        rows = work.df.toPandas()
+        assert got == ref
+        for p in pairs:
+            u, nb = rows[f"u{p[0]}_0"].to_numpy(), rows[f"nb{p[0]}_0"].fillna("")
+            brute_top = sorted(zip((-u).tolist(), rows["key"], nb, strict=True))[:k]
+            assert got[p] == brute_top
+            # ties at the k-th bound: the key decided between them
+            assert (u == -brute_top[-1][0]).sum() > 1
+    finally:
+        work.close()
+
+
+def test_counts_handed_to_the_spark_passes_are_their_own(spark, pts, data):
+    """The audit's count (:func:`code_counts_and_rows`) equals the engine's and numpy's,
+    and the Spark passes given it run no job for it, with the same results."""
+    from fairspark.hfm._spark import code_counts_and_rows
+    from fairspark.hfm._spark.elim import code_counts
+
+    counts, n = code_counts_and_rows(pts, 2)
+    assert counts == code_counts(pts, 2)
+    codes = data[4]
+    assert n == len(codes)
+    for a in range(2):
+        v, c = np.unique(codes[:, a], return_counts=True)
+        assert counts[a] == {int(x): int(m) for x, m in zip(v, c, strict=True)}
+    runs = []
+    for given in (None, counts):
+        res = hfm_distances(pts, n_attr=2, dim_x=DX, n_rows=n,
+                            options=DistanceOptions("certified", m2=1),
+                            certify=CertifyOptions(sample_rows=48, seed=5, local_max_bytes=0),
+                            code_counts=given)
+        step = next(p for p in res[(0, 0)].extra["cost"]["passes"]
+                    if p["pass"] == "code counts")
+        assert (step["jobs"] == 0) if given else (step["jobs"] >= 1)
+        runs.append({p: (r.value, r.key, r.nb_key, r.certified, r.extra["n_searched"])
+                     for p, r in res.items()})
+    assert runs[0] == runs[1]

@@ -24,6 +24,7 @@ from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow
 from fairspark.columns import BASE, KEY, LABEL, PRED, X, input_col
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.hfm._kernels import default_m2, hfm_df
+from fairspark.hfm._spark import code_counts_and_rows
 from fairspark.hfm.compute import hfm_distances, make_projections, points_from_table
 from fairspark.hfm.dr import discriminative_risk
 from fairspark.hfm.paired import baseline_rows, difference_rows
@@ -215,26 +216,22 @@ def _witness_values(ctx: AuditContext, params: HFMParams, keys: set[str],
 def _one_sided(
     attrs: list[AttributeInfo], codes: list[tuple[Column, dict[int, str]]], pts_all: DataFrame,
     *, view: str, pjson: str | None, min_rows: int,
-) -> tuple[int, list[int], list[MetricRow], dict[str, str]]:
+) -> tuple[int, list[int], list[MetricRow], dict[str, str], dict[str, dict[int, int]]]:
     """Labelled rows, the attributes with rows on both sides, failed rows for the others.
 
-    One aggregation counts the labelled rows of every group; the last value maps an
-    attribute with a group below ``min_rows`` to the reason its rows are inconclusive.
+    One aggregation counts the labelled rows of every group (the engine's own count,
+    :func:`code_counts_and_rows`, handed to it by attribute name in the last value:
+    the Spark passes then count nothing again); the fourth value maps an attribute with
+    a group below ``min_rows`` to the reason its rows are inconclusive.
     """
-    agg = pts_all.agg(
-        F.count(F.lit(1)).alias("n"),
-        *[F.sum(F.when(F.col(f"c{i}") == F.lit(code), 1).otherwise(0)).alias(f"n{i}_{j}")
-          for i in range(len(attrs)) for j, code in enumerate(sorted(codes[i][1]))],
-    ).collect()[0]
-    n = int(agg["n"])
+    counts, n = code_counts_and_rows(pts_all, len(attrs))
     if n == 0:
         raise AuditError("hfm: no labelled row to audit (D needs the label)")
     valid: list[int] = []
     failed: list[MetricRow] = []
     small: dict[str, str] = {}
     for i, a in enumerate(attrs):
-        sizes = {codes[i][1][code]: int(agg[f"n{i}_{j}"] or 0)
-                 for j, code in enumerate(sorted(codes[i][1]))}
+        sizes = {codes[i][1][code]: counts[i].get(code, 0) for code in sorted(codes[i][1])}
         present = {g: k for g, k in sizes.items() if k > 0}
         if len(present) >= 2:
             valid.append(i)
@@ -248,7 +245,7 @@ def _one_sided(
             detail=(f"attribute {a.name!r}: all {n} labelled rows are in one group "
                     f"({', '.join(present) or 'none'}); HFM needs rows on both sides"),
             params=pjson))
-    return n, valid, failed, small
+    return n, valid, failed, small, {a.name: counts[i] for i, a in enumerate(attrs)}
 
 
 def _params_json(params: HFMParams, m2: int | None) -> str | None:
@@ -288,7 +285,7 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     pts_all = points_from_table(df, key_col=KEY, label_col=LABEL, pred_col=PRED, x_col=X,
                                 code_exprs=[c for c, _ in codes])
     with _step(steps, "group counts"):
-        n, valid, rows, small = _one_sided(attrs, codes, pts_all, view=params.view,
+        n, valid, rows, small, counts = _one_sided(attrs, codes, pts_all, view=params.view,
                                            pjson=_params_json(params, params.m2),
                                            min_rows=params.min_rows)
     m2 = params.m2 or default_m2(n)
@@ -309,6 +306,7 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     if valid:
         with _step(steps, "distances (engine)"):
             results = _distances(ctx, params, df, n=n, m2=m2, on_progress=progress,
+                                 counts=counts,
                                  audited=[(attrs[i].name, codes[i][0]) for i in valid])
     if params.method == "certified" and results and not all(
             d.certified and d_f.certified for d, d_f in results.values()):
@@ -317,7 +315,7 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     if results and ctx.prepared.baseline_column:  # D is shared: the baseline's D_f only
         summary["baseline"] = {"column": ctx.prepared.baseline_column}
         with _step(steps, "baseline D_f (engine)"):
-            base = _baseline_distances(ctx, params, df, n=n, m2=m2, audited=[
+            base = _baseline_distances(ctx, params, df, n=n, m2=m2, counts=counts, audited=[
                 (attrs[i].name, codes[i][0]) for i in valid])
     if ctx.time_left() <= 0:  # the runner publishes the interval so far; skip the extras
         raise TimeBudgetExhaustedError("hfm: time budget spent before the witnesses and DR")
@@ -350,18 +348,20 @@ def _step(steps: list[dict[str, Any]], name: str) -> Any:
 def _distances(
     ctx: AuditContext, params: HFMParams, df: DataFrame, *,
     audited: list[tuple[str, Column]], n: int, m2: int, on_progress: Callable[[Pairs], None],
+    counts: dict[str, dict[int, int]] | None = None,
 ) -> Pairs:
     """D and D_f of the attributes with rows on both sides, by name.
 
     ``audited``: their names and group-code expressions; ``on_progress`` gets the
-    intervals so far while ``certified`` runs.
+    intervals so far while ``certified`` runs; ``counts``: labelled rows per code, by
+    attribute name (:func:`_one_sided`).
     """
     names = [name for name, _ in audited]
 
     def by_name(res: dict[tuple[int, int], DistanceResult]) -> Pairs:
         return {name: (res[(0, j)], res[(1, j)]) for j, name in enumerate(names)}
 
-    res = _engine(ctx, params, df, audited=audited, n=n, m2=m2, baseline=False,
+    res = _engine(ctx, params, df, audited=audited, n=n, m2=m2, baseline=False, counts=counts,
                   on_progress=(lambda part: on_progress(by_name(part)))
                   if params.method == "certified" else None)
     return by_name(res)
@@ -370,6 +370,7 @@ def _distances(
 def _baseline_distances(
     ctx: AuditContext, params: HFMParams, df: DataFrame, *,
     audited: list[tuple[str, Column]], n: int, m2: int,
+    counts: dict[str, dict[int, int]] | None = None,
 ) -> dict[str, DistanceResult]:
     """The baseline decision's D_f per attribute (``columns.baseline``), by name.
 
@@ -378,7 +379,7 @@ def _baseline_distances(
     D_f only (D reads no decision: it is the challenger's).
     """
     res = _engine(ctx, params, df, audited=audited, n=n, m2=m2, baseline=True,
-                  on_progress=None)
+                  on_progress=None, counts=counts)
     return {name: res[(1, j)] for j, (name, _) in enumerate(audited)}
 
 
@@ -386,6 +387,7 @@ def _engine(
     ctx: AuditContext, params: HFMParams, df: DataFrame, *,
     audited: list[tuple[str, Column]], n: int, m2: int, baseline: bool,
     on_progress: Callable[[dict[tuple[int, int], DistanceResult]], None] | None,
+    counts: dict[str, dict[int, int]] | None = None,
 ) -> dict[tuple[int, int], DistanceResult]:
     """:func:`~fairspark.hfm.compute.hfm_distances`: ``(target, attribute index) ->
     result``, D and D_f of the audited decision, or with ``baseline`` D_f of the
@@ -409,6 +411,9 @@ def _engine(
         certify=params.certify_options(seed=ctx.seed_for("hfm", "sample"),
                                        time_left=ctx.time_left),
         projections=projections, on_progress=on_progress,
+        # the same labelled rows and group codes as the audit's count: its counts
+        code_counts=None if counts is None else {
+            j: counts[name] for j, (name, _) in enumerate(audited)},
     )
 
 

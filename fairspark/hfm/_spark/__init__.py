@@ -21,6 +21,7 @@ working table, passes, pair state, blob helpers and driver budget in :mod:`._wor
 
 from __future__ import annotations
 
+from fairspark.hfm._spark._passes import code_counts_and_rows
 from fairspark.hfm._spark._points import points_schema_check
 from fairspark.hfm._spark.approx import (
     approx_scan,
@@ -39,6 +40,7 @@ __all__ = [
     "approx_scan",
     "block_nn",
     "certify_exact",
+    "code_counts_and_rows",
     "exact_all",
     "points_schema_check",
     "pointwise_rows",

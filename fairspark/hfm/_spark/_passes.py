@@ -15,6 +15,8 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -52,7 +54,7 @@ from fairspark.hfm._spark._driver import (
 from fairspark.hfm._spark._points import code_cols
 from fairspark.hfm._spark._state import Pair, _PairState, _thr
 
-__all__ = ["code_counts", "sample_bounds_numpy"]
+__all__ = ["code_counts", "code_counts_and_rows", "sample_bounds_numpy"]
 
 #: a scan of every row with at least this many queries groups the rows first
 _REF_CLUSTER_QUERIES = 32
@@ -63,14 +65,27 @@ _C_SCHEMA = ("kind int, tgt int, attr int, blk int, n long, mx double, key strin
 
 def code_counts(pts: DataFrame, n_attr: int) -> dict[int, dict[int, int]]:
     """Rows per (attribute, code): one aggregation."""
+    return code_counts_and_rows(pts, n_attr)[0]
+
+
+def code_counts_and_rows(pts: DataFrame,
+                         n_attr: int) -> tuple[dict[int, dict[int, int]], int]:
+    """Rows per (attribute, code) (null codes left out) and the rows in all: one
+    aggregation, the engine's counts (the HFM audit counts its groups with it and hands
+    the counts to the engine, which then runs no job of its own for them)."""
+    if n_attr == 0:
+        return {}, int(pts.count())
     pairs = F.explode(F.array(*[
         F.struct(F.lit(a).alias("a"), F.col(c).alias("c")) for a, c in enumerate(code_cols(n_attr))
     ])).alias("p")
     out: dict[int, dict[int, int]] = {a: {} for a in range(n_attr)}
+    n = 0
     for r in pts.select(pairs).groupBy("p.a", "p.c").count().collect():
+        if int(r["a"]) == 0:
+            n += int(r["count"])
         if r["c"] is not None:
             out[int(r["a"])][int(r["c"])] = int(r["count"])
-    return out
+    return out, n
 
 
 # ----------------------------------------------------------------------------- pass A
@@ -122,6 +137,45 @@ def _top_bounds(work: DataFrame, pairs: list[Pair], k: int) -> dict[Pair, list[t
     for r in parts.repartition(1).collect():
         out[(int(r["tgt"]), int(r["attr"]))].append((-float(r["u"]), r["key"], r["nb_key"] or ""))
     return {p: sorted(v) for p, v in out.items()}
+
+
+class _TopBounds(AccumulatorParam):
+    """Pass A's top bounds as its tasks send them: per pair the ``k`` smallest
+    ``(-u, key, nb_key)`` tuples (:func:`_top_bounds`'s order), and the partitions that
+    sent theirs. A row sent twice (a task run again) counts once: its tuple is the same."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def zero(self, value: dict) -> dict:
+        return {"parts": set(), "top": {}}
+
+    def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 - pyspark names it
+        a["parts"] |= b["parts"]
+        for p, rows in b["top"].items():
+            merged = {r[1]: r for r in a["top"].get(p, [])}
+            merged.update({r[1]: r for r in rows})
+            a["top"][p] = sorted(merged.values())[:self.k]
+        return a
+
+
+def _batch_top(batch: pa.RecordBatch, pairs: list[Pair], k: int,
+               best: dict[Pair, list[tuple]]) -> None:
+    """Fold one output batch of pass A into a task's top bounds ``best`` (per pair the
+    ``k`` smallest ``(-u, key, nb_key or "")``): only the rows at or above the batch's
+    ``k``-th largest bound become tuples (every tie with it too, so the key decides)."""
+    for p in pairs:
+        u = _np(batch, _ucol(p))
+        if len(u) > k:
+            kth = np.partition(u, len(u) - k)[len(u) - k]
+            idx = np.flatnonzero(u >= kth)
+        else:
+            idx = np.arange(len(u))
+        sel = pa.array(idx, pa.int64())
+        keys = _col(batch, "key").take(sel).to_pylist()
+        nbs = _col(batch, _nbcol(p)).take(sel).to_pylist()
+        rows = [(-float(u[i]), keys[j], nbs[j] or "") for j, i in enumerate(idx)]
+        best[p] = sorted(best.get(p, []) + rows)[:k]
 
 
 def _row_slices(n: int, threads: int) -> list[slice]:
@@ -193,11 +247,14 @@ def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
 
 
 def _work_table(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: int,
-                pairs: list[Pair], counts: dict[int, dict[int, int]]) -> DataFrame:
+                pairs: list[Pair], counts: dict[int, dict[int, int]],
+                top: Accumulator | None = None) -> DataFrame:
     """Pass A: the working table with blobs, ranks and sample bounds (not persisted).
 
     ``ranked`` is the points table with ``h`` (the seeded hash of the key in [0, 1));
-    ``sample`` its sample rows (pandas, with ``x``).
+    ``sample`` its sample rows (pandas, with ``x``); ``top``: an accumulator of
+    :class:`_TopBounds` to which every task adds its partition's top bounds (so the job
+    that fills the cache finds them, without a job of its own).
     """
     cols = code_cols(n_attr)
     sample = sample.sort_values("key", kind="mergesort")
@@ -217,9 +274,16 @@ def _work_table(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: 
         pin_threads()
         maybe_fail_first_attempt("hfm")
         s = bc.value
+        best: dict[Pair, list[tuple]] = {}
         for batch in it:
             if batch.num_rows:
-                yield _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs)
+                out = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs)
+                if top is not None:
+                    _batch_top(out, pairs, top.accum_param.k, best)
+                yield out
+        if top is not None:
+            ctx = TaskContext.get()
+            top.add({"parts": {ctx.partitionId() if ctx is not None else 0}, "top": best})
 
     return ranked.select("key", "h", "y", "yp", "x", *cols).mapInArrow(bounds, ", ".join(fields))
 

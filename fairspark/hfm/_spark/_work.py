@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
+from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -54,6 +55,7 @@ from fairspark.hfm._spark._passes import (
     _pass_c_batches,
     _scan_batches,
     _top_bounds,
+    _TopBounds,
     _work_table,
     code_counts,
 )
@@ -112,8 +114,9 @@ class _SparkWork(_Work):
 
     def __init__(self, df: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
                  counts: dict[int, dict[int, int]], quota: float, n_rows: int,
-                 cost: CostLog) -> None:
+                 cost: CostLog, top: Accumulator | None = None) -> None:
         self.df, self.n_attr, self.dim_x = df, n_attr, dim_x
+        self.top = top
         self.counts, self.quota = counts, quota
         self.n_rows, self.cost = n_rows, cost
         self.max_result = _max_result_bytes(df.sparkSession)
@@ -129,10 +132,14 @@ class _SparkWork(_Work):
     @classmethod
     def build(cls, pts: DataFrame, ranked: DataFrame, *, n_attr: int, dim_x: int,
               pairs: list[Pair], sample_rows: int, n_rows: int | None,
-              cost: CostLog) -> _SparkWork:
-        """Code counts, the sample (one collect) and pass A (persisted, not run yet)."""
-        with cost.step("code counts") as rec:
-            counts = code_counts(pts, n_attr)
+              cost: CostLog, top_k: int = 0,
+              counts: dict[int, dict[int, int]] | None = None) -> _SparkWork:
+        """Code counts (unless given: :func:`code_counts` of ``pts``), the sample (one
+        collect) and pass A (persisted, not run yet; ``top_k``: its tasks gather the
+        ``top_k`` largest bounds per pair as they run)."""
+        with cost.step("code counts", spark_jobs=counts is None) as rec:
+            if counts is None:
+                counts = code_counts(pts, n_attr)
         if n_rows is None:
             n_rows = sum(counts[0].values()) if n_attr else 0
         rec["rows_read"] = n_rows
@@ -150,10 +157,14 @@ class _SparkWork(_Work):
                                                              *code_cols(n_attr)),
                               est_bytes=8.0 * (dim_x + 4) * quota * max(1, n_codes))
             rec["rows_out"] = len(sample)
+        top = None
+        if top_k > 0:
+            param = _TopBounds(top_k)
+            top = ranked.sparkSession.sparkContext.accumulator(param.zero({}), param)
         df = _work_table(ranked, sample, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
-                         counts=counts).persist(StorageLevel.MEMORY_AND_DISK)
+                         counts=counts, top=top).persist(StorageLevel.MEMORY_AND_DISK)
         return cls(df, n_attr=n_attr, dim_x=dim_x, pairs=pairs, counts=counts, quota=quota,
-                   n_rows=n_rows, cost=cost)
+                   n_rows=n_rows, cost=cost, top=top)
 
     def n_part(self) -> int:
         return max(1, self.df.rdd.getNumPartitions())
@@ -162,7 +173,17 @@ class _SparkWork(_Work):
         self.df.unpersist()
 
     def top_bounds(self, pairs: list[Pair], k: int) -> dict[Pair, list[tuple]]:
-        return _top_bounds(self.df, pairs, k)
+        """Pass A into the cache, and per pair the ``k`` largest bounds (smallest key
+        first among ties): from what its tasks sent (one job, which fills the cache),
+        or, where a partition did not send them (its block was cached already), from a
+        job of their own (:func:`_top_bounds`)."""
+        if self.top is None or self.top.accum_param.k < k:
+            return _top_bounds(self.df, pairs, k)
+        self.df.count()
+        got = self.top.value
+        if got["parts"] != set(range(self.n_part())):
+            return _top_bounds(self.df, pairs, k)
+        return {p: sorted(got["top"].get(p, []))[:k] for p in pairs}
 
     def bounds_rows(self, pairs: list[Pair]) -> DataFrame:
         return self.ub

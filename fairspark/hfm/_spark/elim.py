@@ -152,6 +152,7 @@ def certify_exact(
     options: CertifyOptions | None = None,
     on_step: Callable[[dict[Pair, CertifiedResult]], None] | None = None,
     on_bounds: Callable[[DataFrame | pd.DataFrame, dict[Pair, float]], None] | None = None,
+    counts: dict[int, dict[int, int]] | None = None,
 ) -> dict[Pair, CertifiedResult]:
     """Exact D per (target, attribute) by sample bounds and elimination (module doc).
 
@@ -179,6 +180,10 @@ def certify_exact(
         Called with the per-row bounds (``tgt, attr, key, u, nb_key, mult``) once they
         are known, before the search (histograms, averages): a Spark DataFrame, or a
         pandas DataFrame on the driver path; and per pair the largest bound.
+    counts : dict, optional
+        Rows per (attribute, code) of ``pts``, as
+        :func:`~fairspark.hfm._spark._passes.code_counts` gives them (the caller
+        counted them already): the Spark passes then run no job for them.
 
     Returns
     -------
@@ -201,7 +206,8 @@ def certify_exact(
                               max_bytes=opt.local_max_bytes, cost=cost)
     if work is None:
         work = _SparkWork.build(pts, ranked, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
-                                sample_rows=opt.sample_rows, n_rows=n_rows, cost=cost)
+                                sample_rows=opt.sample_rows, n_rows=n_rows, cost=cost,
+                                top_k=plan.k + 1, counts=counts)
     cost.engine = work.where
     out = _certify_on(work, pairs, plan, t0=t0, on_step=on_step, on_bounds=on_bounds)
     summary = cost.log()
