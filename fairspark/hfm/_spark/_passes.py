@@ -140,23 +140,34 @@ def _top_bounds(work: DataFrame, pairs: list[Pair], k: int) -> dict[Pair, list[t
 
 
 class _TopBounds(AccumulatorParam):
-    """Pass A's top bounds as its tasks send them: per pair the ``k`` smallest
-    ``(-u, key, nb_key)`` tuples (:func:`_top_bounds`'s order), and the partitions that
-    sent theirs. A row sent twice (a task run again) counts once: its tuple is the same."""
+    """Pass A's top bounds as its tasks send them: per partition, per pair its ``k``
+    smallest ``(-u, key, nb_key)`` tuples (:func:`_top_bounds`'s order). A partition
+    sent twice (its task run again) replaces its own list with the same rows, so
+    nothing counts twice while equal rows (duplicates) all count; a tuple above the
+    ``k``-th smallest of all lists is dropped (it cannot be among the ``k``)."""
 
     def __init__(self, k: int) -> None:
         self.k = k
 
     def zero(self, value: dict) -> dict:
-        return {"parts": set(), "top": {}}
+        return {"parts": {}}
 
     def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 - pyspark names it
-        a["parts"] |= b["parts"]
-        for p, rows in b["top"].items():
-            merged = {r[1]: r for r in a["top"].get(p, [])}
-            merged.update({r[1]: r for r in rows})
-            a["top"][p] = sorted(merged.values())[:self.k]
+        a["parts"].update(b["parts"])
+        pairs = {p for lists in a["parts"].values() for p in lists}
+        for p in pairs:
+            rows = sorted(r for lists in a["parts"].values() for r in lists.get(p, []))
+            if len(rows) > self.k:
+                kth = rows[self.k - 1]
+                for lists in a["parts"].values():
+                    if p in lists:
+                        lists[p] = [r for r in lists[p] if r <= kth]
         return a
+
+    def top(self, value: dict, pairs: list[Pair], k: int) -> dict[Pair, list[tuple]]:
+        """Per pair the ``k`` smallest tuples of every partition's list."""
+        return {p: sorted(r for lists in value["parts"].values()
+                          for r in lists.get(p, []))[:k] for p in pairs}
 
 
 def _batch_top(batch: pa.RecordBatch, pairs: list[Pair], k: int,
@@ -287,7 +298,7 @@ def _work_table(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: 
                 yield out
         if top is not None:
             ctx = TaskContext.get()
-            top.add({"parts": {ctx.partitionId() if ctx is not None else 0}, "top": best})
+            top.add({"parts": {ctx.partitionId() if ctx is not None else 0: best}})
 
     return ranked.select("key", "h", "y", "yp", "x", *cols).mapInArrow(bounds, ", ".join(fields))
 

@@ -182,9 +182,9 @@ class _SparkWork(_Work):
             return _top_bounds(self.df, pairs, k)
         self.df.count()
         got = self.top.value
-        if got["parts"] != set(range(self.n_part())):
+        if set(got["parts"]) != set(range(self.n_part())):
             return _top_bounds(self.df, pairs, k)
-        return {p: sorted(got["top"].get(p, []))[:k] for p in pairs}
+        return self.top.accum_param.top(got, pairs, k)
 
     def bounds_rows(self, pairs: list[Pair]) -> DataFrame:
         return self.ub
