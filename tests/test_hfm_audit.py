@@ -425,6 +425,8 @@ def test_driver_path_and_spark_passes_give_the_same_audit(spark, tmp_path_factor
         cost = res.summary["audits"]["hfm"]["cost"]  # the stage's cost model, in summary.json
         assert cost["engine"] == name and cost["jobs"] == sum(p["jobs"] for p in cost["passes"])
         assert (cost["jobs"] == 1) == (name == "driver")
+        if name == "spark":  # the audit's group count handed over: no count job of its own
+            assert next(p for p in cost["passes"] if p["pass"] == "code counts")["jobs"] == 0
         rows = pd.DataFrame(res.rows)
         got[name] = rows[rows.audit == "hfm"].sort_values(["attribute", "metric"])
     for metric, t in (("D", pdf["y"]), ("D_f", pdf["pred"])):
@@ -510,3 +512,35 @@ def test_driver_and_spark_paths_give_the_same_bits(spark, adult_pdf, tmp_path_fa
     sel = d[(d.attribute == attr) & (d.metric == "D")]
     assert sel.value.iloc[0] == pytest.approx(hausdorff(np.column_stack([t, X]), g), abs=1e-9)
     assert sel.status.iloc[0] == "ok" or sel.lower.iloc[0] == sel.upper.iloc[0]
+
+
+def test_group_counts_handed_to_the_engine_are_its_own(spark):
+    """The audit's one aggregation hands the engine the rows per code of every attribute
+    whose groups' codes are all its non-null codes (equal to the engine's own count);
+    an attribute with a code outside its groups (-1: a value the groups do not name)
+    is left out, for the engine to count itself."""
+    from fairspark.hfm._spark import code_counts_and_rows
+    from fairspark.hfm.audit import _one_sided
+    from fairspark.prepare._results import AttributeInfo
+
+    rng = np.random.default_rng(3)
+    n = 400
+    c0 = rng.integers(0, 3, n)
+    c1 = rng.integers(-1, 2, n)  # -1: outside the groups 0 and 1
+    c0_null = np.where(rng.random(n) < 0.1, None, c0)
+    pts = spark.createDataFrame(
+        [(int(a) if a is not None else None, int(b)) for a, b in zip(c0_null, c1, strict=True)],
+        "c0 int, c1 int")
+    from pyspark.sql import functions as F
+
+    attrs = [AttributeInfo(name=nm, value_col=nm, priv_col=nm, values={}, privileged_values=[],
+                           kind="values", source_columns=[nm]) for nm in ("u", "v")]
+    codes = [(F.col("c0"), {0: "a", 1: "b", 2: "c"}), (F.col("c1"), {0: "x", 1: "y"})]
+    n_rows, valid, failed, _small, counts = _one_sided(attrs, codes, pts, view="any_other_value",
+                                                      pjson=None, min_rows=1)
+    engine, total = code_counts_and_rows(pts, 2)
+    assert n_rows == total == n and valid == [0, 1] and not failed
+    assert counts == {"u": engine[0]}
+    assert engine[1][-1] == int((c1 == -1).sum())  # why "v" was left out
+    v, k = np.unique(c0[[x is not None for x in c0_null]], return_counts=True)
+    assert counts["u"] == {int(a): int(b) for a, b in zip(v, k, strict=True)}

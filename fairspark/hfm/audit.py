@@ -24,7 +24,6 @@ from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow
 from fairspark.columns import BASE, KEY, LABEL, PRED, X, input_col
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
 from fairspark.hfm._kernels import default_m2, hfm_df
-from fairspark.hfm._spark import code_counts_and_rows
 from fairspark.hfm.compute import hfm_distances, make_projections, points_from_table
 from fairspark.hfm.dr import discriminative_risk
 from fairspark.hfm.paired import baseline_rows, difference_rows
@@ -219,19 +218,32 @@ def _one_sided(
 ) -> tuple[int, list[int], list[MetricRow], dict[str, str], dict[str, dict[int, int]]]:
     """Labelled rows, the attributes with rows on both sides, failed rows for the others.
 
-    One aggregation counts the labelled rows of every group (the engine's own count,
-    :func:`code_counts_and_rows`, handed to it by attribute name in the last value:
-    the Spark passes then count nothing again); the fourth value maps an attribute with
-    a group below ``min_rows`` to the reason its rows are inconclusive.
+    One aggregation counts the labelled rows of every group and every non-null code;
+    the fourth value maps an attribute with a group below ``min_rows`` to the reason
+    its rows are inconclusive. The last one holds, by attribute name, the rows per code
+    as the engine counts them (:func:`code_counts_and_rows`) where the groups' codes
+    are every non-null code of the attribute, so that the Spark passes count nothing
+    again; an attribute with other codes is left out (the engine counts it itself).
     """
-    counts, n = code_counts_and_rows(pts_all, len(attrs))
+    agg = pts_all.agg(
+        F.count(F.lit(1)).alias("n"),
+        *[F.count(F.col(f"c{i}")).alias(f"all{i}") for i in range(len(attrs))],
+        *[F.sum(F.when(F.col(f"c{i}") == F.lit(code), 1).otherwise(0)).alias(f"n{i}_{j}")
+          for i in range(len(attrs)) for j, code in enumerate(sorted(codes[i][1]))],
+    ).collect()[0]
+    n = int(agg["n"])
     if n == 0:
         raise AuditError("hfm: no labelled row to audit (D needs the label)")
+    counts: dict[str, dict[int, int]] = {}
     valid: list[int] = []
     failed: list[MetricRow] = []
     small: dict[str, str] = {}
     for i, a in enumerate(attrs):
-        sizes = {codes[i][1][code]: counts[i].get(code, 0) for code in sorted(codes[i][1])}
+        per_code = {code: int(agg[f"n{i}_{j}"] or 0)
+                    for j, code in enumerate(sorted(codes[i][1]))}
+        if sum(per_code.values()) == int(agg[f"all{i}"]):
+            counts[a.name] = {c: k for c, k in per_code.items() if k > 0}
+        sizes = {codes[i][1][code]: k for code, k in per_code.items()}
         present = {g: k for g, k in sizes.items() if k > 0}
         if len(present) >= 2:
             valid.append(i)
@@ -245,7 +257,7 @@ def _one_sided(
             detail=(f"attribute {a.name!r}: all {n} labelled rows are in one group "
                     f"({', '.join(present) or 'none'}); HFM needs rows on both sides"),
             params=pjson))
-    return n, valid, failed, small, {a.name: counts[i] for i, a in enumerate(attrs)}
+    return n, valid, failed, small, counts
 
 
 def _params_json(params: HFMParams, m2: int | None) -> str | None:
@@ -412,8 +424,9 @@ def _engine(
                                        time_left=ctx.time_left),
         projections=projections, on_progress=on_progress,
         # the same labelled rows and group codes as the audit's count: its counts
-        code_counts=None if counts is None else {
-            j: counts[name] for j, (name, _) in enumerate(audited)},
+        code_counts=({j: counts[name] for j, (name, _) in enumerate(audited)}
+                     if counts is not None and all(name in counts for name, _ in audited)
+                     else None),
     )
 
 
