@@ -242,9 +242,9 @@ def test_matrices_made_on_a_thread_serve_the_key_sort_and_pass_a(monkeypatch):
          "counts": {0: {0: int((codes == 0).sum()), 1: int((codes == 1).sum())}}}
     pairs = [(0, 0), (1, 0)]
     own = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P)
-    kept: dict = {}
+    kept: dict = {"tp_out": ready[1]}
     given = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P2,
-                          tp_out=ready[1], keep=kept)
+                          keep=kept)
     assert own.equals(given)
     # the prediction's points of every row range are views of the matrix given
     for r, tp in zip(kept["parts"], kept["tp"], strict=True):

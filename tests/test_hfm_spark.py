@@ -478,8 +478,9 @@ def test_pass_a_tasks_send_the_top_bounds_of_the_job_of_their_own(spark, parts):
     pts = _points_df(spark, keys, y, 1 - y, X, codes).repartition(parts)
     ranked = pts.withColumn("h", F.rand(seed=2))
     pairs = [(0, 0), (1, 0)]
-    work = _SparkWork.build(pts, ranked, n_attr=1, dim_x=d, pairs=pairs, sample_rows=40,
-                            n_rows=n, cost=CostLog(spark), top_k=k)
+    work = _SparkWork.build(ranked, n_attr=1, dim_x=d, pairs=pairs, n_rows=n,
+                            cost=CostLog(spark), top_k=k,
+                            options=CertifyOptions(sample_rows=40))
     try:
         got = work.top_bounds(pairs, k)
         assert set(work.top.value["parts"]) == set(range(parts))
@@ -513,8 +514,8 @@ def test_counts_handed_to_the_spark_passes_are_their_own(spark, pts, data):
     for given in (None, counts):
         res = hfm_distances(pts, n_attr=2, dim_x=DX, n_rows=n,
                             options=DistanceOptions("certified", m2=1),
-                            certify=CertifyOptions(sample_rows=48, seed=5, local_max_bytes=0),
-                            code_counts=given)
+                            certify=CertifyOptions(sample_rows=48, seed=5, local_max_bytes=0,
+                                                   code_counts=given))
         step = next(p for p in res[(0, 0)].extra["cost"]["passes"]
                     if p["pass"] == "code counts")
         assert (step["jobs"] == 0) if given else (step["jobs"] >= 1)

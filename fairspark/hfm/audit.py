@@ -318,8 +318,8 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     if valid:
         with _step(steps, "distances (engine)"):
             results = _distances(ctx, params, df, n=n, m2=m2, on_progress=progress,
-                                 counts=counts,
-                                 audited=[(attrs[i].name, codes[i][0]) for i in valid])
+                                 audited=[(attrs[i].name, codes[i][0],
+                                           counts.get(attrs[i].name)) for i in valid])
     if params.method == "certified" and results and not all(
             d.certified and d_f.certified for d, d_f in results.values()):
         log.info("hfm: time budget reached before certification finished")
@@ -327,8 +327,8 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
     if results and ctx.prepared.baseline_column:  # D is shared: the baseline's D_f only
         summary["baseline"] = {"column": ctx.prepared.baseline_column}
         with _step(steps, "baseline D_f (engine)"):
-            base = _baseline_distances(ctx, params, df, n=n, m2=m2, counts=counts, audited=[
-                (attrs[i].name, codes[i][0]) for i in valid])
+            base = _baseline_distances(ctx, params, df, n=n, m2=m2, audited=[
+                (attrs[i].name, codes[i][0], counts.get(attrs[i].name)) for i in valid])
     if ctx.time_left() <= 0:  # the runner publishes the interval so far; skip the extras
         raise TimeBudgetExhaustedError("hfm: time budget spent before the witnesses and DR")
     witness_keys = {k for r in [*(r for pair in results.values() for r in pair),
@@ -359,21 +359,21 @@ def _step(steps: list[dict[str, Any]], name: str) -> Any:
 
 def _distances(
     ctx: AuditContext, params: HFMParams, df: DataFrame, *,
-    audited: list[tuple[str, Column]], n: int, m2: int, on_progress: Callable[[Pairs], None],
-    counts: dict[str, dict[int, int]] | None = None,
+    audited: list[tuple[str, Column, dict[int, int] | None]], n: int, m2: int,
+    on_progress: Callable[[Pairs], None],
 ) -> Pairs:
     """D and D_f of the attributes with rows on both sides, by name.
 
-    ``audited``: their names and group-code expressions; ``on_progress`` gets the
-    intervals so far while ``certified`` runs; ``counts``: labelled rows per code, by
-    attribute name (:func:`_one_sided`).
+    ``audited``: their names, group-code expressions and labelled rows per code (from
+    :func:`_one_sided`; ``None`` where the engine counts them); ``on_progress`` gets
+    the intervals so far while ``certified`` runs.
     """
-    names = [name for name, _ in audited]
+    names = [a[0] for a in audited]
 
     def by_name(res: dict[tuple[int, int], DistanceResult]) -> Pairs:
         return {name: (res[(0, j)], res[(1, j)]) for j, name in enumerate(names)}
 
-    res = _engine(ctx, params, df, audited=audited, n=n, m2=m2, baseline=False, counts=counts,
+    res = _engine(ctx, params, df, audited=audited, n=n, m2=m2, baseline=False,
                   on_progress=(lambda part: on_progress(by_name(part)))
                   if params.method == "certified" else None)
     return by_name(res)
@@ -381,8 +381,7 @@ def _distances(
 
 def _baseline_distances(
     ctx: AuditContext, params: HFMParams, df: DataFrame, *,
-    audited: list[tuple[str, Column]], n: int, m2: int,
-    counts: dict[str, dict[int, int]] | None = None,
+    audited: list[tuple[str, Column, dict[int, int] | None]], n: int, m2: int,
 ) -> dict[str, DistanceResult]:
     """The baseline decision's D_f per attribute (``columns.baseline``), by name.
 
@@ -391,15 +390,14 @@ def _baseline_distances(
     D_f only (D reads no decision: it is the challenger's).
     """
     res = _engine(ctx, params, df, audited=audited, n=n, m2=m2, baseline=True,
-                  on_progress=None, counts=counts)
-    return {name: res[(1, j)] for j, (name, _) in enumerate(audited)}
+                  on_progress=None)
+    return {a[0]: res[(1, j)] for j, a in enumerate(audited)}
 
 
 def _engine(
     ctx: AuditContext, params: HFMParams, df: DataFrame, *,
-    audited: list[tuple[str, Column]], n: int, m2: int, baseline: bool,
+    audited: list[tuple[str, Column, dict[int, int] | None]], n: int, m2: int, baseline: bool,
     on_progress: Callable[[dict[tuple[int, int], DistanceResult]], None] | None,
-    counts: dict[str, dict[int, int]] | None = None,
 ) -> dict[tuple[int, int], DistanceResult]:
     """:func:`~fairspark.hfm.compute.hfm_distances`: ``(target, attribute index) ->
     result``, D and D_f of the audited decision, or with ``baseline`` D_f of the
@@ -409,7 +407,7 @@ def _engine(
     # the feature vectors in the cache cost 2 s of the driver path's collect)
     pts = points_from_table(
         df, key_col=KEY, label_col=LABEL, pred_col=pred_col, x_col=X,
-        code_exprs=[code for _, code in audited],
+        code_exprs=[a[1] for a in audited],
     )
     dim_x = len(ctx.prepared.feature_names)
     projections = None
@@ -420,13 +418,12 @@ def _engine(
     return hfm_distances(
         pts, n_attr=len(audited), dim_x=dim_x, n_rows=n,
         options=dataclasses.replace(params.distance_options(m2), targets=targets),
-        certify=params.certify_options(seed=ctx.seed_for("hfm", "sample"),
-                                       time_left=ctx.time_left),
-        projections=projections, on_progress=on_progress,
         # the same labelled rows and group codes as the audit's count: its counts
-        code_counts=({j: counts[name] for j, (name, _) in enumerate(audited)}
-                     if counts is not None and all(name in counts for name, _ in audited)
-                     else None),
+        certify=dataclasses.replace(
+            params.certify_options(seed=ctx.seed_for("hfm", "sample"), time_left=ctx.time_left),
+            code_counts=({j: a[2] for j, a in enumerate(audited)}
+                         if all(a[2] is not None for a in audited) else None)),
+        projections=projections, on_progress=on_progress,
     )
 
 

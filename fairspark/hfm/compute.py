@@ -139,7 +139,6 @@ def hfm_distances(
     certify: CertifyOptions | None = None,
     projections: dict[int, np.ndarray] | None = None,
     on_progress: Progress | None = None,
-    code_counts: dict[int, dict[int, int]] | None = None,
 ) -> dict[Pair, DistanceResult]:
     """D and D_f per attribute of a points DataFrame.
 
@@ -170,10 +169,6 @@ def hfm_distances(
         bounds are known (``upper`` = their maximum, ``lower`` unknown) and after every
         elimination round (``[lower, upper]`` so far), so that a caller whose time
         budget runs out keeps a valid interval.
-    code_counts : dict, optional
-        ``certified`` only: rows of ``pts`` per (attribute index, code), null codes left
-        out (:func:`~fairspark.hfm._spark._passes.code_counts_and_rows`), when the caller
-        has counted them: the Spark passes then skip their own count.
 
     Returns
     -------
@@ -190,7 +185,7 @@ def hfm_distances(
     if opt.method == "certified":
         out = _certified_distances(pts, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows,
                                    options=opt, certify=certify or CertifyOptions(),
-                                   on_progress=on_progress, code_counts=code_counts)
+                                   on_progress=on_progress)
         if opt.paper_value:
             if projections is None:
                 raise ValueError("paper_value needs projection vectors")
@@ -255,7 +250,6 @@ def _bounded_distances(
 def _certified_distances(
     pts: DataFrame, *, n_attr: int, dim_x: int, n_rows: int | None, options: DistanceOptions,
     certify: CertifyOptions, on_progress: Progress | None,
-    code_counts: dict[int, dict[int, int]] | None = None,
 ) -> dict[Pair, DistanceResult]:
     """The ``certified`` method: exact D by sample bounds and elimination."""
     out: dict[Pair, DistanceResult] = {}
@@ -292,8 +286,7 @@ def _certified_distances(
 
     pairs = [(tgt, a) for tgt in options.targets for a in range(n_attr)]
     cert = certify_exact(pts, n_attr=n_attr, dim_x=dim_x, pairs=pairs, n_rows=n_rows,
-                         options=certify, on_step=on_step, on_bounds=on_bounds,
-                         counts=code_counts)
+                         options=certify, on_step=on_step, on_bounds=on_bounds)
     _apply_certification(out, cert)
     return out
 

@@ -203,8 +203,7 @@ def _row_slices(n: int, threads: int) -> list[slice]:
 
 def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
                   pairs: list[Pair], keep: dict | None = None, threads: int = 1,
-                  points: np.ndarray | None = None,
-                  tp_out: np.ndarray | None = None) -> pa.RecordBatch:
+                  points: np.ndarray | None = None) -> pa.RecordBatch:
     """Pass A on one batch: ranks, blobs and sample bounds (``s``: the sample, see
     :func:`_work_table`); shared by the Spark task and the driver path (``keep``: gets
     the points ``P``, the row ranges searched apart and, per range, each target's points
@@ -215,8 +214,8 @@ def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
 
     The rows' clusters (:func:`~fairspark.hfm._kernels.query_clusters` of ``[yp, y, x]``
     and the attribute's codes) are found once per attribute and range, for both targets.
-    ``tp_out``: a matrix of ``len(P)`` rows for the prediction's points (else made
-    here)."""
+    ``keep["tp_out"]``, when set: a matrix of ``len(P)`` rows for the prediction's
+    points (else made here)."""
     cols = code_cols(n_attr)
     P = _features(batch, dim_x) if points is None else points
     h = _np(batch, "h")
@@ -230,6 +229,7 @@ def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
     targets = sorted({p[0] for p in pairs})
     attrs = sorted({p[1] for p in pairs})
     parts = _row_slices(len(P), threads)
+    tp_out = keep.get("tp_out") if keep is not None else None
 
     def prepare(r: slice) -> tuple[dict, dict]:
         # a range's target points (the prediction's a copy) and its clusters per attribute

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -112,12 +113,13 @@ class _SparkWork(_Work):
     """The working table on Spark (persisted once, read by every pass)."""
 
     where = "spark"
+    #: pass A's top bounds as its tasks send them (:class:`_TopBounds`), if gathered
+    top: Accumulator | None = None
 
     def __init__(self, df: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
                  counts: dict[int, dict[int, int]], quota: float, n_rows: int,
-                 cost: CostLog, top: Accumulator | None = None) -> None:
+                 cost: CostLog) -> None:
         self.df, self.n_attr, self.dim_x = df, n_attr, dim_x
-        self.top = top
         self.counts, self.quota = counts, quota
         self.n_rows, self.cost = n_rows, cost
         self.max_result = _max_result_bytes(df.sparkSession)
@@ -131,16 +133,20 @@ class _SparkWork(_Work):
             "b.tgt", "b.attr", "key", "b.u", "b.nb_key", F.lit(1).cast("long").alias("mult"))
 
     @classmethod
-    def build(cls, pts: DataFrame, ranked: DataFrame, *, n_attr: int, dim_x: int,
-              pairs: list[Pair], sample_rows: int, n_rows: int | None,
-              cost: CostLog, top_k: int = 0,
-              counts: dict[int, dict[int, int]] | None = None) -> _SparkWork:
-        """Code counts (unless given: :func:`code_counts` of ``pts``), the sample (one
-        collect) and pass A (persisted, not run yet; ``top_k``: its tasks gather the
-        ``top_k`` largest bounds per pair as they run)."""
+    def build(cls, ranked: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
+              n_rows: int | None, cost: CostLog, top_k: int,
+              options: Any) -> _SparkWork:
+        """Code counts (unless ``options.code_counts`` gives them: :func:`code_counts`
+        of ``ranked``; ``options``: the engine's ``CertifyOptions``, not imported here,
+        which would close an import circle), the sample (one collect,
+        ``options.sample_rows`` rows) and pass A
+        (persisted, not run yet; ``top_k``: its tasks gather the ``top_k`` largest bounds
+        per pair as they run)."""
+        counts = options.code_counts
+        sample_rows = options.sample_rows
         with cost.step("code counts", spark_jobs=counts is None) as rec:
             if counts is None:
-                counts = code_counts(pts, n_attr)
+                counts = code_counts(ranked, n_attr)
         if n_rows is None:
             n_rows = sum(counts[0].values()) if n_attr else 0
         rec["rows_read"] = n_rows
@@ -164,8 +170,10 @@ class _SparkWork(_Work):
             top = ranked.sparkSession.sparkContext.accumulator(param.zero({}), param)
         df = _work_table(ranked, sample, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
                          counts=counts, top=top).persist(StorageLevel.MEMORY_AND_DISK)
-        return cls(df, n_attr=n_attr, dim_x=dim_x, pairs=pairs, counts=counts, quota=quota,
-                   n_rows=n_rows, cost=cost, top=top)
+        work = cls(df, n_attr=n_attr, dim_x=dim_x, pairs=pairs, counts=counts, quota=quota,
+                   n_rows=n_rows, cost=cost)
+        work.top = top
+        return work
 
     def n_part(self) -> int:
         return max(1, self.df.rdd.getNumPartitions())
@@ -313,12 +321,14 @@ class _LocalWork(_Work):
     where = "driver"
     spark_jobs = False
 
-    def __init__(self, table: tuple[pa.RecordBatch, np.ndarray], *, n_attr: int, dim_x: int,
+    def __init__(self, table: tuple, *, n_attr: int, dim_x: int,
                  pairs: list[Pair], sample_rows: int, max_result: float, cost: CostLog,
-                 threads: int = 1, tp_out: np.ndarray | None = None) -> None:
+                 threads: int = 1) -> None:
         """``table``: the key-sorted points table and its ``[yp, y, x]`` points
-        (:func:`_sorted_by_key`); ``tp_out``: a matrix for the prediction's points."""
-        batch, points = table
+        (:func:`_sorted_by_key`), and optionally a third item, a matrix for the
+        prediction's points."""
+        batch, points = table[0], table[1]
+        tp_out = table[2] if len(table) > 2 else None
         del table
         self.n_attr, self.dim_x, self.max_result = n_attr, dim_x, max_result
         self.cost, self.n_rows, self.threads = cost, batch.num_rows, threads
@@ -342,9 +352,9 @@ class _LocalWork(_Work):
         with self.step("A: sample bounds", full=True) as rec:
             if tp_out is not None and tp_out.shape != (len(points), dim_x + 1):
                 tp_out = None
+            kept["tp_out"] = tp_out
             self.batch = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
-                                       keep=kept, threads=threads, points=points,
-                                       tp_out=tp_out)
+                                       keep=kept, threads=threads, points=points)
             rec["threads"] = threads
             rec["rows_out"] = len(idx)
         del batch, points
@@ -413,9 +423,9 @@ class _LocalWork(_Work):
                                    out=bufs[0] if bufs else None)
             rec["rows_read"] = tbl.num_rows
         del tbl
-        return cls(table, n_attr=n_attr, dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
-                   max_result=max_result, cost=cost, threads=threads,
-                   tp_out=bufs[1] if len(bufs) > 1 else None)
+        return cls((*table, bufs[1] if len(bufs) > 1 else None), n_attr=n_attr,
+                   dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
+                   max_result=max_result, cost=cost, threads=threads)
 
     def _first_after(self, key: str) -> int:
         """The position of the first row whose key is greater than ``key`` (the batch

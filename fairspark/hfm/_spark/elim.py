@@ -115,6 +115,10 @@ class CertifyOptions:
         driver, on one Arrow batch (one Spark job instead of about twenty; same result,
         counts and rounds). 0: always the Spark passes; ``None`` (default): sized from
         the driver's memory (:func:`driver_budget`).
+    code_counts:
+        Rows of the points per (attribute index, code), null codes left out, when the
+        caller counted them already (the HFM audit's group count): the Spark passes then
+        run no job for them. ``None``: counted here.
     time_left:
         Seconds left of the time budget, checked between passes; past it the result is
         ``not_certified`` with the interval so far. ``None``: no budget.
@@ -127,6 +131,7 @@ class CertifyOptions:
     max_candidates: int | None = None
     local_max_bytes: int | None = LOCAL_MAX_BYTES
     time_left: Callable[[], float] | None = None
+    code_counts: dict[int, dict[int, int]] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,7 +157,6 @@ def certify_exact(
     options: CertifyOptions | None = None,
     on_step: Callable[[dict[Pair, CertifiedResult]], None] | None = None,
     on_bounds: Callable[[DataFrame | pd.DataFrame, dict[Pair, float]], None] | None = None,
-    counts: dict[int, dict[int, int]] | None = None,
 ) -> dict[Pair, CertifiedResult]:
     """Exact D per (target, attribute) by sample bounds and elimination (module doc).
 
@@ -180,10 +184,6 @@ def certify_exact(
         Called with the per-row bounds (``tgt, attr, key, u, nb_key, mult``) once they
         are known, before the search (histograms, averages): a Spark DataFrame, or a
         pandas DataFrame on the driver path; and per pair the largest bound.
-    counts : dict, optional
-        Rows per (attribute, code) of ``pts``, as
-        :func:`~fairspark.hfm._spark._passes.code_counts` gives them (the caller
-        counted them already): the Spark passes then run no job for them.
 
     Returns
     -------
@@ -205,9 +205,8 @@ def certify_exact(
                               sample_rows=opt.sample_rows, n_rows=n_rows,
                               max_bytes=opt.local_max_bytes, cost=cost)
     if work is None:
-        work = _SparkWork.build(pts, ranked, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
-                                sample_rows=opt.sample_rows, n_rows=n_rows, cost=cost,
-                                top_k=plan.k + 1, counts=counts)
+        work = _SparkWork.build(ranked, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
+                                n_rows=n_rows, cost=cost, top_k=plan.k + 1, options=opt)
     cost.engine = work.where
     out = _certify_on(work, pairs, plan, t0=t0, on_step=on_step, on_bounds=on_bounds)
     summary = cost.log()
