@@ -24,6 +24,15 @@ def _table(rng, n=3000, dim=4, chunks=3):
     return pa.concat_tables([tbl.slice(s, step) for s in range(0, n, step)]), x
 
 
+def _sample(batch, P, idx):
+    """Pass A's sample of a key-sorted batch (rows ``idx``), its keys and codes."""
+    codes = batch.column(4).to_numpy().astype(np.int64)
+    keys = np.asarray(batch.column(0).to_pylist(), dtype=object)
+    s = {"keys": keys[idx], "P": P[idx], "codes": {"c0": codes[idx]},
+         "counts": {0: {0: int((codes == 0).sum()), 1: int((codes == 1).sum())}}}
+    return s, keys, codes
+
+
 def test_key_sort_keeps_rows_whole():
     rng = np.random.default_rng(0)
     tbl, x = _table(rng)
@@ -41,11 +50,8 @@ def test_pass_a_on_threads_equals_one_thread_and_brute_force():
     rng = np.random.default_rng(1)
     tbl, _ = _table(rng)
     batch, P = _sorted_by_key(tbl, 4)
-    codes = batch.column(4).to_numpy().astype(np.int64)
     idx = np.sort(rng.choice(len(P), 200, replace=False))
-    keys = np.asarray(batch.column(0).to_pylist(), dtype=object)
-    s = {"keys": keys[idx], "P": P[idx], "codes": {"c0": codes[idx]},
-         "counts": {0: {0: int((codes == 0).sum()), 1: int((codes == 1).sum())}}}
+    s, keys, codes = _sample(batch, P, idx)
     pairs = [(0, 0), (1, 0)]
     one = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=1, points=P)
     two = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P)
@@ -235,11 +241,8 @@ def test_matrices_made_on_a_thread_serve_the_key_sort_and_pass_a(monkeypatch):
     batch, P = _sorted_by_key(tbl, 4)
     batch2, P2 = _sorted_by_key(tbl, 4, threads=2, out=ready[0])
     assert P2 is ready[0] and np.array_equal(P, P2) and batch.equals(batch2)
-    codes = batch.column(4).to_numpy().astype(np.int64)
     idx = np.sort(rng.choice(len(P), 150, replace=False))
-    keys = np.asarray(batch.column(0).to_pylist(), dtype=object)
-    s = {"keys": keys[idx], "P": P[idx], "codes": {"c0": codes[idx]},
-         "counts": {0: {0: int((codes == 0).sum()), 1: int((codes == 1).sum())}}}
+    s, _, _ = _sample(batch, P, idx)
     pairs = [(0, 0), (1, 0)]
     own = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P)
     kept: dict = {"tp_out": ready[1]}
