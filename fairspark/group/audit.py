@@ -13,7 +13,7 @@ from fairspark._values import nan_to_none as _f
 from fairspark._values import params_json
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow
 from fairspark.columns import BASE, LABEL, PRED, WEIGHT
-from fairspark.errors import InvalidValueError
+from fairspark.errors import InvalidValueError, TimeBudgetExhaustedError
 from fairspark.group.paired import baseline_cells, difference_rows, overall_difference_rows
 from fairspark.group.results import GroupResult
 from fairspark.metrics import _intervals as iv
@@ -304,6 +304,16 @@ def _baseline_part(ctx: AuditContext, attrs: list[AttributeInfo], joint: pd.Data
     return rows
 
 
+def _check_time(ctx: AuditContext, step: str) -> None:
+    """Stop between steps once the audit's ``timeout_s`` is spent (no partial is kept).
+
+    The check makes the budget hold whatever the threads' scheduling: the runner's own
+    wait may return only after a fast audit has finished.
+    """
+    if ctx.time_left() <= 0:
+        raise TimeBudgetExhaustedError(f"group: time budget spent before {step}")
+
+
 def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
     """Compute the catalogue for every sensitive view in one aggregation pass.
 
@@ -328,9 +338,11 @@ def run(ctx: AuditContext, params: GroupParams) -> AuditOutcome:
     rows: list[MetricRow] = []
     summary: dict[str, Any] = {"attributes": {}}
     for a in attrs:
+        _check_time(ctx, f"attribute {a.name!r}")
         a_rows, a_summary = attribute_rows(a, cells, params=params, label_ok=label_ok)
         rows += a_rows
         summary["attributes"][a.name] = a_summary
+    _check_time(ctx, "the overall indices and the comparison")
     overall = inequality_indices([everyone])
     rows += _overall_rows(everyone, params, label_ok)
     if joint is not None:
