@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.spatial.distance import cdist
 from test_hfm_kernels import naive_approx_dist
@@ -467,6 +470,7 @@ def test_pass_a_tasks_send_the_top_bounds_of_the_job_of_their_own(spark, parts):
     (a coarse grid: many equal bounds) to the smallest key, at 1 and 5 partitions."""
     from pyspark.sql import functions as F
 
+    from fairspark.hfm._spark import summarise_pointwise
     from fairspark.hfm._spark._cost import CostLog
     from fairspark.hfm._spark._work import _SparkWork
     from fairspark.hfm._spark.elim import _top_bounds
@@ -493,6 +497,33 @@ def test_pass_a_tasks_send_the_top_bounds_of_the_job_of_their_own(spark, parts):
             assert got[p] == brute_top
             # ties at the k-th bound: the key decided between them
             assert (u == -brute_top[-1][0]).sum() > 1
+        # the bounds' summary the same tasks sent: Spark's aggregation of every row's
+        # bound to the bit, and a brute force (numpy max, Fraction mean, sorted witness)
+        gathered = work.bound_summary(pairs)
+        spark_summ = summarise_pointwise(work.ub, value_col="u").sort_values(["tgt", "attr"])
+        pd.testing.assert_frame_equal(gathered.reset_index(drop=True),
+                                      spark_summ.reset_index(drop=True), check_dtype=False)
+        for r in gathered.itertuples():
+            u = rows[f"u{r.tgt}_{r.attr}"].to_numpy()
+            assert r.D == u.max()
+            assert r.D_avg == float(sum(Fraction(x) for x in u) / len(u))
+            at = rows[u == u.max()]
+            witnesses = zip(at["key"], at[f"nb{r.tgt}_{r.attr}"], strict=True)
+            assert (r.key, r.nb_key) == min(witnesses, key=lambda w: (w[0], w[1] is not None,
+                                                                      w[1] or ""))
+        # the histogram in one aggregation of the working table: numpy's bins of every
+        # row's bound over [0, top] (a top that is not a bound: edges inside the grid)
+        tops, bins = {0: float(gathered["D"].max()) * 0.75}, 7
+        got_hist = work.bound_histogram(pairs)(tops, bins)
+        for p in pairs:
+            u = rows[f"u{p[0]}_{p[1]}"].to_numpy()
+            b = np.minimum(np.floor(u / tops[0] * bins), bins - 1).astype(int)
+            ref_n = np.bincount(b, minlength=bins)
+            sub = got_hist[(got_hist["tgt"] == p[0]) & (got_hist["attr"] == p[1])]
+            n = np.zeros(bins, dtype=int)
+            n[sub["bin"].to_numpy(int)] = sub["n"].to_numpy(int)
+            assert n.tolist() == ref_n.tolist()
+            assert (ref_n > 0).sum() >= 2 and (u > tops[0]).any()  # values past the top
     finally:
         work.close()
 

@@ -85,6 +85,14 @@ def exact_mean(hi_sum: int, lo_sum: int, weight: int) -> float:
                           (1 << (2 * FIX_BITS)) * int(weight)))
 
 
+def missing_first(v: object) -> tuple[bool, str]:
+    """A key's place in pandas' and Spark's ascending order, a missing one first (the
+    order that picks a witness among rows at the maximum)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return False, ""
+    return True, str(v)
+
+
 def fixed_mean(v: np.ndarray, w: np.ndarray) -> float:
     """Weighted mean of ``v`` with integer weights ``w`` with the same bits in any row
     order (:func:`fixed_parts`); ``v``'s maximum when that is not finite, and the plain

@@ -19,7 +19,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from fairspark.hfm._kernels import fixed_mean, hfm_df, sample_projections
+from fairspark.hfm._kernels import fixed_mean, hfm_df, missing_first, sample_projections
 from fairspark.hfm._spark import (
     approx_scan,
     certify_exact,
@@ -29,7 +29,7 @@ from fairspark.hfm._spark import (
     summarise_binned,
     summarise_pointwise,
 )
-from fairspark.hfm._spark.elim import CertifyOptions
+from fairspark.hfm._spark.elim import Bounds, CertifyOptions
 from fairspark.hfm.results import TARGETS, CertifiedResult, DistanceResult
 from fairspark.sampling import derive_seed
 
@@ -255,16 +255,22 @@ def _certified_distances(
     out: dict[Pair, DistanceResult] = {}
     histogram_bins = options.histogram_bins
 
-    def on_bounds(ub_df: DataFrame | pd.DataFrame, bound_max: dict[Pair, float]) -> None:
+    def on_bounds(bounds: Bounds) -> None:
         # the sample bounds: their maximum bounds D, their mean bounds D_avg (on the
         # driver path the bounds are a pandas frame: no Spark job; on Spark the summary
-        # and the histogram in one aggregation, its range from pass A's largest bound)
-        counts = None
+        # pass A's tasks gathered and the histogram in one aggregation of the working
+        # table, its range from pass A's largest bound; without the gathered summary,
+        # the summary and the histogram in one aggregation of the bound rows)
+        ub_df, tops, counts = bounds.rows, _attr_tops(bounds.top), None
         if isinstance(ub_df, pd.DataFrame):
             summ = _summarise_local(ub_df, "u")
+        elif bounds.summary is not None:
+            summ = bounds.summary
+            if histogram_bins > 0 and bounds.histogram is not None:
+                counts = bounds.histogram(tops, histogram_bins)
         elif histogram_bins > 0:
             summ, counts = summarise_binned(ub_df, value_col="u", bins=histogram_bins,
-                                            tops=_attr_tops(bound_max))
+                                            tops=tops)
         else:
             summ = summarise_pointwise(ub_df, value_col="u")
         for r in summ.itertuples():
@@ -273,7 +279,7 @@ def _certified_distances(
                 avg=float(r.D_avg), avg_exact=False, key=r.key, nb_key=r.nb_key,
                 extra={"bound_max": float(r.D), "bound_avg": float(r.D_avg)})
         if counts is not None:
-            _set_histograms(out, counts, _attr_tops(bound_max), histogram_bins)
+            _set_histograms(out, counts, tops, histogram_bins)
         elif histogram_bins > 0:
             _add_histograms(out, ub_df, "u", histogram_bins)
 
@@ -414,18 +420,12 @@ def _summarise_local(rows: pd.DataFrame, col: str) -> pd.DataFrame:
         # string for the other rows)
         keys = rows["key"].iloc[top].to_numpy(object, na_value=None)
         nbs = rows["nb_key"].iloc[top].to_numpy(object, na_value=None)
-        best = min(range(len(top)), key=lambda i: (*_sort_key(keys[i]), *_sort_key(nbs[i])))
+        best = min(range(len(top)),
+                   key=lambda i: (*missing_first(keys[i]), *missing_first(nbs[i])))
         out.append({"tgt": tgt, "attr": attr, "D": float(v.max()),
                     "D_avg": fixed_mean(v, w), "key": keys[best],
                     "nb_key": nbs[best]})
     return pd.DataFrame(out, columns=["tgt", "attr", "D", "D_avg", "key", "nb_key"])
-
-
-def _sort_key(v: object) -> tuple[bool, str]:
-    """A key's place in pandas' order with a missing one first."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return False, ""
-    return True, v
 
 
 def _attr_tops(top_by_pair: dict[Pair, float]) -> dict[int, float]:

@@ -23,6 +23,10 @@ from pyspark.sql import functions as F
 from fairspark._testing import maybe_fail_first_attempt
 from fairspark._threads import pin_threads
 from fairspark.hfm._kernels import (
+    FIX_LIMIT,
+    exact_mean,
+    fixed_parts,
+    missing_first,
     nn_other_group_clustered,
     nn_other_group_refclustered,
     query_clusters,
@@ -140,9 +144,10 @@ def _top_bounds(work: DataFrame, pairs: list[Pair], k: int) -> dict[Pair, list[t
 
 
 class _TopBounds(AccumulatorParam):
-    """Pass A's top bounds as its tasks send them: per partition, per pair its ``k``
-    smallest ``(-u, key, nb_key)`` tuples (:func:`_top_bounds`'s order). A partition
-    sent twice (its task run again) replaces its own list with the same rows, so
+    """Pass A's top bounds and bound summaries as its tasks send them: per partition,
+    per pair its ``k`` smallest ``(-u, key, nb_key)`` tuples (:func:`_top_bounds`'s
+    order) and the parts of the bounds' summary (:func:`_batch_summary`). A partition
+    sent twice (its task run again) replaces its own entries with the same values, so
     nothing counts twice while equal rows (duplicates) all count; a tuple above the
     ``k``-th smallest of all lists is dropped (it cannot be among the ``k``)."""
 
@@ -150,10 +155,11 @@ class _TopBounds(AccumulatorParam):
         self.k = k
 
     def zero(self, value: dict) -> dict:
-        return {"parts": {}}
+        return {"parts": {}, "summ": {}}
 
     def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 - pyspark names it
         a["parts"].update(b["parts"])
+        a["summ"].update(b.get("summ", {}))
         pairs = {p for lists in a["parts"].values() for p in lists}
         for p in pairs:
             rows = sorted(r for lists in a["parts"].values() for r in lists.get(p, []))
@@ -168,6 +174,31 @@ class _TopBounds(AccumulatorParam):
         """Per pair the ``k`` smallest tuples of every partition's list."""
         return {p: sorted(r for lists in value["parts"].values()
                           for r in lists.get(p, []))[:k] for p in pairs}
+
+    @staticmethod
+    def summary(value: dict, pairs: list[Pair]) -> pd.DataFrame:
+        """``tgt, attr, D, D_avg, key, nb_key`` of every row's bound, folded from the
+        partitions' parts in partition order (:func:`_fold_summary`): the bits of
+        ``summarise_pointwise`` and of the driver path's summary, whatever the
+        partitioning (the maximum and the integer sums are exact in any order, and the
+        witness is the smallest key, then neighbour key, at the maximum)."""
+        rows = []
+        for p in pairs:
+            acc: dict = {}
+            for part in sorted(value["summ"]):
+                if p in value["summ"][part]:
+                    _fold_summary(acc, value["summ"][part][p])
+            if not acc:
+                continue
+            if not math.isfinite(acc["D"]):
+                avg = acc["D"]
+            elif acc["any_big"]:
+                avg = acc["vs"] / acc["ws"]
+            else:
+                avg = exact_mean(acc["hs"], acc["ls"], acc["ws"])
+            rows.append({"tgt": p[0], "attr": p[1], "D": acc["D"], "D_avg": float(avg),
+                         "key": acc["w"][0], "nb_key": acc["w"][1]})
+        return pd.DataFrame(rows, columns=["tgt", "attr", "D", "D_avg", "key", "nb_key"])
 
 
 def _batch_top(batch: pa.RecordBatch, pairs: list[Pair], k: int,
@@ -187,6 +218,44 @@ def _batch_top(batch: pa.RecordBatch, pairs: list[Pair], k: int,
         nbs = _col(batch, _nbcol(p)).take(sel).to_pylist()
         rows = [(-float(u[i]), keys[j], nbs[j] or "") for j, i in enumerate(idx)]
         best[p] = sorted(best.get(p, []) + rows)[:k]
+
+
+def _batch_summary(batch: pa.RecordBatch, pairs: list[Pair], summ: dict[Pair, dict]) -> None:
+    """Fold one output batch of pass A into a task's bound summaries ``summ``: per pair
+    the maximum, its witness ``(key, nb_key)`` (the smallest at the maximum, a missing
+    neighbour key first), the weight, the fixed-point integer sums of the values below
+    ``FIX_LIMIT`` (:func:`~fairspark.hfm._kernels.fixed_parts`), their plain sum and
+    whether a value reached the limit (every row weighs 1 in the working table)."""
+    for p in pairs:
+        u = _np(batch, _ucol(p))
+        if not len(u):
+            continue
+        top = float(u.max())
+        at = pa.array(np.flatnonzero(u == top), pa.int64())
+        keys = _col(batch, "key").take(at).to_pylist()
+        nbs = _col(batch, _nbcol(p)).take(at).to_pylist()
+        small = np.abs(u) < FIX_LIMIT  # false for inf and NaN
+        hi, lo = fixed_parts(u[small])
+        _fold_summary(summ.setdefault(p, {}), {
+            "D": top, "w": min(zip(keys, nbs, strict=True),
+                               key=lambda w: (*missing_first(w[0]), *missing_first(w[1]))),
+            "ws": len(u), "hs": int(hi.sum()), "ls": int(lo.sum()),
+            "vs": float(u.sum()), "any_big": not bool(small.all())})
+
+
+def _fold_summary(acc: dict, part: dict) -> None:
+    """Add the summary parts ``part`` into ``acc`` (:func:`_batch_summary`)."""
+    if not acc:
+        acc.update(part)
+        return
+    if part["D"] > acc["D"]:
+        acc["D"], acc["w"] = part["D"], part["w"]
+    elif part["D"] == acc["D"]:
+        acc["w"] = min(acc["w"], part["w"],
+                       key=lambda w: (*missing_first(w[0]), *missing_first(w[1])))
+    for name in ("ws", "hs", "ls", "vs"):
+        acc[name] += part[name]
+    acc["any_big"] = acc["any_big"] or part["any_big"]
 
 
 def _row_slices(n: int, threads: int) -> list[slice]:
@@ -290,17 +359,50 @@ def _work_table(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: 
         maybe_fail_first_attempt("hfm")
         s = bc.value
         best: dict[Pair, list[tuple]] = {}
+        summ: dict[Pair, dict] = {}
         for batch in it:
             if batch.num_rows:
                 out = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs)
                 if top is not None:
                     _batch_top(out, pairs, top.accum_param.k, best)
+                    _batch_summary(out, pairs, summ)
                 yield out
         if top is not None:
             ctx = TaskContext.get()
-            top.add({"parts": {ctx.partitionId() if ctx is not None else 0: best}})
+            part = ctx.partitionId() if ctx is not None else 0
+            top.add({"parts": {part: best}, "summ": {part: summ}})
 
     return ranked.select("key", "h", "y", "yp", "x", *cols).mapInArrow(bounds, ", ".join(fields))
+
+
+def _bound_bins(u: np.ndarray, top: float, bins: int) -> np.ndarray:
+    """Rows per bin of ``u`` over ``[0, top]`` (the last bin closed, a top of 0 read
+    as 1): the driver path's numpy bins, shared by the Spark tasks."""
+    b = np.minimum(np.floor(u / (top if top > 0 else 1.0) * bins), bins - 1).astype(np.int64)
+    return np.bincount(b, minlength=bins)
+
+
+def _bound_histogram(work: DataFrame, pairs: list[Pair], tops: dict[int, float],
+                     bins: int) -> pd.DataFrame:
+    """Per pair the rows per bin of its bound column (:func:`_bound_bins`), counted by
+    each task over its partition's bound columns only (one job, no shuffle) and summed
+    on the driver: ``tgt, attr, bin, n`` for the non-empty bins."""
+
+    def count(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        n = {p: np.zeros(bins, np.int64) for p in pairs}
+        for batch in it:
+            for p in pairs:
+                n[p] += _bound_bins(_np(batch, _ucol(p)), tops.get(p[1], 0.0), bins)
+        yield pa.RecordBatch.from_pydict({
+            "tgt": pa.array([p[0] for p in pairs for _ in range(bins)], pa.int32()),
+            "attr": pa.array([p[1] for p in pairs for _ in range(bins)], pa.int32()),
+            "bin": pa.array([j for _ in pairs for j in range(bins)], pa.int32()),
+            "n": pa.array(np.concatenate([n[p] for p in pairs] or [np.zeros(0, np.int64)]))})
+
+    got = (work.select(*[_ucol(p) for p in pairs])
+           .mapInArrow(count, "tgt int, attr int, bin int, n long").toPandas())
+    out = got.groupby(["tgt", "attr", "bin"], as_index=False)["n"].sum()
+    return out[out["n"] > 0].reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------- searches

@@ -32,7 +32,8 @@ class _PairState:
     ``cursor``: ``(bound, key)`` of the last row taken (rows are taken in decreasing
     bound); ``ub_rem``: the largest bound not taken yet; ``open_ub``: the largest running
     bound of the rows still being checked; ``rounds``: per round ``L`` and the largest
-    bound of the rows it eliminated (the elimination invariant: always below ``L``).
+    bound of the rows it eliminated (the elimination invariant: always below ``L``);
+    ``n_surv``: the pair's survivors of pass C (rows left to pass D), once counted.
     """
 
     lb: float = -math.inf
@@ -43,6 +44,7 @@ class _PairState:
     open_ub: float = -math.inf
     n_exact: int = 0
     n_checked: int = 0
+    n_surv: int | None = None
     done: bool = False
     certified: bool = False
     steps: list[tuple[int, float, float]] = field(default_factory=list)

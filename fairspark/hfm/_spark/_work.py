@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ from fairspark.hfm._spark._driver import (
 from fairspark.hfm._spark._passes import (
     _after,
     _best_per_query,
+    _bound_histogram,
     _bounds_batch,
     _eliminate,
     _exact_scan,
@@ -101,6 +102,23 @@ class _Work:
 
     def release(self, surv) -> None:
         """Release the survivors of pass C."""
+
+    def survivors_of(self, surv, thr: dict[Pair, float], *,
+                     est_bytes: float) -> dict[Pair, pd.DataFrame]:
+        """Per pair every survivor of pass C with ``d >= thr[pair]`` (its
+        ``survivor_rows`` without a cursor or a limit; the caller knows they are few)."""
+        return {p: self.survivor_rows(surv, p, t, None, len(surv), est_bytes=est_bytes)
+                for p, t in thr.items()}
+
+    def bound_summary(self, pairs: list[Pair]) -> pd.DataFrame | None:
+        """The bounds' summary (``tgt, attr, D, D_avg, key, nb_key``) if pass A gathered
+        it; ``None``: it is computed from :meth:`bounds_rows`."""
+        return None
+
+    def bound_histogram(self, pairs: list[Pair]) -> Callable | None:
+        """A function ``(tops, bins) -> tgt, attr, bin, n`` counting the bounds per bin
+        on the working table; ``None``: they are counted from :meth:`bounds_rows`."""
+        return None
 
 
 def _quota(sample_rows: int, counts: dict[int, dict[int, int]]) -> float:
@@ -197,6 +215,22 @@ class _SparkWork(_Work):
     def bounds_rows(self, pairs: list[Pair]) -> DataFrame:
         return self.ub
 
+    def bound_histogram(self, pairs: list[Pair]) -> Callable | None:
+        """The bounds per bin over ``[0, tops[attr]]`` in ``bins`` bins
+        (:func:`_bound_histogram`: the driver path's numpy bins, counted by the tasks
+        over the bound columns; one job, no shuffle, a few rows per partition back)."""
+        return lambda tops, bins: _bound_histogram(self.df, pairs, tops, bins)
+
+    def bound_summary(self, pairs: list[Pair]) -> pd.DataFrame | None:
+        """The summary pass A's tasks sent with their top bounds (no job); ``None``
+        where a partition did not send it (its block was cached already)."""
+        if self.top is None:
+            return None
+        got = self.top.value
+        if set(got["parts"]) != set(range(self.n_part())):
+            return None
+        return self.top.accum_param.summary(got, pairs)
+
     def fetch(self, keys: list[str], attrs: list[int], lo: float, hi: float, *,
               est_bytes: float) -> pd.DataFrame:
         """Rows with these keys or with ``lo <= rho < hi`` for one of ``attrs``."""
@@ -244,6 +278,19 @@ class _SparkWork(_Work):
                         .select("tgt", "attr", "key", "d", "nb_key", "code", "xb")
                         .orderBy(F.col("d").desc(), F.col("key").asc()).limit(limit)
                         .repartition(1), est_bytes=est_bytes)
+
+    def survivors_of(self, surv: DataFrame, thr: dict[Pair, float], *,
+                     est_bytes: float) -> dict[Pair, pd.DataFrame]:
+        """Every pair's survivors with ``d >= thr[pair]`` in one collect (no sort, no
+        limit: the caller knows they are few), in ``survivor_rows``' columns."""
+        cond = F.lit(False)
+        for p, t in thr.items():
+            cond |= _is_pair(p) & (F.col("d") >= F.lit(t))
+        got = _collect(surv.where((F.col("kind") == 1) & cond)
+                       .select("tgt", "attr", "key", "d", "nb_key", "code", "xb"),
+                       est_bytes=est_bytes)
+        tg, at = got["tgt"].to_numpy(), got["attr"].to_numpy()
+        return {p: got[(tg == p[0]) & (at == p[1])].reset_index(drop=True) for p in thr}
 
     def count_above(self, state: dict[Pair, _PairState]) -> dict[Pair, int]:
         """Rows whose sample bound exceeds the final lower bound (those needed a search)."""

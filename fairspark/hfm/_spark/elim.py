@@ -78,7 +78,7 @@ from fairspark.hfm._spark._work import (
 from fairspark.hfm.results import CertifiedResult
 from fairspark.sampling import hash_bucket
 
-__all__ = ["LOCAL_MAX_BYTES", "MARGIN", "CertifyOptions", "certify_exact", "code_counts",
+__all__ = ["Bounds", "LOCAL_MAX_BYTES", "MARGIN", "CertifyOptions", "certify_exact", "code_counts",
            "driver_budget", "sample_bounds_numpy"]
 
 _LOG = logging.getLogger(__name__)
@@ -135,6 +135,32 @@ class CertifyOptions:
 
 
 @dataclass(frozen=True)
+class Bounds:
+    """Pass A's per-row sample bounds, as ``certify_exact`` hands them to ``on_bounds``.
+
+    Attributes
+    ----------
+    rows : DataFrame or pandas.DataFrame
+        ``tgt, attr, key, u, nb_key, mult``: a Spark DataFrame, or a pandas frame on the
+        driver path.
+    top : dict
+        Per pair the largest bound.
+    summary : pandas.DataFrame or None
+        ``tgt, attr, D, D_avg, key, nb_key`` where pass A's Spark tasks gathered it (no
+        job); ``None``: computed from ``rows``.
+    histogram : callable or None
+        ``histogram(tops, bins)``: per pair the rows per bin (``tgt, attr, bin, n``) of
+        the bounds over ``[0, tops[attr]]`` (the last bin closed), in one aggregation
+        of the Spark working table; ``None``: counted from ``rows``.
+    """
+
+    rows: DataFrame | pd.DataFrame
+    top: dict[Pair, float]
+    summary: pd.DataFrame | None = None
+    histogram: Callable[[dict[int, float], int], pd.DataFrame] | None = None
+
+
+@dataclass(frozen=True)
 class _Plan:
     """What every pass of one :func:`certify_exact` call reads: the points' shape, the
     first searches per pair (``k``), the options that steer the passes, the budget."""
@@ -156,7 +182,7 @@ def certify_exact(
     n_rows: int | None = None,
     options: CertifyOptions | None = None,
     on_step: Callable[[dict[Pair, CertifiedResult]], None] | None = None,
-    on_bounds: Callable[[DataFrame | pd.DataFrame, dict[Pair, float]], None] | None = None,
+    on_bounds: Callable[[Bounds], None] | None = None,
 ) -> dict[Pair, CertifiedResult]:
     """Exact D per (target, attribute) by sample bounds and elimination (module doc).
 
@@ -181,9 +207,8 @@ def certify_exact(
         Called with the intervals so far once the bounds are known (no lower bound
         yet) and after every pass or round.
     on_bounds : callable, optional
-        Called with the per-row bounds (``tgt, attr, key, u, nb_key, mult``) once they
-        are known, before the search (histograms, averages): a Spark DataFrame, or a
-        pandas DataFrame on the driver path; and per pair the largest bound.
+        Called with the per-row bounds (:class:`Bounds`) once they are known, before
+        the search (histograms, averages).
 
     Returns
     -------
@@ -217,7 +242,7 @@ def certify_exact(
 
 def _certify_on(work: _Work, pairs: list[Pair], plan: _Plan, *, t0: float,
                 on_step: Callable[[dict[Pair, CertifiedResult]], None] | None,
-                on_bounds: Callable[[DataFrame | pd.DataFrame, dict[Pair, float]], None] | None,
+                on_bounds: Callable[[Bounds], None] | None,
                 ) -> dict[Pair, CertifiedResult]:
     """The passes of :func:`certify_exact` on a working table (Spark or driver)."""
     try:
@@ -232,7 +257,10 @@ def _certify_on(work: _Work, pairs: list[Pair], plan: _Plan, *, t0: float,
             state[p].ub_rem = -top[p][0][0] if top.get(p) else -math.inf
         if on_bounds is not None:
             with work.step("bound summaries"):
-                on_bounds(work.bounds_rows(pairs), {p: state[p].ub_rem for p in pairs})
+                on_bounds(Bounds(rows=work.bounds_rows(pairs),
+                                 top={p: state[p].ub_rem for p in pairs},
+                                 summary=work.bound_summary(pairs),
+                                 histogram=work.bound_histogram(pairs)))
 
         def report(step: bool = True) -> None:
             if step:
@@ -322,7 +350,8 @@ def _apply_pass_c(small: pd.DataFrame, state: dict[Pair, _PairState], active: li
             st.rounds.append({"L": st.lb, "hi": edges[j + 1], "eliminated": ne,
                               "max_eliminated": mx, "left": left})
         sv = sub[sub["kind"] == 5]
-        st.ub_rem = float(sv["mx"].max()) if int(sv["n"].sum()) else -math.inf
+        st.n_surv = int(sv["n"].sum())
+        st.ub_rem = float(sv["mx"].max()) if st.n_surv else -math.inf
         st.cursor = None
         ex = sub[sub["kind"] == 2].sort_values("key", kind="mergesort")
         for key, d, nb in zip(ex["key"], ex["d"], ex["nb_key"], strict=True):
@@ -418,11 +447,15 @@ def _survivors(work: _Work, surv, state: dict[Pair, _PairState], pairs: list[Pai
         if not active or time_left() <= 0:
             return
         parts = []
+        taken = _first_survivors(work, surv, state, active, max_q + 1, row_bytes)
         for p in active:
             st = state[p]
-            with work.step("D: survivor batch"):
-                rows = work.survivor_rows(surv, p, _thr(st.lb), st.cursor, max_q + 1,
-                                          est_bytes=row_bytes * (max_q + 1))
+            if p in taken:
+                rows = taken[p]
+            else:
+                with work.step("D: survivor batch"):
+                    rows = work.survivor_rows(surv, p, _thr(st.lb), st.cursor, max_q + 1,
+                                              est_bytes=row_bytes * (max_q + 1))
             rows = rows.sort_values(["d", "key"], ascending=[False, True],
                                     kind="mergesort").reset_index(drop=True)
             st.ub_rem = float(rows["d"].iloc[max_q]) if len(rows) > max_q else -math.inf
@@ -442,6 +475,21 @@ def _survivors(work: _Work, surv, state: dict[Pair, _PairState], pairs: list[Pai
                 st.done = st.certified = True
                 st.ub_rem = -math.inf
         report()
+
+
+def _first_survivors(work: _Work, surv, state: dict[Pair, _PairState], active: list[Pair],
+                     limit: int, row_bytes: float) -> dict[Pair, pd.DataFrame]:
+    """Pass D's first batch of every pair in one collect, where no pair has been taken
+    from yet and pass C's survivors of all of them number at most ``limit`` (so each
+    pair's batch holds all of its own, as ``survivor_rows`` would take them); else none."""
+    if any(state[p].cursor is not None or state[p].n_surv is None for p in active):
+        return {}
+    n = sum(state[p].n_surv or 0 for p in active)
+    if n > limit:
+        return {}
+    with work.step("D: survivor batch"):
+        return work.survivors_of(surv, {p: _thr(state[p].lb) for p in active},
+                                 est_bytes=row_bytes * max(n, 1))
 
 
 def _check_batch(work: _Work, batch: pd.DataFrame, state: dict[Pair, _PairState], *,
