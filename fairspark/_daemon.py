@@ -3,8 +3,10 @@
 PySpark's own daemon (``spark.python.daemon.module``, see
 :func:`fairspark.session.build_session`) after :func:`fairspark._threads.preload` of
 the numeric libraries and of every registered audit's ``worker_modules``. It sits
-above the registry (nothing imports it): a plugin that cannot be loaded costs its
-modules' preload only, never the daemon.
+above the registry (only the CLI imports it, for :func:`preload_modules`): a plugin
+that cannot be loaded costs its modules' preload only, never the daemon. The CLI hands
+the daemon its list (:data:`~fairspark._threads.PRELOAD_ENV`), so that the daemon of a
+CLI run does not load the registry before it forks the first worker.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 import os
 import sys
 
-from fairspark._threads import AUDITS_ENV, PRELOAD, os_threads, preload
+from fairspark._threads import AUDITS_ENV, PRELOAD, PRELOAD_ENV, os_threads, preload
 
-__all__ = ["BASE_PRELOAD", "main", "preload_modules"]
+__all__ = ["BASE_PRELOAD", "daemon_modules", "main", "preload_modules"]
 
 
 #: what the daemon imports when no enabled audit has Spark tasks of its own modules
@@ -42,6 +44,16 @@ def preload_modules() -> tuple[str, ...]:
     return (*PRELOAD, *dict.fromkeys(m for m in tasks if m not in PRELOAD))
 
 
+def daemon_modules() -> tuple[str, ...]:
+    """What the daemon imports: the modules named in :data:`PRELOAD_ENV` when the CLI
+    set it (computed by :func:`preload_modules` on the driver, which has the registry
+    loaded already), else :func:`preload_modules` here."""
+    named = os.environ.get(PRELOAD_ENV)
+    if named is not None:
+        return tuple(m.strip() for m in named.split(",") if m.strip())
+    return preload_modules()
+
+
 def main() -> None:  # pragma: no cover - runs as Spark's worker daemon
     """PySpark's daemon after :func:`preload`, if the imports started no OS thread.
 
@@ -49,7 +61,7 @@ def main() -> None:  # pragma: no cover - runs as Spark's worker daemon
     import started one, the preloaded daemon is not safe and plain PySpark's runs
     (the worker then imports the libraries itself).
     """
-    preload(preload_modules())
+    preload(daemon_modules())
     if os_threads() != 1:
         print(
             f"fairspark: preloading started {os_threads()} threads; running the plain daemon",

@@ -150,7 +150,8 @@ def local_driver_memory() -> str:
 
 
 def _session(config, *, under_submit: bool):
-    from fairspark._threads import AUDITS_ENV
+    from fairspark._daemon import preload_modules
+    from fairspark._threads import AUDITS_ENV, PRELOAD_ENV
     from fairspark.session import build_session
 
     if under_submit:  # spark-submit already configured the session
@@ -161,6 +162,10 @@ def _session(config, *, under_submit: bool):
     audits = ",".join(config.audits.enabled())
     os.environ[AUDITS_ENV] = audits
     conf.setdefault(f"spark.executorEnv.{AUDITS_ENV}", audits)
+    # and the modules themselves, so that the daemon does not load the registry first
+    modules = ",".join(preload_modules())
+    os.environ[PRELOAD_ENV] = modules
+    conf.setdefault(f"spark.executorEnv.{PRELOAD_ENV}", modules)
     if "spark.driver.memory" not in conf and config.spark.master.startswith("local"):
         conf["spark.driver.memory"] = local_driver_memory()
         # read back by the runner for summary.json's "spark" section

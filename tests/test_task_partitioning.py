@@ -213,6 +213,25 @@ def test_local_session_workers_fork_from_the_preloading_daemon(spark):
     assert all("fairspark._daemon" in c for c in cmds["cmd"])
 
 
+def test_daemon_takes_the_cli_list_without_loading_the_registry():
+    """With the list the CLI hands it, the daemon imports neither the registry nor the
+    audits' specs (scipy among them: about 0.9 s before the run's first Python task);
+    without it, it computes the list from the registry."""
+    from fairspark._threads import PRELOAD_ENV
+
+    code = ("import sys; from fairspark._daemon import daemon_modules; "
+            "print(','.join(daemon_modules())); "
+            "print('fairspark.registry' in sys.modules, 'scipy.stats' in sys.modules)")
+    env = {**os.environ, PRELOAD_ENV: "numpy, pandas,pyarrow"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["numpy,pandas,pyarrow", "False", "False"]
+    env.pop(PRELOAD_ENV)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out[1] == "True" and "numpy" in out[0].split(",")
+
+
 def test_daemon_preloads_what_the_enabled_audits_need(monkeypatch):
     """The CLI names the enabled audits for the worker daemon: an HFM or group run
     preloads the Arrow batch libraries only (not torch, about 2 s of its first Python
