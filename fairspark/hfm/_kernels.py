@@ -85,6 +85,16 @@ def exact_mean(hi_sum: int, lo_sum: int, weight: int) -> float:
                           (1 << (2 * FIX_BITS)) * int(weight)))
 
 
+def bin_counts(v: np.ndarray, top: float, bins: int,
+               weights: np.ndarray | None = None) -> np.ndarray:
+    """Rows (or their ``weights``) per bin of ``v`` over ``[0, top]`` in ``bins`` equal
+    bins, the last one closed and taking every value past ``top`` (a ``top`` of 0 read
+    as 1): the histograms of HFM's per-row distances, on the driver and in Spark tasks."""
+    b = np.minimum(np.floor(np.asarray(v, dtype=np.float64) / (top if top > 0 else 1.0)
+                            * bins), bins - 1).astype(np.int64)
+    return np.bincount(b, weights=weights, minlength=bins)
+
+
 def missing_first(v: object) -> tuple[bool, str]:
     """A key's place in pandas' and Spark's ascending order, a missing one first (the
     order that picks a witness among rows at the maximum)."""

@@ -19,7 +19,13 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from fairspark.hfm._kernels import fixed_mean, hfm_df, missing_first, sample_projections
+from fairspark.hfm._kernels import (
+    bin_counts,
+    fixed_mean,
+    hfm_df,
+    missing_first,
+    sample_projections,
+)
 from fairspark.hfm._spark import (
     approx_scan,
     certify_exact,
@@ -448,10 +454,7 @@ def _add_histograms(
         v, mult = rows[col].to_numpy(float), rows["mult"].to_numpy(float)
         parts = []
         for tgt, attr, at in _pair_rows(rows):
-            top = tops.get(attr, 0.0)
-            bin_v = np.minimum(np.floor(v[at] / (top if top > 0 else 1.0) * bins),
-                               bins - 1).astype(int)
-            n = np.bincount(bin_v, weights=mult[at], minlength=bins)
+            n = bin_counts(v[at], tops.get(attr, 0.0), bins, weights=mult[at])
             nz = np.flatnonzero(n)
             parts.append(pd.DataFrame({"tgt": tgt, "attr": attr, "bin": nz, "n": n[nz]}))
         counts = (pd.concat(parts, ignore_index=True) if parts

@@ -24,6 +24,7 @@ from fairspark._testing import maybe_fail_first_attempt
 from fairspark._threads import pin_threads
 from fairspark.hfm._kernels import (
     FIX_LIMIT,
+    bin_counts,
     exact_mean,
     fixed_parts,
     missing_first,
@@ -375,16 +376,10 @@ def _work_table(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: 
     return ranked.select("key", "h", "y", "yp", "x", *cols).mapInArrow(bounds, ", ".join(fields))
 
 
-def _bound_bins(u: np.ndarray, top: float, bins: int) -> np.ndarray:
-    """Rows per bin of ``u`` over ``[0, top]`` (the last bin closed, a top of 0 read
-    as 1): the driver path's numpy bins, shared by the Spark tasks."""
-    b = np.minimum(np.floor(u / (top if top > 0 else 1.0) * bins), bins - 1).astype(np.int64)
-    return np.bincount(b, minlength=bins)
-
-
 def _bound_histogram(work: DataFrame, pairs: list[Pair], tops: dict[int, float],
                      bins: int) -> pd.DataFrame:
-    """Per pair the rows per bin of its bound column (:func:`_bound_bins`), counted by
+    """Per pair the rows per bin of its bound column
+    (:func:`~fairspark.hfm._kernels.bin_counts`, the driver path's bins), counted by
     each task over its partition's bound columns only (one job, no shuffle) and summed
     on the driver: ``tgt, attr, bin, n`` for the non-empty bins."""
 
@@ -392,7 +387,7 @@ def _bound_histogram(work: DataFrame, pairs: list[Pair], tops: dict[int, float],
         n = {p: np.zeros(bins, np.int64) for p in pairs}
         for batch in it:
             for p in pairs:
-                n[p] += _bound_bins(_np(batch, _ucol(p)), tops.get(p[1], 0.0), bins)
+                n[p] += bin_counts(_np(batch, _ucol(p)), tops.get(p[1], 0.0), bins)
         yield pa.RecordBatch.from_pydict({
             "tgt": pa.array([p[0] for p in pairs for _ in range(bins)], pa.int32()),
             "attr": pa.array([p[1] for p in pairs for _ in range(bins)], pa.int32()),
