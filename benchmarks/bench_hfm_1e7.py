@@ -11,7 +11,10 @@ so the generator never holds the table. The points are read from Parquet by ever
 (its driver heap sized from the machine), both targets (D and D_f) and the histogram,
 as the CLI's HFM stage computes them. While the audit runs, a thread reads every Python
 worker's peak RSS (``VmHWM`` in ``/proc``; a worker may serve several tasks, its peak is
-theirs).
+theirs), the worker daemon's apart (it runs no task; its size is its preloaded
+modules), and resets the workers' peaks at every pass of the engine, so that the pass
+table shows each pass's largest worker peak. Run it from the repository root (the
+session's preloading daemon needs the workers to import this fairspark).
 
 Usage::
 
@@ -21,6 +24,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -66,12 +70,20 @@ class WorkerPeaks:
     """Samples every 0.1 s the peak RSS (``VmHWM``) of the Python workers: the processes
     forked by this session's worker daemon (``fairspark._daemon``, a descendant of this
     process), read from ``/proc`` while they live, so a worker that ends with its task
-    is still counted."""
+    is still counted. The daemon itself (its parent is the JVM) runs no task: its peak,
+    its preloaded modules, is kept apart (:attr:`daemon`). :meth:`begin` marks the
+    start of an engine pass: the workers' peaks are reset there (``clear_refs``), so
+    :attr:`by_pass` holds each pass's own largest worker peak."""
 
     def __init__(self) -> None:
         import threading
 
         self.peaks: dict[int, int] = {}
+        #: the daemon's own peak (its preloaded modules; it runs no task)
+        self.daemon = 0
+        #: per engine pass (in order), the largest worker peak while it ran (kB)
+        self.by_pass: dict[str, int] = {}
+        self._pass: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -83,7 +95,7 @@ class WorkerPeaks:
 
     @classmethod
     def _mine(cls, pid: str) -> bool:
-        """Whether this process is an ancestor of ``pid`` (its JVM's daemon)."""
+        """Whether this process is an ancestor of ``pid`` (its JVM's daemon or a worker)."""
         me = str(os.getpid())
         for _ in range(6):
             pid = cls._status(pid)["PPid"].strip()
@@ -103,14 +115,34 @@ class WorkerPeaks:
                     st = self._status(pid)
                     ppid = st["PPid"].strip()
                     with open(f"/proc/{ppid}/cmdline", "rb") as f:
-                        if b"fairspark._daemon" not in f.read():
-                            continue  # the daemon itself: not a worker
+                        parent = f.read()
                     if not self._mine(ppid):
                         continue  # another session's worker
                     kb = int(st["VmHWM"].split()[0])
                 except (OSError, KeyError, ValueError):
                     continue
-                self.peaks[int(pid)] = max(self.peaks.get(int(pid), 0), kb)
+                # the daemon's parent is the JVM (whose command line names the daemon
+                # module in its conf); a worker's is the daemon, a Python process
+                if b"fairspark._daemon" in parent and b"java" not in parent.split(b"\0")[0]:
+                    self.peaks[int(pid)] = max(self.peaks.get(int(pid), 0), kb)
+                    if self._pass is not None:
+                        self.by_pass[self._pass] = max(self.by_pass.get(self._pass, 0), kb)
+                else:
+                    self.daemon = max(self.daemon, kb)
+
+    def begin(self, name: str) -> None:
+        """A pass starts: reset the workers' peaks to their present size (Linux's
+        ``clear_refs`` 5) and count what follows to ``name`` (a repeated pass gets a
+        numbered name)."""
+        for pid in list(self.peaks):
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{pid}/clear_refs", "w") as f:
+                    f.write("5")
+        k, i = name, 2
+        while k in self.by_pass:
+            k, i = f"{name} ({i})", i + 1
+        self.by_pass[k] = 0
+        self._pass = k
 
     def stop(self) -> list[int]:
         """The workers' peaks in MB, largest first."""
@@ -125,6 +157,7 @@ def one_size(n: int, d: int, tmp: str) -> dict:
 
     from fairspark.cli import local_driver_memory
     from fairspark.hfm._kernels import default_m2, sample_projections
+    from fairspark.hfm._spark._cost import CostLog
     from fairspark.hfm.compute import CertifyOptions, DistanceOptions, hfm_distances
 
     t0 = time.perf_counter()
@@ -140,10 +173,20 @@ def one_size(n: int, d: int, tmp: str) -> dict:
     options = DistanceOptions(method="certified", m2=default_m2(n), exact_block_rows=10_000,
                               targets=(0, 1), histogram_bins=40)
     peaks = WorkerPeaks()
+    step = CostLog.step
+
+    @contextlib.contextmanager
+    def marked(self, name, **kw):  # every pass of the engine names itself to the sampler
+        peaks.begin(name)
+        with step(self, name, **kw) as rec:
+            yield rec
+
+    CostLog.step = marked
     t = time.perf_counter()
     res = hfm_distances(pts, n_attr=1, dim_x=d, n_rows=n, options=options,
                         certify=CertifyOptions(local_max_bytes=0), projections={0: W, 1: W})
     el = time.perf_counter() - t
+    CostLog.step = step
     worker_peaks = peaks.stop()
     r0, r1 = res[(0, 0)], res[(1, 0)]
     spark.stop()
@@ -151,6 +194,8 @@ def one_size(n: int, d: int, tmp: str) -> dict:
             "D": r0.value, "D_f": r1.value, "certified": bool(r0.certified and r1.certified),
             "engine": r0.extra.get("engine"), "cost": r0.extra.get("cost"),
             "worker_peak_rss_mb": worker_peaks[:8], "workers": len(worker_peaks),
+            "daemon_peak_rss_mb": round(peaks.daemon / 1024),
+            "worker_peak_by_pass_mb": {k: round(v / 1024) for k, v in peaks.by_pass.items()},
             "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                                         / 1024.0), "load": load()}
 
@@ -183,13 +228,18 @@ def main(argv: list[str] | None = None) -> None:
         print(f"n = {n:,} x {r['d']}: {r['engine']}, HFM {r['hfm_s']} s (generate "
               f"{r['generate_s']} s), D {r['D']:.6f}, D_f {r['D_f']:.6f}, certified "
               f"{r['certified']}, largest worker peak RSS {r['worker_peak_rss_mb']} MB of "
-              f"{r['workers']} workers, driver "
+              f"{r['workers']} workers (the daemon {r.get('daemon_peak_rss_mb')} MB), driver "
               f"{r['driver_peak_rss_mb']} MB, load {r['load']}", flush=True)
         cost = r.get("cost") or {}
-        print("| pass | s | jobs | rows read | rows left |\n|---|---|---|---|---|")
-        for p in cost.get("passes", []):
+        # the sampler saw the same passes, in the same order: each one's worker peak
+        mb = list(r.get("worker_peak_by_pass_mb", {}).values())
+        passes = cost.get("passes", [])
+        mb = mb if len(mb) == len(passes) else [""] * len(passes)
+        print("| pass | s | jobs | rows read | rows left | largest worker peak (MB) |\n"
+              "|---|---|---|---|---|---|")
+        for p, m in zip(passes, mb, strict=True):
             print(f"| {p['pass']} | {p['seconds']:.2f} | {p.get('jobs', '')} | "
-                  f"{p.get('rows_read', '')} | {p.get('rows_left', '')} |", flush=True)
+                  f"{p.get('rows_read', '')} | {p.get('rows_left', '')} | {m} |", flush=True)
     if len(results) > 1:
         a = max(results[0]["worker_peak_rss_mb"], default=0)
         b = max(results[-1]["worker_peak_rss_mb"], default=0)

@@ -58,10 +58,28 @@ def _worker_python(master: str, conf: Mapping[str, Any]) -> str | None:
     return sys.executable or None
 
 
+def _editable_root() -> str | None:
+    """The project folder of an editable install of fairspark (``pip install -e``), from
+    its ``direct_url.json`` (PEP 610), or ``None``."""
+    import importlib.metadata as md
+    import json
+    from urllib.parse import unquote, urlparse
+
+    try:
+        info = json.loads(md.distribution("fairspark").read_text("direct_url.json") or "{}")
+    except (md.PackageNotFoundError, ValueError, OSError):
+        return None
+    url = urlparse(info.get("url", ""))
+    editable = bool(info.get("dir_info", {}).get("editable"))
+    return unquote(url.path) if editable and url.scheme == "file" else None
+
+
 def _workers_import_fairspark() -> bool:
     """Whether a Python worker started here (``python -m`` in this directory, with this
-    environment) finds this fairspark: from the working directory, ``PYTHONPATH`` or
-    site-packages, not only through a ``sys.path`` edit of the driver."""
+    environment) finds this fairspark: from the working directory, ``PYTHONPATH``,
+    site-packages or an editable install of this folder (its finder is loaded by every
+    interpreter of the environment), not only through a ``sys.path`` edit of the
+    driver."""
     import site
     from pathlib import Path
 
@@ -70,6 +88,9 @@ def _workers_import_fairspark() -> bool:
                            if p)]
     with __import__("contextlib").suppress(Exception):
         paths += [Path(p) for p in site.getsitepackages()]
+    editable = _editable_root()
+    if editable is not None:
+        paths.append(Path(editable))
     for p in paths:
         try:
             if p.resolve() == here:

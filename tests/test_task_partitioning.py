@@ -195,6 +195,25 @@ def test_preload_imports_without_starting_threads():
     assert int(out[0]) >= 8 and out[1] == "1" and out[2] == "True"
 
 
+def test_the_daemon_check_agrees_with_what_a_worker_imports(tmp_path):
+    """From another folder, without ``PYTHONPATH``, a fresh interpreter of this
+    environment (what Spark starts for its workers) imports this fairspark (the README's
+    test command installs it, editable): the session must then add the preloading
+    daemon, an editable install included (its finder, not a folder on ``sys.path``)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = ("import pathlib, fairspark; "
+            "print(pathlib.Path(fairspark.__file__).resolve().parents[1])")
+    found = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0 and Path(found.stdout.strip()) == ROOT, (
+        f"this fairspark is not installed in {sys.executable}'s environment "
+        f"(run scripts/test.sh): {found.stdout}{found.stderr[-500:]}")
+    check = "from fairspark.session import _workers_import_fairspark as f; print(f())"
+    said = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert said.stdout.strip() == "True"
+
+
 def test_local_session_workers_fork_from_the_preloading_daemon(spark):
     from fairspark.session import LOCAL_CONF
 
