@@ -24,9 +24,10 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 #: added for ``local``/``local[n]`` masters only, where the workers find this fairspark
-#: (working directory, ``PYTHONPATH`` or site-packages): the Python worker daemon that
-#: imports numpy, pandas, pyarrow, scipy and scikit-learn once, with one thread, before
-#: it forks the workers (:mod:`fairspark._daemon`); a caller's ``conf`` wins
+#: (working directory, ``PYTHONPATH``, site-packages or an editable install of this
+#: folder): the Python worker daemon that imports numpy, pandas, pyarrow, scipy and
+#: scikit-learn once, with one thread, before it forks the workers
+#: (:mod:`fairspark._daemon`); a caller's ``conf`` wins
 LOCAL_CONF: dict[str, str] = {
     "spark.python.daemon.module": "fairspark._daemon",
     # pyarrow's bundled jemalloc starts a background thread when loaded; a daemon that
