@@ -147,6 +147,49 @@ def test_fixed_point_mean_is_exact_and_order_free():
     assert fixed_mean(np.array([1.0, np.inf]), np.array([1, 1])) == np.inf
 
 
+def test_folded_parts_give_the_whole_summary_in_any_split():
+    """The summary kernels the Spark tasks fold (``value_part``, ``fold_part``) give,
+    from any split of the rows in any order, the bits of the whole rows' mean, their
+    maximum, and the witness a brute-force sort picks (ties at the maximum, missing
+    neighbour keys first); a value at the fixed-point limit falls back to the plain
+    mean, an infinite one gives itself."""
+    from fairspark.hfm._kernels import (
+        FIX_LIMIT,
+        fixed_mean,
+        fold_part,
+        part_mean,
+        value_part,
+        witness,
+    )
+
+    rng = np.random.default_rng(11)
+    n = 3000
+    v = np.round(rng.random(n) * 4.0, 2)  # many ties, also at the maximum
+    w = rng.integers(1, 4, n)
+    keys = [f"k{i:04d}" for i in rng.permutation(n)]
+    nbs = [None if i % 3 == 0 else f"n{i % 7}" for i in range(n)]
+    top = v.max()
+    at = [i for i in range(n) if v[i] == top]
+    # brute force: sort the rows at the maximum by (key present, key, nb present, nb)
+    want_w = sorted(((keys[i], nbs[i]) for i in at),
+                    key=lambda t: (t[0] is not None, t[0] or "", t[1] is not None, t[1] or ""))[0]
+    for splits in (1, 2, 7):
+        order = rng.permutation(n)
+        acc: dict = {}
+        for idx in np.array_split(order, splits):
+            part = value_part(v[idx], w[idx])
+            here = idx[v[idx] == part["D"]]
+            part["w"] = witness([keys[i] for i in here], [nbs[i] for i in here])
+            fold_part(acc, part)
+        assert acc["D"] == top
+        assert acc["ws"] == int(w.sum())
+        assert part_mean(acc).hex() == fixed_mean(v, w).hex()
+        assert tuple(acc["w"]) == want_w
+    big = np.array([1.0, FIX_LIMIT * 2, 3.0])
+    assert part_mean(value_part(big, np.ones(3, np.int64))) == big.mean()
+    assert part_mean(value_part(np.array([1.0, np.inf]), np.ones(2, np.int64))) == np.inf
+
+
 def test_spark_summary_mean_has_the_numpy_bits(spark):
     """``summarise_pointwise`` (Spark, any partitioning) and the driver path's numpy
     summary give bit-identical means."""

@@ -46,15 +46,19 @@ __all__ = [
     "exact_mean",
     "exact_nn_numpy",
     "fixed_parts",
+    "fold_part",
     "hfm_df",
     "nn_other_group",
     "nn_other_group_clustered",
     "nn_other_group_refclustered",
     "pair_distance",
+    "part_mean",
     "project",
     "query_clusters",
     "sample_projections",
+    "value_part",
     "window_scan",
+    "witness",
 ]
 
 
@@ -103,21 +107,67 @@ def missing_first(v: object) -> tuple[bool, str]:
     return True, str(v)
 
 
-def fixed_mean(v: np.ndarray, w: np.ndarray) -> float:
-    """Weighted mean of ``v`` with integer weights ``w`` with the same bits in any row
-    order (:func:`fixed_parts`); ``v``'s maximum when that is not finite, and the plain
-    floating mean when a value reaches :data:`FIX_LIMIT`."""
+def _witness_order(w: tuple) -> tuple:
+    return (*missing_first(w[0]), *missing_first(w[1]))
+
+
+def witness(keys: object, nb_keys: object) -> tuple:
+    """The witness ``(key, nb_key)`` among rows at a maximum: the smallest key, then
+    neighbour key, a missing one first (:func:`missing_first`)."""
+    return min(zip(keys, nb_keys, strict=True), key=_witness_order)
+
+
+def value_part(v: np.ndarray, w: np.ndarray) -> dict:
+    """The order-free sums of values ``v`` with integer weights ``w``, to be folded
+    (:func:`fold_part`) and read (:func:`part_mean`) on the driver and in Spark tasks:
+    the maximum ``D``, the weight ``ws``, the weighted integer sums ``hs``, ``ls`` of
+    :func:`fixed_parts` of the values below :data:`FIX_LIMIT`, their plain weighted sum
+    ``vs`` and whether a value reached the limit (``any_big``; NaN and inf count)."""
     v = np.asarray(v, dtype=np.float64)
     w = np.asarray(w, dtype=np.int64)
-    if not len(v):
-        return math.nan
-    top = float(v.max())
+    small = np.abs(v) < FIX_LIMIT  # false for inf and NaN
+    hi, lo = fixed_parts(v[small])
+    return {"D": float(v.max()), "ws": int(w.sum()), "hs": int((hi * w[small]).sum()),
+            "ls": int((lo * w[small]).sum()), "vs": float((v * w).sum()),
+            "any_big": not bool(small.all())}
+
+
+def fold_part(acc: dict, part: dict) -> None:
+    """Add the part ``part`` (:func:`value_part`, with its witness ``w`` of the maximum
+    when it has one) into ``acc``: the sums add up, the larger maximum and its witness
+    win, and at an equal maximum the smaller witness (:func:`witness`)."""
+    if not acc:
+        acc.update(part)
+        return
+    if part["D"] > acc["D"]:
+        acc["D"] = part["D"]
+        if "w" in part:
+            acc["w"] = part["w"]
+    elif part["D"] == acc["D"] and "w" in part:
+        acc["w"] = min(acc["w"], part["w"], key=_witness_order)
+    for name in ("ws", "hs", "ls", "vs"):
+        acc[name] += part[name]
+    acc["any_big"] = acc["any_big"] or part["any_big"]
+
+
+def part_mean(part: dict) -> float:
+    """The weighted mean of a (folded) :func:`value_part`, the same bits in any row
+    order and partitioning: the maximum when that is not finite, the plain floating mean
+    when a value reached :data:`FIX_LIMIT`, else the exact mean of the integer sums."""
+    top = part["D"]
     if not math.isfinite(top):
         return top
-    if float(np.abs(v).max()) >= FIX_LIMIT:
-        return float((v * w).sum() / w.sum())
-    hi, lo = fixed_parts(v)
-    return exact_mean(int((hi * w).sum()), int((lo * w).sum()), int(w.sum()))
+    if part["any_big"]:
+        return part["vs"] / part["ws"]
+    return exact_mean(part["hs"], part["ls"], part["ws"])
+
+
+def fixed_mean(v: np.ndarray, w: np.ndarray) -> float:
+    """Weighted mean of ``v`` with integer weights ``w`` with the same bits in any row
+    order (:func:`part_mean` of one :func:`value_part`); NaN for no values."""
+    if not len(v):
+        return math.nan
+    return part_mean(value_part(v, w))
 
 
 def default_m2(n: int) -> int:

@@ -21,10 +21,11 @@ from pyspark.sql import functions as F
 
 from fairspark.hfm._kernels import (
     bin_counts,
-    fixed_mean,
     hfm_df,
-    missing_first,
+    part_mean,
     sample_projections,
+    value_part,
+    witness,
 )
 from fairspark.hfm._spark import (
     approx_scan,
@@ -414,23 +415,21 @@ def _pair_rows(rows: pd.DataFrame) -> list[tuple[int, int, np.ndarray]]:
 
 def _summarise_local(rows: pd.DataFrame, col: str) -> pd.DataFrame:
     """:func:`summarise_pointwise` of a pandas frame: max, weighted mean and the witness
-    of the max (the largest value, then the smallest key, then neighbour key; a missing
-    key first). In numpy per pair, no grouped frames (two pairs of 904k rows: 0.9 s
-    with a pandas groupby, which copies every group)."""
+    of the max, by the kernels of the Spark tasks' summary
+    (:func:`~fairspark.hfm._kernels.value_part`, ``part_mean``, ``witness``). In numpy
+    per pair, no grouped frames (two pairs of 904k rows: 0.9 s with a pandas groupby,
+    which copies every group)."""
     v_all, w_all = rows[col].to_numpy(float), rows["mult"].to_numpy(np.int64)
     out = []
     for tgt, attr, at in _pair_rows(rows):
-        v, w = v_all[at], w_all[at]
-        top = at[v == v.max()]  # only the rows at the maximum are sorted for the witness
+        part = value_part(v_all[at], w_all[at])
+        top = at[v_all[at] == part["D"]]  # only the rows at the maximum give a witness
         # the keys of those rows only (the driver path's are Arrow-backed: no Python
         # string for the other rows)
-        keys = rows["key"].iloc[top].to_numpy(object, na_value=None)
-        nbs = rows["nb_key"].iloc[top].to_numpy(object, na_value=None)
-        best = min(range(len(top)),
-                   key=lambda i: (*missing_first(keys[i]), *missing_first(nbs[i])))
-        out.append({"tgt": tgt, "attr": attr, "D": float(v.max()),
-                    "D_avg": fixed_mean(v, w), "key": keys[best],
-                    "nb_key": nbs[best]})
+        key, nb_key = witness(rows["key"].iloc[top].to_numpy(object, na_value=None),
+                              rows["nb_key"].iloc[top].to_numpy(object, na_value=None))
+        out.append({"tgt": tgt, "attr": attr, "D": part["D"], "D_avg": part_mean(part),
+                    "key": key, "nb_key": nb_key})
     return pd.DataFrame(out, columns=["tgt", "attr", "D", "D_avg", "key", "nb_key"])
 
 

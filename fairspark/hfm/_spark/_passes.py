@@ -23,14 +23,14 @@ from pyspark.sql import functions as F
 from fairspark._testing import maybe_fail_first_attempt
 from fairspark._threads import pin_threads
 from fairspark.hfm._kernels import (
-    FIX_LIMIT,
     bin_counts,
-    exact_mean,
-    fixed_parts,
-    missing_first,
+    fold_part,
     nn_other_group_clustered,
     nn_other_group_refclustered,
+    part_mean,
     query_clusters,
+    value_part,
+    witness,
 )
 from fairspark.hfm._spark._blobs import (
     _NULL_CODE,
@@ -179,8 +179,8 @@ class _TopBounds(AccumulatorParam):
     @staticmethod
     def summary(value: dict, pairs: list[Pair]) -> pd.DataFrame:
         """``tgt, attr, D, D_avg, key, nb_key`` of every row's bound, folded from the
-        partitions' parts in partition order (:func:`_fold_summary`): the bits of
-        ``summarise_pointwise`` and of the driver path's summary, whatever the
+        partitions' parts in partition order (:func:`~fairspark.hfm._kernels.fold_part`):
+        the bits of ``summarise_pointwise`` and of the driver path's summary, whatever the
         partitioning (the maximum and the integer sums are exact in any order, and the
         witness is the smallest key, then neighbour key, at the maximum)."""
         rows = []
@@ -188,16 +188,11 @@ class _TopBounds(AccumulatorParam):
             acc: dict = {}
             for part in sorted(value["summ"]):
                 if p in value["summ"][part]:
-                    _fold_summary(acc, value["summ"][part][p])
+                    fold_part(acc, value["summ"][part][p])
             if not acc:
                 continue
-            if not math.isfinite(acc["D"]):
-                avg = acc["D"]
-            elif acc["any_big"]:
-                avg = acc["vs"] / acc["ws"]
-            else:
-                avg = exact_mean(acc["hs"], acc["ls"], acc["ws"])
-            rows.append({"tgt": p[0], "attr": p[1], "D": acc["D"], "D_avg": float(avg),
+            rows.append({"tgt": p[0], "attr": p[1], "D": acc["D"],
+                         "D_avg": float(part_mean(acc)),
                          "key": acc["w"][0], "nb_key": acc["w"][1]})
         return pd.DataFrame(rows, columns=["tgt", "attr", "D", "D_avg", "key", "nb_key"])
 
@@ -223,40 +218,19 @@ def _batch_top(batch: pa.RecordBatch, pairs: list[Pair], k: int,
 
 def _batch_summary(batch: pa.RecordBatch, pairs: list[Pair], summ: dict[Pair, dict]) -> None:
     """Fold one output batch of pass A into a task's bound summaries ``summ``: per pair
-    the maximum, its witness ``(key, nb_key)`` (the smallest at the maximum, a missing
-    neighbour key first), the weight, the fixed-point integer sums of the values below
-    ``FIX_LIMIT`` (:func:`~fairspark.hfm._kernels.fixed_parts`), their plain sum and
-    whether a value reached the limit (every row weighs 1 in the working table)."""
+    the batch's :func:`~fairspark.hfm._kernels.value_part` (every row weighs 1 in the
+    working table) with the witness ``w`` of its maximum
+    (:func:`~fairspark.hfm._kernels.witness`), the kernels the driver path's summary
+    runs."""
     for p in pairs:
         u = _np(batch, _ucol(p))
         if not len(u):
             continue
-        top = float(u.max())
-        at = pa.array(np.flatnonzero(u == top), pa.int64())
-        keys = _col(batch, "key").take(at).to_pylist()
-        nbs = _col(batch, _nbcol(p)).take(at).to_pylist()
-        small = np.abs(u) < FIX_LIMIT  # false for inf and NaN
-        hi, lo = fixed_parts(u[small])
-        _fold_summary(summ.setdefault(p, {}), {
-            "D": top, "w": min(zip(keys, nbs, strict=True),
-                               key=lambda w: (*missing_first(w[0]), *missing_first(w[1]))),
-            "ws": len(u), "hs": int(hi.sum()), "ls": int(lo.sum()),
-            "vs": float(u.sum()), "any_big": not bool(small.all())})
-
-
-def _fold_summary(acc: dict, part: dict) -> None:
-    """Add the summary parts ``part`` into ``acc`` (:func:`_batch_summary`)."""
-    if not acc:
-        acc.update(part)
-        return
-    if part["D"] > acc["D"]:
-        acc["D"], acc["w"] = part["D"], part["w"]
-    elif part["D"] == acc["D"]:
-        acc["w"] = min(acc["w"], part["w"],
-                       key=lambda w: (*missing_first(w[0]), *missing_first(w[1])))
-    for name in ("ws", "hs", "ls", "vs"):
-        acc[name] += part[name]
-    acc["any_big"] = acc["any_big"] or part["any_big"]
+        part = value_part(u, np.ones(len(u), np.int64))
+        at = pa.array(np.flatnonzero(u == part["D"]), pa.int64())
+        part["w"] = witness(_col(batch, "key").take(at).to_pylist(),
+                            _col(batch, _nbcol(p)).take(at).to_pylist())
+        fold_part(summ.setdefault(p, {}), part)
 
 
 def _row_slices(n: int, threads: int) -> list[slice]:

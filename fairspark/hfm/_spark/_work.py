@@ -207,10 +207,16 @@ class _SparkWork(_Work):
         if self.top is None or self.top.accum_param.k < k:
             return _top_bounds(self.df, pairs, k)
         self.df.count()
-        got = self.top.value
-        if set(got["parts"]) != set(range(self.n_part())):
+        got = self._sent()
+        if got is None:
             return _top_bounds(self.df, pairs, k)
         return self.top.accum_param.top(got, pairs, k)
+
+    def _sent(self) -> dict | None:
+        """What pass A's tasks sent (top bounds, summary parts) if every partition sent
+        it; ``None`` where one did not (its block was cached already)."""
+        got = self.top.value
+        return got if set(got["parts"]) == set(range(self.n_part())) else None
 
     def bounds_rows(self, pairs: list[Pair]) -> DataFrame:
         return self.ub
@@ -224,12 +230,8 @@ class _SparkWork(_Work):
     def bound_summary(self, pairs: list[Pair]) -> pd.DataFrame | None:
         """The summary pass A's tasks sent with their top bounds (no job); ``None``
         where a partition did not send it (its block was cached already)."""
-        if self.top is None:
-            return None
-        got = self.top.value
-        if set(got["parts"]) != set(range(self.n_part())):
-            return None
-        return self.top.accum_param.summary(got, pairs)
+        got = None if self.top is None else self._sent()
+        return None if got is None else self.top.accum_param.summary(got, pairs)
 
     def fetch(self, keys: list[str], attrs: list[int], lo: float, hi: float, *,
               est_bytes: float) -> pd.DataFrame:
