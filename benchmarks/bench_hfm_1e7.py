@@ -71,7 +71,11 @@ class WorkerPeaks:
     forked by this session's worker daemon (``fairspark._daemon``, a descendant of this
     process), read from ``/proc`` while they live, so a worker that ends with its task
     is still counted. The daemon itself (its parent is the JVM) runs no task: its peak,
-    its preloaded modules, is kept apart (:attr:`daemon`). :meth:`begin` marks the
+    its preloaded modules, is kept apart (:attr:`daemon`). A child of the JVM read
+    between its clone and its exec (the JVM spawns ``getconf`` and the daemon during the
+    run) shows the JVM's own command line, which names the daemon module in its conf,
+    and the JVM's memory (1.5-2.5 GB at that point of a 1e7 run): it is no Python process
+    and counts nowhere (:attr:`jvm_spawns` keeps what was read). :meth:`begin` marks the
     start of an engine pass: the workers' peaks are reset there (``clear_refs``), so
     :attr:`by_pass` holds each pass's own largest worker peak."""
 
@@ -81,6 +85,8 @@ class WorkerPeaks:
         self.peaks: dict[int, int] = {}
         #: the daemon's own peak (its preloaded modules; it runs no task)
         self.daemon = 0
+        #: ``(pid, kB)`` of the JVM's children read before their exec (the JVM's memory)
+        self.jvm_spawns: list[tuple[int, int]] = []
         #: per engine pass (in order), the largest worker peak while it ran (kB)
         self.by_pass: dict[str, int] = {}
         self._pass: str | None = None
@@ -110,8 +116,9 @@ class WorkerPeaks:
             for pid in filter(str.isdigit, os.listdir("/proc")):
                 try:
                     with open(f"/proc/{pid}/cmdline", "rb") as f:
-                        if b"fairspark._daemon" not in f.read():
-                            continue
+                        cmd = f.read()
+                    if b"fairspark._daemon" not in cmd:
+                        continue
                     st = self._status(pid)
                     ppid = st["PPid"].strip()
                     with open(f"/proc/{ppid}/cmdline", "rb") as f:
@@ -120,6 +127,9 @@ class WorkerPeaks:
                         continue  # another session's worker
                     kb = int(st["VmHWM"].split()[0])
                 except (OSError, KeyError, ValueError):
+                    continue
+                if b"java" in cmd.split(b"\0")[0]:
+                    self.jvm_spawns.append((int(pid), kb))  # not yet exec'd: the JVM's
                     continue
                 # the daemon's parent is the JVM (whose command line names the daemon
                 # module in its conf); a worker's is the daemon, a Python process
@@ -195,6 +205,7 @@ def one_size(n: int, d: int, tmp: str) -> dict:
             "engine": r0.extra.get("engine"), "cost": r0.extra.get("cost"),
             "worker_peak_rss_mb": worker_peaks[:8], "workers": len(worker_peaks),
             "daemon_peak_rss_mb": round(peaks.daemon / 1024),
+            "jvm_spawns_read_mb": [[p, round(kb / 1024)] for p, kb in peaks.jvm_spawns],
             "worker_peak_by_pass_mb": {k: round(v / 1024) for k, v in peaks.by_pass.items()},
             "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                                         / 1024.0), "load": load()}
@@ -230,6 +241,9 @@ def main(argv: list[str] | None = None) -> None:
               f"{r['certified']}, largest worker peak RSS {r['worker_peak_rss_mb']} MB of "
               f"{r['workers']} workers (the daemon {r.get('daemon_peak_rss_mb')} MB), driver "
               f"{r['driver_peak_rss_mb']} MB, load {r['load']}", flush=True)
+        if r.get("jvm_spawns_read_mb"):
+            print(f"  not counted: JVM children read before their exec (pid, the JVM's MB): "
+                  f"{r['jvm_spawns_read_mb']}", flush=True)
         cost = r.get("cost") or {}
         # the sampler saw the same passes, in the same order: each one's worker peak
         mb = list(r.get("worker_peak_by_pass_mb", {}).values())
