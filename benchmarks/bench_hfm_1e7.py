@@ -19,6 +19,11 @@ session's preloading daemon needs the workers to import this fairspark).
 Usage::
 
     python benchmarks/bench_hfm_1e7.py --sizes 1000000 10000000 --dim 50
+    python benchmarks/bench_hfm_1e7.py --sizes 10000000 --dim 50 --spawn-probe 40
+
+``--spawn-probe`` then runs the largest size that many seconds with a watcher that reads
+every child of the JVM the moment it appears: one read before its exec shows the JVM's
+command line and memory, what the sampler of workers skips.
 """
 
 from __future__ import annotations
@@ -161,8 +166,68 @@ class WorkerPeaks:
         return sorted((round(v / 1024) for v in self.peaks.values()), reverse=True)
 
 
-def one_size(n: int, d: int, tmp: str) -> dict:
-    """Generate, run the Spark passes, read the workers' peak RSS (this process)."""
+class JvmChildren:
+    """Polls ``/proc`` without pause for new children of this session's JVM and reads,
+    the moment one is seen, its first argument and ``VmHWM``, and the JVM's. A child read
+    between its clone and its exec still runs in the JVM's memory: it shows the JVM's
+    command line and resident size, which a sampler of worker processes must not count
+    (``--spawn-probe``)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        me = os.getpid()
+        kids = [c for t in os.listdir(f"/proc/{me}/task")
+                for c in open(f"/proc/{me}/task/{t}/children").read().split()]
+        self.jvm = next(c for c in kids
+                        if b"java" in open(f"/proc/{c}/cmdline", "rb").read().split(b"\0")[0])
+        self.t0 = time.perf_counter()
+        #: per child seen: seconds, pid, first argument, its VmHWM and the JVM's (MB), pass
+        self.seen: list[dict] = []
+        self.pass_name = "-"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _hwm_mb(status: str) -> int:
+        return round(int(status.split("VmHWM:")[1].split()[0]) / 1024)
+
+    def _run(self) -> None:
+        known = set(os.listdir("/proc"))
+        while not self._stop.is_set():
+            now = os.listdir("/proc")
+            for pid in now:
+                if pid in known or not pid.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        argv0 = f.read().split(b"\0")[0]
+                    with open(f"/proc/{pid}/status") as f:
+                        st = f.read()
+                    with open(f"/proc/{self.jvm}/status") as f:
+                        jvm_mb = self._hwm_mb(f.read())
+                    if st.split("PPid:")[1].split()[0] != self.jvm:
+                        continue
+                    mb = self._hwm_mb(st)
+                except (OSError, IndexError, ValueError):
+                    continue
+                self.seen.append({"s": round(time.perf_counter() - self.t0, 2),
+                                  "pid": int(pid), "argv0": os.path.basename(argv0).decode(
+                                      errors="replace"), "mb": mb, "jvm_mb": jvm_mb,
+                                  "pass": self.pass_name})
+            known = set(now)
+            time.sleep(0.0002)
+
+    def stop(self) -> list[dict]:
+        self._stop.set()
+        self._thread.join()
+        return self.seen
+
+
+def one_size(n: int, d: int, tmp: str, probe: float = 0.0) -> dict:
+    """Generate, run the Spark passes, read the workers' peak RSS (this process); with
+    ``probe`` seconds, watch the JVM's children instead and end after that long."""
     import resource
 
     from fairspark.cli import local_driver_memory
@@ -183,13 +248,30 @@ def one_size(n: int, d: int, tmp: str) -> dict:
     options = DistanceOptions(method="certified", m2=default_m2(n), exact_block_rows=10_000,
                               targets=(0, 1), histogram_bins=40)
     peaks = WorkerPeaks()
+    kids = JvmChildren() if probe else None
     step = CostLog.step
 
     @contextlib.contextmanager
     def marked(self, name, **kw):  # every pass of the engine names itself to the sampler
         peaks.begin(name)
+        if kids is not None:
+            kids.pass_name = name
         with step(self, name, **kw) as rec:
             yield rec
+
+    def probe_result(done: bool) -> dict:
+        return {"n": n, "probe_s": probe, "hfm_done": done, "load": load(),
+                "jvm_children": kids.stop() if kids is not None else []}
+
+    if probe:  # the probe ends the process after ``probe`` seconds, the run unfinished
+        import threading
+
+        def end() -> None:
+            time.sleep(probe)
+            print("RESULT " + json.dumps(probe_result(False)), flush=True)
+            os._exit(0)
+
+        threading.Thread(target=end, daemon=True).start()
 
     CostLog.step = marked
     t = time.perf_counter()
@@ -197,6 +279,8 @@ def one_size(n: int, d: int, tmp: str) -> dict:
                         certify=CertifyOptions(local_max_bytes=0), projections={0: W, 1: W})
     el = time.perf_counter() - t
     CostLog.step = step
+    if probe:
+        return probe_result(True)
     worker_peaks = peaks.stop()
     r0, r1 = res[(0, 0)], res[(1, 0)]
     spark.stop()
@@ -216,11 +300,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
     ap.add_argument("--dim", type=int, default=50)
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the child's size
+    ap.add_argument("--probe", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--spawn-probe", type=float, default=0.0, metavar="SECONDS",
+                    help="then run the largest size this long with a watcher of the JVM's "
+                         "children (each read the moment it appears, before its exec)")
     ap.add_argument("--tmp", default=None, help="folder for the Parquet tables")
     args = parse_args(ap, argv, fast={"sizes": [2000, 4000], "dim": 5})
     if args.one:
         with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
-            print("RESULT " + json.dumps(one_size(args.one, args.dim, tmp)), flush=True)
+            print("RESULT " + json.dumps(one_size(args.one, args.dim, tmp, args.probe)),
+                  flush=True)
         return
     results = []
     for n in args.sizes:  # a fresh process per size: fresh workers, fresh peaks
@@ -254,12 +343,39 @@ def main(argv: list[str] | None = None) -> None:
         for p, m in zip(passes, mb, strict=True):
             print(f"| {p['pass']} | {p['seconds']:.2f} | {p.get('jobs', '')} | "
                   f"{p.get('rows_read', '')} | {p.get('rows_left', '')} | {m} |", flush=True)
+    if args.spawn_probe:
+        _spawn_probe(max(args.sizes), args)
     if len(results) > 1:
         a = max(results[0]["worker_peak_rss_mb"], default=0)
         b = max(results[-1]["worker_peak_rss_mb"], default=0)
         ratio = f"{b / a:.2f}x" if a else "n/a (no worker seen)"
         print(f"largest worker peak RSS: {a} MB at n = {results[0]['n']:,}, {b} MB at "
               f"n = {results[-1]['n']:,}: ratio {ratio} (target at most 1.2x)")
+
+
+def _spawn_probe(n: int, args: argparse.Namespace) -> None:
+    """Run size ``n`` for ``--spawn-probe`` seconds in a fresh process and print every
+    child the JVM spawned: one read before its exec carries the JVM's command line
+    (``java``) and the JVM's memory."""
+    print(f"spawn probe, n = {n:,}, {args.spawn_probe:g} s: start, load {load()}", flush=True)
+    log = Path(tempfile.gettempdir()) / f"bench_hfm_1e7_probe_{n}.log"
+    with open(log, "w") as f:
+        out = subprocess.run([sys.executable, __file__, "--one", str(n), "--dim",
+                              str(args.dim), "--probe", str(args.spawn_probe)]
+                             + (["--tmp", args.tmp] if args.tmp else []),
+                             stdout=subprocess.PIPE, stderr=f, text=True, check=False)
+    line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
+    if out.returncode or not line:
+        raise SystemExit(f"spawn probe: exit {out.returncode}; its log: {log}")
+    r = json.loads(line[0][7:])
+    for c in r["jvm_children"]:
+        state = ("read before its exec: the JVM's memory" if "java" in c["argv0"]
+                 else "after its exec")
+        print(f"  JVM child {c['pid']} at {c['s']} s ({c['pass']}): {c['argv0']!r}, VmHWM "
+              f"{c['mb']} MB, the JVM's {c['jvm_mb']} MB: {state}", flush=True)
+    print(f"spawn probe: {len(r['jvm_children'])} JVM children seen, "
+          f"{sum('java' in c['argv0'] for c in r['jvm_children'])} read before their exec, "
+          f"load {r['load']}", flush=True)
 
 
 if __name__ == "__main__":
