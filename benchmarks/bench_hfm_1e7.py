@@ -370,6 +370,7 @@ def _spawn_probe(n: int, args: argparse.Namespace) -> None:
     r = json.loads(line[0][7:])
     for c in r["jvm_children"]:
         state = ("read before its exec: the JVM's memory" if "java" in c["argv0"]
+                 else "read in its exec (no command line yet)" if not c["argv0"]
                  else "after its exec")
         print(f"  JVM child {c['pid']} at {c['s']} s ({c['pass']}): {c['argv0']!r}, VmHWM "
               f"{c['mb']} MB, the JVM's {c['jvm_mb']} MB: {state}", flush=True)
