@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from scipy.spatial.distance import cdist
 
 from fairspark.hfm._spark.elim import _bounds_batch, _row_slices, _sorted_by_key
@@ -188,6 +189,42 @@ def test_folded_parts_give_the_whole_summary_in_any_split():
     big = np.array([1.0, FIX_LIMIT * 2, 3.0])
     assert part_mean(value_part(big, np.ones(3, np.int64))) == big.mean()
     assert part_mean(value_part(np.array([1.0, np.inf]), np.ones(2, np.int64))) == np.inf
+
+
+def test_fixed_point_sums_do_not_wrap_past_64_bits():
+    """Values near the fixed-point limit (``2**31``; each one's integer part about
+    ``2**61``) and heavy weights: the integer sums must be the exact ones (numpy's
+    int64 sum wraps silently), so the mean is the exactly rounded one
+    (``fractions``), split or whole."""
+    from fractions import Fraction
+
+    from fairspark.hfm._kernels import (
+        FIX_BITS,
+        FIX_LIMIT,
+        fixed_parts,
+        fold_part,
+        part_mean,
+        value_part,
+    )
+
+    rng = np.random.default_rng(5)
+    v = FIX_LIMIT * (0.5 + 0.49 * rng.random(40))
+    w = rng.integers(1, 1000, 40)
+    hi, lo = fixed_parts(v)
+    # the sums by Python integers, row by row
+    want_hs = sum(int(h) * int(k) for h, k in zip(hi, w, strict=True))
+    want_ls = sum(int(x) * int(k) for x, k in zip(lo, w, strict=True))
+    assert want_hs >= 1 << 63  # int64 would wrap
+    part = value_part(v, w)
+    assert (part["hs"], part["ls"], part["ws"]) == (want_hs, want_ls, int(w.sum()))
+    exact = Fraction(want_hs * (1 << FIX_BITS) + want_ls, (1 << 2 * FIX_BITS) * int(w.sum()))
+    assert part_mean(part) == float(exact)
+    acc: dict = {}
+    for idx in np.array_split(np.arange(40), 3):
+        fold_part(acc, value_part(v[idx], w[idx]))
+    assert part_mean(acc).hex() == part_mean(part).hex()
+    # against the plain weighted mean: the same to a few ulps
+    assert part_mean(part) == pytest.approx(float((v * w).sum() / w.sum()), rel=1e-12)
 
 
 def test_spark_summary_mean_has_the_numpy_bits(spark):

@@ -127,8 +127,16 @@ def value_part(v: np.ndarray, w: np.ndarray) -> dict:
     w = np.asarray(w, dtype=np.int64)
     small = np.abs(v) < FIX_LIMIT  # false for inf and NaN
     hi, lo = fixed_parts(v[small])
-    return {"D": float(v.max()), "ws": int(w.sum()), "hs": int((hi * w[small]).sum()),
-            "ls": int((lo * w[small]).sum()), "vs": float((v * w).sum()),
+    ws = w[small]
+    # int64 sums wrap silently past 2**63 (values near 2**31, or many rows of unscaled
+    # distances): where a float bound of the sums of |hi| * w and lo * w (below
+    # (|v| + 1) * 2**30 per unit of weight) reaches 2**62, exact Python integers (slow,
+    # and rare: the audit's scaled features keep distances small)
+    wf = np.abs(ws).astype(np.float64)
+    if (float(np.abs(v[small]) @ wf) + float(wf.sum())) * float(1 << FIX_BITS) >= 2.0**62:
+        hi, lo, ws = hi.astype(object), lo.astype(object), ws.astype(object)
+    return {"D": float(v.max()), "ws": int(w.sum()), "hs": int((hi * ws).sum()),
+            "ls": int((lo * ws).sum()), "vs": float((v * w).sum()),
             "any_big": not bool(small.all())}
 
 

@@ -7,7 +7,6 @@ partition gets, per attribute and code, the ``m2`` nearest rows of its neighbour
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -25,7 +24,7 @@ from pyspark.sql.types import (
 
 from fairspark._testing import maybe_fail_first_attempt
 from fairspark._threads import pin_threads
-from fairspark.hfm._kernels import FIX_BITS, FIX_LIMIT, exact_mean, window_scan
+from fairspark.hfm._kernels import FIX_BITS, FIX_LIMIT, part_mean, window_scan
 from fairspark.hfm._spark._points import code_cols, keys_at, points_schema_check, sort_order, stack
 
 __all__ = ["approx_scan", "pointwise_rows", "summarise_approx", "summarise_binned",
@@ -354,14 +353,9 @@ def _summary_aggs(value_col: str) -> list[F.Column]:
 def _finish_summary(out: pd.DataFrame) -> pd.DataFrame:
     """``tgt, attr, D, D_avg, key, nb_key`` from one row of :func:`_summary_aggs` per
     pair (``key``, ``nb_key``: the witness's)."""
-    avg = []
-    for r in out.itertuples():
-        if not math.isfinite(r.D):
-            avg.append(float(r.D))
-        elif not r.any_big:
-            avg.append(exact_mean(int(r.hs), int(r.ls), int(r.ws)))
-        else:
-            avg.append(float(r.vs) / float(r.ws))
+    avg = [part_mean({"D": float(r.D), "any_big": bool(r.any_big), "hs": int(r.hs),
+                      "ls": int(r.ls), "ws": int(r.ws), "vs": float(r.vs)})
+           for r in out.itertuples()]
     out = out.assign(D_avg=np.asarray(avg, dtype=float))
     return out[["tgt", "attr", "D", "D_avg", "key", "nb_key"]].reset_index(drop=True)
 
