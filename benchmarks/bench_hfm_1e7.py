@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     for n in args.sizes:  # a fresh process per size: fresh workers, fresh peaks
         print(f"n = {n:,}: start, load {load()}", flush=True)
-        log = Path(tempfile.gettempdir()) / f"bench_hfm_1e7_{n}.log"
+        log = _log_file(f"bench_hfm_1e7_{n}_", args.tmp)
         with open(log, "w") as f:
             out = subprocess.run([sys.executable, __file__, "--one", str(n), "--dim",
                                   str(args.dim)] + (["--tmp", args.tmp] if args.tmp else []),
@@ -353,12 +353,20 @@ def main(argv: list[str] | None = None) -> None:
               f"n = {results[-1]['n']:,}: ratio {ratio} (target at most 1.2x)")
 
 
+def _log_file(prefix: str, folder: str | None) -> Path:
+    """A fresh log file for a child's stderr (in ``--tmp`` or the temporary folder): a
+    fixed name could belong to another user or another run."""
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=".log", dir=folder)
+    os.close(fd)
+    return Path(name)
+
+
 def _spawn_probe(n: int, args: argparse.Namespace) -> None:
     """Run size ``n`` for ``--spawn-probe`` seconds in a fresh process and print every
     child the JVM spawned: one read before its exec carries the JVM's command line
     (``java``) and the JVM's memory."""
     print(f"spawn probe, n = {n:,}, {args.spawn_probe:g} s: start, load {load()}", flush=True)
-    log = Path(tempfile.gettempdir()) / f"bench_hfm_1e7_probe_{n}.log"
+    log = _log_file(f"bench_hfm_1e7_probe_{n}_", args.tmp)
     with open(log, "w") as f:
         out = subprocess.run([sys.executable, __file__, "--one", str(n), "--dim",
                               str(args.dim), "--probe", str(args.spawn_probe)]
