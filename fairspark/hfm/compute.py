@@ -422,8 +422,9 @@ def _summarise_local(rows: pd.DataFrame, col: str) -> pd.DataFrame:
     v_all, w_all = rows[col].to_numpy(float), rows["mult"].to_numpy(np.int64)
     out = []
     for tgt, attr, at in _pair_rows(rows):
-        part = value_part(v_all[at], w_all[at])
-        top = at[v_all[at] == part["D"]]  # only the rows at the maximum give a witness
+        v = v_all[at]
+        part = value_part(v, w_all[at])
+        top = at[v == part["D"]]  # only the rows at the maximum give a witness
         # the keys of those rows only (the driver path's are Arrow-backed: no Python
         # string for the other rows)
         key, nb_key = witness(rows["key"].iloc[top].to_numpy(object, na_value=None),
