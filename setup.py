@@ -44,6 +44,13 @@ setup(
         "pydantic>=2.5",
     ],
     extras_require={
+        # a Spark Connect client session (Databricks serverless/shared, Spark 4's client)
+        "connect": [
+            "grpcio>=1.48",
+            "grpcio-status>=1.48",
+            "googleapis-common-protos>=1.56",
+            "zstandard>=0.23",
+        ],
         "dev": [
             "pytest>=7",
             "chispa>=0.10",

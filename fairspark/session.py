@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_CONF", "LOCAL_CONF", "build_session", "check_python_workers"]
+__all__ = ["DEFAULT_CONF", "LOCAL_CONF", "build_session", "check_python_workers", "is_connect"]
 
 #: settings every session fairspark starts gets (a caller's ``conf`` wins)
 DEFAULT_CONF: dict[str, str] = {
@@ -34,6 +34,34 @@ LOCAL_CONF: dict[str, str] = {
     # forks must have none (Arrow's default pool is mimalloc, so little changes)
     "spark.executorEnv.JE_ARROW_MALLOC_CONF": "background_thread:false",
 }
+
+
+def is_connect(obj: object) -> bool:
+    """Whether ``obj`` (a SparkSession, DataFrame or Column) belongs to a Spark Connect session.
+
+    The one capability check of the package: a Connect session has no ``SparkContext``,
+    RDD, accumulator, broadcast variable or JVM gateway (``_jvm``, ``_jsc``, ``_jdf``),
+    so every path that would reach past the DataFrame API asks this first and takes
+    its DataFrame-only route when it is true. It reads the object's class (pyspark's
+    Connect classes live in ``pyspark.sql.connect``), so it needs no Connect client
+    packages and never raises.
+
+    Parameters
+    ----------
+    obj:
+        A SparkSession, DataFrame or Column (classic or Connect).
+
+    Returns
+    -------
+    bool
+        True for a Connect object, False for a classic one.
+
+    Examples
+    --------
+    >>> is_connect(object())
+    False
+    """
+    return type(obj).__module__.startswith("pyspark.sql.connect")
 
 
 def _is_local(master: str) -> bool:

@@ -15,5 +15,14 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   fi
 fi
 python -m pip install --quiet torch==2.13.0
-python -m pip install --quiet -e '.[dev]'
-python -m pytest -q --durations=25 "$@"
+python -m pip install --quiet -e '.[dev,connect]'
+# the suite on a classic local[2] session (it records the rows the Connect run compares)
+rc=0
+python -m pytest -q --durations=25 "$@" || rc=$?
+# then the tests marked both_kinds on a Spark Connect session (pyspark's local server);
+# pyspark allows one session kind per process, hence a second pytest process
+crc=0
+FAIRSPARK_TEST_SESSION=connect python -m pytest -q -m both_kinds --durations=10 "$@" || crc=$?
+[ "$crc" = 5 ] && crc=0  # no test marked both_kinds among the selected ones
+[ "$rc" = 0 ] || exit "$rc"
+exit "$crc"

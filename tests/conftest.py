@@ -19,6 +19,23 @@ ADULT_TEST = ROOT / "fairspark" / "data" / "adult.test.gz"
 TEST_DATA = ROOT / "tests" / "data"
 COMPAS_CSV = TEST_DATA / "compas-scores-two-years.csv.gz"
 
+#: ``classic`` (the default) or ``connect``: which session kind this pytest process tests.
+#: pyspark allows one kind per process (a Connect session switches pyspark's column
+#: functions to Connect's), so ``scripts/test.sh`` runs the suite on a classic session,
+#: then again the tests marked ``both_kinds`` with ``FAIRSPARK_TEST_SESSION=connect``.
+SESSION_KIND = os.environ.get("FAIRSPARK_TEST_SESSION", "classic").strip().lower()
+if SESSION_KIND not in {"classic", "connect"}:
+    raise ValueError(f"FAIRSPARK_TEST_SESSION={SESSION_KIND!r}: expected classic or connect")
+#: where the classic run records the rows that the Connect run must equal
+KINDS_DIR = Path(os.environ.get("FAIRSPARK_KINDS_DIR", ROOT / ".pytest_kinds"))
+
+#: The one allowlist of what does not run on Connect: a test module (or module::test)
+#: marked ``both_kinds`` runs on both session kinds; every other test runs on the classic
+#: session only. The Connect run's summary prints this list. Kernel and pure-Python
+#: tests have no session to vary; the entries here are Spark tests that cannot run on
+#: Connect, each with why.
+CLASSIC_ONLY: dict[str, str] = {}
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # one BLAS/OpenMP thread in this process and (through the environment) in the
@@ -80,6 +97,23 @@ def pytest_make_collect_report(collector):
     _fail_unlisted_skip(outcome.get_result())  # a module-level skip or importorskip
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "both_kinds: runs on a classic and on a Spark Connect session "
+        "(the Connect run, FAIRSPARK_TEST_SESSION=connect, runs only these)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """On the Connect run, keep only the tests marked ``both_kinds``."""
+    if SESSION_KIND != "connect":
+        return
+    keep = [it for it in items if it.get_closest_marker("both_kinds") is not None]
+    dropped = [it for it in items if it.get_closest_marker("both_kinds") is None]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """One line: tests run (passed, failed) and skipped; then the skips by reason."""
     stats = terminalreporter.stats
@@ -88,6 +122,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     skips = Counter(skip_reason(r) for r in stats.get("skipped", [])
                     if not hasattr(r, "wasxfail"))
     n_skip = sum(skips.values())
+    terminalreporter.write_line(f"session kind: {SESSION_KIND}")
+    if SESSION_KIND == "connect":
+        terminalreporter.write_line(
+            "on Connect: the tests marked both_kinds; classic-only Spark tests and why:")
+        for name, why in CLASSIC_ONLY.items():
+            terminalreporter.write_line(f"  {name} -- {why}")
     terminalreporter.write_line(
         f"fairspark tests: {len(passed) + len(failed)} run ({len(passed)} passed, "
         f"{len(failed)} failed or errors), {n_skip} skipped"
@@ -99,8 +139,31 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             + (f"allowlisted: {why}" if why else "NOT in tests/conftest.py ALLOWED_SKIPS"))
 
 
+#: settings of the test session (both kinds): few shuffle partitions, no UI
+TEST_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+    "spark.driver.memory": "2g",
+}
+
+
 @pytest.fixture(scope="session")
 def spark():
+    """The session of this test run: classic ``local[2]``, or a Spark Connect session to
+    pyspark's own local server (``remote("local[2]")``) when the run is the Connect run
+    (``FAIRSPARK_TEST_SESSION=connect``; pyspark allows one kind per process)."""
+    warehouse = tempfile.mkdtemp(prefix="fairspark-warehouse-")
+    if SESSION_KIND == "connect":
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.remote("local[2]").appName("fairspark-tests-connect")
+        for k, v in {**TEST_CONF, "spark.sql.warehouse.dir": warehouse}.items():
+            builder = builder.config(k, v)
+        session = builder.getOrCreate()
+        yield session
+        session.stop()
+        return
     from fairspark.session import build_session
 
     # build_session adds the settings every fairspark session has (UTC, Arrow, one
@@ -108,17 +171,51 @@ def spark():
     session = build_session(
         master="local[2]",
         app_name="fairspark-tests",
-        conf={
-            "spark.sql.shuffle.partitions": "4",
-            "spark.default.parallelism": "2",
-            "spark.ui.enabled": "false",
-            "spark.driver.memory": "2g",
-            "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="fairspark-warehouse-"),
-        },
+        conf={**TEST_CONF, "spark.sql.warehouse.dir": warehouse},
         log_level="ERROR",
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def session_kind() -> str:
+    """``classic`` or ``connect``: the kind of this run's ``spark`` fixture."""
+    return SESSION_KIND
+
+
+@pytest.fixture
+def same_on_both_kinds(request):
+    """Record rows on the classic run; on the Connect run, assert they are the same.
+
+    ``same_on_both_kinds(key, pdf)``: the classic run (which ``scripts/test.sh`` runs
+    first) writes ``pdf`` to ``KINDS_DIR/<key>.parquet``; the Connect run reads it and
+    asserts the frames equal (every string column exactly, every number to 1e-12
+    relative and absolute; rows sorted by the string columns first). A Connect run
+    without the classic record fails: the comparison is the point.
+    """
+    import pandas as pd
+
+    def check(key: str, pdf: "pd.DataFrame") -> None:
+        path = KINDS_DIR / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', key)}.parquet"
+        pdf = pdf.reset_index(drop=True)
+        if SESSION_KIND == "classic":
+            KINDS_DIR.mkdir(parents=True, exist_ok=True)
+            pdf.to_parquet(path, index=False)
+            return
+        if not path.exists():
+            pytest.fail(f"no classic record {path} for {key!r}: run the classic suite first "
+                        "(scripts/test.sh does), then the Connect run")
+        want = pd.read_parquet(path)
+        assert sorted(want.columns) == sorted(pdf.columns), (list(want.columns),
+                                                             list(pdf.columns))
+        keys = [c for c in want.columns if want[c].dtype == object]
+        want = want.sort_values(keys, kind="stable").reset_index(drop=True) if keys else want
+        got = pdf[list(want.columns)]
+        got = got.sort_values(keys, kind="stable").reset_index(drop=True) if keys else got
+        pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12, atol=1e-12)
+
+    return check
 
 
 ADULT_COLS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
