@@ -115,9 +115,12 @@ class AuditResult:
                                   sections=self.sections, specs=self._specs)
 
     def _repr_html_(self) -> str:
-        # In an iframe: the report's page-wide CSS must not restyle the notebook.
+        # In an iframe: the report's page-wide CSS must not restyle the notebook. The
+        # empty ``sandbox`` gives the page no scripts, no forms, no top navigation and
+        # an origin of its own, so nothing in it can reach the notebook's page.
         page = _html.escape(self.report_html(), quote=True)
-        return (f'<iframe title="fairspark report: {_html.escape(self.summary["dataset"])}" '
+        title = _html.escape(str(self.summary.get("dataset")), quote=True)
+        return (f'<iframe title="fairspark report: {title}" sandbox="" '
                 f'srcdoc="{page}" style="width:100%;height:900px;border:1px solid #dde3e8">'
                 "</iframe>")
 
