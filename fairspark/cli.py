@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 from fairspark._version import __version__
 
-__all__ = ["main", "build_parser", "config_overrides"]
+__all__ = ["main", "build_parser", "closing_lines", "config_overrides"]
 
 log = logging.getLogger("fairspark")
 
@@ -30,15 +30,49 @@ log = logging.getLogger("fairspark")
 _LOCK_STALE_S = 21600.0
 
 
+#: what ``fairspark audit --help`` says after the options
+_AUDIT_EPILOG = """\
+example:
+  fairspark audit --config conf/adult_demo.yaml --run-date 2026-11-29
+  fairspark audit                  # the bundled Adult demo (fairspark/conf/demo.yaml)
+  spark-submit --master yarn jobs/audit.py --config my.yaml
+
+outputs, under <output.path>/run_date=<YYYY-MM-DD>/ (published all at once):
+  metrics.parquet   long-format rows: audit, attribute, group, metric, value, interval
+  summary.json      the run: input, audits' statuses, limits, timings
+  report.html       one self-contained page for people
+  _SUCCESS          written last
+  and <output.path>/_status/run_date=<D>.json: the exit code and progress of every run
+
+exit codes:
+  0  all audits completed, no limit gates
+  2  bad config or input, found before any output (the message names the key/column)
+  4  an audit could not run on this data or ran past its budget (the others published)
+  3  a configured limit is violated (--no-fail-on-violation: exit 0 and report it)
+  1  unexpected crash or a failed write (nothing new published)
+  143/130  ended by SIGTERM/SIGINT
+
+docs: README.md, docs/config.md (every key), docs/operations.md (nightly runs, exit
+codes), docs/report.md (reading the report)
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser shared by the console script and the spark-submit job."""
     p = argparse.ArgumentParser(
         prog="fairspark",
-        description="Fairness audits of a scored table on Spark.",
+        description="Fairness audits of a scored table on Spark: "
+                    "`fairspark audit --config FILE` (see `fairspark audit --help`).",
     )
     p.add_argument("--version", action="version", version=f"fairspark {__version__}")
     sub = p.add_subparsers(dest="command")
-    a = sub.add_parser("audit", help="run the audits of a config (default: the Adult demo)")
+    a = sub.add_parser(
+        "audit", help="run the audits of a config (default: the Adult demo)",
+        description="Audit a scored table (features, sensitive attributes, label, "
+                    "prediction or score) for fairness: the group-metric catalogue with "
+                    "intervals, HFM, mdfa and representative metrics, as the config's "
+                    "`audits:` section says, and write the outputs of one run date.",
+        epilog=_AUDIT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("--config", help="YAML config; without it the bundled Adult demo runs")
     a.add_argument("--run-date", help="run date YYYY-MM-DD (default: config or today)")
     a.add_argument("--output", help="output folder (overrides output.path)")
@@ -312,21 +346,45 @@ def _start(config, *, under_submit: bool, demo: bool, arm: Callable[[], None]):
     return spark
 
 
-def _print_result(result) -> None:
+def closing_lines(result) -> list[str]:
+    """The few lines a run ends with: exit code and what gates, the audits' statuses,
+    the first gating finding, and the three output paths.
+
+    The counts are ``summary.json``'s (``limits.checks``, ``violated``,
+    ``inconclusive``, ``passed``), the same numbers the report prints.
+    """
     from fairspark.status import FAILED_STATUSES, ExitCode
 
-    print(f"fairspark: outputs in {result.output_dir}", flush=True)
-    for name in ("metrics.parquet", "summary.json", "report.html"):
-        print(f"  {result.output_dir}/{name}", flush=True)
-    failed = {k: v.get("detail") for k, v in result.summary["audits"].items()
-              if v.get("status") in FAILED_STATUSES}
-    if failed:
-        print(f"fairspark: some audits failed: {failed}", file=sys.stderr, flush=True)
-    limits = result.summary.get("limits") or {}
-    if limits.get("violated"):
-        print(f"fairspark: {limits['violated']} limit(s) violated: {limits.get('detail', '')}"
-              + ("" if result.exit_code == ExitCode.VIOLATION else " (not gating this run)"),
-              file=sys.stderr, flush=True)
+    summary = result.summary
+    audits = summary.get("audits") or {}
+    limits = summary.get("limits") or {}
+    code = int(result.exit_code)
+    what = {0: "ok", 3: "a limit gates this run", 4: "an audit failed"}.get(code, "")
+    first = f"fairspark: exit {code}" + (f" ({what})" if what else "")
+    if limits.get("checks"):
+        first += (f"; limits: {limits.get('violated', 0)} of {limits['checks']} checks "
+                  f"violated, {limits.get('inconclusive', 0)} inconclusive, "
+                  f"{limits.get('passed', 0)} passed")
+    lines = [first]
+    if limits.get("would_gate") and code != ExitCode.VIOLATION:
+        lines.append("  not gating: limits.fail_on_violation is off "
+                     "(or --no-fail-on-violation)")
+    lines += ["  audits: " + ", ".join(
+        f"{n} {a.get('status')}" + (f" ({a.get('detail')})" if a.get("status") in
+                                    FAILED_STATUSES and a.get("detail") else "")
+        for n, a in audits.items())]
+    found = [d.strip() for d in str(limits.get("detail") or "").split("; ") if d.strip()]
+    if found:
+        more = f" (+{len(found) - 1} more: report.html, Limits)" if len(found) > 1 else ""
+        lines.append(f"  first violated: {found[0][:200]}{more}")
+    lines.append(f"  outputs: {result.output_dir}/")
+    lines += [f"    {name}" for name in ("metrics.parquet", "summary.json", "report.html")]
+    return lines
+
+
+def _print_result(result) -> None:
+    for line in closing_lines(result):
+        print(line, flush=True)
 
 
 def main(

@@ -92,7 +92,7 @@ def test_spark_submit_local_cluster_50mb_with_1m_result_size(big_table, tmp_path
     proc = _submit_with_1m_result_size(cfg, tmp_path, "spark.sql.shuffle.partitions=8")
     assert proc.returncode == 0, proc.stderr[-5000:]
     out = tmp_path / "out" / "run_date=2026-11-29"
-    assert f"outputs in {out}" in proc.stdout
+    assert f"outputs: {out}/" in proc.stdout and "fairspark: exit 0 (ok)" in proc.stdout
     logs = proc.stdout + proc.stderr
     assert "stage prepare" in logs and "stage audit group" in logs
     m = pd.read_parquet(out / "metrics.parquet")
