@@ -26,6 +26,9 @@ __all__ = ["main", "build_parser", "closing_lines", "config_overrides"]
 
 log = logging.getLogger("fairspark")
 
+#: Spark's log settings for the local sessions the CLI starts (a file of the package)
+_LOG4J2 = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
+
 #: a config that did not parse has no ``output.lock_stale_s``: its default (6 h)
 _LOCK_STALE_S = 21600.0
 
@@ -200,6 +203,10 @@ def _session(config, *, under_submit: bool):
     modules = ",".join(preload_modules())
     os.environ[PRELOAD_ENV] = modules
     conf.setdefault(f"spark.executorEnv.{PRELOAD_ENV}", modules)
+    if config.spark.master.startswith("local"):
+        # Spark's own log at WARN less what a user cannot act on (the file says which)
+        conf.setdefault("spark.driver.extraJavaOptions",
+                        f"-Dlog4j2.configurationFile={_LOG4J2}")
     if "spark.driver.memory" not in conf and config.spark.master.startswith("local"):
         conf["spark.driver.memory"] = local_driver_memory()
         # read back by the runner for summary.json's "spark" section
@@ -430,14 +437,12 @@ def main(
             _print_result(result)
             return result.exit_code
     except FairsparkInputError as err:
-        log.error("%s", err)
-        print(f"fairspark: error: {err}", file=sys.stderr, flush=True)
+        log.error("%s", err)  # one line on stderr (the log's handler), no Java frames
         _status_after_error(spark, config, exit_code_for(err), str(err), err, **status)
         return int(exit_code_for(err))
     except (TerminatedBySignal, KeyboardInterrupt) as err:
         msg = describe_error(err)
         log.error("%s", msg)
-        print(f"fairspark: {msg}", file=sys.stderr, flush=True)
         _status_after_error(spark, config, exit_code_for(err), msg, err, **status)
         return int(exit_code_for(err))
     except Exception as err:
@@ -449,7 +454,6 @@ def main(
             ) or out_of_memory_hint(err)
         if hint or isinstance(err, OutputWriteError):  # one line, no Java frames
             log.error("%s", hint or err)
-            print(f"fairspark: error: {hint or err}", file=sys.stderr, flush=True)
         else:
             log.exception("unexpected error")
         _status_after_error(spark, config, exit_code_for(err), hint or describe_error(err),

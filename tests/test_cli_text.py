@@ -51,3 +51,32 @@ def test_closing_lines_of_a_gating_run_and_a_failed_audit():
     assert lines[2] == "  first violated: |SPD| <= 0.1 (sex)"
     lines = cli.closing_lines(_result(ExitCode.OK, {}))
     assert lines[0] == "fairspark: exit 0 (ok)" and not any("violated" in x for x in lines)
+
+
+def test_a_missing_input_is_one_line_without_java_frames(tmp_path):
+    """The real console command (its own local session and Spark's log settings): a
+    missing input path ends with exit 2 and one error line naming the path; Spark's
+    own stack trace (FileStreamSink's warning) and the local-run notices are not shown."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    missing = tmp_path / "nowhere.parquet"
+    cfg = {"dataset": "x", "input": {"path": str(missing)},
+           "columns": {"sensitive": [{"column": "sex", "privileged": "M"}],
+                       "label": {"column": "y"}, "prediction": {"column": "p"}},
+           "audits": {"group": {}}, "output": {"path": str(tmp_path / "out")},
+           "spark": {"conf": {"spark.driver.memory": "1g", "spark.ui.enabled": "false"}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run(
+        [sys.executable, "-m", "fairspark.cli", "audit", "--config", str(tmp_path / "c.yaml"),
+         "--run-date", "2026-11-29"], capture_output=True, text=True, timeout=600,
+        cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert not [ln for ln in lines if ln.startswith(("\tat ", "java.", "Caused by"))], lines
+    errors = [ln for ln in lines if " ERROR " in ln]
+    assert len(errors) == 1 and str(missing) in errors[0], lines
+    assert not [ln for ln in lines if "WARN" in ln and ("Utils" in ln or "NativeCode" in ln)]
+    assert len(lines) <= 5, lines
