@@ -65,3 +65,16 @@ def test_a_legend_already_outside_is_left_where_it_is():
     legends_outside(fig)
     assert ax.get_legend().get_window_extent().bounds == where
     plt.close(fig)
+
+
+def test_a_long_group_name_is_wrapped_or_cut_never_replaced_by_its_role():
+    from fairspark.group.report import _short_name
+
+    assert _short_name("Amer-Indian-Eskimo") == "Amer-Indian-Eskimo"
+    name = "Native Hawaiian or Other Pacific Islander (self-described)"
+    label = _short_name(name)
+    lines = label.split("\n")
+    assert len(lines) == 2 and all(len(x) <= 22 for x in lines), label
+    assert label.endswith("…") and "unprivileged" not in label
+    # the label reads as the start of the name
+    assert name.startswith(" ".join(lines).rstrip("…")), label

@@ -132,6 +132,17 @@ def _interval_chart(entries: list[dict[str, Any]], *, title: str, xlabel: str,
     return figure_to_data_uri(fig)
 
 
+def _short_name(name: str, *, width: int = 22, lines: int = 2) -> str:
+    """A group's name as a chart label: wrapped at ``width`` characters on at most
+    ``lines`` lines, the rest cut with an ellipsis (never replaced by its role)."""
+    import textwrap
+
+    parts = textwrap.wrap(name, width=width, break_long_words=True) or [name]
+    if len(parts) > lines:
+        parts = [*parts[:lines - 1], parts[lines - 1][:width - 1] + "…"]
+    return "\n".join(parts)
+
+
 def _chart_entries(rows: list[Mapping[str, Any]],
                    names: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     out = []
@@ -142,9 +153,8 @@ def _chart_entries(rows: list[Mapping[str, Any]],
         side = _disadvantaged(r, names or {})
         who = (names or {}).get(side or "", side or "")
         kind, _ = _reading(r)
-        if len(who) > 20:
-            who = side or ""
-        note = (f"▼ {who}" if side else "gap, no side" if kind == "gap" else "no clear gap")
+        note = (f"▼ {_short_name(who)}" if side else
+                "gap, no side" if kind == "gap" else "no clear gap")
         out.append({"label": r.get("_label") or metric_label(r["metric"]), "value": v,
                     "lower": _num(r.get("lower")), "upper": _num(r.get("upper")),
                     "status": r.get("status") or "ok", "gap": kind == "gap",
