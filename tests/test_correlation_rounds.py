@@ -359,3 +359,20 @@ def test_auto_stops_when_the_representatives_are_stable(spark, fixed12):
         assert abs(pair.value + 1) < 1e-9
     a, b = (outcome_from_result(r) for r in runs)
     assert _without_cost(a.summary) == _without_cost(b.summary)
+
+
+def test_an_se_above_its_target_is_said_whatever_stopped_the_rounds():
+    """A fixed number of rounds, or rounds_max, that leaves the Monte-Carlo SE above
+    target_se says so beside the SE (the report printed 'SE 0.1610' with no word)."""
+    from fairspark.correlation._estimate import RoundsDecision
+    from fairspark.correlation.params import CorrelationParams
+    from fairspark.correlation.results import rounds_text
+
+    fixed = CorrelationParams(rounds=2, target_se=0.05)
+    text = rounds_text(RoundsDecision(True, 2, 2, 0.161, "fixed"), fixed, 2)
+    assert "Monte-Carlo SE 0.1610" in text and "above target_se=0.05" in text
+    auto = CorrelationParams(rounds="auto", target_se=0.05, rounds_min=2, rounds_max=4)
+    text = rounds_text(RoundsDecision(True, 4, 4, 0.09, "rounds_max"), auto, 4)
+    assert "above target_se=0.05" in text
+    text = rounds_text(RoundsDecision(True, 3, 3, 0.04, "target_se"), auto, 3)
+    assert "above target_se" not in text

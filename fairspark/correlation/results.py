@@ -149,9 +149,11 @@ def rounds_text(d: RoundsDecision, params: CorrelationParams, rounds_run: int) -
     why = _STOPPED[d.reason]
     if d.reason == "stable":
         why = (f"the representatives were unchanged over the last {params.stable_rounds} "
-               f"kept rounds; the standard error is {se}"
-               + (f", above target_se={params.target_se:g}: r* and its intervals are only "
-                  "as precise as this SE says" if not d.se <= params.target_se else ""))
+               f"kept rounds; the standard error is {se}")
+    above = not d.se <= params.target_se and d.reason not in ("no_round", "undefined")
+    if above:  # said wherever the SE misses the target, whatever stopped the rounds
+        why += (f"; the SE is above target_se={params.target_se:g}: r* and its intervals "
+                "are only as precise as this SE says (more rounds or n_samples narrow it)")
     text = f"{rule}: {used}; Monte-Carlo SE {se}; stopped: {why}"
     if rounds_run > d.rounds:
         text += f"; {rounds_run - d.rounds} later rounds run in the last wave and not used"
