@@ -83,12 +83,12 @@ def replace_partitions(df: DataFrame, *, table: str, partition_by: str) -> bool:
     """
     spark = df.sparkSession
     if not spark.catalog.tableExists(table):
-        from pyspark.errors import AnalysisException
+        from pyspark.errors import PySparkException
 
         try:
             df.write.format("parquet").partitionBy(partition_by).saveAsTable(table)
             return True
-        except AnalysisException as err:
+        except PySparkException as err:  # a SparkRuntimeException on both session kinds
             location = _existing_location(err)
             if location is None:
                 raise
