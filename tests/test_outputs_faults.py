@@ -221,7 +221,7 @@ def test_a_run_date_that_does_not_parse_files_no_status_under_another_date(spark
     today = dt.datetime.now(dt.timezone.utc).date().isoformat()
     theirs = out / "_status" / f"run_date={today}.json"
     theirs.parent.mkdir(parents=True)
-    theirs.write_text('{"run_date": "%s", "exit_code": 0, "state": "finished"}' % today)
+    theirs.write_text(json.dumps({"run_date": today, "exit_code": 0, "state": "finished"}))
     cfg = _config(tmp_path, biased, run_date=None)  # the machine's date, but for --set
     before = _snapshot(tmp_path)
     code, err = _main(cfg, capsys, "--set", "run_date=2026-11-29/../../x")

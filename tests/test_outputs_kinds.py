@@ -87,7 +87,7 @@ def test_a_date_is_published_whole_and_a_rerun_replaces_only_it(spark, tmp_path,
         assert m["value"].tolist() == [v] and str(m["run_date"].iloc[0]) == d
     # read back through the history reader: trends and persistence see both runs
     hist = load_history(out, before=D3, max_runs=5, specs=registry.specs())
-    assert sorted(zip(hist["run_date"], hist["value"])) == [("2026-11-01", 0.3),
+    assert sorted(zip(hist["run_date"], hist["value"], strict=True)) == [("2026-11-01", 0.3),
                                                            ("2026-11-02", 0.2)]
     past = read_past_runs(out, before=D3, trend_runs=5, limits=True, specs=registry.specs())
     assert past.previous["run_date"] == "2026-11-02" and "error" not in past.previous
@@ -165,7 +165,8 @@ def test_window_states_are_published_and_read_back(spark, tmp_path, name):
     # leftovers of killed writes are cleaned; another definition is seen
     (folder / "_tmp-day=2026-11-04-0123456789ab").mkdir()
     (base / "_states" / "definition=d0").mkdir()
-    assert store.cleanup() == [f"deleted the leftover {store.root}/_tmp-day=2026-11-04-0123456789ab"]
+    leftover = f"{store.root}/_tmp-day=2026-11-04-0123456789ab"
+    assert store.cleanup() == [f"deleted the leftover {leftover}"]
     assert sorted(p.name for p in folder.iterdir()) == ["day=2026-11-01", "day=2026-11-02"]
     assert store.other_definitions() == ["d0"]
 
@@ -234,11 +235,11 @@ def test_a_rerun_on_a_fresh_catalog_replaces_only_its_date(spark, tmp_path):
     out = OutputLocation(spark, str(tmp_path / "o[1]"))
     out.check_writable()
     staging = out.staging(D1)
-    rows = [{**r, "value": v} for r, v in zip(_rows(D1, 0.0) * 2, (0.7, 0.8))]
+    rows = [{**r, "value": v} for r, v in zip(_rows(D1, 0.0) * 2, (0.7, 0.8), strict=True)]
     out.write_metrics(staging, rows)
     append_to_table(spark, table=table, folder=staging, run_date=D1)
     got = spark.table(table).select("run_date", "value").toPandas()
-    got = sorted((str(d), v) for d, v in zip(got["run_date"], got["value"]))
+    got = sorted((str(d), v) for d, v in zip(got["run_date"], got["value"], strict=True))
     assert got == [("2026-11-01", 0.7), ("2026-11-01", 0.8), ("2026-11-02", 0.2)]
     spark.sql(f"DROP TABLE IF EXISTS {table}")
 
