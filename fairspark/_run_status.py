@@ -88,7 +88,9 @@ def _record_end(out: OutputLocation, run_date: Any, run_id: str, err: BaseExcept
     code = exit_code_for(err)
     state = "terminated" if isinstance(err, TerminatedBySignal | KeyboardInterrupt) else None
     signal = isinstance(err, TerminatedBySignal | KeyboardInterrupt)
-    message = (jvm_gone_message() if not signal and jvm_gone(err, out.spark)
+    # a Connect session has no JVM gateway to ask (its driver is the server's)
+    asked = None if out.client_side else out.spark
+    message = (jvm_gone_message() if not signal and jvm_gone(err, asked)
                else describe_error(err))
     write_status(out, run_date, exit_code=code, run_id=run_id, error=message, state=state)
     with contextlib.suppress(Exception):

@@ -283,8 +283,13 @@ def _output_target(args: argparse.Namespace | None) -> tuple[str, str] | None:
     raw = raw if isinstance(raw, dict) else {}
     output = raw.get("output") if isinstance(raw.get("output"), dict) else {}
     base = args.output or output.get("path")
-    run_date = args.run_date or raw.get("run_date") or dt.datetime.now(dt.timezone.utc).date()
-    run_date = str(run_date)
+    # the date the run asked for, wherever it came from (the last --set wins); a date
+    # that does not parse names no run: no status is filed under another date
+    asked = [v.split("=", 1)[1].strip() for v in args.set
+             if v.split("=", 1)[0].strip() == "run_date" and "=" in v]
+    run_date = (args.run_date or (asked[-1] if asked else None) or raw.get("run_date")
+                or dt.datetime.now(dt.timezone.utc).date())
+    run_date = str(run_date).strip("'\"")
     if not isinstance(base, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", run_date):
         return None
     if not urlparse(base).scheme:
@@ -429,6 +434,11 @@ def main(
             # the run date is resolved once, here, and relative paths against the
             # folder the command runs in (not the JVM's, which may be another)
             config = config.pinned().with_local_paths_absolute()
+            from fairspark.outputs import check_not_locked
+
+            # a live run of the date: exit 2 now, not after the session's start-up
+            check_not_locked(config.output.path, config.effective_run_date(),
+                             stale_after_s=config.output.lock_stale_s)
             spark = _start(config, under_submit=under_submit, demo=demo, arm=arm)
             from fairspark.runner import run_audit_job
 

@@ -3,9 +3,16 @@
 A date's outputs are written under ``<output>/_tmp-run_date=<D>-<uuid>/``, then
 published by renaming that folder to ``<output>/run_date=<D>/`` (a previous folder
 for the same date is first moved aside and deleted only after the new one is in
-place), and a ``_SUCCESS`` marker is written last. File-system work goes through
-Hadoop's ``FileSystem`` so the same code publishes to a local disk, HDFS or an
-object store.
+place), and a ``_SUCCESS`` marker is written last. On a classic session the
+file-system work goes through Hadoop's ``FileSystem`` so the same code publishes to a
+local disk, HDFS or an object store. A Spark Connect session has no JVM gateway: the
+client does the file operations itself (plain file I/O) on an output folder it can
+reach, a local path or a ``file:`` URI that the server writes where the client sees it
+(checked by :meth:`OutputLocation.check_writable` before any work); any other output
+location is refused (exit 2) with ``output.table`` named as the way on such a session.
+
+Paths are literal: a path is never read as a glob (:func:`literal_path` escapes what
+Spark's readers would expand).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -23,6 +31,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from fairspark._locks import (  # noqa: F401 - the lock helpers, importable from here
+    _create_local,
+    _folder_locked,
+    _holder,
+    _locked,
+    _record,
+    _stale,
+    _utc,
+    _who,
+    check_not_locked,
+    read_lock_record,
+)
 from fairspark._testing import fault_point
 from fairspark._values import nan_to_none
 from fairspark.errors import FairsparkError, FairsparkInputError
@@ -32,7 +52,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from fairspark.audits.base import MetricRow
 
-__all__ = ["OutputLocation", "OutputPathError", "OutputWriteError", "ROW_COLUMNS", "one_line",
+__all__ = ["OutputLocation", "OutputPathError", "OutputWriteError", "ROW_COLUMNS",
+           "check_no_overlap", "check_not_locked", "literal_path", "one_line",
            "read_lock_record", "rows_schema", "to_long_rows"]
 
 log = logging.getLogger("fairspark")
@@ -50,6 +71,76 @@ class OutputPathError(FairsparkInputError):
 
 class OutputWriteError(FairsparkError):
     """Writing or publishing the outputs failed (a full disk, a lost permission; exit 1)."""
+
+
+#: the characters Hadoop's glob patterns (and so Spark's readers) give a meaning to
+_GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
+
+
+def literal_path(path: str) -> str:
+    """``path`` with Hadoop's glob characters escaped, for Spark's readers.
+
+    ``spark.read.parquet(p)`` expands ``p`` as a glob pattern when it holds ``[``,
+    ``{``, ``*``, ``?`` or ``\\``: an output folder named ``runs[ab]`` would read
+    ``runsa``/``runsb``, or nothing. Escaped, the pattern matches the path itself.
+    """
+    return _GLOB_CHARS.sub(r"\\\1", path)
+
+
+def _parts(path: str) -> tuple[str, str, tuple[str, ...]]:
+    """(scheme, authority, normalised path segments) of a path or URI; a path without
+    a scheme is a local one, made absolute."""
+    parsed = urlparse(path)
+    scheme = parsed.scheme.lower()
+    if scheme in ("", "file"):
+        local = parsed.path if scheme else path
+        return "file", "", tuple(p for p in os.path.normpath(os.path.abspath(local)).split("/")
+                                 if p)
+    segs = [p for p in parsed.path.split("/") if p and p != "."]
+    return scheme, parsed.netloc.lower(), tuple(segs)
+
+
+def _working_folder(name: str) -> bool:
+    """A hidden folder of the output location that no run writes or deletes (the demo's
+    ``_input``): an input there neither receives outputs nor is touched by a rerun."""
+    ours = ("_status", "_states", "_tmp-", "_old-")
+    return name.startswith(("_", ".")) and not name.startswith(ours)
+
+
+def check_no_overlap(output: str, inputs: dict[str, str]) -> None:
+    """Raise :class:`OutputPathError` when the output folder is an input path, lies
+    inside one, or holds one.
+
+    A run writes ``run_date=D/`` and ``_status/`` under its output folder: inside the
+    input they become part of the next night's table (and an input inside the output
+    is deleted by a rerun). Checked before any work. An input in a hidden folder of the
+    output that no run writes (``<output>/_input/``, where the demo keeps its scored
+    table) is allowed: nothing of a run lands there.
+
+    Parameters
+    ----------
+    output:
+        ``output.path``.
+    inputs:
+        Config key -> path of every path the run reads (``input.path``, ...).
+    """
+    out = _parts(output)
+    for key, path in inputs.items():
+        if not path:
+            continue
+        inp = _parts(path)
+        if out[:2] != inp[:2]:
+            continue
+        o, i = out[2], inp[2]
+        how = ("is" if o == i else "is inside" if o[:len(i)] == i
+               else "contains" if i[:len(o)] == o and not _working_folder(i[len(o)])
+               else None)
+        if how is not None:
+            raise OutputPathError(
+                f"the output location {output!r} ('output.path') {how} the input "
+                f"{path!r} ('{key}'): the outputs would land in the table the next run "
+                "reads (or a rerun would delete the input); choose an output folder "
+                "outside the input")
 
 
 #: a Java exception class at the start of a line of a Py4J error
@@ -105,13 +196,36 @@ def to_long_rows(
 
 
 class OutputLocation:
-    """The output folder of a run, accessed through Hadoop's FileSystem API."""
+    """The output folder of a run.
+
+    On a classic session it is reached through Hadoop's FileSystem API (any store
+    Hadoop reaches); on a Spark Connect session through plain file I/O by the client
+    (a local path or ``file:`` URI only: anything else raises
+    :class:`OutputPathError`, exit 2, naming ``output.path`` and ``output.table``).
+    """
 
     def __init__(self, spark: SparkSession, base: str):
+        from fairspark.session import is_connect
+
         self.spark = spark
         if not urlparse(base).scheme:
             base = os.path.abspath(base)
         self.base = base.rstrip("/")
+        #: the client does the file operations (a Connect session: no JVM gateway)
+        self.client_side = is_connect(spark)
+        if self.client_side:
+            if self._local(self.base) is None:
+                raise OutputPathError(
+                    f"the output location {self.base!r} ('output.path') cannot be reached "
+                    "from this Spark Connect client: on a Connect session the client "
+                    "publishes the outputs itself (renames, locks, the status file) and "
+                    "reaches only a local path or a file: URI that the server writes where "
+                    "the client sees it; write the rows to a metastore table with "
+                    "'output.table' and point 'output.path' at a folder this machine "
+                    "shares with the server (docs/operations.md, 'Outputs on each session "
+                    "kind')")
+            self._jvm = self._Path = self._fs = None
+            return
         jvm = spark.sparkContext._jvm
         self._jvm = jvm
         self._Path = jvm.org.apache.hadoop.fs.Path
@@ -128,10 +242,44 @@ class OutputLocation:
 
     def exists(self, path: str) -> bool:
         """Does ``path`` exist?"""
+        if self.client_side:
+            return self._client(path).exists()
         return bool(self._fs.exists(self._Path(path)))
+
+    def is_dir(self, path: str) -> bool:
+        """Is ``path`` a folder?"""
+        if self.client_side:
+            return self._client(path).is_dir()
+        p = self._Path(path)
+        return bool(self._fs.exists(p) and self._fs.getFileStatus(p).isDirectory())
+
+    def mkdirs(self, path: str) -> bool:
+        """Create the folder ``path`` and its parents; whether it is a folder now."""
+        if self.client_side:
+            self._client(path).mkdir(parents=True, exist_ok=True)
+            return True
+        return bool(self._fs.mkdirs(self._Path(path)))
+
+    def entries(self, folder: str) -> list[tuple[str, bool]]:
+        """(name, is a folder) of what ``folder`` holds, sorted by name; ``[]`` when
+        it does not exist. Names are listed, never matched as a pattern."""
+        if not self.exists(folder):
+            return []
+        if self.client_side:
+            with os.scandir(self._client(folder)) as it:
+                return sorted((e.name, e.is_dir()) for e in it)
+        return sorted((st.getPath().getName(), bool(st.isDirectory()))
+                      for st in self._fs.listStatus(self._Path(folder)))
 
     def delete(self, path: str) -> None:
         """Delete ``path`` recursively (no error when it is missing)."""
+        if self.client_side:
+            local = self._client(path)
+            if local.is_dir() and not local.is_symlink():
+                shutil.rmtree(local, ignore_errors=True)
+            else:
+                local.unlink(missing_ok=True)
+            return
         self._fs.delete(self._Path(path), True)
 
     def discard(self, path: str, *, tries: int = 5) -> None:
@@ -155,6 +303,12 @@ class OutputLocation:
 
     def rename(self, src: str, dst: str) -> None:
         """Rename ``src`` to ``dst``; raise when the file system refuses."""
+        if self.client_side:
+            dst_local = self._client(dst)
+            if dst_local.exists():  # as Hadoop's rename: never onto an existing path
+                raise OSError(f"could not rename {src} to {dst}: it exists")
+            os.rename(self._client(src), dst_local)
+            return
         if not self._fs.rename(self._Path(src), self._Path(dst)):
             raise OSError(f"could not rename {src} to {dst}")
 
@@ -164,6 +318,17 @@ class OutputLocation:
         if parsed.scheme in ("", "file"):
             return Path(parsed.path if parsed.scheme else path)
         return None
+
+    def _client(self, path: str) -> Path:
+        """``path`` on the client's disk (a Connect session's output location is local)."""
+        local = self._local(path)
+        if local is None:  # pragma: no cover - refused in __init__
+            raise OutputPathError(f"{path!r} is not a local path ('output.path')")
+        return local
+
+    def read_parquet(self, path: str) -> Any:
+        """``spark.read.parquet`` of ``path`` read literally (never as a glob)."""
+        return self.spark.read.parquet(literal_path(path))
 
     def write_text(self, path: str, text: str) -> None:
         """Write a UTF-8 text file (overwriting).
@@ -192,22 +357,22 @@ class OutputLocation:
             stream.close()
 
     def read_text(self, path: str) -> str:
-        """Read a small UTF-8 text file."""
-        return "\n".join(
-            r.value for r in self.spark.read.text(path, wholetext=True).collect()
-        )
+        """Read a small UTF-8 text file (the file itself: never a glob)."""
+        local = self._local(path)
+        if local is not None:
+            return local.read_text(encoding="utf-8")
+        stream = self._fs.open(self._Path(path))
+        try:
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+                         ).decode("utf-8")
+        finally:
+            stream.close()
 
     def list_run_dates(self) -> list[str]:
         """The published run dates (folders ``run_date=D`` with a ``_SUCCESS`` marker)."""
-        if not self.exists(self.base):
-            return []
-        out = []
-        for st in self._fs.listStatus(self._Path(self.base)):
-            name = st.getPath().getName()
-            if st.isDirectory() and name.startswith("run_date="):
-                if self.exists(self.path(name, "_SUCCESS")):
-                    out.append(name.split("=", 1)[1])
-        return sorted(out)
+        return sorted(name.split("=", 1)[1] for name, is_dir in self.entries(self.base)
+                      if is_dir and name.startswith("run_date=")
+                      and self.exists(self.path(name, "_SUCCESS")))
 
     def check_writable(self) -> None:
         """Raise :class:`OutputPathError` unless the run can write under the base folder.
@@ -218,27 +383,56 @@ class OutputLocation:
         """
         status = self.path("_status")
         try:
-            if self.exists(self.base) and not self._fs.getFileStatus(
-                    self._Path(self.base)).isDirectory():
+            if self.exists(self.base) and not self.is_dir(self.base):
                 raise OutputPathError(f"cannot write to the output location {self.base!r} "
                                       "('output.path'): it is a file, not a folder")
-            if not self._fs.mkdirs(self._Path(status)):
+            if not self.mkdirs(status):
                 raise OutputPathError(f"cannot write to the output location {self.base!r} "
                                       f"('output.path'): could not create {status}")
             probe = self.path("_status", f"_probe-{uuid.uuid4().hex[:12]}")
             self.write_text(probe, "")
             self.delete(probe)
+            if self.client_side:
+                self._check_server_writes_here()
         except OutputPathError:
             raise
         except Exception as err:  # noqa: BLE001 - any refusal of the file system
             raise OutputPathError(f"cannot write to the output location {self.base!r} "
                                   f"('output.path'): {one_line(err)}") from None
 
+    def _check_server_writes_here(self) -> None:
+        """On a Connect session: the server writes a marker under ``_status`` and the
+        client must see it (then deletes it); else :class:`OutputPathError` (exit 2).
+
+        The server writes the Parquet outputs and the client renames them into place:
+        a server on another machine writes to its own disk, where the client's rename
+        would find nothing after all the work.
+        """
+        token = uuid.uuid4().hex
+        probe = self.path("_status", f"_probe-server-{token[:12]}")
+        try:
+            self.spark.createDataFrame([(token,)], "value string").coalesce(1) \
+                .write.mode("overwrite").text(probe)
+            folder = self._client(probe)
+            seen = folder.is_dir() and any(
+                token in f.read_text(encoding="utf-8", errors="replace")
+                for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+        finally:
+            self.delete(probe)
+        if not seen:
+            raise OutputPathError(
+                f"the output location {self.base!r} ('output.path') is not shared by this "
+                "Spark Connect client and its server: a marker the server wrote there is "
+                "not on this machine (the server runs elsewhere), so the outputs could not "
+                "be published all or nothing; write the rows to a metastore table with "
+                "'output.table' and point 'output.path' at a folder both machines share "
+                "(docs/operations.md, 'Outputs on each session kind')")
+
     # -- the run's outputs ---------------------------------------------------------
     def staging(self, run_date: dt.date) -> str:
         """A fresh temporary folder for this run's outputs."""
         p = self.path(f"_tmp-run_date={run_date.isoformat()}-{uuid.uuid4().hex[:12]}")
-        self._fs.mkdirs(self._Path(p))
+        self.mkdirs(p)
         return p
 
     def write_metrics(self, folder: str, long_rows: list[dict[str, Any]]) -> None:
@@ -277,11 +471,8 @@ class OutputLocation:
         return final
 
     def _children(self, prefix: str) -> list[str]:
-        if not self.exists(self.base):
-            return []
-        return sorted(self.path(st.getPath().getName())
-                      for st in self._fs.listStatus(self._Path(self.base))
-                      if st.getPath().getName().startswith(prefix))
+        return sorted(self.path(name) for name, _ in self.entries(self.base)
+                      if name.startswith(prefix))
 
     def recover(self, run_date: dt.date) -> list[str]:
         """Undo what a killed run of ``run_date`` left behind (call it holding the lock).
@@ -323,12 +514,7 @@ class OutputLocation:
         me = _holder(run_id)
         held = self._take(path, me, stale_after_s)
         if held is not None:
-            from fairspark.errors import RunLockedError
-
-            raise RunLockedError(
-                f"run date {run_date.isoformat()} is being written by another run "
-                f"({_who(held)}); lock file {path}; it is taken over once that process is "
-                f"gone or after {stale_after_s:g} s")
+            raise _locked(run_date, held, path, stale_after_s)
         try:
             fault_point("lock:acquired")
             yield
@@ -453,127 +639,9 @@ class OutputLocation:
         except Exception:  # noqa: BLE001 - gone (released) or unreachable
             return {}
         try:
-            stream = self._fs.open(p)
-            try:
-                data = bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
-            finally:
-                stream.close()
-            return _record(data.decode("utf-8"), modified)
+            return _record(self.read_text(path), modified)
         except Exception:  # noqa: BLE001 - gone since: free
             return {}
-
-
-@contextlib.contextmanager
-def _folder_locked(folder: Path | None) -> Iterator[None]:
-    """An exclusive ``flock`` of the local ``folder`` (no-op for ``None`` or where
-    ``fcntl`` is missing): the lock files in it are checked, taken and released by one
-    process at a time. Held for a few file operations; the kernel releases it when the
-    process ends, however it ends."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        fcntl = None
-    if folder is None or fcntl is None:
-        yield
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the flock
-
-
-def _create_local(path: Path, text: str) -> bool:
-    """Create the local file ``path`` holding ``text`` unless it exists (atomic)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        except OSError:  # a file system without hard links: an exclusive create
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        return True
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _record(text: str, modified_unix: float) -> dict[str, Any]:
-    try:
-        held = json.loads(text)
-    except ValueError:
-        held = None
-    if isinstance(held, dict) and held:
-        return held
-    return {"modified_unix": modified_unix}
-
-
-def read_lock_record(path: Path) -> dict[str, Any]:
-    """The record of the local lock file ``path`` (as :meth:`OutputLocation._lock_holder`),
-    read with plain file I/O: works when the JVM has died."""
-    try:
-        modified = path.stat().st_mtime
-        return _record(path.read_text(encoding="utf-8"), modified)
-    except (OSError, UnicodeDecodeError):
-        return {}
-
-
-def _holder(run_id: str) -> dict[str, Any]:
-    """What a lock file holds: the run id, host, pid and start time."""
-    import socket
-    import time as _time
-
-    return {"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(),
-            "started_unix": _time.time()}
-
-
-def _who(held: dict[str, Any]) -> str:
-    if "run_id" not in held and "modified_unix" in held:
-        return f"a lock file without a readable record, written {_utc(held['modified_unix'])}"
-    return (f"run id {held.get('run_id')}, host {held.get('host')}, pid {held.get('pid')}, "
-            f"since {_utc(held.get('started_unix'))}")
-
-
-def _utc(ts: Any) -> str:
-    import time as _time
-
-    try:
-        return _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime(float(ts)))
-    except (TypeError, ValueError):
-        return "an unknown time"
-
-
-def _stale(held: dict[str, Any], stale_after_s: float) -> bool:
-    """A lock is stale when it is too old, or its process is gone on this host.
-
-    ``{}`` (no lock file) is stale. A record that could not be read (a lock file being
-    written on a remote file system, or damaged) has only the file's modification time
-    and is stale once that is older than ``stale_after_s``: it is never taken for a
-    dead run's lock at once, which let two runs of one date both take the lock.
-    """
-    import socket
-    import time as _time
-
-    started = held.get("started_unix", held.get("modified_unix"))
-    if not isinstance(started, int | float) or _time.time() - started > stale_after_s:
-        return True
-    if held.get("host") == socket.gethostname() and isinstance(held.get("pid"), int):
-        try:
-            os.kill(held["pid"], 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-    return False
 
 
 def summary_json(summary: dict[str, Any]) -> str:

@@ -56,7 +56,14 @@ from fairspark.errors import (
     input_read_error,
 )
 from fairspark.io import read_input
-from fairspark.outputs import OutputLocation, OutputWriteError, one_line, summary_json, to_long_rows
+from fairspark.outputs import (
+    OutputLocation,
+    OutputWriteError,
+    check_no_overlap,
+    one_line,
+    summary_json,
+    to_long_rows,
+)
 from fairspark.prepare import prepare
 from fairspark.registry import broken
 from fairspark.status import FAILED_STATUSES, ExitCode
@@ -328,12 +335,29 @@ def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[s
             with _stage("write: report", timings):
                 _write_report(out, staging, summary, long_rows, sections,
                               specs=config.audits.audit_specs())
+        if config.output.table:  # part of the publish: a failing write publishes nothing
+            with _stage("write: table", timings):
+                _write_table(out, config.output.table, staging, run_date)
         out.write_text(f"{staging}/summary.json", summary_json(summary))
         return out.publish(staging, run_date)
     except BaseException:
         with contextlib.suppress(Exception):
             out.discard(staging)
         raise
+
+
+def _write_table(out: OutputLocation, table: str, staging: str, run_date: Any) -> None:
+    """The staged rows of ``run_date`` into the metastore table ``table`` (before the
+    date is published); a failure is an :class:`OutputWriteError` naming the table."""
+    from fairspark.nightly.warehouse import append_to_table
+
+    try:
+        append_to_table(out.spark, table=table, folder=staging, run_date=run_date)
+    except Exception as err:
+        raise OutputWriteError(
+            f"cannot write the rows of {run_date} to the metastore table {table!r} "
+            f"('output.table'): {one_line(err)}; nothing was published, an earlier run of "
+            "the date is intact") from err
 
 
 @dataclass
@@ -492,8 +516,14 @@ def run_audit_job(
     run_date = config.effective_run_date()
     run_id = uuid.uuid4().hex[:16]
     _check_before_run(config)
+    # the outputs never land in the input (nor a rerun's clean-up in the input)
+    check_no_overlap(config.output.path, {"input.path": config.input.path or ""})
     out = OutputLocation(spark, config.output.path)
     out.check_writable()  # a file or a read-only folder: exit 2 before the input is read
+    if config.output.table:  # a name or database that cannot be written: exit 2 now
+        from fairspark.nightly.warehouse import check_table
+
+        check_table(spark, config.output.table)
     try:
         return _locked_run(spark, config, out, run_date, run_id, timings,
                            fail_on_violation=fail_on_violation)
@@ -534,6 +564,8 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
                 try:
                     final = _publish(out, config, run_date, run.summary, run.long_rows,
                                      run.sections)
+                except OutputWriteError:
+                    raise
                 except Exception as err:  # a full disk, a lost permission: one line
                     raise OutputWriteError(
                         f"cannot write the outputs of {run_date} under {out.base}: "
@@ -543,13 +575,9 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
             _record_end(out, run_date, run_id, err)
             raise
     # the whole write stage (summary.json and the publish included) is timed in the
-    # log only: summary.json is already published at this point. Its metrics and
-    # report writes are in summary.json as "write: metrics" / "write: report".
-    if config.output.table:
-        with _stage("warehouse table", timings):
-            from fairspark.nightly.warehouse import append_to_table
-
-            append_to_table(spark, table=config.output.table, folder=final, run_date=run_date)
+    # log only: summary.json is already published at this point. Its metrics, report
+    # and table writes are in summary.json as "write: metrics" / "write: report" /
+    # "write: table".
     write_status(out, run_date, exit_code=run.exit_code, summary=run.summary, run_id=run_id)
     log.info("outputs published to %s (exit code %d)", final, run.exit_code)
     return RunResult(int(run.exit_code), final, run.long_rows, run.summary)

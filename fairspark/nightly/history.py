@@ -134,7 +134,7 @@ def load_history(
     for d in dates:
         path = out.path(f"run_date={d}", "metrics.parquet")
         try:
-            df = out.spark.read.parquet(path)
+            df = out.read_parquet(path)
         except Exception as err:  # noqa: BLE001 - a damaged old run must not stop tonight's
             log.warning("history: cannot read %s: %s", path, str(err).splitlines()[0])
             continue
@@ -172,7 +172,7 @@ def load_previous_run(out: OutputLocation, *, before: Any, specs: Mapping[str, A
             return {"run_date": None, "items": {}}
         d = dates[-1]
         prev = json.loads(out.read_text(out.path(f"run_date={d}", "summary.json")))
-        rows = [r.asDict() for r in out.spark.read.parquet(
+        rows = [r.asDict() for r in out.read_parquet(
             out.path(f"run_date={d}", "metrics.parquet")).where(_rows_of("decision", specs))
             .limit(max_rows).collect()]
         return {"run_date": d, "config_hash": prev.get("config_hash"),

@@ -56,7 +56,7 @@ class StateStore:
         if not self.out.exists(path):
             return None
         try:
-            state = json.loads(_read_small(self.out, path))
+            state = json.loads(self.out.read_text(path))
             if not isinstance(state, dict):
                 raise ValueError(f"a JSON {type(state).__name__}, not an object")
         except Exception as err:  # noqa: BLE001 - an unreadable state is aggregated again
@@ -82,13 +82,10 @@ class StateStore:
 
     def other_definitions(self) -> list[str]:
         """Definitions (hashes) other than this one that have states here."""
-        base = self.out.path("_states")
-        if not self.out.exists(base):
-            return []
-        fs, Path = self.out._fs, self.out._Path
-        return sorted(st.getPath().getName().split("=", 1)[1] for st in fs.listStatus(Path(base))
-                      if st.getPath().getName().startswith("definition=")
-                      and st.getPath().getName() != f"definition={self.definition}")
+        return sorted(name.split("=", 1)[1]
+                      for name, _ in self.out.entries(self.out.path("_states"))
+                      if name.startswith("definition=")
+                      and name != f"definition={self.definition}")
 
     def write(self, value: str, state: dict[str, Any], sample: DataFrame | None) -> None:
         """Publish the state of ``value``: staged, ``state.json`` last, then renamed.
@@ -124,12 +121,8 @@ class StateStore:
 
     def cleanup(self) -> list[str]:
         """Delete what killed runs left (``_tmp-`` and ``_old-`` folders)."""
-        if not self.out.exists(self.root):
-            return []
-        fs, Path = self.out._fs, self.out._Path
         done = []
-        for st in fs.listStatus(Path(self.root)):
-            name = st.getPath().getName()
+        for name, _ in self.out.entries(self.root):
             if name.startswith(("_tmp-", "_old-")):
                 final = self.folder(name.split("=", 1)[1].rsplit("-", 1)[0])
                 if name.startswith("_old-") and not self.out.exists(f"{final}/state.json"):
@@ -140,14 +133,6 @@ class StateStore:
                 self.out.delete(f"{self.root}/{name}")
                 done.append(f"deleted the leftover {self.root}/{name}")
         return done
-
-
-def _read_small(out: OutputLocation, path: str) -> str:
-    stream = out._fs.open(out._Path(path))
-    try:
-        return bytes(out._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)).decode("utf-8")
-    finally:
-        stream.close()
 
 
 def corrupt_sample(err: Exception, store: StateStore,

@@ -131,11 +131,83 @@ def definition_hash(config: Config) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
+#: one entry of an input folder: (name, is a folder, its files' fingerprint on demand)
+_Entry = tuple[str, bool, Callable[[], dict[str, int]]]
+
+
+def _hadoop_entries(spark: SparkSession, base: str) -> list[_Entry] | None:
+    """The entries under ``base`` through Hadoop's FileSystem (a classic session);
+    ``None`` when ``base`` does not exist. A folder's fingerprint lists its files
+    (recursively, hidden ``_``/``.`` names aside) only when asked."""
     jvm = spark.sparkContext._jvm
     conf = spark.sparkContext._jsc.hadoopConfiguration()
-    p = jvm.org.apache.hadoop.fs.Path(path)
-    return p.getFileSystem(conf), jvm.org.apache.hadoop.fs.Path
+    Path = jvm.org.apache.hadoop.fs.Path
+    root = Path(base)
+    fs = root.getFileSystem(conf)
+    if not fs.exists(root):
+        return None
+
+    def files_of(folder: Any) -> Callable[[], dict[str, int]]:
+        def fingerprint() -> dict[str, int]:
+            files = size = modified = 0
+            it = fs.listFiles(folder, True)
+            while it.hasNext():
+                f = it.next()
+                if f.getPath().getName().startswith(("_", ".")):
+                    continue
+                files += 1
+                size += int(f.getLen())
+                modified = max(modified, int(f.getModificationTime()))
+            return {"files": files, "bytes": size, "modified_ms": modified}
+        return fingerprint
+
+    return [(st.getPath().getName(), bool(st.isDirectory()), files_of(st.getPath()))
+            for st in fs.listStatus(root)]
+
+
+def _connect_entries(spark: SparkSession, base: str) -> list[_Entry] | None:
+    """The entries under ``base`` as the Spark Connect server sees them (the session has
+    no JVM gateway): Spark's ``binaryFile`` listing of the files below ``base``, never
+    their content, aggregated per first-level entry on the server (one row per folder).
+
+    Spark's listing skips hidden ``_``/``.`` files and folders, as the classic listing
+    does; a folder without files is not seen. ``None`` when ``base`` does not exist.
+    """
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    from fairspark.outputs import literal_path
+
+    root = base.rstrip("/")
+    try:
+        files = (spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+                 .load(literal_path(root)).select("path", "length", "modificationTime"))
+        # the path below base (the server qualifies paths: file:/..., s3a://...)
+        name = F.regexp_extract(F.col("path"), r"^.*?" + re.escape(_unqualified(root))
+                                + r"/(.*)$", 1)
+        rows = (files.select(F.split(name, "/").alias("p"), "length", "modificationTime")
+                .where(F.size("p") >= 1)
+                .groupBy(F.col("p")[0].alias("entry"), (F.size("p") > 1).alias("is_dir"))
+                .agg(F.count(F.lit(1)).alias("files"), F.sum("length").alias("bytes"),
+                     F.max(F.unix_millis("modificationTime")).alias("modified_ms"))
+                .collect())
+    except AnalysisException as err:
+        if getattr(err, "getCondition", lambda: None)() == "PATH_NOT_FOUND" or \
+                "PATH_NOT_FOUND" in str(err):
+            return None
+        raise
+    return [(r["entry"], bool(r["is_dir"]),
+             (lambda r=r: {"files": int(r["files"]), "bytes": int(r["bytes"] or 0),
+                           "modified_ms": int(r["modified_ms"] or 0)}))
+            for r in rows if r["entry"]]
+
+
+def _unqualified(path: str) -> str:
+    """``path`` without its scheme and authority (as the server's qualified paths end)."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(path)
+    return parsed.path if parsed.scheme else path
 
 
 @dataclass(frozen=True)
@@ -187,34 +259,25 @@ def list_partitions(spark: SparkSession, base: str, column: str, *,
     FairsparkInputError
         When ``base`` does not exist or holds no ``<column>=YYYY-MM-DD`` folder.
     """
-    fs, Path = _fs(spark, base)
-    root = Path(base)
-    if not fs.exists(root):
+    from fairspark.session import is_connect
+
+    entries = (_connect_entries(spark, base) if is_connect(spark)
+               else _hadoop_entries(spark, base))
+    if entries is None:
         raise FairsparkInputError(f"input {base!r} ('input.path') does not exist")
     out, ignored, dated = [], [], 0
-    for st in fs.listStatus(root):
-        name = st.getPath().getName()
+    for name, is_dir, files_of in entries:
         if name.startswith(("_", ".")):
             continue  # _SUCCESS, _temporary, .hive-staging: never data (Spark skips them)
-        day = partition_date(name, column) if st.isDirectory() else None
+        day = partition_date(name, column) if is_dir else None
         if day is None:
             ignored.append(name)
             continue
         dated += 1
         if (first is not None and day < first) or (last is not None and day > last):
             continue
-        files = size = modified = 0
-        it = fs.listFiles(st.getPath(), True)
-        while it.hasNext():
-            f = it.next()
-            if f.getPath().getName().startswith(("_", ".")):
-                continue
-            files += 1
-            size += int(f.getLen())
-            modified = max(modified, int(f.getModificationTime()))
         out.append(Partition(value=day.isoformat(), path=f"{base.rstrip('/')}/{name}",
-                             fingerprint={"files": files, "bytes": size,
-                                          "modified_ms": modified}))
+                             fingerprint=files_of()))
     if not dated:
         seen = ", ".join(sorted(ignored)[:5]) + (" ..." if len(ignored) > 5 else "")
         raise FairsparkInputError(
@@ -595,12 +658,14 @@ def _merged_sample(spark: SparkSession, config: Config, store: StateStore,
     """
     from pyspark.sql import functions as F
 
+    from fairspark.outputs import literal_path
+
     paths = [f"{store.folder(v)}/sample.parquet" for v, st in states.items()
              if st["sample"]["rows"]]
     if not paths:
         raise EmptyInputError("the window's partitions have no audited rows to sample")
     try:
-        stored = spark.read.parquet(*paths)
+        stored = spark.read.parquet(*[literal_path(p) for p in paths])
         rows = stored.orderBy(_RANK, _WKEY).limit(k).collect()
     except Exception as err:
         named = corrupt_sample(err, store, list(states))
