@@ -3,7 +3,8 @@
 Both entry points run :func:`main`; the only difference is who creates the
 SparkSession: under ``spark-submit`` the session already configured by
 spark-submit is used; from the console script a local session is started with the
-settings of ``config.spark``.
+settings of ``config.spark``. With ``--remote sc://host:port`` (``spark.remote``) either
+runs against a Spark Connect server instead (``docs/connect.md``).
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--input", dest="input_path", help="input path (overrides input.path)")
     a.add_argument("--where", help="row filter (overrides input.where)")
     a.add_argument("--master", help="Spark master for a local session (overrides spark.master)")
+    a.add_argument("--remote", metavar="URL",
+                   help="run on a Spark Connect server, sc://host:port (overrides "
+                        "spark.remote; needs pip install 'fairspark[connect]')")
     a.add_argument("--seed", type=int, help="base seed (overrides seed)")
     a.add_argument("--no-report", action="store_true", help="do not write report.html")
     a.add_argument("--baseline-column", metavar="COLUMN",
@@ -116,6 +120,7 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "input.path": args.input_path,
         "input.where": args.where,
         "spark.master": args.master,
+        "spark.remote": getattr(args, "remote", None),
         "seed": args.seed,
     }
     if args.no_report:
@@ -191,6 +196,8 @@ def _session(config, *, under_submit: bool):
     from fairspark._threads import AUDITS_ENV, PRELOAD_ENV
     from fairspark.session import build_session
 
+    if config.spark.remote is not None:  # a Connect server's session: its conf is its own
+        return build_session(remote=config.spark.remote, conf=config.spark.conf)
     if under_submit:  # spark-submit already configured the session
         return build_session(master=None, app_name=config.spark.app_name)
     conf = dict(config.spark.conf)
@@ -250,7 +257,8 @@ def _status_after_error(spark, config, code: int, message: str,
                                state="terminated" if code in (130, 143) else None)
         text = json.dumps(record, indent=2, default=str)
         scheme = urlparse(base).scheme
-        if scheme in ("", "file"):
+        remote = config is not None and config.spark.remote is not None
+        if scheme in ("", "file") and not remote:
             # plain file I/O: works when the JVM has died (an OutOfMemoryError in the
             # driver), which used to leave the status at "running" for ever
             _write_local_status(base, run_date, text)
@@ -258,6 +266,8 @@ def _status_after_error(spark, config, code: int, message: str,
         from fairspark.outputs import OutputLocation, _stale
 
         if spark is None:
+            if config is not None and config.spark.remote is not None:
+                return  # the store is the Connect server's, which this run never reached
             spark = _session_for_status(under_submit=under_submit)
         out = OutputLocation(spark, base)
         lock = out.path("_status", f"run_date={run_date}.lock")
@@ -274,13 +284,15 @@ def _output_target(args: argparse.Namespace | None) -> tuple[str, str] | None:
     """(output path, run date) of a config that did not parse, when both can be read."""
     import yaml
 
-    if args is None or not args.config:
-        return None
+    if args is None or not args.config or getattr(args, "remote", None):
+        return None  # (a Connect run's outputs are the server's: not written from here)
     try:
         raw = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         raw = None
     raw = raw if isinstance(raw, dict) else {}
+    if isinstance(raw.get("spark"), dict) and raw["spark"].get("remote"):
+        return None
     output = raw.get("output") if isinstance(raw.get("output"), dict) else {}
     base = args.output or output.get("path")
     run_date = args.run_date or raw.get("run_date") or dt.datetime.now(dt.timezone.utc).date()
@@ -328,24 +340,35 @@ def _load(args: argparse.Namespace):
     return demo_config(overrides=overrides), True
 
 
-def _start(config, *, under_submit: bool, demo: bool, arm: Callable[[], None]):
+def _start(config, *, under_submit: bool, demo: bool, arm: Callable[[], None],
+           timings: dict[str, float]):
     """The session of the run (after the Java check), with the demo's input written.
 
     ``arm`` installs the run's signal handlers again once the session is built
-    (pyspark's SparkContext installs its own SIGINT handler).
+    (pyspark's SparkContext installs its own SIGINT handler). With ``spark.remote`` the
+    Connect client's packages and the server are checked first (exit 2 naming the key,
+    before any work or output), there is no local JVM to check, and the server's
+    Python workers are probed. The session start (checks, session, worker probe) is
+    the first line of the run's stage table.
     """
     from fairspark._java import check_java
     from fairspark._testing import arm_from_environment
+    from fairspark.runner import _stage
+    from fairspark.session import check_python_workers, check_remote, is_connect
 
-    if not under_submit:
-        check_java()
-    spark = _session(config, under_submit=under_submit)
-    arm()
-    if not under_submit and config.spark.master.strip().startswith("local"):
-        from fairspark.session import check_python_workers
-
-        check_python_workers(spark)  # exit 2 naming the interpreter, before any work
-    arm_from_environment(spark)
+    remote = config.spark.remote
+    with _stage("session start", timings):
+        if remote is not None:
+            check_remote(remote)
+        elif not under_submit:
+            check_java()
+        spark = _session(config, under_submit=under_submit)
+        arm()
+        if remote is not None or (
+                not under_submit and config.spark.master.strip().startswith("local")):
+            check_python_workers(spark)  # exit 2 naming the interpreter, before any work
+    if not is_connect(spark):  # the test hooks are Spark local properties (classic)
+        arm_from_environment(spark)
     if demo:
         from fairspark.demo import prepare_demo_input
 
@@ -429,11 +452,14 @@ def main(
             # the run date is resolved once, here, and relative paths against the
             # folder the command runs in (not the JVM's, which may be another)
             config = config.pinned().with_local_paths_absolute()
-            spark = _start(config, under_submit=under_submit, demo=demo, arm=arm)
+            timings: dict[str, float] = {}
+            spark = _start(config, under_submit=under_submit, demo=demo, arm=arm,
+                           timings=timings)
             from fairspark.runner import run_audit_job
 
             result = run_audit_job(
-                spark, config, fail_on_violation=False if args.no_fail_on_violation else None)
+                spark, config, fail_on_violation=False if args.no_fail_on_violation else None,
+                timings=timings)
             _print_result(result)
             return result.exit_code
     except FairsparkInputError as err:
@@ -448,8 +474,11 @@ def main(
     except Exception as err:
         from fairspark.errors import jvm_gone, jvm_gone_message, out_of_memory_hint
         from fairspark.outputs import OutputWriteError
+        from fairspark.session import is_connect
 
-        hint = (jvm_gone(err, spark) and jvm_gone_message(
+        # a Connect client has no JVM of its own to ask after
+        local_jvm = None if spark is None or is_connect(spark) else spark
+        hint = (jvm_gone(err, local_jvm) and jvm_gone_message(
             config.spark.conf.get("spark.driver.memory") if config is not None else None)
             ) or out_of_memory_hint(err)
         if hint or isinstance(err, OutputWriteError):  # one line, no Java frames
