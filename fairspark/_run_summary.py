@@ -143,13 +143,14 @@ def _connect_facts(spark: SparkSession, remote: str | None) -> dict[str, Any]:
             return None
 
     memory = conf("spark.driver.memory")
+    source = conf("spark.fairspark.driverMemorySource")  # pyspark's local server: the CLI's
     return {
         "session": "connect",
         "remote": redact_remote(remote) if remote else None,
         "server_host": spark.client.host,
         "master": conf("spark.master"), "app_id": conf("spark.app.id"),
         "driver_memory": memory,
-        "driver_memory_set_by": "the Connect server" if memory else
-                                "the Connect server (not reported)",
+        "driver_memory_set_by": source or ("the Connect server" if memory else
+                                           "the Connect server (not reported)"),
         "driver_max_heap_bytes": None,
     }

@@ -194,11 +194,13 @@ def local_driver_memory() -> str:
 def _session(config, *, under_submit: bool):
     from fairspark._daemon import preload_modules
     from fairspark._threads import AUDITS_ENV, PRELOAD_ENV
-    from fairspark.session import build_session
+    from fairspark.session import _is_local, build_session
 
-    if config.spark.remote is not None:  # a Connect server's session: its conf is its own
-        return build_session(remote=config.spark.remote, conf=config.spark.conf)
-    if under_submit:  # spark-submit already configured the session
+    remote = config.spark.remote
+    if remote is not None and not _is_local(remote):  # a server's: its static conf is its own
+        return build_session(remote=remote, conf=config.spark.conf)
+    # (pyspark's local Connect server starts here, with the settings of a local master)
+    if under_submit and remote is None:  # spark-submit already configured the session
         return build_session(master=None, app_name=config.spark.app_name)
     conf = dict(config.spark.conf)
     # the worker daemon imports only what the enabled audits' Spark tasks need
@@ -210,18 +212,20 @@ def _session(config, *, under_submit: bool):
     modules = ",".join(preload_modules())
     os.environ[PRELOAD_ENV] = modules
     conf.setdefault(f"spark.executorEnv.{PRELOAD_ENV}", modules)
-    if config.spark.master.startswith("local"):
+    local = (remote or config.spark.master).startswith("local")
+    if local:
         # Spark's own log at WARN less what a user cannot act on (the file says which)
         conf.setdefault("spark.driver.extraJavaOptions",
                         f"-Dlog4j2.configurationFile={_LOG4J2}")
-    if "spark.driver.memory" not in conf and config.spark.master.startswith("local"):
+    if "spark.driver.memory" not in conf and local:
         conf["spark.driver.memory"] = local_driver_memory()
         # read back by the runner for summary.json's "spark" section
         conf[DRIVER_MEMORY_SOURCE] = "machine"
         log.info("local session: spark.driver.memory=%s (half of this machine's memory; set "
                  "spark.conf.spark.driver.memory in the config to change it)",
                  conf["spark.driver.memory"])
-    return build_session(master=config.spark.master, app_name=config.spark.app_name, conf=conf)
+    return build_session(master=config.spark.master, app_name=config.spark.app_name, conf=conf,
+                         remote=remote)
 
 
 def _status_after_error(spark, config, code: int, message: str,
@@ -354,13 +358,14 @@ def _start(config, *, under_submit: bool, demo: bool, arm: Callable[[], None],
     from fairspark._java import check_java
     from fairspark._testing import arm_from_environment
     from fairspark.runner import _stage
-    from fairspark.session import check_python_workers, check_remote, is_connect
+    from fairspark.session import _is_local, check_python_workers, check_remote, is_connect
 
     remote = config.spark.remote
     with _stage("session start", timings):
         if remote is not None:
             check_remote(remote)
-        elif not under_submit:
+        # a Connect client needs no Java, unless it starts pyspark's local server
+        if (not under_submit and remote is None) or (remote is not None and _is_local(remote)):
             check_java()
         spark = _session(config, under_submit=under_submit)
         arm()

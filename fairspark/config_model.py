@@ -403,7 +403,8 @@ class SparkConfig(StrictModel):
         if v is None or re.fullmatch(r"local(\[[0-9*]+\])?", v.strip()):
             return None if v is None else v.strip()
         shown = re.sub(r"(;\s*token\s*=)[^;]*", r"\1***", v, flags=re.IGNORECASE)
-        if not re.fullmatch(r"sc://(\[[0-9A-Fa-f:.]+\]|[^/:;?#\[\]]+)(:[0-9]+)?(/(;[^;]*)*)?", v.strip()):
+        host = r"(\[[0-9A-Fa-f:.]+\]|[^/:;?#\[\]]+)"
+        if not re.fullmatch(rf"sc://{host}(:[0-9]+)?(/(;[^;]*)*)?", v.strip()):
             raise ValueError(f"expected a Spark Connect URL sc://host:port (with an optional "
                              f"/;param=value list), or local[n], got {shown!r}")
         return v.strip()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -183,6 +184,8 @@ def build_session(
         remote session: the settings of ``conf`` the server reports unmodifiable
         (static ones such as ``spark.driver.memory``, ``spark.executorEnv.*``) are not
         set and are named in a warning; :data:`DEFAULT_CONF`'s are set where allowed.
+        pyspark's local server is started by this process with every setting, as a
+        ``local[n]`` master's session would be (``master`` is then ``remote``).
 
     Notes
     -----
@@ -193,11 +196,15 @@ def build_session(
     """
     from pyspark.sql import SparkSession
 
-    if remote is not None:
+    local_server = remote is not None and _is_local(remote)
+    if remote is not None and not local_server:
         return _remote_session(remote, conf or {})
+    if local_server:  # started here, from these settings
+        check_connect_client()
+        master = remote
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
-        builder = builder.master(master)
+        builder = builder.remote(master) if local_server else builder.master(master)
         local = LOCAL_CONF if _is_local(master) and _workers_import_fairspark() else {}
         settings = {**DEFAULT_CONF, **local, **{k: str(v) for k, v in (conf or {}).items()}}
         python = _worker_python(master, conf or {})
@@ -207,7 +214,11 @@ def build_session(
         settings = {k: str(v) for k, v in (conf or {}).items()}
     for k, v in settings.items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    with warnings.catch_warnings():
+        # pyspark's local Connect server took every setting when it started; its client
+        # then tries them again as session settings and warns of each static one
+        warnings.filterwarnings("ignore", message="Failed to set", category=UserWarning)
+        spark = builder.getOrCreate()
     if not is_connect(spark):  # (SPARK_REMOTE in the environment makes any session remote)
         spark.sparkContext.setLogLevel(log_level)
     return spark

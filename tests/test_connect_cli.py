@@ -149,29 +149,35 @@ def _assert_group_outputs(out: Path, df: pd.DataFrame, session: str) -> None:
     assert summary["stage_timings"]["session start"] > 0
 
 
-@pytest.mark.parametrize("kind", ["classic", "connect"])
+@pytest.mark.parametrize("kind", ["classic", "connect", "connect-local"])
 def test_the_group_audit_of_a_real_table_runs_on_either_session_kind(
         kind, compas, tmp_path, request):
+    """``connect``: the standalone server; ``connect-local``: ``--remote local[1]``, pyspark's
+    own local server started by the CLI's process with the settings of a local master."""
     df, config, base = compas
     out = tmp_path / "out"
-    if kind == "connect":
+    if kind.startswith("connect"):
         # passes with outputs-faults merged and _isolation's job group left out on
         # Connect (checked in a scratch merge of this branch, 2026-12-06)
         pytest.skip("needs outputs on Connect (branch outputs-faults: outputs.py reaches the "
                     "Hadoop FileSystem through sparkContext._jvm) and the audits' job groups "
                     "on Connect (_isolation.py sets them through sparkContext); remove this "
                     "skip once both are merged")
-        url = request.getfixturevalue("connect_server")
+        url = "local[1]" if kind == "connect-local" else request.getfixturevalue(
+            "connect_server")
         args = ["--remote", url]
     else:
         args = ["--master", "local[1]"]
     proc = _audit("--config", str(config), "--output", str(out), *args, cwd=base)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "stage session start" in proc.stderr
-    _assert_group_outputs(out / f"run_date={RUN_DATE}", df, kind)
+    _assert_group_outputs(out / f"run_date={RUN_DATE}", df, kind.split("-")[0])
+    summary = json.loads((out / f"run_date={RUN_DATE}" / "summary.json").read_text())
     if kind == "connect":
-        summary = json.loads((out / f"run_date={RUN_DATE}" / "summary.json").read_text())
         assert summary["spark"]["remote"] == url and summary["spark"]["master"] == "local[2]"
+    else:  # started here: sized from the machine, as a local master's session
+        assert summary["spark"]["master"] == "local[1]"
+        assert summary["spark"]["driver_memory_set_by"] == "machine"
 
 
 _SESSION_SCRIPT = """
