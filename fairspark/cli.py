@@ -40,6 +40,7 @@ example:
   fairspark audit --config conf/adult_demo.yaml --run-date 2026-11-29
   fairspark audit                  # the bundled Adult demo (fairspark/conf/demo.yaml)
   spark-submit --master yarn jobs/audit.py --config my.yaml
+  fairspark audit --config my.yaml --remote sc://host:15002   # on a Spark Connect server
 
 outputs, under <output.path>/run_date=<YYYY-MM-DD>/ (published all at once):
   metrics.parquet   long-format rows: audit, attribute, group, metric, value, interval
@@ -57,7 +58,7 @@ exit codes:
   143/130  ended by SIGTERM/SIGINT
 
 docs: README.md, docs/config.md (every key), docs/operations.md (nightly runs, exit
-codes), docs/report.md (reading the report)
+codes), docs/report.md (reading the report), docs/connect.md (Spark Connect)
 """
 
 
