@@ -79,7 +79,7 @@ def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *,
         **({"limits": limits_info} if limits_info else {}),
         "exit_code": int(exit_code),
         "stage_timings": timings,
-        "spark": _spark_facts(spark),
+        "spark": _spark_facts(spark, remote=config.spark.remote),
         "command": " ".join(sys.argv),
     }
 
@@ -100,10 +100,21 @@ def _versions(spark: SparkSession) -> dict[str, str]:
     }
 
 
-def _spark_facts(spark: SparkSession) -> dict[str, Any]:
+def _spark_facts(spark: SparkSession, *, remote: str | None = None) -> dict[str, Any]:
     """Master, application id and the driver's memory: what was set, by whom, what the
     JVM got (a local session the CLI started is sized from the machine, so the
-    driver's memory is reported rather than assumed)."""
+    driver's memory is reported rather than assumed).
+
+    A Spark Connect session (:func:`fairspark.session.is_connect`) has no
+    ``SparkContext`` and no JVM in this process: its facts are what the server reports
+    through ``spark.conf`` (master, application id, driver memory when set), the
+    server's host and the configured URL (``remote``, its token redacted); the
+    driver's heap is the server's and not known here (``None``).
+    """
+    from fairspark.session import is_connect
+
+    if is_connect(spark):
+        return _connect_facts(spark, remote)
     from fairspark.hfm._spark._driver import _jvm_max_heap
 
     conf = spark.sparkContext.getConf()
@@ -111,9 +122,35 @@ def _spark_facts(spark: SparkSession) -> dict[str, Any]:
     memory = conf.get("spark.driver.memory", None)
     heap = _jvm_max_heap(spark)
     return {
+        "session": "classic",
         "master": spark.sparkContext.master, "app_id": spark.sparkContext.applicationId,
         "driver_memory": memory,
         "driver_memory_set_by": source or ("config or spark-submit" if memory else
                                            "Spark's default (1g)"),
         "driver_max_heap_bytes": int(heap) if heap != float("inf") else None,
+    }
+
+
+def _connect_facts(spark: SparkSession, remote: str | None) -> dict[str, Any]:
+    from pyspark.errors import PySparkException
+
+    from fairspark.session import redact_remote
+
+    def conf(key: str) -> str | None:
+        try:  # a managed server (Databricks) may refuse to show a setting
+            return spark.conf.get(key, None)
+        except PySparkException:
+            return None
+
+    memory = conf("spark.driver.memory")
+    source = conf("spark.fairspark.driverMemorySource")  # pyspark's local server: the CLI's
+    return {
+        "session": "connect",
+        "remote": redact_remote(remote) if remote else None,
+        "server_host": spark.client.host,
+        "master": conf("spark.master"), "app_id": conf("spark.app.id"),
+        "driver_memory": memory,
+        "driver_memory_set_by": source or ("the Connect server" if memory else
+                                           "the Connect server (not reported)"),
+        "driver_max_heap_bytes": None,
     }

@@ -3,7 +3,8 @@
 Both entry points run :func:`main`; the only difference is who creates the
 SparkSession: under ``spark-submit`` the session already configured by
 spark-submit is used; from the console script a local session is started with the
-settings of ``config.spark``.
+settings of ``config.spark``. With ``--remote sc://host:port`` (``spark.remote``) either
+runs against a Spark Connect server instead (``docs/connect.md``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ example:
   fairspark audit --config conf/adult_demo.yaml --run-date 2026-11-29
   fairspark audit                  # the bundled Adult demo (fairspark/conf/demo.yaml)
   spark-submit --master yarn jobs/audit.py --config my.yaml
+  fairspark audit --config my.yaml --remote sc://host:15002   # on a Spark Connect server
 
 outputs, under <output.path>/run_date=<YYYY-MM-DD>/ (published all at once):
   metrics.parquet   long-format rows: audit, attribute, group, metric, value, interval
@@ -56,7 +58,7 @@ exit codes:
   143/130  ended by SIGTERM/SIGINT
 
 docs: README.md, docs/config.md (every key), docs/operations.md (nightly runs, exit
-codes), docs/report.md (reading the report)
+codes), docs/report.md (reading the report), docs/connect.md (Spark Connect)
 """
 
 
@@ -82,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--input", dest="input_path", help="input path (overrides input.path)")
     a.add_argument("--where", help="row filter (overrides input.where)")
     a.add_argument("--master", help="Spark master for a local session (overrides spark.master)")
+    a.add_argument("--remote", metavar="URL",
+                   help="run on a Spark Connect server, sc://host:port (overrides "
+                        "spark.remote; needs pip install 'fairspark[connect]')")
     a.add_argument("--seed", type=int, help="base seed (overrides seed)")
     a.add_argument("--no-report", action="store_true", help="do not write report.html")
     a.add_argument("--baseline-column", metavar="COLUMN",
@@ -116,6 +121,7 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "input.path": args.input_path,
         "input.where": args.where,
         "spark.master": args.master,
+        "spark.remote": getattr(args, "remote", None),
         "seed": args.seed,
     }
     if args.no_report:
@@ -189,9 +195,13 @@ def local_driver_memory() -> str:
 def _session(config, *, under_submit: bool):
     from fairspark._daemon import preload_modules
     from fairspark._threads import AUDITS_ENV, PRELOAD_ENV
-    from fairspark.session import build_session
+    from fairspark.session import _is_local, build_session
 
-    if under_submit:  # spark-submit already configured the session
+    remote = config.spark.remote
+    if remote is not None and not _is_local(remote):  # a server's: its static conf is its own
+        return build_session(remote=remote, conf=config.spark.conf)
+    # (pyspark's local Connect server starts here, with the settings of a local master)
+    if under_submit and remote is None:  # spark-submit already configured the session
         return build_session(master=None, app_name=config.spark.app_name)
     conf = dict(config.spark.conf)
     # the worker daemon imports only what the enabled audits' Spark tasks need
@@ -203,18 +213,20 @@ def _session(config, *, under_submit: bool):
     modules = ",".join(preload_modules())
     os.environ[PRELOAD_ENV] = modules
     conf.setdefault(f"spark.executorEnv.{PRELOAD_ENV}", modules)
-    if config.spark.master.startswith("local"):
+    local = (remote or config.spark.master).startswith("local")
+    if local:
         # Spark's own log at WARN less what a user cannot act on (the file says which)
         conf.setdefault("spark.driver.extraJavaOptions",
                         f"-Dlog4j2.configurationFile={_LOG4J2}")
-    if "spark.driver.memory" not in conf and config.spark.master.startswith("local"):
+    if "spark.driver.memory" not in conf and local:
         conf["spark.driver.memory"] = local_driver_memory()
         # read back by the runner for summary.json's "spark" section
         conf[DRIVER_MEMORY_SOURCE] = "machine"
         log.info("local session: spark.driver.memory=%s (half of this machine's memory; set "
                  "spark.conf.spark.driver.memory in the config to change it)",
                  conf["spark.driver.memory"])
-    return build_session(master=config.spark.master, app_name=config.spark.app_name, conf=conf)
+    return build_session(master=config.spark.master, app_name=config.spark.app_name, conf=conf,
+                         remote=remote)
 
 
 def _status_after_error(spark, config, code: int, message: str,
@@ -250,7 +262,8 @@ def _status_after_error(spark, config, code: int, message: str,
                                state="terminated" if code in (130, 143) else None)
         text = json.dumps(record, indent=2, default=str)
         scheme = urlparse(base).scheme
-        if scheme in ("", "file"):
+        remote = config is not None and config.spark.remote is not None
+        if scheme in ("", "file") and not remote:
             # plain file I/O: works when the JVM has died (an OutOfMemoryError in the
             # driver), which used to leave the status at "running" for ever
             _write_local_status(base, run_date, text)
@@ -258,6 +271,8 @@ def _status_after_error(spark, config, code: int, message: str,
         from fairspark.outputs import OutputLocation, _stale
 
         if spark is None:
+            if config is not None and config.spark.remote is not None:
+                return  # the store is the Connect server's, which this run never reached
             spark = _session_for_status(under_submit=under_submit)
         out = OutputLocation(spark, base)
         lock = out.path("_status", f"run_date={run_date}.lock")
@@ -274,13 +289,15 @@ def _output_target(args: argparse.Namespace | None) -> tuple[str, str] | None:
     """(output path, run date) of a config that did not parse, when both can be read."""
     import yaml
 
-    if args is None or not args.config:
-        return None
+    if args is None or not args.config or getattr(args, "remote", None):
+        return None  # (a Connect run's outputs are the server's: not written from here)
     try:
         raw = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         raw = None
     raw = raw if isinstance(raw, dict) else {}
+    if isinstance(raw.get("spark"), dict) and raw["spark"].get("remote"):
+        return None
     output = raw.get("output") if isinstance(raw.get("output"), dict) else {}
     base = args.output or output.get("path")
     # the date the run asked for, wherever it came from (the last --set wins); a date
@@ -333,24 +350,36 @@ def _load(args: argparse.Namespace):
     return demo_config(overrides=overrides), True
 
 
-def _start(config, *, under_submit: bool, demo: bool, arm: Callable[[], None]):
+def _start(config, *, under_submit: bool, demo: bool, arm: Callable[[], None],
+           timings: dict[str, float]):
     """The session of the run (after the Java check), with the demo's input written.
 
     ``arm`` installs the run's signal handlers again once the session is built
-    (pyspark's SparkContext installs its own SIGINT handler).
+    (pyspark's SparkContext installs its own SIGINT handler). With ``spark.remote`` the
+    Connect client's packages and the server are checked first (exit 2 naming the key,
+    before any work or output), there is no local JVM to check, and the server's
+    Python workers are probed. The session start (checks, session, worker probe) is
+    the first line of the run's stage table.
     """
     from fairspark._java import check_java
     from fairspark._testing import arm_from_environment
+    from fairspark.runner import _stage
+    from fairspark.session import _is_local, check_python_workers, check_remote, is_connect
 
-    if not under_submit:
-        check_java()
-    spark = _session(config, under_submit=under_submit)
-    arm()
-    if not under_submit and config.spark.master.strip().startswith("local"):
-        from fairspark.session import check_python_workers
-
-        check_python_workers(spark)  # exit 2 naming the interpreter, before any work
-    arm_from_environment(spark)
+    remote = config.spark.remote
+    with _stage("session start", timings):
+        if remote is not None:
+            check_remote(remote)
+        # a Connect client needs no Java, unless it starts pyspark's local server
+        if (not under_submit and remote is None) or (remote is not None and _is_local(remote)):
+            check_java()
+        spark = _session(config, under_submit=under_submit)
+        arm()
+        if remote is not None or (
+                not under_submit and config.spark.master.strip().startswith("local")):
+            check_python_workers(spark)  # exit 2 naming the interpreter, before any work
+    if not is_connect(spark):  # the test hooks are Spark local properties (classic)
+        arm_from_environment(spark)
     if demo:
         from fairspark.demo import prepare_demo_input
 
@@ -439,11 +468,14 @@ def main(
             # a live run of the date: exit 2 now, not after the session's start-up
             check_not_locked(config.output.path, config.effective_run_date(),
                              stale_after_s=config.output.lock_stale_s)
-            spark = _start(config, under_submit=under_submit, demo=demo, arm=arm)
+            timings: dict[str, float] = {}
+            spark = _start(config, under_submit=under_submit, demo=demo, arm=arm,
+                           timings=timings)
             from fairspark.runner import run_audit_job
 
             result = run_audit_job(
-                spark, config, fail_on_violation=False if args.no_fail_on_violation else None)
+                spark, config, fail_on_violation=False if args.no_fail_on_violation else None,
+                timings=timings)
             _print_result(result)
             return result.exit_code
     except FairsparkInputError as err:
@@ -458,8 +490,11 @@ def main(
     except Exception as err:
         from fairspark.errors import jvm_gone, jvm_gone_message, out_of_memory_hint
         from fairspark.outputs import OutputWriteError
+        from fairspark.session import is_connect
 
-        hint = (jvm_gone(err, spark) and jvm_gone_message(
+        # a Connect client has no JVM of its own to ask after
+        local_jvm = None if spark is None or is_connect(spark) else spark
+        hint = (jvm_gone(err, local_jvm) and jvm_gone_message(
             config.spark.conf.get("spark.driver.memory") if config is not None else None)
             ) or out_of_memory_hint(err)
         if hint or isinstance(err, OutputWriteError):  # one line, no Java frames

@@ -73,7 +73,9 @@ def _format_validation_error(err: ValidationError) -> str:
         if e["type"] == "extra_forbidden":
             msg = "unknown key"
         got = e.get("input")
-        shown = "" if e["type"] in ("missing", "extra_forbidden") else f" (got {got!r})"
+        # (a Connect URL may carry a token: its message shows it redacted)
+        quiet = e["type"] in ("missing", "extra_forbidden") or key == "spark.remote"
+        shown = "" if quiet else f" (got {got!r})"
         lines.append(f"config key '{key}': {msg}{shown}")
     return "invalid config:\n  " + "\n  ".join(lines)
 

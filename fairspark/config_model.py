@@ -393,6 +393,21 @@ class SparkConfig(StrictModel):
     master: str = "local[2]"
     app_name: str = "fairspark-audit"
     conf: dict[str, Scalar] = Field(default_factory=dict)
+    #: a Spark Connect server (``sc://host:port``) to run against instead of a session of
+    #: ``master``; ``local[n]`` is pyspark's own local Connect server
+    remote: str | None = None
+
+    @field_validator("remote")
+    @classmethod
+    def _connect_url(cls, v: str | None) -> str | None:
+        if v is None or re.fullmatch(r"local(\[[0-9*]+\])?", v.strip()):
+            return None if v is None else v.strip()
+        shown = re.sub(r"(;\s*token\s*=)[^;]*", r"\1***", v, flags=re.IGNORECASE)
+        host = r"(\[[0-9A-Fa-f:.]+\]|[^/:;?#\[\]]+)"
+        if not re.fullmatch(rf"sc://{host}(:[0-9]+)?(/(;[^;]*)*)?", v.strip()):
+            raise ValueError(f"expected a Spark Connect URL sc://host:port (with an optional "
+                             f"/;param=value list), or local[n], got {shown!r}")
+        return v.strip()
 
 
 class Config(StrictModel):

@@ -493,7 +493,8 @@ def compute_run(
 
 
 def run_audit_job(
-    spark: SparkSession, config: Config, *, fail_on_violation: bool | None = None
+    spark: SparkSession, config: Config, *, fail_on_violation: bool | None = None,
+    timings: dict[str, float] | None = None,
 ) -> RunResult:
     """Run the configured audits on the configured input and publish the outputs.
 
@@ -505,13 +506,16 @@ def run_audit_job(
     fail_on_violation:
         Overrides ``limits.fail_on_violation`` (``--no-fail-on-violation``): when
         false a violated limit is reported but the exit code stays 0.
+    timings:
+        The stage table so far (the CLI's ``session start``); the run's stages are
+        added after it, and ``summary.json`` ``stage_timings`` holds them all.
 
     Returns
     -------
     RunResult
         ``exit_code`` is 0, 3 (a limit gates) or 4 (some audit failed or timed out).
     """
-    timings: dict[str, float] = {}
+    timings = {} if timings is None else timings
     config = config.pinned()  # one run date for the lock, the folder, the rows and status
     run_date = config.effective_run_date()
     run_id = uuid.uuid4().hex[:16]

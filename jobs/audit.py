@@ -1,7 +1,8 @@
 """spark-submit entry point: ``spark-submit jobs/audit.py --config conf/x.yaml [--run-date D]``.
 
 Thin on purpose: all logic lives in :mod:`fairspark`. Without ``--config`` the
-bundled Adult demo runs.
+bundled Adult demo runs. ``--remote sc://host:port`` (or ``spark.remote`` in the config)
+runs it as a client of a Spark Connect server instead (``docs/connect.md``).
 """
 
 from __future__ import annotations
