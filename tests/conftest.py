@@ -196,7 +196,7 @@ def same_on_both_kinds(request):
     """
     import pandas as pd
 
-    def check(key: str, pdf: "pd.DataFrame") -> None:
+    def check(key: str, pdf: pd.DataFrame) -> None:
         path = KINDS_DIR / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', key)}.parquet"
         pdf = pdf.reset_index(drop=True)
         if SESSION_KIND == "classic":
