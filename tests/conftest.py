@@ -153,12 +153,12 @@ def spark():
     """The session of this test run: classic ``local[2]``, or a Spark Connect session to
     pyspark's own local server (``remote("local[2]")``) when the run is the Connect run
     (``FAIRSPARK_TEST_SESSION=connect``; pyspark allows one kind per process)."""
-    warehouse = tempfile.mkdtemp(prefix="fairspark-warehouse-")
     if SESSION_KIND == "connect":
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.remote("local[2]").appName("fairspark-tests-connect")
-        for k, v in {**TEST_CONF, "spark.sql.warehouse.dir": warehouse}.items():
+        # (the warehouse folder is a static setting: the local server's own is used)
+        for k, v in TEST_CONF.items():
             builder = builder.config(k, v)
         session = builder.getOrCreate()
         yield session
@@ -171,7 +171,8 @@ def spark():
     session = build_session(
         master="local[2]",
         app_name="fairspark-tests",
-        conf={**TEST_CONF, "spark.sql.warehouse.dir": warehouse},
+        conf={**TEST_CONF,
+              "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="fairspark-warehouse-")},
         log_level="ERROR",
     )
     yield session
