@@ -43,6 +43,7 @@ __all__ = [
     "RateSpec",
     "catalogue_from_counts",
     "compare_groups",
+    "distance_from_parity",
     "group_rates",
     "inequality_indices",
     "rate_with_reason",
@@ -147,6 +148,41 @@ BASELINES: dict[str, MetricSpec] = {
         MetricSpec("pqp", "absolute", "ppv", "|PPV_u - PPV_p|", 0.0),
     ]
 }
+
+
+def distance_from_parity(kind: str, value: object) -> np.ndarray:
+    """How far ``value`` of a metric of ``kind`` is from parity: the one definition.
+
+    Every comparison of "further from parity" (the paired ``worse`` of a challenger
+    against a baseline, the ``no_worse_than_baseline`` limit that judges it, the limits'
+    words, the trends' better/worse and the decision box's headline) reads this.
+
+    - ``difference``, ``combined`` and ``absolute`` (fair at 0): ``|M|``;
+    - ``ratio`` (fair at 1): ``|ln M|``, symmetric in the two groups (swapping which
+      group is privileged turns ``M`` into ``1/M`` and keeps the distance): a disparate
+      impact of 0.5 and one of 2 are equally far from parity, where ``|M - 1|`` would
+      call 2 twice as far. ``M = 0`` is infinitely far; a negative or NaN ``M`` has no
+      distance (NaN).
+
+    Parameters
+    ----------
+    kind:
+        :attr:`MetricSpec.kind` (``difference``, ``ratio``, ``combined`` or ``absolute``).
+    value:
+        The metric's value (scalar or array).
+
+    Returns
+    -------
+    numpy.ndarray
+        The distance, same shape as ``value`` (a 0-d array for a scalar).
+    """
+    v = np.asarray(value, np.float64)
+    if kind == "ratio":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.abs(np.where(v >= 0, np.log(np.where(v >= 0, v, np.nan)), np.nan))
+    if kind in ("difference", "combined", "absolute"):
+        return np.abs(v)
+    raise ValueError(f"no distance from parity for a metric of kind {kind!r}")
 
 
 def _as(counts: Mapping[str, object], cell: str) -> np.ndarray:

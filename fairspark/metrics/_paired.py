@@ -40,9 +40,10 @@ term vanishes for rows drawn from the whole population). A rate has no parity, s
 ``worse`` is NaN; an index's parity is 0 and it is never negative, so its ``worse`` is
 its difference.
 
-"Worse" is further from parity: ``|M - fair|`` (fair 0 for differences, 1 for ratios;
-the absolute gaps are their own distance). ``worse = |M_c - fair| - |M_b - fair|`` gets
-the same kind of interval; positive means the challenger is further from parity. Near
+"Worse" is further from parity, by the one distance every part of fairspark uses
+(:func:`~fairspark.metrics._core.distance_from_parity`: ``|M|`` for differences and
+the absolute gaps, ``|ln M|`` for ratios). ``worse = dist(M_c) - dist(M_b)`` gets the
+same kind of interval; positive means the challenger is further from parity. Near
 a metric's fair value (an absolute gap or a distance at 0) the function has a kink
 and the linearisation is rough there.
 """
@@ -60,6 +61,7 @@ from fairspark.metrics._core import (
     CELLS,
     RATES,
     compare_groups,
+    distance_from_parity,
     group_rates,
     inequality_indices,
 )
@@ -151,8 +153,7 @@ def _metrics_at(x: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndar
 
 
 def _distance(name: str, v: np.ndarray) -> np.ndarray:
-    spec = _METRICS[name]
-    return np.abs(np.asarray(v, np.float64) - spec.fair_value)
+    return distance_from_parity(_METRICS[name].kind, v)
 
 
 def _perturbed(w: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
