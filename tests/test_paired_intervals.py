@@ -165,6 +165,7 @@ def test_coverage_in_1000_draws_per_metric():
     Wald-type interval covers about 94.5% here; 93% is 2 standard errors below that)."""
     covered = _coverage(1000, weighted=False, seed=1)
     assert min(covered.values()) >= 930, covered
+    assert max(covered.values()) <= 970, covered  # and not too wide
 
 
 #: the family of the coverage test: its 7 metrics at a family level of 95%

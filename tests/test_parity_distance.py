@@ -19,8 +19,8 @@ import pytest
 from fairspark.audits import DecisionInput
 from fairspark.config import LimitsConfig
 from fairspark.group.decision import baseline_lines
-from fairspark.group.params import GroupParams
 from fairspark.group.paired import _row
+from fairspark.group.params import GroupParams
 from fairspark.metrics._core import CATALOGUE, distance_from_parity
 from fairspark.metrics._paired import paired_comparison
 from fairspark.nightly.gating import evaluate_limits
