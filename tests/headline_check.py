@@ -32,7 +32,7 @@ def first_screen_headlines(html: str) -> list[str]:
     """The texts of the decision box's headline items, tags removed."""
     i = html.index('id="headlines"')
     block = html[i:html.index("</ul>", i)]
-    return [re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", li))).strip()
+    return [re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", li.split(">", 1)[1]))).strip()
             for li in block.split("<li")[1:]]
 
 

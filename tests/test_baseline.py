@@ -480,8 +480,9 @@ def test_a_baseline_of_probabilities_is_exit_2_naming_it(spark, worse_input):
 @pytest.mark.filterwarnings("error::FutureWarning")  # a one-run series drew by float(Series)
 def test_trends_read_a_night_with_a_baseline_after_one_without(spark, worse_input, tmp_path):
     """The audited decision's trend series continue across the night a baseline is
-    added (same config hash while the key is unset; the new rows are series of their
-    own, by model)."""
+    added: the first night is its previous point (the new rows are series of their
+    own, by model). The config hash covers ``columns.baseline``, so the move is not
+    judged across that night, and the note says so."""
     from fairspark.config import parse_config as parse
 
     def night(date: str, baseline: bool):
@@ -508,14 +509,21 @@ def test_trends_read_a_night_with_a_baseline_after_one_without(spark, worse_inpu
 
     def cells(series: str) -> list[str]:
         (row,) = re.findall(rf"<tr class='\w*'><td>{re.escape(series)}</td>(.*?)</tr>", table)
-        return [unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in row.split("<td")[1:]]
+        return [unescape(re.sub(r"<[^>]+>", "", c.split(">", 1)[1])).strip()
+                for c in row.split("<td")[1:]]
 
     first_di = next(r for r in first.rows if r["audit"] == "group" and r["attribute"] == "sex"
                     and r["group"] == "unprivileged" and r["metric"] == "disparate_impact")
+    second_di = next(r for r in second.rows if r["audit"] == "group"
+                     and r["attribute"] == "sex" and r["group"] == "unprivileged"
+                     and r["metric"] == "disparate_impact" and r.get("model") is None)
+    assert second_di["value"] == pytest.approx(first_di["value"], abs=1e-12)
     own = cells("group · sex · disparate_impact")
-    assert own[0].split(">", 1)[-1].startswith(f"{first_di['value']:.3g}"[:4]), own
-    assert "within noise" in own[3], own
-    assert cells("group · sex · disparate_impact · baseline")[0].endswith("–")
+    assert own[0] == f"{first_di['value']:.3g}", own  # the first night is its previous point
+    assert own[1].startswith(f"{second_di['value']:.3g} ["), own
+    # the config hash covers columns.baseline, so the two nights are not compared (said)
+    assert "config or fairspark version changed" in own[4], own
+    assert cells("group · sex · disparate_impact · baseline")[0] == "–"  # starts tonight
 
 
 def test_decision_box_names_the_group_where_the_challenger_is_less_fair(spark, worse_input):

@@ -327,10 +327,23 @@ def _gate_sentence(summary: Mapping[str, Any], failed: list[str]) -> dict[str, s
             "violated: failing on a violation is switched off (limits.fail_on_violation: "
             "false or --no-fail-on-violation). With it on, this run would fail with exit "
             "code 3.")}
+    unjudged = [str(x.get("text") or x.get("rule")) for x in limits.get("not_evaluated") or []
+                if isinstance(x, Mapping)]
+    nothing = "; ".join(unjudged)
     if n_viol:
         return {"kind": "nogate-violated", "text": (
             f"This run does not gate (exit code {code}): {n_viol} limit(s) are violated, "
-            "but not yet for their required number of consecutive runs.")}
+            "but not yet for their required number of consecutive runs."
+            + (f" Not evaluated: {nothing}." if nothing else ""))}
+    if not limits.get("checks"):  # a gate that judged nothing never reads as passed
+        return {"kind": "nogate-violated", "text": (
+            f"This run does not gate (exit code {code}), but no configured limit was "
+            f"evaluated: {nothing or 'no limit made a check'}.")}
+    if nothing:
+        return {"kind": "nogate-violated", "text": (
+            f"This run does not gate (exit code {code}): no evaluated limit is violated "
+            f"({limits.get('passed', 0)} passed, {limits.get('inconclusive', 0)} "
+            f"inconclusive); {len(unjudged)} limit(s) not evaluated: {nothing}.")}
     return {"kind": "nogate", "text": (
         f"This run does not gate (exit code {code}): no configured limit is violated "
         f"({limits.get('passed', 0)} passed, {limits.get('inconclusive', 0)} inconclusive).")}
