@@ -75,3 +75,25 @@ def test_an_identical_baseline_passes_a_margin_0_no_worse_check(spark, tmp_path)
     assert row["status"] == "passed", row["detail"]
     assert summary["limits"]["status"] == "passed" and summary["limits"]["not_evaluated"] == []
     assert res.exit_code == 0
+
+
+def test_a_config_errors_status_is_one_line():
+    """A config error lists each bad key on a line of its own; the status file's
+    ``error`` is one line that keeps every key (issue 57.8)."""
+    import pytest
+
+    from fairspark._run_status import describe_error, status_record
+    from fairspark.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        parse_config({"dataset": "d", "run_date": "2026-11-29/../../x", "input": {"path": "x"},
+                      "columns": {"prediction": {"column": "p"},
+                                  "sensitive": [{"column": "s", "privileged": "a"}]},
+                      "output": {"path": "o"}})
+    assert "\n" in str(info.value)  # the console's message: one key per line
+    line = describe_error(info.value)
+    assert "\n" not in line and "\r" not in line
+    assert line.startswith("invalid config: config key 'run_date': ")
+    assert "; config key 'columns.label': Field required" in line
+    rec = status_record("2026-11-29", exit_code=2, error=line)
+    assert rec["keys"] == ["run_date", "columns.label"]

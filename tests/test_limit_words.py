@@ -237,6 +237,10 @@ def test_one_adjusted_interval_by_hand_from_the_counts(run):
         sides = ([(rule["abs_max"], True), (-rule["abs_max"], False)]
                  if rule.get("abs_max") is not None else
                  [(rule[k], k == "max") for k in ("max", "min") if rule.get(k) is not None])
+        if c.metric == "disparate_impact" or c.metric.endswith("_ratio"):
+            # a ratio is judged on the log scale, where its own interval is symmetric
+            v, a, b = math.log(v), math.log(a), math.log(b)
+            sides = [(math.log(lim), up) for lim, up in sides]
         ps, qs = [], []
         for lim, upper in sides:
             excess = (v - lim) if upper else (lim - v)

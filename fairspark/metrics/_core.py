@@ -28,6 +28,7 @@ cell, so many groups or many bootstrap samples are evaluated in one call.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -44,6 +45,7 @@ __all__ = [
     "catalogue_from_counts",
     "compare_groups",
     "distance_from_parity",
+    "metric_range",
     "group_rates",
     "inequality_indices",
     "rate_with_reason",
@@ -183,6 +185,23 @@ def distance_from_parity(kind: str, value: object) -> np.ndarray:
     if kind in ("difference", "combined", "absolute"):
         return np.abs(v)
     raise ValueError(f"no distance from parity for a metric of kind {kind!r}")
+
+
+def metric_range(name: str) -> tuple[float, float] | None:
+    """The values a catalogue metric (or baseline) can take; ``None``: not one of them.
+
+    Ratios ``[0, inf)``; differences of rates and the average odds ``[-1, 1]``; the
+    absolute gaps and equalized odds (a maximum of absolute gaps) ``[0, 1]``. No printed
+    interval of the metric leaves this range.
+    """
+    spec = CATALOGUE.get(name) or BASELINES.get(name)
+    if spec is None:
+        return None
+    if spec.kind == "ratio":
+        return 0.0, math.inf
+    if spec.kind == "absolute" or name == "equalized_odds_difference":
+        return 0.0, 1.0
+    return -1.0, 1.0
 
 
 def _as(counts: Mapping[str, object], cell: str) -> np.ndarray:

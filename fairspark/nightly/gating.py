@@ -53,7 +53,7 @@ import numpy as np
 
 from fairspark._values import params_json
 from fairspark.audits.base import MetricRow
-from fairspark.metrics._core import BASELINES, CATALOGUE
+from fairspark.metrics._core import BASELINES, CATALOGUE, metric_range
 from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL
 from fairspark.status import Status, Verdict
 
@@ -181,6 +181,29 @@ def _level(row: dict[str, Any]) -> float:
     return 0.95
 
 
+def _log_scale(check: Check) -> bool:
+    """Whether a check is judged on the log scale: a ratio (disparate impact, every
+    ``*_ratio``) of one decision, with a positive value, interval and limits. Its own
+    interval is a log-scale one (``fairspark.metrics._intervals``), so its one-sided
+    tests and its adjusted interval are too: the adjusted ends stay positive."""
+    r, rule = check.row, check.rule
+    spec = CATALOGUE.get(str(r.get("metric")))
+    if spec is None or spec.kind != "ratio" or rule.no_worse_than_baseline is not None:
+        return False
+    vals = [r.get("value"), r.get("lower"), r.get("upper"), *(b for b, _ in _sides(rule))]
+    return all(isinstance(x, int | float) and math.isfinite(x) and x > 0 for x in vals)
+
+
+def _scaled(check: Check) -> tuple[float, float | None, float | None, list[tuple[float, bool]]]:
+    """(value, lower, upper, one-sided limits) on the scale the check is judged on."""
+    r = check.row
+    v, lo, hi, sides = r["value"], r.get("lower"), r.get("upper"), _sides(check.rule)
+    if _log_scale(check):
+        return (math.log(v), math.log(lo), math.log(hi),
+                [(math.log(b), up) for b, up in sides])
+    return v, lo, hi, sides
+
+
 def _one_sided(v: float, lo: float | None, hi: float | None, z: float, *, limit: float,
                upper_limit: bool) -> tuple[float, float]:
     """(p_violated, p_passed) for ``v <= limit`` (upper_limit) or ``v >= limit``."""
@@ -271,6 +294,12 @@ def adjusted_interval(check: Check) -> tuple[float | None, float | None]:
     - for "passed": :func:`family_level` of the "passed" family (intersection-union, no
       split).
 
+    A ratio (disparate impact, every ``*_ratio``) is judged on the log scale, where its
+    own interval is symmetric: value, ends and limits are logged, rescaled as above and
+    the ends exponentiated, so they stay positive. Any other catalogue metric's ends
+    are clipped to its range (:func:`fairspark.metrics._core.metric_range`), which
+    never moves an end across a limit inside the range.
+
     For a one-sided rule each end decides one test. For a two-sided rule one end faces
     both (e.g. the lower end: "passed" against the minimum, "violated" against the
     maximum); it is taken at the level of the test that decided the check, and at the
@@ -285,12 +314,12 @@ def adjusted_interval(check: Check) -> tuple[float | None, float | None]:
         ``(None, None)`` when the row has no interval.
     """
     r = check.row
-    v, lo, hi = r["value"], r.get("lower"), r.get("upper")
+    lo, hi = r.get("lower"), r.get("upper")
     if lo is None or hi is None or any(isinstance(x, float) and math.isnan(x)
                                        for x in (lo, hi)):
         return None, None
+    v, lo, hi, sides = _scaled(check)
     z = _N.inv_cdf(0.5 + _level(r) / 2)
-    sides = _sides(check.rule)
     a_v = check.alpha_violated / len(sides)
     a_p = check.alpha_passed
 
@@ -310,14 +339,18 @@ def adjusted_interval(check: Check) -> tuple[float | None, float | None]:
         else:
             f = scale(a_v) if faces_v else scale(a_p)
         ends.append(v + sign * width * f)
+    if _log_scale(check):
+        ends = [math.exp(e) for e in ends]
+    rng = metric_range(str(r.get("metric"))) if r.get("model") != DIFFERENCE_MODEL else None
+    if rng is not None:  # a difference of rates never leaves [-1, 1], a gap [0, 1]
+        ends = [min(max(e, rng[0]), rng[1]) for e in ends]
     return float(ends[0]), float(ends[1])
 
 
 def _statistical(check: Check) -> None:
-    r, rule = check.row, check.rule
-    v, lo, hi = r["value"], r.get("lower"), r.get("upper")
+    r = check.row
+    v, lo, hi, sides = _scaled(check)
     z = _N.inv_cdf(0.5 + _level(r) / 2)
-    sides = _sides(rule)
     pv, pp = [], []
     for limit, upper in sides:
         a, b = _one_sided(v, lo, hi, z, limit=limit, upper_limit=upper)
