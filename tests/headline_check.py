@@ -22,8 +22,9 @@ from html import unescape
 import pandas as pd
 
 _RE = re.compile(
-    r"Challenger against baseline on (?P<attr>[^:]+): (?P<word>less fair|fairer|no difference "
-    r"beyond noise) \((?P<metric>[a-z ]+?) (?P<chal>\S+) vs baseline (?P<base>\S+); change in "
+    r"Challenger against baseline(?: \((?P<baseline>[^)]+)\))? on (?P<attr>[^:]+): "
+    r"(?P<word>less fair|fairer|no difference beyond noise) \((?P<metric>[a-z ]+?) "
+    r"(?P<chal>\S+) vs baseline (?P<base>\S+); change in "
     r"distance from parity \(challenger - baseline\) (?P<size>\S+), (?P<level>[\d.]+)% "
     r"Holm-adjusted interval \[(?P<lo>\S+), (?P<hi>\S+)\]\)")
 
@@ -40,15 +41,18 @@ def _num(text: str) -> float:
     return float(text.replace("−", "-").replace("+", ""))
 
 
-def check_headline(items: list[str], rows: pd.DataFrame, attr: str, word: str) -> dict:
+def check_headline(items: list[str], rows: pd.DataFrame, attr: str, word: str,
+                   baseline: str | None = None) -> dict:
     """Check the headline on ``attr`` against ``rows`` (metrics.parquet's); returns the
-    parsed numbers."""
-    texts = [t.replace("−", "-") for t in items if t.startswith(
-        f"Challenger against baseline on {attr}:")]
+    parsed numbers. ``baseline``: the baseline's name the headline must give."""
+    texts = [t.replace("−", "-") for t in items
+             if re.match(rf"Challenger against baseline( \([^)]+\))? on {re.escape(attr)}:", t)]
     assert len(texts) == 1, items
     m = _RE.search(texts[0])
     assert m, texts[0]
     assert m["word"] == word, texts[0]
+    if baseline is not None:
+        assert m["baseline"] == baseline, texts[0]
     metric = m["metric"].replace(" ", "_")
     sel = rows[(rows.audit == "group") & (rows.attribute == attr)
                & (rows.group == "unprivileged") & (rows.metric == metric)]

@@ -341,7 +341,7 @@ def test_no_worse_than_baseline_gates_only_beyond_the_margin(spark, worse_input,
     assert res.exit_code == 3
     (row,) = lim
     p = json.loads(row["params"])
-    assert row["status"] == "violated" and row["model"] == "challenger_minus_baseline"
+    assert row["status"] == "violated" and row["model"] == "distance_challenger_minus_baseline"
     assert row["metric_b"] == ("statistical_parity_difference no worse than baseline "
                                "(margin 0.01)")
     assert row["lower"] > 0.01  # the whole (adjusted) interval of "worse" beyond the margin
@@ -422,7 +422,11 @@ def test_notebook_baseline_and_decision_words(spark, worse_input, challenger, ba
     assert "challenger against baseline" in html
     # the first screen's headline (the HTML, no browser): its word, sign and size agree
     # with the rows
-    check_headline(first_screen_headlines(html), pd.DataFrame(res.rows), "sex", word)
+    check_headline(first_screen_headlines(html), pd.DataFrame(res.rows), "sex", word,
+                   baseline=f"{baseline} = 1")
+    # the baseline is named in summary.json and on the report's model line
+    assert res.summary["audits"]["group"]["baseline"]["decision"] == f"{baseline} = 1"
+    assert f"{baseline} = 1 (the decision compared with on the same rows)" in unescape(html)
     # the group section's table: challenger, baseline, paired difference and interval
     assert "against the baseline on the same rows" in html
 

@@ -378,10 +378,10 @@ def test_first_screen_says_whether_the_challenger_is_at_least_as_fair(
     _keep(driver, tmp_path, f"report-baseline-{width}x{height}-first-screen.png")
     # the worst first: sex, less fair on the selection-rate gap; the word, the signed
     # size and its interval against the rows (tests/headline_check.py)
-    assert got["items"][0].startswith("Challenger against baseline on sex: less fair"), \
-        got["items"]
+    assert got["items"][0].startswith(
+        "Challenger against baseline (p_prod = 1) on sex: less fair"), got["items"]
     rows = pd.read_parquet(path.parent / "metrics.parquet")
-    seen = check_headline(got["items"], rows, "sex", "less fair")
+    seen = check_headline(got["items"], rows, "sex", "less fair", baseline="p_prod = 1")
     assert seen["metric"] == "statistical_parity_difference"
     # by hand: the two decisions' selection-rate gaps F minus M, on the same rows
     gap = {c: pdf[pdf.sex == "F"][c].mean() - pdf[pdf.sex == "M"][c].mean()
@@ -391,7 +391,7 @@ def test_first_screen_says_whether_the_challenger_is_at_least_as_fair(
     # the headline without a browser says the same (the page's HTML)
     assert [t for t in first_screen_headlines(path.read_text()) if "on sex" in t] == [
         t for t in got["items"] if "on sex" in t]
-    assert any(t.startswith("Challenger against baseline on race: ")
+    assert any(t.startswith("Challenger against baseline (p_prod = 1) on race: ")
                for t in got["items"][1:]), got["items"]
 
 

@@ -89,10 +89,14 @@ def _size(metric: str, p: Mapping[str, Any]) -> str:
             f"{p.get('family')} comparisons), p {fmt_number(num(p.get('p_holm')))}")
 
 
-def _headline(attr: str, word: str, metric: str, p: Mapping[str, Any]) -> str:
-    """One sentence for the top of the decision box: the verdict on ``attr``, the
-    metric, both values and the signed size with the interval the verdict uses."""
-    return (f"Challenger against baseline on {attr}: {word} ({metric.replace('_', ' ')} "
+def _headline(attr: str, word: str, metric: str, p: Mapping[str, Any],
+              baseline: str | None = None) -> str:
+    """One sentence for the top of the decision box: the verdict on ``attr`` against the
+    baseline named by its column and rule, the metric, both values and the signed size
+    with the interval the verdict uses."""
+    named = f" ({baseline})" if baseline else ""
+    return (f"Challenger against baseline{named} on {attr}: {word} "
+            f"({metric.replace('_', ' ')} "
             f"{fmt_number(num(p.get('challenger')))} vs baseline "
             f"{fmt_number(num(p.get('baseline')))}; {_change(p)})")
 
@@ -117,13 +121,15 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
 
     rows = [r for r in view.rows if r.get("model") == DIFFERENCE_MODEL]
     verdicts = _verdicts(rows)
+    info = (view.info or {}).get("baseline") or {}
+    named = info.get("decision") or info.get("column")
     out = []
     for attr in dict.fromkeys(a for a, _, _ in verdicts):
         mine = {m: v for (a, g, m), v in verdicts.items() if a == attr and g == "unprivileged"}
         worse = [m for m, (w, _) in mine.items() if w == "less fair"]
         better = [m for m, (w, _) in mine.items() if w == "fairer"]
         word = "less fair" if worse else "fairer" if better else "no difference beyond noise"
-        named = worse or better or list(mine)
+        shown = worse or better or list(mine)
         # each unprivileged value against the reference, where the challenger is worse
         groups = [f"less fair for {g}: {_size(m, v[1])}" for (a, g, m), v in verdicts.items()
                   if a == attr and g != "unprivileged" and v[0] == "less fair"]
@@ -131,12 +137,13 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
             audit="group", attribute=attr, metric="baseline",
             what=f"challenger against baseline: {word}",
             status="evidence" if worse or groups else "ok",
-            far="; ".join([_size(m, mine[m][1]) for m in named[:2]] + groups[:2]),
+            far="; ".join(([f"baseline {named}"] if named else [])
+                          + [_size(m, mine[m][1]) for m in shown[:2]] + groups[:2]),
             nxt=(f"{attr}: the paired differences (model {DIFFERENCE_MODEL}) in "
                  "metrics.parquet" if worse or groups else
                  "Nothing: the challenger is not less fair than the baseline on these rows."),
-            anchor=view.anchor, headline=_headline(attr, word, named[0], mine[named[0]][1])))
-    info = (view.info or {}).get("baseline") or {}
+            anchor=view.anchor,
+            headline=_headline(attr, word, shown[0], mine[shown[0]][1], baseline=named)))
     note = info.get("note")
     if out and note:  # the other audits did not look at the baseline: say so
         compared = " and ".join(info.get("compared_in") or ["group"])

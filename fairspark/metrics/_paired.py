@@ -67,7 +67,7 @@ from fairspark.metrics._core import (
 )
 from fairspark.metrics._intervals import Weights, z_value
 
-__all__ = ["BASELINE_MODEL", "DIFFERENCE_MODEL", "INEQUALITY_KEYS", "PairedValue",
+__all__ = ["BASELINE_MODEL", "DIFFERENCE_MODEL", "DISTANCE_MODEL", "INEQUALITY_KEYS", "PairedValue",
            "baseline_cell", "marginal_cells", "paired_comparison", "paired_inequality",
            "paired_rates"]
 
@@ -79,6 +79,10 @@ INEQUALITY_KEYS = ("gei", "theil", "between_group_gei", "between_group_theil")
 BASELINE_MODEL = "baseline"
 #: ``model`` of the paired-difference rows: value = challenger minus baseline
 DIFFERENCE_MODEL = "challenger_minus_baseline"
+#: ``model`` of a ``no_worse_than_baseline`` limit's rows: value = the challenger's
+#: distance from parity minus the baseline's (``worse``), so that one key never holds
+#: two quantities of opposite signs (the metric's difference is ``DIFFERENCE_MODEL``'s)
+DISTANCE_MODEL = "distance_challenger_minus_baseline"
 
 _LABEL_OF = {"tp": 1, "fn": 1, "fp": 0, "tn": 0, "up": None, "un": None}
 _CELL_OF = {(1, 1): "tp", (1, 0): "fn", (0, 1): "fp", (0, 0): "tn",

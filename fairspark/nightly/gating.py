@@ -54,7 +54,7 @@ import numpy as np
 from fairspark._values import params_json
 from fairspark.audits.base import MetricRow
 from fairspark.metrics._core import BASELINES, CATALOGUE, metric_range
-from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL
+from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL, DISTANCE_MODEL
 from fairspark.status import Status, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,7 +76,7 @@ _N = NormalDist()
 _POOLED_GROUPS = frozenset({"unprivileged", "privileged", "all"})
 #: the rows of a baseline comparison (``columns.baseline``), judged only by a rule that
 #: names their model or by ``no_worse_than_baseline``
-_PAIRED_MODELS = frozenset({BASELINE_MODEL, DIFFERENCE_MODEL})
+_PAIRED_MODELS = frozenset({BASELINE_MODEL, DIFFERENCE_MODEL, DISTANCE_MODEL})
 #: role of a check: "gate" (may gate the run) or "pooled" (the extra pooled view)
 GATE, POOLED = "gate", "pooled"
 #: ``summary.json``'s ``limits.status`` when no rule made a check
@@ -145,8 +145,11 @@ class Check:
         def eq(col: str, v: Any) -> Any:
             return history[col].isna() if v is None else history[col] == v
 
+        model = eq("model", r.get("model"))
+        if self.rule.no_worse_than_baseline is not None:  # written as the difference's before
+            model = history["model"].isin([DISTANCE_MODEL, DIFFERENCE_MODEL])
         return history[eq("attribute", r["attribute"]) & eq("group", r.get("group"))
-                       & eq("metric", r["metric"]) & eq("model", r.get("model"))
+                       & eq("metric", r["metric"]) & model
                        & (history["metric_b"] == rule_text(self.rule))]
 
     def persistence(self, history: pd.DataFrame | None) -> int:
@@ -583,7 +586,10 @@ def _limit_row(c: Check, limits: LimitsConfig, n_family: int) -> MetricRow:
               if c.kind == "statistical" else {})
     return MetricRow(
         audit="limits", attribute=r["attribute"], group=r.get("group"), metric=r["metric"],
-        metric_b=rule_text(c.rule), model=r.get("model"), value=r["value"],
+        metric_b=rule_text(c.rule),
+        # a no-worse check's value is "worse", not the metric's difference: its own model
+        model=DISTANCE_MODEL if c.rule.no_worse_than_baseline is not None else r.get("model"),
+        value=r["value"],
         # the interval the verdict uses; the source row's own is in params
         lower=c.lower_adj, upper=c.upper_adj, status=c.verdict,
         detail=(f"{rule_text(c.rule)} [{r['audit']}]: {c.verdict}; {how}{gate}; "

@@ -104,12 +104,14 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str,
     if margin is not None:  # the row's value is "worse": further from parity, paired
         whole = " (wholly above the margin)" if lo is not None and lo > margin else (
             " (wholly below the margin)" if hi is not None and hi <= margin else "")
-        side = "further from" if v > 0 else "closer to"
-        # the numbers of the interval the verdict uses (adjusted under a correction)
+        side = "further from" if v > 0 else "closer to" if v < 0 else "as far from"
+        # the numbers of the interval the verdict uses (adjusted under a correction); the
+        # one signed quantity of the comparison, its size inside its interval
         shown = (f", {iv.removeprefix('whole ')} [{_f(lo, signed=True)}, "
                  f"{_f(hi, signed=True)}]" if lo is not None and hi is not None else "")
-        parts.append((v - margin, f"{short}: the challenger is {_f(abs(v))} {side} parity "
-                      f"than the baseline (margin {margin:g}){shown}", whole))
+        parts.append((v - margin, f"{short}: change in distance from parity (challenger − "
+                      f"baseline) {_f(v, signed=True)}, {side} parity than the baseline "
+                      f"(margin {margin:g}){shown}", whole))
     if _num(rule.get("min")) is not None:
         m = float(rule["min"])
         whole = f" ({iv} below)" if hi is not None and hi < m else (
@@ -547,6 +549,10 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     text += (f"; favourable outcome: {fav_words} ({shown})" if fav_words
              else f"; favourable outcome: {shown}")
     out.append(("Decision", text))
+    base = ((summary.get("audits") or {}).get("group") or {}).get("baseline") or {}
+    if base.get("decision") or base.get("column"):  # champion against challenger
+        out.append(("Baseline", f"{base.get('decision') or 'column ' + str(base['column'])}"
+                    " (the decision compared with on the same rows)"))
     if inp.get("label"):
         out.append(("Label", f"column {inp['label']}"
                     + (f"; favourable: {lab_value}" if lab_value else "")))
