@@ -122,3 +122,18 @@ def test_every_catalogue_metric_worse_uses_the_one_distance():
             continue
         hand = ((lambda v: abs(math.log(v))) if spec.kind == "ratio" else abs)
         assert pv.worse == pytest.approx(hand(pv.challenger) - hand(pv.baseline)), name
+
+
+def test_the_worst_group_of_a_no_worse_check_is_the_one_that_moved_away():
+    """Two groups' no-worse checks, both inconclusive: the one whose challenger moved
+    further from parity ranks worst (it did not, for a rule without min/max, before)."""
+    from fairspark.nightly.trend_groups import limit_excess
+    from fairspark.report.worst import excess, rank_key
+
+    rule = {"metric": "disparate_impact",
+            "no_worse_than_baseline": {"metric": "disparate_impact", "margin": 0.01}}
+    away = {"value": 0.05, "lower": -0.01, "upper": 0.11, "status": "inconclusive"}
+    towards = {"value": -0.05, "lower": -0.11, "upper": 0.02, "status": "inconclusive"}
+    assert excess(0.05, rule) == pytest.approx(0.04)
+    assert limit_excess(0.05, rule) == pytest.approx(0.04)
+    assert sorted([towards, away], key=lambda r: rank_key(r, rule))[0] is away
