@@ -55,7 +55,8 @@ from fairspark._values import params_json
 from fairspark.audits.base import MetricRow
 from fairspark.metrics._core import BASELINES, CATALOGUE, metric_range
 from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL, DISTANCE_MODEL
-from fairspark.status import Status, Verdict
+from fairspark.nightly.not_evaluated import USABLE, not_evaluated_text, why_nothing
+from fairspark.status import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
@@ -66,11 +67,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from fairspark.config_model import LimitRule, LimitsConfig
 
 __all__ = ["NOT_EVALUATED", "Check", "adjust_pvalues", "adjusted_interval", "evaluate_limits",
-           "family_level", "gate_word", "interval_label", "limits_summary",
-           "not_evaluated_text", "rule_text"]
+           "family_level", "gate_word", "interval_label", "limits_summary", "rule_text"]
 
 #: statuses of rows whose value a limit may judge
-_USABLE = frozenset({Status.OK, Status.INCONCLUSIVE, Status.NOT_CERTIFIED, Status.TIMED_OUT})
+_USABLE = USABLE
 _N = NormalDist()
 #: the group audit's rows that are not one unprivileged value against the reference
 _POOLED_GROUPS = frozenset({"unprivileged", "privileged", "all"})
@@ -447,47 +447,6 @@ def _worse_row(row: dict[str, Any]) -> dict[str, Any] | None:
     return {**row, "value": vals[0], "lower": vals[1], "upper": vals[2]}
 
 
-def not_evaluated_text(rule: LimitRule, why: str) -> str:
-    """The one sentence for a limit that judged nothing: *"limit X: not evaluated (0
-    checks: why)"* (the limits section, the decision box and ``summary.json`` alike)."""
-    return f"limit {rule_text(rule)}: not evaluated (0 checks: {why})"
-
-
-def _why_nothing(rule: LimitRule, rows: list[dict[str, Any]]) -> str:
-    """Why no row matched ``rule``: the details of the rows of its metric that could
-    not be judged (e.g. a disparate impact the baseline cannot have because it never
-    decides favourably), else that no row of the metric exists."""
-    def mine(r: dict[str, Any]) -> bool:
-        return (r.get("metric") == rule.metric and not r.get("metric_b")
-                and (rule.audit is None or r.get("audit") == rule.audit)
-                and (rule.attribute is None or r.get("attribute") == rule.attribute)
-                and (rule.group is None or r.get("group") == rule.group))
-
-    cand = [r for r in rows if mine(r)]
-    if rule.no_worse_than_baseline is not None:
-        # the baseline's own rows say why the paired ones are undefined
-        order = (BASELINE_MODEL, DIFFERENCE_MODEL)
-        cand = sorted((r for r in cand if r.get("model") in order),
-                      key=lambda r: order.index(r.get("model")))
-        who = {BASELINE_MODEL: "the baseline", DIFFERENCE_MODEL: "the paired difference"}
-    else:
-        cand = [r for r in cand if r.get("model") in (None, "")
-                or (isinstance(r.get("model"), float) and math.isnan(r["model"]))]
-        who = {}
-    if not cand:
-        where = f" for attribute {rule.attribute!r}" if rule.attribute else ""
-        return f"no result row of {rule.metric}{where}"
-    whys = []
-    for r in cand:
-        if r.get("status") in _USABLE and r.get("value") is not None:
-            continue
-        text = str(r.get("detail") or r.get("status") or "no value")
-        lead = who.get(r.get("model"), "")
-        whys.append(f"{rule.metric} of {lead + ' on ' if lead else ''}{r.get('attribute')}"
-                    + (f" / {r.get('group')}" if r.get("group") else "") + f": {text}")
-    return "; ".join(list(dict.fromkeys(whys))[:2]) or f"no usable row of {rule.metric}"
-
-
 def _find_checks(
     rules: list[LimitRule], rows: list[dict[str, Any]], specs: Mapping[str, AuditSpec]
 ) -> tuple[list[Check], list[str]]:
@@ -509,14 +468,15 @@ def _find_checks(
             else:
                 found += [r for r in rows if r.get("audit") == audit and _matches(rule, r)]
         if not found and not pooled:
-            unmatched.append(not_evaluated_text(rule, _why_nothing(rule, rows)))
+            unmatched.append(not_evaluated_text(rule_text(rule), why_nothing(rule, rows)))
         if rule.no_worse_than_baseline is not None:
             had = bool(found or pooled)
             found = [w for r in found if (w := _worse_row(r)) is not None]
             pooled = [w for r in pooled if (w := _worse_row(r)) is not None]
             if had and not found and not pooled:  # e.g. HFM's differences: no "worse"
                 unmatched.append(not_evaluated_text(
-                    rule, "no paired row says how much further from parity the challenger is"))
+                    rule_text(rule),
+                    "no paired row says how much further from parity the challenger is"))
         for r in found:
             kind = "bounds" if r["audit"] in bounds else "statistical"
             checks.append(Check(rule=rule, row=r, kind=kind))
@@ -651,7 +611,8 @@ def limits_summary(checks: list[Check], unmatched: list[str], *, limits: LimitsC
     ``status``: ``violated``, ``inconclusive``, ``passed``, or ``not evaluated`` when no
     rule made a check (never ``passed`` for a gate that judged nothing);
     ``not_evaluated``: each rule that made no check, with its sentence
-    (:func:`not_evaluated_text`: *"not evaluated (0 checks: why)"*);
+    (:func:`fairspark.nightly.not_evaluated.not_evaluated_text`: *"not evaluated (0
+    checks: why)"*);
     ``would_gate``: some check is violated for its required runs in a row;
     ``gates``: it also fails the run (``would_gate`` and ``fail_on_violation``), so
     ``gates: true`` never sits beside ``exit_code: 0``. Pooled views are counted apart
@@ -665,7 +626,7 @@ def limits_summary(checks: list[Check], unmatched: list[str], *, limits: LimitsC
     not_evaluated = [{"rule": rule_text(r), "checks": 0,
                       "text": next((m for m in unmatched
                                     if m.startswith(f"limit {rule_text(r)}: not evaluated")),
-                                   not_evaluated_text(r, "no result row matched"))}
+                                   not_evaluated_text(rule_text(r), "no result row matched"))}
                      for r in limits.rules if id(r) not in judged]
     info: dict[str, Any] = {
         "status": Verdict.VIOLATED if Verdict.VIOLATED in verdicts else

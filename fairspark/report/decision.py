@@ -549,8 +549,11 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     text += (f"; favourable outcome: {fav_words} ({shown})" if fav_words
              else f"; favourable outcome: {shown}")
     out.append(("Decision", text))
-    base = ((summary.get("audits") or {}).get("group") or {}).get("baseline") or {}
-    if base.get("decision") or base.get("column"):  # champion against challenger
+    # champion against challenger: the audit that names the baseline's rule
+    bases = [a["baseline"] for a in (summary.get("audits") or {}).values()
+             if isinstance((a or {}).get("baseline"), Mapping)]
+    base = next((b for b in bases if b.get("decision")), bases[0] if bases else {})
+    if base.get("decision") or base.get("column"):
         out.append(("Baseline", f"{base.get('decision') or 'column ' + str(base['column'])}"
                     " (the decision compared with on the same rows)"))
     if inp.get("label"):
