@@ -137,3 +137,23 @@ def test_the_worst_group_of_a_no_worse_check_is_the_one_that_moved_away():
     assert excess(0.05, rule) == pytest.approx(0.04)
     assert limit_excess(0.05, rule) == pytest.approx(0.04)
     assert sorted([towards, away], key=lambda r: rank_key(r, rule))[0] is away
+
+
+@pytest.mark.parametrize(("di_c", "di_b", "word"), [
+    (0.7, 1.4, "less fair"), (1.4, 0.7, "fairer"), (0.9, 0.9, "no difference beyond noise")])
+def test_the_headlines_sign_and_size_are_the_rows(di_c, di_b, word):
+    """The decision box's headline, read back as text and checked against the rows it
+    was made from (tests/headline_check.py): the word, the signed size (the row's
+    ``worse``, by hand |ln DI_c| - |ln DI_b|) inside its own printed interval."""
+    import pandas as pd
+    from headline_check import check_headline
+
+    diff = _rows(di_c, di_b)
+    own = {**diff[0], "model": None, "value": di_c, "params": "{}"}
+    base = {**diff[0], "model": "baseline", "value": di_b, "params": "{}"}
+    info = {"baseline": {"column": "p_old", "decision": "p_old = 1"}}
+    (line,) = baseline_lines(DecisionInput(audit="group", rows=diff, info=info, anchor=None))
+    seen = check_headline([line.headline], pd.DataFrame([own, base, *diff]), "race", word,
+                          baseline="p_old = 1")
+    assert seen["worse"] == pytest.approx(abs(math.log(di_c)) - abs(math.log(di_b)),
+                                          abs=1e-12)
