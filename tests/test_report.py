@@ -300,6 +300,16 @@ def _ok_summary(summary, **extra):
     (0, None, False, "no fairness limits are configured"),
     (0, {"status": "passed", "gates": False, "checks": 2, "violated": 0, "passed": 2}, False,
      "no configured limit is violated (2 passed, 0 inconclusive)"),
+    # a gate that judged nothing is never "passed" (issue 57.7)
+    (0, {"status": "not evaluated", "gates": False, "checks": 0, "violated": 0, "passed": 0,
+         "not_evaluated": [{"rule": "r", "checks": 0, "text": "limit r: not evaluated (0 "
+                            "checks: the baseline never decides favourably)"}]}, False,
+     "no configured limit was evaluated: limit r: not evaluated (0 checks: the baseline "
+     "never decides favourably)"),
+    (0, {"status": "passed", "gates": False, "checks": 1, "violated": 0, "passed": 1,
+         "not_evaluated": [{"rule": "r", "checks": 0, "text": "limit r: not evaluated (0 "
+                            "checks: why)"}]}, False,
+     "no evaluated limit is violated (1 passed, 0 inconclusive); 1 limit(s) not evaluated"),
     (4, None, True, "This run fails (exit code 4): the hfm audit(s) failed"),
 ])
 def test_the_decision_box_says_whether_the_run_gates(summary, exit_code, limits, failed,
