@@ -104,7 +104,12 @@ def describe_error(err: BaseException) -> str:
     if isinstance(err, KeyboardInterrupt):
         return "interrupted (SIGINT): the run stopped and cleaned up after itself"
     if isinstance(err, FairsparkInputError | OutputWriteError):
-        return str(err)[:2000]
+        # one line, as the docs promise: a multi-line message (a config error lists
+        # each key on a line of its own) is joined with "; " (after a colon, a space)
+        text = ""
+        for ln in (ln.strip() for ln in str(err).splitlines() if ln.strip()):
+            text += (" " if not text or text.endswith(":") else "; ") + ln
+        return text.strip()[:2000]
     from fairspark.errors import jvm_gone, jvm_gone_message
 
     if jvm_gone(err):

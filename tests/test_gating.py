@@ -243,12 +243,14 @@ def test_holm_counts_every_group_comparison(adult_run):
     assert n > 3  # sex, the race groups and the sex x race combinations
     assert all(f"holm over {n} checks" in d for d in gate["detail"])
     # the p-values by hand from the audit's own intervals (the limits row prints the
-    # Holm-adjusted one and keeps the own one in params): one-sided for value >= 0.8
+    # Holm-adjusted one and keeps the own one in params): one-sided for value >= 0.8,
+    # on the log scale where a ratio's own interval is symmetric
     z = norm.ppf(0.975)
     raw = []
     own = [json.loads(p)["own_interval"] for p in gate["params"]]
     for v, (lo, hi) in zip(gate["value"], own, strict=True):
-        excess = 0.8 - v
+        v, lo, hi = np.log(v), np.log(lo), np.log(hi)
+        excess = np.log(0.8) - v
         se = ((hi - v) if excess > 0 else (v - lo)) / z
         raw.append(norm.sf(excess / se))
     adj = _holm(raw)

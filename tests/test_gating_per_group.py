@@ -150,8 +150,14 @@ def _interval(pdf: pd.DataFrame, group: str, rate: str, kind: str) -> tuple[floa
     return lo, hi
 
 
-def _p_values(v: float, lo: float, hi: float, rule: dict) -> tuple[float, float]:
-    """(p of "violated", p of "passed"), one-sided from the interval's facing side."""
+def _p_values(v: float, lo: float, hi: float, rule: dict, kind: str = "difference"
+              ) -> tuple[float, float]:
+    """(p of "violated", p of "passed"), one-sided from the interval's facing side; a
+    ratio on the log scale (its interval is symmetric there)."""
+    if kind == "ratio":
+        v, lo, hi = np.log(v), np.log(lo), np.log(hi)
+        rule = {k: float(np.log(x)) for k, x in rule.items()}
+
     def side(limit: float, is_max: bool) -> tuple[float, float]:
         excess = (v - limit) if is_max else (limit - v)
         facing = (v - lo if is_max else hi - v) if excess > 0 else (hi - v if is_max
@@ -194,7 +200,7 @@ def _expected(pdf: pd.DataFrame, method: str) -> pd.DataFrame:
             a, b = rates.loc[g, rate], rates.loc[REF, rate]
             v = a - b if kind == "difference" else a / b
             lo, hi = _interval(pdf, g, rate, kind)
-            pv, pp = _p_values(v, lo, hi, rule)
+            pv, pp = _p_values(v, lo, hi, rule, kind)
             rows.append({"metric": metric, "group": g, "value": v, "lower": lo, "upper": hi,
                          "pv": pv, "pp": pp})
     exp = pd.DataFrame(rows)

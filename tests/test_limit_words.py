@@ -92,10 +92,14 @@ def test_every_verdict_agrees_with_its_printed_interval(correction, rule):
     sides = ([(rule["abs_max"], True), (-rule["abs_max"], False)] if "abs_max" in rule else
              [(rule[k], k == "max") for k in ("max", "min") if k in rule])
     pv, pp = [], []
+    ratio = rule["metric"] == "disparate_impact" or rule["metric"].endswith("_ratio")
     for r in rows:
         x, lo, hi = r["value"], r["lower"], r["upper"]
         a, b = [], []
         for lim, upper in sides:
+            if ratio:  # judged on the log scale (all positive here)
+                x, lo, hi, lim = (math.log(u) for u in (r["value"], r["lower"], r["upper"],
+                                                        lim))
             excess = (x - lim) if upper else (lim - x)
             facing = (x - lo) if (excess > 0) == upper else (hi - x)
             t = excess / (facing / z)
@@ -237,6 +241,10 @@ def test_one_adjusted_interval_by_hand_from_the_counts(run):
         sides = ([(rule["abs_max"], True), (-rule["abs_max"], False)]
                  if rule.get("abs_max") is not None else
                  [(rule[k], k == "max") for k in ("max", "min") if rule.get(k) is not None])
+        if c.metric == "disparate_impact" or c.metric.endswith("_ratio"):
+            # a ratio is judged on the log scale, where its own interval is symmetric
+            v, a, b = math.log(v), math.log(a), math.log(b)
+            sides = [(math.log(lim), up) for lim, up in sides]
         ps, qs = [], []
         for lim, upper in sides:
             excess = (v - lim) if upper else (lim - v)

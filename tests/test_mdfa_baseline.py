@@ -87,11 +87,10 @@ def _only(df: pd.DataFrame, metric: str, model: str | None) -> pd.Series:
     return sel.iloc[0]
 
 
-def test_the_baseline_is_an_mdfa_run_of_its_own_on_the_same_rows_and_splits(runs):
-    """The baseline's per-split gammas and null gammas are those of an independent mdfa
-    run with the baseline column as the decision: its sample rows are the challenger's
-    (the baseline read from the table by row key), its own balancing net and null model,
-    the same split seeds."""
+def _baseline_sample(runs):
+    """The baseline's mdfa sample as the audit built it, rebuilt here: the rows the audit
+    collected with the baseline's decisions read from the table by row key, its own
+    balancing nets and null model; with the split seeds and the audit's results."""
     ctx, params, out = runs["ctx"], runs["params"], runs["paired"]
     (res_c,), (res_b,) = out.result.attributes, out.result.baselines
     n = len(res_c.splits)
@@ -115,6 +114,15 @@ def test_the_baseline_is_an_mdfa_run_of_its_own_on_the_same_rows_and_splits(runs
     sample, prm = prepare_view(sample, seeds=seeds, params=params)
     sample = sample.with_null_model(seed=ctx.seed_for("mdfa", "grp", "null"),
                                     library=params.null_model)
+    return sample, prm, seeds, n, res_c, res_b
+
+
+def test_the_baseline_is_an_mdfa_run_of_its_own_on_the_same_rows_and_splits(runs):
+    """The baseline's per-split gammas and null gammas are those of an independent mdfa
+    run with the baseline column as the decision: its sample rows are the challenger's
+    (the baseline read from the table by row key), its own balancing net and null model,
+    the same split seeds."""
+    sample, prm, seeds, n, res_c, res_b = _baseline_sample(runs)
     ref = run_splits_local(sample, seeds=seeds[:n], params=prm)
     for col in ("gamma_pos", "gamma_neg", "gamma_max", "gamma_null_pos", "gamma_null_max",
                 "n_train", "n_test", "null_draw"):
@@ -134,6 +142,62 @@ def test_the_baseline_is_an_mdfa_run_of_its_own_on_the_same_rows_and_splits(runs
     for s, g in ((1, "b"), (-1, "a")):
         assert b.count(s=s, y=1) == ((t.grp == g) & (t.pred_old == 1)).sum()
         assert res_c.stats.count(s=s, y=1) == ((t.grp == g) & (t.pred == 1)).sum()
+
+
+def _gamma_by_hand(c: np.ndarray, s: np.ndarray, y: np.ndarray, w: np.ndarray,
+                   y_value: int) -> float:
+    """gamma(y) of METHODS §2 (Lemma 3.1) from a certificate's held-out predictions ``c``,
+    by enumeration: the weight of each (c, s, y) cell in pandas, then
+    ``(Pr_w[c = r s y] + Pr_w[s = r y] - 1) / 4`` with r = sign(y)."""
+    cells = pd.DataFrame({"c": c, "s": s, "y": y, "w": w}).groupby(["c", "s", "y"]).w.sum()
+    total = cells.sum()
+    r = 1 if y_value > 0 else -1
+    agree = sum(v for (cc, ss, yy), v in cells.items() if cc == r * ss * yy) / total
+    rho = sum(v for (_, ss, yy), v in cells.items() if ss == r * yy) / total
+    return (agree + rho - 1.0) / 4.0
+
+
+def test_the_baselines_gamma_is_gamma_of_its_certificate_by_hand(runs):
+    """Each split's baseline gamma(+1), gamma(-1) and gamma_max against gamma(y) computed
+    here from the certificate's predictions on that split's held-out rows (the
+    certificate refitted on the split's training rows with the audit's seed); the
+    baseline's ``gamma`` / ``gamma_unfavourable`` / ``gamma_max`` rows are their means
+    over the splits less the null reference, and gamma_max is the larger of the two in
+    every split."""
+    from fairspark.mdfa.auditors import fit_certificate
+    from fairspark.mdfa.certify import balance_split
+    from fairspark.sampling import derive_seed
+
+    sample, prm, seeds, n, _, res_b = _baseline_sample(runs)
+    assert prm.certificate_tilt == 0  # the y = -1 certificate is then -c (not refitted)
+    got = {"gamma_pos": [], "gamma_neg": [], "gamma_max": []}
+    for i in range(n):
+        st = balance_split(sample, seed=seeds[i], params=prm, split=i)
+        tr, te = st.train, st.test
+        cert = fit_certificate(prm.auditor, tr.z, tr.s * tr.y, tr.w,
+                               seed=derive_seed(seeds[i], "cert", 1), forest=prm.forest)
+        c = cert(te.z)
+        pos = _gamma_by_hand(c, te.s, te.y, te.w, 1)
+        neg = _gamma_by_hand(-c, te.s, te.y, te.w, -1)
+        got["gamma_pos"].append(pos)
+        got["gamma_neg"].append(neg)
+        got["gamma_max"].append(max(pos, neg))
+    for key, vals in got.items():
+        np.testing.assert_allclose(res_b.splits[key].to_numpy(float), vals, rtol=0, atol=1e-12,
+                                   err_msg=key)
+    # not a check of a constant: the gammas differ between the splits or the outcomes
+    assert np.ptp(got["gamma_pos"] + got["gamma_neg"]) > 1e-6, got
+    # the baseline's rows: the mean over splits of these gammas less the features-only
+    # null reference (the mean over null draws of each draw's mean over the splits that
+    # evaluated it, read from the split table by hand)
+    df = _rows(runs["paired"])
+    for metric, key in GAMMAS.items():
+        per_draw: dict[int, list[float]] = {}
+        for (_, k), v in _null_long(res_b.splits, key).items():
+            per_draw.setdefault(k, []).append(v)
+        reference = np.mean([np.mean(v) for v in per_draw.values()])
+        row = _only(df, metric, "baseline")
+        assert row.value == pytest.approx(np.mean(got[key]) - reference, abs=1e-12), metric
 
 
 def _null_long(splits: pd.DataFrame, key: str) -> dict[tuple[int, int], float]:

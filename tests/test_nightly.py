@@ -20,7 +20,7 @@ from fairspark import cli, registry
 from fairspark.audits.base import AuditOutcome, MetricRow
 from fairspark.audits.lines import plain
 from fairspark.config import LimitsConfig
-from fairspark.nightly.gating import adjust_pvalues, evaluate_limits
+from fairspark.nightly.gating import adjust_pvalues, evaluate_limits, limits_summary
 from fairspark.registry import specs as _registered
 
 SPECS = _registered()
@@ -90,7 +90,14 @@ def test_hfm_bounds_are_judged_without_correction():
 def test_rule_matching_nothing_is_reported():
     limits = LimitsConfig.model_validate({"rules": [{"metric": "gamma", "max": 0.01}]})
     checks, _, unmatched = evaluate_limits([_row(0.1, 0.0, 0.2)], limits=limits, specs=SPECS)
-    assert not checks and "gamma <= 0.01 matched no result row" in unmatched[0]
+    assert not checks
+    assert unmatched == ["limit gamma <= 0.01: not evaluated (0 checks: no result row of "
+                         "gamma)"]
+    info = limits_summary(checks, unmatched, limits=limits, fail_on_violation=True)
+    # a gate that judged nothing is never "passed"
+    assert info["status"] == "not evaluated" and info["checks"] == 0
+    assert info["not_evaluated"] == [{"rule": "gamma <= 0.01", "checks": 0,
+                                      "text": unmatched[0]}]
 
 
 def test_where_and_input_location_keep_runs_comparable():

@@ -317,6 +317,16 @@ def _ok_summary(summary, **extra):
     (0, None, False, "no fairness limits are configured"),
     (0, {"status": "passed", "gates": False, "checks": 2, "violated": 0, "passed": 2}, False,
      "no configured limit is violated (2 passed, 0 inconclusive)"),
+    # a gate that judged nothing is never "passed" (issue 57.7)
+    (0, {"status": "not evaluated", "gates": False, "checks": 0, "violated": 0, "passed": 0,
+         "not_evaluated": [{"rule": "r", "checks": 0, "text": "limit r: not evaluated (0 "
+                            "checks: the baseline never decides favourably)"}]}, False,
+     "no configured limit was evaluated: limit r: not evaluated (0 checks: the baseline "
+     "never decides favourably)"),
+    (0, {"status": "passed", "gates": False, "checks": 1, "violated": 0, "passed": 1,
+         "not_evaluated": [{"rule": "r", "checks": 0, "text": "limit r: not evaluated (0 "
+                            "checks: why)"}]}, False,
+     "no evaluated limit is violated (1 passed, 0 inconclusive); 1 limit(s) not evaluated"),
     (4, None, True, "This run fails (exit code 4): the hfm audit(s) failed"),
 ])
 def test_the_decision_box_says_whether_the_run_gates(summary, exit_code, limits, failed,
@@ -864,7 +874,9 @@ def test_the_mdfa_line_says_when_evidence_comes_with_an_interval_that_holds_zero
                if ln["audit"] == "mdfa"]
     assert line["status"] == "evidence"
     far = plain(line["far"])
-    assert "p = 0.0006, t test against 20 null draws" in far
+    # the p that decides is printed, and the floor of a rank p over 20 draws (1/21)
+    assert ("p = 0.0006, the t test against 20 null draws that decides (a rank test over "
+            "20 draws cannot give p below 0.048)") in far
     assert ("depend on sex beyond the features, but how much in the population is not "
             "pinned down (95% interval \u22120.0015 to 0.0092 holds 0)") in far
 

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import ROOT, write_parquet
+from headline_check import check_headline, first_screen_headlines
 
 from fairspark import cli
 
@@ -361,7 +362,6 @@ def test_first_screen_says_whether_the_challenger_is_at_least_as_fair(
     """Before any scroll, on a laptop and on a phone, the decision box answers "is the
     challenger at least as fair as the baseline?": the verdict, the metric, both values
     and the size with its interval; the page never scrolls sideways."""
-    import re
 
     path, pdf = baseline_report
     _open(driver, path, width, height)
@@ -376,21 +376,22 @@ def test_first_screen_says_whether_the_challenger_is_at_least_as_fair(
     assert got["bottom"] <= got["inner"] == height, got
     assert max(got["wide"]) <= width, got["wide"]
     _keep(driver, tmp_path, f"report-baseline-{width}x{height}-first-screen.png")
-    # the worst first: sex, less fair on the selection-rate gap
-    sex = got["items"][0].replace("−", "-")
-    assert sex.startswith("Challenger against baseline on sex: less fair"), got["items"]
-    m = re.search(r"statistical parity difference (\S+) vs baseline (\S+): (\S+) further "
-                  r"from parity, 95% Holm-adjusted interval \[(\S+), (\S+)\]", sex)
-    assert m, sex
-    chal, prod, size, lo, hi = (float(x) for x in m.groups())
+    # the worst first: sex, less fair on the selection-rate gap; the word, the signed
+    # size and its interval against the rows (tests/headline_check.py)
+    assert got["items"][0].startswith(
+        "Challenger against baseline (p_prod = 1) on sex: less fair"), got["items"]
+    rows = pd.read_parquet(path.parent / "metrics.parquet")
+    seen = check_headline(got["items"], rows, "sex", "less fair", baseline="p_prod = 1")
+    assert seen["metric"] == "statistical_parity_difference"
     # by hand: the two decisions' selection-rate gaps F minus M, on the same rows
     gap = {c: pdf[pdf.sex == "F"][c].mean() - pdf[pdf.sex == "M"][c].mean()
            for c in ("p", "p_prod")}
-    assert chal == pytest.approx(gap["p"], abs=1e-3)
-    assert prod == pytest.approx(gap["p_prod"], abs=1e-3)
-    assert size == pytest.approx(abs(gap["p"]) - abs(gap["p_prod"]), abs=1e-3)
-    assert 0 < lo < size < hi  # "less fair": the interval the verdict uses excludes 0
-    assert any(t.startswith("Challenger against baseline on race: ")
+    assert seen["size"] == pytest.approx(abs(gap["p"]) - abs(gap["p_prod"]), abs=1e-3)
+    assert 0 < seen["lo"] < seen["size"] < seen["hi"]
+    # the headline without a browser says the same (the page's HTML)
+    assert [t for t in first_screen_headlines(path.read_text()) if "on sex" in t] == [
+        t for t in got["items"] if "on sex" in t]
+    assert any(t.startswith("Challenger against baseline (p_prod = 1) on race: ")
                for t in got["items"][1:]), got["items"]
 
 

@@ -160,8 +160,9 @@ _LIMITS = {"rules": [{"metric": "statistical_parity_difference", "abs_max": 0.02
 
 
 def _tol(row_key, column: str) -> float:
-    """1e-12; the inequality indices' numeric-gradient intervals 1e-9 (``test_window``)."""
-    return 1e-9 if column != "value" and row_key[3] in _NUMERIC_GRADIENT else 1e-12
+    """1e-12; the inequality indices' numeric-gradient intervals 1e-8 absolute
+    (``test_window``, derived in docs/operations.md)."""
+    return 1e-8 if column != "value" and row_key[3] in _NUMERIC_GRADIENT else 1e-12
 
 
 def _assert_same_limit_rows(got, want):

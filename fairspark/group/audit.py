@@ -260,6 +260,18 @@ def _overall_rows(everyone: dict[str, float], params: GroupParams, label_ok: boo
     return rows
 
 
+def baseline_decision(spec: Any) -> str | None:
+    """The baseline named by its column and rule: ``decile_score11 >= 5`` (a score and
+    its threshold) or ``pred_lr = 1`` (a decision column and its favourable value(s))."""
+    if spec is None:
+        return None
+    if getattr(spec, "threshold", None) is not None:
+        return f"{spec.column} >= {spec.threshold:g}"
+    values = list(getattr(spec, "positive", None) or [1])
+    shown = values[0] if len(values) == 1 else "{" + ", ".join(map(str, values)) + "}"
+    return f"{spec.column} {'=' if len(values) == 1 else 'in'} {shown}"
+
+
 def _baseline_part(ctx: AuditContext, attrs: list[AttributeInfo], joint: pd.DataFrame,
                    challenger: list[MetricRow], params: GroupParams, label_ok: bool,
                    summary: dict[str, Any]) -> list[MetricRow]:
@@ -270,7 +282,9 @@ def _baseline_part(ctx: AuditContext, attrs: list[AttributeInfo], joint: pd.Data
     """
     base = baseline_cells(joint)
     rows: list[MetricRow] = []
-    info: dict[str, Any] = {"column": ctx.prepared.baseline_column, "attributes": {}}
+    info: dict[str, Any] = {"column": ctx.prepared.baseline_column,
+                            "decision": baseline_decision(ctx.config.columns.baseline),
+                            "attributes": {}}
     for a in attrs:
         b_rows, _ = attribute_rows(a, base, params=params, label_ok=label_ok)
         b_rows = [dataclasses.replace(r, model=BASELINE_MODEL) for r in b_rows]

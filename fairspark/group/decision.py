@@ -11,7 +11,7 @@ from typing import Any
 from fairspark.audits import DecisionInput, DecisionLine, fmt_number, num
 from fairspark.audits.lines import row_number
 
-__all__ = ["DECISION_KEYS", "baseline_lines", "decision_lines", "unpaired"]
+__all__ = ["CHANGE_WORDS", "DECISION_KEYS", "baseline_lines", "decision_lines", "unpaired"]
 
 #: the comparisons whose clear gap is evidence in the decision box (no limit configured)
 DECISION_KEYS = ("statistical_parity_difference", "disparate_impact", "tpr_difference")
@@ -65,29 +65,40 @@ def _verdicts(rows: list[Mapping[str, Any]]
     return out
 
 
-def _size(metric: str, p: Mapping[str, Any]) -> str:
-    """Both values and how much further from (closer to) parity, with the Holm-adjusted
-    interval the verdict uses."""
-    w = num(p.get("worse")) or 0.0
-    return (f"{metric.replace('_', ' ')}: challenger {fmt_number(num(p.get('challenger')))}"
-            f" vs baseline {fmt_number(num(p.get('baseline')))}, {fmt_number(abs(w))} "
-            f"{'further from' if w > 0 else 'closer to'} parity, Holm-adjusted interval "
+#: the one name of the challenger-minus-baseline quantity the comparison judges
+#: (:func:`fairspark.metrics._core.distance_from_parity` of the challenger minus the
+#: baseline's; positive: the challenger is further from parity)
+CHANGE_WORDS = "change in distance from parity (challenger − baseline)"
+
+
+def _change(p: Mapping[str, Any]) -> str:
+    """The signed size and the interval the verdict uses, in the same units: the size
+    lies inside its interval."""
+    w = num(p.get("worse"))
+    return (f"{CHANGE_WORDS} {fmt_number(w, signed=True)}, "
+            f"{100 * float(p.get('ci_level', 0.95)):g}% Holm-adjusted interval "
             f"[{fmt_number(num(p.get('adj_lower')), signed=True)}, "
-            f"{fmt_number(num(p.get('adj_upper')), signed=True)}] (over "
+            f"{fmt_number(num(p.get('adj_upper')), signed=True)}]")
+
+
+def _size(metric: str, p: Mapping[str, Any]) -> str:
+    """Both values and the signed change in distance from parity, with the Holm-adjusted
+    interval the verdict uses."""
+    return (f"{metric.replace('_', ' ')}: challenger {fmt_number(num(p.get('challenger')))}"
+            f" vs baseline {fmt_number(num(p.get('baseline')))}, {_change(p)} (over "
             f"{p.get('family')} comparisons), p {fmt_number(num(p.get('p_holm')))}")
 
 
-def _headline(attr: str, word: str, metric: str, p: Mapping[str, Any]) -> str:
-    """One sentence for the top of the decision box: the verdict on ``attr``, the
-    metric, both values and the size with the interval the verdict uses."""
-    w = num(p.get("worse")) or 0.0
-    level = f"{100 * float(p.get('ci_level', 0.95)):g}%"
-    return (f"Challenger against baseline on {attr}: {word} ({metric.replace('_', ' ')} "
+def _headline(attr: str, word: str, metric: str, p: Mapping[str, Any],
+              baseline: str | None = None) -> str:
+    """One sentence for the top of the decision box: the verdict on ``attr`` against the
+    baseline named by its column and rule, the metric, both values and the signed size
+    with the interval the verdict uses."""
+    named = f" ({baseline})" if baseline else ""
+    return (f"Challenger against baseline{named} on {attr}: {word} "
+            f"({metric.replace('_', ' ')} "
             f"{fmt_number(num(p.get('challenger')))} vs baseline "
-            f"{fmt_number(num(p.get('baseline')))}: {fmt_number(abs(w))} "
-            f"{'further from' if w > 0 else 'closer to'} parity, {level} Holm-adjusted "
-            f"interval [{fmt_number(num(p.get('adj_lower')), signed=True)}, "
-            f"{fmt_number(num(p.get('adj_upper')), signed=True)}])")
+            f"{fmt_number(num(p.get('baseline')))}; {_change(p)})")
 
 
 def unpaired(row: Mapping[str, Any]) -> bool:
@@ -110,13 +121,15 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
 
     rows = [r for r in view.rows if r.get("model") == DIFFERENCE_MODEL]
     verdicts = _verdicts(rows)
+    info = (view.info or {}).get("baseline") or {}
+    named = info.get("decision") or info.get("column")
     out = []
     for attr in dict.fromkeys(a for a, _, _ in verdicts):
         mine = {m: v for (a, g, m), v in verdicts.items() if a == attr and g == "unprivileged"}
         worse = [m for m, (w, _) in mine.items() if w == "less fair"]
         better = [m for m, (w, _) in mine.items() if w == "fairer"]
         word = "less fair" if worse else "fairer" if better else "no difference beyond noise"
-        named = worse or better or list(mine)
+        shown = worse or better or list(mine)
         # each unprivileged value against the reference, where the challenger is worse
         groups = [f"less fair for {g}: {_size(m, v[1])}" for (a, g, m), v in verdicts.items()
                   if a == attr and g != "unprivileged" and v[0] == "less fair"]
@@ -124,12 +137,13 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
             audit="group", attribute=attr, metric="baseline",
             what=f"challenger against baseline: {word}",
             status="evidence" if worse or groups else "ok",
-            far="; ".join([_size(m, mine[m][1]) for m in named[:2]] + groups[:2]),
+            far="; ".join(([f"baseline {named}"] if named else [])
+                          + [_size(m, mine[m][1]) for m in shown[:2]] + groups[:2]),
             nxt=(f"{attr}: the paired differences (model {DIFFERENCE_MODEL}) in "
                  "metrics.parquet" if worse or groups else
                  "Nothing: the challenger is not less fair than the baseline on these rows."),
-            anchor=view.anchor, headline=_headline(attr, word, named[0], mine[named[0]][1])))
-    info = (view.info or {}).get("baseline") or {}
+            anchor=view.anchor,
+            headline=_headline(attr, word, shown[0], mine[shown[0]][1], baseline=named)))
     note = info.get("note")
     if out and note:  # the other audits did not look at the baseline: say so
         compared = " and ".join(info.get("compared_in") or ["group"])

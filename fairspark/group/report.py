@@ -467,10 +467,15 @@ def _comparison_view(comparison: list[Mapping[str, Any]], attr: str) -> list[dic
         if r is None:
             continue
         p = json.loads(r.get("params") or "{}")
-        lo, hi = p.get("worse_lower"), p.get("worse_upper")
-        reading = ("further from parity" if lo is not None and lo > 0 else
-                   "closer to parity" if hi is not None and hi < 0 else
-                   "no difference beyond noise")
+        w, lo, hi = p.get("worse"), p.get("worse_lower"), p.get("worse_upper")
+        word = ("further from parity" if lo is not None and lo > 0 else
+                "closer to parity" if hi is not None and hi < 0 else
+                "no difference beyond noise")
+        # the one signed comparison quantity: the change in distance from parity,
+        # challenger minus baseline (fairspark.metrics._core.distance_from_parity), with
+        # its own paired interval: the size lies inside it
+        reading = (f"{fmt_number(w, signed=True)} [{fmt_number(lo, signed=True)}, "
+                   f"{fmt_number(hi, signed=True)}]: {word}" if w is not None else word)
         out.append({"label": metric_label(m), "challenger": fmt_number(p.get("challenger")),
                     "baseline": fmt_number(p.get("baseline")),
                     "difference": _value(r, signed=True), "ci": _ci(r, signed=True),

@@ -38,9 +38,12 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
             # verdict's bound is on the raw mean (the null block's observed)
             raw = num(null.get("observed"))
             if ref is not None and bound is not None:
+                # the p that decides is the t test's (the bound is its critical value);
+                # the rank p beside it in summary.json cannot go below 1 / (K + 1)
                 said_p = "" if p is None else (
-                    f"; p = {p:.2g}, t test against {draws} null draws" if draws
-                    else f"; p = {p:.2g}")
+                    f"; p = {p:.2g}, the t test against {draws} null draws that decides "
+                    f"(a rank test over {draws} draws cannot give p below "
+                    f"{1 / (int(draws) + 1):.2g})" if draws else f"; p = {p:.2g}")
                 far = (f"gamma_max {row_number(r)} above the features-only reference (raw "
                        f"mean over splits {fmt_number(v if raw is None else raw)} against "
                        f"{fmt_number(ref)} for decisions that depend on the features alone; "

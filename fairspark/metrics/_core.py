@@ -28,6 +28,7 @@ cell, so many groups or many bootstrap samples are evaluated in one call.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -43,6 +44,8 @@ __all__ = [
     "RateSpec",
     "catalogue_from_counts",
     "compare_groups",
+    "distance_from_parity",
+    "metric_range",
     "group_rates",
     "inequality_indices",
     "rate_with_reason",
@@ -147,6 +150,58 @@ BASELINES: dict[str, MetricSpec] = {
         MetricSpec("pqp", "absolute", "ppv", "|PPV_u - PPV_p|", 0.0),
     ]
 }
+
+
+def distance_from_parity(kind: str, value: object) -> np.ndarray:
+    """How far ``value`` of a metric of ``kind`` is from parity: the one definition.
+
+    Every comparison of "further from parity" (the paired ``worse`` of a challenger
+    against a baseline, the ``no_worse_than_baseline`` limit that judges it, the limits'
+    words, the trends' better/worse and the decision box's headline) reads this.
+
+    - ``difference``, ``combined`` and ``absolute`` (fair at 0): ``|M|``;
+    - ``ratio`` (fair at 1): ``|ln M|``, symmetric in the two groups (swapping which
+      group is privileged turns ``M`` into ``1/M`` and keeps the distance): a disparate
+      impact of 0.5 and one of 2 are equally far from parity, where ``|M - 1|`` would
+      call 2 twice as far. ``M = 0`` is infinitely far; a negative or NaN ``M`` has no
+      distance (NaN).
+
+    Parameters
+    ----------
+    kind:
+        :attr:`MetricSpec.kind` (``difference``, ``ratio``, ``combined`` or ``absolute``).
+    value:
+        The metric's value (scalar or array).
+
+    Returns
+    -------
+    numpy.ndarray
+        The distance, same shape as ``value`` (a 0-d array for a scalar).
+    """
+    v = np.asarray(value, np.float64)
+    if kind == "ratio":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.abs(np.where(v >= 0, np.log(np.where(v >= 0, v, np.nan)), np.nan))
+    if kind in ("difference", "combined", "absolute"):
+        return np.abs(v)
+    raise ValueError(f"no distance from parity for a metric of kind {kind!r}")
+
+
+def metric_range(name: str) -> tuple[float, float] | None:
+    """The values a catalogue metric (or baseline) can take; ``None``: not one of them.
+
+    Ratios ``[0, inf)``; differences of rates and the average odds ``[-1, 1]``; the
+    absolute gaps and equalized odds (a maximum of absolute gaps) ``[0, 1]``. No printed
+    interval of the metric leaves this range.
+    """
+    spec = CATALOGUE.get(name) or BASELINES.get(name)
+    if spec is None:
+        return None
+    if spec.kind == "ratio":
+        return 0.0, math.inf
+    if spec.kind == "absolute" or name == "equalized_odds_difference":
+        return 0.0, 1.0
+    return -1.0, 1.0
 
 
 def _as(counts: Mapping[str, object], cell: str) -> np.ndarray:

@@ -40,9 +40,10 @@ term vanishes for rows drawn from the whole population). A rate has no parity, s
 ``worse`` is NaN; an index's parity is 0 and it is never negative, so its ``worse`` is
 its difference.
 
-"Worse" is further from parity: ``|M - fair|`` (fair 0 for differences, 1 for ratios;
-the absolute gaps are their own distance). ``worse = |M_c - fair| - |M_b - fair|`` gets
-the same kind of interval; positive means the challenger is further from parity. Near
+"Worse" is further from parity, by the one distance every part of fairspark uses
+(:func:`~fairspark.metrics._core.distance_from_parity`: ``|M|`` for differences and
+the absolute gaps, ``|ln M|`` for ratios). ``worse = dist(M_c) - dist(M_b)`` gets the
+same kind of interval; positive means the challenger is further from parity. Near
 a metric's fair value (an absolute gap or a distance at 0) the function has a kink
 and the linearisation is rough there.
 """
@@ -60,12 +61,13 @@ from fairspark.metrics._core import (
     CELLS,
     RATES,
     compare_groups,
+    distance_from_parity,
     group_rates,
     inequality_indices,
 )
 from fairspark.metrics._intervals import Weights, z_value
 
-__all__ = ["BASELINE_MODEL", "DIFFERENCE_MODEL", "INEQUALITY_KEYS", "PairedValue",
+__all__ = ["BASELINE_MODEL", "DIFFERENCE_MODEL", "DISTANCE_MODEL", "INEQUALITY_KEYS", "PairedValue",
            "baseline_cell", "marginal_cells", "paired_comparison", "paired_inequality",
            "paired_rates"]
 
@@ -77,6 +79,10 @@ INEQUALITY_KEYS = ("gei", "theil", "between_group_gei", "between_group_theil")
 BASELINE_MODEL = "baseline"
 #: ``model`` of the paired-difference rows: value = challenger minus baseline
 DIFFERENCE_MODEL = "challenger_minus_baseline"
+#: ``model`` of a ``no_worse_than_baseline`` limit's rows: value = the challenger's
+#: distance from parity minus the baseline's (``worse``), so that one key never holds
+#: two quantities of opposite signs (the metric's difference is ``DIFFERENCE_MODEL``'s)
+DISTANCE_MODEL = "distance_challenger_minus_baseline"
 
 _LABEL_OF = {"tp": 1, "fn": 1, "fp": 0, "tn": 0, "up": None, "un": None}
 _CELL_OF = {(1, 1): "tp", (1, 0): "fn", (0, 1): "fp", (0, 0): "tn",
@@ -151,8 +157,7 @@ def _metrics_at(x: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndar
 
 
 def _distance(name: str, v: np.ndarray) -> np.ndarray:
-    spec = _METRICS[name]
-    return np.abs(np.asarray(v, np.float64) - spec.fair_value)
+    return distance_from_parity(_METRICS[name].kind, v)
 
 
 def _perturbed(w: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -53,9 +53,10 @@ import numpy as np
 
 from fairspark._values import params_json
 from fairspark.audits.base import MetricRow
-from fairspark.metrics._core import BASELINES, CATALOGUE
-from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL
-from fairspark.status import Status, Verdict
+from fairspark.metrics._core import BASELINES, CATALOGUE, metric_range
+from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL, DISTANCE_MODEL
+from fairspark.nightly.not_evaluated import USABLE, not_evaluated_text, why_nothing
+from fairspark.status import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
@@ -65,19 +66,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from fairspark.audits.spec import AuditSpec
     from fairspark.config_model import LimitRule, LimitsConfig
 
-__all__ = ["Check", "adjust_pvalues", "adjusted_interval", "evaluate_limits", "family_level",
-           "gate_word", "interval_label", "limits_summary", "rule_text"]
+__all__ = ["NOT_EVALUATED", "Check", "adjust_pvalues", "adjusted_interval", "evaluate_limits",
+           "family_level", "gate_word", "interval_label", "limits_summary", "rule_text"]
 
 #: statuses of rows whose value a limit may judge
-_USABLE = frozenset({Status.OK, Status.INCONCLUSIVE, Status.NOT_CERTIFIED, Status.TIMED_OUT})
+_USABLE = USABLE
 _N = NormalDist()
 #: the group audit's rows that are not one unprivileged value against the reference
 _POOLED_GROUPS = frozenset({"unprivileged", "privileged", "all"})
 #: the rows of a baseline comparison (``columns.baseline``), judged only by a rule that
 #: names their model or by ``no_worse_than_baseline``
-_PAIRED_MODELS = frozenset({BASELINE_MODEL, DIFFERENCE_MODEL})
+_PAIRED_MODELS = frozenset({BASELINE_MODEL, DIFFERENCE_MODEL, DISTANCE_MODEL})
 #: role of a check: "gate" (may gate the run) or "pooled" (the extra pooled view)
 GATE, POOLED = "gate", "pooled"
+#: ``summary.json``'s ``limits.status`` when no rule made a check
+NOT_EVALUATED = "not evaluated"
 
 
 def rule_text(rule: LimitRule) -> str:
@@ -142,8 +145,11 @@ class Check:
         def eq(col: str, v: Any) -> Any:
             return history[col].isna() if v is None else history[col] == v
 
+        model = eq("model", r.get("model"))
+        if self.rule.no_worse_than_baseline is not None:  # written as the difference's before
+            model = history["model"].isin([DISTANCE_MODEL, DIFFERENCE_MODEL])
         return history[eq("attribute", r["attribute"]) & eq("group", r.get("group"))
-                       & eq("metric", r["metric"]) & eq("model", r.get("model"))
+                       & eq("metric", r["metric"]) & model
                        & (history["metric_b"] == rule_text(self.rule))]
 
     def persistence(self, history: pd.DataFrame | None) -> int:
@@ -178,6 +184,29 @@ def _level(row: dict[str, Any]) -> float:
     return 0.95
 
 
+def _log_scale(check: Check) -> bool:
+    """Whether a check is judged on the log scale: a ratio (disparate impact, every
+    ``*_ratio``) of one decision, with a positive value, interval and limits. Its own
+    interval is a log-scale one (``fairspark.metrics._intervals``), so its one-sided
+    tests and its adjusted interval are too: the adjusted ends stay positive."""
+    r, rule = check.row, check.rule
+    spec = CATALOGUE.get(str(r.get("metric")))
+    if spec is None or spec.kind != "ratio" or rule.no_worse_than_baseline is not None:
+        return False
+    vals = [r.get("value"), r.get("lower"), r.get("upper"), *(b for b, _ in _sides(rule))]
+    return all(isinstance(x, int | float) and math.isfinite(x) and x > 0 for x in vals)
+
+
+def _scaled(check: Check) -> tuple[float, float | None, float | None, list[tuple[float, bool]]]:
+    """(value, lower, upper, one-sided limits) on the scale the check is judged on."""
+    r = check.row
+    v, lo, hi, sides = r["value"], r.get("lower"), r.get("upper"), _sides(check.rule)
+    if _log_scale(check):
+        return (math.log(v), math.log(lo), math.log(hi),
+                [(math.log(b), up) for b, up in sides])
+    return v, lo, hi, sides
+
+
 def _one_sided(v: float, lo: float | None, hi: float | None, z: float, *, limit: float,
                upper_limit: bool) -> tuple[float, float]:
     """(p_violated, p_passed) for ``v <= limit`` (upper_limit) or ``v >= limit``."""
@@ -188,7 +217,9 @@ def _one_sided(v: float, lo: float | None, hi: float | None, z: float, *, limit:
         excess = limit - v
         se = ((hi - v) if excess > 0 else (v - lo)) / z if lo is not None and hi is not None else 0
     if not se or se <= 0 or not math.isfinite(se):
-        return (0.0, 1.0) if excess > 0 else (1.0, 0.0) if excess < 0 else (1.0, 1.0)
+        # no sampling error: the value is exact, and a value at the limit is within it
+        # (limits are inclusive: an identical baseline passes a margin-0 no-worse check)
+        return (0.0, 1.0) if excess > 0 else (1.0, 0.0)
     t = excess / se
     return 1.0 - _N.cdf(t), _N.cdf(t)
 
@@ -266,6 +297,12 @@ def adjusted_interval(check: Check) -> tuple[float | None, float | None]:
     - for "passed": :func:`family_level` of the "passed" family (intersection-union, no
       split).
 
+    A ratio (disparate impact, every ``*_ratio``) is judged on the log scale, where its
+    own interval is symmetric: value, ends and limits are logged, rescaled as above and
+    the ends exponentiated, so they stay positive. Any other catalogue metric's ends
+    are clipped to its range (:func:`fairspark.metrics._core.metric_range`), which
+    never moves an end across a limit inside the range.
+
     For a one-sided rule each end decides one test. For a two-sided rule one end faces
     both (e.g. the lower end: "passed" against the minimum, "violated" against the
     maximum); it is taken at the level of the test that decided the check, and at the
@@ -280,12 +317,12 @@ def adjusted_interval(check: Check) -> tuple[float | None, float | None]:
         ``(None, None)`` when the row has no interval.
     """
     r = check.row
-    v, lo, hi = r["value"], r.get("lower"), r.get("upper")
+    lo, hi = r.get("lower"), r.get("upper")
     if lo is None or hi is None or any(isinstance(x, float) and math.isnan(x)
                                        for x in (lo, hi)):
         return None, None
+    v, lo, hi, sides = _scaled(check)
     z = _N.inv_cdf(0.5 + _level(r) / 2)
-    sides = _sides(check.rule)
     a_v = check.alpha_violated / len(sides)
     a_p = check.alpha_passed
 
@@ -305,14 +342,18 @@ def adjusted_interval(check: Check) -> tuple[float | None, float | None]:
         else:
             f = scale(a_v) if faces_v else scale(a_p)
         ends.append(v + sign * width * f)
+    if _log_scale(check):
+        ends = [math.exp(e) for e in ends]
+    rng = metric_range(str(r.get("metric"))) if r.get("model") != DIFFERENCE_MODEL else None
+    if rng is not None:  # a difference of rates never leaves [-1, 1], a gap [0, 1]
+        ends = [min(max(e, rng[0]), rng[1]) for e in ends]
     return float(ends[0]), float(ends[1])
 
 
 def _statistical(check: Check) -> None:
-    r, rule = check.row, check.rule
-    v, lo, hi = r["value"], r.get("lower"), r.get("upper")
+    r = check.row
+    v, lo, hi, sides = _scaled(check)
     z = _N.inv_cdf(0.5 + _level(r) / 2)
-    sides = _sides(rule)
     pv, pp = [], []
     for limit, upper in sides:
         a, b = _one_sided(v, lo, hi, z, limit=limit, upper_limit=upper)
@@ -427,15 +468,15 @@ def _find_checks(
             else:
                 found += [r for r in rows if r.get("audit") == audit and _matches(rule, r)]
         if not found and not pooled:
-            unmatched.append(f"limit {rule_text(rule)} matched no result row"
-                             + (f" (attribute {rule.attribute!r})" if rule.attribute else ""))
+            unmatched.append(not_evaluated_text(rule_text(rule), why_nothing(rule, rows)))
         if rule.no_worse_than_baseline is not None:
             had = bool(found or pooled)
             found = [w for r in found if (w := _worse_row(r)) is not None]
             pooled = [w for r in pooled if (w := _worse_row(r)) is not None]
             if had and not found and not pooled:  # e.g. HFM's differences: no "worse"
-                unmatched.append(f"limit {rule_text(rule)} matched no paired row that says "
-                                 "how much further from parity the challenger is")
+                unmatched.append(not_evaluated_text(
+                    rule_text(rule),
+                    "no paired row says how much further from parity the challenger is"))
         for r in found:
             kind = "bounds" if r["audit"] in bounds else "statistical"
             checks.append(Check(rule=rule, row=r, kind=kind))
@@ -505,7 +546,10 @@ def _limit_row(c: Check, limits: LimitsConfig, n_family: int) -> MetricRow:
               if c.kind == "statistical" else {})
     return MetricRow(
         audit="limits", attribute=r["attribute"], group=r.get("group"), metric=r["metric"],
-        metric_b=rule_text(c.rule), model=r.get("model"), value=r["value"],
+        metric_b=rule_text(c.rule),
+        # a no-worse check's value is "worse", not the metric's difference: its own model
+        model=DISTANCE_MODEL if c.rule.no_worse_than_baseline is not None else r.get("model"),
+        value=r["value"],
         # the interval the verdict uses; the source row's own is in params
         lower=c.lower_adj, upper=c.upper_adj, status=c.verdict,
         detail=(f"{rule_text(c.rule)} [{r['audit']}]: {c.verdict}; {how}{gate}; "
@@ -564,6 +608,11 @@ def limits_summary(checks: list[Check], unmatched: list[str], *, limits: LimitsC
                    fail_on_violation: bool) -> dict[str, Any]:
     """``summary.json``'s ``limits``: counts, and gate fields that agree with the exit code.
 
+    ``status``: ``violated``, ``inconclusive``, ``passed``, or ``not evaluated`` when no
+    rule made a check (never ``passed`` for a gate that judged nothing);
+    ``not_evaluated``: each rule that made no check, with its sentence
+    (:func:`fairspark.nightly.not_evaluated.not_evaluated_text`: *"not evaluated (0
+    checks: why)"*);
     ``would_gate``: some check is violated for its required runs in a row;
     ``gates``: it also fails the run (``would_gate`` and ``fail_on_violation``), so
     ``gates: true`` never sits beside ``exit_code: 0``. Pooled views are counted apart
@@ -572,9 +621,17 @@ def limits_summary(checks: list[Check], unmatched: list[str], *, limits: LimitsC
     gating = [c for c in checks if c.role == GATE]
     would = any(c.would_gate for c in gating)
     verdicts = [c.verdict for c in gating]
+    judged = {id(c.rule) for c in checks}
+    # a rule that made no check judged nothing: said so, never counted as passed
+    not_evaluated = [{"rule": rule_text(r), "checks": 0,
+                      "text": next((m for m in unmatched
+                                    if m.startswith(f"limit {rule_text(r)}: not evaluated")),
+                                   not_evaluated_text(rule_text(r), "no result row matched"))}
+                     for r in limits.rules if id(r) not in judged]
     info: dict[str, Any] = {
         "status": Verdict.VIOLATED if Verdict.VIOLATED in verdicts else
-                  Verdict.INCONCLUSIVE if Verdict.INCONCLUSIVE in verdicts else Verdict.PASSED,
+                  Verdict.INCONCLUSIVE if Verdict.INCONCLUSIVE in verdicts else
+                  Verdict.PASSED if gating else NOT_EVALUATED,
         "gates": bool(would and fail_on_violation),
         "would_gate": would,
         "fail_on_violation": bool(fail_on_violation),
@@ -584,6 +641,7 @@ def limits_summary(checks: list[Check], unmatched: list[str], *, limits: LimitsC
         "inconclusive": verdicts.count(Verdict.INCONCLUSIVE),
         "pooled": sum(1 for c in checks if c.role == POOLED),
         "unmatched": unmatched,
+        "not_evaluated": not_evaluated,
         "correction": limits.correction,
         "alpha": limits.alpha,
         "min_rank_rows": limits.min_rank_rows,

@@ -111,6 +111,10 @@ def limit_excess(value: Any, rule: Any) -> float:
         return -math.inf
     get = (lambda k: rule.get(k)) if isinstance(rule, dict) else (lambda k: getattr(rule, k))
     parts = []
+    worse = get("no_worse_than_baseline")
+    if worse is not None:  # the value is "worse": beyond when above the margin
+        margin = worse.get("margin") if isinstance(worse, dict) else worse.margin
+        parts.append(v - float(margin or 0.0))
     if get("abs_max") is not None:
         parts.append(abs(v) - float(get("abs_max")))
     if get("max") is not None:

@@ -104,12 +104,14 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str,
     if margin is not None:  # the row's value is "worse": further from parity, paired
         whole = " (wholly above the margin)" if lo is not None and lo > margin else (
             " (wholly below the margin)" if hi is not None and hi <= margin else "")
-        side = "further from" if v > 0 else "closer to"
-        # the numbers of the interval the verdict uses (adjusted under a correction)
+        side = "further from" if v > 0 else "closer to" if v < 0 else "as far from"
+        # the numbers of the interval the verdict uses (adjusted under a correction); the
+        # one signed quantity of the comparison, its size inside its interval
         shown = (f", {iv.removeprefix('whole ')} [{_f(lo, signed=True)}, "
                  f"{_f(hi, signed=True)}]" if lo is not None and hi is not None else "")
-        parts.append((v - margin, f"{short}: the challenger is {_f(abs(v))} {side} parity "
-                      f"than the baseline (margin {margin:g}){shown}", whole))
+        parts.append((v - margin, f"{short}: change in distance from parity (challenger − "
+                      f"baseline) {_f(v, signed=True)}, {side} parity than the baseline "
+                      f"(margin {margin:g}){shown}", whole))
     if _num(rule.get("min")) is not None:
         m = float(rule["min"])
         whole = f" ({iv} below)" if hi is not None and hi < m else (
@@ -327,10 +329,23 @@ def _gate_sentence(summary: Mapping[str, Any], failed: list[str]) -> dict[str, s
             "violated: failing on a violation is switched off (limits.fail_on_violation: "
             "false or --no-fail-on-violation). With it on, this run would fail with exit "
             "code 3.")}
+    unjudged = [str(x.get("text") or x.get("rule")) for x in limits.get("not_evaluated") or []
+                if isinstance(x, Mapping)]
+    nothing = "; ".join(unjudged)
     if n_viol:
         return {"kind": "nogate-violated", "text": (
             f"This run does not gate (exit code {code}): {n_viol} limit(s) are violated, "
-            "but not yet for their required number of consecutive runs.")}
+            "but not yet for their required number of consecutive runs."
+            + (f" Not evaluated: {nothing}." if nothing else ""))}
+    if not limits.get("checks"):  # a gate that judged nothing never reads as passed
+        return {"kind": "nogate-violated", "text": (
+            f"This run does not gate (exit code {code}), but no configured limit was "
+            f"evaluated: {nothing or 'no limit made a check'}.")}
+    if nothing:
+        return {"kind": "nogate-violated", "text": (
+            f"This run does not gate (exit code {code}): no evaluated limit is violated "
+            f"({limits.get('passed', 0)} passed, {limits.get('inconclusive', 0)} "
+            f"inconclusive); {len(unjudged)} limit(s) not evaluated: {nothing}.")}
     return {"kind": "nogate", "text": (
         f"This run does not gate (exit code {code}): no configured limit is violated "
         f"({limits.get('passed', 0)} passed, {limits.get('inconclusive', 0)} inconclusive).")}
@@ -534,6 +549,13 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     text += (f"; favourable outcome: {fav_words} ({shown})" if fav_words
              else f"; favourable outcome: {shown}")
     out.append(("Decision", text))
+    # champion against challenger: the audit that names the baseline's rule
+    bases = [a["baseline"] for a in (summary.get("audits") or {}).values()
+             if isinstance((a or {}).get("baseline"), Mapping)]
+    base = next((b for b in bases if b.get("decision")), bases[0] if bases else {})
+    if base.get("decision") or base.get("column"):
+        out.append(("Baseline", f"{base.get('decision') or 'column ' + str(base['column'])}"
+                    " (the decision compared with on the same rows)"))
     if inp.get("label"):
         out.append(("Label", f"column {inp['label']}"
                     + (f"; favourable: {lab_value}" if lab_value else "")))

@@ -11,6 +11,7 @@ from markupsafe import escape
 from fairspark._values import nan_to_none
 from fairspark.audits.base import ReportSection
 from fairspark.audits.lines import fmt_plain, row_number, row_text
+from fairspark.metrics._core import distance_from_parity
 from fairspark.nightly.trend_groups import breached as _breached
 from fairspark.nightly.trend_groups import (
     limit_lines,
@@ -94,8 +95,10 @@ def fair_value(metric: str) -> float | None:
 def badness(metric: str, value: float | None) -> float | None:
     """How unfair ``value`` of ``metric`` is (larger = worse; ``None``: no direction).
 
-    Distance from the fair value: ``|v|`` for differences and delta, ``|ln v|`` for
-    ratios (0.5 and 2 are equally far from 1); for df, DR and gamma the value itself (a
+    Distance from the fair value, the one definition
+    (:func:`fairspark.metrics._core.distance_from_parity`): ``|v|`` for differences and
+    delta, ``|ln v|`` for ratios (0.5 and 2 are equally far from 1; a ratio at or below 0
+    is infinitely far); for df, DR and gamma the value itself (a
     negative df or gamma is no separation at all, and lower is better).
     """
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -105,9 +108,9 @@ def badness(metric: str, value: float | None) -> float | None:
         return None
     if metric in ("df", "DR") or metric.startswith("gamma"):
         return float(value)
-    if fair == 1.0:
-        return math.inf if value <= 0 else abs(math.log(value))
-    return abs(float(value))
+    # the one distance from parity (fairspark.metrics._core.distance_from_parity)
+    d = float(distance_from_parity("ratio" if fair == 1.0 else "difference", value))
+    return math.inf if fair == 1.0 and value <= 0 else d
 
 
 def _scale(metric: str, *xs: float | None) -> tuple[Any, str]:

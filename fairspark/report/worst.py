@@ -38,6 +38,9 @@ def _get(rule: Any, key: str) -> Any:
 def excess(x: float, rule: Any) -> float:
     """Signed distance of ``x`` beyond ``rule`` (> 0: beyond the limit)."""
     parts = []
+    worse = _get(rule, "no_worse_than_baseline")
+    if worse is not None:  # x is "worse" (further from parity than the baseline)
+        parts.append(x - float(_get(worse, "margin") or 0.0))
     if _get(rule, "abs_max") is not None:
         parts.append(abs(x) - float(_get(rule, "abs_max")))
     if _get(rule, "max") is not None:
