@@ -181,9 +181,12 @@ def _probe_worker(_: object) -> str:  # runs in a Python worker
     import pandas  # noqa: F401 - the pandas UDFs need it
     import pyarrow  # noqa: F401
 
-    import fairspark
+    # importing a module of the package runs fairspark/__init__ first, as before; named
+    # so, the import graph has no edge back to the package (tests/test_layers.py), which
+    # every module that asks is_connect would otherwise close into a cycle
+    from fairspark._version import __version__
 
-    return fairspark.__version__
+    return __version__
 
 
 def check_python_workers(spark: SparkSession, *, log_level: str = "WARN") -> None:

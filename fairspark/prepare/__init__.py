@@ -105,6 +105,19 @@ def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views
             (cells, _joint_cells(groups, all_views, config)))
 
 
+def _feature_encoder(prepared: PreparedData, df: DataFrame, plan: Any, config: Config,
+                     view_cols: list[str]) -> _FeatureEncoder:
+    """The builder of ``prepared.df``: it encodes the persisted rows when an audit built
+    them (or the staged flow did), else their plan (the encoded table is then the run's
+    one cache)."""
+    return _FeatureEncoder(
+        lambda: prepared.base_df if prepared.base_df is not None else _base_rows(df, plan, config),
+        plan.numeric, plan.categorical, prepared.feature_min, prepared.feature_max,
+        view_cols=view_cols, context=prepared.context_columns,
+        # the preparation counted the values approximately (5 % error)
+        max_labels=2 * config.preparation.max_categories + 100)
+
+
 def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None) -> PreparedData:
     """Check the input and count its groups in one aggregation; rows and features lazily.
 
@@ -174,14 +187,7 @@ def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None
         context_columns=_context_columns(plan, config),
         feature_types={c: plan.types[c] for c in plan.features},
     )
-    prepared.build_features = _FeatureEncoder(
-        # the persisted rows when an audit built them (or the staged flow did), else
-        # their plan: the encoded table is then the run's one cache
-        lambda: prepared.base_df if prepared.base_df is not None else _base_rows(df, plan, config),
-        plan.numeric, plan.categorical, fmin, fmax, view_cols=view_cols,
-        context=prepared.context_columns,
-        # the preparation counted the values approximately (5 % error)
-        max_labels=2 * config.preparation.max_categories + 100)
+    prepared.build_features = _feature_encoder(prepared, df, plan, config, view_cols)
     log.info(
         "prepared %d of %d rows (%d dropped, %d unlabelled); %d features",
         stats.audited, stats.rows, stats.dropped, stats.unlabelled, len(plan.features),
