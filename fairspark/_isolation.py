@@ -1,9 +1,10 @@
-"""One audit in isolation: its Spark job group, its time budget, its failures, its section.
+"""One audit in isolation: its Spark jobs, its time budget, its failures, its section.
 
-:func:`_run_with_budget` runs an audit in its own job group and, past its
-``timeout_s``, cancels the group and keeps the audit's last partial result
-(:func:`_timed_out`); :func:`_run_one` turns any failure of the audit into a failed
-outcome instead of an exception, so the other audits run; :func:`_render` draws the
+:func:`_run_with_budget` runs an audit in its own scope of Spark jobs (a job group,
+or a session tag on Spark Connect) and, past its ``timeout_s``, cancels them and
+keeps the audit's last partial result (:func:`_timed_out`); :func:`_run_one` turns any
+failure of the audit into a failed outcome instead of an exception, so the other
+audits run; :func:`_render` draws the
 audit's report sections apart from its numbers. :mod:`fairspark.runner` runs every
 enabled audit through these.
 """
@@ -105,48 +106,45 @@ def _timed_out(name: str, ctx: AuditContext, budget: float) -> tuple[AuditOutcom
 
 
 def _run_with_budget(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[AuditOutcome, dict]:
-    """Run an audit in its own Spark job group; past ``params.timeout_s`` cancel it.
+    """Run an audit in its own scope of Spark jobs; past ``params.timeout_s`` cancel them.
 
-    Every audit's Spark jobs carry the job group ``fairspark-<audit>-<id>`` (the
-    status tracker and the Spark UI show which audit a stage belongs to). With a
-    budget the audit runs in a thread; when the budget runs out its job group is
-    cancelled and its last partial result is kept.
+    Every audit's Spark jobs carry the scope ``fairspark-<audit>-<id>`` (on a classic
+    session a job group, which the status tracker and the Spark UI show; on Spark
+    Connect a session tag; :mod:`fairspark._jobs`). With a budget the audit runs in a
+    thread; when the budget runs out its jobs are cancelled and its last partial
+    result is kept.
     """
-    from pyspark import InheritableThread
+    from fairspark._jobs import cancel_scope, in_scope, scope_thread
 
     name = spec.name
     budget = getattr(params, "timeout_s", None)
-    sc = ctx.spark.sparkContext
-    group = f"fairspark-{name}-{uuid.uuid4().hex[:8]}"
+    spark = ctx.spark
+    scope = f"fairspark-{name}-{uuid.uuid4().hex[:8]}"
     if budget is None:
-        sc.setJobGroup(group, f"fairspark audit {name}", interruptOnCancel=True)
-        try:
+        with in_scope(spark, scope, f"fairspark audit {name}"):
             return _run_one(spec, ctx, params)
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
     ctx.deadline = time.monotonic() + budget
     box: dict[str, Any] = {}
 
     def target() -> None:
-        sc.setJobGroup(group, f"fairspark audit {name}", interruptOnCancel=True)
-        box["result"] = _run_one(spec, ctx, params)
+        with in_scope(spark, scope, f"fairspark audit {name}"):
+            box["result"] = _run_one(spec, ctx, params)
 
-    thread = InheritableThread(target=target, daemon=True)
+    thread = scope_thread(spark, target)
     thread.start()
     thread.join(budget)
     if "result" in box:
         return box["result"]
     ctx.cancelled = True  # time_left() is 0 from now on: the audit's loops stop at their check
     log.warning("audit %s: time budget of %g s exhausted; cancelling its Spark jobs", name, budget)
-    sc.cancelJobGroup(group)
+    cancel_scope(spark, scope)
     # let it unwind, cancelling the jobs it still starts, for at most budget + 4 s (so
     # that an audit stage ends within 2x its budget + 5 s); a thread still running in
     # driver-side Python then is abandoned and stops at its next time check
     end = time.monotonic() + min(budget + _GRACE_S, _MAX_GRACE_S)
     while thread.is_alive() and time.monotonic() < end:
         thread.join(min(0.5, max(end - time.monotonic(), 0.0)))
-        _cancel_active(sc, group)
+        _cancel_active(spark, scope)
     if thread.is_alive():
         log.warning("audit %s did not stop within %g s of its budget; left to stop at its "
                     "next time check", name, min(budget + _GRACE_S, _MAX_GRACE_S))
@@ -157,14 +155,14 @@ def _run_with_budget(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[A
 _GRACE_S, _MAX_GRACE_S = 4.0, 30.0
 
 
-def _cancel_active(sc: Any, group: str) -> None:
-    """Cancel the job group again if it has active jobs (started after the first cancel)."""
+def _cancel_active(spark: Any, scope: str) -> None:
+    """Cancel the audit's jobs again if it has active ones (started after the first cancel)."""
+    from fairspark._jobs import cancel_scope_if_active
+
     try:
-        tracker = sc.statusTracker()
-        if set(tracker.getJobIdsForGroup(group)) & set(tracker.getActiveJobsIds()):
-            sc.cancelJobGroup(group)
+        cancel_scope_if_active(spark, scope)
     except Exception as err:  # noqa: BLE001 - best effort while the audit unwinds
-        log.debug("could not cancel job group %s: %s", group, err)
+        log.debug("could not cancel the jobs of %s: %s", scope, err)
 
 
 def _render(spec: AuditSpec, outcome: AuditOutcome, ctx: AuditContext, params: Any,

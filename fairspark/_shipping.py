@@ -22,8 +22,8 @@ class Shipped:
     value:
         What the tasks read (picklable; numpy arrays of a capped sample).
     how:
-        ``auto`` (a broadcast where possible, else the closure), ``broadcast`` (an
-        error where there is no SparkContext) or ``closure``.
+        ``auto`` (a broadcast on a classic session, the closure on Spark Connect),
+        ``broadcast`` (an error on Spark Connect) or ``closure``.
 
     Attributes
     ----------
@@ -36,18 +36,20 @@ class Shipped:
     def __init__(self, spark: Any, value: Any, *, how: str = "auto") -> None:
         if how not in ("auto", "broadcast", "closure"):
             raise ValueError(f"shipping must be auto, broadcast or closure, got {how!r}")
+        from fairspark.session import is_connect
+
+        connect = is_connect(spark)
+        if how == "broadcast" and connect:
+            raise ValueError("shipping 'broadcast' needs a classic session: a Spark Connect "
+                             "session has no broadcast variables (use 'auto' or 'closure')")
         self.token = uuid.uuid4().hex
         self._bc = None
         self._value = None
         self.how = "closure"
-        if how != "closure":
-            try:
-                self._bc = spark.sparkContext.broadcast(value)
-                self.how = "broadcast"
-            except Exception:
-                if how == "broadcast":
-                    raise
-        if self._bc is None:
+        if how != "closure" and not connect:
+            self._bc = spark.sparkContext.broadcast(value)
+            self.how = "broadcast"
+        else:
             self._value = value
 
     @property

@@ -15,7 +15,8 @@ previous one's answer, so the cleanup's file-system calls fail, the lock and the
 staging folder stay and ``spark.stop()`` raises. So the handler
 
 - cancels the running Spark jobs from a thread of its own (its own Py4J connection),
-  and logs which (``cancelled the running Spark job 12``);
+  and logs which (``cancelled the running Spark job 12``; on Spark Connect it
+  interrupts the session's operations, :func:`fairspark._jobs.cancel_all`);
 - raises at once when the main thread is in fairspark's own code, and otherwise
   (inside pyspark or Py4J) sets a trace on the frames that called into them, so that
   the stop is raised at the first line of fairspark's code that runs once that call
@@ -127,8 +128,9 @@ def _library_dirs() -> tuple[tuple[str, ...], str]:
     import py4j
     import pyspark
 
-    libs = tuple(os.path.dirname(m.__file__) + os.sep for m in (py4j, pyspark)
-                 if m.__file__)
+    # a Spark Connect client waits in gRPC's code (imported only by a Connect session)
+    mods = (py4j, pyspark, *[m for m in (sys.modules.get("grpc"),) if m is not None])
+    libs = tuple(os.path.dirname(m.__file__) + os.sep for m in mods if m.__file__)
     return libs, sysconfig.get_paths()["stdlib"] + os.sep
 
 
@@ -136,9 +138,10 @@ def _callers_of_library(frame: FrameType | None) -> list[FrameType]:
     """The frames that called into pyspark/Py4J, when the main thread is inside them.
 
     Walks out from the frame the handler interrupted through the frames of pyspark,
-    Py4J and the standard library (``socket``, ``contextlib``); when one of pyspark's
-    or Py4J's is among them, the frames beyond (fairspark's, the caller's) are
-    returned, innermost first. Empty: the main thread is in fairspark's own code.
+    Py4J, gRPC (a Spark Connect client's calls) and the standard library (``socket``,
+    ``contextlib``); when one of pyspark's, Py4J's or gRPC's is among them, the frames
+    beyond (fairspark's, the caller's) are returned, innermost first. Empty: the main
+    thread is in fairspark's own code.
     """
     libs, stdlib = _library_dirs()
     inside = False
@@ -177,55 +180,59 @@ def _raise_on_return(callers: list[FrameType], signum: int) -> None:
     sys.settrace(lambda *_a: None)  # tracing on in this thread; new frames untraced
 
 
-def _spark_context(get_spark: Callable[[], Any] | None) -> Any:
-    spark = get_spark() if get_spark is not None else None
-    if spark is None:
-        return None
-    try:
-        return spark.sparkContext
-    except Exception:  # noqa: BLE001 - Spark Connect: no context
-        return None
+def _session(get_spark: Callable[[], Any] | None) -> Any:
+    return get_spark() if get_spark is not None else None
 
 
-def _cancel(sc: Any) -> list[int]:
+def _cancel(spark: Any) -> list[str]:
     """Cancel every running Spark job; log the ones not logged yet. Returns those running."""
-    tracker = sc.statusTracker()
-    active = sorted(tracker.getActiveJobsIds())
-    if active:
-        sc.cancelAllJobs()
-        new = [j for j in active if j not in _STATE["logged"]]
-        if new:
-            _STATE["logged"].update(new)
-            log.warning("cancelled the running Spark job%s %s", "s" if len(new) > 1 else "",
-                        ", ".join(map(str, new)))
+    from fairspark._jobs import cancel_all
+
+    active = cancel_all(spark)
+    new = [j for j in active if j not in _STATE["logged"]]
+    if new:
+        _STATE["logged"].update(new)
+        log.warning("cancelled the running Spark %s %s",
+                    _what(spark) + ("s" if len(new) > 1 else ""), ", ".join(new))
     return active
 
 
-def _running(sc: Any) -> list[int]:
+def _what(spark: Any) -> str:
+    from fairspark.session import is_connect
+
+    return "operation" if is_connect(spark) else "job"
+
+
+def _running(spark: Any) -> list[str]:
     """Cancel the running jobs; the cancelled jobs that still have a task running.
 
     A cancelled job ends before its killed tasks do (a task stops at its next
-    interruption check): the stages' active tasks say when they have.
+    interruption check): on a classic session the stages' active tasks say when they
+    have; a Connect session shows operations only (:func:`fairspark._jobs.cancel_all`).
     """
-    tracker = sc.statusTracker()
-    busy = set(_cancel(sc))
-    for job in sorted(_STATE["logged"]):
-        info = tracker.getJobInfo(job)
-        for stage in (info.stageIds if info is not None else ()):
-            st = tracker.getStageInfo(stage)
-            if st is not None and st.numActiveTasks > 0:
-                busy.add(job)
+    from fairspark._jobs import tasks_still_running
+
+    busy = set(_cancel(spark))
+    busy.update(tasks_still_running(spark, sorted(_STATE["logged"])))
     return sorted(busy)
 
 
-def _canceller(sc: Any) -> None:
+def _quieten(spark: Any) -> None:
+    """Spark's log at ``FATAL`` (a classic session's; a Connect server logs on its own)."""
+    from fairspark.session import is_connect
+
+    if not is_connect(spark):
+        with contextlib.suppress(Exception):
+            spark.sparkContext.setLogLevel("FATAL")
+
+
+def _canceller(spark: Any) -> None:
     """Thread: quieten Spark's log and cancel the jobs until the stop is raised."""
     end = time.monotonic() + 2 * WAIT_S
-    with contextlib.suppress(Exception):
-        sc.setLogLevel("FATAL")
+    _quieten(spark)
     while not _STATE["raised"] and time.monotonic() < end:
         try:
-            _cancel(sc)
+            _cancel(spark)
         except Exception as err:  # noqa: BLE001 - best effort: the JVM may be stopping
             log.debug("could not cancel the Spark jobs: %s", err)
             return
@@ -235,17 +242,17 @@ def _canceller(sc: Any) -> None:
 def _raise_stop(signum: int, get_spark: Callable[[], Any] | None) -> None:
     """Main thread, outside pyspark/Py4J: wait for the cancelled jobs, then raise."""
     _STATE["raised"] = True
-    sc = _spark_context(get_spark)
-    if sc is not None:
+    spark = _session(get_spark)
+    if spark is not None:
         try:
-            sc.setLogLevel("FATAL")
+            _quieten(spark)
             end = time.monotonic() + WAIT_S
-            while _running(sc) and time.monotonic() < end:
+            while _running(spark) and time.monotonic() < end:
                 time.sleep(0.1)
-            left = _running(sc)
+            left = _running(spark)
             if left:
-                log.warning("Spark jobs %s still run %g s after the cancel; cleaning up",
-                            ", ".join(map(str, left)), WAIT_S)
+                log.warning("Spark %ss %s still run %g s after the cancel; cleaning up",
+                            _what(spark), ", ".join(left), WAIT_S)
             else:
                 log.warning("no Spark job is running; cleaning up")
         except Exception as err:  # noqa: BLE001 - the JVM may be gone: stop anyway
@@ -279,9 +286,9 @@ def signals_end_the_run(get_spark: Callable[[], Any]) -> Iterator[Callable[[], N
             log.warning("received %s: stopping the run", name)
             # pyspark warns with the cancelled job's Java stack (toPandas' Arrow path)
             warnings.filterwarnings("ignore", category=UserWarning, module="pyspark")
-            sc = _spark_context(get_spark)
-            if sc is not None:
-                threading.Thread(target=_canceller, args=(sc,), daemon=True,
+            spark = _session(get_spark)
+            if spark is not None:
+                threading.Thread(target=_canceller, args=(spark,), daemon=True,
                                  name="fairspark-cancel").start()
         callers = _callers_of_library(frame)
         if callers:  # inside a call into pyspark/Py4J: raise once it has returned

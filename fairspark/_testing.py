@@ -98,7 +98,13 @@ class InjectedTaskFailureError(RuntimeError):
 
 def arm_from_environment(spark: SparkSession) -> str | None:
     """Driver side: copy the environment switches into Spark local properties."""
+    from fairspark.session import is_connect
+
     tags = os.environ.get(_ENV)
+    if tags and is_connect(spark):
+        # the hook travels as a local property, which a Connect client cannot set
+        sys.stderr.write(f"fairspark test hook: {_ENV} needs a classic session; ignored\n")
+        return None
     if tags:
         spark.sparkContext.setLocalProperty(FAIL_FIRST_ATTEMPT_PROPERTY, tags)
         hold = os.environ.get(_HOLD_ENV)

@@ -5,9 +5,10 @@ a :class:`Progress` and calls :meth:`Progress.update` with what is done of how m
 the update is logged when ``every_s`` seconds have passed since the last line (and at
 the end), with the elapsed time and an estimate of the rest, and handed to the run's
 progress sink (``AuditContext.progress``), which the runner writes into the running
-``_status/run_date=<D>.json``. Inside one Spark job :func:`follow_tasks` polls Spark's
-status tracker from a driver thread for the finished tasks of the job group the stage
-runs in, so a long job reports between its start and its end.
+``_status/run_date=<D>.json``. Inside one Spark job :func:`follow_tasks` polls the
+finished tasks of the jobs the stage runs (Spark's status tracker for the stage's job
+group on a classic session, the server's progress messages on Spark Connect) from a
+driver thread, so a long job reports between its start and its end.
 """
 
 from __future__ import annotations
@@ -108,67 +109,40 @@ class Progress:
                 log.debug("progress sink failed: %s", err)
 
 
-def _group_tasks(tracker: Any, group: str | None, before: set[int]) -> tuple[int, int]:
-    """Finished and total tasks of the jobs of ``group`` started since ``before``."""
-    ids = tracker.getJobIdsForGroup(group) if group else []
-    done = total = 0
-    for jid in ids:
-        if jid in before:
-            continue
-        job = tracker.getJobInfo(jid)
-        for sid in (job.stageIds if job is not None else []):
-            st = tracker.getStageInfo(sid)
-            if st is not None:
-                done += int(st.numCompletedTasks)
-                total += int(st.numTasks)
-    return done, total
-
-
 @contextlib.contextmanager
 def follow_tasks(spark: SparkSession,
                  on_tick: Callable[[int, int], None] | None) -> Iterator[None]:
     """Poll the finished tasks of the Spark jobs run inside the block.
 
     ``on_tick(done, total)`` is called from a daemon thread every :data:`POLL_S`
-    seconds while the block runs. The jobs are found through the block's job group
-    (the runner gives every audit one); without a group the block runs in a fresh
-    one, restored afterwards. Without a SparkContext (Spark Connect) or with
-    ``on_tick`` None nothing is followed.
+    seconds while the block runs and tasks are known. On a classic session the jobs
+    are found through the block's job group (the runner gives every audit one; without
+    one the block runs in a fresh one, restored afterwards) and Spark's status
+    tracker; on Spark Connect from the progress messages the server sends with the
+    session's operations (:func:`fairspark._jobs.follow_scope`). With ``on_tick`` None
+    nothing is followed.
     """
-    try:
-        sc = spark.sparkContext if on_tick is not None else None
-    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
-        sc = None
-    if sc is None:
+    from fairspark._jobs import follow_scope
+
+    if on_tick is None:
         yield
         return
-    tracker = sc.statusTracker()
-    group = sc.getLocalProperty("spark.jobGroup.id")
-    own = group is None
-    if own:
-        import uuid
+    with follow_scope(spark) as counts:
+        stop = threading.Event()
 
-        group = f"fairspark-progress-{uuid.uuid4().hex[:8]}"
-        sc.setJobGroup(group, "fairspark", interruptOnCancel=True)
-    before = set(tracker.getJobIdsForGroup(group))
-    stop = threading.Event()
+        def poll() -> None:
+            while not stop.wait(POLL_S):
+                try:
+                    done, total = counts()
+                    if total:
+                        on_tick(done, total)
+                except Exception as err:  # noqa: BLE001 - progress never fails a run
+                    log.debug("progress poll failed: %s", err)
 
-    def poll() -> None:
-        while not stop.wait(POLL_S):
-            try:
-                done, total = _group_tasks(tracker, group, before)
-                if total:
-                    on_tick(done, total)
-            except Exception as err:  # noqa: BLE001 - progress never fails a run
-                log.debug("progress poll failed: %s", err)
-
-    thread = threading.Thread(target=poll, daemon=True, name="fairspark-progress")
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(POLL_S + 1.0)
-        if own:
-            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+        thread = threading.Thread(target=poll, daemon=True, name="fairspark-progress")
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(POLL_S + 1.0)

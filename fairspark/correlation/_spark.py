@@ -365,10 +365,17 @@ class _Waves:
 
 
 def _default_partitions(spark: SparkSession) -> int:
-    try:
+    """4 tasks per core: the context's default parallelism (classic), or
+    ``spark.default.parallelism`` where a Connect session's config sets it (else 2)."""
+    from fairspark.session import is_connect
+
+    if not is_connect(spark):
         return max(1, int(spark.sparkContext.defaultParallelism) * 4)
-    except Exception:  # noqa: BLE001 - no SparkContext (Spark Connect)
-        return 8
+    try:
+        cores = int(spark.conf.get("spark.default.parallelism", "2") or 2)
+    except ValueError:
+        cores = 2
+    return max(1, cores) * 4
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ module one job:
    :mod:`fairspark.group.cells`, beside the group audit);
 4. on first use only (:mod:`._rows`): :func:`_persisted_base` (role, view and feature
    columns, persisted as ``base_df``) and :class:`_FeatureEncoder` (min-max scaling
-   and one-hot encoding, ``PreparedData.df``), so a group-only run persists nothing.
+   and one-hot encoding as column expressions, ``PreparedData.df``, persisted
+   ``DISK_ONLY``), so a group-only run persists nothing.
 
 With more than :data:`ONE_PASS_MAX_GROUPS` groups the staged flow runs instead
 (:mod:`._staged_flow`: :func:`_collect_stats`, the persisted rows,
@@ -49,7 +50,7 @@ from fairspark.prepare._columns import _any_null as _any_null
 from fairspark.prepare._columns import _plan_columns
 from fairspark.prepare._merged import MergedGroups, partition_extras
 from fairspark.prepare._results import AttributeInfo, InputStats, PreparedData
-from fairspark.prepare._rows import _context_columns, _FeatureEncoder, _persisted_base
+from fairspark.prepare._rows import _base_rows, _context_columns, _FeatureEncoder, _persisted_base
 from fairspark.prepare._scan import (
     ONE_PASS_MAX_GROUPS,
     _distinct_counts,
@@ -102,6 +103,19 @@ def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views
     attributes, cells = _views_from_groups(groups, all_views, config, cap)
     return (groups, stats, warnings, None, attributes,
             (cells, _joint_cells(groups, all_views, config)))
+
+
+def _feature_encoder(prepared: PreparedData, df: DataFrame, plan: Any, config: Config,
+                     view_cols: list[str]) -> _FeatureEncoder:
+    """The builder of ``prepared.df``: it encodes the persisted rows when an audit built
+    them (or the staged flow did), else their plan (the encoded table is then the run's
+    one cache)."""
+    return _FeatureEncoder(
+        lambda: prepared.base_df if prepared.base_df is not None else _base_rows(df, plan, config),
+        plan.numeric, plan.categorical, prepared.feature_min, prepared.feature_max,
+        view_cols=view_cols, context=prepared.context_columns,
+        # the preparation counted the values approximately (5 % error)
+        max_labels=2 * config.preparation.max_categories + 100)
 
 
 def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None) -> PreparedData:
@@ -173,10 +187,7 @@ def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None
         context_columns=_context_columns(plan, config),
         feature_types={c: plan.types[c] for c in plan.features},
     )
-    prepared.build_features = _FeatureEncoder(prepared.rows, plan.numeric, plan.categorical,
-                                              fmin, fmax, view_cols=view_cols,
-                                              context=prepared.context_columns,
-                                              n_rows=stats.audited)
+    prepared.build_features = _feature_encoder(prepared, df, plan, config, view_cols)
     log.info(
         "prepared %d of %d rows (%d dropped, %d unlabelled); %d features",
         stats.audited, stats.rows, stats.dropped, stats.unlabelled, len(plan.features),

@@ -66,7 +66,7 @@ class PreparedData:
     """The prepared table and what is known about it (see ``docs/architecture.md``).
 
     ``base_df`` has every column but the encoded feature vector; ``df`` adds ``_fs_x``.
-    Both are built on first use (``base_df`` persisted, ``df`` fitted and persisted),
+    Both are built on first use (``base_df`` persisted, ``df`` encoded and persisted),
     so a run whose audits never read rows (the group audit alone, which reads
     ``cells``) reads the input once, in :func:`prepare`'s one aggregation, and
     persists nothing.

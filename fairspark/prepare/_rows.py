@@ -1,25 +1,28 @@
 """The prepared rows and their encoded features, built on first use.
 
-:func:`_persisted_base` builds ``PreparedData.base_df`` (role, view, feature and
-context columns, persisted); :class:`_FeatureEncoder` builds ``PreparedData.df``
-(min-max scaling and one-hot encoding into ``_fs_x``, fitted on Spark). A run whose
+:func:`_base_rows` is the prepared table's plan (role, view, feature and context
+columns); :func:`_persisted_base` persists it as ``PreparedData.base_df``;
+:class:`_FeatureEncoder` builds ``PreparedData.df`` (min-max scaling and one-hot
+encoding into ``_fs_x``) with column expressions only: no Spark ML stage, no RDD, no
+Python UDF, so it runs on a classic and on a Spark Connect session alike. A run whose
 audits never read rows builds neither.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fairspark.columns import BASE, KEY, LABEL, PRED, WEIGHT, X, input_col
+from fairspark.errors import InvalidValueError
 from fairspark.prepare._columns import _any_null
 from fairspark.prepare._views import _with_views
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    from pyspark import StorageLevel
+    from pyspark.sql import Column, DataFrame
 
     from fairspark.config_model import Config
     from fairspark.prepare._columns import _ColumnPlan
@@ -31,18 +34,38 @@ log = logging.getLogger("fairspark")
 _ROLE_COLUMNS = (KEY, LABEL, PRED, WEIGHT)
 
 
-def _persisted_base(df: DataFrame, plan: _ColumnPlan, config: Config) -> DataFrame:
-    """The prepared rows without features (role, view and raw feature columns), persisted."""
-    from pyspark import StorageLevel
-
+def _base_rows(df: DataFrame, plan: _ColumnPlan, config: Config) -> DataFrame:
+    """The prepared rows without features (role, view and raw feature columns): a plan,
+    nothing persisted or run."""
     kept = df.where(~_any_null(plan))
     with_views, views = _with_views(df, kept, config, plan.types)
     view_cols = [c for v in views for c in (v.value_col, v.priv_col)]
     roles = [*_ROLE_COLUMNS, *([BASE] if config.columns.baseline is not None else [])]
     return with_views.select(*roles, *view_cols,
                              *[input_col(c) for c in (*plan.features,
-                                                      *_context_columns(plan, config))]
-                             ).persist(StorageLevel.MEMORY_AND_DISK)
+                                                      *_context_columns(plan, config))])
+
+
+def _persisted_base(df: DataFrame, plan: _ColumnPlan, config: Config) -> DataFrame:
+    """:func:`_base_rows`, persisted at :func:`cache_level` (``PreparedData.base_df``)."""
+    return _base_rows(df, plan, config).persist(cache_level())
+
+
+def cache_level() -> StorageLevel:
+    """The storage level of the prepared tables fairspark persists: ``DISK_ONLY``.
+
+    Spark writes a ``DISK_ONLY`` block as it computes it and reads it back as a stream
+    (a file, in the OS page cache while memory allows), so a cached table never needs
+    the JVM heap, whatever its size and its partitions' sizes: with
+    ``MEMORY_AND_DISK`` (serialized, pyspark's) a 1 GB driver in local mode died of
+    ``OutOfMemoryError`` caching the encoded 904k x 48 table (issue 57), and reading a
+    block back from disk first copies the whole block onto the heap (a 210 MB
+    partition killed the same driver before the encoded table was cut into 64 MB
+    partitions, a shuffle this level makes unnecessary).
+    """
+    from pyspark import StorageLevel
+
+    return StorageLevel.DISK_ONLY
 
 
 def _context_columns(plan: _ColumnPlan, config: Config) -> list[str]:
@@ -56,36 +79,61 @@ def _context_columns(plan: _ColumnPlan, config: Config) -> list[str]:
 
 
 # --------------------------------------------------------------------------- features
-#: feature bytes (8 per dimension and row) an encoded partition may hold: a task holds
-#: about one cached partition while it reads it back from disk, so a driver or executor
-#: heap of 1 GiB stays clear of OutOfMemoryError whatever the table's size
-MAX_PARTITION_FEATURE_BYTES = 64 << 20
+def _scaled(column: str, lo: float, hi: float) -> Column:
+    """Min-max scaling of a numeric feature: ``(x - lo) / (hi - lo)``, 0 when constant.
 
-
-def _bounded_partitions(staged: DataFrame, *, n_rows: int, dims: int) -> DataFrame:
-    """``staged`` in enough partitions that each holds at most
-    :data:`MAX_PARTITION_FEATURE_BYTES` of encoded features (a round-robin shuffle of
-    the rows before they are encoded, only when the input's partitions are larger).
-
-    Nothing computed from the encoded table depends on its partitioning.
+    Skipped (``x`` itself) when the column's range is already [0, 1]: ``(x - 0) / 1``
+    is ``x``, bit for bit. ``+ 0.0`` makes a negative zero positive and changes nothing
+    else, as the vector assembly of earlier versions did (it stored no zeros).
     """
-    if n_rows <= 0:
-        return staged
-    need = math.ceil(8.0 * dims * n_rows / MAX_PARTITION_FEATURE_BYTES)
-    have = staged.rdd.getNumPartitions()
-    if need <= have:
-        return staged
-    log.info("features: %d rows x %d dimensions in %d partitions of at most %d MB "
-             "(the input had %d)", n_rows, dims, need, MAX_PARTITION_FEATURE_BYTES >> 20, have)
-    return staged.repartition(need)
+    from pyspark.sql import functions as F
+
+    x = input_col(column).cast("double")
+    if not hi > lo:
+        return F.lit(0.0)
+    if lo == 0.0 and hi == 1.0:
+        return x + F.lit(0.0)
+    return (x - F.lit(lo)) / F.lit(hi - lo) + F.lit(0.0)
+
+
+def _category_labels(base: DataFrame, categorical: list[str], *,
+                     max_labels: int) -> dict[str, list[str]]:
+    """Each categorical feature's distinct values (as strings, nulls left out), sorted.
+
+    One aggregation over these columns. The order is Spark's string order (by code
+    point, that of earlier versions' ``StringIndexer(stringOrderType="alphabetAsc")``);
+    at most ``max_labels`` values per column reach the driver (the preparation's
+    ``max_categories`` check counted them approximately; more is an error).
+    """
+    from pyspark.sql import functions as F
+
+    if not categorical:
+        return {}
+    row = base.agg(*[
+        F.slice(F.array_sort(F.collect_set(input_col(c).cast("string"))), 1, max_labels + 1)
+        .alias(f"c{k}") for k, c in enumerate(categorical)]).collect()[0]
+    labels = {c: [str(v) for v in row[f"c{k}"]] for k, c in enumerate(categorical)}
+    for c, values in labels.items():
+        if len(values) > max_labels:
+            raise InvalidValueError(
+                f"categorical feature {c!r} has more than {max_labels} distinct values; "
+                "exclude it or raise 'preparation.max_categories'")
+    return labels
 
 
 @dataclass
 class _FeatureEncoder:
     """Builds ``PreparedData.df``: min-max scaled numeric features (constant -> 0) and
-    one-hot categorical ones, assembled into ``_fs_x`` (fitted on Spark)."""
+    one-hot categorical ones (values in sorted order), as the array column ``_fs_x``.
 
-    #: the prepared rows without features (``PreparedData.rows``)
+    Column expressions over the prepared rows (one ``array`` of scaled columns and
+    ``value = v`` indicators), persisted at :func:`cache_level` and counted: one read of
+    the input (the minima and maxima came from the preparation's aggregation), plus one
+    aggregation over the categorical columns for their values when there are any.
+    """
+
+    #: the prepared rows without features (``PreparedData.base_df`` when it was built,
+    #: else its plan, not persisted: the encoded table is the one cache)
     base: Callable[[], DataFrame]
     numeric: list[str]
     categorical: list[str]
@@ -95,64 +143,30 @@ class _FeatureEncoder:
     view_cols: list[str]
     #: raw columns carried unchanged (``PreparedData.context_columns``)
     context: list[str] = field(default_factory=list)
-    #: rows of the prepared table (sizes the encoded table's partitions); 0: unknown
-    n_rows: int = 0
-
-    def _scaled(self) -> tuple[DataFrame, list[str]]:
-        from pyspark.sql import functions as F
-
-        names, exprs = [], []
-        for k, c in enumerate(self.numeric):
-            lo, hi = self.feature_min[c], self.feature_max[c]
-            x = input_col(c).cast("double")
-            e = (x - F.lit(lo)) / F.lit(hi - lo) if hi > lo else F.lit(0.0)
-            exprs.append(e.alias(f"_fs_num_{k}"))
-            names.append(f"_fs_num_{k}")
-        return self.base().select("*", *exprs), names
-
-    def _one_hot_stages(self, staged: DataFrame) -> tuple[DataFrame, list[Any], list[str]]:
-        """Categorical features as strings, indexed alphabetically and one-hot encoded."""
-        from pyspark.ml.feature import OneHotEncoder, StringIndexer
-
-        k_range = range(len(self.categorical))
-        cat_cols = [f"_fs_cat_{k}" for k in k_range]
-        idx_cols = [f"_fs_idx_{k}" for k in k_range]
-        ohe_cols = [f"_fs_ohe_{k}" for k in k_range]
-        staged = staged.select(
-            "*", *[input_col(c).cast("string").alias(a)
-                   for c, a in zip(self.categorical, cat_cols, strict=True)])
-        stages = [StringIndexer(inputCols=cat_cols, outputCols=idx_cols,
-                                stringOrderType="alphabetAsc", handleInvalid="error"),
-                  OneHotEncoder(inputCols=idx_cols, outputCols=ohe_cols, dropLast=False)]
-        return staged, stages, ohe_cols
+    #: most distinct values a categorical feature may have (``preparation.max_categories``,
+    #: with room for the approximate count's error)
+    max_labels: int = 100_000
 
     def __call__(self) -> tuple[DataFrame, list[str]]:
         """The persisted encoded table and the names of the entries of ``_fs_x``."""
-        from pyspark import StorageLevel
-        from pyspark.ml import Pipeline
-        from pyspark.ml.feature import VectorAssembler
-        from pyspark.ml.functions import vector_to_array
         from pyspark.sql import functions as F
 
-        staged, assembler_inputs = self._scaled()
+        base = self.base()
+        labels = _category_labels(base, self.categorical, max_labels=self.max_labels)
         names = list(self.numeric)
-        stages: list[Any] = []
-        if self.categorical:
-            staged, stages, ohe_cols = self._one_hot_stages(staged)
-            assembler_inputs += ohe_cols
-        stages.append(VectorAssembler(inputCols=assembler_inputs, outputCol="_fs_vec"))
-        model = Pipeline(stages=stages).fit(staged)
-        if self.categorical:
-            for c, labels in zip(self.categorical, model.stages[0].labelsArray, strict=True):
-                names += [f"{c}={v}" for v in labels]
-        staged = _bounded_partitions(staged, n_rows=self.n_rows, dims=len(names))
+        entries = [_scaled(c, self.feature_min[c], self.feature_max[c]) for c in self.numeric]
+        for c in self.categorical:
+            as_text = input_col(c).cast("string")
+            names += [f"{c}={v}" for v in labels[c]]
+            entries += [(as_text == F.lit(v)).cast("double") for v in labels[c]]
+        x = F.array(*entries) if entries else F.array().cast("array<double>")
         # the baseline decision (columns.baseline) travels with the rows: HFM's baseline
         # D_f reads it beside the features, mdfa's sample beside the audited decision
-        roles = [*_ROLE_COLUMNS, *([BASE] if BASE in staged.columns else [])]
-        encoded = model.transform(staged).select(
-            *roles, vector_to_array(F.col("_fs_vec")).alias(X), *self.view_cols,
+        roles = [*_ROLE_COLUMNS, *([BASE] if BASE in base.columns else [])]
+        encoded = base.select(
+            *roles, x.alias(X), *self.view_cols,
             *[input_col(c) for c in (*self.numeric, *self.categorical, *self.context)],
-        ).persist(StorageLevel.MEMORY_AND_DISK)
+        ).persist(cache_level())
         # materialized here, where the runner's "encode features" stage times it, and
         # not by the first audit that reads it (that audit's stage and time budget
         # used to pay for the encoding: 9 s of HFM's 29 s on 904k rows, d = 56)
