@@ -157,12 +157,6 @@ def test_the_group_audit_of_a_real_table_runs_on_either_session_kind(
     df, config, base = compas
     out = tmp_path / "out"
     if kind.startswith("connect"):
-        # passes with outputs-faults merged and _isolation's job group left out on
-        # Connect (checked in a scratch merge of this branch, 2026-12-06)
-        pytest.skip("needs outputs on Connect (branch outputs-faults: outputs.py reaches the "
-                    "Hadoop FileSystem through sparkContext._jvm) and the audits' job groups "
-                    "on Connect (_isolation.py sets them through sparkContext); remove this "
-                    "skip once both are merged")
         url = "local[1]" if kind == "connect-local" else request.getfixturevalue(
             "connect_server")
         args = ["--remote", url]
