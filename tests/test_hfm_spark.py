@@ -250,9 +250,11 @@ def test_every_method_gives_the_same_rows_on_both_session_kinds(spark, pts, data
                 assert r.value == pytest.approx(want, rel=1e-12, abs=1e-12)
             else:
                 assert r.value == pytest.approx(nn.max(), abs=1e-12)
-                assert r.avg == pytest.approx(nn.mean(), rel=1e-12)
-                hist = r.extra["hist"]
-                assert hist[1].sum() == len(keys)
+                if method == "exact":
+                    assert r.avg == pytest.approx(nn.mean(), rel=1e-12)
+                else:  # the mean of the rows' sample bounds (each at least its nn)
+                    assert r.avg >= nn.mean() - 1e-12
+                assert r.extra["hist"][1].sum() == len(keys)
             if method == "certified":
                 assert r.certified and r.extra["engine"] == run.split("_")[1]
                 i = int(np.flatnonzero(keys == r.key)[0])
