@@ -128,13 +128,15 @@ class _SparkWork(_Work):
     """The working table on Spark (persisted once, read by every pass)."""
 
     where = "spark"
+    #: the top bounds per pair pass A's tasks gathered in their marker rows (0: none)
+    top_k = 0
 
     def __init__(self, table: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
                  counts: dict[int, dict[int, int]], quota: float, n_rows: int,
-                 cost: CostLog, top_k: int = 0) -> None:
+                 cost: CostLog) -> None:
         """``table``: pass A's output, persisted (:func:`_work_table`, with one marker
-        row per task when ``top_k > 0``); the passes read its point rows (``df``)."""
-        self.table, self.top_k = table, top_k
+        row per task when :attr:`top_k` > 0); the passes read its point rows (``df``)."""
+        self.table = table
         df = table.where(F.col("tops").isNull()).drop("tops")
         self.df, self.n_attr, self.dim_x = df, n_attr, dim_x
         self.counts, self.quota = counts, quota
@@ -185,8 +187,10 @@ class _SparkWork(_Work):
             rec["rows_out"] = len(sample)
         table = _work_table(ranked, sample, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
                             counts=counts, top_k=top_k).persist(StorageLevel.MEMORY_AND_DISK)
-        return cls(table, n_attr=n_attr, dim_x=dim_x, pairs=pairs, counts=counts,
-                   quota=quota, n_rows=n_rows, cost=cost, top_k=top_k)
+        work = cls(table, n_attr=n_attr, dim_x=dim_x, pairs=pairs, counts=counts,
+                   quota=quota, n_rows=n_rows, cost=cost)
+        work.top_k = top_k
+        return work
 
     def close(self) -> None:
         self.table.unpersist()
