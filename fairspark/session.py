@@ -181,9 +181,12 @@ def _probe_worker(_: object) -> str:  # runs in a Python worker
     import pandas  # noqa: F401 - the pandas UDFs need it
     import pyarrow  # noqa: F401
 
-    import fairspark
+    # importing a module of the package runs its __init__ (the whole import the probe
+    # checks) without an import of the package's root here, which would put every
+    # module that asks is_connect in an import cycle
+    from fairspark._version import __version__
 
-    return fairspark.__version__
+    return __version__
 
 
 def check_python_workers(spark: SparkSession, *, log_level: str = "WARN") -> None:
