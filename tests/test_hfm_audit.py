@@ -544,3 +544,39 @@ def test_group_counts_handed_to_the_engine_are_its_own(spark):
     assert engine[1][-1] == int((c1 == -1).sum())  # why "v" was left out
     v, k = np.unique(c0[[x is not None for x in c0_null]], return_counts=True)
     assert counts["u"] == {int(a): int(b) for a, b in zip(v, k, strict=True)}
+
+
+@pytest.mark.both_kinds
+@pytest.mark.parametrize("method,extra", [("exact", {}), ("certified", {}),
+                                          ("certified", {"local_max_bytes": 0}),
+                                          ("approx", {})],
+                         ids=["exact", "certified_driver", "certified_spark", "approx"])
+def test_notebook_hfm_audit_on_both_session_kinds(spark, adult_pdf, method, extra,
+                                                   same_on_both_kinds):
+    """The HFM audit through the notebook API (nothing written) on this run's session,
+    classic or Spark Connect: every method and engine, D and D_f equal scipy's where
+    exact, and every HFM row equals the classic run's."""
+    import fairspark
+
+    pdf = adult_pdf.iloc[:1500].reset_index(drop=True)
+    num, cat = ["age", "education_num", "hours_per_week"], ["workclass"]
+    sdf = spark.createDataFrame(pdf[["row_id", *num, *cat, "sex", "income", "prediction"]])
+    res = fairspark.audit(sdf.repartition(3), sensitive={"sex": "Male"},
+                          label={"column": "income", "positive": [">50K"]},
+                          prediction="prediction", row_key="row_id", features=num + cat,
+                          audits={"hfm": {"method": method, **extra}})
+    rows = pd.DataFrame(res.rows)
+    rows = rows[(rows.audit == "hfm") & (rows.metric != "DR")]  # no DR model here
+    assert (rows.status == "ok").all(), rows[["metric", "status", "detail"]]
+    if method != "approx":
+        X = scaled(pdf, num, cat)
+        g = (pdf["sex"] == "Male").to_numpy()
+        for metric, t in (("D", (pdf["income"] == ">50K").to_numpy(float)),
+                          ("D_f", (pdf["prediction"] == 1).to_numpy(float))):
+            got = _row(rows, "sex", metric).value
+            assert got == pytest.approx(hausdorff(np.column_stack([t, X]), g), abs=1e-9)
+    rows = rows.sort_values(["attribute", "metric", "group"])
+    keep = rows[["attribute", "metric", "group", "status", "value", "lower", "upper"]]
+    same_on_both_kinds(f"hfm_notebook_{method}_{'spark' if extra else 'default'}",
+                       keep.astype({"attribute": str, "metric": str, "group": str,
+                                    "status": str}))

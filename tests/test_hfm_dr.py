@@ -218,7 +218,8 @@ def test_spark_flips_equal_flip_values_row_by_row(spark, compas_small):
                 assert (got["race"] != got["_fs_s_0"]).all()
 
 
-def test_dr_does_not_depend_on_partitions(spark, compas_small, spark_model):
+@pytest.mark.both_kinds
+def test_dr_does_not_depend_on_partitions(spark, compas_small, spark_model, same_on_both_kinds):
     from fairspark.hfm.dr import dr_disagreements_spark
 
     model, _ = spark_model
@@ -234,6 +235,45 @@ def test_dr_does_not_depend_on_partitions(spark, compas_small, spark_model):
     assert len(set(results.values())) == 1, results
     k, n = results[1]
     assert n == len(compas_small) and k > 0
+    same_on_both_kinds("hfm_dr_spark_pipeline", pd.DataFrame({"k": [k], "n": [n]}))
+
+
+@pytest.mark.both_kinds
+def test_dr_with_a_joblib_model_equals_direct_scoring(spark, compas_small, tmp_path,
+                                                      same_on_both_kinds):
+    """A scikit-learn model saved with joblib, called on the executors: the changed
+    predictions are those of the model called here on the rows and on their flips by
+    hand, on either session kind."""
+    import joblib
+    from sklearn.compose import ColumnTransformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    from fairspark.hfm.dr import dr_disagreements
+
+    pdf = compas_small
+    cols = [*FEATURES, "race", "male"]
+    model = make_pipeline(
+        ColumnTransformer([("cat", OneHotEncoder(handle_unknown="ignore"),
+                            ["c_charge_degree", "race"])], remainder="passthrough"),
+        LogisticRegression(max_iter=500))
+    model.fit(pdf[cols], pdf["two_year_recid"])
+    path = str(tmp_path / "model.joblib")
+    joblib.dump(model, path)
+    attrs = _attrs(pdf)
+    seeds = [derive_seed(3, "hfm", "dr", a.name) for a in attrs]
+    k, n = dr_disagreements(_prepared_like(spark, pdf), model_path=path, attrs=attrs,
+                            seeds=seeds, ratio=RATIO, feature_cols=FEATURES)
+    u = _uniforms(spark, pdf["row_id"], seeds)
+    flipped = pdf.copy()
+    flipped["race"] = _hand_flip(pdf["race"], u["_u_flip_0"], u["_u_pick_0"], RACE_PRIV, RATIO)
+    flipped["male"] = np.array(
+        _hand_flip(pdf["male"], u["_u_flip_1"], u["_u_pick_1"], ["0"], RATIO)).astype("int32")
+    changed = int((model.predict(pdf[cols]) != model.predict(flipped[cols])).sum())
+    assert changed > 0
+    assert (k, n) == (changed, len(pdf))
+    same_on_both_kinds("hfm_dr_joblib", pd.DataFrame({"k": [k], "n": [n]}))
 
 
 def test_model_that_needs_a_missing_column_fails_the_dr_row_only(

@@ -304,12 +304,16 @@ def load_pipeline_model(path: str) -> PipelineModel:
 
 
 def _saved_class(path: str) -> str | None:
-    """The class named in a saved Spark ML object's metadata, if it can be read."""
-    from pyspark import SparkContext
-    from pyspark.ml.util import DefaultParamsReader
+    """The class named in a saved Spark ML object's metadata (the JSON line of
+    ``<path>/metadata``, read with the active session, classic or Connect), if it can
+    be read."""
+    import json
+
+    from pyspark.sql import SparkSession
 
     try:
-        return str(DefaultParamsReader.loadMetadata(path, SparkContext.getOrCreate())["class"])
+        line = SparkSession.active().read.text(f"{path.rstrip('/')}/metadata").first()
+        return str(json.loads(line[0])["class"])
     except Exception:  # noqa: BLE001 - only used to explain a failed load
         return None
 

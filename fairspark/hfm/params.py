@@ -114,10 +114,12 @@ class HFMParams(AuditParams):
         per row, d features), they are brought to the driver once and searched there
         with the same passes, in one Spark job instead of about twenty; larger tables
         run the passes on Spark. On a local master (``local[...]``, ``local-cluster``)
-        the points come through local Arrow files, past the JVM; elsewhere through a
-        collect, also within half of ``spark.driver.maxResultSize``. Default (unset):
-        sized from the driver's memory (an eighth of the physical memory available,
-        and, for a collect, a quarter of its JVM heap); 0 always uses Spark.
+        the points come through local Arrow files, past the JVM; elsewhere (and on a
+        Spark Connect session) through a collect, also within half of
+        ``spark.driver.maxResultSize``. Default (unset): sized from the driver's memory
+        (an eighth of the physical memory available, and, for a collect, a quarter of
+        its JVM heap; on Spark Connect, of ``spark.driver.memory``); 0 always uses
+        Spark.
     min_rows:
         Labelled rows every group of an attribute needs; below it the attribute's rows
         are ``inconclusive`` (the values are still reported, the reason names the

@@ -4,8 +4,9 @@ Every pass of :mod:`fairspark.hfm._spark.elim` runs inside :meth:`CostLog.step`,
 records its wall-clock seconds, the Spark jobs it started and their stages (from
 ``SparkContext.statusTracker()``: the job ids of the current job group before and after
 the step, no listener of our own), the rows and feature bytes it read, and the rows it left to the
-next pass. :meth:`CostLog.as_dict` is what ``summary.json`` carries under ``cost`` and
-what the log prints.
+next pass. A Spark Connect session exposes no status tracker to its client: there the
+jobs and stages are not counted (``None``). :meth:`CostLog.as_dict` is what
+``summary.json`` carries under ``cost`` and what the log prints.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import logging
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from fairspark.session import is_connect
 
 __all__ = ["CostLog"]
 
@@ -27,11 +30,13 @@ class CostLog:
     Parameters
     ----------
     spark : SparkSession or None
-        The session whose status tracker counts the jobs (``None``: no job counts).
+        The session whose status tracker counts the jobs (``None``: no job counts; a
+        Spark Connect session: jobs and stages ``None``, it has no status tracker).
     """
 
     def __init__(self, spark) -> None:
-        self._sc = spark.sparkContext if spark is not None else None
+        self._counted = spark is None or not is_connect(spark)
+        self._sc = spark.sparkContext if spark is not None and self._counted else None
         self.engine: str | None = None
         #: the driver path's budget and what it was sized from (set when it was asked)
         self.budget: dict[str, Any] | None = None
@@ -92,14 +97,15 @@ class CostLog:
         for s in self.steps:
             rec = {k: v for k, v in s.items() if k != "jobs_ids"}
             ids = s["jobs_ids"]
-            rec["jobs"] = len(ids)
-            rec["stages"] = self._stages(ids) if self._sc is not None else 0
+            rec["jobs"] = len(ids) if self._counted else None
+            rec["stages"] = (self._stages(ids) if self._sc is not None else 0) \
+                if self._counted else None
             passes.append(rec)
         return {
             "engine": self.engine,
             "driver_budget": self.budget,
-            "jobs": sum(p["jobs"] for p in passes),
-            "stages": sum(p["stages"] for p in passes),
+            "jobs": sum(p["jobs"] for p in passes) if self._counted else None,
+            "stages": sum(p["stages"] for p in passes) if self._counted else None,
             "seconds": round(sum(p["seconds"] for p in passes), 4),
             "passes": passes,
         }
@@ -108,9 +114,9 @@ class CostLog:
         """:meth:`as_dict`, also written to the log one line per pass."""
         out = self.as_dict()
         for p in out["passes"]:
-            _LOG.info("hfm cost: %-28s %7.2f s, %2d jobs, %2d stages, read %s rows (%s bytes),"
+            _LOG.info("hfm cost: %-28s %7.2f s, %2s jobs, %2s stages, read %s rows (%s bytes),"
                       " left %s", p["pass"], p["seconds"], p["jobs"], p["stages"],
                       p.get("rows_read"), p.get("bytes_read"), p.get("rows_left"))
-        _LOG.info("hfm cost: %s engine, %d jobs, %d stages, %.2f s in all", out["engine"],
+        _LOG.info("hfm cost: %s engine, %s jobs, %s stages, %.2f s in all", out["engine"],
                   out["jobs"], out["stages"], out["seconds"])
         return out

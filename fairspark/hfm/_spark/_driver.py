@@ -1,7 +1,9 @@
 """What the driver may hold and use, for :mod:`fairspark.hfm._spark.elim`.
 
-The budget of the driver path (:func:`driver_budget`, from ``spark.driver.maxResultSize``,
-the JVM heap and the physical memory available), the log line of the path taken, a
+What the engine knows of the session's driver (:func:`driver_facts`, the one place that
+asks whether the session is a Spark Connect one), the budget of the driver path
+(:func:`driver_budget`, from ``spark.driver.maxResultSize``, the driver's heap and the
+physical memory available), the log line of the path taken, a
 collect that stays within ``spark.driver.maxResultSize`` (:func:`_collect`), the points'
 way to the driver on a local master without the JVM (:func:`_arrow_via_files`), and the
 driver's threads (:func:`_driver_threads`, :func:`_map`).
@@ -17,35 +19,81 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from fairspark._threads import single_thread
+from fairspark.session import is_connect
 
-__all__ = ["driver_budget", "local_master"]
+__all__ = ["DriverFacts", "driver_budget", "driver_facts", "local_master"]
 
 #: the engine's one logger (the passes log under the name of :mod:`.elim`)
 _LOG = logging.getLogger("fairspark.hfm._spark.elim")
 
 
-def _max_result_bytes(spark) -> float:
-    v = str(spark.conf.get("spark.driver.maxResultSize", "1g")).strip().lower()
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _conf_bytes(spark, key: str, default: str, *, unit: str = "") -> float | None:
+    """A size setting of the session in bytes (``unit``: of a bare number, ``m`` for
+    ``spark.driver.memory``); ``None`` when it does not parse."""
+    v = str(spark.conf.get(key, default)).strip().lower()
     m = re.fullmatch(r"(\d+)([kmgt]?)b?", v)
     if not m:
+        return None
+    return float(int(m.group(1)) * _UNITS[m.group(2) or unit])
+
+
+def _max_result_bytes(spark) -> float:
+    n = _conf_bytes(spark, "spark.driver.maxResultSize", "1g")
+    if n is None:
         return 1 << 30
-    unit = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2)]
-    n = int(m.group(1)) * unit
-    return math.inf if n == 0 else float(n)
+    return math.inf if n == 0 else n
+
+
+@dataclass(frozen=True)
+class DriverFacts:
+    """What the engine reads of the session's driver.
+
+    Attributes
+    ----------
+    max_heap:
+        The driver JVM's maximum heap in bytes (collected Arrow batches pass through it).
+    local:
+        Whether the tasks run on this machine (their files are readable here).
+    parallelism:
+        The session's default parallelism (the driver path's threads, at most the
+        cores of this machine).
+    """
+
+    max_heap: float
+    local: bool
+    parallelism: int
+
+
+def driver_facts(spark) -> DriverFacts:
+    """The session's :class:`DriverFacts`: on a classic session from its JVM and
+    SparkContext; on a Spark Connect session (no JVM, no SparkContext here; the driver
+    is the server's) from its settings: the heap is ``spark.driver.memory`` (default
+    1 GB, a little above what the JVM reports as its maximum heap), the tasks are taken
+    to run elsewhere (the server may be remote, so no local files), and the parallelism
+    is this machine's cores (the driver path's threads run here)."""
+    if is_connect(spark):
+        heap = _conf_bytes(spark, "spark.driver.memory", "1g", unit="m")
+        return DriverFacts(max_heap=heap if heap is not None else float(1 << 30),
+                           local=False, parallelism=os.cpu_count() or 1)
+    sc = spark.sparkContext
+    return DriverFacts(max_heap=float(sc._jvm.java.lang.Runtime.getRuntime().maxMemory()),
+                       local=str(sc.master).startswith("local"),
+                       parallelism=int(sc.defaultParallelism))
 
 
 def _jvm_max_heap(spark) -> float:
-    """The driver JVM's maximum heap (bytes; ``inf`` when it cannot be read)."""
-    try:
-        return float(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory())
-    except Exception:  # noqa: BLE001 - a remote (Connect) session has no JVM here
-        return math.inf
+    """The driver JVM's maximum heap (bytes; :func:`driver_facts`)."""
+    return driver_facts(spark).max_heap
 
 
 def _available_memory() -> float:
@@ -58,11 +106,9 @@ def _available_memory() -> float:
 
 def local_master(spark) -> bool:
     """Whether the session's tasks run on this machine (``local[...]`` or
-    ``local-cluster[...]``): then the points can reach the driver through local files."""
-    try:
-        return str(spark.sparkContext.master).startswith("local")
-    except Exception:  # noqa: BLE001 - a remote (Connect) session has no context here
-        return False
+    ``local-cluster[...]``): then the points can reach the driver through local files.
+    Never on a Spark Connect session (:func:`driver_facts`)."""
+    return driver_facts(spark).local
 
 
 def _temp_free() -> float:
@@ -80,12 +126,12 @@ def driver_budget(spark, local_max_bytes: int | None = None, *,
     An explicit ``local_max_bytes`` is used as given; ``None`` sizes the budget from the
     driver: an eighth of the physical memory available now (the working batch and
     the passes' temporaries hold about five copies of the points in Python), and, when
-    the points come through Spark's collect, a quarter of the JVM's maximum heap (the
-    collected Arrow batches pass through it) and half of ``spark.driver.maxResultSize``
-    (the row estimate is above the Arrow bytes of a row, ``8 d + 45``, so the collect
-    stays within the limit). ``via_files`` (a local master, :func:`_arrow_via_files`):
-    the points never pass through the JVM, so neither limit applies; half of the free
-    space of the temporary folder does.
+    the points come through Spark's collect, a quarter of the driver JVM's maximum heap
+    (the collected Arrow batches pass through it; :func:`driver_facts`) and half of
+    ``spark.driver.maxResultSize`` (the row estimate is above the Arrow bytes of a row,
+    ``8 d + 45``, so the collect stays within the limit). ``via_files`` (a local
+    master, :func:`_arrow_via_files`): the points never pass through the JVM, so neither
+    limit applies; half of the free space of the temporary folder does.
 
     Returns
     -------
@@ -185,12 +231,8 @@ def _collect(df: DataFrame, est_bytes: float) -> pd.DataFrame:
 
 def _driver_threads(spark) -> int:
     """Threads of the driver path's pass A: the session's parallelism (``local[2]``:
-    2), at most the driver's cores."""
-    try:
-        par = int(spark.sparkContext.defaultParallelism)
-    except Exception:  # noqa: BLE001 - a remote (Connect) session has no context here
-        par = 1
-    return max(1, min(par, os.cpu_count() or 1))
+    2; :func:`driver_facts`), at most the driver's cores."""
+    return max(1, min(driver_facts(spark).parallelism, os.cpu_count() or 1))
 
 
 def _map(fn: Callable, items: list, threads: int) -> list:

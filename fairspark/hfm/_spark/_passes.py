@@ -10,13 +10,12 @@ partition of the working table (:func:`_work_table`, :func:`_exact_scan`,
 from __future__ import annotations
 
 import math
+import pickle
 from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from pyspark import TaskContext
-from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -144,57 +143,29 @@ def _top_bounds(work: DataFrame, pairs: list[Pair], k: int) -> dict[Pair, list[t
     return {p: sorted(v) for p, v in out.items()}
 
 
-class _TopBounds(AccumulatorParam):
-    """Pass A's top bounds and bound summaries as its tasks send them: per partition,
-    per pair its ``k`` smallest ``(-u, key, nb_key)`` tuples (:func:`_top_bounds`'s
-    order) and the parts of the bounds' summary (:func:`_batch_summary`). A partition
-    sent twice (its task run again) replaces its own entries with the same values, so
-    nothing counts twice while equal rows (duplicates) all count; a tuple above the
-    ``k``-th smallest of all lists is dropped (it cannot be among the ``k``)."""
+def _merge_top(parts: list[dict], pairs: list[Pair], k: int) -> dict[Pair, list[tuple]]:
+    """Per pair the ``k`` smallest ``(-u, key, nb_key)`` tuples (:func:`_top_bounds`'s
+    order) of every task's list (``parts``: pass A's marker rows, :func:`_work_table`)."""
+    return {p: sorted(r for part in parts for r in part["top"].get(p, []))[:k] for p in pairs}
 
-    def __init__(self, k: int) -> None:
-        self.k = k
 
-    def zero(self, value: dict) -> dict:
-        return {"parts": {}, "summ": {}}
-
-    def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 - pyspark names it
-        a["parts"].update(b["parts"])
-        a["summ"].update(b.get("summ", {}))
-        pairs = {p for lists in a["parts"].values() for p in lists}
-        for p in pairs:
-            rows = sorted(r for lists in a["parts"].values() for r in lists.get(p, []))
-            if len(rows) > self.k:
-                kth = rows[self.k - 1]
-                for lists in a["parts"].values():
-                    if p in lists:
-                        lists[p] = [r for r in lists[p] if r <= kth]
-        return a
-
-    def top(self, value: dict, pairs: list[Pair], k: int) -> dict[Pair, list[tuple]]:
-        """Per pair the ``k`` smallest tuples of every partition's list."""
-        return {p: sorted(r for lists in value["parts"].values()
-                          for r in lists.get(p, []))[:k] for p in pairs}
-
-    @staticmethod
-    def summary(value: dict, pairs: list[Pair]) -> pd.DataFrame:
-        """``tgt, attr, D, D_avg, key, nb_key`` of every row's bound, folded from the
-        partitions' parts in partition order (:func:`~fairspark.hfm._kernels.fold_part`):
-        the bits of ``summarise_pointwise`` and of the driver path's summary, whatever the
-        partitioning (the maximum and the integer sums are exact in any order, and the
-        witness is the smallest key, then neighbour key, at the maximum)."""
-        rows = []
-        for p in pairs:
-            acc: dict = {}
-            for part in sorted(value["summ"]):
-                if p in value["summ"][part]:
-                    fold_part(acc, value["summ"][part][p])
-            if not acc:
-                continue
-            rows.append({"tgt": p[0], "attr": p[1], "D": acc["D"],
-                         "D_avg": float(part_mean(acc)),
-                         "key": acc["w"][0], "nb_key": acc["w"][1]})
-        return pd.DataFrame(rows, columns=["tgt", "attr", "D", "D_avg", "key", "nb_key"])
+def _merge_summary(parts: list[dict], pairs: list[Pair]) -> pd.DataFrame:
+    """``tgt, attr, D, D_avg, key, nb_key`` of every row's bound, folded from the tasks'
+    summary parts (:func:`~fairspark.hfm._kernels.fold_part`): the bits of
+    ``summarise_pointwise`` and of the driver path's summary, whatever the partitioning
+    (the maximum and the integer sums are exact in any order, and the witness is the
+    smallest key, then neighbour key, at the maximum)."""
+    rows = []
+    for p in pairs:
+        acc: dict = {}
+        for part in parts:
+            if p in part["summ"]:
+                fold_part(acc, part["summ"][p])
+        if not acc:
+            continue
+        rows.append({"tgt": p[0], "attr": p[1], "D": acc["D"], "D_avg": float(part_mean(acc)),
+                     "key": acc["w"][0], "nb_key": acc["w"][1]})
+    return pd.DataFrame(rows, columns=["tgt", "attr", "D", "D_avg", "key", "nb_key"])
 
 
 def _batch_top(batch: pa.RecordBatch, pairs: list[Pair], k: int,
@@ -305,49 +276,65 @@ def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
     return pa.RecordBatch.from_pydict(out)
 
 
+#: Spark's name of each Arrow type of the working table
+_DDL = {pa.string(): "string", pa.float64(): "double", pa.int32(): "int", pa.binary(): "binary"}
+
+
+def _work_schema(n_attr: int, pairs: list[Pair]) -> pa.Schema:
+    """The working table's columns (:func:`_bounds_batch`'s, and ``tops``)."""
+    return pa.schema([
+        ("key", pa.string()), ("h", pa.float64()),
+        *[(c, pa.int32()) for c in code_cols(n_attr)],
+        *[(f"rho{a}", pa.float64()) for a in range(n_attr)], ("xb", pa.binary()),
+        *[f for p in pairs for f in ((_ucol(p), pa.float64()), (_nbcol(p), pa.string()))],
+        ("tops", pa.binary())])
+
+
 def _work_table(ranked: DataFrame, sample: pd.DataFrame, *, n_attr: int, dim_x: int,
                 pairs: list[Pair], counts: dict[int, dict[int, int]],
-                top: Accumulator | None = None) -> DataFrame:
+                top_k: int = 0) -> DataFrame:
     """Pass A: the working table with blobs, ranks and sample bounds (not persisted).
 
     ``ranked`` is the points table with ``h`` (the seeded hash of the key in [0, 1));
-    ``sample`` its sample rows (pandas, with ``x``); ``top``: an accumulator of
-    :class:`_TopBounds` to which every task adds its partition's top bounds (so the job
-    that fills the cache finds them, without a job of its own).
+    ``sample`` its sample rows (pandas, with ``x``), shipped in the task's closure
+    (which a classic session broadcasts, being over 1 MB). ``top_k > 0``: every task
+    ends with one *marker row* (every column null but ``tops``, which holds the pickled
+    ``{"top": {pair: [(-u, key, nb_key), ...]}, "summ": {pair: part}}`` of its rows:
+    the ``top_k`` largest bounds per pair, :func:`_batch_top`, and the bounds' summary
+    parts, :func:`_batch_summary`), so the job that fills the cache also brings them
+    back as rows of the table (:func:`_merge_top`, :func:`_merge_summary`); the point
+    rows have ``tops`` null. A task run again replaces its output, marker included.
     """
     cols = code_cols(n_attr)
     sample = sample.sort_values("key", kind="mergesort")
     sx = np.vstack(sample["x"].to_numpy()) if len(sample) else np.zeros((0, dim_x))
     SP = _stack_points(sample["y"].to_numpy(float), sample["yp"].to_numpy(float),
                        sx.reshape(len(sample), dim_x))
-    bc = ranked.sparkSession.sparkContext.broadcast({
-        "keys": sample["key"].to_numpy(dtype=object), "P": SP,
-        "codes": {c: sample[c].fillna(_NULL_CODE).to_numpy(np.int64) for c in cols},
-        "counts": counts,
-    })
-    fields = ["key string", "h double", *[f"{c} int" for c in cols],
-              *[f"rho{a} double" for a in range(n_attr)], "xb binary",
-              *[f"{_ucol(p)} double, {_nbcol(p)} string" for p in pairs]]
+    s = {"keys": sample["key"].to_numpy(dtype=object), "P": SP,
+         "codes": {c: sample[c].fillna(_NULL_CODE).to_numpy(np.int64) for c in cols},
+         "counts": counts}
+    schema = _work_schema(n_attr, pairs)
 
     def bounds(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pin_threads()
         maybe_fail_first_attempt("hfm")
-        s = bc.value
         best: dict[Pair, list[tuple]] = {}
         summ: dict[Pair, dict] = {}
         for batch in it:
             if batch.num_rows:
                 out = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs)
-                if top is not None:
-                    _batch_top(out, pairs, top.accum_param.k, best)
+                if top_k > 0:
+                    _batch_top(out, pairs, top_k, best)
                     _batch_summary(out, pairs, summ)
-                yield out
-        if top is not None:
-            ctx = TaskContext.get()
-            part = ctx.partitionId() if ctx is not None else 0
-            top.add({"parts": {part: best}, "summ": {part: summ}})
+                yield out.append_column("tops", pa.nulls(out.num_rows, pa.binary()))
+        if top_k > 0:
+            blob = pickle.dumps({"top": best, "summ": summ})
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([blob], pa.binary()) if f.name == "tops" else pa.nulls(1, f.type)
+                 for f in schema], schema=schema)
 
-    return ranked.select("key", "h", "y", "yp", "x", *cols).mapInArrow(bounds, ", ".join(fields))
+    ddl = ", ".join(f"{f.name} {_DDL[f.type]}" for f in schema)
+    return ranked.select("key", "h", "y", "yp", "x", *cols).mapInArrow(bounds, ddl)
 
 
 def _bound_histogram(work: DataFrame, pairs: list[Pair], tops: dict[int, float],
@@ -442,16 +429,16 @@ def _best_per_query(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def _exact_scan(work: DataFrame, queries: list[tuple], *, n_attr: int, dim_x: int,
-                lo: float, hi: float) -> pd.DataFrame:
+                lo: float, hi: float, n_tasks: int) -> pd.DataFrame:
     """Nearest other-group row, among the rows with ``lo <= rho_attr < hi``, of each query.
 
-    ``queries``: per pair ``(tgt, attr, points [t, x], codes)`` (broadcast; every task
-    scans its own rows and keeps per query its best neighbour over its batches, ties to
-    the smaller key). Returns ``tgt, attr, qi, d, nb_key`` (queries with no such
+    ``queries``: per pair ``(tgt, attr, points [t, x], codes)`` (in the task's closure;
+    every task scans its own rows and keeps per query its best neighbour over its
+    batches, ties to the smaller key); ``n_tasks``: the tasks that read ``work`` (sizes
+    what they send back). Returns ``tgt, attr, qi, d, nb_key`` (queries with no such
     neighbour are absent), reduced over tasks in Spark.
     """
     cols = code_cols(n_attr)
-    bc = work.sparkSession.sparkContext.broadcast(queries)
     attrs = sorted({q[1] for q in queries})
     cond = F.lit(False)
     for a in attrs:
@@ -463,12 +450,12 @@ def _exact_scan(work: DataFrame, queries: list[tuple], *, n_attr: int, dim_x: in
     def scan(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pin_threads()
         maybe_fail_first_attempt("hfm")
-        yield from _scan_batches(it, bc.value, n_attr=n_attr, dim_x=dim_x, lo=lo, hi=hi)
+        yield from _scan_batches(it, queries, n_attr=n_attr, dim_x=dim_x, lo=lo, hi=hi)
 
     per_task = work.where(cond).select("key", "xb", *cols, *[f"rho{a}" for a in attrs]) \
         .mapInArrow(scan, _NN_SCHEMA)
     n_q = sum(len(q[2]) for q in queries)
-    if 64.0 * n_q * work.rdd.getNumPartitions() < _max_result_bytes(work.sparkSession) / 4:
+    if 64.0 * n_q * max(1, n_tasks) < _max_result_bytes(work.sparkSession) / 4:
         # few queries: every task's rows come back, reduced here (no shuffle)
         return _best_per_query(per_task.toPandas())
     return _collect(
@@ -512,7 +499,8 @@ def _other_max_codes(codes: np.ndarray, cnt: dict[int, int]) -> np.ndarray:
 
 def _block_bcast(blocks: pd.DataFrame, *, n_attr: int, dim_x: int,
                  counts: dict[int, dict[int, int]]) -> dict:
-    """The blocks of pass C as broadcast (vectors, keys, codes and ranks, key order)."""
+    """The blocks of pass C as its tasks read them (vectors, keys, codes and ranks,
+    key order)."""
     blocks = blocks.sort_values("key", kind="mergesort")
     BP = _blobs_of(blocks["xb"]) if len(blocks) else np.zeros((0, dim_x + 2))
     return {
@@ -611,7 +599,8 @@ def _pass_c_batches(it, b: dict, spec: list[tuple], edges: list[float],
 
 def _eliminate(work: DataFrame, b: dict, spec: list[tuple], edges: list[float], *,
                n_attr: int, dim_x: int) -> DataFrame:
-    """Pass C: every row with ``u >= L`` (not searched yet) against the broadcast blocks.
+    """Pass C: every row with ``u >= L`` (not searched yet) against the blocks (in the
+    task's closure).
 
     ``b``: the blocks (:func:`_block_bcast`); ``spec``: per active pair
     ``(tgt, attr, threshold, cursor)``. Returns the (unpersisted) output: ``kind`` 0 per
@@ -619,12 +608,10 @@ def _eliminate(work: DataFrame, b: dict, spec: list[tuple], edges: list[float], 
     rows entering; 1 the survivors (with their vectors), 2 the rows whose blocks covered
     their other side (exact ``nn``, may raise ``L``).
     """
-    bc = work.sparkSession.sparkContext.broadcast(b)
-
     def run(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pin_threads()
         maybe_fail_first_attempt("hfm")
-        yield from _pass_c_batches(it, bc.value, spec, edges, dim_x)
+        yield from _pass_c_batches(it, b, spec, edges, dim_x)
 
     need = ["key", "xb", *[f"c{a}" for a in range(n_attr)],
             *{c for t, a, _, _ in spec for c in (_ucol((t, a)), _nbcol((t, a)))}]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,7 +20,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
-from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -55,10 +55,11 @@ from fairspark.hfm._spark._passes import (
     _eliminate,
     _exact_scan,
     _is_pair,
+    _merge_summary,
+    _merge_top,
     _pass_c_batches,
     _scan_batches,
     _top_bounds,
-    _TopBounds,
     _work_table,
     code_counts,
 )
@@ -92,10 +93,6 @@ class _Work:
         return self.cost.step(name, rows_read=self.n_rows,
                               bytes_read=self.n_rows * 8.0 * (self.dim_x + 2),
                               spark_jobs=self.spark_jobs)
-
-    def n_part(self) -> int:
-        """Partitions the working table is read in (sizes the collects)."""
-        return 1
 
     def close(self) -> None:
         """Release what the working table holds."""
@@ -131,16 +128,22 @@ class _SparkWork(_Work):
     """The working table on Spark (persisted once, read by every pass)."""
 
     where = "spark"
-    #: pass A's top bounds as its tasks send them (:class:`_TopBounds`), if gathered
-    top: Accumulator | None = None
+    #: the top bounds per pair pass A's tasks gathered in their marker rows (0: none)
+    top_k = 0
 
-    def __init__(self, df: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
+    def __init__(self, table: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
                  counts: dict[int, dict[int, int]], quota: float, n_rows: int,
                  cost: CostLog) -> None:
+        """``table``: pass A's output, persisted (:func:`_work_table`, with one marker
+        row per task when :attr:`top_k` > 0); the passes read its point rows (``df``)."""
+        self.table = table
+        df = table.where(F.col("tops").isNull()).drop("tops")
         self.df, self.n_attr, self.dim_x = df, n_attr, dim_x
         self.counts, self.quota = counts, quota
         self.n_rows, self.cost = n_rows, cost
         self.max_result = _max_result_bytes(df.sparkSession)
+        #: pass A's marker rows, unpickled (:meth:`top_bounds` reads them)
+        self.parts: list[dict] | None = None
         # the bounds in long form, one row per (row, pair), from one scan of the working
         # table (an explode, not a union that scans it once per pair)
         rows = F.explode(F.array(*[
@@ -182,41 +185,30 @@ class _SparkWork(_Work):
                                                              *code_cols(n_attr)),
                               est_bytes=8.0 * (dim_x + 4) * quota * max(1, n_codes))
             rec["rows_out"] = len(sample)
-        top = None
-        if top_k > 0:
-            param = _TopBounds(top_k)
-            top = ranked.sparkSession.sparkContext.accumulator(param.zero({}), param)
-        df = _work_table(ranked, sample, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
-                         counts=counts, top=top).persist(StorageLevel.MEMORY_AND_DISK)
-        work = cls(df, n_attr=n_attr, dim_x=dim_x, pairs=pairs, counts=counts, quota=quota,
-                   n_rows=n_rows, cost=cost)
-        work.top = top
+        table = _work_table(ranked, sample, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
+                            counts=counts, top_k=top_k).persist(StorageLevel.MEMORY_AND_DISK)
+        work = cls(table, n_attr=n_attr, dim_x=dim_x, pairs=pairs, counts=counts,
+                   quota=quota, n_rows=n_rows, cost=cost)
+        work.top_k = top_k
         return work
 
-    def n_part(self) -> int:
-        return max(1, self.df.rdd.getNumPartitions())
-
     def close(self) -> None:
-        self.df.unpersist()
+        self.table.unpersist()
 
     def top_bounds(self, pairs: list[Pair], k: int) -> dict[Pair, list[tuple]]:
         """Pass A into the cache, and per pair the ``k`` largest bounds (smallest key
-        first among ties): from what its tasks sent (one job, which fills the cache),
-        or, where a partition did not send them (its block was cached already), from a
-        job of their own (:func:`_top_bounds`)."""
-        if self.top is None or self.top.accum_param.k < k:
+        first among ties): from the marker rows its tasks wrote (one job, which fills
+        the cache and brings back one row per task), or, for more than the ``top_k``
+        they gathered, from a job of their own (:func:`_top_bounds`)."""
+        marks = self.table.where(F.col("tops").isNotNull()).select("tops").collect()
+        self.parts = [pickle.loads(r["tops"]) for r in marks]
+        if k > self.top_k:
             return _top_bounds(self.df, pairs, k)
-        self.df.count()
-        got = self._sent()
-        if got is None:
-            return _top_bounds(self.df, pairs, k)
-        return self.top.accum_param.top(got, pairs, k)
+        return _merge_top(self.parts, pairs, k)
 
-    def _sent(self) -> dict | None:
-        """What pass A's tasks sent (top bounds, summary parts) if every partition sent
-        it; ``None`` where one did not (its block was cached already)."""
-        got = self.top.value
-        return got if set(got["parts"]) == set(range(self.n_part())) else None
+    def n_tasks(self) -> int:
+        """Tasks that read the working table (one marker row each; 1 before pass A)."""
+        return max(1, len(self.parts or ()))
 
     def bounds_rows(self, pairs: list[Pair]) -> DataFrame:
         return self.ub
@@ -228,10 +220,11 @@ class _SparkWork(_Work):
         return lambda tops, bins: _bound_histogram(self.df, pairs, tops, bins)
 
     def bound_summary(self, pairs: list[Pair]) -> pd.DataFrame | None:
-        """The summary pass A's tasks sent with their top bounds (no job); ``None``
-        where a partition did not send it (its block was cached already)."""
-        got = None if self.top is None else self._sent()
-        return None if got is None else self.top.accum_param.summary(got, pairs)
+        """The summary pass A's tasks wrote in their marker rows (no job); ``None``
+        before :meth:`top_bounds` or without marker rows (``top_k`` 0)."""
+        if not self.top_k or self.parts is None:
+            return None
+        return _merge_summary(self.parts, pairs)
 
     def fetch(self, keys: list[str], attrs: list[int], lo: float, hi: float, *,
               est_bytes: float) -> pd.DataFrame:
@@ -244,7 +237,8 @@ class _SparkWork(_Work):
                         est_bytes=est_bytes)
 
     def scan(self, queries: list[tuple], *, lo: float, hi: float) -> pd.DataFrame:
-        return _exact_scan(self.df, queries, n_attr=self.n_attr, dim_x=self.dim_x, lo=lo, hi=hi)
+        return _exact_scan(self.df, queries, n_attr=self.n_attr, dim_x=self.dim_x, lo=lo, hi=hi,
+                           n_tasks=self.n_tasks())
 
     def count_left(self, active: list[Pair], state: dict[Pair, _PairState]) -> dict[Pair, int]:
         """Rows after the cursor with a bound not below ``L`` (one aggregation)."""
