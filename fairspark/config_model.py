@@ -41,6 +41,7 @@ __all__ = [
     "LimitRule",
     "LimitsConfig",
     "ModelConfig",
+    "RegisteredModelConfig",
     "audits_model",
 ]
 
@@ -158,6 +159,37 @@ class ScoreConfig(StrictModel):
     threshold: float = 0.5
 
 
+class RegisteredModelConfig(StrictModel):
+    """A decision that fairspark scores itself with an MLflow model, on the executors.
+
+    ``model_uri`` is any MLflow model URI (``models:/name@alias``, ``models:/name/3``,
+    ``runs:/<id>/model``); the model's ``output`` (a column of a multi-output model)
+    is a score decided by ``threshold`` or a label whose ``positive`` values are
+    favourable (see :mod:`fairspark.scoring`). Needs ``fairspark[mlflow]``.
+    """
+
+    model_uri: str = Field(min_length=1)
+    #: a score model's decision: positive when ``score >= threshold`` (default 0.5);
+    #: a label model takes none
+    threshold: float | None = None
+    #: the output column of a model that returns several
+    output: str | None = None
+    #: a label model's favourable value(s) (default ``1``)
+    positive: list[Scalar] | None = None
+
+    @field_validator("positive", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str | int | float | bool) else v
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> RegisteredModelConfig:
+        if self.threshold is not None and self.positive is not None:
+            raise ValueError(f"model {self.model_uri!r}: give 'threshold' (a score model) or "
+                             "'positive' (a label model), not both")
+        return self
+
+
 class ColumnsConfig(StrictModel):
     """Column roles of the scored table."""
 
@@ -168,20 +200,24 @@ class ColumnsConfig(StrictModel):
     intersections: list[list[str]] = Field(default_factory=list)
     label: LabelConfig
     favourable: Literal["positive", "negative"] = "positive"
-    prediction: PredictionConfig | None = None
+    #: a prediction ``{column, positive}``, or a registered model that fairspark
+    #: scores the table with: ``{model_uri, threshold, output}``
+    prediction: PredictionConfig | RegisteredModelConfig | None = None
     score: ScoreConfig | None = None
     weight: str | None = None
     row_key: str | None = None
     #: a second decision on the same rows (today's model), audited beside the first:
-    #: a prediction ``{column, positive}`` or a score ``{column, threshold}``
-    baseline: PredictionConfig | ScoreConfig | None = None
+    #: a prediction ``{column, positive}``, a score ``{column, threshold}`` or a
+    #: registered model ``{model_uri, threshold, output}``
+    baseline: PredictionConfig | ScoreConfig | RegisteredModelConfig | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ColumnsConfig:
         if (self.prediction is None) == (self.score is None):
             raise ValueError("give exactly one of 'columns.prediction' or 'columns.score'")
         if self.baseline is not None and self.baseline == (self.prediction or self.score):
-            raise ValueError(f"'columns.baseline' ({self.baseline.column!r}) is the audited "
+            what = getattr(self.baseline, "column", None) or self.baseline.model_uri  # type: ignore[union-attr]
+            raise ValueError(f"'columns.baseline' ({what!r}) is the audited "
                              "decision itself; name the baseline model's column (or, for a "
                              "score, another threshold)")
         if not self.sensitive:
@@ -209,6 +245,13 @@ class ColumnsConfig(StrictModel):
     def decision_column(self) -> str:
         """The column that holds the prediction or the score."""
         return self.prediction.column if self.prediction else self.score.column  # type: ignore[union-attr]
+
+    def registered_models(self) -> dict[str, RegisteredModelConfig]:
+        """Config key -> the registered model it scores with (``columns.prediction``,
+        ``columns.baseline``), before :func:`fairspark.scoring.resolve_models` turns them
+        into columns."""
+        return {f"columns.{k}": m for k in ("prediction", "baseline")
+                if isinstance(m := getattr(self, k), RegisteredModelConfig)}
 
 
 class ModelConfig(StrictModel):
@@ -310,6 +353,20 @@ def audits_model(specs: Mapping[str, Any], broken: tuple[str, ...] = ()
     return _MODELS[key][1]
 
 
+class MlflowOutputConfig(StrictModel):
+    """Log each run to MLflow (``fairspark[mlflow]``): one MLflow run per audit run,
+    its numbers as metrics stepped by the run date, its outputs as artifacts
+    (:mod:`fairspark.tracking`). Logging never changes the exit code."""
+
+    #: the tracking server or store (``http://...``, ``sqlite:///...``); default:
+    #: MLflow's own (``MLFLOW_TRACKING_URI``)
+    tracking_uri: str | None = None
+    #: the experiment the nightly runs go under (created when missing); default: the dataset
+    experiment: str | None = None
+    #: the MLflow run's name; default: ``<dataset> <run date>``
+    run_name: str | None = None
+
+
 class OutputConfig(StrictModel):
     """Where results go."""
 
@@ -319,6 +376,8 @@ class OutputConfig(StrictModel):
     trend_runs: int = Field(30, ge=0)
     lock_stale_s: float = Field(6 * 3600, gt=0)
     states_wait_s: float = Field(3600, ge=0)
+    #: log the run to MLflow (see :class:`MlflowOutputConfig`)
+    mlflow: MlflowOutputConfig | None = None
 
 
 class BaselineMargin(StrictModel):

@@ -207,6 +207,9 @@ def _check_before_run(config: Config) -> None:
     config.check_window()
     for params in config.audits.present().values():
         params.check_files()
+    from fairspark.scoring import require_mlflow
+
+    require_mlflow(config)  # a model URI or output.mlflow without MLflow: exit 2 now
 
 
 def _limits(config: Config, rows: list[MetricRow], facts: RunFacts, history: Any,
@@ -347,7 +350,7 @@ class ComputedRun:
 
 
 def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
-                   timings: dict[str, float]) -> tuple[Any, Any]:
+                   timings: dict[str, float], scoring: Any = None) -> tuple[Any, Any]:
     """Read and prepare the input (``df``, or ``config.input``; a window's partitions
     when ``config.window`` is set): ``(prepared, window)``, the window None without one."""
     fault_point("input:read")
@@ -365,6 +368,8 @@ def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
         if df is None:
             with _input_errors(config), _stage("read", timings):
                 df = read_input(spark, input_config=config.input)
+        if scoring is not None:  # registered models score the table in the same scan
+            df = scoring.apply(spark, df)
         with _input_errors(config), _stage("prepare", timings):
             prepared = prepare(df, config=config)
     for step, seconds in prepared.timings.items():  # the steps inside "prepare"
@@ -435,7 +440,11 @@ def compute_run(
     facts = RunFacts(run_date=config.effective_run_date(), config_hash=config.config_hash(),
                      started=time.time())
     _check_before_run(config)
-    prepared, window = _prepare_input(spark, config, df=df, timings=timings)
+    from fairspark.scoring import resolve_models
+
+    # registered models (columns.*.model_uri) looked up before any Spark job
+    config, scoring = resolve_models(config)
+    prepared, window = _prepare_input(spark, config, df=df, timings=timings, scoring=scoring)
     try:
         _encode_features(config, prepared, window, timings)
         _check_schema(config, prepared, previous_schema)
@@ -458,6 +467,8 @@ def compute_run(
         summary = _summary(spark, config, prepared, facts=facts, done=done,
                            limits_info=limits_info, exit_code=exit_code, timings=timings)
         summary.update(schema_info)
+        if scoring is not None:
+            scoring.annotate(long_rows, summary)
         if window is not None:
             summary["window"] = window.info
     finally:
@@ -550,6 +561,12 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
             from fairspark.nightly.warehouse import append_to_table
 
             append_to_table(spark, table=config.output.table, folder=final, run_date=run_date)
+    if config.output.mlflow is not None:  # never changes the exit code; a failure is a note
+        from fairspark.tracking import log_published_run
+
+        with _stage("mlflow", timings):
+            run.summary["mlflow"] = log_published_run(
+                out, config.output.mlflow, final, summary=run.summary, long_rows=run.long_rows)
     write_status(out, run_date, exit_code=run.exit_code, summary=run.summary, run_id=run_id)
     log.info("outputs published to %s (exit code %d)", final, run.exit_code)
     return RunResult(int(run.exit_code), final, run.long_rows, run.summary)
