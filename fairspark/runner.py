@@ -59,6 +59,7 @@ from fairspark.io import read_input
 from fairspark.outputs import OutputLocation, OutputWriteError, one_line, summary_json, to_long_rows
 from fairspark.prepare import prepare
 from fairspark.registry import broken
+from fairspark.scoring import ModelScoring, require_mlflow, resolve_models
 from fairspark.status import FAILED_STATUSES, ExitCode
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -200,16 +201,17 @@ def _feature_tables(prepared: PreparedData, window: WindowRun | None,
     return list(tables.values())
 
 
-def _check_before_run(config: Config) -> None:
-    """The config checks of :func:`~fairspark.config.load_config`, for runs built in code."""
+def _check_before_run(config: Config) -> tuple[Config, ModelScoring]:
+    """The config checks of :func:`~fairspark.config.load_config`, for runs built in code;
+    then the registered models (``columns.*.model_uri``) looked up, no Spark job run:
+    the config with their decision columns, and the scoring that adds them."""
     config.check_attributes()
     config.check_limits()
     config.check_window()
     for params in config.audits.present().values():
         params.check_files()
-    from fairspark.scoring import require_mlflow
-
     require_mlflow(config)  # a model URI or output.mlflow without MLflow: exit 2 now
+    return resolve_models(config)
 
 
 def _limits(config: Config, rows: list[MetricRow], facts: RunFacts, history: Any,
@@ -439,11 +441,7 @@ def compute_run(
     config = config.pinned()
     facts = RunFacts(run_date=config.effective_run_date(), config_hash=config.config_hash(),
                      started=time.time())
-    _check_before_run(config)
-    from fairspark.scoring import resolve_models
-
-    # registered models (columns.*.model_uri) looked up before any Spark job
-    config, scoring = resolve_models(config)
+    config, scoring = _check_before_run(config)
     prepared, window = _prepare_input(spark, config, df=df, timings=timings, scoring=scoring)
     try:
         _encode_features(config, prepared, window, timings)
@@ -466,9 +464,7 @@ def compute_run(
             done.sections.append(trend)
         summary = _summary(spark, config, prepared, facts=facts, done=done,
                            limits_info=limits_info, exit_code=exit_code, timings=timings)
-        summary.update(schema_info)
-        if scoring is not None:
-            scoring.annotate(long_rows, summary)
+        summary.update(schema_info, **scoring.annotate(long_rows))
         if window is not None:
             summary["window"] = window.info
     finally:

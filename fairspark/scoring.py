@@ -65,17 +65,25 @@ def require_mlflow(config: Config) -> None:
 def tracking_uri(uri: str | None) -> Iterator[None]:
     """MLflow's tracking (and registry) URI set to ``uri`` inside the block (unchanged
     when ``None``), and put back after it."""
+    import os
+
     import mlflow
+    from mlflow.tracking._tracking_service import utils
 
     if uri is None:
         yield
         return
-    before = mlflow.get_tracking_uri()
+    # what was set, not what get_tracking_uri() resolves to: setting that back would pin
+    # MLflow's default and hide a later MLFLOW_TRACKING_URI
+    before = getattr(utils, "_tracking_uri", None)
+    env = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(uri)
     try:
         yield
     finally:
         mlflow.set_tracking_uri(before)
+        if before is None and env is not None:
+            os.environ["MLFLOW_TRACKING_URI"] = env
 
 
 @dataclass
@@ -128,6 +136,8 @@ class ModelScoring:
             A model input column missing from the table, or a scored column's name
             taken.
         """
+        if not self.models:
+            return df
         import mlflow.pyfunc
         from pyspark.sql import functions as F
 
@@ -151,10 +161,12 @@ class ModelScoring:
                 df = df.withColumn(m.column, col)
         return df
 
-    def annotate(self, long_rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-        """Put the models' facts into every row's ``params`` and ``summary.json``."""
+    def annotate(self, long_rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """Put the models' facts into every row's ``params``; return the entry of
+        ``summary.json`` (``registered_models``; empty without a model)."""
+        if not self.models:
+            return {}
         models = {m.key.split(".", 1)[1]: m.describe() for m in self.models}
-        summary["registered_models"] = models
         for r in long_rows:
             try:
                 params = json.loads(r["params"]) if r.get("params") else {}
@@ -164,6 +176,7 @@ class ModelScoring:
                 params = {"params": params}
             params["registered_models"] = models
             r["params"] = json.dumps(params, sort_keys=True, default=str)
+        return {"registered_models": models}
 
     def audited(self) -> ScoringModel | None:
         """The audited decision's model (``columns.prediction``), if it is one."""
@@ -206,6 +219,10 @@ def _registry_facts(key: str, uri: str) -> dict[str, Any]:
     except MlflowException as err:
         what = (f"alias {alias!r} of registered model {name!r} does not exist" if alias
                 else f"version {ver!r} of registered model {name!r} does not exist")
+        try:
+            client.get_registered_model(name)
+        except MlflowException:
+            what = f"registered model {name!r} does not exist"
         raise _bad(key, uri, f"{what} ({_first_line(err)})") from None
     return {"name": name, "version": str(mv.version), "alias": alias, "run_id": mv.run_id,
             "resolved_uri": f"models:/{name}/{mv.version}"}
@@ -313,10 +330,10 @@ def _resolve_one(key: str, cfg: RegisteredModelConfig) -> ScoringModel:
         run_id=facts.get("run_id") or info.run_id)
 
 
-def resolve_models(config: Config) -> tuple[Config, ModelScoring | None]:
+def resolve_models(config: Config) -> tuple[Config, ModelScoring]:
     """Look every model URI of ``config`` up and return the config with plain decision
-    columns in their place, and the scoring that adds those columns (``None`` when the
-    config names no model). Runs no Spark job.
+    columns in their place, and the scoring that adds those columns (one without models,
+    which changes nothing, when the config names none). Runs no Spark job.
 
     Raises
     ------
@@ -329,7 +346,7 @@ def resolve_models(config: Config) -> tuple[Config, ModelScoring | None]:
 
     wanted = config.columns.registered_models()
     if not wanted:
-        return config, None
+        return config, ModelScoring([])
     require_mlflow(config)
     if config.window is not None:
         key = next(iter(wanted))

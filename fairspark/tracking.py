@@ -109,6 +109,16 @@ def _quick_failure() -> Iterator[None]:
                 os.environ.pop(k, None)
 
 
+def _location(path: str | None) -> str | None:
+    """A local artifact folder as an absolute ``file://`` URI (a relative one is relative
+    to where the command runs, as a user reads it); a URI as it is."""
+    if not path or "://" in path or path.startswith("file:"):
+        return path
+    from pathlib import Path
+
+    return Path(path).resolve().as_uri()
+
+
 def log_audit(settings: Any, *, summary: Mapping[str, Any],
               long_rows: list[Mapping[str, Any]], files: Mapping[str, str]) -> dict[str, Any]:
     """Log one audit run to MLflow; never raises.
@@ -158,7 +168,8 @@ def _log(settings: Any, *, summary: Mapping[str, Any], long_rows: list[Mapping[s
         client = mlflow.MlflowClient()
         exp_name = settings.experiment or f"fairspark {dataset}"
         exp = client.get_experiment_by_name(exp_name)
-        exp_id = exp.experiment_id if exp is not None else client.create_experiment(exp_name)
+        exp_id = exp.experiment_id if exp is not None else client.create_experiment(
+            exp_name, artifact_location=_location(getattr(settings, "artifact_location", None)))
         run = client.create_run(exp_id, start_time=stamp,
                                 run_name=settings.run_name or f"{dataset} {run_date}")
         rid = run.info.run_id

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -72,9 +71,9 @@ def registry(tmp_path_factory):
 
     lr = fit(LogisticRegression(max_iter=500))
     gb = fit(HistGradientBoostingClassifier(max_iter=60, random_state=0))
-    before = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(uri)
-    try:
+    from fairspark.scoring import tracking_uri
+
+    with tracking_uri(uri):
         client = mlflow.MlflowClient()
         exp = client.create_experiment("models", artifact_location=(artifacts / "models").as_uri())
         client.create_experiment("adult fairness",
@@ -94,8 +93,6 @@ def registry(tmp_path_factory):
                                      signature=infer_signature(x, lr.predict_proba(x)), **common)
         client.set_registered_model_alias("adult", "champion", "1")
         client.set_registered_model_alias("adult", "challenger", "2")
-    finally:
-        mlflow.set_tracking_uri(before)
     return {"uri": uri, "root": root, "test": test, "lr": lr, "gb": gb,
             "proba_run": proba_run.info.run_id}
 
@@ -236,28 +233,31 @@ def test_metric_names_are_mlflow_names():
 
 
 @pytest.mark.parametrize("case", ["no_model", "no_alias", "no_run", "proba", "threshold"])
-def test_bad_model_input_exits_2_naming_key_and_uri(spark, tmp_path, registry, capsys, case):
+def test_bad_model_input_exits_2_naming_key_and_uri(spark, tmp_path, registry, capsys,
+                                                    monkeypatch, case):
     """Each bad model input is exit 2 naming the key and the URI, and nothing is
     published."""
     raw = write_parquet(registry["test"].head(200), str(tmp_path / "in"))
     good = {"model_uri": "models:/adult@champion"}
-    pred, key = {
-        "no_model": ({"model_uri": "models:/nosuch@champion"}, "columns.prediction"),
-        "no_alias": ({"model_uri": "models:/adult@nosuch"}, "columns.prediction"),
+    pred, why = {
+        "no_model": ({"model_uri": "models:/nosuch@champion"},
+                     "registered model 'nosuch' does not exist"),
+        "no_alias": ({"model_uri": "models:/adult@nosuch"},
+                     "alias 'nosuch' of registered model 'adult' does not exist"),
         "no_run": ({"model_uri": "runs:/0123456789abcdef0123456789abcdef/model"},
-                   "columns.prediction"),
-        "proba": ({"model_uri": "models:/adult_proba/1"}, "columns.prediction"),
+                   "no such run"),
+        "proba": ({"model_uri": "models:/adult_proba/1"},
+                  "tensor of shape (-1, 2): neither a label nor a score"),
         "threshold": ({"model_uri": "models:/adult@challenger", "threshold": 0.5},
-                      "columns.prediction"),
+                      "'columns.prediction.threshold' is set but the model returns a label"),
     }[case]
-    os.environ["MLFLOW_TRACKING_URI"] = registry["uri"]
-    try:
-        code = _cli(tmp_path, _config(raw, str(tmp_path / "out"), pred, good), case)
-    finally:
-        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    # the registry named the way a user without output.mlflow names it
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", registry["uri"])
+    code = _cli(tmp_path, _config(raw, str(tmp_path / "out"), pred, good), case)
     err = capsys.readouterr().err
     assert code == 2, err
-    assert f"config key '{key}.model_uri'" in err and pred["model_uri"] in err, err
+    assert f"config key 'columns.prediction.model_uri' ({pred['model_uri']!r})" in err, err
+    assert why in err, err
     assert not (tmp_path / "out" / "run_date=2026-12-05").exists()
 
 
@@ -277,3 +277,32 @@ def test_unreachable_tracking_server_is_a_note(spark, tmp_path, registry, caplog
     assert status["mlflow"]["logged"] is False
     assert "could not be logged to MLflow" in status["mlflow"]["error"]
     assert Path(tmp_path, "out", "run_date=2026-12-05", "summary.json").exists()
+
+
+@pytest.mark.parametrize("where", ["model", "output"])
+def test_without_mlflow_exit_2_names_key_and_install(spark, tmp_path, capsys, monkeypatch,
+                                                     where):
+    """Configured without MLflow installed: exit 2 before any work, naming the key and
+    the install command (``import mlflow`` fails as it does when it is absent)."""
+    import sys
+
+    pdf = pd.DataFrame({"sex": ["Male", "Female"] * 50, "race": ["White", "Black"] * 50,
+                        "age": np.arange(100), "education_num": np.arange(100) % 16,
+                        "hours_per_week": np.arange(100) % 60, "income": [">50K", "<=50K"] * 50,
+                        "row_id": [str(i) for i in range(100)], "p": [1, 0, 0, 1] * 25})
+    raw = write_parquet(pdf, str(tmp_path / "in"))
+    if where == "model":
+        cfg = _config(raw, str(tmp_path / "out"), {"model_uri": "models:/adult@challenger"},
+                      {"column": "p"})
+        key = "columns.prediction.model_uri"
+    else:
+        cfg = _config(raw, str(tmp_path / "out"), {"column": "p"}, None,
+                      mlflow={"experiment": "x"})
+        del cfg["columns"]["baseline"]
+        key = "output.mlflow"
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    code = _cli(tmp_path, cfg, where)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"config key '{key}'" in err and "pip install 'fairspark[mlflow]'" in err, err
+    assert not (tmp_path / "out").exists()
