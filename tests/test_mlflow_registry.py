@@ -305,4 +305,34 @@ def test_without_mlflow_exit_2_names_key_and_install(spark, tmp_path, capsys, mo
     err = capsys.readouterr().err
     assert code == 2, err
     assert f"config key '{key}'" in err and "pip install 'fairspark[mlflow]'" in err, err
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out" / "run_date=2026-12-05").exists()
+    status = json.loads((tmp_path / "out" / "_status" / "run_date=2026-12-05.json").read_text())
+    assert status["exit_code"] == 2 and status["key"] == key, status
+
+
+def test_notebook_audit_with_models_logs_to_mlflow(spark, tmp_path, registry):
+    """``fairspark.audit(df, prediction={"model_uri": ...}, mlflow=...)``: the models
+    score the DataFrame, the result is logged as one run (each metric equal to its row),
+    and ``result.log_to_mlflow()`` logs it again under another experiment."""
+    from mlflow import MlflowClient
+
+    import fairspark
+
+    df = spark.createDataFrame(registry["test"].head(1500))
+    settings = {"tracking_uri": registry["uri"], "experiment": "notebook",
+                "artifact_location": str(tmp_path / "nb")}
+    result = fairspark.audit(
+        df, sensitive={"sex": "Male"}, label={"column": "income", "positive": ">50K"},
+        prediction={"model_uri": "models:/adult@challenger"},
+        baseline={"model_uri": "models:/adult@champion"}, row_key="row_id",
+        features=["age", "education_num", "hours_per_week"], mlflow=settings)
+    note = result.summary["mlflow"]
+    assert note["logged"] is True, note
+    client = MlflowClient(registry["uri"])
+    run = client.get_run(note["run_id"])
+    expected = metric_values(result.rows.to_dict("records"))
+    assert {k: v for k, v in run.data.metrics.items() if k != "fairness.gate"} == expected
+    assert result.summary["registered_models"]["baseline"]["version"] == "1"
+    again = result.log_to_mlflow(experiment="notebook again")
+    assert again["logged"] is True and again["run_id"] != note["run_id"]
+    assert client.get_experiment(again["experiment_id"]).name == "notebook again"
