@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -131,32 +132,10 @@ def _close(a, b) -> bool:
     return b is not None and abs(float(a) - float(b)) <= 1e-12
 
 
-def test_registry_release_audit_and_mlflow_run(spark, tmp_path, registry):
-    """Scored by the registry's models on the executors == scored by predict in pandas;
-    the MLflow run holds every metric, the three outputs byte for byte, and the
-    challenger's model version carries the verdict."""
-    from mlflow import MlflowClient
-
-    feats = NUMERIC + CATEGORICAL
-    test = registry["test"]
-    raw = write_parquet(test, str(tmp_path / "in"))
-    by_model = _config(raw, str(tmp_path / "out_models"),
-                       {"model_uri": "models:/adult@challenger"},
-                       {"model_uri": "models:/adult@champion"},
-                       mlflow={"tracking_uri": registry["uri"], "experiment": "adult fairness"})
-    assert _cli(tmp_path, by_model, "models") == 0
-
-    scored = test.copy()
-    scored["pred_gb"] = registry["gb"].predict(test[feats]).astype(int)
-    scored["pred_lr"] = registry["lr"].predict(test[feats]).astype(int)
-    ref_in = write_parquet(scored, str(tmp_path / "in_scored"))
-    by_column = _config(ref_in, str(tmp_path / "out_cols"), {"column": "pred_gb", "positive": 1},
-                        {"column": "pred_lr", "positive": 1})
-    by_column["output"]["report"] = False
-    assert _cli(tmp_path, by_column, "columns") == 0
-
-    folder = str(tmp_path / "out_models" / "run_date=2026-12-05")
-    got, want = _rows(folder), _rows(str(tmp_path / "out_cols" / "run_date=2026-12-05"))
+def _same_rows(folder: str, reference: str) -> None:
+    """The rows of the run scored by the registry equal the reference's (1e-12), and
+    each names the two registered models."""
+    got, want = _rows(folder), _rows(reference)
     assert len(got) == len(want) > 20
     assert (got["model"] == "baseline").any()
     for (_, g), (_, w) in zip(got.iterrows(), want.iterrows(), strict=True):
@@ -170,6 +149,39 @@ def test_registry_release_audit_and_mlflow_run(spark, tmp_path, registry):
         assert params["prediction"]["alias"] == "challenger"
         assert params["baseline"]["version"] == "1"
         assert params["prediction"]["run_id"]
+
+
+def _reference(tmp_path: Path, registry) -> str:
+    """The same audit of the table the test scored with both models' ``predict``."""
+    test, feats = registry["test"], NUMERIC + CATEGORICAL
+    scored = test.copy()
+    scored["pred_gb"] = registry["gb"].predict(test[feats]).astype(int)
+    scored["pred_lr"] = registry["lr"].predict(test[feats]).astype(int)
+    ref_in = write_parquet(scored, str(tmp_path / "in_scored"))
+    by_column = _config(ref_in, str(tmp_path / "out_cols"), {"column": "pred_gb", "positive": 1},
+                        {"column": "pred_lr", "positive": 1})
+    by_column["output"]["report"] = False
+    assert _cli(tmp_path, by_column, "columns") == 0
+    return str(tmp_path / "out_cols" / "run_date=2026-12-05")
+
+
+def test_registry_release_audit_and_mlflow_run(spark, tmp_path, registry):
+    """Scored by the registry's models on the executors == scored by predict in pandas;
+    the MLflow run holds every metric, the three outputs byte for byte, and the
+    challenger's model version carries the verdict."""
+    from mlflow import MlflowClient
+
+    test = registry["test"]
+    raw = write_parquet(test, str(tmp_path / "in"))
+    by_model = _config(raw, str(tmp_path / "out_models"),
+                       {"model_uri": "models:/adult@challenger"},
+                       {"model_uri": "models:/adult@champion"},
+                       mlflow={"tracking_uri": registry["uri"], "experiment": "adult fairness"})
+    assert _cli(tmp_path, by_model, "models") == 0
+
+    _reference(tmp_path, registry)
+    folder = str(tmp_path / "out_models" / "run_date=2026-12-05")
+    _same_rows(folder, str(tmp_path / "out_cols" / "run_date=2026-12-05"))
 
     summary = json.loads(Path(folder, "summary.json").read_text())
     assert summary["registered_models"]["prediction"]["model_uri"] == "models:/adult@challenger"
@@ -336,3 +348,30 @@ def test_notebook_audit_with_models_logs_to_mlflow(spark, tmp_path, registry):
     again = result.log_to_mlflow(experiment="notebook again")
     assert again["logged"] is True and again["run_id"] != note["run_id"]
     assert client.get_experiment(again["experiment_id"]).name == "notebook again"
+
+
+@pytest.mark.skipif(
+    not os.environ.get("FAIRSPARK_LOCAL_CLUSTER"),
+    reason="starts a local-cluster (2 executor JVMs, ~90 s); set FAIRSPARK_LOCAL_CLUSTER=1",
+)
+def test_registry_release_under_local_cluster(spark, tmp_path, registry):
+    """The same audit on a ``local-cluster`` master (the models loaded in the executors'
+    own Python processes), from the CLI in a process of its own: rows equal the
+    reference's."""
+    import subprocess
+    import sys
+
+    raw = write_parquet(registry["test"], str(tmp_path / "in"))
+    cfg = _config(raw, str(tmp_path / "out_lc"), {"model_uri": "models:/adult@challenger"},
+                  {"model_uri": "models:/adult@champion"})
+    cfg["output"]["report"] = False
+    cfg["spark"] = {"master": "local-cluster[2,1,1024]"}
+    path = tmp_path / "lc.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "MLFLOW_TRACKING_URI": registry["uri"]}
+    proc = subprocess.run([sys.executable, "-m", "fairspark.cli", "audit", "--config",
+                           str(path), "-q"], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _same_rows(str(tmp_path / "out_lc" / "run_date=2026-12-05"), _reference(tmp_path, registry))
