@@ -51,6 +51,10 @@ setup(
             "googleapis-common-protos>=1.56",
             "zstandard>=0.23",
         ],
+        # registered models as decisions (columns.*.model_uri: mlflow.pyfunc.spark_udf)
+        # and output.mlflow (tracking, the sqlite model registry): the full package,
+        # mlflow-skinny lacks the sqlite store's dependencies (sqlalchemy, alembic)
+        "mlflow": ["mlflow>=3"],
         "dev": [
             "pytest>=7",
             "chispa>=0.10",

@@ -54,6 +54,8 @@ def status_record(run_date: Any, *, exit_code: int | None,
         "key": keys[0] if keys else None,
         **({"keys": keys} if len(keys) > 1 else {}),
         "output": output if exit_code in (0, 3, 4) else None,
+        # output.mlflow: whether the run was logged (a failure is a note, never an exit code)
+        **({"mlflow": (summary or {})["mlflow"]} if (summary or {}).get("mlflow") else {}),
         "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 

@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from fairspark._config_mlflow import MlflowOutputConfig, RegisteredModelConfig
 from fairspark._params import AuditParams, StrictModel
 from fairspark.errors import ConfigError
 
@@ -41,6 +42,7 @@ __all__ = [
     "LimitRule",
     "LimitsConfig",
     "ModelConfig",
+    "RegisteredModelConfig",
     "audits_model",
 ]
 
@@ -168,20 +170,24 @@ class ColumnsConfig(StrictModel):
     intersections: list[list[str]] = Field(default_factory=list)
     label: LabelConfig
     favourable: Literal["positive", "negative"] = "positive"
-    prediction: PredictionConfig | None = None
+    #: a prediction ``{column, positive}``, or a registered model that fairspark
+    #: scores the table with: ``{model_uri, threshold, output}``
+    prediction: PredictionConfig | RegisteredModelConfig | None = None
     score: ScoreConfig | None = None
     weight: str | None = None
     row_key: str | None = None
     #: a second decision on the same rows (today's model), audited beside the first:
-    #: a prediction ``{column, positive}`` or a score ``{column, threshold}``
-    baseline: PredictionConfig | ScoreConfig | None = None
+    #: a prediction ``{column, positive}``, a score ``{column, threshold}`` or a
+    #: registered model ``{model_uri, threshold, output}``
+    baseline: PredictionConfig | ScoreConfig | RegisteredModelConfig | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ColumnsConfig:
         if (self.prediction is None) == (self.score is None):
             raise ValueError("give exactly one of 'columns.prediction' or 'columns.score'")
         if self.baseline is not None and self.baseline == (self.prediction or self.score):
-            raise ValueError(f"'columns.baseline' ({self.baseline.column!r}) is the audited "
+            what = getattr(self.baseline, "column", None) or self.baseline.model_uri  # type: ignore[union-attr]
+            raise ValueError(f"'columns.baseline' ({what!r}) is the audited "
                              "decision itself; name the baseline model's column (or, for a "
                              "score, another threshold)")
         if not self.sensitive:
@@ -209,6 +215,13 @@ class ColumnsConfig(StrictModel):
     def decision_column(self) -> str:
         """The column that holds the prediction or the score."""
         return self.prediction.column if self.prediction else self.score.column  # type: ignore[union-attr]
+
+    def registered_models(self) -> dict[str, RegisteredModelConfig]:
+        """Config key -> the registered model it scores with (``columns.prediction``,
+        ``columns.baseline``), before :func:`fairspark.scoring.resolve_models` turns them
+        into columns."""
+        return {f"columns.{k}": m for k in ("prediction", "baseline")
+                if isinstance(m := getattr(self, k), RegisteredModelConfig)}
 
 
 class ModelConfig(StrictModel):
@@ -319,6 +332,8 @@ class OutputConfig(StrictModel):
     trend_runs: int = Field(30, ge=0)
     lock_stale_s: float = Field(6 * 3600, gt=0)
     states_wait_s: float = Field(3600, ge=0)
+    #: log the run to MLflow (see :class:`MlflowOutputConfig`)
+    mlflow: MlflowOutputConfig | None = None
 
 
 class BaselineMargin(StrictModel):

@@ -49,6 +49,7 @@ class AuditOptions(TypedDict, total=False):
     limits: Mapping[str, Any] | None
     model: Mapping[str, Any] | None
     seed: int | None
+    mlflow: Mapping[str, Any] | None
 
 
 #: the options' names, in the order :func:`audit` documents them
@@ -84,6 +85,8 @@ class AuditResult:
         self.exit_code = exit_code
         self.sections = sections
         self._long_rows = long_rows
+        #: ``output.mlflow`` given to :func:`audit` (the defaults of :meth:`log_to_mlflow`)
+        self._mlflow: Any = None
 
     @property
     def comparison(self) -> pd.DataFrame:
@@ -106,6 +109,47 @@ class AuditResult:
                         "difference": r.value, "lower": r.lower, "upper": r.upper,
                         "worse": p.get("worse"), "status": r.status})
         return pd.DataFrame(out)
+
+    def log_to_mlflow(self, *, tracking_uri: str | None = None, experiment: str | None = None,
+                      run_name: str | None = None) -> dict[str, Any]:
+        """Log this result to MLflow as one run (``output.mlflow``, :mod:`fairspark.tracking`).
+
+        Params, metrics stepped by the run date, the ``fairness.gate`` tag, and
+        ``report.html``, ``summary.json`` and ``metrics.parquet`` as artifacts; the
+        registered audited model's version gets the verdict's tags. Never raises: a
+        failure is one warning and the returned note.
+
+        Parameters
+        ----------
+        tracking_uri, experiment, run_name:
+            ``output.mlflow``'s keys (default: those given to :func:`audit`, else
+            MLflow's tracking URI, ``fairspark <dataset>``, ``<dataset> <run date>``).
+
+        Returns
+        -------
+        dict
+            ``{"logged": True, "run_id", ...}`` or ``{"logged": False, "error"}``.
+        """
+        import tempfile
+        from pathlib import Path
+
+        from fairspark.config_model import MlflowOutputConfig
+        from fairspark.outputs import summary_json
+        from fairspark.tracking import log_audit
+
+        given = self._mlflow.model_dump() if self._mlflow is not None else {}
+        settings = MlflowOutputConfig(**{**given, **{k: v for k, v in (
+            ("tracking_uri", tracking_uri), ("experiment", experiment),
+            ("run_name", run_name)) if v is not None}})
+        with tempfile.TemporaryDirectory(prefix="fairspark-mlflow-") as tmp:
+            files = {"report.html": Path(tmp, "report.html"),
+                     "summary.json": Path(tmp, "summary.json"),
+                     "metrics.parquet": Path(tmp, "metrics.parquet")}
+            files["report.html"].write_text(self.report_html(), encoding="utf-8")
+            files["summary.json"].write_text(summary_json(self.summary), encoding="utf-8")
+            self.rows.to_parquet(files["metrics.parquet"], index=False)
+            return log_audit(settings, summary=self.summary, long_rows=self._long_rows,
+                             files={k: str(v) for k, v in files.items()})
 
     def report_html(self) -> str:
         """The complete ``report.html`` page of this run (self-contained)."""
@@ -179,7 +223,9 @@ def _config(options: AuditOptions) -> Config:
     data.setdefault("dataset", options.get("dataset", "notebook"))
     where = (data.get("input") or {}).get("where")
     data["input"] = {"path": IN_MEMORY, **({"where": where} if where else {})}
-    data["output"] = {"path": IN_MEMORY, "report": False}
+    logged = options.get("mlflow") or (data.get("output") or {}).get("mlflow")
+    data["output"] = {"path": IN_MEMORY, "report": False,
+                      **({"mlflow": dict(logged)} if logged else {})}
     data["columns"] = _columns(dict(data.get("columns") or {}), options)
     if options.get("audits") is not None:
         data["audits"] = _audits(options["audits"])
@@ -267,6 +313,11 @@ def audit(df: DataFrame, **options: Unpack[AuditOptions]) -> AuditResult:
         A :class:`~fairspark.config.Config` or its dict; the keyword arguments above
         override its keys. ``input.where`` filters ``df``; the rest of ``input`` and
         ``output`` are ignored.
+    mlflow:
+        ``output.mlflow`` (``{"tracking_uri", "experiment", "run_name"}``): log the
+        result to MLflow as one run (:meth:`AuditResult.log_to_mlflow`); a failure is
+        a warning and ``summary["mlflow"]``, never an error. ``prediction`` and
+        ``baseline`` may also be registered models (``{"model_uri": ...}``).
     dataset, limits, model, seed:
         The config keys of the same names (``dataset`` defaults to ``"notebook"``).
 
@@ -297,6 +348,16 @@ def audit(df: DataFrame, **options: Unpack[AuditOptions]) -> AuditResult:
     summary["input"] = {**summary["input"], "path": None, "format": None,
                         "source": "Spark DataFrame (notebook)"}
     summary["command"] = "fairspark.audit()"
-    return AuditResult(rows=pd.DataFrame(long_rows), summary=summary,
-                       exit_code=int(run.exit_code), sections=list(run.sections),
-                       long_rows=long_rows, specs=cfg.audits.audit_specs())
+    result = AuditResult(rows=pd.DataFrame(long_rows), summary=summary,
+                         exit_code=int(run.exit_code), sections=list(run.sections),
+                         long_rows=long_rows, specs=cfg.audits.audit_specs())
+    return _logged(result, cfg)
+
+
+def _logged(result: AuditResult, cfg: Config) -> AuditResult:
+    """``result``, logged to MLflow as the CLI logs a run when ``output.mlflow`` is set
+    (``summary["mlflow"]`` says how it went; never changes the result)."""
+    if cfg.output.mlflow is not None:
+        result._mlflow = cfg.output.mlflow
+        result.summary["mlflow"] = result.log_to_mlflow()
+    return result

@@ -66,6 +66,7 @@ from fairspark.outputs import (
 )
 from fairspark.prepare import prepare
 from fairspark.registry import broken
+from fairspark.scoring import ModelScoring, require_mlflow, resolve_models
 from fairspark.status import FAILED_STATUSES, ExitCode
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -207,13 +208,17 @@ def _feature_tables(prepared: PreparedData, window: WindowRun | None,
     return list(tables.values())
 
 
-def _check_before_run(config: Config) -> None:
-    """The config checks of :func:`~fairspark.config.load_config`, for runs built in code."""
+def _check_before_run(config: Config) -> tuple[Config, ModelScoring]:
+    """The config checks of :func:`~fairspark.config.load_config`, for runs built in code;
+    then the registered models (``columns.*.model_uri``) looked up, no Spark job run:
+    the config with their decision columns, and the scoring that adds them."""
     config.check_attributes()
     config.check_limits()
     config.check_window()
     for params in config.audits.present().values():
         params.check_files()
+    require_mlflow(config)  # a model URI or output.mlflow without MLflow: exit 2 now
+    return resolve_models(config)
 
 
 def _limits(config: Config, rows: list[MetricRow], facts: RunFacts, history: Any,
@@ -371,7 +376,7 @@ class ComputedRun:
 
 
 def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
-                   timings: dict[str, float]) -> tuple[Any, Any]:
+                   timings: dict[str, float], scoring: Any = None) -> tuple[Any, Any]:
     """Read and prepare the input (``df``, or ``config.input``; a window's partitions
     when ``config.window`` is set): ``(prepared, window)``, the window None without one."""
     fault_point("input:read")
@@ -389,6 +394,8 @@ def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
         if df is None:
             with _input_errors(config), _stage("read", timings):
                 df = read_input(spark, input_config=config.input)
+        if scoring is not None:  # registered models score the table in the same scan
+            df = scoring.apply(spark, df)
         with _input_errors(config), _stage("prepare", timings):
             prepared = prepare(df, config=config)
     for step, seconds in prepared.timings.items():  # the steps inside "prepare"
@@ -458,8 +465,8 @@ def compute_run(
     config = config.pinned()
     facts = RunFacts(run_date=config.effective_run_date(), config_hash=config.config_hash(),
                      started=time.time())
-    _check_before_run(config)
-    prepared, window = _prepare_input(spark, config, df=df, timings=timings)
+    config, scoring = _check_before_run(config)
+    prepared, window = _prepare_input(spark, config, df=df, timings=timings, scoring=scoring)
     try:
         _encode_features(config, prepared, window, timings)
         _check_schema(config, prepared, previous_schema)
@@ -481,7 +488,7 @@ def compute_run(
             done.sections.append(trend)
         summary = _summary(spark, config, prepared, facts=facts, done=done,
                            limits_info=limits_info, exit_code=exit_code, timings=timings)
-        summary.update(schema_info)
+        summary.update(schema_info, **scoring.annotate(long_rows))
         if window is not None:
             summary["window"] = window.info
     finally:
@@ -582,6 +589,12 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
     # log only: summary.json is already published at this point. Its metrics, report
     # and table writes are in summary.json as "write: metrics" / "write: report" /
     # "write: table".
+    if config.output.mlflow is not None:  # never changes the exit code; a failure is a note
+        from fairspark.tracking import log_published_run
+
+        with _stage("mlflow", timings):
+            run.summary["mlflow"] = log_published_run(
+                out, config.output.mlflow, final, summary=run.summary, long_rows=run.long_rows)
     write_status(out, run_date, exit_code=run.exit_code, summary=run.summary, run_id=run_id)
     log.info("outputs published to %s (exit code %d)", final, run.exit_code)
     return RunResult(int(run.exit_code), final, run.long_rows, run.summary)

@@ -15,7 +15,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   fi
 fi
 python -m pip install --quiet torch==2.13.0
-python -m pip install --quiet -e '.[dev,connect]'
+python -m pip install --quiet -e '.[dev,connect,mlflow]'
 # the suite on a classic local[2] session (it records the rows the Connect run compares)
 rc=0
 python -m pytest -q --durations=25 "$@" || rc=$?

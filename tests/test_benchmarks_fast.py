@@ -33,6 +33,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "bench_hfm_user": (["--tmp", "{tmp}"], r"^\| default \| 0 \|"),
     "bench_mdfa_gather": (["--tmp", "{tmp}"], r'^ "one_pass_vs_per_view": \d'),
     "bench_mdfa_split": ([], r"^\| \*\*split total\*\* \|"),
+    "bench_scoring": (["--tmp", "{tmp}"], r"^\| 20,000 \| [\d.]+ \| [\d.]+ \| [\d.]+x \|"),
     "bench_window": (["--work", "{tmp}"], r"^state of one partition"),
     "benchmark_mdfa": ([], r"^trial 0: 2 splits"),
     "measure_memory": ([], r"^\| group \| 2,000 \| 3 \|"),

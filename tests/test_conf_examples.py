@@ -48,6 +48,14 @@ def test_example_config_runs(spark, demo_input, tmp_path, monkeypatch, example):
         hfm = (raw.get("audits") or {}).get("hfm") or {}
         if hfm.get("dr_model"):
             args += ["--set", f"audits.hfm.dr_model={Path(demo_input).parent / 'adult_model'}"]
+    if "model_uri" in json.dumps(raw["columns"]):  # registered models: a registry in tmp
+        from fairspark.demo_registry import register_adult_models
+
+        store = f"sqlite:///{tmp_path}/mlflow.db"
+        register_adult_models(tracking_uri=store,
+                              artifact_location=(tmp_path / "models").as_uri())
+        args += ["--set", f"output.mlflow.tracking_uri={store}",
+                 "--set", f"output.mlflow.artifact_location={tmp_path / 'audits'}"]
     for audit, spec in specs().items():  # each audit's own settings for a quick example
         if (raw.get("audits") or {}).get(audit) is not None:
             args += [f"--set=audits.{audit}.{k}={v}" for k, v in spec.shrink_params.items()]

@@ -30,6 +30,14 @@ NOT_RUN = {
     "bash scripts/test.sh": "the test suite itself: this test is part of it",
     "bash scripts/demo.sh": ("installs, then runs every audit on the demo (minutes); its "
                              "pieces run here: the scored table it writes and the job on it"),
+    "fairspark demo": ("the whole demo (minutes); its scored table is what the tests' "
+                       "demo_input fixtures write"),
+    "python -m fairspark.demo_registry": (
+        "registers two models in out/mlflow; tests/test_conf_examples.py calls its "
+        "register_adult_models on a temporary store for conf/registry_release.yaml"),
+    "fairspark audit --config conf/registry_release.yaml": (
+        "needs the registry above: tests/test_conf_examples.py runs this config on a "
+        "temporary store (tests/test_mlflow_registry.py checks the numbers)"),
     "pip install torch==2.13.0 && pip install .": ("installs: the suite runs in the "
                                                    "installed environment"),
 }

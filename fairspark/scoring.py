@@ -1,0 +1,380 @@
+"""Decisions scored by registered MLflow models, on the executors (issue 60).
+
+``columns.prediction`` and ``columns.baseline`` may name a model instead of a column:
+``{model_uri: "models:/credit@challenger", threshold: 0.5, output: ...}``. Before the
+table is prepared, :func:`resolve_models` looks every URI up (the registry's alias or
+version, the run, the model's signature) and turns each into a plain decision column
+of the config; :meth:`ModelScoring.apply` then adds those columns to the audited table
+with ``mlflow.pyfunc.spark_udf``, so both decisions come from the same rows in the same
+scan. Everything that can be wrong with a model (a URI that does not resolve, an alias
+that does not exist, an output that is neither a label nor a score, a threshold on a
+label model) is a :class:`~fairspark.errors.ConfigError` naming the key and the URI,
+raised before any Spark job runs.
+
+A model is a *score* model when its output is a float (the decision is
+``score >= threshold``, default 0.5) and a *label* model when it is an integer, boolean
+or string (the decision is ``label in positive``, default ``[1]``). A model that
+returns several columns needs ``output`` (the column to audit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fairspark.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+    from fairspark.config_model import Config, RegisteredModelConfig
+
+__all__ = ["INSTALL", "ModelScoring", "ScoringModel", "require_mlflow", "resolve_models"]
+
+#: how to install what a model URI or ``output.mlflow`` needs
+INSTALL = "pip install 'fairspark[mlflow]'"
+
+#: the column each decision is scored into, per config key
+SCORED_COLUMNS = {"columns.prediction": "fairspark_prediction",
+                  "columns.baseline": "fairspark_baseline"}
+
+_LABEL_TYPES = {"boolean": "boolean", "integer": "int", "long": "long", "string": "string"}
+_SCORE_TYPES = {"float": "double", "double": "double"}
+
+
+def require_mlflow(config: Config) -> None:
+    """Raise when the config needs MLflow (a model URI, ``output.mlflow``) and it is not
+    installed: exit 2 before any work, naming the key and the install command."""
+    keys = [f"{k}.model_uri" for k in config.columns.registered_models()]
+    if getattr(config.output, "mlflow", None) is not None:
+        keys.append("output.mlflow")
+    if not keys:
+        return
+    try:
+        import mlflow  # noqa: F401
+    except ImportError:
+        raise ConfigError(f"config key {keys[0]!r} needs MLflow, which is not installed: "
+                          f"{INSTALL}") from None
+
+
+@contextlib.contextmanager
+def tracking_uri(uri: str | None) -> Iterator[None]:
+    """MLflow's tracking (and registry) URI set to ``uri`` inside the block (unchanged
+    when ``None``), and put back after it."""
+    import os
+
+    import mlflow
+    from mlflow.tracking._tracking_service import utils
+
+    if uri is None:
+        yield
+        return
+    # what was set, not what get_tracking_uri() resolves to: setting that back would pin
+    # MLflow's default and hide a later MLFLOW_TRACKING_URI
+    before = getattr(utils, "_tracking_uri", None)
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(before)
+        if before is None and env is not None:
+            os.environ["MLFLOW_TRACKING_URI"] = env
+
+
+@dataclass
+class ScoringModel:
+    """One resolved model: what it is in the registry and how its output decides."""
+
+    key: str
+    uri: str
+    #: the URI pinned to the version the alias pointed at when the run started
+    resolved_uri: str
+    column: str
+    kind: str  # "score" or "label"
+    result_type: str
+    inputs: list[str]
+    output: str | None
+    threshold: float | None = None
+    positive: list[Any] | None = None
+    name: str | None = None
+    version: str | None = None
+    alias: str | None = None
+    run_id: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The model's facts for ``summary.json``, the rows' ``params`` and MLflow."""
+        out = {"model_uri": self.uri, "name": self.name, "version": self.version,
+               "alias": self.alias, "run_id": self.run_id, "output": self.output,
+               "kind": self.kind, "column": self.column}
+        if self.kind == "score":
+            out["threshold"] = self.threshold
+        else:
+            out["positive"] = self.positive
+        return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclass
+class ModelScoring:
+    """The resolved models of a run; :meth:`apply` scores a table with them."""
+
+    models: list[ScoringModel]
+    tracking_uri: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def apply(self, spark: SparkSession, df: DataFrame) -> DataFrame:
+        """``df`` with one decision column per model, scored by ``spark_udf`` on the
+        executors (lazy: scored in the scan that prepares the table).
+
+        Raises
+        ------
+        ConfigError
+            A model input column missing from the table, or a scored column's name
+            taken.
+        """
+        if not self.models:
+            return df
+        import mlflow.pyfunc
+        from pyspark.sql import functions as F
+
+        have = set(df.columns)
+        for m in self.models:
+            missing = [c for c in m.inputs if c not in have]
+            if missing:
+                raise ConfigError(f"config key '{m.key}.model_uri' ({m.uri!r}): the model "
+                                  f"reads columns the table does not have: {missing}")
+            if m.column in have:
+                raise ConfigError(f"config key '{m.key}.model_uri' ({m.uri!r}): the table "
+                                  f"already has a column {m.column!r}, which fairspark "
+                                  "scores the model into; rename it")
+        with tracking_uri(self.tracking_uri):
+            for m in self.models:
+                udf = mlflow.pyfunc.spark_udf(spark, model_uri=m.resolved_uri,
+                                              result_type=m.result_type, env_manager="local")
+                col = udf(*[F.col(c) for c in m.inputs])
+                if m.output is not None and m.result_type.startswith("struct"):
+                    col = col.getField(m.output)
+                df = df.withColumn(m.column, col)
+        return df
+
+    def annotate(self, long_rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """Put the models' facts into every row's ``params``; return the entry of
+        ``summary.json`` (``registered_models``; empty without a model)."""
+        if not self.models:
+            return {}
+        models = {m.key.split(".", 1)[1]: m.describe() for m in self.models}
+        for r in long_rows:
+            try:
+                params = json.loads(r["params"]) if r.get("params") else {}
+            except ValueError:
+                params = {"params": r["params"]}
+            if not isinstance(params, dict):
+                params = {"params": params}
+            params["registered_models"] = models
+            r["params"] = json.dumps(params, sort_keys=True, default=str)
+        return {"registered_models": models}
+
+    def audited(self) -> ScoringModel | None:
+        """The audited decision's model (``columns.prediction``), if it is one."""
+        return next((m for m in self.models if m.key == "columns.prediction"), None)
+
+
+_MODELS_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<ver>[^/]+))/?$")
+
+
+def _registry_facts(key: str, uri: str) -> dict[str, Any]:
+    """Name, version, alias and run id of a ``models:/`` URI (the run's id for a
+    ``runs:/`` URI), and the URI pinned to that version."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient()
+    if uri.startswith("runs:/"):
+        run_id = uri[len("runs:/"):].split("/", 1)[0]
+        try:
+            client.get_run(run_id)
+        except MlflowException as err:
+            raise _bad(key, uri, f"no such run ({_first_line(err)})") from None
+        return {"run_id": run_id, "resolved_uri": uri}
+    m = _MODELS_URI.match(uri)
+    if not uri.startswith("models:/"):
+        return {"resolved_uri": uri}
+    if m is None:
+        raise _bad(key, uri, "expected models:/<name>@<alias> or models:/<name>/<version>")
+    name, alias, ver = m["name"], m["alias"], m["ver"]
+    try:
+        if alias is not None:
+            mv = client.get_model_version_by_alias(name, alias)
+        elif ver.isdigit():
+            mv = client.get_model_version(name, ver)
+        else:  # a legacy stage or 'latest'
+            found = client.get_latest_versions(name, None if ver == "latest" else [ver])
+            if not found:
+                raise _bad(key, uri, f"registered model {name!r} has no version in {ver!r}")
+            mv = max(found, key=lambda v: int(v.version))
+    except MlflowException as err:
+        what = (f"alias {alias!r} of registered model {name!r} does not exist" if alias
+                else f"version {ver!r} of registered model {name!r} does not exist")
+        try:
+            client.get_registered_model(name)
+        except MlflowException:
+            what = f"registered model {name!r} does not exist"
+        raise _bad(key, uri, f"{what} ({_first_line(err)})") from None
+    return {"name": name, "version": str(mv.version), "alias": alias, "run_id": mv.run_id,
+            "resolved_uri": f"models:/{name}/{mv.version}"}
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(getattr(err, "message", None) or err).strip()
+    return text.splitlines()[0][:300] if text else type(err).__name__
+
+
+def _bad(key: str, uri: str, why: str) -> ConfigError:
+    return ConfigError(f"config key '{key}.model_uri' ({uri!r}): {why}")
+
+
+def _output(key: str, uri: str, cfg: RegisteredModelConfig, signature: Any
+            ) -> tuple[str, str, str | None]:
+    """``(kind, result_type, output)`` of the model's output that decides."""
+    if signature is None or signature.outputs is None:
+        raise _bad(key, uri, "the model has no output signature, so fairspark cannot tell a "
+                   "label from a score; log it with a signature (mlflow.models.infer_signature)")
+    outs = signature.outputs
+    if outs.is_tensor_spec():
+        specs = outs.inputs
+        shape = tuple(specs[0].shape) if specs else ()
+        if len(specs) != 1 or len(shape) > 2 or (len(shape) == 2 and shape[1] != 1):
+            raise _bad(key, uri, f"the model's output is a tensor of shape {shape}: neither "
+                       "a label nor a score (one value per row)")
+        kind = specs[0].type.kind
+        name = {"b": "boolean", "i": "long", "u": "long", "U": "string", "O": "string",
+                "f": "double"}.get(kind)
+        if cfg.output is not None:
+            raise _bad(key, uri, f"'{key}.output' ({cfg.output!r}) names a column, but the "
+                       "model returns one unnamed value per row; leave 'output' out")
+        if name is None:
+            raise _bad(key, uri, f"the model's output type {specs[0].type} is neither a label "
+                       "nor a score")
+        return ("score" if name == "double" else "label"), name, None
+    cols = list(outs.inputs)
+    names = [c.name for c in cols]
+    if cfg.output is not None:
+        if cfg.output not in names:
+            raise _bad(key, uri, f"'{key}.output' ({cfg.output!r}) is not an output of the "
+                       f"model (outputs: {names})")
+        chosen = cols[names.index(cfg.output)]
+    elif len(cols) == 1:
+        chosen = cols[0]
+    else:
+        raise _bad(key, uri, f"the model returns several outputs {names}: name the one to "
+                   f"audit in '{key}.output'")
+    tname = str(getattr(chosen.type, "name", chosen.type)).lower()
+    if tname in _SCORE_TYPES:
+        kind, rtype = "score", "double"
+    elif tname in _LABEL_TYPES:
+        kind, rtype = "label", _LABEL_TYPES[tname]
+    else:
+        raise _bad(key, uri, f"the model's output {chosen.name or ''!s} is of type {tname}: "
+                   "neither a label (integer, boolean, string) nor a score (float)")
+    if len(cols) > 1:
+        fields = []
+        for c in cols:
+            t = str(getattr(c.type, "name", c.type)).lower()
+            sql = _SCORE_TYPES.get(t) or _LABEL_TYPES.get(t)
+            if sql is None:
+                raise _bad(key, uri, f"the model's output {c.name!r} is of type {t}, which "
+                           "Spark cannot receive beside the audited output")
+            fields.append(f"`{c.name}` {sql}")
+        return kind, f"struct<{', '.join(f.replace(' ', ': ', 1) for f in fields)}>", cfg.output
+    return kind, rtype, cfg.output
+
+
+def _inputs(key: str, uri: str, signature: Any) -> list[str]:
+    ins = signature.inputs if signature is not None else None
+    if ins is None or ins.is_tensor_spec() or not ins.has_input_names():
+        raise _bad(key, uri, "the model's input signature has no column names: fairspark "
+                   "passes the table's columns by name; log the model with a named-column "
+                   "signature")
+    return list(ins.input_names())
+
+
+def _resolve_one(key: str, cfg: RegisteredModelConfig) -> ScoringModel:
+    import mlflow.models
+    from mlflow.exceptions import MlflowException
+
+    facts = _registry_facts(key, cfg.model_uri)
+    try:
+        info = mlflow.models.get_model_info(facts["resolved_uri"])
+    except (MlflowException, OSError) as err:
+        raise _bad(key, cfg.model_uri, f"the URI does not resolve to a model "
+                   f"({_first_line(err)})") from None
+    kind, rtype, output = _output(key, cfg.model_uri, cfg, info.signature)
+    if kind == "label" and cfg.threshold is not None:
+        raise _bad(key, cfg.model_uri, f"'{key}.threshold' is set but the model returns a "
+                   "label, not a score; leave 'threshold' out (or give 'positive')")
+    if kind == "score" and cfg.positive is not None:
+        raise _bad(key, cfg.model_uri, f"'{key}.positive' is set but the model returns a "
+                   "score; give 'threshold' instead")
+    return ScoringModel(
+        key=key, uri=cfg.model_uri, resolved_uri=facts["resolved_uri"],
+        column=SCORED_COLUMNS[key], kind=kind, result_type=rtype,
+        inputs=_inputs(key, cfg.model_uri, info.signature), output=output,
+        threshold=(0.5 if cfg.threshold is None else cfg.threshold) if kind == "score" else None,
+        positive=(list(cfg.positive) if cfg.positive is not None else [1])
+        if kind == "label" else None,
+        name=facts.get("name"), version=facts.get("version"), alias=facts.get("alias"),
+        run_id=facts.get("run_id") or info.run_id)
+
+
+def resolve_models(config: Config) -> tuple[Config, ModelScoring]:
+    """Look every model URI of ``config`` up and return the config with plain decision
+    columns in their place, and the scoring that adds those columns (one without models,
+    which changes nothing, when the config names none). Runs no Spark job.
+
+    Raises
+    ------
+    ConfigError
+        Naming the key and the URI: MLflow missing, a URI or alias that does not
+        resolve, an output that is neither a label nor a score, a threshold on a label
+        model, a model with a ``window``.
+    """
+    from fairspark.config_model import ModelConfig, PredictionConfig, ScoreConfig
+
+    wanted = config.columns.registered_models()
+    if not wanted:
+        return config, ModelScoring([])
+    require_mlflow(config)
+    if config.window is not None:
+        key = next(iter(wanted))
+        raise ConfigError(f"config key '{key}.model_uri' is not supported with 'window' yet: "
+                          "the partitions' stored states hold decisions already scored")
+    mcfg = getattr(config.output, "mlflow", None)
+    uri = mcfg.tracking_uri if mcfg is not None else None
+    with tracking_uri(uri):
+        models = [_resolve_one(key, cfg) for key, cfg in wanted.items()]
+    update: dict[str, Any] = {}
+    for m in models:
+        plain = (ScoreConfig(column=m.column, threshold=m.threshold) if m.kind == "score"
+                 else PredictionConfig(column=m.column, positive=m.positive))
+        if m.key == "columns.baseline":
+            update["baseline"] = plain
+        elif m.kind == "score":
+            update.update(prediction=None, score=plain)
+        else:
+            update["prediction"] = plain
+    columns = config.columns.model_copy(update=update)
+    new = {"columns": columns}
+    audited = next((m for m in models if m.key == "columns.prediction"), None)
+    if audited is not None and audited.name is not None:
+        described = config.model or ModelConfig()
+        new["model"] = described.model_copy(update={
+            "name": described.name or audited.name,
+            "version": described.version or (audited.version + (f" (@{audited.alias})"
+                                                                if audited.alias else "")),
+            "description": described.description or
+            f"{audited.uri}, MLflow run {audited.run_id}"})
+    return config.model_copy(update=new), ModelScoring(models, tracking_uri=uri)
