@@ -154,7 +154,17 @@ def spark():
     pyspark's own local server (``remote("local[2]")``) when the run is the Connect run
     (``FAIRSPARK_TEST_SESSION=connect``; pyspark allows one kind per process)."""
     if SESSION_KIND == "connect":
+        import socket
+
         from pyspark.sql import SparkSession
+
+        # pyspark's local server binds Connect's default port 15002, and its client
+        # dials that port; where another server holds it (a second test run on this
+        # machine), pyspark's test mode makes both take a free port instead
+        with socket.socket() as probe:
+            busy = probe.connect_ex(("127.0.0.1", 15002)) == 0
+        if busy:
+            os.environ["SPARK_TESTING"] = "1"
 
         builder = SparkSession.builder.remote("local[2]").appName("fairspark-tests-connect")
         # (the warehouse folder is a static setting: the local server's own is used)
