@@ -487,22 +487,9 @@ def main(
         log.error("%s", msg)
         _status_after_error(spark, config, exit_code_for(err), msg, err, **status)
         return int(exit_code_for(err))
-    except Exception as err:
-        from fairspark.errors import jvm_gone, jvm_gone_message, out_of_memory_hint
-        from fairspark.outputs import OutputWriteError
-        from fairspark.session import is_connect
-
-        # a Connect client has no JVM of its own to ask after
-        local_jvm = None if spark is None or is_connect(spark) else spark
-        hint = (jvm_gone(err, local_jvm) and jvm_gone_message(
-            config.spark.conf.get("spark.driver.memory") if config is not None else None)
-            ) or out_of_memory_hint(err)
-        if hint or isinstance(err, OutputWriteError):  # one line, no Java frames
-            log.error("%s", hint or err)
-        else:
-            log.exception("unexpected error")
-        _status_after_error(spark, config, exit_code_for(err), hint or describe_error(err),
-                            err, **status)
+    except Exception as err:  # noqa: BLE001 - any crash: logged by _crash_message
+        message = _crash_message(err, spark, config)
+        _status_after_error(spark, config, exit_code_for(err), message, err, **status)
         return int(exit_code_for(err))
     finally:
         if spark is not None and (not under_submit if stop_session is None else stop_session):
@@ -510,6 +497,27 @@ def main(
             from fairspark._signals import remove_leftovers
 
             remove_leftovers()
+
+
+def _crash_message(err: Exception, spark, config) -> str:
+    """Log an unexpected error (one line where its cause is known: a driver JVM that
+    died, an out-of-memory error, a failed write; else the traceback) and return the
+    status file's line for it."""
+    from fairspark.errors import jvm_gone, jvm_gone_message, out_of_memory_hint
+    from fairspark.outputs import OutputWriteError
+    from fairspark.runner import describe_error
+    from fairspark.session import is_connect
+
+    # a Connect client has no JVM of its own to ask after
+    local_jvm = None if spark is None or is_connect(spark) else spark
+    hint = (jvm_gone(err, local_jvm) and jvm_gone_message(
+        config.spark.conf.get("spark.driver.memory") if config is not None else None)
+        ) or out_of_memory_hint(err)
+    if hint or isinstance(err, OutputWriteError):  # one line, no Java frames
+        log.error("%s", hint or err)
+    else:
+        log.exception("unexpected error")
+    return hint or describe_error(err)
 
 
 def _stop(spark) -> None:
