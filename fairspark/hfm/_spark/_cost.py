@@ -111,12 +111,12 @@ class CostLog:
         }
 
     def log(self) -> dict[str, Any]:
-        """:meth:`as_dict`, also written to the log one line per pass."""
+        """:meth:`as_dict`, also written to the debug log, one line per pass (internal)."""
         out = self.as_dict()
         for p in out["passes"]:
-            _LOG.info("hfm cost: %-28s %7.2f s, %2s jobs, %2s stages, read %s rows (%s bytes),"
+            _LOG.debug("hfm cost: %-28s %7.2f s, %2s jobs, %2s stages, read %s rows (%s bytes),"
                       " left %s", p["pass"], p["seconds"], p["jobs"], p["stages"],
                       p.get("rows_read"), p.get("bytes_read"), p.get("rows_left"))
-        _LOG.info("hfm cost: %s engine, %s jobs, %s stages, %.2f s in all", out["engine"],
+        _LOG.debug("hfm cost: %s engine, %s jobs, %s stages, %.2f s in all", out["engine"],
                   out["jobs"], out["stages"], out["seconds"])
         return out
