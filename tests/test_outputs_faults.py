@@ -138,16 +138,21 @@ def test_a_failing_table_write_publishes_nothing_and_says_so_in_one_line(spark, 
     assert "Traceback" not in err
 
 
-def test_reruns_of_a_date_in_fresh_sessions_replace_only_that_date(biased, tmp_path):
+@pytest.mark.parametrize("catalog", ["in-memory", "hive"])
+def test_reruns_of_a_date_in_fresh_sessions_replace_only_that_date(biased, tmp_path, catalog):
     """The default session's in-memory catalog forgets the table between runs; its folder
-    stays in the warehouse. Each run is its own process (a fresh catalog)."""
+    stays in the warehouse. A Hive metastore (an embedded Derby one here) remembers it.
+    Each run is its own process (a fresh session)."""
     table = "faults_metrics"
     warehouse = tmp_path / "warehouse"
+    conf = {"spark.sql.warehouse.dir": str(warehouse), "spark.driver.memory": "1g",
+            "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+    if catalog == "hive":
+        conf.update({"spark.sql.catalogImplementation": "hive",
+                     "spark.hadoop.javax.jdo.option.ConnectionURL":
+                         f"jdbc:derby:;databaseName={tmp_path / 'metastore_db'};create=true"})
     cfg = _config(tmp_path, biased, output={"table": table},
-                  spark={"master": "local[1]",
-                         "conf": {"spark.sql.warehouse.dir": str(warehouse),
-                                  "spark.driver.memory": "1g", "spark.ui.enabled": "false",
-                                  "spark.sql.shuffle.partitions": "2"}})
+                  spark={"master": "local[1]", "conf": conf})
     out = tmp_path / "out"
     for date in (DATE, "2026-11-30", DATE):  # the last one reruns the first date
         code, text, _ = _process(cfg, "-q", "--run-date", date)
