@@ -89,7 +89,7 @@ def legends_outside(fig) -> None:
         leg.remove()
         area = inv.transform_bbox(ax.get_tightbbox(renderer))
         ncol = 1 if max(map(len, labels), default=0) > 28 else min(len(labels), 2)
-        ax.legend(handles, labels, loc="upper left", fontsize=size, frameon=False,
+        ax.legend(handles=handles, labels=labels, loc="upper left", fontsize=size, frameon=False,
                   ncol=ncol, bbox_to_anchor=(area.x0, area.y0 - 0.01),
                   bbox_transform=fig.transFigure)
 
