@@ -9,8 +9,10 @@ probability as ``score`` (excluded from the features). Then runs ``fairspark aud
 twice on ``--master``: ``group`` only, and ``group``, ``hfm``, ``mdfa`` and
 ``correlation`` each an empty section (their documented defaults), sex and race as
 sensitive attributes, every other column a feature (categorical ones encoded by the
-job). Prints each run's exit code, wall time and stage timings (``summary.json``), the
-ratio of the two wall times and the load average before and after.
+job); with ``--kinds classic connect`` both runs on each session kind (Connect:
+pyspark's local server, ``spark.remote: local[2]``). Prints each run's exit code, wall
+time and stage timings (``summary.json``), the ratios of the wall times and the load
+average before and after.
 
 Example::
 
@@ -115,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--out", default=None, help="also write the table (Markdown) here")
     ap.add_argument("--rows", type=int, default=None, help="only the first ROWS rows")
+    ap.add_argument("--kinds", nargs="+", default=["classic"], choices=["classic", "connect"],
+                    help="session kinds, each with both runs (connect: pyspark's local "
+                         "Connect server on --master, started by the run)")
     ap.add_argument("--set", nargs="*", default=[], metavar="AUDIT.KEY=VALUE",
                     help="override a default of the all-four run (e.g. mdfa.splits=4)")
     args = parse_args(ap, argv, fast={"rows": 2000, "set": LIGHT_SETS, "timeout": 600})
@@ -125,24 +130,37 @@ def main(argv: list[str] | None = None) -> int:
     if not (inp / "_SUCCESS").exists():
         write_scored(inp, args.rows)
     runs = []
-    for name, audits in (("group_only", {"group": {}}),
-                         ("all_four", {a: dict(sets.get(a, {}))
-                                       for a in ("group", "hfm", "mdfa", "correlation")})):
-        out = base / f"out_{name}"
-        if out.exists():
-            import shutil
+    for kind in args.kinds:
+        for name, audits in (("group_only", {"group": {}}),
+                             ("all_four", {a: dict(sets.get(a, {}))
+                                           for a in ("group", "hfm", "mdfa", "correlation")})):
+            out = base / f"out_{name}_{kind}"
+            if out.exists():
+                import shutil
 
-            shutil.rmtree(out)
-        r = run_cli(base, name, config(inp, out, audits, args.master), args.timeout)
-        runs.append(r)
-        print(json.dumps(r, indent=1), flush=True)
-    ratio = runs[1]["wall_s"] / runs[0]["wall_s"]
+                shutil.rmtree(out)
+            cfg = config(inp, out, audits, args.master)
+            if kind == "connect":  # pyspark's local Connect server, started by the run
+                cfg["spark"]["remote"] = args.master
+            r = run_cli(base, f"{name}_{kind}", cfg, args.timeout)
+            r["kind"] = kind
+            runs.append(r)
+            print(json.dumps(r, indent=1), flush=True)
+    wall = {(r["kind"], r["name"].rsplit("_", 1)[0]): r["wall_s"] for r in runs}
     table = md_table(
-        ["run", "exit", "wall s", "load before / after", "stages (s)"],
-        [[r["name"], r["exit"], r["wall_s"], f"{r['load_before']} / {r['load_after']}",
+        ["session", "run", "exit", "wall s", "load before / after", "stages (s)"],
+        [[r["kind"], r["name"].rsplit("_", 1)[0], r["exit"], r["wall_s"],
+          f"{r['load_before']} / {r['load_after']}",
           ", ".join(f"{k} {v:.1f}" for k, v in r["stages"].items()
                     if isinstance(v, int | float))] for r in runs])
-    text = table + f"\n\nall four audits / group only: **{ratio:.1f}x** (target at most 10x)"
+    lines = [f"{k}: all four audits / group only: "
+             f"**{wall[(k, 'all_four')] / wall[(k, 'group_only')]:.1f}x**" for k in args.kinds]
+    if len(args.kinds) == 2:
+        lines += [f"{run}: Connect / classic: "
+                  f"**{wall[('connect', run)] / wall[('classic', run)]:.2f}x**"
+                  f" (target at most {target})"
+                  for run, target in (("all_four", "1.3x"), ("group_only", "1.5x"))]
+    text = table + "\n\n" + "\n".join(lines)
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -225,9 +225,12 @@ class JvmChildren:
         return self.seen
 
 
-def one_size(n: int, d: int, tmp: str, probe: float = 0.0) -> dict:
+def one_size(n: int, d: int, tmp: str, probe: float = 0.0, remote: str | None = None) -> dict:
     """Generate, run the Spark passes, read the workers' peak RSS (this process); with
-    ``probe`` seconds, watch the JVM's children instead and end after that long."""
+    ``probe`` seconds, watch the JVM's children instead and end after that long. With
+    ``remote`` (``local[2]``) the session is a Spark Connect one to pyspark's local
+    server, started by this process with the same settings (its JVM is this process's
+    child, as the classic session's is)."""
     import resource
 
     from fairspark.cli import local_driver_memory
@@ -241,8 +244,14 @@ def one_size(n: int, d: int, tmp: str, probe: float = 0.0) -> dict:
     t_gen = time.perf_counter() - t0
     # the local session the CLI starts when the config sets no spark.conf: its driver
     # heap sized from the machine (fairspark.cli.local_driver_memory)
-    spark = spark_session(app_name=f"hfm-{n}", conf={
-        "spark.ui.enabled": "false", "spark.driver.memory": local_driver_memory()})
+    conf = {"spark.ui.enabled": "false", "spark.driver.memory": local_driver_memory()}
+    if remote:
+        from fairspark.session import build_session
+
+        spark = build_session(remote=remote, app_name=f"hfm-{n}", conf=conf,
+                              log_level="ERROR")
+    else:
+        spark = spark_session(app_name=f"hfm-{n}", conf=conf)
     pts = spark.read.parquet(str(path))
     W = sample_projections(dim=1 + d, m1=25, sampler="uniform_l1", seed=2)
     options = DistanceOptions(method="certified", m2=default_m2(n), exact_block_rows=10_000,
@@ -287,6 +296,7 @@ def one_size(n: int, d: int, tmp: str, probe: float = 0.0) -> dict:
     return {"n": n, "d": d, "generate_s": round(t_gen, 1), "hfm_s": round(el, 1),
             "D": r0.value, "D_f": r1.value, "certified": bool(r0.certified and r1.certified),
             "engine": r0.extra.get("engine"), "cost": r0.extra.get("cost"),
+            "session": "connect" if remote else "classic",
             "worker_peak_rss_mb": worker_peaks[:8], "workers": len(worker_peaks),
             "daemon_peak_rss_mb": round(peaks.daemon / 1024),
             "jvm_spawns_read_mb": [[p, round(kb / 1024)] for p, kb in peaks.jvm_spawns],
@@ -305,19 +315,24 @@ def main(argv: list[str] | None = None) -> None:
                     help="then run the largest size this long with a watcher of the JVM's "
                          "children (each read the moment it appears, before its exec)")
     ap.add_argument("--tmp", default=None, help="folder for the Parquet tables")
+    ap.add_argument("--kinds", nargs="+", default=["classic"], choices=["classic", "connect"],
+                    help="session kinds, each size on each (connect: pyspark's local server)")
+    ap.add_argument("--remote", default=None, help=argparse.SUPPRESS)  # the child's
     args = parse_args(ap, argv, fast={"sizes": [2000, 4000], "dim": 5})
     if args.one:
         with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
-            print("RESULT " + json.dumps(one_size(args.one, args.dim, tmp, args.probe)),
-                  flush=True)
+            print("RESULT " + json.dumps(one_size(args.one, args.dim, tmp, args.probe,
+                                                  args.remote)), flush=True)
         return
     results = []
-    for n in args.sizes:  # a fresh process per size: fresh workers, fresh peaks
-        print(f"n = {n:,}: start, load {load()}", flush=True)
-        log = _log_file(f"bench_hfm_1e7_{n}_", args.tmp)
+    # a fresh process per size and kind: fresh workers, fresh peaks
+    for n, kind in [(n, k) for n in args.sizes for k in args.kinds]:
+        print(f"n = {n:,} ({kind} session): start, load {load()}", flush=True)
+        log = _log_file(f"bench_hfm_1e7_{n}_{kind}_", args.tmp)
         with open(log, "w") as f:
             out = subprocess.run([sys.executable, __file__, "--one", str(n), "--dim",
-                                  str(args.dim)] + (["--tmp", args.tmp] if args.tmp else []),
+                                  str(args.dim)] + (["--tmp", args.tmp] if args.tmp else [])
+                                 + (["--remote", "local[2]"] if kind == "connect" else []),
                                  stdout=subprocess.PIPE, stderr=f, text=True, check=False)
         line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
         if out.returncode or not line:
@@ -325,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"n = {n}: exit {out.returncode}; its log: {log}")
         r = json.loads(line[0][7:])
         results.append(r)
-        print(f"n = {n:,} x {r['d']}: {r['engine']}, HFM {r['hfm_s']} s (generate "
+        print(f"n = {n:,} x {r['d']} ({r['session']}): {r['engine']}, HFM {r['hfm_s']} s (generate "
               f"{r['generate_s']} s), D {r['D']:.6f}, D_f {r['D_f']:.6f}, certified "
               f"{r['certified']}, largest worker peak RSS {r['worker_peak_rss_mb']} MB of "
               f"{r['workers']} workers (the daemon {r.get('daemon_peak_rss_mb')} MB), driver "
@@ -345,6 +360,13 @@ def main(argv: list[str] | None = None) -> None:
                   f"{p.get('rows_read', '')} | {p.get('rows_left', '')} | {m} |", flush=True)
     if args.spawn_probe:
         _spawn_probe(max(args.sizes), args)
+    if len(args.kinds) > 1:  # the same size on both kinds: Connect's peak against classic's
+        top = [r for r in results if r["n"] == max(args.sizes)]
+        peak = {r["session"]: max(r["worker_peak_rss_mb"], default=0) for r in top}
+        same = len({(r["D"], r["D_f"]) for r in top}) == 1
+        print(f"n = {max(args.sizes):,}: largest worker peak RSS {peak} MB, HFM s "
+              f"{ {r['session']: r['hfm_s'] for r in top} }, the same D and D_f on both: {same}")
+        results = [r for r in results if r["session"] == args.kinds[0]]
     if len(results) > 1:
         a = max(results[0]["worker_peak_rss_mb"], default=0)
         b = max(results[-1]["worker_peak_rss_mb"], default=0)

@@ -12,7 +12,14 @@ after the other on a quiet machine:
 - ``python -m fairspark.cli audit`` (a fresh JVM each, ``local[2]``, only the HFM audit
   at its defaults) once per ``--settings`` entry: ``default`` (no ``spark.conf``: the CLI
   sizes the driver), ``1g`` and ``6g`` (``spark.driver.memory``), ``spark`` (the Spark path
-  forced with ``audits.hfm.local_max_bytes: 0``).
+  forced with ``audits.hfm.local_max_bytes: 0``), ``connect`` (pyspark's local Spark
+  Connect server, ``spark.remote: local[2]``, started by the run).
+
+Beside them, the run a user waits for against its peers: a user's pandas script that
+reads the same Parquet and runs scipy (fresh process), one Spark scan of the table
+(``df.agg`` of every feature's min and max) and a bare Spark session's cost (a fresh
+process less its scan), against the CLI's whole wall time, its preparation plus
+encoding, and its time outside the stages from the read on.
 
 Prints, per run: exit code, the HFM stage (``summary.json``'s ``stage_timings``), its
 ratio to scipy's D + D_f, D and D_f against scipy's (exactness), the path the engine took
@@ -74,7 +81,7 @@ def points(big: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.column_stack([y, X]), np.column_stack([yp, X]), g
 
 
-def _scipy(VD, VF, g, q) -> None:
+def _scipy_run(VD, VF, g) -> tuple[float, float, float]:
     from scipy.spatial.distance import directed_hausdorff
 
     t = time.perf_counter()
@@ -82,7 +89,11 @@ def _scipy(VD, VF, g, q) -> None:
     for V in (VD, VF):
         a, b = V[g == 1], V[g == 0]
         out.append(max(directed_hausdorff(a, b, seed=0)[0], directed_hausdorff(b, a, seed=0)[0]))
-    q.put((*out, time.perf_counter() - t))
+    return out[0], out[1], time.perf_counter() - t
+
+
+def _scipy(VD, VF, g, q) -> None:
+    q.put(_scipy_run(VD, VF, g))
 
 
 def scipy_reference(VD, VF, g) -> tuple[float, float, float]:
@@ -93,6 +104,62 @@ def scipy_reference(VD, VF, g) -> tuple[float, float, float]:
     res = q.get()
     p.join()
     return res
+
+
+def _pandas_script(inp: str, q) -> None:
+    """A user's script: read the Parquet with pandas, build the points, scipy's D, D_f."""
+    t = time.perf_counter()
+    big = pd.read_parquet(inp)
+    t_read = time.perf_counter() - t
+    VD, VF, g = points(big)
+    D, Df, _ = _scipy_run(VD, VF, g)
+    q.put((D, Df, t_read, time.perf_counter() - t))
+
+
+def pandas_script(inp: str) -> tuple[float, float, float, float]:
+    """(D, D_f, read seconds, whole seconds) of :func:`_pandas_script`, in a fresh process."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_pandas_script, args=(inp, q))
+    p.start()
+    res = q.get()
+    p.join()
+    return res
+
+
+_SCAN = """
+import sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, {root!r})
+from pyspark.sql import SparkSession, functions as F
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.driver.memory", {mem!r}).getOrCreate())
+t1 = time.perf_counter()
+df = spark.read.parquet({inp!r})
+cols = {cols!r}
+t2 = time.perf_counter()
+df.agg(*[f(c) for c in cols for f in (F.min, F.max)]).collect()
+t3 = time.perf_counter()
+print("SCAN", t1 - t0, t3 - t2)
+"""
+
+
+def spark_scan(inp: str) -> tuple[float, float]:
+    """(a bare session's cost: the process's wall time less its one scan, so the
+    interpreter's start, pyspark's import, the session's start and its stop at exit; one
+    scan: ``df.agg`` of every feature's min and max) in a fresh process, with the driver
+    heap the CLI sizes."""
+    from fairspark.cli import local_driver_memory
+
+    code = _SCAN.format(root=str(ROOT), mem=local_driver_memory(), inp=inp,
+                        cols=[*NUMERIC, *CATEGORICAL])
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    whole = time.perf_counter() - t
+    line = next(x for x in out.stdout.splitlines() if x.startswith("SCAN"))
+    scan = float(line.split()[2])
+    return whole - scan, scan
 
 
 def run_cli(inp: str, tmp: Path, setting: str) -> dict:
@@ -112,6 +179,8 @@ def run_cli(inp: str, tmp: Path, setting: str) -> dict:
         cfg["spark"]["conf"] = {"spark.driver.memory": setting}
     elif setting == "spark":
         cfg["audits"]["hfm"]["local_max_bytes"] = 0
+    elif setting == "connect":  # pyspark's local Connect server, started by the run
+        cfg["spark"]["remote"] = "local[2]"
     conf = tmp / f"{setting}.yaml"
     conf.write_text(yaml.safe_dump(cfg))
     t = time.perf_counter()
@@ -125,6 +194,8 @@ def run_cli(inp: str, tmp: Path, setting: str) -> dict:
     if (run / "summary.json").exists():
         s = json.loads((run / "summary.json").read_text())
         out["stage"] = s["stage_timings"].get("audit hfm")
+        out["stages"] = {k: v for k, v in s["stage_timings"].items()
+                         if isinstance(v, int | float)}
         m = pd.read_parquet(run / "metrics.parquet")
         m = m[(m.audit == "hfm") & m.metric.isin(["D", "D_f"])]
         out["values"] = {r.metric: r.value for r in m.itertuples()}
@@ -138,7 +209,7 @@ def main(argv=None) -> int:
     ap.add_argument("--copies", type=int, default=20)
     ap.add_argument("--jitter", type=float, default=0.002)
     ap.add_argument("--settings", nargs="+", default=["default", "1g", "6g", "spark"],
-                    choices=["default", "1g", "6g", "spark"])
+                    choices=["default", "1g", "6g", "spark", "connect"])
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--verbose", action="store_true", help="print the HFM log lines")
     args = parse_args(ap, argv, fast={"copies": 1, "settings": ["default"]})
@@ -153,8 +224,18 @@ def main(argv=None) -> int:
     print(f"# rows={len(big)} d={VD.shape[1] - 1} load at start {load()}", flush=True)
     D, Df, ref = scipy_reference(VD, VF, g)
     print(f"scipy D+D_f {ref:.2f} s  D={D:.12g} D_f={Df:.12g}  load {load()}", flush=True)
-    print("| setting | exit | HFM stage (s) | / scipy | D exact | D_f exact | wall (s) | load |")
-    print("|---|---|---|---|---|---|---|---|")
+    del VD, VF
+    pd_D, pd_Df, pd_read, user = pandas_script(str(inp))
+    print(f"a user's pandas script (read the Parquet {pd_read:.2f} s, build the points, "
+          f"scipy): {user:.2f} s, the same D and D_f: {(pd_D, pd_Df) == (D, Df)}  "
+          f"load {load()}", flush=True)
+    bare, scan = spark_scan(str(inp))
+    print(f"a bare Spark session (interpreter, import, start, stop) {bare:.2f} s; one scan "
+          f"(df.agg of every feature's min and max) {scan:.2f} s  load {load()}", flush=True)
+    print("| setting | exit | HFM stage (s) | / scipy | D exact | D_f exact | wall (s) "
+          "| / user's script | prepare + encode (s) | / one scan | before the read (s) "
+          "| / bare session | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for setting in args.settings:
         r = run_cli(str(inp), tmp, setting)
         st = r.get("stage")
@@ -163,8 +244,17 @@ def main(argv=None) -> int:
         ok_f = ("yes" if "D_f" in v and abs(v["D_f"] - Df) <= 1e-9 * max(Df, 1)
                 else f"{v.get('D_f')}")
         ratio = f"{st / ref:.2f}" if st else "-"
+        stages = r.get("stages", {})
+        prep = stages.get("prepare", 0.0) + stages.get("encode features", 0.0)
+        # the top-level stages after the session's start (nested ones are named "a: b")
+        after = sum(t for k, t in stages.items() if ": " not in k and k != "session start")
+        before = r["wall"] - after
         print(f"| {setting} | {r['exit']} | {st if st is None else round(st, 2)} | {ratio} | "
-              f"{ok_d} | {ok_f} | {r['wall']:.1f} | {r['load']} |", flush=True)
+              f"{ok_d} | {ok_f} | {r['wall']:.1f} | {r['wall'] / user:.2f} | {prep:.1f} | "
+              f"{prep / scan:.2f} | {before:.1f} | {before / bare:.2f} | {r['load']} |",
+              flush=True)
+        if args.verbose:
+            print("    stages: " + ", ".join(f"{k} {t:.2f}" for k, t in stages.items()))
         if args.verbose or r["exit"] != 0:
             print("\n".join("    " + ln for ln in r["log"]))
             if "stderr" in r:

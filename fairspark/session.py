@@ -133,18 +133,19 @@ def _editable_root() -> str | None:
     return unquote(url.path) if editable and url.scheme == "file" else None
 
 
-def _workers_import_fairspark() -> bool:
+def _workers_import_fairspark(*, from_cwd: bool = True) -> bool:
     """Whether a Python worker started here (``python -m`` in this directory, with this
-    environment) finds this fairspark: from the working directory, ``PYTHONPATH``,
-    site-packages or an editable install of this folder (its finder is loaded by every
-    interpreter of the environment), not only through a ``sys.path`` edit of the
-    driver."""
+    environment) finds this fairspark: from the working directory (unless ``from_cwd``
+    is false: a Connect server runs a session's workers in the session's own artifact
+    folder), ``PYTHONPATH``, site-packages or an editable install of this folder (its
+    finder is loaded by every interpreter of the environment), not only through a
+    ``sys.path`` edit of the driver."""
     import site
     from pathlib import Path
 
     here = Path(__file__).resolve().parents[1]
-    paths = [Path.cwd(), *(Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                           if p)]
+    paths = [*([Path.cwd()] if from_cwd else []),
+             *(Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
     with __import__("contextlib").suppress(Exception):
         paths += [Path(p) for p in site.getsitepackages()]
     editable = _editable_root()
@@ -211,7 +212,8 @@ def build_session(
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.remote(master) if local_server else builder.master(master)
-        local = LOCAL_CONF if _is_local(master) and _workers_import_fairspark() else {}
+        local = (LOCAL_CONF if _is_local(master)
+                 and _workers_import_fairspark(from_cwd=not local_server) else {})
         settings = {**DEFAULT_CONF, **local, **{k: str(v) for k, v in (conf or {}).items()}}
         python = _worker_python(master, conf or {})
         if python is not None:  # read by SparkContext when it starts, below
