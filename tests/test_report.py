@@ -834,9 +834,9 @@ def test_correlation_heatmap_writes_r_and_explains_the_sign(monkeypatch):
 @pytest.mark.parametrize(("verdict", "null", "status", "expected"), [
     ("evidence of multi-differential unfairness (ref)",
      {"mean": 0.0067, "bound": 0.0150, "p_value": 0.0004}, "evidence",
-     "gamma_max 0.0101 above the features-only reference (raw mean over splits 0.0101 "
-     "against 0.0067 for decisions that depend on the features alone; evidence when the "
-     "raw mean is above 0.015"),
+     "gamma_max 0.0101 above the features-only reference (test statistic, the raw mean "
+     "over splits of the larger gamma(y), 0.0101 against 0.0067 for decisions that "
+     "depend on the features alone; evidence when the test statistic is above 0.015"),
     ("no evidence of multi-differential unfairness (ref)",
      {"mean": 0.0067, "bound": 0.0150, "p_value": 0.15}, "ok",
      "Nothing: gamma is within what decisions that depend on the features alone give"),
@@ -1011,8 +1011,9 @@ def test_the_mdfa_line_carries_the_balance_caveat_and_one_name(summary):
     # the trends' name (gamma_max = the row's value) first, the raw gamma beside it
     assert line["what"] == "gamma_max"
     line["far"] = plain(line["far"])
-    assert line["far"].startswith("gamma_max 0.0323 above the features-only reference (raw "
-                                  "mean over splits 0.0374 against 0.0051")
+    assert line["far"].startswith("gamma_max 0.0323 above the features-only reference (test "
+                                  "statistic, the raw mean over splits of the larger "
+                                  "gamma(y), 0.0374 against 0.0051")
     # "gamma" alone is the favourable outcome's row in metrics.parquet: not used here
     head = line["far"].split("; caveat")[0]
     assert " gamma " not in f" {head} ".replace("gamma_max", "")
