@@ -25,13 +25,15 @@ from fairspark.audits.lines import (
     short_metric,
 )
 from fairspark.audits.spec import AuditSpec, DecisionInput
-from fairspark.status import FAILED_STATUSES
+from fairspark.status import FAILED_STATUSES, limit_row_counts
 
 __all__ = ["ROW_CHANGE_FRACTION", "DecisionInput", "DecisionLine", "audited_brief",
            "audited_facts", "data_differences", "decision_box", "decision_items",
            "fmt_number", "item_key", "num"]
 
 _BAD = {"violated", "failed", "evidence"}
+#: the statuses a limit check has: counted as checks (limit_row_counts), never as lines
+_CHECK_STATUSES = ("violated", "inconclusive", "passed")
 
 
 _num = num
@@ -388,12 +390,19 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
     counts: dict[str, int] = {}
     for ln in lines:
         counts[ln["status"]] = counts.get(ln["status"], 0) + 1
+    checks = limit_row_counts(rows)
+    if checks["checks"]:
+        # one count of limit checks wherever printed (fairspark.status.verdict_counts):
+        # violated / inconclusive / passed are the checks', not the box's lines'
+        counts = {s: n for s, n in counts.items() if s not in _CHECK_STATUSES}
+        counts |= {s: checks[s] for s in _CHECK_STATUSES if checks[s]}
     return {
         "gate": _gate_sentence(summary, failed),
         # the lines' one-sentence answers (e.g. challenger against baseline), worst first
         "headlines": [ln["headline"] for ln in lines if ln.get("headline")],
         "lines": lines,
         "counts": [(s, counts[s], STATUS_ORDER[s][1]) for s in STATUS_ORDER if s in counts],
+        "checks": checks["checks"],
         "previous": (previous or {}).get("run_date") if prev_items is not None else None,
         "previous_note": _previous_note(summary, previous),
         "differs": data_differences(summary, previous),
