@@ -368,11 +368,11 @@ def test_decision_lines_rank_and_measure_the_distance_to_the_limit(decision_rows
     # DI 0.40 against a minimum of 0.8: 0.4 below, the whole interval [0.36, 0.44] too;
     # the row's number at three decimals, as the group tables print it
     di = by[("violated", "sex", False, False, True)]
-    assert "DI 0.400, 0.4 below the minimum 0.8 (whole interval below)" in di
+    assert "DI 0.400 [0.360, 0.440], 0.4 below the minimum 0.8 (whole interval below)" in di
     assert "violated (would gate)" in di and "(gates)" not in di
     spd = next(t for st, a, t in lines if st == "violated" and "statistical" in t)
     # the value first, then its distance from the limit
-    assert "SPD −0.180, 0.08 beyond the limit ±0.1 (whole interval beyond)" in spd
+    assert "SPD −0.180 [−0.195, −0.165], 0.08 beyond the limit ±0.1 (whole interval beyond)" in spd
     inc = next(t for st, a, t in lines if st == "inconclusive")
     assert "race" in inc and "0.01 within the limit ±0.1" in inc
     # hfm: df = 2.5 / 2.0 - 1 = +0.25 -> the decisions separate the groups 25% more
@@ -1020,3 +1020,26 @@ def test_the_mdfa_line_carries_the_balance_caveat_and_one_name(summary):
     # the row's interval (0.02 to 0.04) excludes 0: no "not pinned down" sentence
     assert "not pinned down" not in line["far"]
     assert "caveat: the weights leave the groups unbalanced in 6 of 12 splits" in line["far"]
+
+
+@pytest.mark.parametrize(("rule", "value", "lower", "upper", "words"), [
+    ({"min": 0.8}, 0.057, 0.010, 0.305,
+     "DI 0.057 [0.010, 0.305], 0.743 below the minimum 0.8 (whole interval below)"),
+    ({"max": 0.1}, 0.25, 0.15, 0.35,
+     "SPD +0.250 [+0.150, +0.350], 0.15 above the maximum 0.1 (whole interval above)"),
+    ({"abs_max": 0.1}, -0.25, -0.35, -0.15,
+     "SPD −0.250 [−0.350, −0.150], 0.15 beyond the limit ±0.1 (whole interval beyond)"),
+])
+def test_a_gating_number_wholly_beyond_its_limit_keeps_its_interval(summary, rule, value,
+                                                                     lower, upper, words):
+    """The line under the gate sentence prints the number with its interval also when
+    the whole interval is beyond the limit (the box printed 'DI 0.057, 0.743 below the
+    minimum 0.8 (whole interval below)' without the interval's numbers)."""
+    from fairspark.report.decision import decision_box
+
+    metric = "disparate_impact" if "min" in rule else "statistical_parity_difference"
+    rows = [_limit("race", metric, value, lower, upper, "violated", rule)]
+    s = _ok_summary(summary)
+    (line,) = [ln for ln in decision_box(summary=s, rows=rows, anchors={},
+                                         specs=SPECS)["lines"] if ln["metric"] == metric]
+    assert words in plain(line["far"])

@@ -88,11 +88,15 @@ def _params(r: Mapping[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------ distance to limits
 
 
-def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str, float | None]:
+def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any], *,
+                    interval: bool = True) -> tuple[str, float | None]:
     """(words, signed excess) for one limit row: excess > 0 is beyond the limit.
 
-    The value first, then its distance: *"DI 0.057, 0.743 below the minimum 0.8 (whole
-    Holm-adjusted interval below)"*.
+    The value with its interval first, then its distance: *"DI 0.057 [0.010, 0.305],
+    0.743 below the minimum 0.8 (whole Holm-adjusted interval below)"*: every gating
+    number with its interval, also when the whole interval is beyond the limit.
+    ``interval=False`` leaves the interval to the caller (:func:`_worst_of` puts it
+    after the value itself).
     """
     v, lo, hi = _num(r.get("value")), _num(r.get("lower")), _num(r.get("upper"))
     if v is None:
@@ -100,7 +104,9 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str,
     # the limits row's interval is the one its verdict uses (adjusted under a correction)
     iv = f"whole {_params(r).get('interval') or ''} interval".replace("  ", " ")
     short = short_metric(str(r.get("metric") or rule.get("metric") or "value"))
-    name = f"{short} {row_number(r)}, "
+    shown_iv = (f" [{row_number(r, 'ci_low')}, {row_number(r, 'ci_high')}]"
+                if interval and lo is not None and hi is not None else "")
+    name = f"{short} {row_number(r)}{shown_iv}, "
     parts: list[tuple[float, str, str]] = []  # (excess, words, interval note)
     margin = _num((rule.get("no_worse_than_baseline") or {}).get("margin"))
     if margin is not None:  # the row's value is "worse": further from parity, paired
@@ -229,7 +235,7 @@ def _worst_of(found: list[tuple[Mapping[str, Any], dict]]) -> tuple[
     ranked = [t for t in groups if rankable(t[0])]
     small = [t for t in groups if not rankable(t[0])]
     r, p = min(ranked or groups, key=key)
-    far, excess = _limit_distance(r, p.get("rule") or {})
+    far, excess = _limit_distance(r, p.get("rule") or {}, interval=False)
     n_v = sum(1 for x, _ in found if x.get("status") == "violated")
     size = support_words(r)
     lo, hi = _num(r.get("lower")), _num(r.get("upper"))
