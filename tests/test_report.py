@@ -1043,3 +1043,40 @@ def test_a_gating_number_wholly_beyond_its_limit_keeps_its_interval(summary, rul
     (line,) = [ln for ln in decision_box(summary=s, rows=rows, anchors={},
                                          specs=SPECS)["lines"] if ln["metric"] == metric]
     assert words in plain(line["far"])
+
+
+def test_a_fairer_headline_says_when_a_limit_check_of_its_attribute_is_not_passed(summary):
+    """'fairer' (the documented family: Holm over the headline comparisons) beside an
+    inconclusive limit check of the same attribute says so; without that check, or for
+    another attribute's check, the headline is left as it was."""
+    import json
+
+    from fairspark.metrics._paired import DIFFERENCE_MODEL
+    from fairspark.report.decision import decision_box
+
+    # worse = -0.07 with se 0.01: z = 7, a single comparison, so "fairer" (by hand)
+    diff = {"audit": "group", "attribute": "sex", "group": "unprivileged",
+            "metric": "disparate_impact", "model": DIFFERENCE_MODEL, "status": "ok",
+            "value": 0.07, "lower": 0.05, "upper": 0.09, "metric_b": None, "detail": None,
+            "params": json.dumps({"worse": -0.07, "worse_se": 0.01, "ci_level": 0.95,
+                                  "challenger": 0.81, "baseline": 0.74})}
+    check = _limit("sex", "disparate_impact", 0.78, 0.70, 0.90, "inconclusive",
+                   {"min": 0.8})
+    other = _limit("race", "disparate_impact", 0.78, 0.70, 0.90, "inconclusive",
+                   {"min": 0.8})
+    s = _ok_summary(summary)
+
+    def heads(rows):
+        return [plain(h) for h in decision_box(summary=s, rows=rows, anchors={},
+                                               specs=SPECS)["headlines"]]
+
+    (plain_head,) = heads([diff])
+    assert ": fairer (" in plain_head and "not passed" not in plain_head
+    (with_check,) = heads([diff, check])
+    assert with_check.startswith(plain_head)
+    assert with_check.endswith(". But 1 limit check(s) on sex are not passed: disparate "
+                               "impact ≥ 0.8: inconclusive"), with_check
+    # the interval by hand: -0.07 -/+ 1.96 * 0.01
+    assert "[−0.0896, −0.0504]" in plain_head
+    (other_attr,) = heads([diff, other])
+    assert other_attr == plain_head

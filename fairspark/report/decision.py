@@ -13,6 +13,7 @@ to look at next. Above it, one sentence says whether the run gates.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -359,6 +360,25 @@ def _gate_sentence(summary: Mapping[str, Any], failed: list[str]) -> dict[str, s
         f"({limits.get('passed', 0)} passed, {limits.get('inconclusive', 0)} inconclusive).")}
 
 
+def _caveat(line: Mapping[str, Any], lines: list[dict]) -> str:
+    """A headline that says "fairer" or "no difference" while a limit check of its
+    attribute is violated or inconclusive says so (issue 58): the word is the documented
+    family's (:mod:`fairspark.group.decision`), the checks are the limits'."""
+    head = str(line["headline"])
+    attr = line.get("attribute")
+    if not re.search(r": (fairer|no difference beyond noise) \(", head):
+        return head
+    bad = [ln for ln in lines if str(ln.get("audit", "")).startswith("limit on")
+           and ln.get("attribute") == attr and ln.get("status") in ("violated",
+                                                                  "inconclusive")]
+    if not bad:
+        return head
+    said = "; ".join(f"{ln.get('what')}: {ln.get('status')}" for ln in bad[:3])
+    more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
+    return (f"{head}. But {len(bad)} limit check(s) on {attr} are not passed: "
+            f"{said}{more}")
+
+
 def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
                  anchors: Mapping[str, str], specs: Mapping[str, AuditSpec]
                  ) -> dict[str, Any]:
@@ -405,7 +425,7 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
     return {
         "gate": _gate_sentence(summary, failed),
         # the lines' one-sentence answers (e.g. challenger against baseline), worst first
-        "headlines": [ln["headline"] for ln in lines if ln.get("headline")],
+        "headlines": [_caveat(ln, lines) for ln in lines if ln.get("headline")],
         "lines": lines,
         "counts": [(s, counts[s], STATUS_ORDER[s][1]) for s in STATUS_ORDER if s in counts],
         "checks": checks["checks"],
