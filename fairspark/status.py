@@ -8,9 +8,12 @@ and integers that ``metrics.parquet``, ``summary.json`` and the shell see.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from enum import IntEnum, StrEnum
+from typing import Any
 
-__all__ = ["ExitCode", "Status", "Verdict", "FAILED_STATUSES"]
+__all__ = ["ExitCode", "Status", "Verdict", "FAILED_STATUSES", "limit_row_counts",
+           "verdict_counts"]
 
 
 class Status(StrEnum):
@@ -49,6 +52,45 @@ class Verdict(StrEnum):
     PASSED = "passed"
     VIOLATED = "violated"
     INCONCLUSIVE = "inconclusive"
+
+
+def verdict_counts(verdicts: Iterable[str]) -> dict[str, int]:
+    """The one count of limit checks printed everywhere (``summary.json``'s ``limits``,
+    the banner, the decision box, the Limits section, the CLI's closing lines):
+    ``checks`` and the number ``violated``, ``inconclusive`` and ``passed``.
+
+    Parameters
+    ----------
+    verdicts:
+        The verdict of each gating check (a ``Check.verdict`` or a limits row's
+        ``status``; pooled views are not gating checks and are left out by the caller).
+
+    Returns
+    -------
+    dict of str to int
+    """
+    vs = [str(v) for v in verdicts]
+    return {"checks": len(vs), "violated": vs.count(Verdict.VIOLATED),
+            "inconclusive": vs.count(Verdict.INCONCLUSIVE),
+            "passed": vs.count(Verdict.PASSED)}
+
+
+def limit_row_counts(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """:func:`verdict_counts` of the gating ``audit = limits`` rows of metrics.parquet
+    (``params.role`` ``gate``, the default; a pooled view does not count)."""
+    import json
+
+    def role(r: Mapping[str, Any]) -> str:
+        p = r.get("params")
+        if isinstance(p, Mapping):
+            return str(p.get("role", "gate"))
+        try:
+            return str((json.loads(p or "{}") or {}).get("role", "gate"))
+        except (TypeError, ValueError):
+            return "gate"
+
+    return verdict_counts(r.get("status") for r in rows
+                          if r.get("audit") == "limits" and role(r) == "gate")
 
 
 class ExitCode(IntEnum):

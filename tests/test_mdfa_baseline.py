@@ -191,13 +191,20 @@ def test_the_baselines_gamma_is_gamma_of_its_certificate_by_hand(runs):
     # null reference (the mean over null draws of each draw's mean over the splits that
     # evaluated it, read from the split table by hand)
     df = _rows(runs["paired"])
+    want = {}
     for metric, key in GAMMAS.items():
+        if key == "gamma_max":
+            continue
         per_draw: dict[int, list[float]] = {}
         for (_, k), v in _null_long(res_b.splits, key).items():
             per_draw.setdefault(k, []).append(v)
         reference = np.mean([np.mean(v) for v in per_draw.values()])
+        want[metric] = np.mean(got[key]) - reference
         row = _only(df, metric, "baseline")
-        assert row.value == pytest.approx(np.mean(got[key]) - reference, abs=1e-12), metric
+        assert row.value == pytest.approx(want[metric], abs=1e-12), metric
+    # gamma_max is the larger of the two printed gamma(y), the maximum it is named for
+    row = _only(df, "gamma_max", "baseline")
+    assert row.value == pytest.approx(max(want.values()), abs=1e-12)
 
 
 def _null_long(splits: pd.DataFrame, key: str) -> dict[tuple[int, int], float]:
@@ -213,14 +220,17 @@ def _null_long(splits: pd.DataFrame, key: str) -> dict[tuple[int, int], float]:
     return out
 
 
-def _brute_paired(c: pd.DataFrame, b: pd.DataFrame, key: str) -> tuple[float, float, float]:
-    """Challenger minus baseline with its 95% interval, by its definition: mean
-    per-split difference less the mean per-draw difference, scale^2 = s_d^2 (1/n + rho)
-    + var(e_k) / K, Welch-Satterthwaite degrees of freedom."""
-    d = c[key].to_numpy(float) - b[key].to_numpy(float)
+def _brute_paired(c: pd.DataFrame, b: pd.DataFrame, key: str,
+                  key_b: str | None = None) -> tuple[float, float, float]:
+    """Challenger (``key``) minus baseline (``key_b``, default ``key``) with its 95%
+    interval, by its definition: mean per-split difference less the mean per-draw
+    difference, scale^2 = s_d^2 (1/n + rho) + var(e_k) / K, Welch-Satterthwaite
+    degrees of freedom."""
+    key_b = key_b or key
+    d = c[key].to_numpy(float) - b[key_b].to_numpy(float)
     n = len(d)
     rho = c["n_test"].astype(float).sum() / c["n_train"].astype(float).sum()
-    lc, lb = _null_long(c, key), _null_long(b, key)
+    lc, lb = _null_long(c, key), _null_long(b, key_b)
     per_draw: dict[int, list[float]] = {}
     for (split, k), v in lc.items():
         per_draw.setdefault(k, []).append(v - lb[(split, k)])
@@ -239,7 +249,15 @@ def test_the_difference_rows_are_the_paired_per_split_computation(runs):
     df = _rows(out)
     for metric, key in GAMMAS.items():
         row = _only(df, metric, "challenger_minus_baseline")
-        value, lo, hi = _brute_paired(res_c.splits, res_b.splits, key)
+        if key == "gamma_max":  # each decision's larger gamma(y), paired
+            c, b = _only(df, "gamma", None), _only(df, "gamma_unfavourable", None)
+            cb, bb = (_only(df, "gamma", "baseline"),
+                      _only(df, "gamma_unfavourable", "baseline"))
+            key = "gamma_pos" if c.value >= b.value else "gamma_neg"
+            key_b = "gamma_pos" if cb.value >= bb.value else "gamma_neg"
+            value, lo, hi = _brute_paired(res_c.splits, res_b.splits, key, key_b)
+        else:
+            value, lo, hi = _brute_paired(res_c.splits, res_b.splits, key)
         assert row.status == "ok"
         assert row.value == pytest.approx(value, abs=1e-12)
         assert (row.lower, row.upper) == pytest.approx((lo, hi), abs=1e-12)
@@ -255,9 +273,14 @@ def test_the_difference_rows_are_the_paired_per_split_computation(runs):
         assert row.group == c.group and "same 3 splits" in row.detail
     # the baseline turned a sub-population of group b down: gamma_max moves, and the
     # paired interval is narrower than the two separate ones put together
-    c, b = _only(df, "gamma_max", None), _only(df, "gamma_max", "baseline")
-    d = _only(df, "gamma_max", "challenger_minus_baseline")
-    assert d.upper - d.lower < (c.upper - c.lower) + (b.upper - b.lower)
+    # (of one gamma(y): here the two gamma_max are of different y, whose pairing gains
+    # nothing)
+    for metric in ("gamma", "gamma_unfavourable"):
+        c, b = _only(df, metric, None), _only(df, metric, "baseline")
+        d = _only(df, metric, "challenger_minus_baseline")
+        assert d.upper - d.lower < (c.upper - c.lower) + (b.upper - b.lower), metric
+    c, d = _only(df, "gamma_max", None), _only(df, "gamma_max", "challenger_minus_baseline")
+    assert "challenger's gamma(y=+1) less the baseline's gamma(y=-1)" in d.detail
     info = out.summary["baseline"]
     assert info["column"] == "pred_old"
     assert info["attributes"]["grp"]["difference"]["gamma_max"]["difference"] == pytest.approx(
@@ -295,7 +318,14 @@ def test_without_null_draws_the_interval_is_the_percentiles_of_the_differences(
     (res_c,), (res_b,) = out.result.attributes, out.result.baselines
     df = _rows(out)
     for metric, key in GAMMAS.items():
-        d = res_c.splits[key].to_numpy(float) - res_b.splits[key].to_numpy(float)
+        key_b = key
+        if key == "gamma_max":  # each decision's larger raw mean gamma(y)
+            key, key_b = (max(("gamma_pos", "gamma_neg"), key=lambda k: r.splits[k].mean())
+                          for r in (res_c, res_b))
+            c, b = _only(df, metric, None), _only(df, metric, "baseline")
+            assert c.value == pytest.approx(res_c.splits[key].mean(), abs=1e-12)
+            assert b.value == pytest.approx(res_b.splits[key_b].mean(), abs=1e-12)
+        d = res_c.splits[key].to_numpy(float) - res_b.splits[key_b].to_numpy(float)
         row = _only(df, metric, "challenger_minus_baseline")
         assert row.value == pytest.approx(d.mean(), abs=1e-12)
         assert (row.lower, row.upper) == pytest.approx(

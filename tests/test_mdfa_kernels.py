@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -808,13 +809,70 @@ def test_lead_says_when_evidence_comes_with_an_interval_that_holds_zero():
     assert ref.evidence and value - half < 0  # the case this test is about
     text = _lead(res)
     assert "evidence that decisions depend on sex" in text
-    assert (f"not pinned down: {value:.3f} above the reference, 95% interval "
+    assert (f"not pinned down: gamma_max {value:.3f} above the reference, 95% interval "
             f"{value - half:.3f} to {value + half:.3f}") in text
     # splits that agree: the interval clears 0 and the lead does not hedge
-    tight = frame.assign(gamma_max=obs.mean())
+    tight = frame.assign(gamma_max=obs.mean(), gamma_pos=obs.mean(), gamma_neg=obs.mean())
     res.splits, res.aggregates = tight, summarise_splits(tight)
     res.null = null_reference(tight, level=0.01)
     assert res.null.evidence and "not pinned down" not in _lead(res)
+
+
+def test_gamma_max_is_the_largest_printed_gamma_of_a_label():
+    """gamma_max is the max over y of the printed gamma(y), with that gamma's interval,
+    in the rows (metrics.parquet, trends, the box), the section's table and its lead;
+    here the mean of per-split maxima less its own reference (0.03 - 0.03) would be far
+    below gamma(y=-1) (0.03 - 0), the case the box printed backwards."""
+    from fairspark.mdfa import AttributeResult, GroupedStats, SplitResult, split_frame
+    from fairspark.mdfa.audit import summarise_splits
+    from fairspark.mdfa.null import null_reference
+    from fairspark.mdfa.report import _item, _lead
+    from fairspark.mdfa.rows import gamma_rows
+
+    pos = np.array([0.010, 0.012, 0.008, 0.011, 0.009, 0.010])
+    neg = np.array([0.030, 0.028, 0.032, 0.031, 0.029, 0.030])
+    null_pos = np.array([0.030, 0.031, 0.029, 0.030, 0.032, 0.028])
+    null_neg = np.array([0.001, 0.000, 0.002, 0.001, 0.000, 0.002])
+    frame = split_frame([
+        SplitResult(split=i, gamma_pos=p, gamma_neg=n, gamma_max=max(p, n), n_train=700,
+                    n_test=300, null_draw=i % 3, gamma_null_pos=q, gamma_null_neg=m,
+                    gamma_null_max=max(q, m))
+        for i, (p, n, q, m) in enumerate(zip(pos, neg, null_pos, null_neg, strict=True))])
+    cells = pd.DataFrame({"s": [1, 1, -1, -1], "y": [1, -1, 1, -1], "n": [1, 1, 1, 1],
+                          "w": [1.0, 1.0, 1.0, 1.0]})
+    res = AttributeResult(attribute="sex", target_label="t", splits=frame,
+                          stats=GroupedStats(cells=cells, desc_names=[]), sample_rows=1000,
+                          features=["x"], dropped_constant=[],
+                          aggregates=summarise_splits(frame),
+                          null=null_reference(frame, level=0.01))
+    rows = {r.metric: r for r in gamma_rows(res, None)}
+    # by hand: raw mean over splits less the mean over draws of each draw's mean
+    def by_hand(obs, null):
+        return obs.mean() - np.mean([null[[k, k + 3]].mean() for k in range(3)])
+
+    want_pos, want_neg = by_hand(pos, null_pos), by_hand(neg, null_neg)
+    mean_of_maxima = by_hand(np.maximum(pos, neg), np.maximum(null_pos, null_neg))
+    assert mean_of_maxima < want_neg - 0.02  # the old definition's number, too small
+    assert rows["gamma"].value == pytest.approx(want_pos)
+    assert rows["gamma_unfavourable"].value == pytest.approx(want_neg)
+    top = max((rows["gamma"], rows["gamma_unfavourable"]), key=lambda r: r.value)
+    mx = rows["gamma_max"]
+    assert mx.value >= rows["gamma"].value and mx.value >= rows["gamma_unfavourable"].value
+    assert (mx.value, mx.lower, mx.upper) == (top.value, top.lower, top.upper)
+    assert "here gamma(y=-1)" in mx.detail
+    # the section's table and lead print that one number
+    item = {k: re.sub("\ue000[^\ue001]*\ue001([^\ue002]*)\ue002", r"\1", str(v))
+            for k, v in _item(res, rows=rows).items()}  # the number markers off
+    assert item["g_max"].startswith(item["g_neg"] + " [")
+    assert float(item["g_neg"]) == pytest.approx(want_neg, abs=5e-4)
+    assert f"gamma_max {want_neg:.4f}" in _lead(res)
+    assert res.corrected["gamma_max"].value == pytest.approx(want_neg)
+    # without a null reference: the larger raw mean, with its percentiles over splits
+    bare = frame.drop(columns="null_draw")
+    res2 = dataclasses.replace(res, splits=bare, null=None)
+    lo, hi = np.percentile(neg, [2.5, 97.5])
+    assert res2.reported("gamma_max") == pytest.approx((neg.mean(), lo, hi))
+    assert res2.max_key() == "gamma_neg"
 
 
 def test_the_gamma_plot_draws_the_reference_and_the_bound_that_decide_the_verdict():

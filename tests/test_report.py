@@ -368,11 +368,11 @@ def test_decision_lines_rank_and_measure_the_distance_to_the_limit(decision_rows
     # DI 0.40 against a minimum of 0.8: 0.4 below, the whole interval [0.36, 0.44] too;
     # the row's number at three decimals, as the group tables print it
     di = by[("violated", "sex", False, False, True)]
-    assert "DI 0.400, 0.4 below the minimum 0.8 (whole interval below)" in di
+    assert "DI 0.400 [0.360, 0.440], 0.4 below the minimum 0.8 (whole interval below)" in di
     assert "violated (would gate)" in di and "(gates)" not in di
     spd = next(t for st, a, t in lines if st == "violated" and "statistical" in t)
     # the value first, then its distance from the limit
-    assert "SPD −0.180, 0.08 beyond the limit ±0.1 (whole interval beyond)" in spd
+    assert "SPD −0.180 [−0.195, −0.165], 0.08 beyond the limit ±0.1 (whole interval beyond)" in spd
     inc = next(t for st, a, t in lines if st == "inconclusive")
     assert "race" in inc and "0.01 within the limit ±0.1" in inc
     # hfm: df = 2.5 / 2.0 - 1 = +0.25 -> the decisions separate the groups 25% more
@@ -834,9 +834,9 @@ def test_correlation_heatmap_writes_r_and_explains_the_sign(monkeypatch):
 @pytest.mark.parametrize(("verdict", "null", "status", "expected"), [
     ("evidence of multi-differential unfairness (ref)",
      {"mean": 0.0067, "bound": 0.0150, "p_value": 0.0004}, "evidence",
-     "gamma_max 0.0101 above the features-only reference (raw mean over splits 0.0101 "
-     "against 0.0067 for decisions that depend on the features alone; evidence when the "
-     "raw mean is above 0.015"),
+     "gamma_max 0.0101 above the features-only reference (test statistic, the raw mean "
+     "over splits of the larger gamma(y), 0.0101 against 0.0067 for decisions that "
+     "depend on the features alone; evidence when the test statistic is above 0.015"),
     ("no evidence of multi-differential unfairness (ref)",
      {"mean": 0.0067, "bound": 0.0150, "p_value": 0.15}, "ok",
      "Nothing: gamma is within what decisions that depend on the features alone give"),
@@ -1011,11 +1011,72 @@ def test_the_mdfa_line_carries_the_balance_caveat_and_one_name(summary):
     # the trends' name (gamma_max = the row's value) first, the raw gamma beside it
     assert line["what"] == "gamma_max"
     line["far"] = plain(line["far"])
-    assert line["far"].startswith("gamma_max 0.0323 above the features-only reference (raw "
-                                  "mean over splits 0.0374 against 0.0051")
+    assert line["far"].startswith("gamma_max 0.0323 above the features-only reference (test "
+                                  "statistic, the raw mean over splits of the larger "
+                                  "gamma(y), 0.0374 against 0.0051")
     # "gamma" alone is the favourable outcome's row in metrics.parquet: not used here
     head = line["far"].split("; caveat")[0]
     assert " gamma " not in f" {head} ".replace("gamma_max", "")
     # the row's interval (0.02 to 0.04) excludes 0: no "not pinned down" sentence
     assert "not pinned down" not in line["far"]
     assert "caveat: the weights leave the groups unbalanced in 6 of 12 splits" in line["far"]
+
+
+@pytest.mark.parametrize(("rule", "value", "lower", "upper", "words"), [
+    ({"min": 0.8}, 0.057, 0.010, 0.305,
+     "DI 0.057 [0.010, 0.305], 0.743 below the minimum 0.8 (whole interval below)"),
+    ({"max": 0.1}, 0.25, 0.15, 0.35,
+     "SPD +0.250 [+0.150, +0.350], 0.15 above the maximum 0.1 (whole interval above)"),
+    ({"abs_max": 0.1}, -0.25, -0.35, -0.15,
+     "SPD −0.250 [−0.350, −0.150], 0.15 beyond the limit ±0.1 (whole interval beyond)"),
+])
+def test_a_gating_number_wholly_beyond_its_limit_keeps_its_interval(summary, rule, value,
+                                                                     lower, upper, words):
+    """The line under the gate sentence prints the number with its interval also when
+    the whole interval is beyond the limit (the box printed 'DI 0.057, 0.743 below the
+    minimum 0.8 (whole interval below)' without the interval's numbers)."""
+    from fairspark.report.decision import decision_box
+
+    metric = "disparate_impact" if "min" in rule else "statistical_parity_difference"
+    rows = [_limit("race", metric, value, lower, upper, "violated", rule)]
+    s = _ok_summary(summary)
+    (line,) = [ln for ln in decision_box(summary=s, rows=rows, anchors={},
+                                         specs=SPECS)["lines"] if ln["metric"] == metric]
+    assert words in plain(line["far"])
+
+
+def test_a_fairer_headline_says_when_a_limit_check_of_its_attribute_is_not_passed(summary):
+    """'fairer' (the documented family: Holm over the headline comparisons) beside an
+    inconclusive limit check of the same attribute says so; without that check, or for
+    another attribute's check, the headline is left as it was."""
+    import json
+
+    from fairspark.metrics._paired import DIFFERENCE_MODEL
+    from fairspark.report.decision import decision_box
+
+    # worse = -0.07 with se 0.01: z = 7, a single comparison, so "fairer" (by hand)
+    diff = {"audit": "group", "attribute": "sex", "group": "unprivileged",
+            "metric": "disparate_impact", "model": DIFFERENCE_MODEL, "status": "ok",
+            "value": 0.07, "lower": 0.05, "upper": 0.09, "metric_b": None, "detail": None,
+            "params": json.dumps({"worse": -0.07, "worse_se": 0.01, "ci_level": 0.95,
+                                  "challenger": 0.81, "baseline": 0.74})}
+    check = _limit("sex", "disparate_impact", 0.78, 0.70, 0.90, "inconclusive",
+                   {"min": 0.8})
+    other = _limit("race", "disparate_impact", 0.78, 0.70, 0.90, "inconclusive",
+                   {"min": 0.8})
+    s = _ok_summary(summary)
+
+    def heads(rows):
+        return [plain(h) for h in decision_box(summary=s, rows=rows, anchors={},
+                                               specs=SPECS)["headlines"]]
+
+    (plain_head,) = heads([diff])
+    assert ": fairer (" in plain_head and "not passed" not in plain_head
+    (with_check,) = heads([diff, check])
+    assert with_check.startswith(plain_head)
+    assert with_check.endswith(". But 1 limit check(s) on sex are not passed: disparate "
+                               "impact ≥ 0.8: inconclusive"), with_check
+    # the interval by hand: -0.07 -/+ 1.96 * 0.01
+    assert "[−0.0896, −0.0504]" in plain_head
+    (other_attr,) = heads([diff, other])
+    assert other_attr == plain_head

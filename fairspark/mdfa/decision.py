@@ -34,8 +34,8 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
             ref, bound = num(null.get("mean")), num(null.get("bound"))
             p, draws = num(null.get("p_value")), null.get("draws")
             # one name per quantity (docs/mdfa.md, "Glossary"): gamma_max is the row's
-            # value, the raw mean over splits less the features-only reference; the
-            # verdict's bound is on the raw mean (the null block's observed)
+            # value, the larger printed gamma(y); the verdict's bound is on its test
+            # statistic, the raw mean of per-split maxima (the null block's observed)
             raw = num(null.get("observed"))
             if ref is not None and bound is not None:
                 # the p that decides is the t test's (the bound is its critical value);
@@ -44,10 +44,11 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
                     f"; p = {p:.2g}, the t test against {draws} null draws that decides "
                     f"(a rank test over {draws} draws cannot give p below "
                     f"{1 / (int(draws) + 1):.2g})" if draws else f"; p = {p:.2g}")
-                far = (f"gamma_max {row_number(r)} above the features-only reference (raw "
-                       f"mean over splits {fmt_number(v if raw is None else raw)} against "
+                far = (f"gamma_max {row_number(r)} above the features-only reference (test "
+                       f"statistic, the raw mean over splits of the larger gamma(y), "
+                       f"{fmt_number(v if raw is None else raw)} against "
                        f"{fmt_number(ref)} for decisions that depend on the features alone; "
-                       f"evidence when the raw mean is above {fmt_number(bound)}{said_p})")
+                       f"evidence when the test statistic is above {fmt_number(bound)}{said_p})")
                 lo, hi = num(r.get("lower")), num(r.get("upper"))
                 if st == "evidence" and lo is not None and hi is not None and lo <= 0:
                     far += (f"; the decisions on these rows depend on {attr} beyond the "

@@ -154,21 +154,28 @@ class PairedGamma:
 
 def paired_gamma(
     challenger: pd.DataFrame, baseline: pd.DataFrame, *, observed: str,
-    coverage: float = 0.95,
+    coverage: float = 0.95, observed_baseline: str | None = None,
 ) -> PairedGamma | None:
     """Challenger minus baseline of ``observed`` from the two split tables of the same
-    splits (matched by ``split``; None when no split has both values finite)."""
-    cols = ["split", observed, "n_train", "n_test"]
-    both = challenger[cols].merge(baseline[["split", observed]], on="split", how="inner",
-                                  suffixes=("_c", "_b"))
-    d = (pd.to_numeric(both[f"{observed}_c"], errors="coerce")
-         - pd.to_numeric(both[f"{observed}_b"], errors="coerce")).to_numpy(dtype=float)
+    splits (matched by ``split``; None when no split has both values finite).
+
+    ``observed_baseline`` (default ``observed``) is the baseline's column: gamma_max is
+    each decision's larger gamma(y), which may be of another y for the baseline; the
+    difference ``(T_c - R_c) - (T_b - R_b)`` is then the same paired mean of the
+    per-split and per-draw differences of the two columns."""
+    ob = observed_baseline or observed
+    left = challenger[["split", observed, "n_train", "n_test"]].rename(
+        columns={observed: "g_c"})
+    both = left.merge(baseline[["split", ob]].rename(columns={ob: "g_b"}), on="split",
+                      how="inner")
+    d = (pd.to_numeric(both["g_c"], errors="coerce")
+         - pd.to_numeric(both["g_b"], errors="coerce")).to_numpy(dtype=float)
     ok = np.isfinite(d)
     if not ok.any():
         return None
     n_tr = float(pd.to_numeric(both.loc[ok, "n_train"], errors="coerce").sum())
     n_te = float(pd.to_numeric(both.loc[ok, "n_test"], errors="coerce").sum())
-    draws = null_long(challenger, observed).merge(null_long(baseline, observed),
+    draws = null_long(challenger, observed).merge(null_long(baseline, ob),
                                                   on=["split", "draw"], how="inner")
     e = pd.DataFrame({"draw": draws["draw"].astype(float),
                       "value": (draws["value_x"] - draws["value_y"]).astype(float)})
@@ -186,8 +193,16 @@ def paired_gamma(
 
 def _reported(res: AttributeResult, key: str) -> float | None:
     """The value of a decision's gamma row (less its reference where there is one)."""
-    c = res.corrected.get(key)
-    return c.value if c is not None else res.aggregates[key].mean
+    return res.reported(key)[0]
+
+
+def _which(metric: str, key: str, key_b: str) -> str:
+    """Which per-split gammas a difference row's ``metric`` is the difference of."""
+    names = {"gamma_pos": "gamma(y=+1)", "gamma_neg": "gamma(y=-1)"}
+    if metric != "gamma_max" or key not in names or key_b not in names:
+        return metric
+    return (f"gamma_max (the challenger's {names[key]} less the baseline's "
+            f"{names[key_b]})")
 
 
 def baseline_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
@@ -210,9 +225,16 @@ def difference_rows(
     "further from parity" is larger, so ``worse`` is the difference itself.
     """
     rows, summary = [], {}
+    top_c, top_b = challenger.max_key(), baseline.max_key()
     for metric, key in GAMMA_METRICS:
-        pg = paired_gamma(challenger.splits, baseline.splits, observed=key)
-        c_val, b_val = _reported(challenger, key), _reported(baseline, key)
+        key_b = key
+        if key == "gamma_max" and top_c is not None and top_b is not None:
+            # gamma_max is each decision's larger gamma(y) (AttributeResult.max_key):
+            # the difference of those two, paired over the same splits and draws
+            key, key_b = top_c, top_b
+        pg = paired_gamma(challenger.splits, baseline.splits, observed=key,
+                          observed_baseline=key_b)
+        c_val, b_val = _reported(challenger, key), _reported(baseline, key_b)
         extra = {"challenger": nan_to_none(c_val), "baseline": nan_to_none(b_val)}
         if pg is None:
             rows.append(MetricRow(
@@ -229,7 +251,8 @@ def difference_rows(
             audit=AUDIT, attribute=challenger.attribute, group=challenger.target_label,
             metric=metric, model=DIFFERENCE_MODEL, value=pg.value, lower=pg.lower,
             upper=pg.upper,
-            detail=(f"challenger minus baseline ({column}) over the same {pg.splits} "
+            detail=(f"challenger minus baseline ({column}) of {_which(metric, key, key_b)} over "
+                    f"the same {pg.splits} "
                     f"splits: mean per-split difference {fmt(pg.raw)}{ref}; challenger "
                     f"{fmt(c_val)}, baseline {fmt(b_val)}; interval: {pg.interval}"),
             params=params_json(baseline_column=column, ci_level=0.95, interval=pg.interval,

@@ -17,7 +17,6 @@ import pandas as pd
 from fairspark.audits.base import ReportSection
 from fairspark.audits.lines import row_number
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
-from fairspark.mdfa.null import corrected_gamma
 from fairspark.mdfa.results import ORDER, AttributeResult, MDFAResult, finding
 from fairspark.report.sections import render_template
 from fairspark.status import Status
@@ -149,23 +148,26 @@ def _draw(results: list[AttributeResult]) -> Any:
 
 def _lead(res: AttributeResult) -> str:
     """One plain sentence per attribute: the verdict on a scale, then the finding."""
-    g, ref = res.aggregates["gamma_max"].mean, res.null
-    if g is None:
+    # one name, one number: gamma_max as its row has it (the larger printed gamma(y))
+    g, lo, hi = res.reported("gamma_max")
+    raw, ref = res.aggregates["gamma_max"].mean, res.null
+    if g is None or raw is None:
         return f"{res.attribute}: gamma was not computed."
     if ref is None:
-        head = (f"{res.attribute}: gamma {g:.3f}, not judged (no null reference: "
+        head = (f"{res.attribute}: gamma_max {_f(g)}, not judged (no null reference: "
                 "null_draws = 0).")
     else:
         judged = ("clearly above" if ref.evidence else "not clearly above")
-        head = (f"{res.attribute}: gamma {g:.3f}, {judged} what decisions that depend on the "
-                f"audit features alone give on these rows ({ref.mean:.3f}, sd "
-                f"{ref.sd:.3f}): {'evidence' if ref.evidence else 'no evidence'} that "
+        head = (f"{res.attribute}: gamma_max {_f(g)} [{_f(lo)}, {_f(hi)}]; its test "
+                f"statistic (raw mean over splits of the larger gamma(y)) {raw:.3f} is "
+                f"{judged} what decisions that depend on the audit features alone give on "
+                f"these rows ({ref.mean:.3f}, sd {ref.sd:.3f}): "
+                f"{'evidence' if ref.evidence else 'no evidence'} that "
                 f"decisions depend on {res.attribute} beyond the features.")
-        c = corrected_gamma(res.splits, observed="gamma_max")
-        if ref.evidence and c is not None and c.lower <= 0.0:
+        if ref.evidence and lo is not None and hi is not None and lo <= 0.0:
             head += (f" How large that dependence is in the population these rows "
-                     f"represent is not pinned down: {c.value:.3f} above the reference, "
-                     f"95% interval {c.lower:.3f} to {c.upper:.3f}.")
+                     f"represent is not pinned down: gamma_max {g:.3f} above the "
+                     f"reference, 95% interval {lo:.3f} to {hi:.3f}.")
     said = finding(res)
     if not said:
         return head
@@ -178,11 +180,7 @@ def _lead(res: AttributeResult) -> str:
 
 def _reported(res: AttributeResult, key: str) -> tuple[Any, Any, Any]:
     """The value and 95% interval of a gamma as its metrics.parquet row has them."""
-    c = res.corrected.get(key)
-    if c is not None:
-        return c.value, c.lower, c.upper
-    g = res.aggregates[key]
-    return g.mean, g.p2_5, g.p97_5
+    return res.reported(key)
 
 
 def _draws_note(res: AttributeResult) -> str:
@@ -221,8 +219,8 @@ def _item(res: AttributeResult, redacted: list[str] | None = None,
         "target": res.target_label,
         # one number per name: the gammas are the metrics.parquet rows' values (the raw
         # mean less the features-only reference; the raw mean where there is none)
-        "g_pos": _f(_reported(res, "gamma_pos")[0]),
-        "g_neg": _f(_reported(res, "gamma_neg")[0]),
+        "g_pos": _one(rows, "gamma", _f(_reported(res, "gamma_pos")[0])),
+        "g_neg": _one(rows, "gamma_unfavourable", _f(_reported(res, "gamma_neg")[0])),
         "g_max": ("{} [{}, {}]".format(*(row_number(gm, s) for s in ("value", "ci_low",
                                                                        "ci_high")))
                   if gm is not None else

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fairspark.mdfa.null import CORRECTED_COLUMNS, CorrectedGamma, NullReference, corrected_gamma
+from fairspark.mdfa.null import CorrectedGamma, NullReference, corrected_gamma
 
 #: the position of the audit's report section (``SPEC.order``)
 ORDER = 35
@@ -215,7 +215,9 @@ def verdict(
         words = ("not judged: no null reference (null_draws = 0 or fewer than 3 null "
                  "draws); the spread over splits of one sample is not a sampling error")
     else:
-        ref = (f"gamma {m:.4f} against {null.mean:.4f} (sd {null.sd:.4f}) for decisions "
+        # the test statistic, not the reported gamma_max (AttributeResult.reported)
+        ref = (f"test statistic (raw mean over splits of the larger gamma(y) of each "
+               f"split) {m:.4f} against {null.mean:.4f} (sd {null.sd:.4f}) for decisions "
                f"redrawn from the audit features alone, {null.draws} draws; "
                f"p = {null.p_value:.2g}, level {null.level:g}")
         words = (f"evidence of multi-differential unfairness ({ref})" if null.evidence else
@@ -231,6 +233,19 @@ def verdict(
             "reference carries the same imbalance)"
         )
     return words
+
+
+#: the per-label gammas whose larger one is the reported gamma_max
+LABEL_KEYS = ("gamma_pos", "gamma_neg")
+
+
+def _larger(values: dict[str, float | None]) -> str | None:
+    """The key of the larger finite value (the first on a tie), None when none is."""
+    best = None
+    for k, v in values.items():
+        if v is not None and np.isfinite(v) and (best is None or v > values[best]):
+            best = k
+    return best
 
 
 @dataclass
@@ -367,15 +382,50 @@ class AttributeResult:
 
     @property
     def corrected(self) -> dict[str, CorrectedGamma]:
-        """The reported gammas: ``gamma_pos``, ``gamma_neg`` and ``gamma_max`` less their
+        """The reported gammas: ``gamma_pos`` and ``gamma_neg`` less their
         features-only null reference, with 95% intervals
-        (:func:`fairspark.mdfa.null.corrected_gamma`); empty without a null reference."""
+        (:func:`fairspark.mdfa.null.corrected_gamma`), and ``gamma_max``, the larger of
+        the two (:meth:`max_key`) with its interval; empty without a null reference."""
         out = {}
-        for key in CORRECTED_COLUMNS:
+        for key in LABEL_KEYS:
             c = corrected_gamma(self.splits, observed=key) if key in self.splits else None
             if c is not None:
                 out[key] = c
+        top = _larger({k: c.value for k, c in out.items()})
+        if top is not None:
+            out["gamma_max"] = out[top]
         return out
+
+    def max_key(self) -> str | None:
+        """Which gamma(y) the reported gamma_max is: ``gamma_pos`` or ``gamma_neg``,
+        the one with the larger reported value (the favourable label on a tie; None
+        when neither was computed).
+
+        gamma_max is the maximum it is named for, the max over y of the printed
+        gamma(y), not the mean over splits of per-split maxima (which, less its own
+        reference, can fall below a printed gamma(y)); the verdict's test statistic,
+        the raw mean over splits of the per-split max, is named as such
+        (:func:`verdict`)."""
+        corrected = self.corrected
+        if corrected:
+            return _larger({k: c.value for k, c in corrected.items() if k in LABEL_KEYS})
+        return _larger({k: self.aggregates[k].mean for k in LABEL_KEYS
+                        if k in self.aggregates})
+
+    def reported(self, key: str) -> tuple[float | None, float | None, float | None]:
+        """The value and 95% interval of a gamma as its metrics.parquet row has them:
+        less the features-only reference where there is one, else the raw mean over
+        splits with the 2.5/97.5 percentiles; ``gamma_max`` is :meth:`max_key`'s."""
+        if key == "gamma_max":
+            top = self.max_key()
+            if top is None:
+                return None, None, None
+            key = top
+        c = self.corrected.get(key)
+        if c is not None:
+            return c.value, c.lower, c.upper
+        g = self.aggregates[key]
+        return g.mean, g.p2_5, g.p97_5
 
     @property
     def poor_balance_splits(self) -> int:

@@ -39,14 +39,17 @@ def row_note(res: AttributeResult) -> str:
 def gamma_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
     """gamma, gamma_unfavourable and gamma_max: less their features-only reference
     with its 95% interval, or the raw mean with the 2.5/97.5 percentiles over splits."""
-    note, rows, corrected = row_note(res), [], res.corrected
+    note, rows, corrected, top = row_note(res), [], res.corrected, res.max_key()
     for metric, key, what in (
         ("gamma", "gamma_pos", "gamma(y=+1, favourable)"),
         ("gamma_unfavourable", "gamma_neg", "gamma(y=-1, unfavourable)"),
-        ("gamma_max", "gamma_max", "max over y of gamma(y)"),
+        ("gamma_max", "gamma_max", "max over y of gamma(y), here "
+         f"{'gamma(y=+1)' if top == 'gamma_pos' else 'gamma(y=-1)'}"),
     ):
+        # gamma_max is the larger of the two rows above, with its interval
+        key = (top or "gamma_pos") if key == "gamma_max" else key
         g, c = res.aggregates[key], corrected.get(key)
-        judged = f"{res.verdict()}; " if key == "gamma_max" else ""
+        judged = f"{res.verdict()}; " if metric == "gamma_max" else ""
         raw = (f"raw mean over splits {fmt(g.mean)} (sd {fmt(g.sd)}, 2.5-97.5% "
                f"{fmt(g.p2_5)} - {fmt(g.p97_5)})")
         if c is None:  # no null reference: the raw mean, biased upwards

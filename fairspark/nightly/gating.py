@@ -56,7 +56,7 @@ from fairspark.audits.base import MetricRow
 from fairspark.metrics._core import BASELINES, CATALOGUE, metric_range
 from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL, DISTANCE_MODEL
 from fairspark.nightly.not_evaluated import USABLE, not_evaluated_text, why_nothing
-from fairspark.status import Verdict
+from fairspark.status import Verdict, verdict_counts
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
@@ -635,10 +635,8 @@ def limits_summary(checks: list[Check], unmatched: list[str], *, limits: LimitsC
         "gates": bool(would and fail_on_violation),
         "would_gate": would,
         "fail_on_violation": bool(fail_on_violation),
-        "checks": len(gating),
-        "violated": verdicts.count(Verdict.VIOLATED),
-        "passed": verdicts.count(Verdict.PASSED),
-        "inconclusive": verdicts.count(Verdict.INCONCLUSIVE),
+        # the one count printed everywhere (fairspark.status.verdict_counts)
+        **verdict_counts(verdicts),
         "pooled": sum(1 for c in checks if c.role == POOLED),
         "unmatched": unmatched,
         "not_evaluated": not_evaluated,

@@ -13,6 +13,7 @@ to look at next. Above it, one sentence says whether the run gates.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,13 +26,15 @@ from fairspark.audits.lines import (
     short_metric,
 )
 from fairspark.audits.spec import AuditSpec, DecisionInput
-from fairspark.status import FAILED_STATUSES
+from fairspark.status import FAILED_STATUSES, limit_row_counts
 
 __all__ = ["ROW_CHANGE_FRACTION", "DecisionInput", "DecisionLine", "audited_brief",
            "audited_facts", "data_differences", "decision_box", "decision_items",
            "fmt_number", "item_key", "num"]
 
 _BAD = {"violated", "failed", "evidence"}
+#: the statuses a limit check has: counted as checks (limit_row_counts), never as lines
+_CHECK_STATUSES = ("violated", "inconclusive", "passed")
 
 
 _num = num
@@ -86,11 +89,15 @@ def _params(r: Mapping[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------ distance to limits
 
 
-def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str, float | None]:
+def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any], *,
+                    interval: bool = True) -> tuple[str, float | None]:
     """(words, signed excess) for one limit row: excess > 0 is beyond the limit.
 
-    The value first, then its distance: *"DI 0.057, 0.743 below the minimum 0.8 (whole
-    Holm-adjusted interval below)"*.
+    The value with its interval first, then its distance: *"DI 0.057 [0.010, 0.305],
+    0.743 below the minimum 0.8 (whole Holm-adjusted interval below)"*: every gating
+    number with its interval, also when the whole interval is beyond the limit.
+    ``interval=False`` leaves the interval to the caller (:func:`_worst_of` puts it
+    after the value itself).
     """
     v, lo, hi = _num(r.get("value")), _num(r.get("lower")), _num(r.get("upper"))
     if v is None:
@@ -98,7 +105,9 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any]) -> tuple[str,
     # the limits row's interval is the one its verdict uses (adjusted under a correction)
     iv = f"whole {_params(r).get('interval') or ''} interval".replace("  ", " ")
     short = short_metric(str(r.get("metric") or rule.get("metric") or "value"))
-    name = f"{short} {row_number(r)}, "
+    shown_iv = (f" [{row_number(r, 'ci_low')}, {row_number(r, 'ci_high')}]"
+                if interval and lo is not None and hi is not None else "")
+    name = f"{short} {row_number(r)}{shown_iv}, "
     parts: list[tuple[float, str, str]] = []  # (excess, words, interval note)
     margin = _num((rule.get("no_worse_than_baseline") or {}).get("margin"))
     if margin is not None:  # the row's value is "worse": further from parity, paired
@@ -227,7 +236,7 @@ def _worst_of(found: list[tuple[Mapping[str, Any], dict]]) -> tuple[
     ranked = [t for t in groups if rankable(t[0])]
     small = [t for t in groups if not rankable(t[0])]
     r, p = min(ranked or groups, key=key)
-    far, excess = _limit_distance(r, p.get("rule") or {})
+    far, excess = _limit_distance(r, p.get("rule") or {}, interval=False)
     n_v = sum(1 for x, _ in found if x.get("status") == "violated")
     size = support_words(r)
     lo, hi = _num(r.get("lower")), _num(r.get("upper"))
@@ -351,6 +360,25 @@ def _gate_sentence(summary: Mapping[str, Any], failed: list[str]) -> dict[str, s
         f"({limits.get('passed', 0)} passed, {limits.get('inconclusive', 0)} inconclusive).")}
 
 
+def _caveat(line: Mapping[str, Any], lines: list[dict]) -> str:
+    """A headline that says "fairer" or "no difference" while a limit check of its
+    attribute is violated or inconclusive says so (issue 58): the word is the documented
+    family's (:mod:`fairspark.group.decision`), the checks are the limits'."""
+    head = str(line["headline"])
+    attr = line.get("attribute")
+    if not re.search(r": (fairer|no difference beyond noise) \(", head):
+        return head
+    bad = [ln for ln in lines if str(ln.get("audit", "")).startswith("limit on")
+           and ln.get("attribute") == attr and ln.get("status") in ("violated",
+                                                                  "inconclusive")]
+    if not bad:
+        return head
+    said = "; ".join(f"{ln.get('what')}: {ln.get('status')}" for ln in bad[:3])
+    more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
+    return (f"{head}. But {len(bad)} limit check(s) on {attr} are not passed: "
+            f"{said}{more}")
+
+
 def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
                  anchors: Mapping[str, str], specs: Mapping[str, AuditSpec]
                  ) -> dict[str, Any]:
@@ -388,12 +416,19 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
     counts: dict[str, int] = {}
     for ln in lines:
         counts[ln["status"]] = counts.get(ln["status"], 0) + 1
+    checks = limit_row_counts(rows)
+    if checks["checks"]:
+        # one count of limit checks wherever printed (fairspark.status.verdict_counts):
+        # violated / inconclusive / passed are the checks', not the box's lines'
+        counts = {s: n for s, n in counts.items() if s not in _CHECK_STATUSES}
+        counts |= {s: checks[s] for s in _CHECK_STATUSES if checks[s]}
     return {
         "gate": _gate_sentence(summary, failed),
         # the lines' one-sentence answers (e.g. challenger against baseline), worst first
-        "headlines": [ln["headline"] for ln in lines if ln.get("headline")],
+        "headlines": [_caveat(ln, lines) for ln in lines if ln.get("headline")],
         "lines": lines,
         "counts": [(s, counts[s], STATUS_ORDER[s][1]) for s in STATUS_ORDER if s in counts],
+        "checks": checks["checks"],
         "previous": (previous or {}).get("run_date") if prev_items is not None else None,
         "previous_note": _previous_note(summary, previous),
         "differs": data_differences(summary, previous),

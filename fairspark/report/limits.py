@@ -10,7 +10,7 @@ from markupsafe import escape
 
 from fairspark.audits.base import ReportSection
 from fairspark.audits.lines import fmt_plain, num, row_number
-from fairspark.status import Verdict
+from fairspark.status import Verdict, limit_row_counts
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
@@ -54,10 +54,10 @@ def headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[st
     if waiting:
         out.append(f"{len(waiting)} limit(s) violated but not yet for the configured number "
                    "of consecutive runs.")
-    n_pass = sum(r["status"] == Verdict.PASSED for r in checks)
-    n_inc = sum(r["status"] == Verdict.INCONCLUSIVE for r in checks)
-    out.append(f"{len(checks)} limit check(s): {len(violated)} violated, {n_pass} passed, "
-               f"{n_inc} inconclusive (the {interval_words(checks[0])} straddles the limit).")
+    n = limit_row_counts(checks)  # the one count (summary.json, banner, box, CLI)
+    out.append(f"{n['checks']} limit check(s): {n['violated']} violated, {n['passed']} "
+               f"passed, {n['inconclusive']} inconclusive (the "
+               f"{interval_words(checks[0])} straddles the limit).")
     return out
 
 
