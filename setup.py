@@ -23,7 +23,8 @@ setup(
     packages=find_packages(include=["fairspark", "fairspark.*"]),
     package_data={
         "fairspark": [
-            "data/*.gz", "data/*.md", "data/*.names", "report/templates/*.j2", "conf/*.yaml", "conf/*.properties",
+            "data/*.gz", "data/*.md", "data/*.names", "report/templates/*.j2", "conf/*.yaml",
+            "conf/*.properties",
             "*/templates/*.j2",
         ],
     },

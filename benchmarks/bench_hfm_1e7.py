@@ -122,7 +122,9 @@ class WorkerPeaks:
                 try:
                     with open(f"/proc/{pid}/cmdline", "rb") as f:
                         cmd = f.read()
-                    if b"fairspark._daemon" not in cmd:
+                    # fairspark's preloading daemon, or PySpark's own when it fell
+                    # back to it (fairspark._daemon.main: an import started a thread)
+                    if b"fairspark._daemon" not in cmd and b"pyspark.daemon" not in cmd:
                         continue
                     st = self._status(pid)
                     ppid = st["PPid"].strip()
@@ -138,7 +140,8 @@ class WorkerPeaks:
                     continue
                 # the daemon's parent is the JVM (whose command line names the daemon
                 # module in its conf); a worker's is the daemon, a Python process
-                if b"fairspark._daemon" in parent and b"java" not in parent.split(b"\0")[0]:
+                daemon = b"fairspark._daemon" in parent or b"pyspark.daemon" in parent
+                if daemon and b"java" not in parent.split(b"\0")[0]:
                     self.peaks[int(pid)] = max(self.peaks.get(int(pid), 0), kb)
                     if self._pass is not None:
                         self.by_pass[self._pass] = max(self.by_pass.get(self._pass, 0), kb)

@@ -234,3 +234,49 @@ def _restate(cfg: Path, day: str) -> None:
     raw = yaml.safe_load(cfg.read_text())
     raw["window"]["restate"] = [day]
     cfg.write_text(yaml.safe_dump(raw))
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM"])
+def test_a_signal_during_a_spark_job_on_a_connect_session_ends_the_run_cleanly(plain, tmp_path,
+                                                                               sig):
+    """The same on a Spark Connect session (``spark.remote: local[2]``, pyspark's local
+    server, whose jobs the hook sees): the run interrupts the session's operations
+    (session tags, not job groups) and ends as on a classic session."""
+    point, audits = _PHASES["HFM's pass A"]
+    ref = plain(audits)
+    cfg, out = _case_config(ref, tmp_path)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["spark"] = {"remote": "local[2]", "conf": dict(_SPARK["conf"])}
+    cfg.write_text(yaml.safe_dump(raw))
+    old = _snapshot(out)
+    proc = _launch(cfg, tmp_path / "signalled.log", FAIRSPARK_FAULT=point,
+                   FAIRSPARK_FAULT_SIGNAL=sig)
+    try:
+        _wait_for(tmp_path / "signalled.log", f"fairspark test hook: {sig} during Spark job",
+                  proc, timeout=500)
+        rc = proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = (tmp_path / "signalled.log").read_text()
+    expected = 128 + int(getattr(signal, sig))
+    assert rc == expected, (rc, text[-3000:])
+    assert "Traceback" not in text and "\tat " not in text, text[-3000:]
+    assert f"received {sig}: stopping the run" in text, text[-3000:]
+    assert re.search(r"cancelled the running Spark operations? \S+", text), text[-3000:]
+    assert "no Spark job is running" in text, text[-3000:]
+    status = json.loads((out / "_status" / f"{DATE_DIR}.json").read_text())
+    assert status["state"] == "terminated" and status["exit_code"] == expected, status
+    assert not (out / "_status" / f"{DATE_DIR}.lock").exists()
+    assert _leftovers(out) == []
+    assert _snapshot(out) == _without_status(old, out)  # the earlier run byte for byte
+    _assert_next_run_equals_the_reference(_classic(cfg, ref), out, ref)
+
+
+def _classic(cfg: Path, ref: dict) -> Path:
+    """``cfg`` with the reference's (classic) Spark settings back, for the next run in
+    this process."""
+    raw = yaml.safe_load(cfg.read_text())
+    raw["spark"] = ref["raw"]["spark"]
+    cfg.write_text(yaml.safe_dump(raw))
+    return cfg
