@@ -1,4 +1,4 @@
-"""Benchmark of the correlation audit's N x L trainings (METHODS §3).
+"""Benchmark of the correlation audit's N x L trainings (Anahideh et al., 2021).
 
 The same numbered attempts (same bootstrap samples, same seeds, same models) are run
 

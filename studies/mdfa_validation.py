@@ -572,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
 
     configs = [(0.5, 0.0, {}), (0.8, 0.0, {}), (0.5, 0.2, {}), (0.8, 0.2, {}),
                (0.0, 0.0, {}), (0.0, 0.2, {}), (0.0, 0.2, PAPER_BALANCING)]
-    lines += ["## Synthetic data (METHODS §2, paper Sec. 4.1)", ""]
+    lines += ["## Synthetic data (Gitiaux and Rangwala, 2019, §4.1)", ""]
     lines += synthetic_block(spark, splits=args.splits, setting={}, name="defaults",
                              configs=configs)
     flush()

@@ -1,4 +1,4 @@
-"""Representative fairness metrics by correlation estimation (METHODS §3, seed 002).
+"""Representative fairness metrics by correlation estimation (Anahideh et al., 2021).
 
 The public surface: the numpy kernels (sampling oracle, estimation, clustering) that the
 Spark tasks run and tests call directly, the Spark functions, the result types and the

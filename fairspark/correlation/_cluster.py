@@ -116,7 +116,7 @@ class TauSearch:
 
 
 def search_tau(r: np.ndarray, *, k: int, repeats: int, seed: int) -> TauSearch:
-    """Find tau giving exactly ``k`` clusters (METHODS §3).
+    """Find tau giving exactly ``k`` clusters (Anahideh et al., 2021).
 
     The cluster count is not monotone in tau under random pivots, so instead of the
     paper's binary search every distinct off-diagonal r* value (and one value above the

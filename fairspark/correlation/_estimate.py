@@ -1,4 +1,4 @@
-"""Pearson correlations per round and their mean with a normal interval (METHODS §3)."""
+"""Pearson correlations per round and their mean with a normal interval (Anahideh et al., 2021)."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ class CorrelationEstimate:
 def estimate_correlations(
     rounds: Sequence[np.ndarray], *, metrics: Sequence[str], ci_level: float
 ) -> CorrelationEstimate:
-    """Mean of per-round Pearson correlations and the interval of METHODS §3.
+    """Mean of per-round Pearson correlations and the interval of Anahideh et al. (2021).
 
     Parameters
     ----------

@@ -66,7 +66,7 @@ CELLS: tuple[str, ...] = (
     "privileged, favourable label",
 )
 
-#: The 20 signed catalogue metrics of METHODS §3, in catalogue order.
+#: The 20 signed catalogue metrics of Anahideh et al. (2021), in catalogue order.
 DEFAULT_METRICS: tuple[str, ...] = tuple(CATALOGUE)
 
 MODEL_NAMES: tuple[str, ...] = ("logistic_regression", "random_forest", "knn", "linear_svm", "mlp")

@@ -1,6 +1,6 @@
 """The kept rounds of one (attribute, model) and the CPU seconds every round cost.
 
-:func:`select_rounds` keeps the first N accepted attempts of each round (METHODS §3);
+:func:`select_rounds` keeps the first N accepted attempts of each round (Anahideh et al., 2021);
 :func:`round_costs` sums the CPU seconds each attempt measured inside its task, per
 phase (:data:`~._oracle.PHASES`), over the attempts of each round.
 """

@@ -1,7 +1,7 @@
 """Spark side of the correlation audit: stratified capped sample, shipping, oracle tasks.
 
-Design (METHODS §3 "design card")
----------------------------------
+Design (after Anahideh et al., 2021)
+------------------------------------
 1. Spark draws one stratified sample of the labelled rows with the one sampler
    (:func:`fairspark.sampling.stratified_sample`): strata = label x every attribute's
    privileged flag, proportional (largest-remainder) allocation of ``sample_rows``,
@@ -391,7 +391,8 @@ class OracleJob:
     seeds:
         Base seed of every attribute of the sample (indexed like it).
     n_samples, rounds, k, min_accuracy, attempt_cap, test_fraction:
-        METHODS §3 (``rounds``: the first wave's rounds with ``more_rounds``, else all).
+        As in Anahideh et al., 2021 (``rounds``: the first wave's rounds with
+        ``more_rounds``, else all).
     metrics:
         Catalogue metrics returned per attempt.
     partitions:

@@ -1,4 +1,4 @@
-"""The ``correlation`` audit: representative fairness metrics (METHODS §3, seed 002).
+"""The ``correlation`` audit: representative fairness metrics (Anahideh et al., 2021).
 
 Output rows (``audit="correlation"``, one set per attribute and model family):
 

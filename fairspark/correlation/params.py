@@ -1,4 +1,4 @@
-"""Config model of the ``correlation`` audit (METHODS §3)."""
+"""Config model of the ``correlation`` audit (Anahideh et al., 2021)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ Scalar = str | int | float | bool | None
 
 
 class CorrelationParams(AuditParams):
-    """Parameters of the metric-correlation audit (METHODS §3, seed 002).
+    """Parameters of the metric-correlation audit (Anahideh et al., 2021).
 
     Attributes
     ----------
@@ -68,7 +68,7 @@ class CorrelationParams(AuditParams):
     repeats:
         R, random pivot orders tried; the clustering with the fewest clusters is kept.
     metrics:
-        Catalogue metrics to correlate (``None`` = the 20 of METHODS §3).
+        Catalogue metrics to correlate (``None`` = the 20 of Anahideh et al., 2021).
     partitions:
         Spark tasks the rounds are dealt to, at most one per round (``None`` = default
         parallelism x 4); under a time budget also the rounds of each wave.

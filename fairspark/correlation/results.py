@@ -1,4 +1,4 @@
-"""Result types of the correlation audit (METHODS §3).
+"""Result types of the correlation audit (Anahideh et al., 2021).
 
 They live apart from ``audit.py`` (which computes them) and ``report.py`` (which draws
 them), so neither imports the other.

@@ -1,4 +1,4 @@
-"""HFM and ApproxDist (METHODS §1): harmonic fairness via manifolds on Spark.
+"""HFM and ApproxDist (Bian and Luo, 2024): harmonic fairness via manifolds on Spark.
 
 Public surface:
 

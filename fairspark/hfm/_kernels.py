@@ -1,4 +1,4 @@
-"""Numpy kernels of the HFM audit (METHODS §1).
+"""Numpy kernels of the HFM audit (Bian and Luo, 2024).
 
 These plain functions are what the unit tests call without Spark and what the pandas
 UDFs of :mod:`fairspark.hfm._spark` run unchanged on each partition.
@@ -394,7 +394,7 @@ def approx_dist_numpy(
 
 
 def hfm_df(d: float, d_f: float) -> float:
-    """``df = D_f / D - 1`` with ``0/0 -> 0`` and ``D = 0 < D_f -> +inf`` (METHODS §1).
+    """``df = D_f / D - 1`` with ``0/0 -> 0`` and ``D = 0 < D_f -> +inf`` (Bian and Luo, 2024).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Exact nearest other-group search of the HFM audit (METHODS §1): the plain kernels.
+"""Exact nearest other-group search of the HFM audit (Bian and Luo, 2024): the plain kernels.
 
 :func:`nn_other_group` is a blocked brute force whose norm shortcut only *selects*
 candidates, which are then measured directly (:func:`pair_distance`,

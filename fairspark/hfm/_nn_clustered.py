@@ -1,4 +1,4 @@
-"""Clustered exact nearest other-group search of the HFM audit (METHODS §1).
+"""Clustered exact nearest other-group search of the HFM audit (Bian and Luo, 2024).
 
 Rows that repeat or cluster (a grid of cell :data:`CLUSTER_CELL` on the features,
 per group code) are searched once per cluster: :func:`nn_other_group_clustered`

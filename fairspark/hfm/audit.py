@@ -1,4 +1,4 @@
-"""The ``hfm`` audit: D, D_f, df per sensitive attribute (METHODS §1).
+"""The ``hfm`` audit: D, D_f, df per sensitive attribute (Bian and Luo, 2024).
 
 :func:`run` computes the numbers and returns them with an
 :class:`~fairspark.hfm.results.HFMResult`; ``fairspark.hfm.report.render`` draws the

@@ -1,4 +1,4 @@
-"""HFM distances of a points DataFrame by one of the four methods (METHODS §1).
+"""HFM distances of a points DataFrame by one of the four methods (Bian and Luo, 2024).
 
 :func:`hfm_distances` is the library entry point; it is independent of
 :class:`~fairspark.prepare.PreparedData` (the audit adapts the prepared table with
@@ -56,7 +56,7 @@ class DistanceOptions:
     Attributes
     ----------
     method:
-        ``exact``, ``approx``, ``pointwise`` or ``certified`` (METHODS §1).
+        ``exact``, ``approx``, ``pointwise`` or ``certified`` (Bian and Luo, 2024).
     m2:
         Window per side (approx, pointwise; certified with ``paper_value``).
     targets:

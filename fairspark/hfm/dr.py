@@ -1,4 +1,4 @@
-"""Discriminative risk (DR) beside HFM (METHODS §1, seed 000 IV-A).
+"""Discriminative risk (DR) beside HFM (Bian and Luo, 2024, §IV-A).
 
 ``DR = mean 1[f(x, a) != f(x, ã)]`` where ``ã`` flips each sensitive attribute with
 probability ``ratio``: an unprivileged value becomes a privileged one, a privileged
@@ -89,7 +89,7 @@ def flip_values(
     unprivileged: list[str],
     ratio: float,
 ) -> np.ndarray:
-    """Flip sensitive values with probability ``ratio`` (METHODS §1).
+    """Flip sensitive values with probability ``ratio`` (Bian and Luo, 2024).
 
     Privileged -> ``unprivileged[floor(u_pick * len)]``; unprivileged ->
     ``privileged[floor(u_pick * len)]``.

@@ -1,4 +1,4 @@
-"""Config model of the ``hfm`` audit (METHODS §1)."""
+"""Config model of the ``hfm`` audit (Bian and Luo, 2024)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Result types of the HFM audit (METHODS §1).
+"""Result types of the HFM audit (Bian and Luo, 2024).
 
 :class:`DistanceResult` is what :func:`fairspark.hfm.hfm_distances` returns per
 (target, attribute); :class:`CertifiedResult` is one certification outcome of the Spark

@@ -1,4 +1,4 @@
-"""mdfa: multi-differential fairness auditor (METHODS §2, paper seed 001).
+"""mdfa: multi-differential fairness auditor (Gitiaux and Rangwala, 2019).
 
 Public surface: the audit entry point and its report section, the result types, the
 driver-side kernels (usable without Spark), the Spark helpers and the synthetic

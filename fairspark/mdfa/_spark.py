@@ -1,7 +1,7 @@
 """Spark side of mdfa: grouped statistics, the stratified capped sample, parallel splits.
 
-Design (METHODS §2, design card)
---------------------------------
+Design (after Gitiaux and Rangwala, 2019)
+-----------------------------------------
 1. One ``groupBy(s, y).agg(...)`` over the prepared table gives the counts per s x y
    cell (rows and weights) and the sums and sums of squares of every description
    column, from which the driver derives the population means and standard deviations

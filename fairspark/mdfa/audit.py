@@ -1,4 +1,6 @@
-"""The ``mdfa`` audit entry point: ``run(ctx, params) -> AuditOutcome`` (METHODS §2).
+"""The ``mdfa`` audit entry point: ``run(ctx, params) -> AuditOutcome``.
+
+The method: Gitiaux and Rangwala, 2019 (docs/references.md).
 
 ``run`` computes numbers only (rows, summary and an :class:`~.results.MDFAResult`);
 the report section is drawn from that result by :func:`fairspark.mdfa.report.render`.

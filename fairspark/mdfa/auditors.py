@@ -1,4 +1,4 @@
-"""The certificate's concept classes (METHODS §2): the estimators c is fitted with.
+"""The certificate's concept classes (Gitiaux and Rangwala, 2019): the estimators c is fitted with.
 
 ``random_forest`` (the paper: 100 trees of depth 2) is grown by one of two libraries:
 

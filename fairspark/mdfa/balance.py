@@ -1,4 +1,4 @@
-"""MMD balancing network (paper Sec. 3.2, METHODS §2), in torch.
+"""MMD balancing network (Gitiaux and Rangwala, 2019, §3.2), in torch.
 
 A small net maps the audit features x to a weight ``u = e^z / (1 + e^z / 10)`` in
 (0, 10) for the s = +1 rows such that the u-weighted distribution of phi(x) over
@@ -105,9 +105,10 @@ def _mmd_loss(u: torch.Tensor, f: torch.Tensor, pos: torch.Tensor,
     """|| sum_{s=+1} u phi / sum_{s=+1} u - mean_{s=-1} phi ||_2, ``phi = mmd_phi(f)``,
     without forming ``phi`` for ``quadratic``.
 
-    The u-weighted mean is self-normalised (METHODS writes mean(u phi)); with
-    features near zero mean the unnormalised form is minimised by u -> 0, which
-    balances nothing. The masses are fixed afterwards by :func:`balanced_weights`.
+    The u-weighted mean is self-normalised (the loss as written for Gitiaux and
+    Rangwala, 2019, §3.2, is mean(u phi)); with features near zero mean the
+    unnormalised form is minimised by u -> 0, which balances nothing. The masses are
+    fixed afterwards by :func:`balanced_weights`.
 
     The difference of the two means is ``sum_i c_i phi(f_i)`` with
     ``c_i = u_i / sum_{s=+1} u`` on s = +1 and ``-1 / n_{s=-1}`` on s = -1. For the

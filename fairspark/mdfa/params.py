@@ -1,4 +1,4 @@
-"""Config model of the ``mdfa`` audit (METHODS §2)."""
+"""Config model of the ``mdfa`` audit (Gitiaux and Rangwala, 2019)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = ["MDFAParams"]
 
 
 class MDFAParams(AuditParams):
-    """Parameters of the mdfa audit (METHODS §2); see ``docs/mdfa.md``.
+    """Parameters of the mdfa audit (Gitiaux and Rangwala, 2019); see ``docs/mdfa.md``.
 
     Attributes
     ----------

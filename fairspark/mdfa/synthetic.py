@@ -1,4 +1,4 @@
-"""The synthetic check of METHODS §2 (paper Sec. 4.1): data with a planted violation."""
+"""The synthetic check of Gitiaux and Rangwala (2019, §4.1): data with a planted violation."""
 
 from __future__ import annotations
 

@@ -95,7 +95,7 @@ RATES: dict[str, RateSpec] = {
     ]
 }
 
-#: Rates compared between groups by a difference and a ratio (METHODS §3).
+#: Rates compared between groups by a difference and a ratio (Anahideh et al., 2021).
 COMPARED_RATES: tuple[str, ...] = ("tpr", "fpr", "fnr", "ppv", "npv", "fdr", "for", "error_rate")
 
 _RATE_ALIASES = {
@@ -138,7 +138,7 @@ def _build_catalogue() -> dict[str, MetricSpec]:
     return {s.name: s for s in specs}
 
 
-#: The signed catalogue of METHODS §3 (20 metrics).
+#: The signed catalogue of 20 metrics (after Anahideh et al., 2021).
 CATALOGUE: dict[str, MetricSpec] = _build_catalogue()
 
 #: Seed-000 baselines reported beside HFM (absolute gaps).

@@ -1,4 +1,4 @@
-"""ApproxDist on Spark: one range-partitioned window scan per projection (METHODS §1).
+"""ApproxDist on Spark: one range-partitioned window scan per projection (Bian and Luo, 2024).
 
 Each (target, projection) is range partitioned on the projected value ``g``; every
 partition gets, per attribute and code, the ``m2`` nearest rows of its neighbours

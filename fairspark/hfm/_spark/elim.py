@@ -1,4 +1,4 @@
-"""Exact D by elimination, with no copy of the feature vectors (METHODS §1, ``certified``).
+"""Exact D by elimination, with no copy of the feature vectors (Bian and Luo, 2024; ``certified``).
 
 Passes over the rows, each a ``mapInArrow`` task reading the feature vectors where
 they lie (a float64 blob per row, decoded without a per-row Python object):
