@@ -144,7 +144,7 @@ def test_hfm_certified_exact_with_1m_result_size(tmp_path):
     proc = _submit_with_1m_result_size(cfg, tmp_path)
     assert proc.returncode == 0, proc.stderr[-5000:]
     m = pd.read_parquet(tmp_path / "out" / "run_date=2026-11-29" / "metrics.parquet")
-    # METHODS common data model: min-max scaled features, the outcome as first coordinate
+    # the prepared table (docs/architecture.md): scaled features, the outcome as first coordinate
     Xs = (X - X.min(axis=0)) / (X.max(axis=0) - X.min(axis=0))
     for metric, t in (("D", y), ("D_f", p)):
         V = np.column_stack([t == 1, Xs]).astype(float)

@@ -17,7 +17,7 @@ COMPAS_NUM = ["age", "juv_fel_count", "juv_misd_count", "juv_other_count", "prio
 
 
 def scaled(pdf: pd.DataFrame, numeric: list[str], categorical: list[str]) -> np.ndarray:
-    """METHODS 'Common data model': min-max numeric (constant -> 0), one-hot categorical."""
+    """As the prepared table: min-max numeric (constant -> 0), one-hot categorical."""
     cols = []
     for c in numeric:
         v = pdf[c].astype(float).to_numpy()

@@ -75,7 +75,7 @@ def _one(rows: pd.DataFrame, attr: str, metric: str, model: str | None) -> pd.Se
 
 
 def _scaled(df: pd.DataFrame) -> np.ndarray:
-    """METHODS 'Common data model': min-max age, one-hot charge degree."""
+    """The prepared table (docs/architecture.md): min-max age, one-hot charge degree."""
     age = (df.age - df.age.min()) / (df.age.max() - df.age.min())
     cols = [age.to_numpy(float)]
     cols += [(df.c_charge_degree.astype(str) == v).to_numpy(float)

@@ -1,4 +1,4 @@
-"""Discriminative risk with a Spark ML PipelineModel (METHODS §1), against direct scoring.
+"""Discriminative risk with a Spark ML PipelineModel (Bian and Luo, 2024), against direct scoring.
 
 The expectations are computed here: the flips by hand from the same hashed uniforms,
 the predictions by calling the fitted pipeline on pandas frames of the original and
@@ -95,7 +95,7 @@ def _dr_row(rows: list[dict]) -> pd.Series:
 
 
 def _hand_flip(values, u_flip, u_pick, privileged, ratio):
-    """METHODS §1 written out: unprivileged -> privileged, privileged -> unprivileged."""
+    """The flip (Bian and Luo, 2024): unprivileged -> privileged, privileged -> unprivileged."""
     observed = sorted({str(v) for v in values})
     priv = [v for v in observed if v in privileged]
     unpriv = [v for v in observed if v not in privileged]

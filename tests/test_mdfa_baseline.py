@@ -146,8 +146,8 @@ def test_the_baseline_is_an_mdfa_run_of_its_own_on_the_same_rows_and_splits(runs
 
 def _gamma_by_hand(c: np.ndarray, s: np.ndarray, y: np.ndarray, w: np.ndarray,
                    y_value: int) -> float:
-    """gamma(y) of METHODS §2 (Lemma 3.1) from a certificate's held-out predictions ``c``,
-    by enumeration: the weight of each (c, s, y) cell in pandas, then
+    """gamma(y) (Gitiaux and Rangwala, 2019, Lemma 3.1) from a certificate's held-out
+    predictions ``c``, by enumeration: the weight of each (c, s, y) cell in pandas, then
     ``(Pr_w[c = r s y] + Pr_w[s = r y] - 1) / 4`` with r = sign(y)."""
     cells = pd.DataFrame({"c": c, "s": s, "y": y, "w": w}).groupby(["c", "s", "y"]).w.sum()
     total = cells.sum()

@@ -70,7 +70,7 @@ def _table(n: int, k: int, seed: int = 0, b_sd: float = 0.002) -> pd.DataFrame:
 
 
 def _by_hand(t: pd.DataFrame, n_new: int, k: int) -> tuple[float, float]:
-    """The variance components written out again (METHODS-style, not the module's):
+    """The variance components written out again (by the formulas, not the module's):
     half-width ``t_nu sqrt(s_g^2 (1/n + rho) + (sigma_b^2 + sigma_w^2 / m) / K)``, nu the
     Welch-Satterthwaite degrees of freedom of the two terms."""
     g = t["gamma_max"].to_numpy(float)
