@@ -1,4 +1,4 @@
-"""The sampling oracle of Algorithm 2 (seed 002) as a plain numpy/scikit-learn kernel.
+"""The sampling oracle of Algorithm 2 (Anahideh et al., 2021): a numpy/scikit-learn kernel.
 
 One call of :func:`run_attempt` is one numbered attempt: draw cell weights, bootstrap a
 training sample, train one model, evaluate it on the round's test set and return its

@@ -288,7 +288,7 @@ def inequality_indices(
 
     ``b`` is 0 for a false negative, 1 for a correct decision and 2 for a false
     positive, so both indices follow from the labelled cells (Speicher et al. 2018,
-    seed 000 §IV-A). Returned keys:
+    as used by Bian and Luo, 2024, §IV-A). Returned keys:
 
     - ``gei``: GEI(alpha) over all labelled rows of all ``groups``;
     - ``theil``: Theil index (GEI with alpha = 1) over the same rows;
