@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: table prints)
 CASES: dict[str, tuple[list[str], str]] = {
     "bench_nightly": (["--tmp", "{tmp}"], r"^\| rows \| exit \| wall \(s\) \|"),
-    "bench_adult_nightly": (["--tmp", "{tmp}"], r"^\| group_only \| 0 \|"),
+    "bench_adult_nightly": (["--tmp", "{tmp}"], r"^\| classic \| group_only \| 0 \|"),
     "bench_baseline": (["--workdir", "{tmp}"], r"^\| 20,000 \| [\d.]+ \| [\d.]+ \| [\d.]+x \|"),
     "bench_correlation": ([], r"^\[logistic_regression\] trial 0: \d+ trainings"),
     "bench_group": (["--workdir", "{tmp}"], r"^values agree"),
