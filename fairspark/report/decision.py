@@ -266,8 +266,10 @@ def _audit_lines(summary: Mapping[str, Any], rows: list[Mapping[str, Any]],
         covered = frozenset(ln["attribute"] for ln in limit_lines
                             if ln["audit"] == f"limit on {name}")
         mine = [r for r in rows if r.get("audit") == name]
+        judged = [r for r in rows if r.get("audit") == "limits"
+                  and _params(r).get("source_audit") == name]
         view = DecisionInput(audit=name, rows=mine, info=audits.get(name) or {},
-                             anchor=anchors.get(name), covered=covered)
+                             anchor=anchors.get(name), covered=covered, limits=judged)
         out += [ln.as_dict() for ln in spec.decision_lines(view)]
     return out
 
