@@ -7,13 +7,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlparse
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from fairspark._params import AuditParams
 from fairspark.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.hfm.compute import CertifyOptions, DistanceOptions
+    from fairspark.scoring import ScoringModel
 
 __all__ = ["HFMParams", "dr_model_kind", "local_path"]
 
@@ -137,14 +138,21 @@ class HFMParams(AuditParams):
     histogram_bins:
         Bins of the per-row distance plot (0: no plot).
     dr_model:
-        The model that discriminative risk calls: a Spark ML ``PipelineModel`` directory
+        The model that discriminative risk calls: an MLflow model URI
+        (``models:/name@alias``, ``models:/name/3``, ``runs:/<id>/model``; scored with
+        ``mlflow.pyfunc.spark_udf`` on the executors, decided by the rule of
+        ``columns.prediction`` when that names the same URI, else by the default rule:
+        ``score >= 0.5`` or ``label == 1``), a Spark ML ``PipelineModel`` directory
         (``model.save(path)``, any Hadoop path: local, ``hdfs://``, ``s3a://`` ...;
         ``transform`` on the raw feature columns and the sensitive source columns in
         their input types) or a scikit-learn model saved with joblib (a local file that
         every executor can read; ``predict`` on a pandas frame of the same columns).
-        ``None``: DR is reported as not computed. A local path that does not exist or
-        has the wrong shape stops a run from a config file with exit code 2; a model
-        that cannot be loaded or applied gives a failed DR row with the reason.
+        ``None``: the model of ``columns.prediction`` when that is a registered model
+        (``model_uri``: the same URI, threshold and output, so the flipped rows are
+        decided as the audited decisions were), else DR is reported as not computed. A
+        model URI that does not resolve, or a local path that does not exist or has the
+        wrong shape, stops the run with exit code 2 before any Spark job; a model that
+        cannot be loaded or applied gives a failed DR row with the reason.
     dr_model_kind:
         ``auto`` (default): a URI with a scheme other than ``file:`` is a Spark ML model
         (decided without reading the store), a local directory is a Spark ML model, a
@@ -175,6 +183,26 @@ class HFMParams(AuditParams):
     dr_model_kind: Literal["auto", "sklearn", "spark"] = "auto"
     dr_ratio: float = Field(0.5, gt=0, le=1)
     dr_level: float = Field(0.95, gt=0, lt=1)
+    #: the registered model DR calls, looked up before the run
+    #: (:func:`fairspark.scoring.resolve_models`)
+    _registered: ScoringModel | None = PrivateAttr(default=None)
+
+    @property
+    def registered_dr_model(self) -> ScoringModel | None:
+        """The MLflow model DR calls (``dr_model``'s URI, or ``columns.prediction``'s
+        model without a ``dr_model``), once the run's models are resolved; else None."""
+        return self._registered
+
+    def with_registered_dr_model(self, model: ScoringModel) -> HFMParams:
+        """A copy whose DR calls the resolved registered ``model``."""
+        out = self.model_copy()
+        out._registered = model
+        return out
+
+    def dr_model_inputs(self) -> list[str]:
+        """The input columns of the registered DR model (none without one): the
+        prepared rows carry them, so DR can call the model on them."""
+        return list(self._registered.inputs) if self._registered is not None else []
 
     def distance_options(self, m2: int) -> DistanceOptions:
         """What :func:`~fairspark.hfm.compute.hfm_distances` computes, from these options
@@ -210,5 +238,7 @@ class HFMParams(AuditParams):
         ConfigError
             When the model path is wrong; the message names ``audits.hfm.dr_model``.
         """
-        if self.enabled and self.dr_model is not None:
+        from fairspark.scoring import is_model_uri
+
+        if self.enabled and self.dr_model is not None and not is_model_uri(self.dr_model):
             dr_model_kind(self.dr_model, kind=self.dr_model_kind)

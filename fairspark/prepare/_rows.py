@@ -71,11 +71,14 @@ def cache_level() -> StorageLevel:
 def _context_columns(plan: _ColumnPlan, config: Config) -> list[str]:
     """The source columns of ``privileged_expr`` attributes that are not features.
 
-    A model fitted on them (HFM's discriminative risk) needs them as they are.
+    A model fitted on them (HFM's discriminative risk) needs them as they are; so does
+    a registered model that DR calls, with every other input column it reads.
     """
-    return list(dict.fromkeys(s.column for s in config.columns.sensitive
-                              if s.privileged_expr is not None and s.column in plan.types
-                              and s.column not in plan.features))
+    hfm = getattr(config.audits, "hfm", None)
+    dr_inputs = hfm.dr_model_inputs() if hfm is not None and hfm.enabled else []
+    wanted = [*(s.column for s in config.columns.sensitive if s.privileged_expr is not None),
+              *dr_inputs]
+    return list(dict.fromkeys(c for c in wanted if c in plan.types and c not in plan.features))
 
 
 # --------------------------------------------------------------------------- features
