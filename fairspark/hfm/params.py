@@ -154,8 +154,9 @@ class HFMParams(AuditParams):
         wrong shape, stops the run with exit code 2 before any Spark job; a model that
         cannot be loaded or applied gives a failed DR row with the reason.
     dr_model_kind:
-        ``auto`` (default): a URI with a scheme other than ``file:`` is a Spark ML model
-        (decided without reading the store), a local directory is a Spark ML model, a
+        ``auto`` (default): a ``models:/`` or ``runs:/`` URI is an MLflow model (this
+        key is then not read); another URI with a scheme other than ``file:`` is a Spark
+        ML model (decided without reading the store), a local directory is a Spark ML model, a
         local file a joblib file; ``spark`` or ``sklearn`` say it explicitly.
     dr_ratio:
         Probability of flipping each sensitive attribute for DR.
