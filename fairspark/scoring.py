@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from fairspark.config_model import Config, RegisteredModelConfig
 
-__all__ = ["DR_KEY", "INSTALL", "ModelScoring", "ScoringModel", "is_model_uri", "require_mlflow",
+__all__ = ["INSTALL", "ModelScoring", "ScoringModel", "require_mlflow",
            "resolve_models"]
 
 #: how to install what a model URI or ``output.mlflow`` needs
@@ -42,9 +42,6 @@ INSTALL = "pip install 'fairspark[mlflow]'"
 #: the column each decision is scored into, per config key
 SCORED_COLUMNS = {"columns.prediction": "fairspark_prediction",
                   "columns.baseline": "fairspark_baseline"}
-
-#: HFM's discriminative-risk model: a registered model, like the decisions'
-DR_KEY = "audits.hfm.dr_model"
 
 _LABEL_TYPES = {"boolean": "boolean", "integer": "int", "long": "long", "string": "string"}
 _SCORE_TYPES = {"float": "double", "double": "double"}
@@ -56,8 +53,7 @@ def require_mlflow(config: Config) -> None:
     keys = [f"{k}.model_uri" for k in config.columns.registered_models()]
     if getattr(config.output, "mlflow", None) is not None:
         keys.append("output.mlflow")
-    if is_model_uri(_dr_model(config)):
-        keys.append(DR_KEY)
+    keys += [key for key, uri in _model_calls(config).values() if uri is not None]
     if not keys:
         return
     try:
@@ -67,21 +63,10 @@ def require_mlflow(config: Config) -> None:
                           f"{INSTALL}") from None
 
 
-def is_model_uri(path: str | None) -> bool:
-    """Whether ``path`` (``audits.hfm.dr_model``) is an MLflow model URI
-    (``models:/...``, ``runs:/...``) rather than a saved model's path."""
-    return path is not None and path.startswith(("models:/", "runs:/"))
-
-
-def _hfm(config: Config) -> Any:
-    """The enabled ``audits.hfm`` section, or None."""
-    hfm = getattr(config.audits, "hfm", None)
-    return hfm if hfm is not None and hfm.enabled else None
-
-
-def _dr_model(config: Config) -> str | None:
-    hfm = _hfm(config)
-    return hfm.dr_model if hfm is not None else None
+def _model_calls(config: Config) -> dict[str, tuple[str, str | None]]:
+    """Enabled audit -> the registered model it calls (``AuditParams.model_call``)."""
+    return {name: call for name, p in config.audits.enabled().items()
+            if (call := p.model_call()) is not None}
 
 
 @contextlib.contextmanager
@@ -282,7 +267,7 @@ def _first_line(err: BaseException) -> str:
 
 
 def _bad(key: str, uri: str, why: str) -> ConfigError:
-    name = key if key == DR_KEY else f"{key}.model_uri"
+    name = key if key.startswith("audits.") else f"{key}.model_uri"
     return ConfigError(f"config key '{name}' ({uri!r}): {why}")
 
 
@@ -395,7 +380,7 @@ def resolve_models(config: Config) -> tuple[Config, ModelScoring]:
 
     wanted = config.columns.registered_models()
     if not wanted:
-        return _with_dr_model(config, None, None), ModelScoring([])
+        return _with_audit_models(config, None, None), ModelScoring([])
     require_mlflow(config)
     if config.window is not None:
         key = next(iter(wanted))
@@ -407,7 +392,7 @@ def resolve_models(config: Config) -> tuple[Config, ModelScoring]:
         models = [_resolve_one(key, cfg) for key, cfg in wanted.items()]
     for m in models:
         m.tracking_uri = uri
-    config = _with_dr_model(config, next((m for m in models if m.key == "columns.prediction"),
+    config = _with_audit_models(config, next((m for m in models if m.key == "columns.prediction"),
                                          None), uri)
     update: dict[str, Any] = {}
     for m in models:
@@ -433,37 +418,36 @@ def resolve_models(config: Config) -> tuple[Config, ModelScoring]:
     return config.model_copy(update=new), ModelScoring(models, tracking_uri=uri)
 
 
-def _with_dr_model(config: Config, audited: ScoringModel | None, uri: str | None) -> Config:
-    """The config whose enabled ``audits.hfm`` carries the registered model its
-    discriminative risk calls: ``audits.hfm.dr_model`` when it is a model URI (looked up
-    now, with the rule of ``columns.prediction`` when it names the same URI, else the
-    default rule), else, without a ``dr_model``, the audited decision's model with its
+def _with_audit_models(config: Config, audited: ScoringModel | None,
+                       uri: str | None) -> Config:
+    """The config whose enabled audits that call a registered model (HFM's
+    discriminative risk) carry it resolved: the URI of their key (looked up now, with
+    the rule of ``columns.prediction`` when it names the same URI, else the default
+    rule), or, for a call without a URI, the audited decision's model with its
     threshold (or positive labels) and output. Unchanged otherwise.
 
     Raises
     ------
     ConfigError
-        Naming ``audits.hfm.dr_model`` and the URI when it does not resolve.
+        Naming the audit's key and the URI when it does not resolve.
     """
-    hfm = _hfm(config)
-    if hfm is None:
-        return config
-    model = audited
-    if is_model_uri(hfm.dr_model):
-        require_mlflow(config)
-        from fairspark.config_model import RegisteredModelConfig
+    from fairspark.config_model import RegisteredModelConfig
 
-        pred = config.columns.registered_models().get("columns.prediction")
-        cfg = (pred if pred is not None and pred.model_uri == hfm.dr_model
-               else RegisteredModelConfig(model_uri=hfm.dr_model))
-        if uri is None and getattr(config.output, "mlflow", None) is not None:
-            uri = config.output.mlflow.tracking_uri  # type: ignore[union-attr]
-        with tracking_uri(uri):
-            model = _resolve_one(DR_KEY, cfg)
-        model.tracking_uri = uri
-    elif hfm.dr_model is not None:
+    if uri is None and getattr(config.output, "mlflow", None) is not None:
+        uri = config.output.mlflow.tracking_uri  # type: ignore[union-attr]
+    pred = config.columns.registered_models().get("columns.prediction")
+    update = {}
+    for name, (key, model_uri) in _model_calls(config).items():
+        model = audited
+        if model_uri is not None:
+            require_mlflow(config)
+            cfg = (pred if pred is not None and pred.model_uri == model_uri
+                   else RegisteredModelConfig(model_uri=model_uri))
+            with tracking_uri(uri):
+                model = _resolve_one(key, cfg)
+            model.tracking_uri = uri
+        if model is not None:
+            update[name] = getattr(config.audits, name).with_registered_model(model)
+    if not update:
         return config
-    if model is None:
-        return config
-    audits = config.audits.model_copy(update={"hfm": hfm.with_registered_dr_model(model)})
-    return config.model_copy(update={"audits": audits})
+    return config.model_copy(update={"audits": config.audits.model_copy(update=update)})

@@ -182,7 +182,7 @@ def discriminative_risk(
     that cannot be found, loaded or applied gives a ``failed`` row with the reason
     (the HFM rows beside it are kept).
     """
-    registered = params.registered_dr_model
+    registered = params.registered_model
     if params.dr_model is None and registered is None:
         return _dr_row(Status.NOT_COMPUTED,
                        "no model configured (hfm.dr_model): DR needs a model it can call")

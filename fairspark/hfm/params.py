@@ -7,14 +7,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlparse
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
+from fairspark._config_mlflow import is_model_uri
 from fairspark._params import AuditParams
 from fairspark.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.hfm.compute import CertifyOptions, DistanceOptions
-    from fairspark.scoring import ScoringModel
 
 __all__ = ["HFMParams", "dr_model_kind", "local_path"]
 
@@ -184,26 +184,12 @@ class HFMParams(AuditParams):
     dr_model_kind: Literal["auto", "sklearn", "spark"] = "auto"
     dr_ratio: float = Field(0.5, gt=0, le=1)
     dr_level: float = Field(0.95, gt=0, lt=1)
-    #: the registered model DR calls, looked up before the run
-    #: (:func:`fairspark.scoring.resolve_models`)
-    _registered: ScoringModel | None = PrivateAttr(default=None)
-
-    @property
-    def registered_dr_model(self) -> ScoringModel | None:
-        """The MLflow model DR calls (``dr_model``'s URI, or ``columns.prediction``'s
-        model without a ``dr_model``), once the run's models are resolved; else None."""
-        return self._registered
-
-    def with_registered_dr_model(self, model: ScoringModel) -> HFMParams:
-        """A copy whose DR calls the resolved registered ``model``."""
-        out = self.model_copy()
-        out._registered = model
-        return out
-
-    def dr_model_inputs(self) -> list[str]:
-        """The input columns of the registered DR model (none without one): the
-        prepared rows carry them, so DR can call the model on them."""
-        return list(self._registered.inputs) if self._registered is not None else []
+    def model_call(self) -> tuple[str, str | None] | None:
+        """DR's registered model: ``dr_model`` when it is an MLflow URI; without a
+        ``dr_model``, the model of ``columns.prediction`` (if it is registered)."""
+        if self.dr_model is None:
+            return _KEY, None
+        return (_KEY, self.dr_model) if is_model_uri(self.dr_model) else None
 
     def distance_options(self, m2: int) -> DistanceOptions:
         """What :func:`~fairspark.hfm.compute.hfm_distances` computes, from these options
@@ -239,7 +225,5 @@ class HFMParams(AuditParams):
         ConfigError
             When the model path is wrong; the message names ``audits.hfm.dr_model``.
         """
-        from fairspark.scoring import is_model_uri
-
         if self.enabled and self.dr_model is not None and not is_model_uri(self.dr_model):
             dr_model_kind(self.dr_model, kind=self.dr_model_kind)

@@ -72,12 +72,11 @@ def _context_columns(plan: _ColumnPlan, config: Config) -> list[str]:
     """The source columns of ``privileged_expr`` attributes that are not features.
 
     A model fitted on them (HFM's discriminative risk) needs them as they are; so does
-    a registered model that DR calls, with every other input column it reads.
+    a registered model that an audit calls (HFM's DR), with every input column it reads
+    (:meth:`~fairspark._params.AuditParams.context_columns`).
     """
-    hfm = getattr(config.audits, "hfm", None)
-    dr_inputs = hfm.dr_model_inputs() if hfm is not None and hfm.enabled else []
     wanted = [*(s.column for s in config.columns.sensitive if s.privileged_expr is not None),
-              *dr_inputs]
+              *(c for p in config.audits.enabled().values() for c in p.context_columns())]
     return list(dict.fromkeys(c for c in wanted if c in plan.types and c not in plan.features))
 
 
