@@ -13,7 +13,13 @@ from fairspark._params import StrictModel
 
 Scalar = str | int | float | bool
 
-__all__ = ["MlflowOutputConfig", "RegisteredModelConfig"]
+__all__ = ["MlflowOutputConfig", "RegisteredModelConfig", "is_model_uri"]
+
+
+def is_model_uri(path: str | None) -> bool:
+    """Whether ``path`` (e.g. ``audits.hfm.dr_model``) is an MLflow model URI
+    (``models:/...``, ``runs:/...``) rather than a saved model's path."""
+    return path is not None and path.startswith(("models:/", "runs:/"))
 
 
 class RegisteredModelConfig(StrictModel):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 
 class StrictModel(BaseModel):
@@ -41,3 +43,33 @@ class AuditParams(StrictModel):
         built in code fails the same way (exit 2, nothing written). Nothing to check
         by default.
         """
+
+    #: the registered MLflow model the audit calls, resolved before the run
+    #: (:func:`fairspark.scoring.resolve_models`; a ``fairspark.scoring.ScoringModel``)
+    _registered: Any = PrivateAttr(default=None)
+
+    def model_call(self) -> tuple[str, str | None] | None:
+        """The registered model this audit calls on rows of its own, if any:
+        ``(config key, model URI)``, the URI ``None`` for the model of
+        ``columns.prediction`` when that is a registered one. ``None`` (the default):
+        the audit calls no model, or one that is not in a registry."""
+        return None
+
+    @property
+    def registered_model(self) -> Any:
+        """The resolved model of :meth:`model_call` (a
+        ``fairspark.scoring.ScoringModel``), once the run's models are resolved; else
+        None."""
+        return self._registered
+
+    def with_registered_model(self, model: Any) -> AuditParams:
+        """A copy whose :attr:`registered_model` is ``model``."""
+        out = self.model_copy()
+        out._registered = model
+        return out
+
+    def context_columns(self) -> list[str]:
+        """Input columns the prepared rows must carry for this audit (as they are):
+        the inputs of its registered model."""
+        model = self._registered
+        return list(model.inputs) if model is not None else []

@@ -644,11 +644,14 @@ class Config(StrictModel):
         the CLI), so the CLI resolves them once, here.
         """
         import os
+        from urllib.parse import urlparse
 
         base = cwd or os.getcwd()
 
         def absolute(path: str | None) -> str | None:
-            if not path or "://" in path or path.startswith("file:") or os.path.isabs(path):
+            # a URI (hdfs://, dbfs:/, models:/, runs:/ ...; a one-letter scheme is a
+            # Windows drive) stays as it is
+            if not path or len(urlparse(path).scheme) > 1 or os.path.isabs(path):
                 return path
             return os.path.normpath(os.path.join(base, path))
 

@@ -22,18 +22,19 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fairspark.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from fairspark.config_model import Config, RegisteredModelConfig
 
-__all__ = ["INSTALL", "ModelScoring", "ScoringModel", "require_mlflow", "resolve_models"]
+__all__ = ["INSTALL", "ModelScoring", "ScoringModel", "require_mlflow",
+           "resolve_models"]
 
 #: how to install what a model URI or ``output.mlflow`` needs
 INSTALL = "pip install 'fairspark[mlflow]'"
@@ -52,6 +53,7 @@ def require_mlflow(config: Config) -> None:
     keys = [f"{k}.model_uri" for k in config.columns.registered_models()]
     if getattr(config.output, "mlflow", None) is not None:
         keys.append("output.mlflow")
+    keys += [key for key, uri in _model_calls(config).values() if uri is not None]
     if not keys:
         return
     try:
@@ -59,6 +61,12 @@ def require_mlflow(config: Config) -> None:
     except ImportError:
         raise ConfigError(f"config key {keys[0]!r} needs MLflow, which is not installed: "
                           f"{INSTALL}") from None
+
+
+def _model_calls(config: Config) -> dict[str, tuple[str, str | None]]:
+    """Enabled audit -> the registered model it calls (``AuditParams.model_call``)."""
+    return {name: call for name, p in config.audits.enabled().items()
+            if (call := p.model_call()) is not None}
 
 
 @contextlib.contextmanager
@@ -105,6 +113,36 @@ class ScoringModel:
     version: str | None = None
     alias: str | None = None
     run_id: str | None = None
+    #: the tracking (registry) URI the model was resolved with (None: MLflow's own)
+    tracking_uri: str | None = None
+
+    def predict_column(self, spark: SparkSession, inputs: dict[str, Column]
+                       ) -> Callable[[dict[str, Column]], Column]:
+        """A function of the model's input columns (name -> column; ``inputs`` gives
+        the default for each) to its output column, scored by ``mlflow.pyfunc.spark_udf``
+        on the executors. The model is fetched once, here (call it inside
+        :func:`tracking_uri`)."""
+        import mlflow.pyfunc
+
+        udf = mlflow.pyfunc.spark_udf(spark, model_uri=self.resolved_uri,
+                                      result_type=self.result_type, env_manager="local")
+
+        def score(columns: dict[str, Column]) -> Column:
+            col = udf(*[columns.get(c, inputs.get(c)) for c in self.inputs])
+            if self.output is not None and self.result_type.startswith("struct"):
+                col = col.getField(self.output)
+            return col
+
+        return score
+
+    def decision(self, output: Column) -> Column:
+        """The decision the model's output makes: ``score >= threshold`` or ``label in
+        positive`` (as the preparation reads the scored column)."""
+        from pyspark.sql import functions as F
+
+        if self.kind == "score":
+            return output.cast("double") >= F.lit(float(self.threshold))  # type: ignore[arg-type]
+        return output.isin(list(self.positive or []))
 
     def describe(self) -> dict[str, Any]:
         """The model's facts for ``summary.json``, the rows' ``params`` and MLflow."""
@@ -138,7 +176,6 @@ class ModelScoring:
         """
         if not self.models:
             return df
-        import mlflow.pyfunc
         from pyspark.sql import functions as F
 
         have = set(df.columns)
@@ -153,12 +190,8 @@ class ModelScoring:
                                   "scores the model into; rename it")
         with tracking_uri(self.tracking_uri):
             for m in self.models:
-                udf = mlflow.pyfunc.spark_udf(spark, model_uri=m.resolved_uri,
-                                              result_type=m.result_type, env_manager="local")
-                col = udf(*[F.col(c) for c in m.inputs])
-                if m.output is not None and m.result_type.startswith("struct"):
-                    col = col.getField(m.output)
-                df = df.withColumn(m.column, col)
+                score = m.predict_column(spark, {c: F.col(c) for c in m.inputs})
+                df = df.withColumn(m.column, score({}))
         return df
 
     def annotate(self, long_rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -234,7 +267,8 @@ def _first_line(err: BaseException) -> str:
 
 
 def _bad(key: str, uri: str, why: str) -> ConfigError:
-    return ConfigError(f"config key '{key}.model_uri' ({uri!r}): {why}")
+    name = key if key.startswith("audits.") else f"{key}.model_uri"
+    return ConfigError(f"config key '{name}' ({uri!r}): {why}")
 
 
 def _output(key: str, uri: str, cfg: RegisteredModelConfig, signature: Any
@@ -321,7 +355,7 @@ def _resolve_one(key: str, cfg: RegisteredModelConfig) -> ScoringModel:
                    "score; give 'threshold' instead")
     return ScoringModel(
         key=key, uri=cfg.model_uri, resolved_uri=facts["resolved_uri"],
-        column=SCORED_COLUMNS[key], kind=kind, result_type=rtype,
+        column=SCORED_COLUMNS.get(key, ""), kind=kind, result_type=rtype,
         inputs=_inputs(key, cfg.model_uri, info.signature), output=output,
         threshold=(0.5 if cfg.threshold is None else cfg.threshold) if kind == "score" else None,
         positive=(list(cfg.positive) if cfg.positive is not None else [1])
@@ -346,7 +380,7 @@ def resolve_models(config: Config) -> tuple[Config, ModelScoring]:
 
     wanted = config.columns.registered_models()
     if not wanted:
-        return config, ModelScoring([])
+        return _with_audit_models(config, None, None), ModelScoring([])
     require_mlflow(config)
     if config.window is not None:
         key = next(iter(wanted))
@@ -356,6 +390,10 @@ def resolve_models(config: Config) -> tuple[Config, ModelScoring]:
     uri = mcfg.tracking_uri if mcfg is not None else None
     with tracking_uri(uri):
         models = [_resolve_one(key, cfg) for key, cfg in wanted.items()]
+    for m in models:
+        m.tracking_uri = uri
+    config = _with_audit_models(config, next((m for m in models if m.key == "columns.prediction"),
+                                         None), uri)
     update: dict[str, Any] = {}
     for m in models:
         plain = (ScoreConfig(column=m.column, threshold=m.threshold) if m.kind == "score"
@@ -378,3 +416,38 @@ def resolve_models(config: Config) -> tuple[Config, ModelScoring]:
             "description": described.description or
             f"{audited.uri}, MLflow run {audited.run_id}"})
     return config.model_copy(update=new), ModelScoring(models, tracking_uri=uri)
+
+
+def _with_audit_models(config: Config, audited: ScoringModel | None,
+                       uri: str | None) -> Config:
+    """The config whose enabled audits that call a registered model (HFM's
+    discriminative risk) carry it resolved: the URI of their key (looked up now, with
+    the rule of ``columns.prediction`` when it names the same URI, else the default
+    rule), or, for a call without a URI, the audited decision's model with its
+    threshold (or positive labels) and output. Unchanged otherwise.
+
+    Raises
+    ------
+    ConfigError
+        Naming the audit's key and the URI when it does not resolve.
+    """
+    from fairspark.config_model import RegisteredModelConfig
+
+    if uri is None and getattr(config.output, "mlflow", None) is not None:
+        uri = config.output.mlflow.tracking_uri  # type: ignore[union-attr]
+    pred = config.columns.registered_models().get("columns.prediction")
+    update = {}
+    for name, (key, model_uri) in _model_calls(config).items():
+        model = audited
+        if model_uri is not None:
+            require_mlflow(config)
+            cfg = (pred if pred is not None and pred.model_uri == model_uri
+                   else RegisteredModelConfig(model_uri=model_uri))
+            with tracking_uri(uri):
+                model = _resolve_one(key, cfg)
+            model.tracking_uri = uri
+        if model is not None:
+            update[name] = getattr(config.audits, name).with_registered_model(model)
+    if not update:
+        return config
+    return config.model_copy(update={"audits": config.audits.model_copy(update=update)})

@@ -25,8 +25,9 @@ _RE = re.compile(
     r"Challenger against baseline(?: \((?P<baseline>[^)]+)\))? on (?P<attr>[^:]+): "
     r"(?P<word>less fair|fairer|no difference beyond noise) \((?P<metric>[a-z ]+?) "
     r"(?P<chal>\S+) vs baseline (?P<base>\S+); change in "
-    r"distance from parity \(challenger - baseline\) (?P<size>\S+), (?P<level>[\d.]+)% "
-    r"Holm-adjusted interval \[(?P<lo>\S+), (?P<hi>\S+)\]\)")
+    r"distance from parity \(challenger - baseline\) (?P<size>\S+), (?:(?P<level>[\d.]+)% )?"
+    r"(?P<label>Holm-adjusted|BH-adjusted|unadjusted) interval \[(?P<lo>\S+), (?P<hi>\S+)\]"
+    r"(?:\)| of the limit check (?P<check>[^:]+): (?P<status>\w+)\))")
 
 
 def first_screen_headlines(html: str) -> list[str]:
@@ -75,7 +76,8 @@ def check_headline(items: list[str], rows: pd.DataFrame, attr: str, word: str,
         assert hi < 0 and size < 0, texts[0]
     else:
         assert lo <= 0 <= hi, texts[0]
-    return {"metric": metric, "size": size, "lo": lo, "hi": hi, "worse": worse}
+    return {"metric": metric, "size": size, "lo": lo, "hi": hi, "worse": worse,
+            "check": m["check"], "status": m["status"], "label": m["label"]}
 
 
 class _Approx:

@@ -190,7 +190,7 @@ def test_audit_rows_clusters_and_identities(spark, table_pdf, caplog):
     params = CorrelationParams(
         n_samples=50, rounds=5, k=200, models=["linear_svm"], sample_rows=800, tau=0.6
     )
-    with caplog.at_level("INFO", logger="fairspark"):
+    with caplog.at_level("DEBUG", logger="fairspark"):  # internal cost lines: DEBUG
         res = correlation_audit(
             spark, _df(spark, table_pdf, 3), attributes=[("sex", "_fs_p_0")], params=params,
             seed=42,

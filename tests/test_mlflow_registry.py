@@ -375,3 +375,112 @@ def test_registry_release_under_local_cluster(spark, tmp_path, registry):
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     _same_rows(str(tmp_path / "out_lc" / "run_date=2026-12-05"), _reference(tmp_path, registry))
+
+
+@pytest.fixture(scope="module")
+def score_model(registry):
+    """``adult_score`` v1 (@challenger): a ridge regression of the label on the same
+    features, a model whose output is a float score (decided by a threshold)."""
+    from mlflow.models import infer_signature
+    from sklearn.compose import ColumnTransformer
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    from fairspark.scoring import tracking_uri
+
+    train, feats = _adult("train"), NUMERIC + CATEGORICAL
+    pre = ColumnTransformer([("num", StandardScaler(), NUMERIC),
+                             ("cat", OneHotEncoder(handle_unknown="ignore"), CATEGORICAL)])
+    reg = make_pipeline(pre, Ridge()).fit(train[feats], (train.income == ">50K").astype(float))
+    x = registry["test"][feats]
+    with tracking_uri(registry["uri"]):
+        client = mlflow.MlflowClient()
+        exp = client.get_experiment_by_name("models").experiment_id
+        with mlflow.start_run(experiment_id=exp):
+            mlflow.sklearn.log_model(reg, name="model", registered_model_name="adult_score",
+                                     pip_requirements=["scikit-learn"],
+                                     signature=infer_signature(x, reg.predict(x)))
+        client.set_registered_model_alias("adult_score", "challenger", "1")
+    return reg
+
+
+def _dr_config(inp: str, out: str, prediction: dict, hfm: dict) -> dict:
+    """The registry audit with only ``sex`` (binary: with ``dr_ratio: 1`` every row's
+    sex is swapped, Male <-> Female, whatever the hashes) and HFM."""
+    cfg = _config(inp, out, prediction, {"model_uri": "models:/adult@champion"})
+    cfg["columns"]["sensitive"] = [{"column": "sex", "privileged": "Male"}]
+    cfg["audits"]["hfm"] = {"dr_ratio": 1.0, **hfm}
+    cfg["limits"] = {}
+    cfg["output"]["report"] = False
+    return cfg
+
+
+@pytest.mark.parametrize("case", ["label", "score", "explicit"])
+def test_dr_uses_the_registered_model(spark, tmp_path, registry, score_model, monkeypatch,
+                                      case):
+    """HFM's DR calls the model of ``columns.prediction`` (same URI, same threshold)
+    when ``audits.hfm.dr_model`` is not set, and the ``models:/`` URI of an explicit
+    ``dr_model`` otherwise: DR equals the brute force of its definition, ``mean
+    1[f(x, a) != f(x, ã)]`` with every row's sex swapped, computed here with
+    ``mlflow.pyfunc.load_model`` in pandas; the DR row's params name the model."""
+    prediction, hfm, dr_uri, rule = {
+        "label": ({"model_uri": "models:/adult@challenger"}, {},
+                  "models:/adult@challenger", lambda p: np.asarray(p) == 1),
+        "score": ({"model_uri": "models:/adult_score@challenger", "threshold": 0.3}, {},
+                  "models:/adult_score@challenger", lambda p: np.asarray(p) >= 0.3),
+        # an explicit dr_model wins: the champion, decided by the default rule
+        "explicit": ({"model_uri": "models:/adult@challenger"},
+                     {"dr_model": "models:/adult@champion"}, "models:/adult@champion",
+                     lambda p: np.asarray(p) == 1),
+    }[case]
+    test = registry["test"].head(1000)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", registry["uri"])
+    raw = write_parquet(test, str(tmp_path / "in"))
+    cfg = _dr_config(raw, str(tmp_path / "out"), prediction, hfm)
+    assert _cli(tmp_path, cfg, case) == 0
+
+    model = mlflow.pyfunc.load_model(dr_uri)
+    x = test[NUMERIC + CATEGORICAL].reset_index(drop=True)
+    flipped = x.copy()
+    flipped["sex"] = x["sex"].map({"Male": "Female", "Female": "Male"})
+    assert flipped["sex"].notna().all()
+    before = rule(model.predict(x)).reshape(-1)
+    after = rule(model.predict(flipped)).reshape(-1)
+    want = float(np.mean(before != after))
+
+    rows = pd.read_parquet(str(tmp_path / "out" / "run_date=2026-12-05" / "metrics.parquet"))
+    dr = rows[(rows.audit == "hfm") & (rows.metric == "DR")]
+    assert len(dr) == 1 and dr.iloc[0]["status"] == "ok", dr.to_dict("records")
+    assert 0 < want < 1
+    assert abs(dr.iloc[0]["value"] - want) <= 1e-12, (dr.iloc[0]["value"], want)
+    facts = json.loads(dr.iloc[0]["params"])["dr_model"]
+    assert facts["model_uri"] == dr_uri
+    if case == "score":
+        assert facts["threshold"] == 0.3 and facts["kind"] == "score"
+
+
+def test_dr_model_uri_that_does_not_resolve_exits_2(spark, tmp_path, registry, capsys,
+                                                    monkeypatch):
+    """A ``dr_model`` URI that does not resolve: exit 2 naming ``audits.hfm.dr_model``
+    and the URI, before any Spark job (nothing published)."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", registry["uri"])
+    raw = write_parquet(registry["test"].head(200), str(tmp_path / "in"))
+    uri = "models:/adult@nosuch"
+    cfg = _dr_config(raw, str(tmp_path / "out"), {"model_uri": "models:/adult@challenger"},
+                     {"dr_model": uri})
+    from fairspark.session import is_connect
+
+    def next_job() -> int | None:  # the id the driver's next Spark job gets
+        if is_connect(spark):
+            return None
+        return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
+
+    jobs = next_job()
+    code = _cli(tmp_path, cfg, "bad_dr")
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"config key 'audits.hfm.dr_model' ({uri!r})" in err, err
+    assert "alias 'nosuch' of registered model 'adult' does not exist" in err, err
+    assert not (tmp_path / "out" / "run_date=2026-12-05").exists()
+    assert next_job() == jobs  # no Spark job ran

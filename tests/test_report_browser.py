@@ -2,8 +2,10 @@
 
 Checks that the page logs no console errors, that every image has loaded, that the
 decision box and the sentence saying whether the run gates are on the first screen of
-a 1400x900 laptop, that the page never scrolls sideways at 1400 px or on a 390 px
-phone, and that the heading outline has no jumps. The screenshots are test artefacts:
+a 1400x900 laptop, that the first screen at 1400x900 and 390x844 shows the gate, the
+worst group with its number and interval and (with a baseline) the comparison's word
+and size, that the page never scrolls sideways at 1400 px or on a 390 px phone, and
+that the heading outline has no jumps. The screenshots are test artefacts:
 written under pytest's tmp dir and copied to ``out/test-artifacts/``.
 """
 
@@ -416,3 +418,136 @@ def test_the_no_worse_than_baseline_line_shows_the_interval_its_verdict_uses(
     ends = ", ".join(f"{x:+.3g}".replace("-", "−") for x in (lim.lower, lim.upper))
     shown = f"Holm-adjusted interval [{ends}] (wholly above the margin)"
     assert shown in cells[3], cells
+
+
+#: the rectangle of the first occurrence of a text inside an element (a DOM Range over
+#: its text nodes), or null: what the reader sees, wherever the text sits in the markup
+_RECT_OF = """
+function rectOf(root, needle) {
+  if (!root) return null;
+  const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const nodes = []; let text = '';
+  while (walk.nextNode()) { nodes.push([walk.currentNode, text.length]);
+                            text += walk.currentNode.data; }
+  const flat = text.replace(/\\s/g, ' '), i = flat.indexOf(needle);
+  if (i < 0) return null;
+  const j = i + needle.length, range = document.createRange();
+  for (const [n, off] of nodes) {
+    if (off <= i && i < off + n.data.length) range.setStart(n, i - off);
+    if (off < j && j <= off + n.data.length) { range.setEnd(n, j - off); break; }
+  }
+  const r = range.getBoundingClientRect();
+  return {top: r.top, bottom: r.bottom, left: r.left, right: r.right};
+}
+"""
+
+
+def _first_screen(driver, path: Path, width: int, height: int, needles: dict[str, list]
+                  ) -> dict:
+    """Each needle's rectangle (``needles``: name -> [element id, text]) and the
+    viewport, before any scroll."""
+    _open(driver, path, width, height)
+    return driver.execute_script(
+        _RECT_OF + "const out = {inner: window.innerHeight, wide: window.innerWidth};"
+        "for (const [k, [id, t]] of Object.entries(arguments[0]))"
+        "  out[k] = rectOf(document.getElementById(id), t);"
+        "out.worst = (document.getElementById('worst') || {}).textContent;"
+        "out.headlines = Array.from(document.querySelectorAll('#headlines li'))"
+        "  .map(e => e.textContent.replace(/\\s+/g, ' ').trim());"
+        "return out;", needles)
+
+
+def _visible(got: dict, names: list[str]) -> None:
+    for k in names:
+        r = got[k]
+        assert r is not None, (k, got)
+        assert 0 <= r["top"] and r["bottom"] <= got["inner"], (k, r, got["inner"])
+        assert 0 <= r["left"] and r["right"] <= got["wide"], (k, r, got["wide"])
+
+
+def _fmt_like(printed: str) -> float:
+    return float(printed.replace("−", "-").replace("+", ""))
+
+
+def _worst_check(path: Path, worst_text: str) -> tuple[str, str, str, str]:
+    """(group, number, lower, upper) as printed on the worst line, checked against the
+    limits rows of ``metrics.parquet``: the named group's gating row is violated, its
+    value and interval are the printed ones (3 significant digits), and no other
+    violated gating row of that limit and attribute is further beyond the limit."""
+    import json
+    import re
+
+    rows = pd.read_parquet(path.parent / "metrics.parquet")
+    text = re.sub(r"\s+", " ", worst_text)
+    num = r"[−+]?[\d.]+"
+    m = (re.search(rf"(?:worst )?group (?P<group>[^ (:]+)[^:]*: \S+ (?P<v>{num}) "
+                   rf"\[(?P<lo>{num}), (?P<hi>{num})\]", text)
+         # a no_worse_than_baseline check: the change and the interval its verdict uses
+         or re.search(rf"(?:worst )?group (?P<group>[^ (:]+)[^:]*: .*?\(challenger − "
+                      rf"baseline\) (?P<v>{num}), .*? interval \[(?P<lo>{num}), "
+                      rf"(?P<hi>{num})\]", text))
+    assert m, text
+    attr = re.search(r"worst: (\S+)", text)[1]
+    lim = rows[(rows.audit == "limits") & (rows.attribute == attr)]
+    lim = lim[[json.loads(p).get("role", "gate") == "gate" for p in lim.params]]
+    if m["group"] not in set(lim.group):  # a binary attribute: its one unprivileged value
+        summary = json.loads((path.parent / "summary.json").read_text())
+        info = summary["rows"]["attributes"][attr]
+        assert [v for v in info["values"] if v not in info["privileged"]] == [m["group"]]
+        lim = lim[lim.group == "unprivileged"]
+    else:
+        lim = lim[lim.group == m["group"]]
+    assert len(lim) >= 1, (m["group"], text)
+    row = lim.iloc[0]
+    assert row.status == "violated", text
+    for key, col in (("v", "value"), ("lo", "lower"), ("hi", "upper")):
+        assert _fmt_like(m[key]) == pytest.approx(row[col], rel=5e-3, abs=5e-4), (key, text)
+    peers = rows[(rows.audit == "limits") & (rows.attribute == row.attribute)
+                 & (rows.metric_b == row.metric_b) & (rows.status == "violated")]
+    peers = peers[[json.loads(p).get("role", "gate") == "gate"
+                   and json.loads(p).get("rankable", True) for p in peers.params]]
+    # further beyond the limit: |value| under abs_max, "worse" under no_worse_than_baseline
+    far = (lambda v: v) if "no worse" in row.metric_b else abs
+    assert far(row.value) >= max(far(x) for x in peers.value) - 1e-12, (text, peers)
+    return m["group"], m["v"], m["lo"], m["hi"]
+
+
+@needs_chromium
+@pytest.mark.parametrize(("width", "height"), [(1400, 900), (390, 844)])
+def test_first_screen_shows_the_gate_and_the_worst_group_with_its_number(
+        driver, report_path, tmp_path, width, height):
+    """Before any scroll, on a laptop and on a phone: the gate sentence, the worst
+    group's name, its number and its interval (each a text rectangle inside the
+    viewport), the group and numbers checked against metrics.parquet."""
+    got = _first_screen(driver, report_path, width, height, {"gate": ["gate", "This run"]})
+    assert got["worst"], "no worst line on the first screen"
+    group, v, lo, hi = _worst_check(report_path, got["worst"])
+    got = _first_screen(driver, report_path, width, height, {
+        "gate": ["gate", "This run"], "group": ["worst", f"group {group}"],
+        "number": ["worst", f" {v}"], "interval": ["worst", f"[{lo}, {hi}]"]})
+    _keep(driver, tmp_path, f"report-{width}x{height}-first-screen-worst.png")
+    _visible(got, ["gate", "group", "number", "interval"])
+
+
+@needs_chromium
+@pytest.mark.parametrize(("width", "height"), [(1400, 900), (390, 844)])
+def test_first_screen_shows_the_worst_group_and_the_comparison_with_a_baseline(
+        driver, baseline_report, tmp_path, width, height):
+    """With a baseline, before any scroll on a laptop and a phone: the gate, the worst
+    group with its number and interval, and the comparison's word and signed size (the
+    headline checked against metrics.parquet by tests/headline_check.py)."""
+    path, _ = baseline_report
+    got = _first_screen(driver, path, width, height, {"gate": ["gate", "This run"]})
+    assert got["worst"], "no worst line on the first screen"
+    group, v, lo, hi = _worst_check(path, got["worst"])
+    rows = pd.read_parquet(path.parent / "metrics.parquet")
+    seen = check_headline(got["headlines"], rows, "sex", "less fair", baseline="p_prod = 1")
+    size = f"{seen['size']:+.3g}".replace("-", "−")
+    assert f"(challenger − baseline) {size}," in got["headlines"][0], (size, got["headlines"])
+    got = _first_screen(driver, path, width, height, {
+        "gate": ["gate", "This run"], "group": ["worst", f"group {group}"],
+        "number": ["worst", f" {v}"], "interval": ["worst", f"[{lo}, {hi}]"],
+        "word": ["headlines", "on sex: less fair"],
+        "size": ["headlines", f"(challenger − baseline) {size}"]})
+    _keep(driver, tmp_path, f"report-baseline-{width}x{height}-first-screen-worst.png")
+    _visible(got, ["gate", "group", "number", "interval", "word", "size"])

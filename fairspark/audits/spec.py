@@ -40,6 +40,10 @@ class DecisionInput:
         The id of its report section (for "look at next" links), or ``None``.
     covered:
         Attributes that a limit on this audit already has a decision line for.
+    limits:
+        The run's ``limits`` rows that judge this audit's rows (``params['source_audit']``
+        is the audit): a line whose word a limit check decides reads it from them (the
+        champion/challenger headline follows its ``no_worse_than_baseline`` check).
     """
 
     audit: str
@@ -47,6 +51,7 @@ class DecisionInput:
     info: Mapping[str, Any]
     anchor: str | None
     covered: frozenset[str] = frozenset()
+    limits: list[Mapping[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

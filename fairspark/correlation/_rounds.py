@@ -48,7 +48,8 @@ def round_costs(attempts: pd.DataFrame) -> pd.DataFrame:
 
 
 def round_cost_line(row: Any, *, attribute: str) -> str:
-    """One log line: a round's attempts and CPU seconds per phase."""
+    """One DEBUG line: a round's attempts and CPU seconds per phase (internal cost;
+    ``summary.json`` keeps it)."""
     phases = ", ".join(f"{p} {getattr(row, p):.2f}" for p in PHASES)
     return (f"correlation {attribute}/{row.model} round {int(row.round)}: "
             f"{int(row.attempts)} attempts, CPU s {row.total:.2f} ({phases})")

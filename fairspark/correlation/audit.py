@@ -304,7 +304,7 @@ class _AuditRun:
     def log_rounds(self, wave: Any) -> None:
         """``run_oracle_tasks``' ``on_rounds``: one log line per round of a wave."""
         for row in round_costs(wave).itertuples(index=False):
-            log.info("%s", round_cost_line(row, attribute=self.names[int(row.attr)]))
+            log.debug("%s", round_cost_line(row, attribute=self.names[int(row.attr)]))
 
     def result(self, table: AttemptTable | None, *, partial: bool = False) -> CorrelationResult:
         """The audit's result from the attempts run (``None``: no attribute to run)."""

@@ -90,15 +90,63 @@ def _size(metric: str, p: Mapping[str, Any]) -> str:
 
 
 def _headline(attr: str, word: str, metric: str, p: Mapping[str, Any],
-              baseline: str | None = None) -> str:
+              baseline: str | None = None, change: str | None = None) -> str:
     """One sentence for the top of the decision box: the verdict on ``attr`` against the
     baseline named by its column and rule, the metric, both values and the signed size
-    with the interval the verdict uses."""
+    with the interval the verdict uses (``change``: the limit check's, else the group
+    family's)."""
     named = f" ({baseline})" if baseline else ""
     return (f"Challenger against baseline{named} on {attr}: {word} "
             f"({metric.replace('_', ' ')} "
             f"{fmt_number(num(p.get('challenger')))} vs baseline "
-            f"{fmt_number(num(p.get('baseline')))}; {_change(p)})")
+            f"{fmt_number(num(p.get('baseline')))}; {change or _change(p)})")
+
+
+def _word(lower: float, upper: float) -> str:
+    """The comparison's word from an interval of "worse" (challenger − baseline distance
+    from parity): wholly above 0 "less fair", wholly below "fairer", else no difference."""
+    return ("less fair" if lower > 0 else "fairer" if upper < 0
+            else "no difference beyond noise")
+
+
+_CHECK_ORDER = {"violated": 0, "inconclusive": 1, "passed": 2}
+
+
+def _gating_checks(limits: list[Mapping[str, Any]]
+                   ) -> dict[str, tuple[str, str, Mapping[str, Any]]]:
+    """attribute -> (metric, word, limit row) of the ``no_worse_than_baseline`` check that
+    gates on the pooled comparison the headline reads (``group = unprivileged``, a gating
+    role: a binary attribute, or ``multi_valued: false``); with several such limits on an
+    attribute, the worst verdict's (then the largest "worse").
+
+    The word follows the check's own adjusted interval (the ``lower``/``upper`` of its
+    limits row, the interval its verdict uses), so the headline and the Limits section
+    read one family: the limits'.
+    """
+    from fairspark.metrics._paired import DISTANCE_MODEL
+
+    found: dict[str, list[tuple[tuple, str, str, Mapping[str, Any]]]] = {}
+    for r in limits:
+        p = _params(r)
+        lo, hi, v = num(r.get("lower")), num(r.get("upper")), num(r.get("value"))
+        if (r.get("model") != DISTANCE_MODEL or r.get("group") != "unprivileged"
+                or (p.get("role") or "gate") != "gate" or lo is None or hi is None
+                or v is None or r.get("status") not in _CHECK_ORDER):
+            continue
+        key = (_CHECK_ORDER[str(r["status"])], -v)
+        found.setdefault(str(r.get("attribute")), []).append(
+            (key, str(r.get("metric")), _word(lo, hi), r))
+    return {a: min(c, key=lambda t: t[0])[1:] for a, c in found.items()}
+
+
+def _limit_change(r: Mapping[str, Any]) -> str:
+    """The signed size and the interval of a limit check's row (the one its verdict
+    uses), in the same units, naming the check and its verdict."""
+    label = _params(r).get("interval") or "adjusted"
+    return (f"{CHANGE_WORDS} {fmt_number(num(r.get('value')), signed=True)}, "
+            f"{label} interval [{fmt_number(num(r.get('lower')), signed=True)}, "
+            f"{fmt_number(num(r.get('upper')), signed=True)}] of the limit check "
+            f"{str(r.get('metric_b') or '').replace('_', ' ')}: {r.get('status')}")
 
 
 def unpaired(row: Mapping[str, Any]) -> bool:
@@ -116,11 +164,20 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
     unprivileged group); each names the metric and the size of the paired difference
     with its interval. Each unprivileged value where the challenger is less fair is
     named too (the line is then evidence).
+
+    Where a ``no_worse_than_baseline`` limit gates on an attribute's pooled comparison
+    (``view.limits``), the word, the metric and the interval are that check's: its
+    adjusted interval of "worse" (the one its verdict uses), named with the check and
+    its verdict, so the headline and the Limits section read one family. Elsewhere
+    the word is the group family's above (docs/report.md says which).
     """
     from fairspark.metrics._paired import DIFFERENCE_MODEL
 
     rows = [r for r in view.rows if r.get("model") == DIFFERENCE_MODEL]
     verdicts = _verdicts(rows)
+    gating = _gating_checks(view.limits)
+    pooled = {(str(r.get("attribute")), str(r.get("metric"))): _params(r) for r in rows
+              if r.get("group") == "unprivileged"}
     info = (view.info or {}).get("baseline") or {}
     named = info.get("decision") or info.get("column")
     out = []
@@ -130,20 +187,29 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
         better = [m for m, (w, _) in mine.items() if w == "fairer"]
         word = "less fair" if worse else "fairer" if better else "no difference beyond noise"
         shown = worse or better or list(mine)
+        sizes = [_size(m, mine[m][1]) for m in shown[:2]]
+        headline = _headline(attr, word, shown[0], mine[shown[0]][1], baseline=named)
+        check = gating.get(attr)
+        if check is not None and (attr, check[0]) in pooled:
+            # a no-worse limit gates on this comparison: its interval decides the word
+            metric, word, lim = check
+            others = [_size(m, mine[m][1]) for m in shown if m != metric]
+            sizes = [f"{metric.replace('_', ' ')}: {_limit_change(lim)}", *others[:1]]
+            headline = _headline(attr, word, metric, pooled[(attr, metric)],
+                                 baseline=named, change=_limit_change(lim))
         # each unprivileged value against the reference, where the challenger is worse
         groups = [f"less fair for {g}: {_size(m, v[1])}" for (a, g, m), v in verdicts.items()
                   if a == attr and g != "unprivileged" and v[0] == "less fair"]
+        bad = word == "less fair" or bool(groups)
         out.append(DecisionLine(
             audit="group", attribute=attr, metric="baseline",
             what=f"challenger against baseline: {word}",
-            status="evidence" if worse or groups else "ok",
-            far="; ".join(([f"baseline {named}"] if named else [])
-                          + [_size(m, mine[m][1]) for m in shown[:2]] + groups[:2]),
+            status="evidence" if bad else "ok",
+            far="; ".join(([f"baseline {named}"] if named else []) + sizes + groups[:2]),
             nxt=(f"{attr}: the paired differences (model {DIFFERENCE_MODEL}) in "
-                 "metrics.parquet" if worse or groups else
+                 "metrics.parquet" if bad else
                  "Nothing: the challenger is not less fair than the baseline on these rows."),
-            anchor=view.anchor,
-            headline=_headline(attr, word, shown[0], mine[shown[0]][1], baseline=named)))
+            anchor=view.anchor, headline=headline))
     note = info.get("note")
     if out and note:  # the other audits did not look at the baseline: say so
         compared = " and ".join(info.get("compared_in") or ["group"])

@@ -5,7 +5,11 @@ probability ``ratio``: an unprivileged value becomes a privileged one, a privile
 value becomes a random unprivileged one. The flips come from hashes of the row key and
 a derived seed, so they do not depend on partitioning; the model runs on the executors.
 
-Two kinds of model (``audits.hfm.dr_model``): a Spark ML ``PipelineModel``, applied with
+Three kinds of model (``audits.hfm.dr_model``): a registered MLflow model (a
+``models:/`` or ``runs:/`` URI, or, without a ``dr_model``, the model that scores
+``columns.prediction``), called with ``mlflow.pyfunc.spark_udf`` on the rows and on the
+flipped rows and decided by the audited decisions' rule (:mod:`fairspark.scoring`);
+a Spark ML ``PipelineModel``, applied with
 ``transform`` to the rows and then to the same rows with the flipped sensitive columns
 (Spark column expressions, no join, no Python worker), and a scikit-learn model saved
 with joblib, called in ``mapInPandas``. Both flip exactly as :func:`flip_values` does.
@@ -13,9 +17,11 @@ with joblib, called in ``mapInPandas``. Both flip exactly as :func:`flip_values`
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,6 +40,7 @@ from fairspark.status import Status
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.hfm.params import HFMParams
     from fairspark.prepare import AttributeInfo
+    from fairspark.scoring import ScoringModel
 
 __all__ = [
     "DRModelError", "discriminative_risk", "dr_disagreements", "dr_disagreements_spark",
@@ -175,7 +182,8 @@ def discriminative_risk(
     that cannot be found, loaded or applied gives a ``failed`` row with the reason
     (the HFM rows beside it are kept).
     """
-    if params.dr_model is None:
+    registered = params.registered_model
+    if params.dr_model is None and registered is None:
         return _dr_row(Status.NOT_COMPUTED,
                        "no model configured (hfm.dr_model): DR needs a model it can call")
     usable = [a for a in attrs if a.kind == "values" and len(a.source_columns) == 1]
@@ -191,11 +199,69 @@ def discriminative_risk(
     settings = [[params.dr_ratio if i in sub else 0.0 for i in range(len(usable))]
                 for sub in subsets]
     try:
-        kind, counts, dropped = _dr_counts(ctx, params, usable, settings)
+        if registered is not None:
+            kind, counts, dropped = "mlflow", _registered_counts(
+                ctx, params, registered, usable, settings), 0
+        else:
+            kind, counts, dropped = _dr_counts(ctx, params, usable, settings)
     except (FairsparkInputError, DRModelError) as err:  # a bad path, an unusable model
         log.warning("hfm: DR not computed: %s", err)
         return _dr_row(Status.FAILED, str(err))
-    return _dr_outcome(params, usable, subsets, counts, kind=kind, dropped=dropped)
+    rows, summary = _dr_outcome(params, usable, subsets, counts, kind=kind, dropped=dropped)
+    if registered is not None:
+        facts = registered.describe()
+        facts.pop("column", None)
+        summary["model"] = facts
+        pjson = json.dumps({"dr_model": facts}, sort_keys=True, default=str)
+        rows = [replace(r, params=pjson) for r in rows]
+    return rows, summary
+
+
+def _registered_counts(
+    ctx: AuditContext, params: HFMParams, model: ScoringModel, usable: list[AttributeInfo],
+    settings: list[list[float]],
+) -> list[tuple[float, float]]:
+    """``(changed, rows)`` per flip setting, for a registered MLflow model.
+
+    The model's inputs are the prepared rows' columns (features and the columns the
+    preparation carries for it), with each sensitive source column rebuilt from its
+    prepared value (cast to the table's type) and, for the flipped rows, flipped by
+    :func:`flip_column`; the model scores the rows and each setting's flipped rows with
+    ``mlflow.pyfunc.spark_udf`` on the executors, its output decided by the audited
+    decisions' rule (:meth:`~fairspark.scoring.ScoringModel.decision`), and one
+    aggregation counts the changed decisions.
+    """
+    from fairspark.scoring import tracking_uri
+
+    df = ctx.prepared.capped_df(max_rows=params.max_rows, seed=ctx.seed_for("hfm", "cap"),
+                                features=False)
+    seeds = [ctx.seed_for("hfm", "dr", a.name) for a in usable]
+    have = set(df.columns)
+    types = {a.source_columns[0]: df.schema[a.source_columns[0]].dataType for a in usable
+             if a.source_columns[0] in have}
+    sources = {a.source_columns[0] for a in usable}
+    missing = [c for c in model.inputs if c not in have and c not in sources]
+    if missing:
+        raise DRModelError(f"config key '{_MODEL_KEY}' ({model.uri!r}): the model reads "
+                           f"column(s) {missing}, which the prepared table does not have")
+    plain = {c: input_col(c) for c in model.inputs if c in have}
+    with tracking_uri(model.tracking_uri):
+        score = model.predict_column(ctx.spark, plain)
+    originals = source_columns(usable, source_types=types)
+    decided = [model.decision(score(originals)).alias(P0)]
+    for j, ratio in enumerate(settings, start=1):
+        flips = source_columns(usable, source_types=types, seeds=seeds, ratio=ratio)
+        decided.append(model.decision(score(flips)).alias(f"_fs_p{j}"))
+    cols = [f"_fs_p{j}" for j in range(1, len(settings) + 1)]
+    aggs = [F.sum(F.when(~F.col(P0).eqNullSafe(F.col(c)), 1).otherwise(0)).alias(c)
+            for c in cols]
+    try:
+        r = df.select(*decided).agg(F.count(F.lit(1)).alias("_n"), *aggs).collect()[0]
+    except Exception as err:  # noqa: BLE001 - a failing model on the executors ends DR only
+        raise DRModelError(f"config key '{_MODEL_KEY}' ({model.uri!r}): the model failed "
+                           f"while scoring: {_short(err)}") from None
+    n = float(r["_n"] or 0)
+    return [(float(r[c] or 0), n) for c in cols]
 
 
 def _dr_counts(
@@ -234,7 +300,8 @@ def _dr_outcome(
     counts: list[tuple[float, float]], *, kind: str, dropped: int,
 ) -> tuple[list[MetricRow], dict[str, Any]]:
     """DR rows with Wilson intervals and the summary entry, from the counts."""
-    model_name = "Spark ML PipelineModel" if kind == "spark" else "scikit-learn model"
+    model_name = {"spark": "Spark ML PipelineModel", "mlflow": "MLflow model"}.get(
+        kind, "scikit-learn model")
     rows: list[MetricRow] = []
     per_attribute: dict[str, dict[str, float]] = {}
     for sub, (k, n) in zip(subsets, counts, strict=True):

@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 from pydantic import Field
 
+from fairspark._config_mlflow import is_model_uri
 from fairspark._params import AuditParams
 from fairspark.errors import ConfigError
 
@@ -137,17 +138,25 @@ class HFMParams(AuditParams):
     histogram_bins:
         Bins of the per-row distance plot (0: no plot).
     dr_model:
-        The model that discriminative risk calls: a Spark ML ``PipelineModel`` directory
+        The model that discriminative risk calls: an MLflow model URI
+        (``models:/name@alias``, ``models:/name/3``, ``runs:/<id>/model``; scored with
+        ``mlflow.pyfunc.spark_udf`` on the executors, decided by the rule of
+        ``columns.prediction`` when that names the same URI, else by the default rule:
+        ``score >= 0.5`` or ``label == 1``), a Spark ML ``PipelineModel`` directory
         (``model.save(path)``, any Hadoop path: local, ``hdfs://``, ``s3a://`` ...;
         ``transform`` on the raw feature columns and the sensitive source columns in
         their input types) or a scikit-learn model saved with joblib (a local file that
         every executor can read; ``predict`` on a pandas frame of the same columns).
-        ``None``: DR is reported as not computed. A local path that does not exist or
-        has the wrong shape stops a run from a config file with exit code 2; a model
-        that cannot be loaded or applied gives a failed DR row with the reason.
+        ``None``: the model of ``columns.prediction`` when that is a registered model
+        (``model_uri``: the same URI, threshold and output, so the flipped rows are
+        decided as the audited decisions were), else DR is reported as not computed. A
+        model URI that does not resolve, or a local path that does not exist or has the
+        wrong shape, stops the run with exit code 2 before any Spark job; a model that
+        cannot be loaded or applied gives a failed DR row with the reason.
     dr_model_kind:
-        ``auto`` (default): a URI with a scheme other than ``file:`` is a Spark ML model
-        (decided without reading the store), a local directory is a Spark ML model, a
+        ``auto`` (default): a ``models:/`` or ``runs:/`` URI is an MLflow model (this
+        key is then not read); another URI with a scheme other than ``file:`` is a Spark
+        ML model (decided without reading the store), a local directory is a Spark ML model, a
         local file a joblib file; ``spark`` or ``sklearn`` say it explicitly.
     dr_ratio:
         Probability of flipping each sensitive attribute for DR.
@@ -175,6 +184,12 @@ class HFMParams(AuditParams):
     dr_model_kind: Literal["auto", "sklearn", "spark"] = "auto"
     dr_ratio: float = Field(0.5, gt=0, le=1)
     dr_level: float = Field(0.95, gt=0, lt=1)
+    def model_call(self) -> tuple[str, str | None] | None:
+        """DR's registered model: ``dr_model`` when it is an MLflow URI; without a
+        ``dr_model``, the model of ``columns.prediction`` (if it is registered)."""
+        if self.dr_model is None:
+            return _KEY, None
+        return (_KEY, self.dr_model) if is_model_uri(self.dr_model) else None
 
     def distance_options(self, m2: int) -> DistanceOptions:
         """What :func:`~fairspark.hfm.compute.hfm_distances` computes, from these options
@@ -210,5 +225,5 @@ class HFMParams(AuditParams):
         ConfigError
             When the model path is wrong; the message names ``audits.hfm.dr_model``.
         """
-        if self.enabled and self.dr_model is not None:
+        if self.enabled and self.dr_model is not None and not is_model_uri(self.dr_model):
             dr_model_kind(self.dr_model, kind=self.dr_model_kind)

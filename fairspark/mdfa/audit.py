@@ -420,11 +420,12 @@ def audit_baseline(
 
 
 def _log_cost(name: str, cost: dict[str, Any]) -> None:
-    """One log line: the attribute's CPU seconds per split by phase and per view."""
+    """One DEBUG line: the attribute's CPU seconds per split by phase and per view
+    (internal cost; ``summary.json`` keeps it)."""
     per = ", ".join(f"{k.replace('_', ' ')} {'-' if v is None else f'{v:.2f}'}"
                     for k, v in cost["cpu_s_per_split"].items())
     view = ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in cost["cpu_s_view"].items())
-    log.info("mdfa %s: CPU s per split (%d splits): %s; once for the view: %s; total %.1f",
+    log.debug("mdfa %s: CPU s per split (%d splits): %s; once for the view: %s; total %.1f",
              name, cost["splits"], per, view, cost["cpu_s"])
 
 

@@ -71,11 +71,13 @@ def cache_level() -> StorageLevel:
 def _context_columns(plan: _ColumnPlan, config: Config) -> list[str]:
     """The source columns of ``privileged_expr`` attributes that are not features.
 
-    A model fitted on them (HFM's discriminative risk) needs them as they are.
+    A model fitted on them (HFM's discriminative risk) needs them as they are; so does
+    a registered model that an audit calls (HFM's DR), with every input column it reads
+    (:meth:`~fairspark._params.AuditParams.context_columns`).
     """
-    return list(dict.fromkeys(s.column for s in config.columns.sensitive
-                              if s.privileged_expr is not None and s.column in plan.types
-                              and s.column not in plan.features))
+    wanted = [*(s.column for s in config.columns.sensitive if s.privileged_expr is not None),
+              *(c for p in config.audits.enabled().values() for c in p.context_columns())]
+    return list(dict.fromkeys(c for c in wanted if c in plan.types and c not in plan.features))
 
 
 # --------------------------------------------------------------------------- features

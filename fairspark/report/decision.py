@@ -185,8 +185,11 @@ def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str],
         checks.setdefault((str(r.get("metric_b")), str(r.get("attribute")), source),
                           []).append((r, p))
     out = []
+    named = _unprivileged_values(summary or {})
     for (check, attr, source), found in checks.items():
         line_row, r, p, far, excess = _worst_of(found)
+        if r.get("group") == "unprivileged" and attr in named:  # called by its value
+            far = f"group {named[attr]}: {far}"
         rule = p.get("rule") or {}
         metric = str(r.get("metric") or rule.get("metric") or "")
         status = str(line_row[0].get("status") or "")
@@ -203,6 +206,19 @@ def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str],
             what=_readable(check if check != "None" else metric), status=status, far=far,
             excess=excess, nxt=nxt, anchor=where,
             gate_word=_limit_gate_word(*line_row, failing), number=r).as_dict())
+    return out
+
+
+def _unprivileged_values(summary: Mapping[str, Any]) -> dict[str, str]:
+    """Attribute -> its one unprivileged value (``summary.json``'s ``rows.attributes``),
+    for the attributes that have exactly one: their pooled ``unprivileged`` row is that
+    group, and the first screen calls it by its value."""
+    out = {}
+    for name, a in ((summary.get("rows") or {}).get("attributes") or {}).items():
+        priv = set(map(str, (a or {}).get("privileged") or []))
+        rest = [str(v) for v in ((a or {}).get("values") or {}) if str(v) not in priv]
+        if priv and len(rest) == 1:
+            out[str(name)] = rest[0]
     return out
 
 
@@ -266,8 +282,10 @@ def _audit_lines(summary: Mapping[str, Any], rows: list[Mapping[str, Any]],
         covered = frozenset(ln["attribute"] for ln in limit_lines
                             if ln["audit"] == f"limit on {name}")
         mine = [r for r in rows if r.get("audit") == name]
+        judged = [r for r in rows if r.get("audit") == "limits"
+                  and _params(r).get("source_audit") == name]
         view = DecisionInput(audit=name, rows=mine, info=audits.get(name) or {},
-                             anchor=anchors.get(name), covered=covered)
+                             anchor=anchors.get(name), covered=covered, limits=judged)
         out += [ln.as_dict() for ln in spec.decision_lines(view)]
     return out
 
