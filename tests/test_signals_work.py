@@ -236,7 +236,7 @@ def _restate(cfg: Path, day: str) -> None:
     cfg.write_text(yaml.safe_dump(raw))
 
 
-@pytest.mark.parametrize("sig", ["SIGTERM"])
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
 def test_a_signal_during_a_spark_job_on_a_connect_session_ends_the_run_cleanly(plain, tmp_path,
                                                                                sig):
     """The same on a Spark Connect session (``spark.remote: local[2]``, pyspark's local
