@@ -376,9 +376,12 @@ class ComputedRun:
 
 
 def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
-                   timings: dict[str, float], scoring: Any = None) -> tuple[Any, Any]:
+                   timings: dict[str, float], scoring: Any = None,
+                   read_tasks: int | None = None) -> tuple[Any, Any]:
     """Read and prepare the input (``df``, or ``config.input``; a window's partitions
-    when ``config.window`` is set): ``(prepared, window)``, the window None without one."""
+    when ``config.window`` is set): ``(prepared, window)``, the window None without one.
+    ``read_tasks``: read ``config.input`` in at most that many tasks
+    (:func:`_heap_preflight`)."""
     fault_point("input:read")
     window = None
     if config.window is not None:
@@ -394,6 +397,8 @@ def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
         if df is None:
             with _input_errors(config), _stage("read", timings):
                 df = read_input(spark, input_config=config.input)
+            if read_tasks is not None:
+                df = df.coalesce(read_tasks)
         if scoring is not None:  # registered models score the table in the same scan
             df = scoring.apply(spark, df)
         with _input_errors(config), _stage("prepare", timings):
@@ -402,6 +407,53 @@ def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
         timings[f"prepare: {step}"] = seconds
         log.info("stage   %-20s %7.2f s", f"prepare: {step}", seconds)
     return prepared, window
+
+
+def _read_columns(config: Config, scoring: Any) -> tuple[list[str] | None, list[str]] | None:
+    """(columns, excluded) the preparation's scan reads: every feature (a null one drops
+    the row) beside the role columns; ``columns`` is ``None`` for every column but
+    ``excluded`` (``columns.features: all_others``). ``None`` when a registered model,
+    a ``privileged_expr`` or ``input.where`` may read other columns (every column)."""
+    c = config.columns
+    if (getattr(scoring, "models", None) or config.input.where
+            or any(s.privileged_expr is not None for s in c.sensitive)):
+        return None, []
+    if c.features == "all_others":
+        return None, list(c.exclude)
+    decisions = [d for d in (c.prediction, c.score, c.baseline) if d is not None]
+    if any(getattr(d, "column", None) is None for d in decisions):
+        return None, []
+    return [*(s.column for s in c.sensitive), c.label.column, *c.features,
+            *(d.column for d in decisions), *(x for x in (c.weight, c.row_key) if x)], []
+
+
+def _heap_preflight(spark: SparkSession, config: Config, *, df: Any,
+                    scoring: Any = None) -> int | None:
+    """Check the driver's heap before the preparation's scan (:mod:`fairspark._memory`).
+
+    Returns ``None`` when the scan fits (or is not checked: only a classic ``local[n]``
+    session reading local Parquet files is), else the number of tasks that may read at
+    once (fewer than the task slots; the input is then read in that many tasks).
+
+    Raises
+    ------
+    ConfigError
+        Not even one task's row group fits the heap (exit 2, before any output).
+    """
+    from fairspark._memory import read_check
+
+    path = config.input.path
+    if df is not None or config.window is not None or not path or config.input.format != "parquet":
+        return None
+    columns, excluded = _read_columns(config, scoring)
+    check = read_check(spark, path=path, columns=columns, exclude=excluded)
+    if check is None or check.tasks_that_fit >= check.tasks:
+        return None
+    if check.tasks_that_fit == 0:
+        raise ConfigError(f"config key 'spark.conf.spark.driver.memory': {check.reason()}")
+    log.warning("%s; reading it in %d task(s) instead (slower, the same numbers)",
+                check.reason(), check.tasks_that_fit)
+    return check.tasks_that_fit
 
 
 def _encode_features(config: Config, prepared: Any, window: Any,
@@ -466,7 +518,9 @@ def compute_run(
     facts = RunFacts(run_date=config.effective_run_date(), config_hash=config.config_hash(),
                      started=time.time())
     config, scoring = _check_before_run(config)
-    prepared, window = _prepare_input(spark, config, df=df, timings=timings, scoring=scoring)
+    read_tasks = _heap_preflight(spark, config, df=df, scoring=scoring)
+    prepared, window = _prepare_input(spark, config, df=df, timings=timings, scoring=scoring,
+                                      read_tasks=read_tasks)
     try:
         _encode_features(config, prepared, window, timings)
         _check_schema(config, prepared, previous_schema)
