@@ -24,6 +24,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fairspark.errors import ConfigError
@@ -124,8 +125,20 @@ class ScoringModel:
         :func:`tracking_uri`)."""
         import mlflow.pyfunc
 
-        udf = mlflow.pyfunc.spark_udf(spark, model_uri=self.resolved_uri,
-                                      result_type=self.result_type, env_manager="local")
+        from fairspark.session import is_connect
+
+        if is_connect(spark):
+            # on Connect, mlflow's UDF loads the model in each Python worker of the
+            # server from the URI and the tracking URI it was made with, and those
+            # workers do not run in this process's folder (pyspark's local server runs
+            # them in the session's artifact folder): hand them absolute locations
+            with _absolute_tracking_uri():
+                udf = mlflow.pyfunc.spark_udf(spark, model_uri=worker_uri(self.resolved_uri),
+                                              result_type=self.result_type,
+                                              env_manager="local")
+        else:
+            udf = mlflow.pyfunc.spark_udf(spark, model_uri=self.resolved_uri,
+                                          result_type=self.result_type, env_manager="local")
 
         def score(columns: dict[str, Column]) -> Column:
             col = udf(*[columns.get(c, inputs.get(c)) for c in self.inputs])
@@ -214,6 +227,54 @@ class ModelScoring:
     def audited(self) -> ScoringModel | None:
         """The audited decision's model (``columns.prediction``), if it is one."""
         return next((m for m in self.models if m.key == "columns.prediction"), None)
+
+
+def worker_uri(uri: str) -> str:
+    """The URI a Spark Connect server's Python workers load the model of ``uri`` from.
+
+    A ``models:/`` URI becomes the model version's artifact location, looked up here
+    (the registry is read by the client only, once, not by every worker); a relative
+    local path becomes absolute. Other URIs are unchanged.
+    """
+    if uri.startswith("models:/"):
+        from mlflow.store.artifact.models_artifact_repo import ModelsArtifactRepository
+
+        uri = ModelsArtifactRepository.get_underlying_uri(uri)
+    return _absolute_local(uri)
+
+
+def _absolute_local(uri: str) -> str:
+    """``uri`` with a relative local path (``path``, ``file:path``, ``sqlite:///path``)
+    made absolute against this process's folder; any other URI unchanged."""
+    import os
+    from urllib.parse import urlparse
+
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + os.path.abspath(uri[len("sqlite:///"):])
+    parsed = urlparse(uri)
+    if uri in ("databricks", "databricks-uc"):  # MLflow's names, not paths
+        return uri
+    if parsed.scheme == "" or (parsed.scheme == "file" and not parsed.netloc):
+        path = parsed.path if parsed.scheme else uri
+        if not os.path.isabs(path):
+            return Path(os.path.abspath(path)).as_uri() if parsed.scheme else \
+                os.path.abspath(path)
+    return uri
+
+
+@contextlib.contextmanager
+def _absolute_tracking_uri() -> Iterator[None]:
+    """MLflow's tracking URI made absolute inside the block when it is a relative local
+    one (what ``spark_udf`` hands the workers to load a ``runs:/`` model with)."""
+    import mlflow
+
+    current = mlflow.get_tracking_uri()
+    absolute = _absolute_local(current)
+    if absolute == current:
+        yield
+        return
+    with tracking_uri(absolute):
+        yield
 
 
 _MODELS_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<ver>[^/]+))/?$")

@@ -210,19 +210,39 @@ def _log(settings: Any, *, summary: Mapping[str, Any], long_rows: list[Mapping[s
 
 def log_published_run(out: Any, settings: Any, folder: str, *, summary: Mapping[str, Any],
                       long_rows: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Log a published run folder (any Hadoop file system): its three outputs are copied
-    to a local temporary folder and logged from there; never raises."""
-    import tempfile
+    """Log a published run folder: its three outputs are copied to a local temporary
+    folder and logged from there; never raises.
 
+    On a classic session the folder may be on any Hadoop file system (copied through
+    Hadoop's FileSystem API); on a Spark Connect session it is a folder on the client's
+    disk (:class:`~fairspark.outputs.OutputLocation` allows no other) and is copied
+    with plain file I/O: a Connect client has no JVM gateway.
+    """
+    import shutil
+    import tempfile
+    from urllib.parse import urlparse
+
+    from fairspark.session import is_connect
+
+    client_side = is_connect(out.spark)
     with tempfile.TemporaryDirectory(prefix="fairspark-mlflow-") as tmp:
         files: dict[str, str] = {}
         try:
             for name in ("report.html", "summary.json", "metrics.parquet"):
                 src = f"{folder}/{name}"
-                if out.exists(src):
+                if not out.exists(src):
+                    continue
+                dst = os.path.join(tmp, name)
+                if client_side:
+                    local = urlparse(src).path if urlparse(src).scheme == "file" else src
+                    if os.path.isdir(local):
+                        shutil.copytree(local, dst)
+                    else:
+                        shutil.copyfile(local, dst)
+                else:
                     out._fs.copyToLocalFile(False, out._Path(src),
-                                            out._Path(f"file://{tmp}/{name}"), True)
-                    files[name] = os.path.join(tmp, name)
+                                            out._Path(f"file://{dst}"), True)
+                files[name] = dst
         except Exception as err:  # noqa: BLE001
             from fairspark.outputs import one_line
 

@@ -8,6 +8,11 @@ itself on the executors; every row must equal the same audit of a table the test
 scored with the two models' ``predict`` in pandas, and the MLflow run it logs must
 hold each metric equal to its row of ``metrics.parquet``, the three outputs byte for
 byte, and the model version's tags.
+
+The tests marked ``both_kinds`` run again on a Spark Connect session
+(``FAIRSPARK_TEST_SESSION=connect``, pyspark's local server): there the models are
+loaded by the server's Python workers, which run in the session's artifact folder,
+not in this process's; the rows must equal the classic run's (``same_on_both_kinds``).
 """
 
 from __future__ import annotations
@@ -126,6 +131,31 @@ def _rows(folder: str) -> pd.DataFrame:
     return df.sort_values(key, na_position="first").reset_index(drop=True)
 
 
+#: the columns of a row that do not depend on the run (its params name the models'
+#: run ids, which each test process's registry makes anew)
+_KIND_COLUMNS = ["audit", "attribute", "group", "metric", "metric_b", "model", "status",
+                 "value", "lower", "upper"]
+
+
+def _kind_rows(folder: str) -> pd.DataFrame:
+    """The rows of ``folder`` that a classic and a Connect run must share."""
+    rows = _rows(folder)[_KIND_COLUMNS]
+    return rows.astype({c: float for c in ("value", "lower", "upper")})
+
+
+def _jobs_so_far(spark) -> int:
+    """How many Spark jobs the driver has run: the classic session's, or on Connect the
+    driver of pyspark's local server, which runs in this test process (observed here;
+    fairspark itself never reaches past the Connect client)."""
+    from pyspark import SparkContext
+
+    from fairspark.session import is_connect
+
+    sc = SparkContext._active_spark_context if is_connect(spark) else spark.sparkContext
+    assert sc is not None, "no local Connect server's context in this process"
+    return int(sc._jsc.sc().dagScheduler().numTotalJobs())
+
+
 def _close(a, b) -> bool:
     if a is None or (isinstance(a, float) and math.isnan(a)):
         return b is None or (isinstance(b, float) and math.isnan(b))
@@ -165,23 +195,32 @@ def _reference(tmp_path: Path, registry) -> str:
     return str(tmp_path / "out_cols" / "run_date=2026-12-05")
 
 
-def test_registry_release_audit_and_mlflow_run(spark, tmp_path, registry):
-    """Scored by the registry's models on the executors == scored by predict in pandas;
-    the MLflow run holds every metric, the three outputs byte for byte, and the
-    challenger's model version carries the verdict."""
+@pytest.mark.both_kinds
+def test_registry_release_audit_and_mlflow_run(spark, tmp_path, registry, monkeypatch,
+                                               same_on_both_kinds):
+    """Scored by the registry's models on the executors == scored by predict in pandas
+    (and, on Connect, == the classic run's rows); the MLflow run holds every metric, the
+    three outputs byte for byte, and the challenger's model version carries the verdict.
+
+    The tracking URI is relative (``sqlite:///mlflow.db`` from the store's folder), as a
+    user who runs fairspark beside the store writes it: a Connect server's Python
+    workers, in a folder of their own, must still load the models."""
     from mlflow import MlflowClient
 
     test = registry["test"]
     raw = write_parquet(test, str(tmp_path / "in"))
+    monkeypatch.chdir(registry["root"])
     by_model = _config(raw, str(tmp_path / "out_models"),
                        {"model_uri": "models:/adult@challenger"},
                        {"model_uri": "models:/adult@champion"},
-                       mlflow={"tracking_uri": registry["uri"], "experiment": "adult fairness"})
+                       mlflow={"tracking_uri": "sqlite:///mlflow.db",
+                               "experiment": "adult fairness"})
     assert _cli(tmp_path, by_model, "models") == 0
 
     _reference(tmp_path, registry)
     folder = str(tmp_path / "out_models" / "run_date=2026-12-05")
     _same_rows(folder, str(tmp_path / "out_cols" / "run_date=2026-12-05"))
+    same_on_both_kinds("mlflow_registry_release", _kind_rows(folder))
 
     summary = json.loads(Path(folder, "summary.json").read_text())
     assert summary["registered_models"]["prediction"]["model_uri"] == "models:/adult@challenger"
@@ -244,11 +283,12 @@ def test_metric_names_are_mlflow_names():
     assert len(long) == 250 and re.fullmatch(r"[A-Za-z0-9_\-. /]+", long)
 
 
+@pytest.mark.both_kinds
 @pytest.mark.parametrize("case", ["no_model", "no_alias", "no_run", "proba", "threshold"])
 def test_bad_model_input_exits_2_naming_key_and_uri(spark, tmp_path, registry, capsys,
                                                     monkeypatch, case):
-    """Each bad model input is exit 2 naming the key and the URI, and nothing is
-    published."""
+    """Each bad model input is exit 2 naming the key and the URI, before any Spark job,
+    and nothing is published."""
     raw = write_parquet(registry["test"].head(200), str(tmp_path / "in"))
     good = {"model_uri": "models:/adult@champion"}
     pred, why = {
@@ -265,14 +305,17 @@ def test_bad_model_input_exits_2_naming_key_and_uri(spark, tmp_path, registry, c
     }[case]
     # the registry named the way a user without output.mlflow names it
     monkeypatch.setenv("MLFLOW_TRACKING_URI", registry["uri"])
+    jobs = _jobs_so_far(spark)
     code = _cli(tmp_path, _config(raw, str(tmp_path / "out"), pred, good), case)
     err = capsys.readouterr().err
     assert code == 2, err
     assert f"config key 'columns.prediction.model_uri' ({pred['model_uri']!r})" in err, err
     assert why in err, err
     assert not (tmp_path / "out" / "run_date=2026-12-05").exists()
+    assert _jobs_so_far(spark) == jobs  # no Spark job ran
 
 
+@pytest.mark.both_kinds
 def test_unreachable_tracking_server_is_a_note(spark, tmp_path, registry, caplog):
     """A tracking server that cannot be reached: one warning, the exit code unchanged,
     the outputs published, the status file says so."""
@@ -322,6 +365,7 @@ def test_without_mlflow_exit_2_names_key_and_install(spark, tmp_path, capsys, mo
     assert status["exit_code"] == 2 and status["key"] == key, status
 
 
+@pytest.mark.both_kinds
 def test_notebook_audit_with_models_logs_to_mlflow(spark, tmp_path, registry):
     """``fairspark.audit(df, prediction={"model_uri": ...}, mlflow=...)``: the models
     score the DataFrame, the result is logged as one run (each metric equal to its row),
@@ -348,6 +392,46 @@ def test_notebook_audit_with_models_logs_to_mlflow(spark, tmp_path, registry):
     again = result.log_to_mlflow(experiment="notebook again")
     assert again["logged"] is True and again["run_id"] != note["run_id"]
     assert client.get_experiment(again["experiment_id"]).name == "notebook again"
+
+
+@pytest.mark.both_kinds
+def test_runs_uri_with_relative_tracking_uri(spark, tmp_path, registry, monkeypatch,
+                                             same_on_both_kinds):
+    """A ``runs:/`` URI under a relative ``MLFLOW_TRACKING_URI`` (the workers of a
+    Connect server load such a model through the tracking store, from a folder of their
+    own): the rows equal those of the table scored by the model's ``predict`` here."""
+    test, feats = registry["test"].head(1000).copy(), NUMERIC + CATEGORICAL
+    run_id = mlflow.MlflowClient(registry["uri"]).get_model_version("adult", "2").run_id
+    test["pred_gb"] = registry["gb"].predict(test[feats]).astype(int)
+    raw = write_parquet(test, str(tmp_path / "in"))
+    monkeypatch.chdir(registry["root"])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
+    outs = {}
+    for name, pred in {"runs": {"model_uri": f"runs:/{run_id}/model"},
+                       "column": {"column": "pred_gb", "positive": 1}}.items():
+        cfg = _config(raw, str(tmp_path / name), pred, None)
+        del cfg["columns"]["baseline"]
+        cfg["output"]["report"] = False
+        assert _cli(tmp_path, cfg, name) == 0
+        outs[name] = _kind_rows(str(tmp_path / name / "run_date=2026-12-05"))
+    assert len(outs["runs"]) > 20
+    pd.testing.assert_frame_equal(outs["runs"], outs["column"], rtol=1e-12, atol=1e-12)
+    same_on_both_kinds("mlflow_registry_runs_uri", outs["runs"])
+
+
+def test_worker_locations_are_absolute(tmp_path, monkeypatch):
+    """What a Connect server's workers get: relative local locations made absolute
+    against this process's folder; MLflow's names and remote URIs unchanged."""
+    from fairspark.scoring import _absolute_local
+
+    monkeypatch.chdir(tmp_path)
+    assert _absolute_local("sqlite:///mlflow.db") == f"sqlite:///{tmp_path}/mlflow.db"
+    assert _absolute_local("mlruns") == str(tmp_path / "mlruns")
+    assert _absolute_local("file:mlruns") == (tmp_path / "mlruns").as_uri()
+    for same in ("sqlite:////srv/mlflow.db", "/srv/mlruns", "file:///srv/mlruns",
+                 "http://127.0.0.1:5000", "databricks", "databricks-uc", "s3://bucket/key",
+                 "postgresql://user@host/db"):
+        assert _absolute_local(same) == same
 
 
 @pytest.mark.skipif(
@@ -416,9 +500,11 @@ def _dr_config(inp: str, out: str, prediction: dict, hfm: dict) -> dict:
     return cfg
 
 
-@pytest.mark.parametrize("case", ["label", "score", "explicit"])
+@pytest.mark.parametrize("case", [pytest.param("label", marks=pytest.mark.both_kinds),
+                                  pytest.param("score", marks=pytest.mark.both_kinds),
+                                  "explicit"])
 def test_dr_uses_the_registered_model(spark, tmp_path, registry, score_model, monkeypatch,
-                                      case):
+                                      same_on_both_kinds, case):
     """HFM's DR calls the model of ``columns.prediction`` (same URI, same threshold)
     when ``audits.hfm.dr_model`` is not set, and the ``models:/`` URI of an explicit
     ``dr_model`` otherwise: DR equals the brute force of its definition, ``mean
@@ -458,8 +544,10 @@ def test_dr_uses_the_registered_model(spark, tmp_path, registry, score_model, mo
     assert facts["model_uri"] == dr_uri
     if case == "score":
         assert facts["threshold"] == 0.3 and facts["kind"] == "score"
+    same_on_both_kinds(f"mlflow_registry_dr_{case}", pd.DataFrame({"DR": [dr.iloc[0]["value"]]}))
 
 
+@pytest.mark.both_kinds
 def test_dr_model_uri_that_does_not_resolve_exits_2(spark, tmp_path, registry, capsys,
                                                     monkeypatch):
     """A ``dr_model`` URI that does not resolve: exit 2 naming ``audits.hfm.dr_model``
@@ -469,18 +557,11 @@ def test_dr_model_uri_that_does_not_resolve_exits_2(spark, tmp_path, registry, c
     uri = "models:/adult@nosuch"
     cfg = _dr_config(raw, str(tmp_path / "out"), {"model_uri": "models:/adult@challenger"},
                      {"dr_model": uri})
-    from fairspark.session import is_connect
-
-    def next_job() -> int | None:  # the id the driver's next Spark job gets
-        if is_connect(spark):
-            return None
-        return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
-
-    jobs = next_job()
+    jobs = _jobs_so_far(spark)
     code = _cli(tmp_path, cfg, "bad_dr")
     err = capsys.readouterr().err
     assert code == 2, err
     assert f"config key 'audits.hfm.dr_model' ({uri!r})" in err, err
     assert "alias 'nosuch' of registered model 'adult' does not exist" in err, err
     assert not (tmp_path / "out" / "run_date=2026-12-05").exists()
-    assert next_job() == jobs  # no Spark job ran
+    assert _jobs_so_far(spark) == jobs  # no Spark job ran
