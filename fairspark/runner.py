@@ -376,12 +376,12 @@ class ComputedRun:
 
 
 def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
-                   timings: dict[str, float], scoring: Any = None,
-                   read_tasks: int | None = None) -> tuple[Any, Any]:
+                   timings: dict[str, float], scoring: Any = None) -> tuple[Any, Any]:
     """Read and prepare the input (``df``, or ``config.input``; a window's partitions
     when ``config.window`` is set): ``(prepared, window)``, the window None without one.
-    ``read_tasks``: read ``config.input`` in at most that many tasks
-    (:func:`_heap_preflight`)."""
+    ``config.input`` is read in fewer tasks when the driver's heap holds fewer
+    (:func:`_heap_preflight`, checked before any Spark job)."""
+    read_tasks = _heap_preflight(spark, config, df=df, scoring=scoring)
     fault_point("input:read")
     window = None
     if config.window is not None:
@@ -518,9 +518,7 @@ def compute_run(
     facts = RunFacts(run_date=config.effective_run_date(), config_hash=config.config_hash(),
                      started=time.time())
     config, scoring = _check_before_run(config)
-    read_tasks = _heap_preflight(spark, config, df=df, scoring=scoring)
-    prepared, window = _prepare_input(spark, config, df=df, timings=timings, scoring=scoring,
-                                      read_tasks=read_tasks)
+    prepared, window = _prepare_input(spark, config, df=df, timings=timings, scoring=scoring)
     try:
         _encode_features(config, prepared, window, timings)
         _check_schema(config, prepared, previous_schema)
