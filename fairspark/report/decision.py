@@ -384,7 +384,7 @@ def _caveat(line: Mapping[str, Any], lines: list[dict]) -> str:
     family's (:mod:`fairspark.group.decision`), the checks are the limits'."""
     head = str(line["headline"])
     attr = line.get("attribute")
-    if not re.search(r": (fairer|no difference beyond noise) \(", head):
+    if not re.search(r": (fairer|not less fair|no difference beyond noise) \(", head):
         return head
     bad = [ln for ln in lines if str(ln.get("audit", "")).startswith("limit on")
            and ln.get("attribute") == attr and ln.get("status") in ("violated",
