@@ -78,7 +78,7 @@ def test_charts_draw_the_interval_the_verdict_uses(spark, run, monkeypatch):
     real = group_report._interval_chart
 
     def spy(entries, **kw):
-        calls.append((kw["title"], [dict(e) for e in entries], kw.get("check_level")))
+        calls.append((kw["title"], [dict(e) for e in entries]))
         return real(entries, **kw)
 
     monkeypatch.setattr(group_report, "_interval_chart", spy)
@@ -106,7 +106,7 @@ def test_charts_draw_the_interval_the_verdict_uses(spark, run, monkeypatch):
     judged = {(r.attribute, r.group, r.metric): r for r in gate.itertuples()}
     drawn = differs = 0
     assert calls, "no chart drawn"
-    for title, entries, check_level in calls:
+    for title, entries in calls:
         for e in entries:
             key = _label_key(title, e["label"])
             if key in judged:
@@ -114,7 +114,7 @@ def test_charts_draw_the_interval_the_verdict_uses(spark, run, monkeypatch):
                 # the check's interval, by name, at the limits' level
                 assert (e["lower"], e["upper"]) == pytest.approx((r.lower, r.upper),
                                                                  abs=1e-12), (title, e)
-                assert e["interval"] == "Holm-adjusted" and check_level == "95%", e
+                assert e["interval"] == "95% Holm-adjusted", e
                 o = own.loc[key]
                 differs += (e["lower"], e["upper"]) != pytest.approx((o.lower, o.upper))
                 drawn += 1

@@ -183,6 +183,22 @@ def _per_group_word(checks: list[Mapping[str, Any]]
     return ("fairer" if float(top["upper"]) < 0 else "not less fair"), top, counts
 
 
+def _per_group_headline(attr: str, checks: list[Mapping[str, Any]],
+                        by_group: Mapping[tuple[str, str, str], Mapping[str, Any]],
+                        named: str | None) -> tuple[str, list[str], str, str]:
+    """(word, sizes, headline, line status) of an attribute whose no-worse limit is
+    judged per group: the word follows the groups' checks (:func:`_per_group_word`),
+    never contradicting one, with the named group's values and its check's interval."""
+    word, lim, counts = _per_group_word(checks)
+    metric, group = str(lim.get("metric")), str(lim.get("group"))
+    change = _limit_change(lim)
+    sizes = [f"{metric.replace('_', ' ')}: group {group}: {change}", counts]
+    headline = (_headline(attr, word, metric, by_group.get((attr, group, metric), {}),
+                          baseline=named, change=change, group=group) + f"; {counts}")
+    status = {"less fair": "evidence", "inconclusive": "inconclusive"}.get(word, "ok")
+    return word, sizes, headline, status
+
+
 def _limit_change(r: Mapping[str, Any]) -> str:
     """The signed size and the interval of a limit check's row (the one its verdict
     uses), in the same units, naming the check and its verdict."""
@@ -246,16 +262,9 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
             headline = _headline(attr, word, metric, pooled[(attr, metric)],
                                  baseline=named, change=_limit_change(lim))
         elif per_group.get(attr):
-            # limits judged per group (more than two values): no pooled check gates, and
-            # the word follows the groups' checks, never contradicting one of them
-            word, lim, counts = _per_group_word(per_group[attr])
-            metric, group = str(lim.get("metric")), str(lim.get("group"))
-            change = _limit_change(lim)
-            sizes = [f"{metric.replace('_', ' ')}: group {group}: {change}", counts]
-            headline = (_headline(attr, word, metric, by_group.get((attr, group, metric), {}),
-                                  baseline=named, change=change, group=group)
-                        + f"; {counts}")
-            status = {"less fair": "evidence", "inconclusive": "inconclusive"}.get(word, "ok")
+            # limits judged per group (more than two values): no pooled check gates
+            word, sizes, headline, status = _per_group_headline(attr, per_group[attr],
+                                                                by_group, named)
         # each unprivileged value against the reference, where the challenger is worse
         groups = [f"less fair for {g}: {_size(m, v[1])}" for (a, g, m), v in verdicts.items()
                   if a == attr and g != "unprivileged" and v[0] == "less fair"]

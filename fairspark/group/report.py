@@ -67,15 +67,13 @@ _SHORT_RATE = {"selection_rate": "selection rate", "base_rate": "base rate", "tp
 def _interval_chart(entries: list[dict[str, Any]], *, title: str, xlabel: str,
                     fair: float, level: str, xlim: tuple[float, float] | None = None,
                     bands: list[tuple[float, float, str]] = (),
-                    lines: list[tuple[float, str]] = (),
-                    check_level: str | None = None) -> str:
+                    lines: list[tuple[float, str]] = ()) -> str:
     """A horizontal point-and-interval chart; returns a data: URI.
 
     Long on purpose: the matplotlib calls of one chart, kept in one place.
 
     An entry with an ``interval`` name (a row a gating limit judges) has the interval
-    its verdict uses (e.g. Holm-adjusted, at ``check_level``); the legend and the x
-    label say so.
+    its verdict uses (e.g. ``95% Holm-adjusted``); the legend and the x label say so.
 
     Colour marks only a clear gap that disadvantages a group (red: the unprivileged
     group, purple: the privileged group) and every such interval is also labelled in
@@ -133,8 +131,7 @@ def _interval_chart(entries: list[dict[str, Any]], *, title: str, xlabel: str,
                               label="configured limit"))
     for name in dict.fromkeys(e["interval"] for e in entries if e.get("interval")):
         handles.append(Line2D([], [], color=_NEUTRAL_COLOUR, lw=2.4, label=(
-            f"bar of a row a limit judges: the {check_level or level} {name} interval "
-            "its verdict uses")))
+            f"bar of a row a limit judges: the {name} interval its verdict uses")))
     for _, _, label in bands[:1]:
         handles.append(Patch(color="#e7f4ec", label=label))
     ax.legend(handles=handles, fontsize=10, loc="upper left", bbox_to_anchor=(0.0, -0.22),
@@ -203,13 +200,15 @@ def check_intervals(checks: list[Mapping[str, Any]] | None
     return out
 
 
-def _with_check_intervals(idx, adjusted: Mapping[tuple[str, str, str], tuple]) -> dict:
+def _with_check_intervals(idx, adjusted: Mapping[tuple[str, str, str], tuple],
+                          level: str) -> dict:
     """``idx`` for the charts: each row a gating check judges carries the interval its
-    verdict uses (and its name), the others their own."""
+    verdict uses and its name at the limits' ``level`` (``95% Holm-adjusted``), the
+    others their own."""
     out = dict(idx)
     for key, (lo, hi, name) in adjusted.items():
         if key in out:
-            out[key] = {**out[key], "lower": lo, "upper": hi, "_interval": name}
+            out[key] = {**out[key], "lower": lo, "upper": hi, "_interval": f"{level} {name}"}
     return out
 
 
@@ -269,8 +268,7 @@ def _per_group(idx, attr: str, metric: str, limits: list[Mapping[str, Any]] | No
 
 
 def _di_chart(idx, attrs: list[str], names_of: Mapping[str, Mapping[str, str]],
-              level: str, limits: list[Mapping[str, Any]] | None,
-              check_level: str | None = None) -> str | None:
+              level: str, limits: list[Mapping[str, Any]] | None) -> str | None:
     """Disparate impact of every attribute on one chart with the four-fifths band.
 
     Where a limit on disparate impact is judged per group (an attribute with more than
@@ -305,8 +303,7 @@ def _di_chart(idx, attrs: list[str], names_of: Mapping[str, Mapping[str, str]],
         entries, title="Disparate impact per attribute (unprivileged ÷ privileged)",
         xlabel=f"selection-rate ratio, unprivileged ÷ privileged ({level} CI)", fair=1.0,
         level=level, xlim=xlim, bands=[(_FOUR_FIFTHS, 1 / _FOUR_FIFTHS,
-                                        "four-fifths band 0.8 to 1.25")],
-        check_level=check_level)
+                                        "four-fifths band 0.8 to 1.25")])
 
 
 # -------------------------------------------------------------------------- section
@@ -413,8 +410,7 @@ def _value_table(idx, attr: str, values: list[str],
 
 def _value_chart(idx, attr: str, values: list[str], level: str,
                  xlim: tuple[float, float] | None = None,
-                 limits: list[Mapping[str, Any]] | None = None,
-                 check_level: str | None = None) -> str | None:
+                 limits: list[Mapping[str, Any]] | None = None) -> str | None:
     """Each unprivileged value against the reference, with the limits that judge it."""
     v_rows = []
     for v in values:
@@ -431,7 +427,6 @@ def _value_chart(idx, attr: str, values: list[str], level: str,
     return _interval_chart(
         v_entries, title=f"{attr}: each value vs the privileged group", level=level,
         fair=0.0, xlabel=f"difference, value − privileged ({level} CI)", xlim=xlim,
-        check_level=check_level,
     )
 
 
@@ -444,7 +439,7 @@ def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str, *,
                     sizes: Mapping[str, Any] | None = None,
                     limits: list[Mapping[str, Any]] | None = None,
                     xlim: tuple[float, float] | None = None,
-                    cidx=None, check_level: str | None = None) -> dict[str, Any]:
+                    cidx=None) -> dict[str, Any]:
     """Everything the template shows for one attribute (``cidx``: the index the charts
     draw, each row a gating check judges with the interval its verdict uses)."""
     cidx = idx if cidx is None else cidx
@@ -474,7 +469,6 @@ def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str, *,
                            f"{short.get('privileged', 'privileged')}",
             level=level, fair=0.0, xlim=xlim,
             xlabel=f"difference, unprivileged − privileged ({level} CI)",
-            check_level=check_level,
         )
     between = [
         {"label": metric_label(m), "value": _value(r), "ci": _ci(r, signed=False)}
@@ -497,8 +491,7 @@ def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str, *,
         "comparisons": comparisons,
         "rates": _rate_table(idx, attr, groups, names, n_of) if groups else None,
         "by_value": _value_table(idx, attr, values, n_of) if values else None,
-        "value_chart": (_value_chart(cidx, attr, values, level, xlim, limits, check_level)
-                        if values else None),
+        "value_chart": _value_chart(cidx, attr, values, level, xlim, limits) if values else None,
         "between": between,
     }
 
@@ -589,7 +582,7 @@ def group_section(
     rows = [dict(r) for r in rows if r.get("audit", "group") == "group" and unpaired(r)]
     level = _level_pct(ci_level)
     idx = _index(rows)
-    cidx = _with_check_intervals(idx, check_intervals(checks))
+    cidx = _with_check_intervals(idx, check_intervals(checks), check_level or level)
     names = _attributes(rows)
     limit_marks = [x for a in names for m in HEADLINE_METRICS if _signed(m)
                    for k, b in _limits_for(a, m, limits)
@@ -601,12 +594,11 @@ def group_section(
                and r.get("metric") in ("statistical_parity_difference", "tpr_difference")]
     xlim = _span(shared, fair=0.0, extra=limit_marks) if shared else None
     attrs = [_attribute_view(a, rows, idx, level, sizes=sizes, limits=limits, xlim=xlim,
-                             cidx=cidx, check_level=check_level)
+                             cidx=cidx)
              for a in names]
     for a in attrs:
         a["comparison"] = _comparison_view(list(comparison or []), a["name"])
-    di_chart = _di_chart(cidx, names, {a["name"]: a["names"] for a in attrs}, level, limits,
-                         check_level)
+    di_chart = _di_chart(cidx, names, {a["name"]: a["names"] for a in attrs}, level, limits)
     overall = [
         {"label": metric_label(m), "value": _value(r),
          "ci": _ci(r, signed=False), "status": r.get("status") or "ok",
