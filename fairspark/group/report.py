@@ -111,7 +111,7 @@ def _interval_chart(entries: list[dict[str, Any]], *, title: str, xlabel: str,
         ax.set_xlim(*xlim)
     names = list(dict.fromkeys(e["interval"] for e in entries if e.get("interval")))
     if names:
-        xlabel += f"; {' / '.join(names)} where a limit judges the row"
+        xlabel += f"\nbar of a row a limit judges: its verdict's {' / '.join(names)} interval"
     ax.set_xlabel(xlabel, fontsize=10)
     ax.set_title(title, fontsize=12, loc="left")
     ax.tick_params(axis="x", labelsize=10)
@@ -131,7 +131,7 @@ def _interval_chart(entries: list[dict[str, Any]], *, title: str, xlabel: str,
                               label="configured limit"))
     for name in dict.fromkeys(e["interval"] for e in entries if e.get("interval")):
         handles.append(Line2D([], [], color=_NEUTRAL_COLOUR, lw=2.4, label=(
-            f"bar of a row a limit judges: the {name} interval its verdict uses")))
+            f"{name} interval (rows a limit judges)")))
     for _, _, label in bands[:1]:
         handles.append(Patch(color="#e7f4ec", label=label))
     ax.legend(handles=handles, fontsize=10, loc="upper left", bbox_to_anchor=(0.0, -0.22),
