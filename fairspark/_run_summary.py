@@ -43,6 +43,9 @@ class _AuditsDone:
     rows: list[MetricRow] = field(default_factory=list)
     sections: list[ReportSection] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    #: (name, spec, outcome, context, params) of each audit whose section is drawn once
+    #: the limits are judged (``fairspark.runner._render_sections``)
+    pending: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *,

@@ -134,8 +134,8 @@ def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
                 outcome, info = _run_with_budget(spec, actx, params)
         info["seconds"] = round(time.perf_counter() - t0, 3)
         info["params"] = params.model_dump(mode="json")
-        if render:
-            done.sections += _render(spec, outcome, actx, params, info)
+        if render:  # drawn once the limits are judged (_render_sections)
+            done.pending.append((name, spec, outcome, actx, params))
         done.info[name] = info
         done.rows += outcome.rows
     for plugin in broken():  # an audit plugin that could not be loaded fails alone
@@ -145,6 +145,18 @@ def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
         done.info[plugin.name] = info
         done.rows += outcome.rows
     return done
+
+
+def _render_sections(done: _AuditsDone) -> None:
+    """Draw the audits' report sections, after the limits are judged: each renderer's
+    context carries the run's limit rows (``AuditContext.limit_rows``), so a chart
+    beside a verdict draws the interval that verdict uses (the adjusted one)."""
+    checks = tuple(dict(r.__dict__) for r in done.rows if r.audit == "limits")
+    for name, spec, outcome, actx, params in done.pending:
+        # done.info[name], not a dict kept earlier: the redaction replaces those
+        done.sections += _render(spec, outcome, dataclasses.replace(actx, limit_rows=checks),
+                                 params, done.info[name])
+    done.pending.clear()
 
 
 def _import_audits(config: Config) -> None:
@@ -197,6 +209,14 @@ def _scrub_redacted(done: _AuditsDone, prepared: PreparedData, config: Config) -
                     for r in done.rows]
     done.info.update(json.loads(clean(json.dumps(done.info, default=str))))
     done.sections[:] = [dataclasses.replace(sec, html=clean(sec.html)) for sec in done.sections]
+
+
+def _scrub_all(done: _AuditsDone, prepared: PreparedData, window: WindowRun | None,
+               config: Config) -> None:
+    """:func:`_scrub_redacted` over every prepared table of the run (the window's too)."""
+    for p in {id(p): p for p in [prepared, *(window.for_audit.values()
+                                             if window else [])]}.values():
+        _scrub_redacted(done, p, config)
 
 
 def _feature_tables(prepared: PreparedData, window: WindowRun | None,
@@ -526,12 +546,12 @@ def compute_run(
                            progress=progress)
         done = _run_audits(ctx, config, timings, render=render, window=window)
         schema_info = _schema_info(prepared, previous_schema)
-        for p in {id(p): p for p in [prepared, *(window.for_audit.values()
-                                                 if window else [])]}.values():
-            _scrub_redacted(done, p, config)
+        _scrub_all(done, prepared, window, config)
         fail = config.limits.fail_on_violation if fail_on_violation is None else fail_on_violation
         limits_info, gating = _limits(config, done.rows, facts, history, done.sections,
                                       fail=fail)
+        _render_sections(done)
+        _scrub_all(done, prepared, window, config)  # the sections drawn just now too
         exit_code = _exit_code(done, gating=gating, fail=fail)
         long_rows = _long(done.rows, config, facts)
         trend = _trend_section(config, history if have_history else None, long_rows,

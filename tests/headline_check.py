@@ -23,7 +23,8 @@ import pandas as pd
 
 _RE = re.compile(
     r"Challenger against baseline(?: \((?P<baseline>[^)]+)\))? on (?P<attr>[^:]+): "
-    r"(?P<word>less fair|fairer|no difference beyond noise) \((?P<metric>[a-z ]+?) "
+    r"(?P<word>less fair|not less fair|fairer|inconclusive|no difference beyond noise) "
+    r"\((?:group (?P<group>[^:]+): )?(?P<metric>[a-z ]+?) "
     r"(?P<chal>\S+) vs baseline (?P<base>\S+); change in "
     r"distance from parity \(challenger - baseline\) (?P<size>\S+), (?:(?P<level>[\d.]+)% )?"
     r"(?P<label>Holm-adjusted|BH-adjusted|unadjusted) interval \[(?P<lo>\S+), (?P<hi>\S+)\]"
@@ -56,7 +57,7 @@ def check_headline(items: list[str], rows: pd.DataFrame, attr: str, word: str,
         assert m["baseline"] == baseline, texts[0]
     metric = m["metric"].replace(" ", "_")
     sel = rows[(rows.audit == "group") & (rows.attribute == attr)
-               & (rows.group == "unprivileged") & (rows.metric == metric)]
+               & (rows.group == (m["group"] or "unprivileged")) & (rows.metric == metric)]
     own = sel[sel.model.isna()].iloc[0]
     base = sel[sel.model == "baseline"].iloc[0]
     diff = sel[sel.model == "challenger_minus_baseline"].iloc[0]
@@ -74,10 +75,16 @@ def check_headline(items: list[str], rows: pd.DataFrame, attr: str, word: str,
         assert 0 < lo and size > 0, texts[0]
     elif word == "fairer":
         assert hi < 0 and size < 0, texts[0]
-    else:
+    elif word == "no difference beyond noise":
         assert lo <= 0 <= hi, texts[0]
+    else:  # judged per group: the word is the named check's verdict (against its margin)
+        assert m["status"] == {"inconclusive": "inconclusive",
+                               "not less fair": "passed"}[word], texts[0]
+    if m["group"]:  # a violated check per group makes the word "less fair"
+        assert (word == "less fair") == (m["status"] == "violated"), texts[0]
     return {"metric": metric, "size": size, "lo": lo, "hi": hi, "worse": worse,
-            "check": m["check"], "status": m["status"], "label": m["label"]}
+            "check": m["check"], "status": m["status"], "label": m["label"],
+            "group": m["group"]}
 
 
 class _Approx:

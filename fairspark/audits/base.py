@@ -82,6 +82,10 @@ class AuditContext:
     partial: AuditOutcome | None = None
     cancelled: bool = False
     progress: Callable[[str, dict[str, Any]], None] | None = None
+    #: the run's limit check rows (``audit = limits``, as dicts), set when the report
+    #: sections are drawn, after the limits are judged: a chart beside a verdict draws
+    #: the interval the verdict uses (empty while the audit runs)
+    limit_rows: tuple[dict[str, Any], ...] = ()
 
     def seed_for(self, *parts: object) -> int:
         """A seed derived from the config's seed and the given labels."""

@@ -90,14 +90,17 @@ def _size(metric: str, p: Mapping[str, Any]) -> str:
 
 
 def _headline(attr: str, word: str, metric: str, p: Mapping[str, Any],
-              baseline: str | None = None, change: str | None = None) -> str:
+              baseline: str | None = None, change: str | None = None,
+              group: str | None = None) -> str:
     """One sentence for the top of the decision box: the verdict on ``attr`` against the
     baseline named by its column and rule, the metric, both values and the signed size
     with the interval the verdict uses (``change``: the limit check's, else the group
-    family's)."""
+    family's); ``group``: the unprivileged value the numbers are of (a limit judged per
+    group), else the pooled unprivileged group's."""
     named = f" ({baseline})" if baseline else ""
+    who = f"group {group}: " if group else ""
     return (f"Challenger against baseline{named} on {attr}: {word} "
-            f"({metric.replace('_', ' ')} "
+            f"({who}{metric.replace('_', ' ')} "
             f"{fmt_number(num(p.get('challenger')))} vs baseline "
             f"{fmt_number(num(p.get('baseline')))}; {change or _change(p)})")
 
@@ -139,6 +142,63 @@ def _gating_checks(limits: list[Mapping[str, Any]]
     return {a: min(c, key=lambda t: t[0])[1:] for a, c in found.items()}
 
 
+def _per_group_checks(limits: list[Mapping[str, Any]]
+                      ) -> dict[str, list[Mapping[str, Any]]]:
+    """attribute -> the gating ``no_worse_than_baseline`` limit rows judged on each
+    unprivileged value against the reference (an attribute with more than two values:
+    no pooled check gates, each group's does)."""
+    from fairspark.metrics._paired import DISTANCE_MODEL
+
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for r in limits:
+        p = _params(r)
+        if (r.get("model") != DISTANCE_MODEL or r.get("group") in (None, "unprivileged")
+                or (p.get("role") or "gate") != "gate" or num(r.get("value")) is None
+                or num(r.get("lower")) is None or num(r.get("upper")) is None
+                or r.get("status") not in _CHECK_ORDER):
+            continue
+        out.setdefault(str(r.get("attribute")), []).append(r)
+    return out
+
+
+def _per_group_word(checks: list[Mapping[str, Any]]
+                    ) -> tuple[str, Mapping[str, Any], str]:
+    """(word, the check it names, the counts) of an attribute judged per group.
+
+    The word never contradicts a gating check: "less fair" when one is violated
+    (naming the violated group furthest from parity against its baseline),
+    "inconclusive" when none is violated and one is inconclusive (naming the
+    inconclusive group with the largest change), and only when every check passed
+    "fairer" (every adjusted interval wholly below 0) or "not less fair" (naming the
+    group whose interval reaches highest).
+    """
+    by = {s: [c for c in checks if c.get("status") == s] for s in _CHECK_ORDER}
+    counts = (f"{len(checks)} check(s) of each group against the reference: "
+              f"{len(by['violated'])} violated, {len(by['inconclusive'])} inconclusive, "
+              f"{len(by['passed'])} passed")
+    for status, word in (("violated", "less fair"), ("inconclusive", "inconclusive")):
+        if by[status]:
+            return word, max(by[status], key=lambda c: float(c["value"])), counts
+    top = max(checks, key=lambda c: float(c["upper"]))
+    return ("fairer" if float(top["upper"]) < 0 else "not less fair"), top, counts
+
+
+def _per_group_headline(attr: str, checks: list[Mapping[str, Any]],
+                        by_group: Mapping[tuple[str, str, str], Mapping[str, Any]],
+                        named: str | None) -> tuple[str, list[str], str, str]:
+    """(word, sizes, headline, line status) of an attribute whose no-worse limit is
+    judged per group: the word follows the groups' checks (:func:`_per_group_word`),
+    never contradicting one, with the named group's values and its check's interval."""
+    word, lim, counts = _per_group_word(checks)
+    metric, group = str(lim.get("metric")), str(lim.get("group"))
+    change = _limit_change(lim)
+    sizes = [f"{metric.replace('_', ' ')}: group {group}: {change}", counts]
+    headline = (_headline(attr, word, metric, by_group.get((attr, group, metric), {}),
+                          baseline=named, change=change, group=group) + f"; {counts}")
+    status = {"less fair": "evidence", "inconclusive": "inconclusive"}.get(word, "ok")
+    return word, sizes, headline, status
+
+
 def _limit_change(r: Mapping[str, Any]) -> str:
     """The signed size and the interval of a limit check's row (the one its verdict
     uses), in the same units, naming the check and its verdict."""
@@ -176,6 +236,9 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
     rows = [r for r in view.rows if r.get("model") == DIFFERENCE_MODEL]
     verdicts = _verdicts(rows)
     gating = _gating_checks(view.limits)
+    per_group = _per_group_checks(view.limits)
+    by_group = {(str(r.get("attribute")), str(r.get("group")), str(r.get("metric"))):
+                _params(r) for r in rows}
     pooled = {(str(r.get("attribute")), str(r.get("metric"))): _params(r) for r in rows
               if r.get("group") == "unprivileged"}
     info = (view.info or {}).get("baseline") or {}
@@ -189,6 +252,7 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
         shown = worse or better or list(mine)
         sizes = [_size(m, mine[m][1]) for m in shown[:2]]
         headline = _headline(attr, word, shown[0], mine[shown[0]][1], baseline=named)
+        status = None
         check = gating.get(attr)
         if check is not None and (attr, check[0]) in pooled:
             # a no-worse limit gates on this comparison: its interval decides the word
@@ -197,17 +261,24 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
             sizes = [f"{metric.replace('_', ' ')}: {_limit_change(lim)}", *others[:1]]
             headline = _headline(attr, word, metric, pooled[(attr, metric)],
                                  baseline=named, change=_limit_change(lim))
+        elif per_group.get(attr):
+            # limits judged per group (more than two values): no pooled check gates
+            word, sizes, headline, status = _per_group_headline(attr, per_group[attr],
+                                                                by_group, named)
         # each unprivileged value against the reference, where the challenger is worse
         groups = [f"less fair for {g}: {_size(m, v[1])}" for (a, g, m), v in verdicts.items()
                   if a == attr and g != "unprivileged" and v[0] == "less fair"]
         bad = word == "less fair" or bool(groups)
+        status = "evidence" if bad else (status or "ok")
         out.append(DecisionLine(
             audit="group", attribute=attr, metric="baseline",
             what=f"challenger against baseline: {word}",
-            status="evidence" if bad else "ok",
+            status=status,
             far="; ".join(([f"baseline {named}"] if named else []) + sizes + groups[:2]),
             nxt=(f"{attr}: the paired differences (model {DIFFERENCE_MODEL}) in "
                  "metrics.parquet" if bad else
+                 f"{attr}: the limit checks of each group (Limits); more rows decide"
+                 if status == "inconclusive" else
                  "Nothing: the challenger is not less fair than the baseline on these rows."),
             anchor=view.anchor, headline=headline))
     note = info.get("note")

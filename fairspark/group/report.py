@@ -72,6 +72,9 @@ def _interval_chart(entries: list[dict[str, Any]], *, title: str, xlabel: str,
 
     Long on purpose: the matplotlib calls of one chart, kept in one place.
 
+    An entry with an ``interval`` name (a row a gating limit judges) has the interval
+    its verdict uses (e.g. ``95% Holm-adjusted``); the legend and the x label say so.
+
     Colour marks only a clear gap that disadvantages a group (red: the unprivileged
     group, purple: the privileged group) and every such interval is also labelled in
     words, so colour is never the only signal. ``bands`` are shaded tolerance bands,
@@ -106,6 +109,9 @@ def _interval_chart(entries: list[dict[str, Any]], *, title: str, xlabel: str,
     ax.set_ylim(-0.7, n - 0.3)
     if xlim is not None:
         ax.set_xlim(*xlim)
+    names = list(dict.fromkeys(e["interval"] for e in entries if e.get("interval")))
+    if names:
+        xlabel += f"\nbar of a row a limit judges: its verdict's {' / '.join(names)} interval"
     ax.set_xlabel(xlabel, fontsize=10)
     ax.set_title(title, fontsize=12, loc="left")
     ax.tick_params(axis="x", labelsize=10)
@@ -123,6 +129,9 @@ def _interval_chart(entries: list[dict[str, Any]], *, title: str, xlabel: str,
     if lines or any(e.get("limits") for e in entries):
         handles.append(Line2D([], [], color="#a8231b", ls=":", lw=1.6,
                               label="configured limit"))
+    for name in dict.fromkeys(e["interval"] for e in entries if e.get("interval")):
+        handles.append(Line2D([], [], color=_NEUTRAL_COLOUR, lw=2.4, label=(
+            f"{name} interval (rows a limit judges)")))
     for _, _, label in bands[:1]:
         handles.append(Patch(color="#e7f4ec", label=label))
     ax.legend(handles=handles, fontsize=10, loc="upper left", bbox_to_anchor=(0.0, -0.22),
@@ -158,7 +167,48 @@ def _chart_entries(rows: list[Mapping[str, Any]],
         out.append({"label": r.get("_label") or metric_label(r["metric"]), "value": v,
                     "lower": _num(r.get("lower")), "upper": _num(r.get("upper")),
                     "status": r.get("status") or "ok", "gap": kind == "gap",
-                    "side": side, "note": note, "limits": r.get("_limits") or []})
+                    "side": side, "note": note, "limits": r.get("_limits") or [],
+                    "interval": r.get("_interval")})
+    return out
+
+
+def check_intervals(checks: list[Mapping[str, Any]] | None
+                    ) -> dict[tuple[str, str, str], tuple[float, float, str]]:
+    """(attribute, group, metric) -> (lower, upper, name) of the interval a gating limit
+    check's verdict uses (its ``audit = limits`` row: Holm- or BH-adjusted under a
+    correction), for the group audit's rows a statistical check judges; where several
+    rules judge one row, the widest. A ``no_worse_than_baseline`` check (another
+    quantity, "worse") and a pooled view that does not gate are left out."""
+    import json
+
+    out: dict[tuple[str, str, str], tuple[float, float, str]] = {}
+    for r in checks or []:
+        try:
+            p = json.loads(r.get("params") or "{}")
+        except (TypeError, ValueError):
+            continue
+        lo, hi = _num(r.get("lower")), _num(r.get("upper"))
+        if (r.get("audit") != "limits" or not unpaired(r) or lo is None or hi is None
+                or p.get("source_audit", "group") != "group" or p.get("kind") != "statistical"
+                or p.get("role", "gate") != "gate"):
+            continue
+        key = (str(r.get("attribute")), str(r.get("group")), str(r.get("metric")))
+        name = str(p.get("interval") or "adjusted")
+        if key in out:
+            lo, hi = min(lo, out[key][0]), max(hi, out[key][1])
+        out[key] = (lo, hi, name)
+    return out
+
+
+def _with_check_intervals(idx, adjusted: Mapping[tuple[str, str, str], tuple],
+                          level: str) -> dict:
+    """``idx`` for the charts: each row a gating check judges carries the interval its
+    verdict uses and its name at the limits' ``level`` (``95% Holm-adjusted``), the
+    others their own."""
+    out = dict(idx)
+    for key, (lo, hi, name) in adjusted.items():
+        if key in out:
+            out[key] = {**out[key], "lower": lo, "upper": hi, "_interval": f"{level} {name}"}
     return out
 
 
@@ -388,8 +438,11 @@ def _signed_headlines(idx, attr: str) -> list[Mapping[str, Any]]:
 def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str, *,
                     sizes: Mapping[str, Any] | None = None,
                     limits: list[Mapping[str, Any]] | None = None,
-                    xlim: tuple[float, float] | None = None) -> dict[str, Any]:
-    """Everything the template shows for one attribute."""
+                    xlim: tuple[float, float] | None = None,
+                    cidx=None) -> dict[str, Any]:
+    """Everything the template shows for one attribute (``cidx``: the index the charts
+    draw, each row a gating check judges with the interval its verdict uses)."""
+    cidx = idx if cidx is None else cidx
     a_rows = [r for r in rows if r.get("attribute") == attr]
     groups = list(dict.fromkeys(str(r.get("group")) for r in a_rows
                                 if r.get("metric") in RATES))
@@ -401,7 +454,7 @@ def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str, *,
     n_of = _group_sizes(attr, sizes)
     chart = None
     heads = []
-    for r in _signed_headlines(idx, attr):
+    for r in _signed_headlines(cidx, attr):
         m = str(r["metric"])
         # a limit judged per value is drawn on the values' chart, not on the pooled row
         own = _gating_limits(idx, attr, "unprivileged", m, limits)
@@ -438,7 +491,7 @@ def _attribute_view(attr: str, rows: list[dict[str, Any]], idx, level: str, *,
         "comparisons": comparisons,
         "rates": _rate_table(idx, attr, groups, names, n_of) if groups else None,
         "by_value": _value_table(idx, attr, values, n_of) if values else None,
-        "value_chart": _value_chart(idx, attr, values, level, xlim, limits) if values else None,
+        "value_chart": _value_chart(cidx, attr, values, level, xlim, limits) if values else None,
         "between": between,
     }
 
@@ -487,6 +540,7 @@ def group_section(
     rows: list[Mapping[str, Any]], *, ci_level: float, min_group_size: int,
     sizes: Mapping[str, Any] | None = None, limits: list[Mapping[str, Any]] | None = None,
     comparison: list[Mapping[str, Any]] | None = None,
+    checks: list[Mapping[str, Any]] | None = None, check_level: str | None = None,
 ) -> ReportSection:
     """The group audit's report section.
 
@@ -507,6 +561,13 @@ def group_section(
     comparison:
         With ``columns.baseline``: the paired-difference rows; per attribute a table of
         the headline metrics, challenger against baseline, follows the headline table.
+    checks:
+        The run's limit check rows (``audit = limits``): on the charts, a row a gating
+        check judges is drawn with the interval its verdict uses (Holm-adjusted under
+        the default correction; :func:`check_intervals`), named in the legend; the
+        tables keep the audit's own intervals.
+    check_level:
+        The limits' level (``1 - limits.alpha``, e.g. ``95%``), for those labels.
 
     Returns
     -------
@@ -521,19 +582,23 @@ def group_section(
     rows = [dict(r) for r in rows if r.get("audit", "group") == "group" and unpaired(r)]
     level = _level_pct(ci_level)
     idx = _index(rows)
+    cidx = _with_check_intervals(idx, check_intervals(checks), check_level or level)
     names = _attributes(rows)
     limit_marks = [x for a in names for m in HEADLINE_METRICS if _signed(m)
                    for k, b in _limits_for(a, m, limits)
                    for x in ((-b, b) if k == "abs_max" else (b,))]
-    shared = [r for a in names for r in _signed_headlines(idx, a)]
-    shared += [r for r in rows if r.get("group") not in ("unprivileged", "privileged", "all")
+    shared = [r for a in names for r in _signed_headlines(cidx, a)]
+    shared += [cidx.get((str(r.get("attribute")), str(r.get("group")), str(r.get("metric"))),
+                        r)
+               for r in rows if r.get("group") not in ("unprivileged", "privileged", "all")
                and r.get("metric") in ("statistical_parity_difference", "tpr_difference")]
     xlim = _span(shared, fair=0.0, extra=limit_marks) if shared else None
-    attrs = [_attribute_view(a, rows, idx, level, sizes=sizes, limits=limits, xlim=xlim)
+    attrs = [_attribute_view(a, rows, idx, level, sizes=sizes, limits=limits, xlim=xlim,
+                             cidx=cidx)
              for a in names]
     for a in attrs:
         a["comparison"] = _comparison_view(list(comparison or []), a["name"])
-    di_chart = _di_chart(idx, names, {a["name"]: a["names"] for a in attrs}, level, limits)
+    di_chart = _di_chart(cidx, names, {a["name"]: a["names"] for a in attrs}, level, limits)
     overall = [
         {"label": metric_label(m), "value": _value(r),
          "ci": _ci(r, signed=False), "status": r.get("status") or "ok",
@@ -545,6 +610,8 @@ def group_section(
         "fairspark.group", "section.html.j2",
         attrs=attrs, overall=overall, level=level, min_group_size=min_group_size,
         n_inconclusive=n_inc, di_chart=di_chart,
+        adjusted=sorted({n for _, _, n in check_intervals(checks).values()}),
+        check_level=check_level or level,
     )
     return ReportSection(title="Group fairness metrics", html=html, order=10)
 
@@ -554,6 +621,9 @@ def render(outcome: AuditOutcome, *, ctx: Any = None, params: Any = None) -> lis
     res = outcome.result
     if res is None:
         return []
+    alpha = getattr(getattr(getattr(ctx, "config", None), "limits", None), "alpha", None)
     return [group_section(res.rows, ci_level=res.ci_level, min_group_size=res.min_group_size,
                           sizes=_sizes_from(ctx, outcome), limits=_limits_from(ctx),
-                          comparison=getattr(res, "comparison", None))]
+                          comparison=getattr(res, "comparison", None),
+                          checks=list(getattr(ctx, "limit_rows", None) or ()),
+                          check_level=_level_pct(1.0 - alpha) if alpha is not None else None)]

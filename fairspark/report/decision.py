@@ -384,7 +384,7 @@ def _caveat(line: Mapping[str, Any], lines: list[dict]) -> str:
     family's (:mod:`fairspark.group.decision`), the checks are the limits'."""
     head = str(line["headline"])
     attr = line.get("attribute")
-    if not re.search(r": (fairer|no difference beyond noise) \(", head):
+    if not re.search(r": (fairer|not less fair|no difference beyond noise) \(", head):
         return head
     bad = [ln for ln in lines if str(ln.get("audit", "")).startswith("limit on")
            and ln.get("attribute") == attr and ln.get("status") in ("violated",
@@ -590,7 +590,13 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     name = " ".join(str(x) for x in (model.get("name"), model.get("version") and
                                      f"version {model['version']}") if x)
     desc = model.get("description")
-    out.append(("Model", _model_text(name, desc, inp)))
+    # champion against challenger: the audit that names the baseline's rule
+    bases = [a["baseline"] for a in (summary.get("audits") or {}).values()
+             if isinstance((a or {}).get("baseline"), Mapping)]
+    base = next((b for b in bases if b.get("decision")), bases[0] if bases else {})
+    baseline = base.get("decision") or (f"column {base['column']}" if base.get("column")
+                                        else None)
+    out.append(("Model", _model_text(name, desc, inp, baseline)))
     fav = inp.get("favourable") or "positive"
     decision = model.get("decision")
     fav_words = model.get("favourable")
@@ -602,13 +608,8 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     text += (f"; favourable outcome: {fav_words} ({shown})" if fav_words
              else f"; favourable outcome: {shown}")
     out.append(("Decision", text))
-    # champion against challenger: the audit that names the baseline's rule
-    bases = [a["baseline"] for a in (summary.get("audits") or {}).values()
-             if isinstance((a or {}).get("baseline"), Mapping)]
-    base = next((b for b in bases if b.get("decision")), bases[0] if bases else {})
-    if base.get("decision") or base.get("column"):
-        out.append(("Baseline", f"{base.get('decision') or 'column ' + str(base['column'])}"
-                    " (the decision compared with on the same rows)"))
+    if baseline:
+        out.append(("Baseline", f"{baseline} (the decision compared with on the same rows)"))
     if inp.get("label"):
         out.append(("Label", f"column {inp['label']}"
                     + (f"; favourable: {lab_value}" if lab_value else "")))
@@ -627,15 +628,19 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _model_text(name: str, desc: str | None, inp: Mapping[str, Any]) -> str:
+def _model_text(name: str, desc: str | None, inp: Mapping[str, Any],
+                baseline: str | None = None) -> str:
     """The model card's first line: name and version (or the keys that set them), what
-    it does, and the threshold when a score is audited (``score >= threshold``)."""
+    it does, the threshold when a score is audited (``score >= threshold``), and the
+    baseline it is compared with (champion against challenger), by its rule or column."""
     text = ((name or "not named (set model.name and model.version)")
             + (f": {desc}" if desc else ""))
     if inp.get("threshold") is not None and inp.get("score"):
         thr = float(inp["threshold"])
         text += (f"; score column {inp['score']}, decision threshold {thr:g} "
                  f"(decision = {inp['score']} >= {thr:g})")
+    if baseline:
+        text += f"; compared with the baseline {baseline} on the same rows"
     return text
 
 

@@ -179,8 +179,11 @@ def _worst_groups(checks: list[Check], rows: list[dict[str, Any]],
         if ranked:
             c, r = min(ranked, key=lambda t: rank_key(t[1], t[0].rule))
             size = support_words(r)
+            what = short_metric(str(r["metric"]))
+            if c.rule.no_worse_than_baseline is not None:  # its value is "worse", not M
+                what += ": change in distance from parity (challenger − baseline)"
             text += (f"worst {r['group']}" + (f" ({size})" if size else "")
-                     + f": {short_metric(str(r['metric']))} {row_number(r)} "
+                     + f": {what} {row_number(r)} "
                      f"[{row_number(r, 'ci_low')}, {row_number(r, 'ci_high')}], "
                      f"{c.verdict}; ")
         else:
@@ -221,7 +224,10 @@ def _own_interval(r: dict[str, Any], c: Check | None) -> str:
     that row prints everywhere (the group section shows it too)."""
     raw = _row_params(r).get("own_interval") or [None, None]
     src = c.row if c is not None else {}
-    if raw[0] is not None and (num(src.get("lower")), num(src.get("upper"))) == (
+    # a no-worse check reads the paired row's "worse", not its value: not marked as
+    # that row's interval (its ends are not the row's lower / upper)
+    worse = c is not None and c.rule.no_worse_than_baseline is not None
+    if raw[0] is not None and not worse and (num(src.get("lower")), num(src.get("upper"))) == (
             num(raw[0]), num(raw[1])):
         return f"[{row_number(src, 'ci_low')}, {row_number(src, 'ci_high')}]"
     return f"[{fmt_plain(raw[0])}, {fmt_plain(raw[1])}]"
