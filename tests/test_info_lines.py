@@ -39,6 +39,8 @@ KINDS: dict[str, str] = {
     "mdfa progress": r"mdfa \S+: \d+ of \d+ splits done, \d+s elapsed",
     "mdfa splits": r"mdfa \S+: \d+ splits, .*",
     "correlation progress": r"correlation: \d+ of \d+ rounds done \(.*\), \d+s elapsed",
+    # the demo's own steps: what it trains and scores before the audit starts
+    "demo": r"demo: \S.*",
     # where the outputs are, with the exit code
     "published": r"outputs published to \S+ \(exit code \d\)",
 }

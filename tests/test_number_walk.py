@@ -162,6 +162,8 @@ class Run:
     summary: dict
     cli: list[str]
     config: dict
+    #: the log's INFO messages (after "HH:MM:SS fairspark INFO "); empty for a quiet run
+    info: list[str] = field(default_factory=list)
 
     @property
     def tree(self) -> Node:
@@ -172,17 +174,19 @@ class Run:
         return self.tree.text()
 
 
-def _run(args: list[str], out: Path, config: dict, name: str) -> Run:
-    buf = io.StringIO()
-    with contextlib.chdir(ROOT), contextlib.redirect_stdout(buf):
-        code = cli.main(["audit", "--run-date", DATE, "-q", "--output", str(out),
-                         "--no-fail-on-violation", *args], under_submit=True)
-    assert code == 0, buf.getvalue()[-2000:]
+def _run(args: list[str], out: Path, config: dict, name: str, *, quiet: bool = True) -> Run:
+    buf, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(ROOT), contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
+        code = cli.main(["audit", "--run-date", DATE, *(["-q"] if quiet else []),
+                         "--output", str(out), "--no-fail-on-violation", *args],
+                        under_submit=True)
+    assert code == 0, buf.getvalue()[-2000:] + err.getvalue()[-2000:]
     day = out / f"run_date={DATE}"
     return Run(name=name, html=(day / "report.html").read_text("utf-8"),
                rows=pd.read_parquet(day / "metrics.parquet"),
                summary=json.loads((day / "summary.json").read_text("utf-8")),
-               cli=buf.getvalue().splitlines(), config=config)
+               cli=buf.getvalue().splitlines(), config=config,
+               info=re.findall(r"^\d\d:\d\d:\d\d fairspark INFO (.*)$", err.getvalue(), re.M))
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +206,7 @@ def demo(spark, tmp_path_factory) -> Run:
             for k, v in spec.shrink_params.items()]
     # mdfa with enough splits for its null reference (and so a p that decides)
     args.append("--set=audits.mdfa.splits=4")
-    return _run(args, tmp_path_factory.mktemp("walk-demo"), raw, "demo")
+    return _run(args, tmp_path_factory.mktemp("walk-demo"), raw, "demo", quiet=False)
 
 
 # ----------------------------------------------------------------------- helpers
@@ -648,3 +652,16 @@ def test_the_walk_can_fail(champion, demo):
     with pytest.raises(AssertionError):
         check_baseline_named(_edit(champion, "compared with the baseline decile_score11",
                                    "compared with the baseline (see Baseline)", count=-1))
+
+
+def test_the_demo_logs_only_info_lines_a_user_acts_on(demo):
+    """The demo's log at INFO: every line is one of the kinds a user reads
+    (``tests/test_info_lines.py``'s list, which fails on a new kind), and the stages,
+    the rows prepared and the outputs' place are there."""
+    from test_info_lines import KINDS
+
+    assert demo.info, "the demo logged nothing at INFO"
+    unknown = [m for m in demo.info if not any(re.fullmatch(p, m) for p in KINDS.values())]
+    assert not unknown, "INFO lines of no known kind:\n" + "\n".join(unknown)
+    seen = {k for k, p in KINDS.items() if any(re.fullmatch(p, m) for m in demo.info)}
+    assert {"stage", "prepared", "published"} <= seen, seen

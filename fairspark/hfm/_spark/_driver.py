@@ -198,18 +198,19 @@ def _arrow_via_files(df: DataFrame) -> pa.Table:
 
 def _log_path_choice(n_rows: int | None, row_bytes: float, budget: float,
                      sized_from: dict[str, float | None], *, via_files: bool = False) -> None:
-    """One log line: the path the engine takes (driver or Spark) and why."""
+    """One DEBUG line: the path the engine takes (driver or Spark) and why (an internal
+    cost, not a line a user acts on; ``summary.json`` keeps the path)."""
     def mb(v: float | None) -> str:
         return "unknown" if v is None else f"{v / 2**20:,.0f} MB"
 
     parts = ", ".join(f"{k} = {mb(v)}" for k, v in sized_from.items())
     if n_rows is None:
-        _LOG.info("hfm: driver path if the points fit %s (min of %s)", mb(budget), parts)
+        _LOG.debug("hfm: driver path if the points fit %s (min of %s)", mb(budget), parts)
         return
     need = n_rows * row_bytes
     where = ("Spark path" if need > budget
              else "driver path (points through local files)" if via_files else "driver path")
-    _LOG.info("hfm: %s: %d points need %s, the driver budget is %s (min of %s)",
+    _LOG.debug("hfm: %s: %d points need %s, the driver budget is %s (min of %s)",
               where, n_rows, mb(need), mb(budget), parts)
 
 

@@ -251,7 +251,7 @@ def _certify_on(work: _Work, pairs: list[Pair], plan: _Plan, *, t0: float,
         with work.step("A: sample bounds, top bounds", full=True) as rec:
             top = work.top_bounds(pairs, plan.k + 1)  # Spark: pass A, into the cache
             rec["rows_left"] = work.n_rows
-        _LOG.info("hfm pass A (bounds, working table, %s): %.2f s", work.where,
+        _LOG.debug("hfm pass A (bounds, working table, %s): %.2f s", work.where,
                   time.perf_counter() - t0)
         for p in pairs:
             state[p].ub_rem = -top[p][0][0] if top.get(p) else -math.inf
