@@ -60,7 +60,16 @@ def table(tmp_path_factory) -> str:
     return write_parquet(pdf, tmp_path_factory.mktemp("info") / "in.parquet")
 
 
-def test_every_info_line_is_of_a_known_kind(table, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def run(table, tmp_path_factory):
+    """The CLI once, every audit at its small settings, a baseline and a limit:
+    (exit code, stderr, the legend overlaps of every figure drawn for the report)."""
+    import contextlib
+    import io
+
+    from fairspark.report import figures
+
+    tmp_path = tmp_path_factory.mktemp("info-run")
     cfg = {
         "dataset": "info_lines", "seed": 5, "input": {"path": table},
         "columns": {"features": ["x1", "x2"],
@@ -74,10 +83,27 @@ def test_every_info_line_is_of_a_known_kind(table, tmp_path, capsys):
         "output": {"path": str(tmp_path / "out")},
     }
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    capsys.readouterr()
-    code = cli.main(["audit", "--config", str(tmp_path / "c.yaml"), "--run-date",
-                     "2026-12-06", "--no-fail-on-violation"], stop_session=False)
-    err = capsys.readouterr().err
+    drawn: list[list[str] | None] = []
+    real = figures.legends_outside
+
+    def observed(fig) -> None:  # the real mover, then what a reader would see
+        real(fig)
+        drawn.append(figures.legend_overlaps(fig) if any(
+            ax.get_legend() is not None for ax in fig.get_axes()) else None)
+
+    err = io.StringIO()
+    figures.legends_outside = observed
+    try:
+        with contextlib.redirect_stderr(err):
+            code = cli.main(["audit", "--config", str(tmp_path / "c.yaml"), "--run-date",
+                             "2026-12-06", "--no-fail-on-violation"], stop_session=False)
+    finally:
+        figures.legends_outside = real
+    return code, err.getvalue(), drawn
+
+
+def test_every_info_line_is_of_a_known_kind(run):
+    code, err, _ = run
     assert code == 0, err[-3000:]
     info = [m[1] for m in re.finditer(r"^\d\d:\d\d:\d\d fairspark INFO (.*)$", err, re.M)]
     assert info, err[-3000:]  # the progress lines are there
@@ -87,3 +113,16 @@ def test_every_info_line_is_of_a_known_kind(table, tmp_path, capsys):
     # the progress of every stage and the outputs' place are there
     seen = {k for k, p in KINDS.items() if any(re.fullmatch(p, line) for line in info)}
     assert {"stage", "prepared", "published", "mdfa progress", "correlation progress"} <= seen
+
+
+def test_no_legend_of_the_report_covers_a_plotted_area(run):
+    """Every figure of the report (group charts, HFM histograms, mdfa's box plot,
+    the correlation graph), as it is rendered: no legend box overlaps any axes' plotted
+    area, ticks or labels (matplotlib's window extents, the PNG's own boxes)."""
+    code, err, drawn = run
+    assert code == 0, err[-3000:]
+    assert len(drawn) >= 4, f"only {len(drawn)} figures were drawn"
+    with_legends = [fig for fig in drawn if fig is not None]
+    assert len(with_legends) >= 2, f"{len(with_legends)} of {len(drawn)} figures have a legend"
+    overlaps = [o for fig in with_legends for o in fig]
+    assert not overlaps, overlaps
