@@ -35,6 +35,9 @@ setup(
         "pandas>=2.0,<3",
         "pyarrow>=11",
         "scikit-learn>=1.3",
+        # imported at run time (mdfa's null and balance tests, correlation's estimates,
+        # HFM's discriminative risk), not only by the tests
+        "scipy>=1.10",
         "lightgbm>=4.0",
         # torch is pinned by the install commands (README, .ci/run) to the CPU build
         # on disk *before* this package is installed; this range is satisfied by it.
@@ -59,7 +62,6 @@ setup(
         "dev": [
             "pytest>=7",
             "chispa>=0.10",
-            "scipy>=1.10",
             "fairlearn>=0.10",
             "ruff>=0.4",
             "venv-pack>=0.2",
