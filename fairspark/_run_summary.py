@@ -118,12 +118,12 @@ def _spark_facts(spark: SparkSession, *, remote: str | None = None) -> dict[str,
 
     if is_connect(spark):
         return _connect_facts(spark, remote)
-    from fairspark.hfm._spark._driver import _jvm_max_heap
+    from fairspark._memory import driver_max_heap
 
     conf = spark.sparkContext.getConf()
     source = conf.get("spark.fairspark.driverMemorySource", None)
     memory = conf.get("spark.driver.memory", None)
-    heap = _jvm_max_heap(spark)
+    heap = driver_max_heap(spark)
     return {
         "session": "classic",
         "master": spark.sparkContext.master, "app_id": spark.sparkContext.applicationId,

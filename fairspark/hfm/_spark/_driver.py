@@ -25,6 +25,7 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from fairspark._memory import driver_max_heap
 from fairspark._threads import single_thread
 from fairspark.session import is_connect
 
@@ -86,7 +87,7 @@ def driver_facts(spark) -> DriverFacts:
         return DriverFacts(max_heap=heap if heap is not None else float(1 << 30),
                            local=False, parallelism=os.cpu_count() or 1)
     sc = spark.sparkContext
-    return DriverFacts(max_heap=float(sc._jvm.java.lang.Runtime.getRuntime().maxMemory()),
+    return DriverFacts(max_heap=driver_max_heap(spark),
                        local=str(sc.master).startswith("local"),
                        parallelism=int(sc.defaultParallelism))
 
