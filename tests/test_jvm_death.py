@@ -1,8 +1,11 @@
 """A run whose driver JVM dies of a real out-of-memory error still leaves its status.
 
 A real ``fairspark audit`` process with ``spark.driver.memory: 512m`` (Spark's smallest
-heap) on a 282 MB table of 200 features in one Parquet file: Spark's uncaught-exception
-handler ends the JVM during the run. The status file used to stay at ``"running"`` for
+heap) on a 230 MB table of 200 features in one ORC file of one stripe: Spark's
+uncaught-exception handler ends the JVM during the run. (ORC, because a Parquet input's
+row groups are checked against the heap before the scan, ``fairspark._memory``, and
+that run now stops with exit 2 instead; the check cannot see every input, so a JVM
+that dies must still leave its status.) The status file used to stay at ``"running"`` for
 ever (it was written through the JVM) and ``spark.stop()`` ended the run in a Py4J
 traceback; now it is written with plain file I/O and says what happened.
 """
@@ -17,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.orc as orc
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,10 +33,12 @@ def test_a_dead_jvm_leaves_a_finished_status_with_the_reason(tmp_path):
     cols.update(sex=np.where(rng.random(n) < 0.3, "F", "M"), y=rng.integers(0, 2, n),
                 p=rng.integers(0, 2, n), id=np.arange(n).astype(str))
     (tmp_path / "in").mkdir()
-    pq.write_table(pa.table(cols), tmp_path / "in" / "part-0.parquet")
+    # one stripe: a reading task holds all of it
+    orc.write_table(pa.table(cols), tmp_path / "in" / "part-0.orc", stripe_size=1 << 30)
     out = tmp_path / "out"
     cfg = {
-        "dataset": "oom", "run_date": "2026-12-03", "input": {"path": str(tmp_path / "in")},
+        "dataset": "oom", "run_date": "2026-12-03",
+        "input": {"path": str(tmp_path / "in"), "format": "orc"},
         "columns": {"features": [f"f{j}" for j in range(d)],
                     "sensitive": [{"column": "sex", "privileged": "M"}],
                     "label": {"column": "y", "positive": 1},
