@@ -429,11 +429,11 @@ def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
     return prepared, window
 
 
-def _read_columns(config: Config, scoring: Any) -> tuple[list[str] | None, list[str]] | None:
+def _read_columns(config: Config, scoring: Any) -> tuple[list[str] | None, list[str]]:
     """(columns, excluded) the preparation's scan reads: every feature (a null one drops
-    the row) beside the role columns; ``columns`` is ``None`` for every column but
-    ``excluded`` (``columns.features: all_others``). ``None`` when a registered model,
-    a ``privileged_expr`` or ``input.where`` may read other columns (every column)."""
+    the row) beside the role columns. ``columns`` is ``None`` for every column but
+    ``excluded``: with ``columns.features: all_others``, and (nothing excluded) when a
+    registered model, a ``privileged_expr`` or ``input.where`` may read any column."""
     c = config.columns
     if (getattr(scoring, "models", None) or config.input.where
             or any(s.privileged_expr is not None for s in c.sensitive)):
@@ -471,7 +471,7 @@ def _heap_preflight(spark: SparkSession, config: Config, *, df: Any,
         return None
     if check.tasks_that_fit == 0:
         raise ConfigError(f"config key 'spark.conf.spark.driver.memory': {check.reason()}")
-    log.warning("%s; reading it in %d task(s) instead (slower, the same numbers)",
+    log.warning("%s; reading it in %d task(s) instead (slower, the same rows)",
                 check.reason(), check.tasks_that_fit)
     return check.tasks_that_fit
 
