@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from profiles import is_slow
 
 from fairspark._threads import pin_threads
 
@@ -112,10 +113,16 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "both_kinds: runs on a classic and on a Spark Connect session "
         "(the Connect run, FAIRSPARK_TEST_SESSION=connect, runs only these)")
+    config.addinivalue_line(
+        "markers", "slow: outside the fast profile (tests/profiles.py; "
+        "scripts/test.sh --fast runs -m 'not slow')")
 
 
 def pytest_collection_modifyitems(config, items):
-    """On the Connect run, keep only the tests marked ``both_kinds``."""
+    """Mark the fast profile's omissions ``slow``; on Connect keep only ``both_kinds``."""
+    for it in items:
+        if is_slow(it.nodeid):
+            it.add_marker(pytest.mark.slow)
     if SESSION_KIND != "connect":
         return
     keep = [it for it in items if it.get_closest_marker("both_kinds") is not None]

@@ -1,0 +1,49 @@
+"""The fast profile of the suite: ``scripts/test.sh --fast`` (``pytest -m "not slow"``).
+
+The full suite is what CI runs. The fast profile is a contributor's inner loop: it
+leaves out the tests listed here, each of which repeats at length what a test kept in
+the profile already runs (a CLI run, a ``spark-submit``, one audit end to end), and
+keeps every audit, the CLI's exit codes and one ``spark-submit`` on
+``local-cluster``. ``tests/conftest.py`` marks every item listed here ``slow``.
+
+An entry is a test file (every test in it) or one test (``file::name``, any
+parametrization of it), with what in the fast profile covers the same ground.
+"""
+
+from __future__ import annotations
+
+#: test file or ``file::test`` -> what the fast profile keeps that covers its ground
+SLOW: dict[str, str] = {
+    "tests/test_benchmarks_fast.py": "each audit's own tests (the scripts run it)",
+    "tests/test_artifact_e2e.py": "test_e2e_submit's spark-submit on local-cluster",
+    "tests/test_fault_tolerance.py": "the partition-independence tests of each audit",
+    "tests/test_outputs_faults.py": "test_outputs_kinds (publishing a date whole)",
+    "tests/test_publish_e2e.py": "test_outputs_kinds (a killed publish keeps the old run)",
+    "tests/test_small_driver.py::test_a_1g_driver_publishes_the_group_audit_of_a_wide_table":
+        "test_small_driver's refusal before the scan (the heap check)",
+    "tests/test_small_driver.py::test_row_groups_two_tasks_cannot_hold_are_read_by_one_and_every_audit_publishes":
+        "test_small_driver's refusal before the scan (the heap check)",
+    "tests/test_jvm_death.py": "test_exit_codes (a failed run's status)",
+    "tests/test_signals_work.py": "test_exit_codes; signals are the full suite's",
+    "tests/test_budgets.py": "test_correlation_spark's time budget test",
+    "tests/test_window.py": "test_window_checks and test_window_results",
+    "tests/test_report_browser.py": "test_report (the report's HTML, without a browser)",
+    "tests/test_mlflow_registry.py": "the full suite (the registry needs MLflow runs)",
+    "tests/test_connect_cli.py": "the Connect run of the full suite",
+    "tests/test_bad_input_round2.py": "test_exit_codes (bad input exits 2, naming the column)",
+    "tests/test_add_an_audit.py": "test_audit_contract (the audit contract)",
+    "tests/test_readme.py": "test_e2e_submit and test_exit_codes run the same commands",
+    "tests/test_e2e_submit.py::test_hfm_certified_exact_with_1m_result_size":
+        "test_e2e_submit's other spark-submit and test_hfm_audit",
+    "tests/test_task_partitioning.py::test_correlation_same_attempts_for_1_2_7_and_default_chunks":
+        "test_correlation_spark's partition-independence test",
+    "tests/test_task_partitioning.py::test_mdfa_same_splits_for_1_2_7_and_default_chunks":
+        "test_mdfa_spark's partition-independence test",
+}
+
+
+def is_slow(nodeid: str) -> bool:
+    """Whether the test ``nodeid`` (as pytest names it) is outside the fast profile."""
+    path, _, rest = nodeid.partition("::")
+    name = rest.partition("[")[0]
+    return path in SLOW or f"{path}::{name}" in SLOW
