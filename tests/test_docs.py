@@ -138,3 +138,79 @@ def test_readme_and_operations_exit_codes_match_the_code():
             assert phrase in table[code], (path.name, phrase, code)
             others = [c for c, row in table.items() if phrase in row and row != table[code]]
             assert not others, (path.name, phrase, f"listed under {others}, the code gives {code}")
+
+
+def _architecture_paths(text: str) -> list[str]:
+    """Every path under ``fairspark/`` that docs/architecture.md names.
+
+    Full paths (``fairspark/prepare/_scan.py``) anywhere; in the file tree at the top, a
+    bare file name (``elim.py``) or sub-folder (``_spark/``) on a package's lines is read
+    inside that package (and inside the sub-folder the same line named before it).
+    """
+    import re
+
+    paths = re.findall(r"(?<![\w.])fairspark/[\w./]*\w/?", text)
+    tree = text.split("```", 2)[1] if "```" in text else ""
+    package = sub = None
+    for line in tree.splitlines():
+        if line.startswith("fairspark/"):
+            first = line.split()[0].rstrip(",")
+            package = first.rstrip("/") if first.endswith("/") else first.rsplit("/", 1)[0]
+            sub = None
+        elif not line.startswith(" "):
+            package = sub = None
+        if package is None:
+            continue
+        body = line.split(None, 1)[1] if line.startswith("fairspark/") else line
+        for token in re.findall(r"(?<![\w./])(_?\w+(?:\.py|/))(?=[\s:,)]|$)", body):
+            if token.endswith("/"):
+                sub = f"{package}/{token.rstrip('/')}"
+                paths.append(sub + "/")
+            else:
+                inside = [f"{package}/{token}"] + ([f"{sub}/{token}"] if sub else [])
+                paths.append(" or ".join(inside))
+    return paths
+
+
+def _dotted_names(text: str) -> list[str]:
+    import re
+
+    return sorted(set(re.findall(r"`(fairspark(?:\.\w+)+)", text)))
+
+
+def _resolves(dotted: str) -> bool:
+    import importlib
+
+    parts = dotted.split(".")
+    obj = None
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+#: the audit that "How to add an audit" builds (it is not in the tree)
+EXAMPLE_AUDIT = "fairspark/calib"
+
+
+def test_architecture_names_only_paths_that_exist():
+    """docs/architecture.md is true to the tree: each file, folder and module it names
+    under ``fairspark/`` exists (a moved module fails here until the page follows)."""
+    root = DOCS.parent
+    text = (DOCS / "architecture.md").read_text()
+    paths = _architecture_paths(text)
+    assert len(paths) > 40, paths  # the reader found the tree
+    missing = [p for p in paths if not p.startswith(EXAMPLE_AUDIT)
+               if not any((root / alt.rstrip("/")).exists() for alt in p.split(" or "))]
+    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
+    unresolved = [d for d in _dotted_names(text)
+                  if not d.startswith(EXAMPLE_AUDIT.replace("/", ".")) and not _resolves(d)]
+    assert not unresolved, (
+        f"docs/architecture.md names modules or objects that do not exist: {unresolved}")
