@@ -214,3 +214,39 @@ def test_architecture_names_only_paths_that_exist():
                   if not d.startswith(EXAMPLE_AUDIT.replace("/", ".")) and not _resolves(d)]
     assert not unresolved, (
         f"docs/architecture.md names modules or objects that do not exist: {unresolved}")
+
+
+def _first_table(text: str) -> list[list[str]]:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return [rows[0], *rows[2:]]
+
+
+def test_benchmarks_open_with_one_table_a_user_reads():
+    """docs/benchmarks.md opens with one table of short cells, each row linked to the
+    section that holds its command and figures."""
+    import re
+
+    text = (DOCS / "benchmarks.md").read_text()
+    header, *rows = _first_table(text)
+    assert header[:8] == ["workload", "rows", "audits", "master", "wall time",
+                          "peak memory", "peer", "ratio"], header
+    assert len(rows) >= 20
+    long = [c for r in rows for c in r if len(c) > 60]
+    assert not long, f"cells over 60 characters: {long}"
+    refs = dict(re.findall(r"^\[([^\]]+)\]: #(\S+)$", text, re.M))
+    slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+             for h in re.findall(r"^#{2,3} (.+)$", text, re.M)}
+    for r in rows:
+        assert len(r) == len(header), r
+        ref = re.fullmatch(r"\[[^\]]+\]\[([^\]]+)\]", r[0])
+        assert ref and refs.get(ref.group(1)) in slugs, r[0]
+    for slug in set(refs.values()):
+        section = text.split("\n## ")[1:]
+        assert any(re.sub(r"[^\w\- ]", "", s.splitlines()[0].lower()).replace(" ", "-") == slug
+                   and "```bash" in s for s in section), f"section {slug} has no command"
