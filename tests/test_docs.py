@@ -250,3 +250,15 @@ def test_benchmarks_open_with_one_table_a_user_reads():
         section = text.split("\n## ")[1:]
         assert any(re.sub(r"[^\w\- ]", "", s.splitlines()[0].lower()).replace(" ", "-") == slug
                    and "```bash" in s for s in section), f"section {slug} has no command"
+
+
+def test_code_cites_papers_not_an_absent_document():
+    """Docstrings and comments cite the papers (docs/references.md), never 'METHODS §n',
+    a document that is not in the repository."""
+    import re
+
+    package = DOCS.parent / "fairspark"
+    hits = [f"{p.relative_to(DOCS.parent)}:{i}" for p in sorted(package.rglob("*.py"))
+            for i, line in enumerate(p.read_text().splitlines(), 1)
+            if re.search(r"METHODS(\.md)?\s*§", line)]
+    assert not hits, hits

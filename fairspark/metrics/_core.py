@@ -24,6 +24,13 @@ statistical parity, disparate impact) and for nothing else.
 
 All functions accept scalars or numpy arrays of any (broadcastable) shape for each
 cell, so many groups or many bootstrap samples are evaluated in one call.
+
+The catalogue of 20 signed metrics follows Anahideh et al. [1]_.
+
+References
+----------
+.. [1] H. Anahideh, N. Nezami and A. Asudeh, "Finding Representative Group Fairness
+   Metrics Using Correlation Estimations", arXiv:2109.05697, 2021.
 """
 
 from __future__ import annotations
@@ -335,6 +342,14 @@ def inequality_indices(
       benefit replaced by its group's mean benefit.
 
     NaN when there is no labelled row or the mean benefit is 0.
+
+    References
+    ----------
+    .. [1] T. Speicher, H. Heidari, N. Grgic-Hlaca, K. P. Gummadi, A. Singla, A. Weller
+       and M. B. Zafar, "A Unified Approach to Quantifying Algorithmic Unfairness:
+       Measuring Individual & Group Unfairness via Inequality Indices", KDD 2018.
+    .. [2] Y. Bian and Y. Luo, "Measuring Model-Induced Discrimination via Efficient
+       Fairness Approximation", arXiv:2405.09251, 2024.
 
     Examples
     --------
