@@ -13,11 +13,6 @@ a Spark ML ``PipelineModel``, applied with
 ``transform`` to the rows and then to the same rows with the flipped sensitive columns
 (Spark column expressions, no join, no Python worker), and a scikit-learn model saved
 with joblib, called in ``mapInPandas``. Both flip exactly as :func:`flip_values` does.
-
-References
-----------
-.. [1] Y. Bian and Y. Luo, "Measuring Model-Induced Discrimination via Efficient
-   Fairness Approximation", arXiv:2405.09251, 2024.
 """
 
 from __future__ import annotations
