@@ -113,6 +113,26 @@ def parse_config(raw: Any, *, overrides: dict[str, Any] | None = None,
     ------
     ConfigError
         When the mapping is not a valid config; the message names each bad key.
+
+    Examples
+    --------
+    >>> raw = {"dataset": "loans", "input": {"path": "scored.parquet"},
+    ...        "columns": {"sensitive": [{"column": "sex", "privileged": "m"}],
+    ...                    "label": {"column": "y"}, "prediction": {"column": "p"}},
+    ...        "output": {"path": "out/loans"}}
+    >>> cfg = parse_config(raw, overrides={"seed": 7})
+    >>> cfg.dataset, cfg.seed, cfg.input.format, list(cfg.audits.present())
+    ('loans', 7, 'parquet', ['group'])
+
+    A misspelt key is named in the error, with every other bad key:
+
+    >>> parse_config({"dataset": "loans", "input": {"path": "x"}, "colums": {}})
+    Traceback (most recent call last):
+      ...
+    fairspark.errors.ConfigError: invalid config:
+      config key 'columns': Field required
+      config key 'output': Field required
+      config key 'colums': unknown key
     """
     if not isinstance(raw, dict):
         raise ConfigError(
@@ -159,6 +179,27 @@ def load_config(path: str | Path, *, overrides: dict[str, Any] | None = None) ->
     ConfigError
         When the file is missing, is not valid YAML, is not a valid config, or names a
         local model that does not exist.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "loans.yaml").write_text('''
+    ... dataset: loans
+    ... input: {path: scored.parquet}
+    ... columns:
+    ...   sensitive: [{column: sex, privileged: m}]
+    ...   label: {column: y}
+    ...   prediction: {column: p}
+    ... output: {path: out/loans}
+    ... ''')
+    >>> load_config(folder / "loans.yaml").columns.sensitive[0].column
+    'sex'
+    >>> load_config(folder / "missing.yaml")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+      ...
+    fairspark.errors.ConfigError: config file '.../missing.yaml' does not exist
     """
     p = Path(path)
     if not p.is_file():

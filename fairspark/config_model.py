@@ -426,7 +426,23 @@ class SparkConfig(StrictModel):
 
 
 class Config(StrictModel):
-    """The whole run configuration."""
+    """The whole run configuration.
+
+    Built by :func:`fairspark.config.parse_config` (a mapping) or
+    :func:`fairspark.config.load_config` (a YAML file), which read the ``audits``
+    section against the registered audits.
+
+    Examples
+    --------
+    >>> from fairspark.config import parse_config
+    >>> cfg = parse_config({"dataset": "loans", "input": {"path": "scored.parquet"},
+    ...                     "columns": {"sensitive": [{"column": "sex", "privileged": "m"}],
+    ...                                 "label": {"column": "y"},
+    ...                                 "prediction": {"column": "p"}},
+    ...                     "output": {"path": "out/loans"}})
+    >>> cfg.columns.label.positive, cfg.seed, cfg.window is None
+    ([1], 0, True)
+    """
 
     dataset: str
     run_date: _dt.date | None = None

@@ -13,11 +13,27 @@ from typing import Any
 
 
 class FairsparkError(Exception):
-    """Base class of every error fairspark raises on purpose."""
+    """Base class of every error fairspark raises on purpose.
+
+    Examples
+    --------
+    >>> issubclass(AuditError, FairsparkError), issubclass(ConfigError, FairsparkError)
+    (True, True)
+    """
 
 
 class FairsparkInputError(FairsparkError, ValueError):
-    """A run cannot start: the config or the input table is wrong (exit code 2)."""
+    """A run cannot start: the config or the input table is wrong (exit code 2).
+
+    Examples
+    --------
+    Every config and input error is one, and a ``ValueError``:
+
+    >>> [issubclass(e, FairsparkInputError) and issubclass(e, ValueError) for e in (
+    ...     ConfigError, MissingColumnError, ColumnTypeError, EmptyInputError,
+    ...     InvalidValueError)]
+    [True, True, True, True, True]
+    """
 
 
 class ConfigError(FairsparkInputError):
@@ -25,7 +41,16 @@ class ConfigError(FairsparkInputError):
 
 
 class MissingColumnError(FairsparkInputError):
-    """A configured column is not in the input table."""
+    """A configured column is not in the input table.
+
+    Examples
+    --------
+    >>> err = MissingColumnError("income", "a feature", ["age", "sex"])
+    >>> print(err)
+    column 'income' (configured as a feature) is not in the input table; available columns: age, sex
+    >>> err.column, err.available
+    ('income', ['age', 'sex'])
+    """
 
     def __init__(self, column: str, role: str, available: list[str]):
         self.column = column

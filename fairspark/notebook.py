@@ -74,6 +74,23 @@ class AuditResult:
         group's rates, GEI and Theil), the audited decision's value, the baseline's
         and their paired difference with its interval (the rows whose ``model`` is
         ``challenger_minus_baseline``); empty without one.
+
+    Examples
+    --------
+    With a baseline decision ``b`` on the same rows, :attr:`comparison` holds the
+    paired differences (challenger ``p`` minus baseline ``b``):
+
+    >>> rows = [("f" if i % 2 else "m", float(i % 3 == 0), float(i % 5 < 2),
+    ...          float(i % 5 < 2 or (i % 2 == 0 and i % 5 == 2)), float(i % 7))
+    ...         for i in range(200)]
+    >>> df = spark.createDataFrame(rows, "sex string, y double, p double, b double, x double")
+    >>> result = audit(df, sensitive={"sex": "m"}, label="y", prediction="p",
+    ...                baseline="b", audits=["group"], dataset="loans")
+    >>> result  # doctest: +ELLIPSIS
+    <AuditResult 'loans': ... rows, exit code 0 (group: ok)>
+    >>> diff = result.comparison.set_index("metric").loc["statistical_parity_difference"]
+    >>> [round(float(diff[k]), 6) for k in ("challenger", "baseline", "difference")]
+    [0.0, -0.2, 0.2]
     """
 
     def __init__(self, *, rows: pd.DataFrame, summary: dict[str, Any], exit_code: int,
@@ -334,6 +351,33 @@ def audit(df: DataFrame, **options: Unpack[AuditOptions]) -> AuditResult:
         unknown keyword), as exit code 2 of the CLI.
     fairspark.errors.NotASparkDataFrameError
         ``df`` is not a ``pyspark.sql.DataFrame`` (a pandas or polars frame, say).
+
+    Examples
+    --------
+    A scored table of 200 rows in which men (``m``, the privileged value) are
+    selected at 0.6 and women at 0.4:
+
+    >>> rows = [("f" if i % 2 else "m", float(i % 3 == 0),
+    ...          float(i % 5 < 2 or (i % 2 == 0 and i % 5 == 2)), float(i % 7))
+    ...         for i in range(200)]
+    >>> df = spark.createDataFrame(rows, "sex string, y double, p double, x double")
+    >>> result = audit(df, sensitive={"sex": "m"}, label="y", prediction="p",
+    ...                audits=["group"], dataset="loans")
+    >>> result.exit_code, result.summary["audits"]["group"]["status"] == "ok"
+    (0, True)
+    >>> spd = result.rows.query("metric == 'statistical_parity_difference'").iloc[0]
+    >>> spd.attribute, spd.group, round(float(spd.value), 6)
+    ('sex', 'unprivileged', -0.2)
+    >>> bool(spd.lower < spd.value < spd.upper)  # its 95% interval
+    True
+
+    A pandas frame is refused with the conversion to use:
+
+    >>> import pandas as pd
+    >>> audit(pd.DataFrame({"p": [1.0]}), prediction="p")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+      ...
+    fairspark.errors.NotASparkDataFrameError: fairspark.audit() needs a pyspark.sql.DataFrame, ...
     """
     import pandas as pd
 

@@ -138,3 +138,127 @@ def test_readme_and_operations_exit_codes_match_the_code():
             assert phrase in table[code], (path.name, phrase, code)
             others = [c for c, row in table.items() if phrase in row and row != table[code]]
             assert not others, (path.name, phrase, f"listed under {others}, the code gives {code}")
+
+
+def _architecture_paths(text: str) -> list[str]:
+    """Every path under ``fairspark/`` that docs/architecture.md names.
+
+    Full paths (``fairspark/prepare/_scan.py``) anywhere; in the file tree at the top, a
+    bare file name (``elim.py``) or sub-folder (``_spark/``) on a package's lines is read
+    inside that package (and inside the sub-folder the same line named before it).
+    """
+    import re
+
+    paths = re.findall(r"(?<![\w.])fairspark/[\w./]*\w/?", text)
+    tree = text.split("```", 2)[1] if "```" in text else ""
+    package = sub = None
+    for line in tree.splitlines():
+        if line.startswith("fairspark/"):
+            first = line.split()[0].rstrip(",")
+            package = first.rstrip("/") if first.endswith("/") else first.rsplit("/", 1)[0]
+            sub = None
+        elif not line.startswith(" "):
+            package = sub = None
+        if package is None:
+            continue
+        body = line.split(None, 1)[1] if line.startswith("fairspark/") else line
+        for token in re.findall(r"(?<![\w./])(_?\w+(?:\.py|/))(?=[\s:,)]|$)", body):
+            if token.endswith("/"):
+                sub = f"{package}/{token.rstrip('/')}"
+                paths.append(sub + "/")
+            else:
+                inside = [f"{package}/{token}"] + ([f"{sub}/{token}"] if sub else [])
+                paths.append(" or ".join(inside))
+    return paths
+
+
+def _dotted_names(text: str) -> list[str]:
+    import re
+
+    return sorted(set(re.findall(r"`(fairspark(?:\.\w+)+)", text)))
+
+
+def _resolves(dotted: str) -> bool:
+    import importlib
+
+    parts = dotted.split(".")
+    obj = None
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+#: the audit that "How to add an audit" builds (it is not in the tree)
+EXAMPLE_AUDIT = "fairspark/calib"
+
+
+def test_architecture_names_only_paths_that_exist():
+    """docs/architecture.md is true to the tree: each file, folder and module it names
+    under ``fairspark/`` exists (a moved module fails here until the page follows)."""
+    root = DOCS.parent
+    text = (DOCS / "architecture.md").read_text()
+    paths = _architecture_paths(text)
+    assert len(paths) > 40, paths  # the reader found the tree
+    missing = [p for p in paths if not p.startswith(EXAMPLE_AUDIT)
+               if not any((root / alt.rstrip("/")).exists() for alt in p.split(" or "))]
+    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
+    unresolved = [d for d in _dotted_names(text)
+                  if not d.startswith(EXAMPLE_AUDIT.replace("/", ".")) and not _resolves(d)]
+    assert not unresolved, (
+        f"docs/architecture.md names modules or objects that do not exist: {unresolved}")
+
+
+def _first_table(text: str) -> list[list[str]]:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return [rows[0], *rows[2:]]
+
+
+def test_benchmarks_open_with_one_table_a_user_reads():
+    """docs/benchmarks.md opens with one table of short cells, each row linked to the
+    section that holds its command and figures."""
+    import re
+
+    text = (DOCS / "benchmarks.md").read_text()
+    header, *rows = _first_table(text)
+    assert header[:8] == ["workload", "rows", "audits", "master", "wall time",
+                          "peak memory", "peer", "ratio"], header
+    assert len(rows) >= 20
+    long = [c for r in rows for c in r if len(c) > 60]
+    assert not long, f"cells over 60 characters: {long}"
+    refs = dict(re.findall(r"^\[([^\]]+)\]: #(\S+)$", text, re.M))
+    slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+             for h in re.findall(r"^#{2,3} (.+)$", text, re.M)}
+    for r in rows:
+        assert len(r) == len(header), r
+        ref = re.fullmatch(r"\[[^\]]+\]\[([^\]]+)\]", r[0])
+        assert ref and refs.get(ref.group(1)) in slugs, r[0]
+    for slug in set(refs.values()):
+        section = text.split("\n## ")[1:]
+        assert any(re.sub(r"[^\w\- ]", "", s.splitlines()[0].lower()).replace(" ", "-") == slug
+                   and "```bash" in s for s in section), f"section {slug} has no command"
+
+
+def test_code_cites_papers_not_an_absent_document():
+    """Docstrings and comments cite the papers (docs/references.md), never 'METHODS §n',
+    a document that is not in the repository."""
+    import re
+
+    package = DOCS.parent / "fairspark"
+    hits = [f"{p.relative_to(DOCS.parent)}:{i}" for p in sorted(package.rglob("*.py"))
+            for i, line in enumerate(p.read_text().splitlines(), 1)
+            if re.search(r"METHODS(\.md)?\s*§", line)]
+    assert not hits, hits

@@ -6,6 +6,11 @@ audit entry. The report section (``report.render``, matplotlib) is not imported 
 
 The names below are imported on first use, so loading ``fairspark.correlation.spec``
 (which the registry does when the config is read) imports only the params model.
+
+References
+----------
+.. [1] H. Anahideh, N. Nezami and A. Asudeh, "Finding Representative Group Fairness
+   Metrics Using Correlation Estimations", arXiv:2109.05697, 2021.
 """
 
 from __future__ import annotations

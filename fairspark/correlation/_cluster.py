@@ -1,4 +1,12 @@
-"""Pivot clustering of metrics (Bansal et al.) and the search of tau for k representatives."""
+"""Pivot clustering of metrics (Bansal et al., 2004) and the search of tau for k representatives.
+
+References
+----------
+.. [1] H. Anahideh, N. Nezami and A. Asudeh, "Finding Representative Group Fairness
+   Metrics Using Correlation Estimations", arXiv:2109.05697, 2021.
+.. [2] N. Bansal, A. Blum and S. Chawla, "Correlation Clustering", Machine Learning
+   56, 89-113, 2004.
+"""
 
 from __future__ import annotations
 

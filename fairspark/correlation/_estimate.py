@@ -1,4 +1,10 @@
-"""Pearson correlations per round and their mean with a normal interval (Anahideh et al., 2021)."""
+"""Pearson correlations per round and their mean with a normal interval (Anahideh et al., 2021).
+
+References
+----------
+.. [1] H. Anahideh, N. Nezami and A. Asudeh, "Finding Representative Group Fairness
+   Metrics Using Correlation Estimations", arXiv:2109.05697, 2021.
+"""
 
 from __future__ import annotations
 

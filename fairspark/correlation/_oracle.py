@@ -20,6 +20,11 @@ Random-number protocol (fixed, so that any run can be replayed)
 The bootstrap and the estimator therefore depend on (seed, round, attempt) only, never
 on which task or executor ran the attempt, and different model families see the same
 bootstrap samples (common random numbers).
+
+References
+----------
+.. [1] H. Anahideh, N. Nezami and A. Asudeh, "Finding Representative Group Fairness
+   Metrics Using Correlation Estimations", arXiv:2109.05697, 2021.
 """
 
 from __future__ import annotations

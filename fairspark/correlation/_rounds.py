@@ -3,6 +3,11 @@
 :func:`select_rounds` keeps the first N accepted attempts of each round (Anahideh et al., 2021);
 :func:`round_costs` sums the CPU seconds each attempt measured inside its task, per
 phase (:data:`~._oracle.PHASES`), over the attempts of each round.
+
+References
+----------
+.. [1] H. Anahideh, N. Nezami and A. Asudeh, "Finding Representative Group Fairness
+   Metrics Using Correlation Estimations", arXiv:2109.05697, 2021.
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ Design (after Anahideh et al., 2021)
    a partial result after each. Each attempt's result depends on its ids only, so the
    kept set (the first N accepted by attempt number) is the same for any
    partitioning, executor count or task retry.
+
+References
+----------
+.. [1] H. Anahideh, N. Nezami and A. Asudeh, "Finding Representative Group Fairness
+   Metrics Using Correlation Estimations", arXiv:2109.05697, 2021.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ catalogue metric i          metric j     r*_ij, r* - e, r* + e; rounds and pair 
 
 ``run`` computes numbers only; the report section comes from
 :func:`fairspark.correlation.report.render` (``SPEC.render``).
+
+References
+----------
+.. [1] H. Anahideh, N. Nezami and A. Asudeh, "Finding Representative Group Fairness
+   Metrics Using Correlation Estimations", arXiv:2109.05697, 2021.
 """
 
 from __future__ import annotations

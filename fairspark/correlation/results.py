@@ -2,6 +2,11 @@
 
 They live apart from ``audit.py`` (which computes them) and ``report.py`` (which draws
 them), so neither imports the other.
+
+References
+----------
+.. [1] H. Anahideh, N. Nezami and A. Asudeh, "Finding Representative Group Fairness
+   Metrics Using Correlation Estimations", arXiv:2109.05697, 2021.
 """
 
 from __future__ import annotations

@@ -18,6 +18,11 @@ Public surface:
 
 The names below are imported on first use, so loading ``fairspark.hfm.spec`` (which
 the registry does when the config is read) imports only the params model.
+
+References
+----------
+.. [1] Y. Bian and Y. Luo, "Measuring Model-Induced Discrimination via Efficient
+   Fairness Approximation", arXiv:2405.09251, 2024.
 """
 
 from __future__ import annotations

@@ -3,6 +3,11 @@
 :func:`run` computes the numbers and returns them with an
 :class:`~fairspark.hfm.results.HFMResult`; ``fairspark.hfm.report.render`` draws the
 report section from it.
+
+References
+----------
+.. [1] Y. Bian and Y. Luo, "Measuring Model-Induced Discrimination via Efficient
+   Fairness Approximation", arXiv:2405.09251, 2024.
 """
 
 from __future__ import annotations

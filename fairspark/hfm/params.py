@@ -1,4 +1,10 @@
-"""Config model of the ``hfm`` audit (Bian and Luo, 2024)."""
+"""Config model of the ``hfm`` audit (Bian and Luo, 2024).
+
+References
+----------
+.. [1] Y. Bian and Y. Luo, "Measuring Model-Induced Discrimination via Efficient
+   Fairness Approximation", arXiv:2405.09251, 2024.
+"""
 
 from __future__ import annotations
 

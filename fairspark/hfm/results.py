@@ -5,6 +5,11 @@
 side; :class:`HFMResult` is the audit's typed result that ``fairspark.hfm.report``
 renders. This module imports nothing else of the package, so every other module can
 import it.
+
+References
+----------
+.. [1] Y. Bian and Y. Luo, "Measuring Model-Induced Discrimination via Efficient
+   Fairness Approximation", arXiv:2405.09251, 2024.
 """
 
 from __future__ import annotations

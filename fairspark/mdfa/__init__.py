@@ -12,6 +12,11 @@ verdict's null reference: decisions redrawn from the features alone), ``report``
 
 The names below are imported on first use, so loading ``fairspark.mdfa.spec`` (which
 the registry does when the config is read) does not import torch or scikit-learn.
+
+References
+----------
+.. [1] X. Gitiaux and H. Rangwala, "Multi-Differential Fairness Auditor for Black Box
+   Classifiers", arXiv:1903.07609, 2019.
 """
 
 from __future__ import annotations

@@ -27,6 +27,11 @@ Design (after Gitiaux and Rangwala, 2019)
    once per Python worker), with the split's own seed and one BLAS/OpenMP/torch
    thread. The result of a split depends on its seed only, so any number of chunks
    gives the same numbers.
+
+References
+----------
+.. [1] X. Gitiaux and H. Rangwala, "Multi-Differential Fairness Auditor for Black Box
+   Classifiers", arXiv:1903.07609, 2019.
 """
 
 from __future__ import annotations

@@ -4,6 +4,11 @@ The method: Gitiaux and Rangwala, 2019 (docs/references.md).
 
 ``run`` computes numbers only (rows, summary and an :class:`~.results.MDFAResult`);
 the report section is drawn from that result by :func:`fairspark.mdfa.report.render`.
+
+References
+----------
+.. [1] X. Gitiaux and H. Rangwala, "Multi-Differential Fairness Auditor for Black Box
+   Classifiers", arXiv:1903.07609, 2019.
 """
 
 from __future__ import annotations

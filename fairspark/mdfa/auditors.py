@@ -17,6 +17,11 @@
 Both give a :class:`Forest`: ``fit``, ``predict`` and ``leaves`` (each row's leaf in
 every tree, numbered across the forest), which :class:`LeafVotes` uses to re-estimate
 the leaves' votes from new row weights without growing the trees again.
+
+References
+----------
+.. [1] X. Gitiaux and H. Rangwala, "Multi-Differential Fairness Auditor for Black Box
+   Classifiers", arXiv:1903.07609, 2019.
 """
 
 from __future__ import annotations

@@ -4,6 +4,11 @@ A small net maps the audit features x to a weight ``u = e^z / (1 + e^z / 10)`` i
 (0, 10) for the s = +1 rows such that the u-weighted distribution of phi(x) over
 s = +1 matches the one over s = -1 (maximum mean discrepancy with the kernel of phi).
 Its 8-unit representation layer is the feature map the certificate is trained on.
+
+References
+----------
+.. [1] X. Gitiaux and H. Rangwala, "Multi-Differential Fairness Auditor for Black Box
+   Classifiers", arXiv:1903.07609, 2019.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""Config model of the ``mdfa`` audit (Gitiaux and Rangwala, 2019)."""
+"""Config model of the ``mdfa`` audit (Gitiaux and Rangwala, 2019).
+
+References
+----------
+.. [1] X. Gitiaux and H. Rangwala, "Multi-Differential Fairness Auditor for Black Box
+   Classifiers", arXiv:1903.07609, 2019.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""The synthetic check of Gitiaux and Rangwala (2019, §4.1): data with a planted violation."""
+"""The synthetic check of Gitiaux and Rangwala (2019, §4.1): data with a planted violation.
+
+References
+----------
+.. [1] X. Gitiaux and H. Rangwala, "Multi-Differential Fairness Auditor for Black Box
+   Classifiers", arXiv:1903.07609, 2019.
+"""
 
 from __future__ import annotations
 

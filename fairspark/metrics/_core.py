@@ -24,6 +24,13 @@ statistical parity, disparate impact) and for nothing else.
 
 All functions accept scalars or numpy arrays of any (broadcastable) shape for each
 cell, so many groups or many bootstrap samples are evaluated in one call.
+
+The catalogue of 20 signed metrics follows Anahideh et al. [1]_.
+
+References
+----------
+.. [1] H. Anahideh, N. Nezami and A. Asudeh, "Finding Representative Group Fairness
+   Metrics Using Correlation Estimations", arXiv:2109.05697, 2021.
 """
 
 from __future__ import annotations
@@ -56,7 +63,13 @@ CELLS: tuple[str, ...] = ("tp", "fp", "tn", "fn", "up", "un")
 
 @dataclass(frozen=True)
 class RateSpec:
-    """A rate ``sum(numerator cells) / sum(denominator cells)``."""
+    """A rate ``sum(numerator cells) / sum(denominator cells)``.
+
+    Examples
+    --------
+    >>> from fairspark.metrics import RATES
+    >>> RATES["tpr"].numerator, RATES["tpr"].denominator
+    (('tp',), ('tp', 'fn'))"""
 
     name: str
     numerator: tuple[str, ...]
@@ -110,6 +123,13 @@ class MetricSpec:
 
     ``kind`` is ``difference`` (unprivileged minus privileged, fair = 0), ``ratio``
     (unprivileged over privileged, fair = 1), ``combined`` (fair = 0) or ``absolute``.
+
+    Examples
+    --------
+    >>> from fairspark.metrics import CATALOGUE
+    >>> spec = CATALOGUE["disparate_impact"]
+    >>> spec.kind, spec.rate, spec.formula, spec.fair_value
+    ('ratio', 'selection_rate', 'SR_u / SR_p', 1.0)
     """
 
     name: str
@@ -227,6 +247,13 @@ def group_rates(counts: Mapping[str, object]) -> dict[str, np.ndarray]:
     """Every rate of :data:`RATES` for one group (or arrays of groups).
 
     A rate whose denominator is zero is NaN; :func:`rate_with_reason` gives the reason.
+
+    Examples
+    --------
+    >>> counts = {"tp": 30, "fp": 10, "tn": 50, "fn": 10, "up": 0, "un": 0}
+    >>> rates = group_rates(counts)
+    >>> float(rates["tpr"]), float(rates["selection_rate"]), float(rates["accuracy"])
+    (0.75, 0.4, 0.8)
     """
     return {
         name: _divide(_sum(counts, spec.numerator), _sum(counts, spec.denominator))
@@ -235,7 +262,14 @@ def group_rates(counts: Mapping[str, object]) -> dict[str, np.ndarray]:
 
 
 def rate_with_reason(counts: Mapping[str, float], rate: str) -> tuple[float, str | None]:
-    """A scalar rate and, when it is undefined, the reason in words."""
+    """A scalar rate and, when it is undefined, the reason in words.
+
+    Examples
+    --------
+    >>> rate_with_reason({"tp": 30, "fp": 10, "tn": 50, "fn": 10}, "tpr")
+    (0.75, None)
+    >>> rate_with_reason({"tp": 0, "fp": 5, "tn": 5, "fn": 0}, "tpr")
+    (nan, 'tpr undefined: no rows with favourable label')"""
     spec = RATES[rate]
     den = float(_sum(counts, spec.denominator))
     if den == 0:
@@ -250,6 +284,18 @@ def compare_groups(
 
     Differences are unprivileged minus privileged, ratios unprivileged over
     privileged (AIF360 convention). NaN where a rate or ratio is undefined.
+
+    Examples
+    --------
+    >>> unpriv = {"tp": 30, "fp": 10, "tn": 50, "fn": 10, "up": 0, "un": 0}
+    >>> priv = {"tp": 40, "fp": 10, "tn": 40, "fn": 10, "up": 0, "un": 0}
+    >>> out = compare_groups(unpriv, priv)
+    >>> round(float(out["statistical_parity_difference"]), 6)  # 0.4 - 0.5
+    -0.1
+    >>> round(float(out["disparate_impact"]), 6)  # 0.4 / 0.5
+    0.8
+    >>> round(float(out["tpr_difference"]), 6)  # 30/40 - 40/50
+    -0.05
     """
     ru, rp = group_rates(unpriv), group_rates(priv)
     out: dict[str, np.ndarray] = {}
@@ -296,6 +342,31 @@ def inequality_indices(
       benefit replaced by its group's mean benefit.
 
     NaN when there is no labelled row or the mean benefit is 0.
+
+    References
+    ----------
+    .. [1] T. Speicher, H. Heidari, N. Grgic-Hlaca, K. P. Gummadi, A. Singla, A. Weller
+       and M. B. Zafar, "A Unified Approach to Quantifying Algorithmic Unfairness:
+       Measuring Individual & Group Unfairness via Inequality Indices", KDD 2018.
+    .. [2] Y. Bian and Y. Luo, "Measuring Model-Induced Discrimination via Efficient
+       Fairness Approximation", arXiv:2405.09251, 2024.
+
+    Examples
+    --------
+    Every row correct: each benefit equals the mean, both indices are 0.
+
+    >>> fair = {"tp": 50, "fp": 0, "tn": 50, "fn": 0}
+    >>> {k: float(v) for k, v in inequality_indices([fair, fair]).items()}
+    {'gei': 0.0, 'between_group_gei': 0.0, 'theil': 0.0, 'between_group_theil': 0.0}
+
+    One group's errors all false positives (benefit 2), the other's false negatives
+    (benefit 0): the group means differ, so the between-group part is positive.
+
+    >>> a = {"tp": 40, "fp": 20, "tn": 40, "fn": 0}
+    >>> b = {"tp": 40, "fp": 0, "tn": 40, "fn": 20}
+    >>> out = inequality_indices([a, b], alpha=2.0)  # (mean(b**2) - 1) / 2, mean benefit 1
+    >>> round(float(out["gei"]), 6), round(float(out["between_group_gei"]), 6)
+    (0.1, 0.02)
     """
     n0 = sum(_as(g, "fn") for g in groups)
     n1 = sum(_as(g, "tp") + _as(g, "tn") for g in groups)
@@ -333,6 +404,14 @@ def catalogue_from_counts(
     returns the 20 catalogue metrics, ``dp``/``eo``/``pqp``, ``gei``/``theil`` (on
     the two groups' rows), their between-group variants, and ``accuracy`` over both
     groups.
+
+    Examples
+    --------
+    >>> unpriv = {"tp": 30, "fp": 10, "tn": 50, "fn": 10, "up": 0, "un": 0}
+    >>> priv = {"tp": 40, "fp": 10, "tn": 40, "fn": 10, "up": 0, "un": 0}
+    >>> out = catalogue_from_counts(unpriv, priv)
+    >>> len(out), float(out["accuracy"])
+    (28, 0.8)
     """
     out = compare_groups(unpriv, priv)
     out.update(inequality_indices([unpriv, priv], alpha=alpha))
@@ -344,7 +423,18 @@ def catalogue_from_counts(
 def comparison_reason(
     unpriv: Mapping[str, float], priv: Mapping[str, float], metric: str
 ) -> str | None:
-    """Why a scalar catalogue metric is NaN (``None`` when it is defined)."""
+    """Why a scalar catalogue metric is NaN (``None`` when it is defined).
+
+    Examples
+    --------
+    >>> unpriv = {"tp": 30, "fp": 10, "tn": 50, "fn": 10, "up": 0, "un": 0}
+    >>> none_favoured = {"tp": 0, "fp": 0, "tn": 5, "fn": 5, "up": 0, "un": 0}
+    >>> comparison_reason(unpriv, unpriv, "disparate_impact") is None
+    True
+    >>> comparison_reason(unpriv, none_favoured, "disparate_impact")
+    'ratio undefined: selection_rate of the privileged group is 0'
+    >>> comparison_reason(unpriv, {"tp": 0, "fp": 0, "tn": 0, "fn": 0}, "tpr_difference")
+    'tpr undefined: no rows with favourable label in the privileged group'"""
     spec = CATALOGUE.get(metric) or BASELINES.get(metric)
     rates: tuple[str, ...]
     if spec is None or spec.rate is None:

@@ -61,6 +61,18 @@ def cell_counts(
         One row per combination: the group columns and, for each cell c in
         ``tp fp tn fn up un``: ``c`` (sum of weights), ``c_w2`` (sum of squared
         weights) and ``c_n`` (row count).
+
+    Examples
+    --------
+    >>> df = spark.createDataFrame(
+    ...     [("f", 1.0, 1.0, 1.0), ("f", 0.0, 1.0, 1.0), ("m", 1.0, 0.0, 2.0),
+    ...      ("m", None, 1.0, 1.0)], "sex string, y double, p double, w double")
+    >>> cells = cell_counts(df, group_cols=["sex"], label_col="y", prediction_col="p",
+    ...                     weight_col="w")
+    >>> cells[["sex", "tp", "fp", "fn", "up", "fn_w2", "fn_n"]]
+      sex   tp   fp   fn   up  fn_w2  fn_n
+    0   f  1.0  1.0  0.0  0.0    0.0   0.0
+    1   m  0.0  0.0  2.0  1.0    4.0   1.0
     """
     from pyspark.sql import functions as F
 
@@ -86,6 +98,13 @@ def cell_counts(
 
 
 def marginal_counts(cells: pd.DataFrame, mask: np.ndarray | pd.Series) -> dict[str, float]:
-    """Sum the cell statistics of the combinations selected by ``mask``."""
+    """Sum the cell statistics of the combinations selected by ``mask``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> cells = pd.DataFrame({"race": ["a", "b", "c"], **{s: [1.0, 2.0, 4.0] for s in CELL_STATS}})
+    >>> marginal_counts(cells, cells["race"] != "a")["tp"]
+    6.0"""
     sub = cells.loc[np.asarray(mask, dtype=bool), list(CELL_STATS)]
     return {s: float(sub[s].sum()) for s in CELL_STATS}
