@@ -317,7 +317,7 @@ def fits(argv: list[str]) -> int:
     spark = build_session(master=args.master)
     got = {}
     for how in ("per_model", "batched"):
-        corr = {"attributes": args.attributes, **extra, "linear_fits": how}
+        corr = {"attributes": args.attributes, **extra, "advanced": {"linear_fits": how}}
         cfg = demo_config(overrides={
             "input": {"path": args.input},
             "audits": {"group": None, "hfm": None, "mdfa": None, "correlation": corr},

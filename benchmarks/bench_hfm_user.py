@@ -12,7 +12,7 @@ after the other on a quiet machine:
 - ``python -m fairspark.cli audit`` (a fresh JVM each, ``local[2]``, only the HFM audit
   at its defaults) once per ``--settings`` entry: ``default`` (no ``spark.conf``: the CLI
   sizes the driver), ``1g`` and ``6g`` (``spark.driver.memory``), ``spark`` (the Spark path
-  forced with ``audits.hfm.local_max_bytes: 0``), ``connect`` (pyspark's local Spark
+  forced with ``audits.hfm.advanced.local_max_bytes: 0``), ``connect`` (pyspark's local Spark
   Connect server, ``spark.remote: local[2]``, started by the run).
 
 Beside them, the run a user waits for against its peers: a user's pandas script that
@@ -178,7 +178,7 @@ def run_cli(inp: str, tmp: Path, setting: str) -> dict:
     if setting in ("1g", "6g"):
         cfg["spark"]["conf"] = {"spark.driver.memory": setting}
     elif setting == "spark":
-        cfg["audits"]["hfm"]["local_max_bytes"] = 0
+        cfg["audits"]["hfm"]["advanced"] = {"local_max_bytes": 0}
     elif setting == "connect":  # pyspark's local Connect server, started by the run
         cfg["spark"]["remote"] = "local[2]"
     conf = tmp / f"{setting}.yaml"

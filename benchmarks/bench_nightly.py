@@ -326,7 +326,7 @@ def probe_correlation(dim: int, rows: int, attempts: int, seed: int = 5) -> dict
 
     oracle = OracleModel(model=p.models[0], k=p.k, min_accuracy=p.min_accuracy)
     batched_cpu = None
-    if p.linear_fits == "batched" and batched_family(p.models[0], None):
+    if p.advanced.linear_fits == "batched" and batched_family(p.models[0], None):
         c2 = time.process_time()
         done = run_round_batched(data, split, oracle, seed=seed, round_id=0, first=0,
                                  need=attempts, cap=attempts)

@@ -1,16 +1,36 @@
-"""Base class for every config model: unknown keys and wrong types are errors."""
+"""Base classes of the config models: unknown keys and wrong types are errors.
+
+An audit's parameters (:class:`AuditParams`) are what a user decides: what is
+measured and reported (metrics, views, levels, seeds, method choices, thresholds).
+Engine tuning, which changes only how fast a run is or how much memory it uses, sits
+in one ``advanced`` block per audit (an :class:`AdvancedParams` model, declared by the
+audit as its ``advanced`` field). A tuning key written at its old place, beside the
+user's keys, is still read: it moves into ``advanced`` with a warning that names both
+keys.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+__all__ = ["AdvancedParams", "AuditParams", "StrictModel"]
+
+log = logging.getLogger("fairspark")
 
 
 class StrictModel(BaseModel):
     """A pydantic model that rejects unknown keys and does not coerce types loosely."""
 
     model_config = ConfigDict(extra="forbid", strict=False, frozen=False)
+
+
+class AdvancedParams(StrictModel):
+    """Engine tuning of an audit (its ``advanced`` block): how fast it runs and how much
+    memory it uses, never what it measures. Every key has a default derived from the
+    data or the session, so a config need not name any."""
 
 
 class AuditParams(StrictModel):
@@ -35,6 +55,69 @@ class AuditParams(StrictModel):
     max_rows: int | None = Field(None, ge=1)
     attributes: list[str] | None = Field(None, min_length=1)
     timeout_s: float | None = Field(None, gt=0)
+
+    @classmethod
+    def advanced_model(cls) -> type[AdvancedParams] | None:
+        """The model of this audit's ``advanced`` block, or ``None`` when it has none."""
+        field = cls.model_fields.get("advanced")
+        return field.annotation if field is not None else None  # type: ignore[return-value]
+
+    @classmethod
+    def lift_advanced(cls, data: Any, *, section: str | None = None) -> Any:
+        """``data`` with the tuning keys written at their old place moved into
+        ``advanced``, each with a warning naming the old and the new key.
+
+        Parameters
+        ----------
+        data:
+            The section as read (a mapping; anything else is returned as it is).
+        section:
+            The section's dotted key (``audits.hfm``), for the warning; ``None``: the
+            keys are named relative to the section.
+
+        Raises
+        ------
+        ValueError
+            When a key is given both at its old place and in ``advanced``.
+        """
+        adv = cls.advanced_model()
+        if adv is None or not isinstance(data, dict):
+            return data
+        moved = [k for k in data if k in adv.model_fields and k not in cls.model_fields]
+        if not moved:
+            return data
+        block = data.get("advanced")
+        if isinstance(block, AdvancedParams):
+            block = block.model_dump(exclude_unset=True)
+        if block is not None and not isinstance(block, dict):
+            return data  # the model says what is wrong with 'advanced'
+        block = dict(block or {})
+        prefix = f"{section}." if section else ""
+        for k in moved:
+            if k in block:
+                raise ValueError(f"config key '{prefix}{k}' is given twice: at its old place "
+                                 f"and as '{prefix}advanced.{k}'; keep '{prefix}advanced.{k}'")
+            block[k] = data[k]
+            log.warning("config key '%s%s' is engine tuning and has moved to '%sadvanced.%s'; "
+                        "read as that key (move it there to silence this warning)",
+                        prefix, k, prefix, k)
+        return {**{k: v for k, v in data.items() if k not in moved}, "advanced": block}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tuning_at_old_place(cls, data: Any) -> Any:
+        """Parameters built in code with a tuning key at its old place (a config's
+        sections are lifted before, naming their dotted keys, by
+        :func:`fairspark.config.parse_config`)."""
+        return cls.lift_advanced(data)
+
+    def flat_dump(self) -> dict[str, Any]:
+        """The parameters as JSON values, the ``advanced`` keys beside the others (the
+        layout the config hash, ``summary.json`` and the rows' ``params`` have always
+        had, so that runs before and after the ``advanced`` block compare)."""
+        out = self.model_dump(mode="json")
+        advanced = out.pop("advanced", None) or {}
+        return {**out, **advanced}
 
     def check_files(self) -> None:
         """Check the local files these params name; raise ``ConfigError`` naming the key.

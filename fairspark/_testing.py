@@ -52,7 +52,7 @@ driver is inside that job. The points that start real Spark work:
     before the tasks of mdfa's splits (correlation's rounds) are submitted.
 ``hfm:pass A``
     before HFM's pass A (bounds over the working table; its first pass on Spark with
-    ``local_max_bytes: 0``).
+    ``audits.hfm.advanced.local_max_bytes: 0``).
 
 Before stopping, the process writes ``fairspark test hook: <action> at <point>`` to
 stderr, so a test can tell where it stopped.

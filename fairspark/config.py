@@ -93,6 +93,27 @@ def _set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
     cur[parts[-1]] = value
 
 
+def _lift_tuning(data: dict[str, Any], specs: Mapping[str, Any]) -> None:
+    """Move each audit's tuning keys written at their old place into its ``advanced``
+    block, in place, with a warning naming both keys
+    (:meth:`~fairspark._params.AuditParams.lift_advanced`).
+
+    Raises
+    ------
+    ConfigError
+        When a key is given both at its old place and in ``advanced``.
+    """
+    audits = data.get("audits")
+    if not isinstance(audits, dict):
+        return
+    for name, spec in specs.items():
+        if isinstance(audits.get(name), dict):
+            try:
+                audits[name] = spec.params.lift_advanced(audits[name], section=f"audits.{name}")
+            except ValueError as err:
+                raise ConfigError(f"invalid config: {err}") from None
+
+
 def parse_config(raw: Any, *, overrides: dict[str, Any] | None = None,
                  specs: Mapping[str, Any] | None = None) -> Config:
     """Validate a config mapping (already parsed from YAML).
@@ -154,9 +175,10 @@ def parse_config(raw: Any, *, overrides: dict[str, Any] | None = None,
                 "aggregate again; this config audits its input as a whole (add "
                 "'window: {days: N}' with 'input.partition_column', or drop --restate)")
         _set_dotted(data, "window.restate", restate)
+    context = {"specs": specs} if specs is not None else dict(
+        zip(("specs", "broken"), registered_audits(), strict=True))
+    _lift_tuning(data, context["specs"])
     try:
-        context = {"specs": specs} if specs is not None else dict(
-            zip(("specs", "broken"), registered_audits(), strict=True))
         config = Config.model_validate(data, context=context)
     except ValidationError as err:
         raise ConfigError(_format_validation_error(err)) from None

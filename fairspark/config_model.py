@@ -636,6 +636,12 @@ class Config(StrictModel):
                                 # which group the report names worst, no number
                                 "limits": {"min_rank_rows", "min_rank_favourable"}}
         d = self.model_dump(mode="json", exclude=skip)
+        # an audit's tuning keys hash beside its other keys, as before its 'advanced'
+        # block existed, so that runs before and after it stay comparable
+        for name in d["audits"]:
+            params = getattr(self.audits, name, None)
+            if isinstance(params, AuditParams):
+                d["audits"][name] = params.flat_dump()
         # keys added later hash as before while unset, so earlier runs stay comparable
         if d["columns"].get("baseline") is None:
             d["columns"].pop("baseline", None)

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fairspark.audits.lines import use_least_decimals
 from fairspark.audits.spec import AuditSpec
 from fairspark.correlation.spec import SPEC as _CORRELATION
 from fairspark.group.spec import SPEC as _GROUP
@@ -82,7 +83,11 @@ def _load(ep: object, taken: set[str]) -> AuditSpec | BrokenPlugin:
 
 @functools.cache
 def _loaded() -> tuple[dict[str, AuditSpec], tuple[BrokenPlugin, ...]]:
-    """The specs by name (built-in, then registered) and the broken entry points."""
+    """The specs by name (built-in, then registered) and the broken entry points.
+
+    Also hands each audit's ``decimals`` to the one number printer
+    (:func:`fairspark.audits.lines.use_least_decimals`), so that its rows print the
+    same wherever they appear."""
     from importlib.metadata import entry_points
 
     out: dict[str, AuditSpec] = {}
@@ -98,6 +103,7 @@ def _loaded() -> tuple[dict[str, AuditSpec], tuple[BrokenPlugin, ...]]:
             bad.append(got)
         else:
             out[got.name] = got
+    use_least_decimals({name: spec.decimals for name, spec in out.items()})
     return out, tuple(bad)
 
 

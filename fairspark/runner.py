@@ -133,7 +133,7 @@ def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
             else:
                 outcome, info = _run_with_budget(spec, actx, params)
         info["seconds"] = round(time.perf_counter() - t0, 3)
-        info["params"] = params.model_dump(mode="json")
+        info["params"] = params.flat_dump()
         if render:  # drawn once the limits are judged (_render_sections)
             done.pending.append((name, spec, outcome, actx, params))
         done.info[name] = info

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from audit_settings import small_params
 from conftest import write_parquet
 
 from fairspark import cli
@@ -31,8 +32,8 @@ SECRETS = ["zq-secret-alpha", "zq-secret-beta", "zq-secret-gamma"]
 
 
 def _small(name: str) -> dict:
-    """The audit's small but real settings (its spec's), so that a run of all takes seconds."""
-    return dict(specs()[name].small_params)
+    """The audit's small but real settings, so that a run of all takes seconds."""
+    return small_params(name)
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +85,27 @@ def test_registry_drives_the_config_sections():
         assert AuditsConfig.model_fields[name].annotation == (spec.params | None)
     default = AuditsConfig()
     assert list(default.enabled()) == [n for n, s in specs().items() if s.enabled_by_default]
+
+
+def test_building_a_spec_writes_no_module_global_and_holds_no_test_settings():
+    """A spec is a description: building one changes nothing elsewhere (the registry
+    hands the loaded audits' decimals to the number printer), and the settings the
+    tests run an audit with live in the tests (``tests/audit_settings.py``)."""
+    import dataclasses
+
+    from fairspark._params import AuditParams
+    from fairspark.audits import lines
+
+    specs()
+    before = dict(lines.LEAST_DECIMALS)
+    assert before == {n: s.decimals for n, s in specs().items()}
+    assert before["mdfa"] == 4  # its gammas are hundredths
+    AuditSpec(name="mdfa", params=AuditParams, run=lambda ctx, params: None, title="probe",
+              order=1, decimals=9)
+    assert lines.LEAST_DECIMALS == before
+    assert lines.row_text({"audit": "mdfa", "metric": "gamma", "value": 0.12345}) == "0.1235"
+    fields = {f.name for f in dataclasses.fields(AuditSpec)}
+    assert not fields & {"small_params", "shrink_params"}
 
 
 def test_every_audit_section_is_documented():

@@ -3,7 +3,7 @@
 The examples point at data shipped in the repository (COMPAS in ``tests/data``) or
 at the demo's scored table; the test writes the demo table into a temporary folder,
 sends every output there and shrinks the expensive knobs (each audit's
-``SPEC.shrink_params``: mdfa splits, correlation rounds, HFM rows) with ``--set``, as a
+``audit_settings.SHRINK``: mdfa splits, correlation rounds, HFM rows) with ``--set``, as a
 user would for a first try. Columns, data paths, keys and values stay as shipped.
 """
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from audit_settings import shrink_params
 
 from fairspark import cli
 from fairspark.registry import specs
@@ -56,9 +57,9 @@ def test_example_config_runs(spark, demo_input, tmp_path, monkeypatch, example):
                               artifact_location=(tmp_path / "models").as_uri())
         args += ["--set", f"output.mlflow.tracking_uri={store}",
                  "--set", f"output.mlflow.artifact_location={tmp_path / 'audits'}"]
-    for audit, spec in specs().items():  # each audit's own settings for a quick example
+    for audit in specs():  # each audit's own settings for a quick example
         if (raw.get("audits") or {}).get(audit) is not None:
-            args += [f"--set=audits.{audit}.{k}={v}" for k, v in spec.shrink_params.items()]
+            args += [f"--set=audits.{audit}.{k}={v}" for k, v in shrink_params(audit).items()]
     code = cli.main(args, under_submit=True)
     out = tmp_path / "out" / "run_date=2026-11-20"
     assert code == 0, (example.name, code)

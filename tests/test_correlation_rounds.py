@@ -231,7 +231,7 @@ def test_auto_stops_where_the_brute_force_says_for_any_partitioning(spark, fixed
     assert want is not None and 3 <= want <= 6
     kept = ids.index(want - 1) + 1
     runs = [_audit(spark, df, rounds="auto", rounds_min=3, rounds_max=12, target_se=target,
-                   stable_rounds=None, partitions=parts) for parts in (1, 4)]
+                   stable_rounds=None, advanced={"partitions": parts}) for parts in (1, 4)]
     for res in runs:
         (m,) = res.models
         assert m.rounds.reason == "target_se" and m.rounds.rounds == want
@@ -340,7 +340,7 @@ def test_auto_stops_when_the_representatives_are_stable(spark, fixed12):
     want = _brute_stable_stop(reps, rounds_min=3, stable=2)
     assert want is not None and want < 12
     runs = [_audit(spark, df, rounds="auto", rounds_min=3, rounds_max=12, target_se=1e-6,
-                   stable_rounds=2, partitions=parts) for parts in (1, 3)]
+                   stable_rounds=2, advanced={"partitions": parts}) for parts in (1, 3)]
     for res in runs:
         (m,) = res.models
         assert (m.rounds.reason, m.rounds.rounds) == ("stable", want)

@@ -260,7 +260,8 @@ def test_audit_failures_are_specific(spark, table_pdf):
     pdf.loc[pdf.index[:3], "_fs_p_1"] = True
     pdf.loc[pdf.index[:3], "_fs_label"] = 0.0
     params = CorrelationParams(
-        n_samples=10, rounds=2, k=100, min_accuracy=1.0, max_attempts_per_round=15, sample_rows=400
+        n_samples=10, rounds=2, k=100, min_accuracy=1.0, sample_rows=400,
+        advanced={"max_attempts_per_round": 15},
     )
     res = correlation_audit(
         spark,
@@ -353,7 +354,8 @@ def test_time_budget_hands_over_complete_rounds_and_stops(spark, table_pdf):
     # without a time budget every round runs in one wave (one Spark job)
     assert full.waves == 1 and not full.partial
     # under a budget, waves of one round per task: 2 tasks, so rounds 0-1 then 2-3
-    params = params.model_copy(update={"partitions": 2})
+    params = params.model_copy(
+        update={"advanced": params.advanced.model_copy(update={"partitions": 2})})
 
     clock = _Clock()
     ctx = AuditContext(

@@ -66,7 +66,8 @@ def _config(inp: str, out: str) -> dict:
         "audits": {
             "group": {},
             # the Spark passes: a 3000-row table is otherwise searched on the driver
-            "hfm": {"method": "certified", "rows_per_partition": 500, "local_max_bytes": 0},
+            "hfm": {"method": "certified",
+                    "advanced": {"rows_per_partition": 500, "local_max_bytes": 0}},
             "mdfa": {"sample_rows": 1500, "splits": 4, "auditor": "logistic_regression",
                      "epochs": 2},
             "correlation": {"models": ["logistic_regression"], "n_samples": 12, "rounds": 3,

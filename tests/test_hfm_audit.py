@@ -187,7 +187,7 @@ def test_adult_exact_equals_brute_force_and_scipy(spark, adult_pdf, tmp_path_fac
                    {"column": "race", "privileged": "White"}],
         label={"column": "income", "positive": ">50K"},
         pred={"column": "prediction", "positive": [1]},
-        hfm={"method": "exact", "exact_block_rows": 1000},
+        hfm={"method": "exact", "advanced": {"exact_block_rows": 1000}},
     )
     res = run_audit_job(spark, cfg)
     rows = pd.DataFrame(res.rows)
@@ -412,14 +412,14 @@ def test_aggregate_df_is_the_largest_per_attribute_df(compas_run):
 
 def test_driver_path_and_spark_passes_give_the_same_audit(spark, tmp_path_factory):
     """The default (a small table searched on the driver) and the Spark passes
-    (``local_max_bytes: 0``) give the same rows, and D equals scipy's."""
+    (``advanced.local_max_bytes: 0``) give the same rows, and D equals scipy's."""
     pdf = _small_table(500, 8)
     X = scaled(pdf, ["a", "b"], [])
     g = (pdf["sex"] == "F").to_numpy()
     base = tmp_path_factory.mktemp("hfm_paths")
     inp = write_parquet(pdf, base / "in", n_files=3)
     got = {}
-    for name, extra in (("driver", {}), ("spark", {"local_max_bytes": 0})):
+    for name, extra in (("driver", {}), ("spark", {"advanced": {"local_max_bytes": 0}})):
         res = run_audit_job(spark, _small_config(inp, str(base / name), histogram_bins=9,
                                                  **extra))
         cost = res.summary["audits"]["hfm"]["cost"]  # the stage's cost model, in summary.json
@@ -443,10 +443,10 @@ def test_driver_path_and_spark_passes_give_the_same_audit(spark, tmp_path_factor
 def test_local_max_bytes_is_validated():
     from fairspark.errors import ConfigError
 
-    cfg = _small_config("in", "out", local_max_bytes=0)
-    assert cfg.audits.hfm.local_max_bytes == 0
-    with pytest.raises(ConfigError, match=r"audits\.hfm\.local_max_bytes"):
-        _small_config("in", "out", local_max_bytes=-1)
+    cfg = _small_config("in", "out", advanced={"local_max_bytes": 0})
+    assert cfg.audits.hfm.advanced.local_max_bytes == 0
+    with pytest.raises(ConfigError, match=r"audits\.hfm\.advanced\.local_max_bytes"):
+        _small_config("in", "out", advanced={"local_max_bytes": -1})
 
 
 def _hfm_bits(res) -> pd.DataFrame:
@@ -491,8 +491,9 @@ def test_driver_and_spark_paths_give_the_same_bits(spark, adult_pdf, tmp_path_fa
         label, pred = {"column": "y", "positive": [1]}, "prediction"
     base = tmp_path_factory.mktemp(f"hfm_bits_{table}")
     got = {}
-    for name, files, extra in (("driver", 1, {}), ("spark", 2, {"local_max_bytes": 0}),
-                               ("spark_7", 7, {"local_max_bytes": 0})):
+    spark_path = {"advanced": {"local_max_bytes": 0}}
+    for name, files, extra in (("driver", 1, {}), ("spark", 2, spark_path),
+                               ("spark_7", 7, spark_path)):
         inp = write_parquet(pdf, base / f"in{files}", n_files=files)
         cfg = _config(inp, str(base / name), features=num + cat, categorical=cat,
                       sensitive=sensitive, label=label,
@@ -548,7 +549,7 @@ def test_group_counts_handed_to_the_engine_are_its_own(spark):
 
 @pytest.mark.both_kinds
 @pytest.mark.parametrize("method,extra", [("exact", {}), ("certified", {}),
-                                          ("certified", {"local_max_bytes": 0}),
+                                          ("certified", {"advanced": {"local_max_bytes": 0}}),
                                           ("approx", {})],
                          ids=["exact", "certified_driver", "certified_spark", "approx"])
 def test_notebook_hfm_audit_on_both_session_kinds(spark, adult_pdf, method, extra,

@@ -2,7 +2,7 @@
 line a user cannot act on; a test lists the INFO lines and fails on a new kind").
 
 The demo takes minutes, so the same CLI runs here on a small table with every
-registered audit at its spec's small settings (``AuditSpec.small_params``), a limit and
+registered audit at its small settings (``audit_settings.small_params``), a limit and
 a baseline, as the demo does, and each ``fairspark INFO`` line on stderr must match one
 kind of :data:`KINDS`. A new kind of line fails the test until a person decides that a
 user acts on it (add it here, with why) or moves it to DEBUG.
@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from audit_settings import small_params
 from conftest import write_parquet
 
 from fairspark import cli
@@ -77,7 +78,7 @@ def run(table, tmp_path_factory):
                     "label": {"column": "y", "positive": 1},
                     "prediction": {"column": "p", "positive": 1},
                     "baseline": {"column": "p_old", "positive": 1}, "row_key": "id"},
-        "audits": {name: dict(spec.small_params) for name, spec in specs().items()},
+        "audits": {name: small_params(name) for name in specs()},
         "limits": {"rules": [{"no_worse_than_baseline": {
             "metric": "disparate_impact", "margin": 0.02}}]},
         "output": {"path": str(tmp_path / "out")},

@@ -43,7 +43,7 @@ def test_a_dead_jvm_leaves_a_finished_status_with_the_reason(tmp_path):
                     "sensitive": [{"column": "sex", "privileged": "M"}],
                     "label": {"column": "y", "positive": 1},
                     "prediction": {"column": "p", "positive": 1}, "row_key": "id"},
-        "audits": {"group": {}, "hfm": {"local_max_bytes": 0}},
+        "audits": {"group": {}, "hfm": {"advanced": {"local_max_bytes": 0}}},
         "output": {"path": str(out), "report": False},
         "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "512m"}},
     }

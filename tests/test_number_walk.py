@@ -4,10 +4,10 @@ The champion/challenger example (``conf/champion_challenger.yaml``, as shipped: 
 baseline, its group audit and its ``no_worse_than_baseline`` limit) and the README's
 demo (``fairspark audit`` without ``--config``: it trains the model, writes the scored
 table and runs every audit of ``fairspark/conf/demo.yaml``, with each audit's
-``shrink_params`` and mdfa at 4 splits so that it has a null reference and a p) run
-through the CLI. Their ``report.html`` (read with the stdlib ``html.parser``: the text a
-reader sees, cell by cell), ``summary.json``, ``metrics.parquet`` and the CLI's closing
-lines are walked, and:
+shrink settings (``audit_settings.SHRINK``) and mdfa at 4 splits so that it has a null
+reference and a p) run through the CLI. Their ``report.html`` (read with the stdlib
+``html.parser``: the text a reader sees, cell by cell), ``summary.json``,
+``metrics.parquet`` and the CLI's closing lines are walked, and:
 
 - every challenger-minus-baseline number has one sign wherever it is printed and lies
   inside its printed interval: the metric's paired difference (challenger − baseline,
@@ -45,6 +45,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from audit_settings import shrink_params
 from conftest import ROOT
 
 from fairspark import cli
@@ -201,9 +202,9 @@ def demo(spark, tmp_path_factory) -> Run:
     from importlib import resources
 
     raw = yaml.safe_load(resources.files("fairspark").joinpath("conf/demo.yaml").read_text())
-    args = [f"--set=audits.{a}.{k}={v}" for a, spec in specs().items()
+    args = [f"--set=audits.{a}.{k}={v}" for a in specs()
             if (raw.get("audits") or {}).get(a) is not None
-            for k, v in spec.shrink_params.items()]
+            for k, v in shrink_params(a).items()]
     # mdfa with enough splits for its null reference (and so a p that decides)
     args.append("--set=audits.mdfa.splits=4")
     return _run(args, tmp_path_factory.mktemp("walk-demo"), raw, "demo", quiet=False)

@@ -132,7 +132,7 @@ def run(spark, adult_pdf, tmp_path_factory):
                        "prediction": {"column": "prediction", "positive": 1},
                        "row_key": "row_id"},
            "audits": {"group": {},
-                      "hfm": {"sample_rows": 256, "attributes": ["sex"]},
+                      "hfm": {"advanced": {"sample_rows": 256}, "attributes": ["sex"]},
                       "mdfa": {"splits": 2, "sample_rows": 1500, "epochs": 2,
                                "null_draws": 4, "attributes": ["sex"]}},
            "limits": {"rules": [{"metric": "disparate_impact", "min": 0.8},

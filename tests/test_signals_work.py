@@ -55,8 +55,8 @@ _COLUMNS = {
 _AUDITS = {
     "group": {"group": {}},
     "mdfa": {"group": {}, "mdfa": {"splits": 2, "sample_rows": 800, "epochs": 2}},
-    # local_max_bytes 0: HFM's passes run as Spark jobs (not on the driver)
-    "hfm": {"group": {}, "hfm": {"local_max_bytes": 0, "sample_rows": 64}},
+    # advanced.local_max_bytes 0: HFM's passes run as Spark jobs (not on the driver)
+    "hfm": {"group": {}, "hfm": {"advanced": {"local_max_bytes": 0, "sample_rows": 64}}},
 }
 #: phase -> (fault point, config)
 _PHASES = {

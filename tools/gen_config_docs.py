@@ -52,26 +52,42 @@ def _default(field) -> str:
     return f"`{field.default!r}`"
 
 
+def _rows(model, prefix: str, skip: set[str]) -> list[str]:
+    """One table row per field of ``model`` not in ``skip``, keys under ``prefix``."""
+    docs = _attributes(model.__doc__ or "")
+    out = []
+    for key, field in model.model_fields.items():
+        if key in skip:
+            continue
+        desc = docs.get(key, "").replace("|", "\\|")
+        out.append(f"| `{prefix}.{key}` | {_type(field.annotation)} | {_default(field)} | "
+                   f"{desc} |")
+    return out
+
+
 def render() -> str:
     from fairspark._params import AuditParams
     from fairspark.registry import specs
 
-    common = set(AuditParams.model_fields)
+    common = {*AuditParams.model_fields, "advanced"}
+    head = "| key | type | default | meaning |\n| --- | --- | --- | --- |"
     parts = []
     for name, spec in specs().items():
         if name == "group":  # documented by hand with the catalogue
             continue
         model = spec.params
-        docs = _attributes(model.__doc__ or "")
         parts.append(f"### `audits.{name}`\n\nFrom `{model.__module__}.{model.__name__}`; "
-                     f"method details in [{name}.md]({name}.md).\n\n"
-                     "| key | type | default | meaning |\n| --- | --- | --- | --- |")
-        for key, field in model.model_fields.items():
-            if key in common:
-                continue
-            desc = docs.get(key, "").replace("|", "\\|")
-            parts.append(f"| `audits.{name}.{key}` | {_type(field.annotation)} | "
-                         f"{_default(field)} | {desc} |")
+                     f"method details in [{name}.md]({name}.md).\n\n{head}")
+        parts += _rows(model, f"audits.{name}", common)
+        advanced = model.advanced_model()
+        if advanced is not None:
+            intro = " ".join((advanced.__doc__ or "").split("\n\n")[0].split())
+            parts.append(f"\n#### `audits.{name}.advanced` — engine tuning\n\n{intro} "
+                         "Each key has a working default (sized from the data or the "
+                         "session where that matters), so a config need not name any. A "
+                         f"key written at its old place, `audits.{name}.<key>`, is read "
+                         f"with a warning naming `audits.{name}.advanced.<key>`.\n\n{head}")
+            parts += _rows(advanced, f"audits.{name}.advanced", set())
         parts.append("")
     return "\n".join(parts)
 

@@ -29,7 +29,8 @@ from typing import Any
 from fairspark._values import nan_to_none
 
 __all__ = ["STATUS_ORDER", "DecisionLine", "fmt_number", "mark", "marks_to_html", "num",
-           "plain", "row_decimals", "row_number", "row_text", "short_metric"]
+           "plain", "row_decimals", "row_number", "row_text", "short_metric",
+           "use_least_decimals"]
 
 #: status -> (sort rank, icon shown beside the word; colour is never the only signal)
 STATUS_ORDER: dict[str, tuple[int, str]] = {
@@ -75,9 +76,17 @@ def signed_metric(metric: str) -> bool:
                 and metric != "equalized_odds_difference")
 
 
-#: the fewest decimals of an audit's numbers (default 3), filled from each audit's spec
-#: (``AuditSpec.decimals``) as it is built
+#: the fewest decimals of an audit's numbers (default 3): each registered audit's
+#: ``AuditSpec.decimals``, set by the registry when it loads the audits
+#: (:func:`use_least_decimals`); building a spec sets nothing
 LEAST_DECIMALS: dict[str, int] = {}
+
+
+def use_least_decimals(decimals: Mapping[str, int]) -> None:
+    """Set the fewest decimals of each audit's numbers, audit name -> decimals (the
+    registry calls it once, with the ``decimals`` of the specs it loaded)."""
+    LEAST_DECIMALS.clear()
+    LEAST_DECIMALS.update(decimals)
 
 
 def row_decimals(row: Any, *, least: int | None = None, most: int = 12) -> int:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fairspark._params import AuditParams
-from fairspark.audits.lines import LEAST_DECIMALS
 
 __all__ = ["WINDOW_READS", "AuditSpec", "DecisionInput", "WindowRead"]
 
@@ -109,12 +108,6 @@ class AuditSpec:
     worker_modules:
         Modules the Spark worker daemon imports before it forks workers (the modules
         of the audit's Spark tasks; ``fairspark._threads.preload_modules``).
-    small_params:
-        Small but real settings of its config section with which a run on a few
-        hundred rows takes seconds (the contract tests run every audit with them).
-    shrink_params:
-        Settings laid over an example config's section (``conf/``) so that the
-        example runs in seconds on the demo data.
     title:
         The report title of the audit.
     order:
@@ -135,7 +128,9 @@ class AuditSpec:
         others listed are what ``window.<name>`` may choose instead.
     decimals:
         The fewest decimals its rows' numbers are printed with, wherever they appear
-        (more when rounding would put a value outside its printed interval).
+        (more when rounding would put a value outside its printed interval); the
+        registry hands them to the printer (``fairspark.audits.lines``) when it loads
+        the audits.
     window_sample_param:
         The parameter of its section that sizes the window's merged sample when the
         audit reads it (the rows a rescan of the same table would audit).
@@ -165,8 +160,6 @@ class AuditSpec:
     limits_per_group: bool = False
     limit_hint: str | None = None
     worker_modules: tuple[str, ...] = field(default_factory=tuple)
-    small_params: Mapping[str, Any] = field(default_factory=dict)
-    shrink_params: Mapping[str, Any] = field(default_factory=dict)
     enabled_by_default: bool = False
     reads_features: bool = True
     joins_by_key: bool = False
@@ -181,7 +174,6 @@ class AuditSpec:
         if not self.window_reads or bad:
             raise ValueError(f"audit {self.name!r}: window_reads must list one or more of "
                              f"{', '.join(WINDOW_READS)}, got {self.window_reads!r}")
-        LEAST_DECIMALS[self.name] = self.decimals  # every printer of its rows reads it
 
     def run_fn(self) -> Callable[..., Any]:
         """The audit's entry point, with its modules imported."""

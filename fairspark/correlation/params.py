@@ -12,10 +12,42 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from fairspark._params import AuditParams
+from fairspark._params import AdvancedParams, AuditParams
 
 ModelName = Literal["logistic_regression", "random_forest", "knn", "linear_svm", "mlp"]
 Scalar = str | int | float | bool | None
+
+
+class CorrelationAdvanced(AdvancedParams):
+    """Engine tuning of the correlation audit (``audits.correlation.advanced``): how the
+    rounds are run on Spark.
+
+    Attributes
+    ----------
+    max_attempts_per_round:
+        Cap on numbered attempts in one round, a guard against a model family that is
+        rarely accurate enough; a round that does not reach N accepted models within it
+        is dropped and reported. ``None`` (default) means ``5 * n_samples``.
+    partitions:
+        Spark tasks the rounds are dealt to, at most one per round (``None`` = default
+        parallelism x 4); under a time budget also the rounds of each wave.
+    shipping:
+        How the sample reaches the tasks: ``auto`` (a broadcast where the session has a
+        SparkContext, else inside the task closure, e.g. Spark Connect), ``broadcast``
+        or ``closure``.
+    linear_fits:
+        ``batched`` (default): a round's logistic regressions (L2 penalty, the
+        default) are fitted together by Newton's method in numpy over the stack of
+        bootstrap samples, their predictions one matrix product; the minimiser is
+        scikit-learn's to about its ``tol`` (see correlation.md), so the correlations
+        agree to that tolerance. ``per_model``: one scikit-learn fit per attempt. Other
+        families always fit per model.
+    """
+
+    max_attempts_per_round: int | None = Field(None, ge=2)
+    partitions: int | None = Field(None, ge=1)
+    shipping: Literal["auto", "broadcast", "closure"] = "auto"
+    linear_fits: Literal["batched", "per_model"] = "batched"
 
 
 class CorrelationParams(AuditParams):
@@ -57,9 +89,6 @@ class CorrelationParams(AuditParams):
         K, size of each bootstrapped training sample.
     min_accuracy:
         Models with test accuracy below this are rejected (paper's alpha = 0.5).
-    max_attempts_per_round:
-        Cap on numbered attempts in one round; a round that does not reach N accepted
-        models within it is dropped and reported. ``None`` means ``5 * n_samples``.
     test_fraction:
         Share of each cell's rows put in the round's test set (stratified split).
     sample_rows:
@@ -75,19 +104,8 @@ class CorrelationParams(AuditParams):
         R, random pivot orders tried; the clustering with the fewest clusters is kept.
     metrics:
         Catalogue metrics to correlate (``None`` = the 20 of Anahideh et al., 2021).
-    partitions:
-        Spark tasks the rounds are dealt to, at most one per round (``None`` = default
-        parallelism x 4); under a time budget also the rounds of each wave.
-    linear_fits:
-        ``batched`` (default): a round's logistic regressions (L2 penalty, the
-        default) are fitted together by Newton's method in numpy over the stack of
-        bootstrap samples, their predictions one matrix product; the minimiser is
-        scikit-learn's to about its ``tol`` (see correlation.md). ``per_model``: one
-        scikit-learn fit per attempt. Other families always fit per model.
-    shipping:
-        How the sample reaches the tasks: ``auto`` (a broadcast where the session has a
-        SparkContext, else inside the task closure, e.g. Spark Connect), ``broadcast``
-        or ``closure``.
+    advanced:
+        Engine tuning (:class:`CorrelationAdvanced`): speed and memory only.
     """
 
     models: list[ModelName] = Field(default_factory=lambda: ["logistic_regression"])
@@ -100,7 +118,6 @@ class CorrelationParams(AuditParams):
     stable_rounds: int | None = Field(5, ge=1)
     k: int = Field(1000, ge=10)
     min_accuracy: float = Field(0.5, ge=0, le=1)
-    max_attempts_per_round: int | None = Field(None, ge=2)
     test_fraction: float = Field(0.3, gt=0, lt=1)
     sample_rows: int = Field(20000, ge=20)
     ci_level: float = Field(0.95, gt=0, lt=1)
@@ -108,9 +125,7 @@ class CorrelationParams(AuditParams):
     n_representatives: int | None = Field(None, ge=1)
     repeats: int = Field(50, ge=1)
     metrics: list[str] | None = None
-    partitions: int | None = Field(None, ge=1)
-    shipping: Literal["auto", "broadcast", "closure"] = "auto"
-    linear_fits: Literal["batched", "per_model"] = "batched"
+    advanced: CorrelationAdvanced = Field(default_factory=CorrelationAdvanced)
 
     @model_validator(mode="after")
     def _check(self) -> CorrelationParams:
@@ -118,10 +133,10 @@ class CorrelationParams(AuditParams):
             raise ValueError("give 'tau' or 'n_representatives', not both")
         if self.tau is None and self.n_representatives is None:
             self.tau = 0.5  # the paper's figures use tau = 0.5
-        if self.max_attempts_per_round is not None and self.max_attempts_per_round < self.n_samples:
+        cap = self.advanced.max_attempts_per_round
+        if cap is not None and cap < self.n_samples:
             raise ValueError(
-                f"max_attempts_per_round ({self.max_attempts_per_round}) is below "
-                f"n_samples ({self.n_samples})"
+                f"advanced.max_attempts_per_round ({cap}) is below n_samples ({self.n_samples})"
             )
         if self.metrics is not None:
             from fairspark.metrics._core import CATALOGUE
@@ -146,7 +161,7 @@ class CorrelationParams(AuditParams):
     @property
     def attempt_cap(self) -> int:
         """The effective cap on attempts per round."""
-        return self.max_attempts_per_round or 5 * self.n_samples
+        return self.advanced.max_attempts_per_round or 5 * self.n_samples
 
     @property
     def auto_rounds(self) -> bool:

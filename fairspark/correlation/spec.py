@@ -41,6 +41,4 @@ SPEC = AuditSpec(
              "acceptance_rate", "monte_carlo_se"),
     trend_metrics=("representative",),
     worker_modules=("fairspark.correlation._spark",),  # the oracle rounds' module
-    small_params={"models": ["logistic_regression"], "n_samples": 40, "rounds": 2, "k": 60},
-    shrink_params={"n_samples": 40, "rounds": 2, "k": 80},
 )

@@ -268,8 +268,8 @@ def _one_sided(
 def _params_json(params: HFMParams, m2: int | None) -> str | None:
     return params_json(method=params.method, view=params.view, m1=params.m1, m2=m2,
                        sampler=params.sampler, max_candidates=params.max_candidates,
-                       paper_value=params.paper_value, sample_rows=params.sample_rows,
-                       min_rows=params.min_rows)
+                       paper_value=params.paper_value,
+                       sample_rows=params.advanced.sample_rows, min_rows=params.min_rows)
 
 
 def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:

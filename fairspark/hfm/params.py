@@ -16,13 +16,13 @@ from urllib.parse import urlparse
 from pydantic import Field
 
 from fairspark._config_mlflow import is_model_uri
-from fairspark._params import AuditParams
+from fairspark._params import AdvancedParams, AuditParams
 from fairspark.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.hfm.compute import CertifyOptions, DistanceOptions
 
-__all__ = ["HFMParams", "dr_model_kind", "local_path"]
+__all__ = ["HFMAdvanced", "HFMParams", "dr_model_kind", "local_path"]
 
 _KEY = "audits.hfm.dr_model"
 
@@ -87,6 +87,41 @@ def dr_model_kind(path: str, *, kind: str = "auto") -> Literal["sklearn", "spark
     return kind  # type: ignore[return-value]
 
 
+class HFMAdvanced(AdvancedParams):
+    """Engine tuning of the HFM audit (``audits.hfm.advanced``): how fast it runs and
+    how much memory it uses; the distances do not depend on these keys.
+
+    Attributes
+    ----------
+    sample_rows:
+        ``certified``: rows per group in the random sample that gives every row its
+        upper bound (at least 64 per group). Changes how many rows are checked
+        (``D_candidates``), not D.
+    local_max_bytes:
+        ``certified``: when the audited points fit this many bytes (``8 * (d + 2) + 64``
+        per row, d features), they are brought to the driver once and searched there
+        with the same passes, in one Spark job instead of about twenty; larger tables
+        run the passes on Spark. On a local master (``local[...]``, ``local-cluster``)
+        the points come through local Arrow files, past the JVM; elsewhere (and on a
+        Spark Connect session) through a collect, also within half of
+        ``spark.driver.maxResultSize``. Default (unset): sized from the driver's memory
+        (an eighth of the physical memory available, and, for a collect, a quarter of
+        its JVM heap; on Spark Connect, of ``spark.driver.memory``); 0 always uses
+        Spark.
+    num_partitions, rows_per_partition:
+        Range partitions per projection (default ``ceil(n / rows_per_partition)``);
+        results do not depend on them.
+    exact_block_rows:
+        Rows per block of the ``exact`` block nested loop (memory per task).
+    """
+
+    sample_rows: int = Field(1024, ge=16)
+    local_max_bytes: int | None = Field(None, ge=0)
+    num_partitions: int | None = Field(None, ge=1)
+    rows_per_partition: int = Field(50_000, ge=100)
+    exact_block_rows: int = Field(20_000, ge=10)
+
+
 class HFMParams(AuditParams):
     """Parameters of the HFM audit; see ``docs/hfm.md``.
 
@@ -113,29 +148,10 @@ class HFMParams(AuditParams):
         Optional cap on the rows ``certified`` checks per attribute and target; beyond
         it the result is ``not_certified`` with its interval. Default: no cap (only the
         time budget ``timeout_s`` stops the search early).
-    sample_rows:
-        ``certified``: rows per group in the random sample that gives every row its
-        upper bound (at least 64 per group).
-    local_max_bytes:
-        ``certified``: when the audited points fit this many bytes (``8 * (d + 2) + 64``
-        per row, d features), they are brought to the driver once and searched there
-        with the same passes, in one Spark job instead of about twenty; larger tables
-        run the passes on Spark. On a local master (``local[...]``, ``local-cluster``)
-        the points come through local Arrow files, past the JVM; elsewhere (and on a
-        Spark Connect session) through a collect, also within half of
-        ``spark.driver.maxResultSize``. Default (unset): sized from the driver's memory
-        (an eighth of the physical memory available, and, for a collect, a quarter of
-        its JVM heap; on Spark Connect, of ``spark.driver.memory``); 0 always uses
-        Spark.
     min_rows:
         Labelled rows every group of an attribute needs; below it the attribute's rows
         are ``inconclusive`` (the values are still reported, the reason names the
         group).
-    num_partitions, rows_per_partition:
-        Range partitions per projection (default ``ceil(n / rows_per_partition)``);
-        results do not depend on them.
-    exact_block_rows:
-        Rows per block of the ``exact`` block nested loop (memory per task).
     redact_columns:
         Feature columns whose raw values are never shown for witnesses.
     show_witness_values:
@@ -168,6 +184,8 @@ class HFMParams(AuditParams):
         Probability of flipping each sensitive attribute for DR.
     dr_level:
         Confidence level of the DR interval (Wilson).
+    advanced:
+        Engine tuning (:class:`HFMAdvanced`): speed and memory only, never the numbers.
     """
 
     method: Literal["exact", "approx", "pointwise", "certified"] = "certified"
@@ -177,12 +195,7 @@ class HFMParams(AuditParams):
     sampler: Literal["uniform_l1", "reference_sequential"] = "uniform_l1"
     paper_value: bool = False
     max_candidates: int | None = Field(None, ge=1)
-    sample_rows: int = Field(1024, ge=16)
-    local_max_bytes: int | None = Field(None, ge=0)
     min_rows: int = Field(30, ge=1)
-    num_partitions: int | None = Field(None, ge=1)
-    rows_per_partition: int = Field(50_000, ge=100)
-    exact_block_rows: int = Field(20_000, ge=10)
     redact_columns: list[str] = Field(default_factory=list)
     show_witness_values: bool = False
     histogram_bins: int = Field(40, ge=0, le=500)
@@ -190,6 +203,8 @@ class HFMParams(AuditParams):
     dr_model_kind: Literal["auto", "sklearn", "spark"] = "auto"
     dr_ratio: float = Field(0.5, gt=0, le=1)
     dr_level: float = Field(0.95, gt=0, lt=1)
+    advanced: HFMAdvanced = Field(default_factory=HFMAdvanced)
+
     def model_call(self) -> tuple[str, str | None] | None:
         """DR's registered model: ``dr_model`` when it is an MLflow URI; without a
         ``dr_model``, the model of ``columns.prediction`` (if it is registered)."""
@@ -204,9 +219,9 @@ class HFMParams(AuditParams):
 
         return DistanceOptions(
             method=self.method, m2=m2, histogram_bins=self.histogram_bins,
-            paper_value=self.paper_value, num_partitions=self.num_partitions,
-            rows_per_partition=self.rows_per_partition,
-            exact_block_rows=self.exact_block_rows,
+            paper_value=self.paper_value, num_partitions=self.advanced.num_partitions,
+            rows_per_partition=self.advanced.rows_per_partition,
+            exact_block_rows=self.advanced.exact_block_rows,
         )
 
     def certify_options(self, *, seed: int,
@@ -215,9 +230,10 @@ class HFMParams(AuditParams):
         audit's time budget."""
         from fairspark.hfm.compute import CertifyOptions
 
-        return CertifyOptions(seed=seed, sample_rows=self.sample_rows,
+        return CertifyOptions(seed=seed, sample_rows=self.advanced.sample_rows,
                               max_candidates=self.max_candidates,
-                              local_max_bytes=self.local_max_bytes, time_left=time_left)
+                              local_max_bytes=self.advanced.local_max_bytes,
+                              time_left=time_left)
 
     def check_files(self) -> None:
         """The audit contract's file check: ``dr_model`` (see :meth:`check_dr_model`)."""

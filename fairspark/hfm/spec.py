@@ -50,6 +50,4 @@ SPEC = AuditSpec(
     trend_metrics=("df", "D", "D_f", "DR"),
     interval="bounds",  # certified bounds (or the approximation's upper bound)
     limit_hint="{attr}: the HFM witness pair",
-    small_params={"method": "exact"},
-    shrink_params={"max_rows": 3000},
 )

@@ -403,7 +403,7 @@ def run_splits(
     params:
         Audit parameters.
     partitions:
-        Number of tasks (chunks of splits; default ``params.partitions``, else one
+        Number of tasks (chunks of splits; default ``params.advanced.partitions``, else one
         task per split); the results do not depend on it.
     profile:
         A list to which every task appends its timings (``chunk``, ``splits``,
@@ -427,7 +427,7 @@ def run_splits(
     import time
 
     n = len(seeds)
-    parts = partitions or params.partitions or n  # one split a task: progress in splits
+    parts = partitions or params.advanced.partitions or n  # one split a task: progress in splits
     chunks = n_chunks(n, int(parts))
     shipped = _Shipped(spark, (sample, params.model_dump(), [int(s) for s in seeds]))
     t_submit = time.time()

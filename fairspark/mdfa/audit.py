@@ -581,7 +581,7 @@ def run(ctx: AuditContext, params: MDFAParams) -> AuditOutcome:
     redacted = ctx.redacted()
     plan = _plan_features(ctx.prepared, params, redacted)
     attrs = ctx.attributes(params)
-    pjson = params_json(params.model_dump(mode="json"), features_used=plan.names,
+    pjson = params_json(params.flat_dump(), features_used=plan.names,
                         constant_features_dropped=plan.dropped_constant)
     progress = _Progress(redacted=sorted(redacted))
     views: dict[str, _View] = {}

@@ -12,12 +12,26 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 
-from fairspark._params import AuditParams
+from fairspark._params import AdvancedParams, AuditParams
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.mdfa.balance import BalancingOptions
 
-__all__ = ["MDFAParams"]
+__all__ = ["MDFAAdvanced", "MDFAParams"]
+
+
+class MDFAAdvanced(AdvancedParams):
+    """Engine tuning of the mdfa audit (``audits.mdfa.advanced``): how its splits are
+    spread over Spark; the results do not depend on it.
+
+    Attributes
+    ----------
+    partitions:
+        Spark tasks a wave of splits is spread over (``None``: one task per split, so
+        that the status tracker counts finished splits for the progress lines).
+    """
+
+    partitions: int | None = Field(None, ge=1)
 
 
 class MDFAParams(AuditParams):
@@ -143,9 +157,6 @@ class MDFAParams(AuditParams):
         interval and the verdict use every split.
     rule_depth:
         Depth of the decision tree fitted to the certificate for readable rules.
-    partitions:
-        Spark tasks a wave of splits is spread over (``None``: one task per split, so
-        that the status tracker counts finished splits for the progress lines).
     null_draws:
         Decisions redrawn from ``P(Y | x)`` estimated without S (cross-fitted
         gradient boosting) for the verdict's null reference; the splits cycle through
@@ -168,6 +179,8 @@ class MDFAParams(AuditParams):
     verdict_level:
         One-sided level of the verdict: "evidence" when the mean gamma_max is above the
         ``1 - verdict_level`` prediction bound of the null reference.
+    advanced:
+        Engine tuning (:class:`MDFAAdvanced`): speed only, never the numbers.
     """
 
     features: list[str] | None = None
@@ -207,11 +220,11 @@ class MDFAParams(AuditParams):
     violation_splits: int | None = Field(None, ge=1)
     violation_regrow: int = Field(5, ge=0)
     rule_depth: int = Field(3, ge=1, le=6)
-    partitions: int | None = Field(None, ge=1)
     null_draws: int = Field(20, ge=0)
     null_per_split: int = Field(2, ge=1)
     null_model: Literal["lightgbm", "sklearn"] = "lightgbm"
     verdict_level: float = Field(0.01, gt=0, lt=0.5)
+    advanced: MDFAAdvanced = Field(default_factory=MDFAAdvanced)
 
     @field_validator("splits")
     @classmethod

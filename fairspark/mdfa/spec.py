@@ -46,6 +46,4 @@ SPEC = AuditSpec(
     trend_metrics=("gamma", "gamma_max", "delta"),
     limit_hint="{attr}: mdfa's worst-treated sub-population",
     worker_modules=("fairspark.mdfa.certify",),  # the split tasks' module (torch)
-    small_params={"splits": 2, "sample_rows": 400, "epochs": 2},
-    shrink_params={"splits": 2, "sample_rows": 2000, "epochs": 3},
 )

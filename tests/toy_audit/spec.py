@@ -56,6 +56,5 @@ SPEC = AuditSpec(
     metrics=("toy_gap", "toy_rate_privileged"),
     trend_metrics=("toy_gap",),
     limit_hint="{attr}: the toy section's gap",
-    small_params={"ci_level": 0.9},
     reads_features=False,
 )
