@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlparse
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from fairspark._config_mlflow import is_model_uri
 from fairspark._params import AuditParams
@@ -19,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["HFMParams", "dr_model_kind", "local_path"]
 
 _KEY = "audits.hfm.dr_model"
+_LOG = logging.getLogger(__name__)
 
 
 def local_path(path: str) -> str | None:
@@ -88,9 +90,9 @@ class HFMParams(AuditParams):
     ----------
     method:
         ``certified`` (default: the exact D by sample upper bounds and elimination, no
-        projections), ``exact`` (block nested loop, also gives the exact averaged
-        variant), ``approx`` (the paper's ApproxDist, Alg. 1-2) or ``pointwise`` (min
-        per row across projections).
+        projections), ``approx`` (the paper's ApproxDist, Alg. 1-2) or ``pointwise``
+        (min per row across projections). ``exact`` is read as ``certified`` (the same
+        exact D), with a warning.
     paper_value:
         ``certified``: also compute the paper's ApproxDist (and the pointwise bound)
         beside the exact value and report its error against the exact D (costs ``m1``
@@ -164,7 +166,7 @@ class HFMParams(AuditParams):
         Confidence level of the DR interval (Wilson).
     """
 
-    method: Literal["exact", "approx", "pointwise", "certified"] = "certified"
+    method: Literal["certified", "approx", "pointwise"] = "certified"
     view: Literal["binary", "any_other_value"] = "binary"
     m1: int = Field(25, ge=1)
     m2: int | None = Field(None, ge=1)
@@ -184,6 +186,16 @@ class HFMParams(AuditParams):
     dr_model_kind: Literal["auto", "sklearn", "spark"] = "auto"
     dr_ratio: float = Field(0.5, gt=0, le=1)
     dr_level: float = Field(0.95, gt=0, lt=1)
+    @field_validator("method", mode="before")
+    @classmethod
+    def _exact_is_certified(cls, value: object) -> object:
+        """``exact`` (once a block nested loop) is an alias of ``certified``."""
+        if value == "exact":
+            _LOG.warning("config key 'audits.hfm.method': 'exact' is read as 'certified', "
+                         "which computes the same exact D")
+            return "certified"
+        return value
+
     def model_call(self) -> tuple[str, str | None] | None:
         """DR's registered model: ``dr_model`` when it is an MLflow URI; without a
         ``dr_model``, the model of ``columns.prediction`` (if it is registered)."""
@@ -200,7 +212,6 @@ class HFMParams(AuditParams):
             method=self.method, m2=m2, histogram_bins=self.histogram_bins,
             paper_value=self.paper_value, num_partitions=self.num_partitions,
             rows_per_partition=self.rows_per_partition,
-            exact_block_rows=self.exact_block_rows,
         )
 
     def certify_options(self, *, seed: int,

@@ -50,6 +50,6 @@ SPEC = AuditSpec(
     trend_metrics=("df", "D", "D_f", "DR"),
     interval="bounds",  # certified bounds (or the approximation's upper bound)
     limit_hint="{attr}: the HFM witness pair",
-    small_params={"method": "exact"},
+    small_params={"method": "certified"},
     shrink_params={"max_rows": 3000},
 )

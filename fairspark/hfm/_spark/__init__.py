@@ -31,17 +31,14 @@ from fairspark.hfm._spark.approx import (
     summarise_pointwise,
 )
 from fairspark.hfm._spark.elim import certify_exact
-from fairspark.hfm._spark.exact import block_nn, exact_all
 from fairspark.hfm.results import TARGETS, CertifiedResult
 
 __all__ = [
     "TARGETS",
     "CertifiedResult",
     "approx_scan",
-    "block_nn",
     "certify_exact",
     "code_counts_and_rows",
-    "exact_all",
     "points_schema_check",
     "pointwise_rows",
     "summarise_approx",
