@@ -286,50 +286,10 @@ def test_summary_and_histogram_in_one_aggregation_equal_the_two(spark):
             np.testing.assert_array_equal(mine, hist)
 
 
-def test_prefaulted_matrix_is_a_writable_float_matrix_at_any_size():
-    """Large (mapped at once) and small (numpy's allocator) alike: float64, the shape
-    asked, writable, and the label/prediction points built from it equal numpy's."""
-    from fairspark.hfm._spark._blobs import _PREFAULT_BYTES, _tpoints, prefaulted_empty
-
-    for n in (10, _PREFAULT_BYTES // (8 * 6) + 1000):
-        a = prefaulted_empty((n, 6))
-        assert a.shape == (n, 6) and a.dtype == np.float64 and a.flags.writeable
-        a[:] = np.arange(n * 6, dtype=float).reshape(n, 6)
-        want = np.concatenate([a[:, :1], a[:, 2:]], axis=1)
-        np.testing.assert_array_equal(_tpoints(a, 1), want)
-        np.testing.assert_array_equal(_tpoints(a, 0), a[:, 1:])
-
-
-def test_matrices_made_on_a_thread_serve_the_key_sort_and_pass_a(monkeypatch):
-    """:class:`Prealloc`'s matrices (pages written off the GIL, mapped when large) are
-    float64, writable and of the shapes asked; the key sort and pass A written into
-    them give the bits of those that make their own (the threshold lowered so that
-    this small table takes the mapped path)."""
-    from fairspark.hfm._spark import _blobs
-    from fairspark.hfm._spark._blobs import Prealloc, touched_empty
-
-    for n in (10, _blobs._PREFAULT_BYTES // (8 * 6) + 1000):
-        a = touched_empty((n, 6))
-        assert a.shape == (n, 6) and a.dtype == np.float64 and a.flags.writeable
-        a[:] = 1.5
-        assert float(a.sum()) == 1.5 * n * 6
-    monkeypatch.setattr(_blobs, "_PREFAULT_BYTES", 1024)
+def test_key_sort_on_threads_equals_one_thread():
+    """The key sort writing its chunks on two threads gives the bits of one thread."""
     rng = np.random.default_rng(5)
     tbl, _ = _table(rng)
-    ready = Prealloc([(tbl.num_rows, 6), (tbl.num_rows, 5)]).get()
-    assert [m.shape for m in ready] == [(tbl.num_rows, 6), (tbl.num_rows, 5)]
     batch, P = _sorted_by_key(tbl, 4)
-    batch2, P2 = _sorted_by_key(tbl, 4, threads=2, out=ready[0])
-    assert P2 is ready[0] and np.array_equal(P, P2) and batch.equals(batch2)
-    idx = np.sort(rng.choice(len(P), 150, replace=False))
-    s, _, _ = _sample(batch, P, idx)
-    pairs = [(0, 0), (1, 0)]
-    own = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P)
-    kept: dict = {"tp_out": ready[1]}
-    given = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P2,
-                          keep=kept)
-    assert own.equals(given)
-    # the prediction's points of every row range are views of the matrix given
-    for r, tp in zip(kept["parts"], kept["tp"], strict=True):
-        assert np.shares_memory(tp[1], ready[1])
-        np.testing.assert_array_equal(tp[1], np.column_stack([P[r, :1], P[r, 2:]]))
+    batch2, P2 = _sorted_by_key(tbl, 4, threads=2)
+    assert np.array_equal(P, P2) and batch.equals(batch2)

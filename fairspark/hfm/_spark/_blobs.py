@@ -8,85 +8,11 @@ the per-pair bound columns and breaks distance ties by key.
 
 from __future__ import annotations
 
-import mmap
-import threading
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from fairspark.hfm._spark._state import Pair
-
-#: below this many bytes a matrix comes from numpy's allocator (:func:`prefaulted_empty`)
-_PREFAULT_BYTES = 64 << 20
-
-
-def prefaulted_empty(shape: tuple[int, int]) -> np.ndarray:
-    """``np.empty(shape)`` of float64 whose pages are mapped in one call.
-
-    A large fresh matrix is anonymous memory that the kernel maps page by page on first
-    write: about 110,000 page faults for 450 MB (Adult x 20's points), measured at 1.2
-    CPU-s on this machine's VM against 0.2 CPU-s for the same pages mapped at once with
-    ``MAP_POPULATE`` (Linux). Smaller matrices, or a system without it, get ``np.empty``.
-    """
-    nbytes = 8 * int(np.prod(shape))
-    flag = getattr(mmap, "MAP_POPULATE", None)
-    if nbytes < _PREFAULT_BYTES or flag is None:
-        return np.empty(shape)
-    try:
-        mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | flag)
-    except OSError:
-        return np.empty(shape)
-    # the array holds the mapping (buffer protocol): unmapped when the array is freed
-    return np.frombuffer(mm, dtype=np.float64).reshape(shape)
-
-
-def touched_empty(shape: tuple[int, int]) -> np.ndarray:
-    """``np.empty(shape)`` of float64 whose pages are written once, off the GIL.
-
-    :func:`prefaulted_empty` maps its pages in one system call that holds the GIL;
-    this writes one value per page with numpy, which lets other threads run, so a
-    thread can make a matrix ready while the driver waits on a Spark job
-    (:class:`Prealloc`). Smaller matrices, or a system without anonymous maps, get
-    ``np.empty``."""
-    nbytes = 8 * int(np.prod(shape))
-    if nbytes < _PREFAULT_BYTES:
-        return np.empty(shape)
-    try:
-        mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    except (OSError, AttributeError):
-        return np.empty(shape)
-    flat = np.frombuffer(mm, dtype=np.float64)
-    flat[::mmap.PAGESIZE // 8] = 0.0
-    return flat.reshape(shape)
-
-
-class Prealloc:
-    """Matrices made ready on a thread of their own (:func:`touched_empty`) while the
-    caller does something else, e.g. waits on the Spark job that brings the points.
-
-    On this project's VMs a fresh 450 MB matrix costs 0.1-1 s to fault in (the host
-    maps its pages), which the driver path paid twice after the transfer (the points
-    and the prediction's points); made during the transfer, it is paid while the
-    driver's Python waits."""
-
-    def __init__(self, shapes: list[tuple[int, int]]) -> None:
-        self._out: list[np.ndarray] | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(shapes,), daemon=True,
-                                        name="fairspark-prealloc")
-        self._thread.start()
-
-    def _run(self, shapes: list[tuple[int, int]]) -> None:
-        try:
-            self._out = [touched_empty(s) for s in shapes]
-        except BaseException as e:  # noqa: BLE001 - handed to the caller by get()
-            self._error = e
-
-    def get(self) -> list[np.ndarray] | None:
-        """The matrices (``None`` if they could not be made: the caller makes its own)."""
-        self._thread.join()
-        return None if self._error is not None else self._out
 
 
 def _to_blob(P: np.ndarray) -> pa.Array:
@@ -154,15 +80,14 @@ def _features(batch: pa.RecordBatch, dim_x: int) -> np.ndarray:
     return _stack_points(_np(batch, "y"), _np(batch, "yp"), flat.reshape(n, dim_x))
 
 
-def _tpoints(P: np.ndarray, tgt: int, out: np.ndarray | None = None) -> np.ndarray:
+def _tpoints(P: np.ndarray, tgt: int) -> np.ndarray:
     """Points ``[t, x]`` of ``[yp, y, x]`` rows, ``t`` the label (0) or the prediction (1).
 
     The label's are a view of the rows (no copy: D's points, which every audit
-    computes; 400 MB at 1e6 x 50); the prediction's a copy (into ``out`` when given)."""
+    computes; 400 MB at 1e6 x 50); the prediction's a copy."""
     if tgt == 0:
         return P[:, 1:]
-    if out is None:
-        out = prefaulted_empty((P.shape[0], P.shape[1] - 1))
+    out = np.empty((P.shape[0], P.shape[1] - 1))
     out[:, :1] = P[:, :1]
     out[:, 1:] = P[:, 2:]
     return out

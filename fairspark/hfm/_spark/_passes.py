@@ -228,9 +228,7 @@ def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
     change the result).
 
     The rows' clusters (:func:`~fairspark.hfm._kernels.query_clusters` of ``[yp, y, x]``
-    and the attribute's codes) are found once per attribute and range, for both targets.
-    ``keep["tp_out"]``, when set: a matrix of ``len(P)`` rows for the prediction's
-    points (else made here)."""
+    and the attribute's codes) are found once per attribute and range, for both targets."""
     cols = code_cols(n_attr)
     P = _features(batch, dim_x) if points is None else points
     h = _np(batch, "h")
@@ -244,12 +242,10 @@ def _bounds_batch(batch: pa.RecordBatch, s: dict, *, n_attr: int, dim_x: int,
     targets = sorted({p[0] for p in pairs})
     attrs = sorted({p[1] for p in pairs})
     parts = _row_slices(len(P), threads)
-    tp_out = keep.get("tp_out") if keep is not None else None
 
     def prepare(r: slice) -> tuple[dict, dict]:
         # a range's target points (the prediction's a copy) and its clusters per attribute
-        return ({t: _tpoints(P[r], t, None if tp_out is None else tp_out[r])
-                 for t in targets},
+        return ({t: _tpoints(P[r], t) for t in targets},
                 {a: query_clusters(P[r], codes[cols[a]][r]) for a in attrs})
 
     prepared = _map(prepare, parts, threads)

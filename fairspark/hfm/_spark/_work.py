@@ -25,7 +25,6 @@ from pyspark.sql import functions as F
 
 from fairspark.hfm._spark._blobs import (
     _NULL_CODE,
-    Prealloc,
     _codes,
     _col,
     _nbcol,
@@ -34,7 +33,6 @@ from fairspark.hfm._spark._blobs import (
     _stack_points,
     _strs,
     _ucol,
-    prefaulted_empty,
 )
 from fairspark.hfm._spark._cost import CostLog
 from fairspark.hfm._spark._driver import (
@@ -316,15 +314,13 @@ def _frame(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pd.DataFrame
     return pa.Table.from_batches(bs, schema=schema).to_pandas()
 
 
-def _sorted_by_key(tbl: pa.Table, dim_x: int, *, threads: int = 1,
-                   out: np.ndarray | None = None) -> tuple[pa.RecordBatch, np.ndarray]:
+def _sorted_by_key(tbl: pa.Table, dim_x: int, *,
+                   threads: int = 1) -> tuple[pa.RecordBatch, np.ndarray]:
     """The collected points as one key-sorted batch (without ``x``) and their key-sorted
     points ``[yp, y, x]``. Every chunk's feature lists are written straight to their
     sorted rows of the one matrix (no concatenated copy, no Arrow ``take`` of a list
-    column, which is several times slower): on a machine that faults fresh memory in
-    slowly, each 400 MB copy of 1e6 x 50 points costs about a second. The chunks are
-    written on ``threads`` threads (disjoint rows of the matrix), into ``out`` when it is
-    given with the right shape."""
+    column, which is several times slower). The chunks are written on ``threads``
+    threads (disjoint rows of the matrix)."""
     perm = pc.sort_indices(tbl["key"]).to_numpy()
     rest = tbl.drop_columns(["x"]).take(perm).combine_chunks()
     n = tbl.num_rows
@@ -333,8 +329,7 @@ def _sorted_by_key(tbl: pa.Table, dim_x: int, *, threads: int = 1,
         raise ValueError(f"feature vectors must all have length {dim_x}")
     inv = np.empty(n, dtype=np.int64)
     inv[perm] = np.arange(n)
-    P = out if out is not None and out.shape == (n, dim_x + 2) else prefaulted_empty(
-        (n, dim_x + 2))
+    P = np.empty((n, dim_x + 2))
     starts = np.cumsum([0, *(len(c) for c in x.chunks)])
 
     def fill(i: int) -> None:
@@ -368,10 +363,8 @@ class _LocalWork(_Work):
                  pairs: list[Pair], sample_rows: int, max_result: float, cost: CostLog,
                  threads: int = 1) -> None:
         """``table``: the key-sorted points table and its ``[yp, y, x]`` points
-        (:func:`_sorted_by_key`), and optionally a third item, a matrix for the
-        prediction's points."""
+        (:func:`_sorted_by_key`)."""
         batch, points = table[0], table[1]
-        tp_out = table[2] if len(table) > 2 else None
         del table
         self.n_attr, self.dim_x, self.max_result = n_attr, dim_x, max_result
         self.cost, self.n_rows, self.threads = cost, batch.num_rows, threads
@@ -393,9 +386,6 @@ class _LocalWork(_Work):
              "counts": self.counts}
         kept: dict = {}
         with self.step("A: sample bounds", full=True) as rec:
-            if tp_out is not None and tp_out.shape != (len(points), dim_x + 1):
-                tp_out = None
-            kept["tp_out"] = tp_out
             self.batch = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
                                        keep=kept, threads=threads, points=points)
             rec["threads"] = threads
@@ -439,12 +429,6 @@ class _LocalWork(_Work):
             return None
         cols = code_cols(n_attr)
         sel = ranked.select("key", "h", "y", "yp", "x", *cols)
-        # the points matrix and the prediction's points, made ready while the driver
-        # waits on the transfer (a known row count; their fresh pages cost 0.1-1 s each
-        # on this project's VMs, paid after the transfer before)
-        pre = (Prealloc([(n_rows, dim_x + 2)]
-                        + ([(n_rows, dim_x + 1)] if any(p[0] == 1 for p in pairs) else []))
-               if n_rows is not None and n_rows > 0 else None)
         # a known row count within the cap bounds the collect; otherwise a limit does
         # (a global limit moves every row into one task through a shuffle: 53 s against
         # 9.7 s without it for 904k rows at d = 56, loaded machine; so only when the
@@ -461,12 +445,10 @@ class _LocalWork(_Work):
             return None
         with cost.step("key sort", spark_jobs=False) as rec:
             threads = _driver_threads(spark)
-            bufs = (pre.get() if pre is not None else None) or []
-            table = _sorted_by_key(tbl, dim_x, threads=threads,
-                                   out=bufs[0] if bufs else None)
+            table = _sorted_by_key(tbl, dim_x, threads=threads)
             rec["rows_read"] = tbl.num_rows
         del tbl
-        return cls((*table, bufs[1] if len(bufs) > 1 else None), n_attr=n_attr,
+        return cls(table, n_attr=n_attr,
                    dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
                    max_result=max_result, cost=cost, threads=threads)
 
