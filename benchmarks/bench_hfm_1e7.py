@@ -238,7 +238,7 @@ def one_size(n: int, d: int, tmp: str, probe: float = 0.0, remote: str | None = 
 
     from fairspark.cli import local_driver_memory
     from fairspark.hfm._kernels import default_m2, sample_projections
-    from fairspark.hfm._spark._cost import CostLog
+    from fairspark.hfm._spark.cost import CostLog
     from fairspark.hfm.compute import CertifyOptions, DistanceOptions, hfm_distances
 
     t0 = time.perf_counter()

@@ -363,7 +363,7 @@ def test_sample_bounds_are_upper_bounds(spark):
     """Every row's sample bound is at least its exact nn (what elimination relies on)."""
     from pyspark.sql import functions as F
 
-    from fairspark.hfm._spark.elim import _top_bounds, _work_table, code_counts
+    from fairspark.hfm._spark.sample_bounds import code_counts, top_bounds_job, work_table
 
     rng = np.random.default_rng(4)
     n = 600
@@ -375,10 +375,10 @@ def test_sample_bounds_are_upper_bounds(spark):
     ranked = pts.withColumn("h", F.rand(seed=1))
     sample = ranked.where("h < 0.05").toPandas()
     assert 5 <= len(sample) <= 80
-    work_df = _work_table(ranked, sample, n_attr=1, dim_x=3, pairs=[(0, 0), (1, 0)],
+    work_df = work_table(ranked, sample, n_attr=1, dim_x=3, pairs=[(0, 0), (1, 0)],
                           counts=counts)
     work = work_df.toPandas()
-    top = _top_bounds(work_df, [(0, 0), (1, 0)], 5)
+    top = top_bounds_job(work_df, [(0, 0), (1, 0)], 5)
     for tgt, t in ((0, y), (1, 1 - y)):
         nn = brute(np.column_stack([t, X]), codes)
         sub = work.set_index("key").loc[keys]
@@ -393,9 +393,9 @@ def test_sample_bounds_are_upper_bounds(spark):
 @pytest.mark.parametrize("path", sorted(PATHS))
 def test_survivor_pass_equals_brute_force(spark, monkeypatch, path):
     """With broadcasts of a few rows, pass C has no blocks and pass D does all the work."""
-    import fairspark.hfm._spark.elim as elim
+    import fairspark.hfm._spark.elimination as elim
 
-    monkeypatch.setattr(elim, "_BCAST_BYTES", 2000)  # about 15 rows per broadcast
+    monkeypatch.setattr(elim, "BROADCAST_BYTES", 2000)  # about 15 rows per broadcast
     rng = np.random.default_rng(11)
     n, d = 900, 5
     X, y, codes = _scenario("uniform", rng, n, d)
@@ -478,7 +478,7 @@ def test_small_budget_takes_spark_passes(spark, pts, data, n_rows):
     keys, y, yp, X, C = data
     n = len(keys)
     budget = 100 * (8 * (DX + 2) + 64)  # 100 rows
-    from fairspark.hfm._spark.elim import certify_exact
+    from fairspark.hfm._spark.elimination import certify_exact
 
     res = certify_exact(pts.repartition(3), n_attr=3, dim_x=DX, pairs=[(0, 0), (1, 2)],
                         n_rows=None if n_rows is None else n,
@@ -493,9 +493,9 @@ def test_survivor_rounds_jump_to_the_end_after_a_poor_round(spark, monkeypatch):
     """Pass D: after a round that eliminates under half of its rows the next block
     reaches the end of every other side (each row then exact); exact, and the same
     rounds on both paths."""
-    import fairspark.hfm._spark.elim as elim
+    import fairspark.hfm._spark.elimination as elim
 
-    monkeypatch.setattr(elim, "_BCAST_BYTES", 2000)  # about 15 rows per broadcast
+    monkeypatch.setattr(elim, "BROADCAST_BYTES", 2000)  # about 15 rows per broadcast
     rng = np.random.default_rng(11)
     n, d = 900, 5
     X, y, codes = _scenario("uniform", rng, n, d)
@@ -534,9 +534,9 @@ def test_pass_a_tasks_send_the_top_bounds_of_the_job_of_their_own(spark, parts):
     from pyspark.sql import functions as F
 
     from fairspark.hfm._spark import summarise_pointwise
-    from fairspark.hfm._spark._cost import CostLog
-    from fairspark.hfm._spark._work import _SparkWork
-    from fairspark.hfm._spark.elim import _top_bounds
+    from fairspark.hfm._spark.cost import CostLog
+    from fairspark.hfm._spark.engines import SparkEngine
+    from fairspark.hfm._spark.sample_bounds import top_bounds_job
 
     rng = np.random.default_rng(11)
     n, d, k = 900, 3, 7
@@ -545,7 +545,7 @@ def test_pass_a_tasks_send_the_top_bounds_of_the_job_of_their_own(spark, parts):
     pts = _points_df(spark, keys, y, 1 - y, X, codes).repartition(parts)
     ranked = pts.withColumn("h", F.rand(seed=2))
     pairs = [(0, 0), (1, 0)]
-    work = _SparkWork.build(ranked, n_attr=1, dim_x=d, pairs=pairs, n_rows=n,
+    work = SparkEngine.build(ranked, n_attr=1, dim_x=d, pairs=pairs, n_rows=n,
                             cost=CostLog(spark), top_k=k,
                             options=CertifyOptions(sample_rows=40))
     try:
@@ -553,7 +553,7 @@ def test_pass_a_tasks_send_the_top_bounds_of_the_job_of_their_own(spark, parts):
         # one marker row per task (of the job that filled the cache), none in the rows
         assert work.n_tasks() == parts == len(work.parts)
         assert work.df.count() == n
-        ref = _top_bounds(work.df, pairs, k)
+        ref = top_bounds_job(work.df, pairs, k)
         rows = work.df.toPandas()
         assert got == ref
         for p in pairs:
@@ -597,7 +597,7 @@ def test_counts_handed_to_the_spark_passes_are_their_own(spark, pts, data):
     """The audit's count (:func:`code_counts_and_rows`) equals the engine's and numpy's,
     and the Spark passes given it run no job for it, with the same results."""
     from fairspark.hfm._spark import code_counts_and_rows
-    from fairspark.hfm._spark.elim import code_counts
+    from fairspark.hfm._spark.sample_bounds import code_counts
 
     counts, n = code_counts_and_rows(pts, 2)
     assert counts == code_counts(pts, 2)

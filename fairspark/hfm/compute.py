@@ -35,7 +35,7 @@ from fairspark.hfm._spark import (
     summarise_binned,
     summarise_pointwise,
 )
-from fairspark.hfm._spark.elim import Bounds, CertifyOptions
+from fairspark.hfm._spark.elimination import Bounds, CertifyOptions
 from fairspark.hfm.results import TARGETS, CertifiedResult, DistanceResult
 from fairspark.sampling import derive_seed
 
@@ -162,7 +162,7 @@ def hfm_distances(
     certify : CertifyOptions, optional
         ``certified``: seed of the sample and block ranks, sample rows per code, the
         cap on rows checked per (target, attribute), the driver-path budget and the
-        time budget (:class:`~fairspark.hfm._spark.elim.CertifyOptions`; when the time
+        time budget (:class:`~fairspark.hfm._spark.elimination.CertifyOptions`; when the time
         budget runs out the result is ``not_certified`` with its interval). Default:
         its defaults.
     projections : dict, optional

@@ -1,7 +1,7 @@
-"""Blob and Arrow column helpers of :mod:`fairspark.hfm._spark.elim`.
+"""Blob and Arrow column helpers of :mod:`fairspark.hfm._spark.elimination`.
 
 The working table keeps every row's points ``[yp, y, x]`` as one float64 blob
-(:func:`_to_blob`, :func:`_from_blob`: no per-row Python object); the rest reads Arrow
+(:func:`to_blob`, :func:`from_blob`: no per-row Python object); the rest reads Arrow
 columns as numpy arrays (codes with nulls as a code of their own, ranks ``rho``), names
 the per-pair bound columns and breaks distance ties by key.
 """
@@ -12,10 +12,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fairspark.hfm._spark._state import Pair
+from fairspark.hfm._spark.state import Pair
+
+__all__ = ["NULL_CODE", "blobs_of", "bound_col", "closer_or_tied", "codes_of", "column_of",
+           "features_of", "from_blob", "key_order", "keys_at_rows", "neighbour_col",
+           "numpy_of", "ranks_of", "stack_points", "strings_of", "target_points",
+           "to_blob"]
 
 
-def _to_blob(P: np.ndarray) -> pa.Array:
+def to_blob(P: np.ndarray) -> pa.Array:
     """Rows of a float matrix as a binary array (one float64 blob per row)."""
     P = np.ascontiguousarray(P, dtype=np.float64)
     n, w = P.shape
@@ -23,7 +28,7 @@ def _to_blob(P: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offs), pa.py_buffer(P)])
 
 
-def _from_blob(col: pa.Array, width: int, *, copy: bool = True) -> np.ndarray:
+def from_blob(col: pa.Array, width: int, *, copy: bool = True) -> np.ndarray:
     """A binary array of float64 blobs as an ``(n, width)`` matrix (no per-row objects;
     ``copy=False``: a read-only view of the Arrow buffer, valid while it lives)."""
     if isinstance(col, pa.ChunkedArray):
@@ -43,7 +48,7 @@ def _from_blob(col: pa.Array, width: int, *, copy: bool = True) -> np.ndarray:
     return np.array(view) if copy else view
 
 
-def _blobs_of(values) -> np.ndarray:
+def blobs_of(values) -> np.ndarray:
     """Blobs collected on the driver (bytes objects) as one matrix per row."""
     vals = list(values)
     if not vals:
@@ -51,36 +56,36 @@ def _blobs_of(values) -> np.ndarray:
     return np.frombuffer(b"".join(bytes(v) for v in vals), dtype=np.float64).reshape(len(vals), -1)
 
 
-def _col(batch: pa.RecordBatch, name: str) -> pa.Array:
+def column_of(batch: pa.RecordBatch, name: str) -> pa.Array:
     return batch.column(batch.schema.get_field_index(name))
 
 
-def _strs(col: pa.Array) -> np.ndarray:
+def strings_of(col: pa.Array) -> np.ndarray:
     """A string column as an object array of ``str`` (``None`` where null)."""
     return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
 
 
-def _np(batch: pa.RecordBatch, name: str, dtype=np.float64) -> np.ndarray:
-    return _col(batch, name).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+def numpy_of(batch: pa.RecordBatch, name: str, dtype=np.float64) -> np.ndarray:
+    return column_of(batch, name).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 
 
-def _stack_points(y: np.ndarray, yp: np.ndarray, x: np.ndarray) -> np.ndarray:
+def stack_points(y: np.ndarray, yp: np.ndarray, x: np.ndarray) -> np.ndarray:
     """The points matrix ``[yp, y, x]``: the one place its column order is set."""
     return np.column_stack([yp, y, x])
 
 
-def _features(batch: pa.RecordBatch, dim_x: int) -> np.ndarray:
+def features_of(batch: pa.RecordBatch, dim_x: int) -> np.ndarray:
     """``[yp, y, x]`` of a batch of the points table (``x`` a list column): the label's
-    points ``[y, x]`` are then a view (:func:`_tpoints`)."""
-    x = _col(batch, "x")
+    points ``[y, x]`` are then a view (:func:`target_points`)."""
+    x = column_of(batch, "x")
     flat = x.flatten().to_numpy(zero_copy_only=False)
     n = len(x)
     if flat.size != n * dim_x:
         raise ValueError(f"feature vectors must all have length {dim_x}")
-    return _stack_points(_np(batch, "y"), _np(batch, "yp"), flat.reshape(n, dim_x))
+    return stack_points(numpy_of(batch, "y"), numpy_of(batch, "yp"), flat.reshape(n, dim_x))
 
 
-def _tpoints(P: np.ndarray, tgt: int) -> np.ndarray:
+def target_points(P: np.ndarray, tgt: int) -> np.ndarray:
     """Points ``[t, x]`` of ``[yp, y, x]`` rows, ``t`` the label (0) or the prediction (1).
 
     The label's are a view of the rows (no copy: D's points, which every audit
@@ -93,15 +98,15 @@ def _tpoints(P: np.ndarray, tgt: int) -> np.ndarray:
     return out
 
 
-def _ucol(p: Pair) -> str:
+def bound_col(p: Pair) -> str:
     return f"u{p[0]}_{p[1]}"
 
 
-def _nbcol(p: Pair) -> str:
+def neighbour_col(p: Pair) -> str:
     return f"nb{p[0]}_{p[1]}"
 
 
-def _keys_at(keys: np.ndarray | pa.Array, idx: np.ndarray,
+def keys_at_rows(keys: np.ndarray | pa.Array, idx: np.ndarray,
              rows: np.ndarray | None = None) -> np.ndarray:
     """``keys[rows][idx]`` as an object array of ``str``: ``keys`` a numpy object array
     or an Arrow string array (the driver path's, read only where a search found a
@@ -112,7 +117,7 @@ def _keys_at(keys: np.ndarray | pa.Array, idx: np.ndarray,
     return np.asarray(keys.take(pa.array(pos, pa.int64())).to_pylist(), dtype=object)
 
 
-def _tie_keys(d: np.ndarray, nk: np.ndarray, bd: np.ndarray, bk: np.ndarray) -> np.ndarray:
+def closer_or_tied(d: np.ndarray, nk: np.ndarray, bd: np.ndarray, bk: np.ndarray) -> np.ndarray:
     """Where a new distance beats the running one: smaller, or equal with a smaller key."""
     better = d < bd
     tie = np.flatnonzero((d == bd) & np.isfinite(d))
@@ -122,20 +127,20 @@ def _tie_keys(d: np.ndarray, nk: np.ndarray, bd: np.ndarray, bk: np.ndarray) -> 
     return better
 
 
-def _key_order(batch: pa.RecordBatch) -> pa.RecordBatch:
+def key_order(batch: pa.RecordBatch) -> pa.RecordBatch:
     """A batch sorted by key (nn ties go to the smallest index, hence the smallest key)."""
-    return batch.take(pc.sort_indices(_col(batch, "key")))
+    return batch.take(pc.sort_indices(column_of(batch, "key")))
 
 
-_NULL_CODE = -(1 << 31)
+NULL_CODE = -(1 << 31)
 
 
-def _codes(batch: pa.RecordBatch, name: str) -> np.ndarray:
+def codes_of(batch: pa.RecordBatch, name: str) -> np.ndarray:
     """An int code column (nulls as a code of their own that matches nothing else)."""
-    return _col(batch, name).fill_null(_NULL_CODE).to_numpy(zero_copy_only=False)
+    return column_of(batch, name).fill_null(NULL_CODE).to_numpy(zero_copy_only=False)
 
 
-def _rho(h: np.ndarray, codes: np.ndarray, counts: dict[int, int]) -> np.ndarray:
+def ranks_of(h: np.ndarray, codes: np.ndarray, counts: dict[int, int]) -> np.ndarray:
     """``rho = h * n(code)`` (0 for codes not counted)."""
     if not counts:
         return np.zeros(len(h))
