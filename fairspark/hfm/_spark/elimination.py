@@ -348,8 +348,8 @@ def _apply_pass_c(small: pd.DataFrame, state: dict[Pair, PairState], active: lis
                 st.raise_lb(float(d), str(key), nb)
 
 
-def _run_passes(work: Engine, top: dict, state: dict[Pair, PairState], pairs: list[Pair],
-                plan: _Plan, *, report: Callable[[], None]) -> None:
+def _run_passes(work: Engine, top: dict[Pair, list[TopBound]], state: dict[Pair, PairState],
+                pairs: list[Pair], plan: _Plan, *, report: Callable[[], None]) -> None:
     """Passes B, C and D (module doc), each after a look at the time budget."""
     n_attr, dim_x, k, first_block = plan.n_attr, plan.dim_x, plan.k, plan.first_block
     max_candidates, time_left = plan.max_candidates, plan.time_left

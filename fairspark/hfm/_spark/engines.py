@@ -463,7 +463,7 @@ class DriverEngine(Engine):
         with self.step("keys and bounds as arrays"):
             # the keys and neighbour keys stay Arrow arrays (a Python string is made
             # only for a row a search or a witness reads): 2.7M strings for Adult x 20
-            # cost 0.12-0.6 s, their fresh memory faulted in page by page
+            # would cost 0.1-0.6 s
             self.keys = column_of(self.batch, "key")
             # what the scans read: the batch is key-sorted, its points and each target's
             # points are pass A's (no second decode)
