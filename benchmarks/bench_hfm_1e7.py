@@ -238,7 +238,7 @@ def one_size(n: int, d: int, tmp: str, probe: float = 0.0, remote: str | None = 
 
     from fairspark.cli import local_driver_memory
     from fairspark.hfm._kernels import default_m2, sample_projections
-    from fairspark.hfm._spark._cost import CostLog
+    from fairspark.hfm._spark.cost import CostLog
     from fairspark.hfm.compute import CertifyOptions, DistanceOptions, hfm_distances
 
     t0 = time.perf_counter()
@@ -257,8 +257,8 @@ def one_size(n: int, d: int, tmp: str, probe: float = 0.0, remote: str | None = 
         spark = spark_session(app_name=f"hfm-{n}", conf=conf)
     pts = spark.read.parquet(str(path))
     W = sample_projections(dim=1 + d, m1=25, sampler="uniform_l1", seed=2)
-    options = DistanceOptions(method="certified", m2=default_m2(n), exact_block_rows=10_000,
-                              targets=(0, 1), histogram_bins=40)
+    options = DistanceOptions(method="certified", m2=default_m2(n), targets=(0, 1),
+                              histogram_bins=40)
     peaks = WorkerPeaks()
     kids = JvmChildren() if probe else None
     step = CostLog.step

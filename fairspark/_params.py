@@ -119,6 +119,11 @@ class AuditParams(StrictModel):
         advanced = out.pop("advanced", None) or {}
         return {**out, **advanced}
 
+    def hash_dump(self) -> dict[str, Any]:
+        """What the config hash reads: :meth:`flat_dump`, plus any key an audit removed,
+        at its last default, so that runs before and after the removal compare."""
+        return self.flat_dump()
+
     def check_files(self) -> None:
         """Check the local files these params name; raise ``ConfigError`` naming the key.
 

@@ -437,7 +437,8 @@ def resolve_models(config: Config) -> tuple[Config, ModelScoring]:
         resolve, an output that is neither a label nor a score, a threshold on a label
         model, a model with a ``window``.
     """
-    from fairspark.config_model import ModelConfig, PredictionConfig, ScoreConfig
+    from fairspark.config_columns import PredictionConfig, ScoreConfig
+    from fairspark.config_model import ModelConfig
 
     wanted = config.columns.registered_models()
     if not wanted:

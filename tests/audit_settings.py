@@ -16,7 +16,7 @@ __all__ = ["SHRINK", "SMALL", "shrink_params", "small_params"]
 
 SMALL: dict[str, dict[str, Any]] = {
     "group": {},
-    "hfm": {"method": "exact"},
+    "hfm": {"method": "certified"},
     "mdfa": {"splits": 2, "sample_rows": 400, "epochs": 2},
     "correlation": {"models": ["logistic_regression"], "n_samples": 40, "rounds": 2, "k": 60},
     "toy": {"ci_level": 0.9},  # tests/toy_audit, when a test registers it

@@ -175,7 +175,18 @@ def test_report_section_and_redaction(compas_run):
     assert "<th>age</th>" in section and "<th>juv_fel_count</th>" in section
 
 
+def test_method_exact_is_read_as_certified_with_a_warning(caplog):
+    from fairspark.hfm.params import HFMParams
+
+    with caplog.at_level("WARNING", logger="fairspark.hfm.params"):
+        assert HFMParams(method="exact").method == "certified"
+    assert "audits.hfm.method" in caplog.text and "'exact'" in caplog.text
+    with pytest.raises(ValueError, match="method"):
+        HFMParams(method="nested_loop")
+
+
 def test_adult_exact_equals_brute_force_and_scipy(spark, adult_pdf, tmp_path_factory):
+    """``method: exact`` (read as ``certified``) gives scipy's D and D_f."""
     pdf = adult_pdf.iloc[:2500].reset_index(drop=True)
     base = tmp_path_factory.mktemp("adult_hfm")
     inp = write_parquet(pdf, base / "in", n_files=2)
@@ -187,7 +198,7 @@ def test_adult_exact_equals_brute_force_and_scipy(spark, adult_pdf, tmp_path_fac
                    {"column": "race", "privileged": "White"}],
         label={"column": "income", "positive": ">50K"},
         pred={"column": "prediction", "positive": [1]},
-        hfm={"method": "exact", "advanced": {"exact_block_rows": 1000}},
+        hfm={"method": "exact"},
     )
     res = run_audit_job(spark, cfg)
     rows = pd.DataFrame(res.rows)
@@ -201,7 +212,8 @@ def test_adult_exact_equals_brute_force_and_scipy(spark, adult_pdf, tmp_path_fac
             nn = brute_nn(V, g)
             assert _row(rows, attr, metric).value == pytest.approx(nn.max(), abs=1e-9)
             assert _row(rows, attr, metric).value == pytest.approx(hausdorff(V, g), abs=1e-9)
-            assert _row(rows, attr, f"{metric}_avg").value == pytest.approx(nn.mean(), rel=1e-9)
+            # the mean of the rows' sample bounds (each at least its nn)
+            assert _row(rows, attr, f"{metric}_avg").value >= nn.mean() - 1e-9
 
 
 def test_dr_equals_direct_pandas_computation(spark, compas_run, compas_pdf, compas_model):
@@ -548,10 +560,10 @@ def test_group_counts_handed_to_the_engine_are_its_own(spark):
 
 
 @pytest.mark.both_kinds
-@pytest.mark.parametrize("method,extra", [("exact", {}), ("certified", {}),
+@pytest.mark.parametrize("method,extra", [("certified", {}),
                                           ("certified", {"advanced": {"local_max_bytes": 0}}),
                                           ("approx", {})],
-                         ids=["exact", "certified_driver", "certified_spark", "approx"])
+                         ids=["certified_driver", "certified_spark", "approx"])
 def test_notebook_hfm_audit_on_both_session_kinds(spark, adult_pdf, method, extra,
                                                    same_on_both_kinds):
     """The HFM audit through the notebook API (nothing written) on this run's session,

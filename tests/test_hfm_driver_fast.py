@@ -8,7 +8,9 @@ import pyarrow as pa
 import pytest
 from scipy.spatial.distance import cdist
 
-from fairspark.hfm._spark.elim import _bounds_batch, _row_slices, _sorted_by_key
+from fairspark.hfm._spark.engines import sorted_by_key
+from fairspark.hfm._spark.records import PassARanges, Sample
+from fairspark.hfm._spark.sample_bounds import bounds_batch, row_slices
 
 
 def _table(rng, n=3000, dim=4, chunks=3):
@@ -25,19 +27,25 @@ def _table(rng, n=3000, dim=4, chunks=3):
     return pa.concat_tables([tbl.slice(s, step) for s in range(0, n, step)]), x
 
 
+def _sorted(tbl, threads=1):
+    """The key-sorted batch and points of :func:`sorted_by_key`."""
+    table = sorted_by_key(tbl, 4, threads=threads)
+    return table.batch, table.points
+
+
 def _sample(batch, P, idx):
     """Pass A's sample of a key-sorted batch (rows ``idx``), its keys and codes."""
     codes = batch.column(4).to_numpy().astype(np.int64)
     keys = np.asarray(batch.column(0).to_pylist(), dtype=object)
-    s = {"keys": keys[idx], "P": P[idx], "codes": {"c0": codes[idx]},
-         "counts": {0: {0: int((codes == 0).sum()), 1: int((codes == 1).sum())}}}
+    s = Sample(keys=keys[idx], points=P[idx], codes={"c0": codes[idx]},
+               counts={0: {0: int((codes == 0).sum()), 1: int((codes == 1).sum())}})
     return s, keys, codes
 
 
 def test_key_sort_keeps_rows_whole():
     rng = np.random.default_rng(0)
     tbl, x = _table(rng)
-    batch, P = _sorted_by_key(tbl, 4)
+    batch, P = _sorted(tbl)
     order = np.argsort(np.asarray(tbl["key"].to_pylist()), kind="stable")
     assert batch.schema.names == [c for c in tbl.column_names if c != "x"]
     assert batch.column(0).to_pylist() == [tbl["key"].to_pylist()[i] for i in order]
@@ -50,18 +58,18 @@ def test_key_sort_keeps_rows_whole():
 def test_pass_a_on_threads_equals_one_thread_and_brute_force():
     rng = np.random.default_rng(1)
     tbl, _ = _table(rng)
-    batch, P = _sorted_by_key(tbl, 4)
+    batch, P = _sorted(tbl)
     idx = np.sort(rng.choice(len(P), 200, replace=False))
     s, keys, codes = _sample(batch, P, idx)
     pairs = [(0, 0), (1, 0)]
-    one = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=1, points=P)
-    two = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P)
+    one = bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=1, points=P)
+    two = bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P)
     assert one.equals(two)
     # one pair on three threads (3,000 rows: ranges of at least 4,096 rows leave one
     # range; the 12,000 rows of the next test make two)
     for p in pairs:
-        alone = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[p], threads=1, points=P)
-        split = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[p], threads=3, points=P)
+        alone = bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[p], threads=1, points=P)
+        split = bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=[p], threads=3, points=P)
         assert alone.equals(split)
     for t in (0, 1):
         T = np.column_stack([P[:, 1 - t], P[:, 2:]])
@@ -76,21 +84,21 @@ def test_pass_a_on_threads_equals_one_thread_and_brute_force():
 def test_pass_a_row_ranges_equal_the_whole_batch():
     rng = np.random.default_rng(2)
     tbl, _ = _table(rng, n=12_000, chunks=5)
-    batch, P = _sorted_by_key(tbl, 4)
-    assert len(_row_slices(len(P), 2)) == 2 and len(_row_slices(len(P), 1)) == 1
-    assert len(_row_slices(4000, 2)) == 1  # ranges of at least 4,096 rows
+    batch, P = _sorted(tbl)
+    assert len(row_slices(len(P), 2)) == 2 and len(row_slices(len(P), 1)) == 1
+    assert len(row_slices(4000, 2)) == 1  # ranges of at least 4,096 rows
     codes = batch.column(4).to_numpy().astype(np.int64)
     idx = np.sort(rng.choice(len(P), 300, replace=False))
     keys = np.asarray(batch.column(0).to_pylist(), dtype=object)
-    s = {"keys": keys[idx], "P": P[idx], "codes": {"c0": codes[idx]},
-         "counts": {0: {0: int((codes == 0).sum()), 1: int((codes == 1).sum())}}}
+    s = Sample(keys=keys[idx], points=P[idx], codes={"c0": codes[idx]},
+               counts={0: {0: int((codes == 0).sum()), 1: int((codes == 1).sum())}})
     # one range per thread, with one pair or with as many pairs as threads
     for pairs in ([(1, 0)], [(0, 0), (1, 0)]):
-        keep: dict = {}
-        split = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P,
+        keep = PassARanges()
+        split = bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P,
                               keep=keep)
-        assert len(keep["parts"]) == 2 and keep["parts"][0].stop == keep["parts"][1].start
-        whole = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=1, points=P)
+        assert len(keep.ranges) == 2 and keep.ranges[0].stop == keep.ranges[1].start
+        whole = bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=1, points=P)
         assert split.equals(whole)
     T = np.column_stack([P[:, 0], P[:, 2:]])
     d = cdist(T, T[idx])
@@ -106,13 +114,13 @@ def test_points_through_local_files_equal_the_collect(spark):
     import glob
     import tempfile
 
-    from fairspark.hfm._spark._driver import _arrow_via_files, driver_budget, local_master
+    from fairspark.hfm._spark.driver import arrow_via_files, driver_budget, local_master
 
     rng = np.random.default_rng(7)
     tbl, _ = _table(rng, n=2500)
     df = spark.createDataFrame(tbl.to_pandas()).repartition(5, "c0")  # 3 of 5 empty
     before = set(glob.glob(f"{tempfile.gettempdir()}/fairspark-points-*"))
-    got = _arrow_via_files(df).sort_by("key")
+    got = arrow_via_files(df).sort_by("key")
     want = df.toArrow().sort_by("key")
     assert got.num_rows == want.num_rows == 2500
     assert got.column_names == want.column_names
@@ -286,50 +294,10 @@ def test_summary_and_histogram_in_one_aggregation_equal_the_two(spark):
             np.testing.assert_array_equal(mine, hist)
 
 
-def test_prefaulted_matrix_is_a_writable_float_matrix_at_any_size():
-    """Large (mapped at once) and small (numpy's allocator) alike: float64, the shape
-    asked, writable, and the label/prediction points built from it equal numpy's."""
-    from fairspark.hfm._spark._blobs import _PREFAULT_BYTES, _tpoints, prefaulted_empty
-
-    for n in (10, _PREFAULT_BYTES // (8 * 6) + 1000):
-        a = prefaulted_empty((n, 6))
-        assert a.shape == (n, 6) and a.dtype == np.float64 and a.flags.writeable
-        a[:] = np.arange(n * 6, dtype=float).reshape(n, 6)
-        want = np.concatenate([a[:, :1], a[:, 2:]], axis=1)
-        np.testing.assert_array_equal(_tpoints(a, 1), want)
-        np.testing.assert_array_equal(_tpoints(a, 0), a[:, 1:])
-
-
-def test_matrices_made_on_a_thread_serve_the_key_sort_and_pass_a(monkeypatch):
-    """:class:`Prealloc`'s matrices (pages written off the GIL, mapped when large) are
-    float64, writable and of the shapes asked; the key sort and pass A written into
-    them give the bits of those that make their own (the threshold lowered so that
-    this small table takes the mapped path)."""
-    from fairspark.hfm._spark import _blobs
-    from fairspark.hfm._spark._blobs import Prealloc, touched_empty
-
-    for n in (10, _blobs._PREFAULT_BYTES // (8 * 6) + 1000):
-        a = touched_empty((n, 6))
-        assert a.shape == (n, 6) and a.dtype == np.float64 and a.flags.writeable
-        a[:] = 1.5
-        assert float(a.sum()) == 1.5 * n * 6
-    monkeypatch.setattr(_blobs, "_PREFAULT_BYTES", 1024)
+def test_key_sort_on_threads_equals_one_thread():
+    """The key sort writing its chunks on two threads gives the bits of one thread."""
     rng = np.random.default_rng(5)
     tbl, _ = _table(rng)
-    ready = Prealloc([(tbl.num_rows, 6), (tbl.num_rows, 5)]).get()
-    assert [m.shape for m in ready] == [(tbl.num_rows, 6), (tbl.num_rows, 5)]
-    batch, P = _sorted_by_key(tbl, 4)
-    batch2, P2 = _sorted_by_key(tbl, 4, threads=2, out=ready[0])
-    assert P2 is ready[0] and np.array_equal(P, P2) and batch.equals(batch2)
-    idx = np.sort(rng.choice(len(P), 150, replace=False))
-    s, _, _ = _sample(batch, P, idx)
-    pairs = [(0, 0), (1, 0)]
-    own = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P)
-    kept: dict = {"tp_out": ready[1]}
-    given = _bounds_batch(batch, s, n_attr=1, dim_x=4, pairs=pairs, threads=2, points=P2,
-                          keep=kept)
-    assert own.equals(given)
-    # the prediction's points of every row range are views of the matrix given
-    for r, tp in zip(kept["parts"], kept["tp"], strict=True):
-        assert np.shares_memory(tp[1], ready[1])
-        np.testing.assert_array_equal(tp[1], np.column_stack([P[r, :1], P[r, 2:]]))
+    batch, P = _sorted(tbl)
+    batch2, P2 = _sorted(tbl, threads=2)
+    assert np.array_equal(P, P2) and batch.equals(batch2)

@@ -146,12 +146,15 @@ def test_results_do_not_depend_on_partitioning(certified_runs):
 
 
 def test_exact_equals_brute_force_and_scipy(pts, data):
+    """``method: exact`` of the config (read as ``certified``) gives the exact D."""
     from scipy.spatial.distance import directed_hausdorff
+
+    from fairspark.hfm.params import HFMParams
 
     keys, y, yp, X, C = data
     res = hfm_distances(
         pts.repartition(3), n_attr=3, dim_x=DX, n_rows=len(keys),
-        options=DistanceOptions(method="exact", m2=M2, exact_block_rows=800),
+        options=HFMParams(method="exact").distance_options(M2),
     )
     for tgt, t in ((0, y), (1, yp)):
         V = np.column_stack([t, X])
@@ -159,7 +162,7 @@ def test_exact_equals_brute_force_and_scipy(pts, data):
             nn = brute(V, C[:, a])
             r = res[(tgt, a)]
             assert r.value == pytest.approx(nn.max(), abs=1e-12)
-            assert r.avg == pytest.approx(nn.mean(), rel=1e-12)
+            assert r.certified and r.avg >= nn.mean() - 1e-12  # the mean of the bounds
             if a == 0:
                 s0, s1 = V[C[:, 0] == 0], V[C[:, 0] == 1]
                 hd = max(directed_hausdorff(s0, s1)[0], directed_hausdorff(s1, s0)[0])
@@ -216,7 +219,6 @@ def test_time_budget_gives_valid_interval(pts, data, path):
 #: what :func:`test_every_method_gives_the_same_rows_on_both_session_kinds` runs: the
 #: method and the certified engine's driver budget (0: the Spark passes)
 KIND_RUNS = {
-    "exact": ("exact", {}),
     "certified_driver": ("certified", {}),
     "certified_spark": ("certified", {"local_max_bytes": 0}),
     "approx": ("approx", {}),
@@ -227,17 +229,17 @@ KIND_RUNS = {
 @pytest.mark.parametrize("run", sorted(KIND_RUNS))
 def test_every_method_gives_the_same_rows_on_both_session_kinds(spark, pts, data, projections,
                                                                  run, same_on_both_kinds):
-    """Each method and engine on this run's session (classic or Spark Connect): exact
-    against brute force and scipy, certified (driver path and Spark passes) exact with
-    its witness, approx against the naive algorithm; and the rows equal the classic
-    run's (values, witnesses, averages, histograms, counts)."""
+    """Each method and engine on this run's session (classic or Spark Connect):
+    certified (driver path and Spark passes) against brute force and scipy, with its
+    witness, approx against the naive algorithm; and the rows equal the classic run's
+    (values, witnesses, averages, histograms, counts)."""
     from scipy.spatial.distance import directed_hausdorff
 
     keys, y, yp, X, C = data
     method, certify = KIND_RUNS[run]
     res = hfm_distances(
         pts.repartition(3), n_attr=3, dim_x=DX, n_rows=len(keys),
-        options=DistanceOptions(method, m2=M2, exact_block_rows=800, histogram_bins=5),
+        options=DistanceOptions(method, m2=M2, histogram_bins=5),
         certify=CertifyOptions(seed=5, sample_rows=64, **certify), projections=projections)
     rows = []
     for tgt, t in ((0, y), (1, yp)):
@@ -250,10 +252,8 @@ def test_every_method_gives_the_same_rows_on_both_session_kinds(spark, pts, data
                 assert r.value == pytest.approx(want, rel=1e-12, abs=1e-12)
             else:
                 assert r.value == pytest.approx(nn.max(), abs=1e-12)
-                if method == "exact":
-                    assert r.avg == pytest.approx(nn.mean(), rel=1e-12)
-                else:  # the mean of the rows' sample bounds (each at least its nn)
-                    assert r.avg >= nn.mean() - 1e-12
+                # the mean of the rows' sample bounds (each at least its nn)
+                assert r.avg >= nn.mean() - 1e-12
                 assert r.extra["hist"][1].sum() == len(keys)
             if method == "certified":
                 assert r.certified and r.extra["engine"] == run.split("_")[1]
@@ -274,19 +274,20 @@ def test_every_method_gives_the_same_rows_on_both_session_kinds(spark, pts, data
     same_on_both_kinds(f"hfm_method_{run}", pd.DataFrame(rows))
 
 
-def test_exact_with_empty_blocks_and_duplicates(spark):
+def test_certified_with_tiny_groups_and_duplicates(spark):
     rng = np.random.default_rng(3)
     X = rng.random((12, 2))
     codes = np.array([0, 1] * 6)
     rows = [(f"k{i}", 1.0, 0.0, [float(v) for v in X[i]], int(codes[i])) for i in range(12)]
     rows += rows[:2]  # two duplicated rows (same key)
     pts = spark.createDataFrame(rows, "key string, y double, yp double, x array<double>, c0 int")
-    res = hfm_distances(pts, n_attr=1, dim_x=2, n_rows=len(rows),  # 14 blocks: some empty
-                        options=DistanceOptions("exact", m2=1, exact_block_rows=1))
+    res = hfm_distances(pts, n_attr=1, dim_x=2, n_rows=len(rows),
+                        options=DistanceOptions("certified", m2=1))
     V = np.column_stack([np.ones(14), np.r_[X, X[:2]]])
     nn = brute(V, np.r_[codes, codes[:2]])
+    assert res[(0, 0)].certified
     assert res[(0, 0)].value == pytest.approx(nn.max(), abs=1e-12)
-    assert res[(0, 0)].avg == pytest.approx(nn.mean(), rel=1e-12)
+    assert res[(0, 0)].avg >= nn.mean() - 1e-12
 
 
 def _points_df(spark, keys, y, yp, X, codes):
@@ -362,7 +363,7 @@ def test_sample_bounds_are_upper_bounds(spark):
     """Every row's sample bound is at least its exact nn (what elimination relies on)."""
     from pyspark.sql import functions as F
 
-    from fairspark.hfm._spark.elim import _top_bounds, _work_table, code_counts
+    from fairspark.hfm._spark.sample_bounds import code_counts, top_bounds_job, work_table
 
     rng = np.random.default_rng(4)
     n = 600
@@ -374,10 +375,10 @@ def test_sample_bounds_are_upper_bounds(spark):
     ranked = pts.withColumn("h", F.rand(seed=1))
     sample = ranked.where("h < 0.05").toPandas()
     assert 5 <= len(sample) <= 80
-    work_df = _work_table(ranked, sample, n_attr=1, dim_x=3, pairs=[(0, 0), (1, 0)],
+    work_df = work_table(ranked, sample, n_attr=1, dim_x=3, pairs=[(0, 0), (1, 0)],
                           counts=counts)
     work = work_df.toPandas()
-    top = _top_bounds(work_df, [(0, 0), (1, 0)], 5)
+    top = top_bounds_job(work_df, [(0, 0), (1, 0)], 5)
     for tgt, t in ((0, y), (1, 1 - y)):
         nn = brute(np.column_stack([t, X]), codes)
         sub = work.set_index("key").loc[keys]
@@ -392,9 +393,9 @@ def test_sample_bounds_are_upper_bounds(spark):
 @pytest.mark.parametrize("path", sorted(PATHS))
 def test_survivor_pass_equals_brute_force(spark, monkeypatch, path):
     """With broadcasts of a few rows, pass C has no blocks and pass D does all the work."""
-    import fairspark.hfm._spark.elim as elim
+    import fairspark.hfm._spark.elimination as elim
 
-    monkeypatch.setattr(elim, "_BCAST_BYTES", 2000)  # about 15 rows per broadcast
+    monkeypatch.setattr(elim, "BROADCAST_BYTES", 2000)  # about 15 rows per broadcast
     rng = np.random.default_rng(11)
     n, d = 900, 5
     X, y, codes = _scenario("uniform", rng, n, d)
@@ -477,7 +478,7 @@ def test_small_budget_takes_spark_passes(spark, pts, data, n_rows):
     keys, y, yp, X, C = data
     n = len(keys)
     budget = 100 * (8 * (DX + 2) + 64)  # 100 rows
-    from fairspark.hfm._spark.elim import certify_exact
+    from fairspark.hfm._spark.elimination import certify_exact
 
     res = certify_exact(pts.repartition(3), n_attr=3, dim_x=DX, pairs=[(0, 0), (1, 2)],
                         n_rows=None if n_rows is None else n,
@@ -492,9 +493,9 @@ def test_survivor_rounds_jump_to_the_end_after_a_poor_round(spark, monkeypatch):
     """Pass D: after a round that eliminates under half of its rows the next block
     reaches the end of every other side (each row then exact); exact, and the same
     rounds on both paths."""
-    import fairspark.hfm._spark.elim as elim
+    import fairspark.hfm._spark.elimination as elim
 
-    monkeypatch.setattr(elim, "_BCAST_BYTES", 2000)  # about 15 rows per broadcast
+    monkeypatch.setattr(elim, "BROADCAST_BYTES", 2000)  # about 15 rows per broadcast
     rng = np.random.default_rng(11)
     n, d = 900, 5
     X, y, codes = _scenario("uniform", rng, n, d)
@@ -533,9 +534,9 @@ def test_pass_a_tasks_send_the_top_bounds_of_the_job_of_their_own(spark, parts):
     from pyspark.sql import functions as F
 
     from fairspark.hfm._spark import summarise_pointwise
-    from fairspark.hfm._spark._cost import CostLog
-    from fairspark.hfm._spark._work import _SparkWork
-    from fairspark.hfm._spark.elim import _top_bounds
+    from fairspark.hfm._spark.cost import CostLog
+    from fairspark.hfm._spark.engines import SparkEngine
+    from fairspark.hfm._spark.sample_bounds import top_bounds_job
 
     rng = np.random.default_rng(11)
     n, d, k = 900, 3, 7
@@ -544,7 +545,7 @@ def test_pass_a_tasks_send_the_top_bounds_of_the_job_of_their_own(spark, parts):
     pts = _points_df(spark, keys, y, 1 - y, X, codes).repartition(parts)
     ranked = pts.withColumn("h", F.rand(seed=2))
     pairs = [(0, 0), (1, 0)]
-    work = _SparkWork.build(ranked, n_attr=1, dim_x=d, pairs=pairs, n_rows=n,
+    work = SparkEngine.build(ranked, n_attr=1, dim_x=d, pairs=pairs, n_rows=n,
                             cost=CostLog(spark), top_k=k,
                             options=CertifyOptions(sample_rows=40))
     try:
@@ -552,7 +553,7 @@ def test_pass_a_tasks_send_the_top_bounds_of_the_job_of_their_own(spark, parts):
         # one marker row per task (of the job that filled the cache), none in the rows
         assert work.n_tasks() == parts == len(work.parts)
         assert work.df.count() == n
-        ref = _top_bounds(work.df, pairs, k)
+        ref = top_bounds_job(work.df, pairs, k)
         rows = work.df.toPandas()
         assert got == ref
         for p in pairs:
@@ -596,7 +597,7 @@ def test_counts_handed_to_the_spark_passes_are_their_own(spark, pts, data):
     """The audit's count (:func:`code_counts_and_rows`) equals the engine's and numpy's,
     and the Spark passes given it run no job for it, with the same results."""
     from fairspark.hfm._spark import code_counts_and_rows
-    from fairspark.hfm._spark.elim import code_counts
+    from fairspark.hfm._spark.sample_bounds import code_counts
 
     counts, n = code_counts_and_rows(pts, 2)
     assert counts == code_counts(pts, 2)

@@ -3,7 +3,7 @@
 Public surface:
 
 - :func:`hfm_distances` - D and D_f per attribute of a points DataFrame by
-  ``exact``, ``approx`` (the paper's ApproxDist), ``pointwise`` or ``certified``.
+  ``certified`` (the exact D), ``approx`` (the paper's ApproxDist) or ``pointwise``.
 - :func:`points_from_table`, :func:`make_projections` - build its inputs;
   :class:`DistanceOptions` (method, window, outputs) and :class:`CertifyOptions`
   (the ``certified`` search) - its options (``HFMParams.distance_options`` and

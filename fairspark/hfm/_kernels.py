@@ -27,20 +27,20 @@ from fractions import Fraction
 import numpy as np
 
 from fairspark.hfm._nn import (
-    _BLOCK_DOUBLES,
-    _pair_distance_at,  # noqa: F401 - moved, still importable from here
+    BLOCK_DOUBLES,
     exact_nn_numpy,
     nn_other_group,
     pair_distance,
 )
 from fairspark.hfm._nn_clustered import (
-    _clusters,  # noqa: F401 - moved, still importable from here
+    Clusters,
     nn_other_group_clustered,
     nn_other_group_refclustered,
     query_clusters,
 )
 
 __all__ = [
+    "Clusters",
     "approx_dist_numpy",
     "default_m2",
     "exact_mean",
@@ -323,7 +323,7 @@ def _scan_code(
     """
     offs = np.arange(-m2, m2)
     dim = max(1, points.shape[1])
-    chunk = max(1, _BLOCK_DOUBLES // (2 * m2 * dim))
+    chunk = max(1, BLOCK_DOUBLES // (2 * m2 * dim))
     k = np.searchsorted(other, anchors)  # other-group points strictly left of each anchor
     for s in range(0, anchors.size, chunk):
         a = anchors[s : s + chunk]

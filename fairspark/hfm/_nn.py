@@ -2,7 +2,7 @@
 
 :func:`nn_other_group` is a blocked brute force whose norm shortcut only *selects*
 candidates, which are then measured directly (:func:`pair_distance`,
-:func:`_pair_distance_at`), so every distance is the direct formula's; :func:`_nn_plain`
+:func:`pair_distance_at`), so every distance is the direct formula's; :func:`_nn_plain`
 is its float32-prefiltered search without groups. The clustered searches
 (:mod:`fairspark.hfm._nn_clustered`) and the window scans
 (:mod:`fairspark.hfm._kernels`, which re-exports everything here) build on these.
@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["exact_nn_numpy", "nn_other_group", "pair_distance"]
+__all__ = ["BLOCK_DOUBLES", "EPS", "as_rows", "exact_nn_numpy", "nn_other_group", "nonzero2",
+           "pair_distance", "pair_distance_at"]
 
 
-_EPS = np.finfo(np.float64).eps
+EPS = np.finfo(np.float64).eps
 #: number of doubles one temporary block may hold (bounds memory per task)
-_BLOCK_DOUBLES = 2_000_000
+BLOCK_DOUBLES = 2_000_000
 
 
-def _rows(a: np.ndarray) -> np.ndarray:
+def as_rows(a: np.ndarray) -> np.ndarray:
     """``a`` as float64 rows without a copy when each row is contiguous (a view of some
     columns of a wider matrix, e.g. the label's points ``[y, x]`` of ``[yp, y, x]``);
     otherwise a contiguous copy. The kernels read rows, blocks of rows and BLAS
@@ -31,7 +32,7 @@ def _rows(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def _nonzero2(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def nonzero2(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.nonzero`` of a 2-D mask (same indices, same row-major order), by the flat
     positions: several times faster on the kernels' sparse candidate masks (numpy
     builds 2-D indices element by element)."""
@@ -45,7 +46,7 @@ def pair_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sqrt(np.sum(diff * diff, axis=-1))
 
 
-def _pair_distance_at(a: np.ndarray, ai: np.ndarray | None, b: np.ndarray,
+def pair_distance_at(a: np.ndarray, ai: np.ndarray | None, b: np.ndarray,
                       bi: np.ndarray) -> np.ndarray:
     """``pair_distance(a[ai], b[bi])`` (``ai`` ``None``: every row of ``a``) with the
     same operations on the same contiguous rows, so the same bits, but from two gathers
@@ -86,7 +87,7 @@ def nn_other_group(
     idx : numpy.ndarray
         Index into ``refs`` of the nearest one (-1 where none).
     """
-    q, r = _rows(queries), _rows(refs)
+    q, r = as_rows(queries), as_rows(refs)
     qcodes = np.asarray(qcodes)
     rcodes = np.asarray(rcodes)
     nq, nr = q.shape[0], r.shape[0]
@@ -111,8 +112,8 @@ def nn_other_group(
     qn = np.sum(q * q, axis=1)
     rn = np.sum(r * r, axis=1)
     bq = max(1, min(nq, 1024))
-    br = max(1, _BLOCK_DOUBLES // bq)
-    coef = 4.0 * (dim + 4) * _EPS
+    br = max(1, BLOCK_DOUBLES // bq)
+    coef = 4.0 * (dim + 4) * EPS
     for qs in range(0, nq, bq):
         qsl = slice(qs, qs + bq)
         for rs in range(0, nr, br):
@@ -167,7 +168,7 @@ def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray,
     if nq == 0 or nr == 0:
         return best, bidx
     bq = max(1, min(nq, 1024))
-    br = max(1, _BLOCK_DOUBLES // bq)
+    br = max(1, BLOCK_DOUBLES // bq)
     rmax = float(rn.max())
     f32 = rmax < _F32_MAX_NORM
     ra = np.empty((nr, dim + 1), dtype=np.float32 if f32 else np.float64)
@@ -191,11 +192,11 @@ def _nn_plain(q: np.ndarray, r: np.ndarray, rn: np.ndarray,
                 # the float32 minimum's own distance d0 (direct): a reference can be
                 # the nearest only when its entry is within the bound of d0^2 - |q|^2
                 j0 = s.argmin(axis=1)
-                d0 = _pair_distance_at(qv, None, r, rs + j0)
+                d0 = pair_distance_at(qv, None, r, rs + j0)
                 d0 *= d0
                 thr = (d0 - qn + 1.25 * (dim + 4) * _EPS32 * (qn + rmax)
-                       + 8.0 * (dim + 4) * _EPS * (qn + rmax + d0))
-                cand = _nonzero2(s <= thr[:, None])
+                       + 8.0 * (dim + 4) * EPS * (qn + rmax + d0))
+                cand = nonzero2(s <= thr[:, None])
                 f32 = len(cand[0]) <= _F32_KEEP_CAND * m_q + 16
                 if len(cand[0]) > _F32_MAX_CAND * m_q:
                     cand = None
@@ -218,7 +219,7 @@ def _keep_nearer(best: np.ndarray, bidx: np.ndarray, *, qv: np.ndarray,
     starts at ``rs``) directly in float64 and keep, per query, the nearest (ties to the
     smallest index) where it beats ``best`` (queries offset by ``qs``), in place."""
     qi, ri = cand
-    d = _pair_distance_at(qv, qi, r, rs + ri)
+    d = pair_distance_at(qv, qi, r, rs + ri)
     order = np.lexsort((ri, d, qi))
     qi, ri, d = qi[order], ri[order], d[order]
     first = np.ones(qi.size, dtype=bool)
@@ -236,10 +237,10 @@ def _plain_f64(qv: np.ndarray, qn: np.ndarray, ra: np.ndarray,
     its error is below ``1.5 (dim + 1) eps (|q|^2 + max |r|^2)``, the tolerance more
     than twice that."""
     dim = qv.shape[1]
-    tol = 8.0 * (dim + 4) * _EPS * (qn + rmax) + 1e-300
+    tol = 8.0 * (dim + 4) * EPS * (qn + rmax) + 1e-300
     s = qv @ ra[:, :dim].T
     s += ra[:, dim][None, :]
-    return _nonzero2(s <= (s.min(axis=1) + tol)[:, None])
+    return nonzero2(s <= (s.min(axis=1) + tol)[:, None])
 
 
 def _nn_block(
@@ -259,10 +260,10 @@ def _nn_block(
     tol = coef * (qnb + rnb.max()) + 1e-300
     cand = s <= (m + 2.0 * tol)[:, None]
     cand &= ~same
-    qi, ri = _nonzero2(cand)
+    qi, ri = nonzero2(cand)
     if qi.size == 0:
         return qi, ri, np.zeros(0)
-    d = _pair_distance_at(qb, qi, rb, ri)
+    d = pair_distance_at(qb, qi, rb, ri)
     # per query: smallest distance, then smallest reference index
     order = np.lexsort((ri, d, qi))
     qi, ri, d = qi[order], ri[order], d[order]

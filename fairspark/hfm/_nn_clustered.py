@@ -10,18 +10,20 @@ those of :func:`fairspark.hfm._nn.nn_other_group`, bit for bit.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from fairspark.hfm._nn import (
-    _BLOCK_DOUBLES,
-    _EPS,
-    _nonzero2,
-    _pair_distance_at,
-    _rows,
+    BLOCK_DOUBLES,
+    EPS,
+    as_rows,
     nn_other_group,
+    nonzero2,
+    pair_distance_at,
 )
 
-__all__ = ["CLUSTER_CELL", "nn_other_group_clustered", "nn_other_group_refclustered",
+__all__ = ["CLUSTER_CELL", "Clusters", "nn_other_group_clustered", "nn_other_group_refclustered",
            "query_clusters"]
 
 
@@ -35,7 +37,20 @@ _CLUSTER_GAIN = 0.5
 _PAIR_ROWS = 1 << 14
 
 
-def _clusters(q: np.ndarray, qcodes: np.ndarray, cell: float) -> tuple[np.ndarray, np.ndarray]:
+class Clusters(NamedTuple):
+    """A cluster proposal (:func:`query_clusters`): the rows in cluster order, where
+    each cluster starts in it, each cluster's radius and each member's distance to its
+    representative (by position of ``order``; both ``None`` when the clusters are too
+    many for the searches to use them)."""
+
+    order: np.ndarray
+    starts: np.ndarray
+    radii: np.ndarray | None
+    distances: np.ndarray | None
+
+
+def _grid_clusters(q: np.ndarray, qcodes: np.ndarray,
+                  cell: float) -> tuple[np.ndarray, np.ndarray]:
     """Proposed clusters of the queries: same grid cell (hashed) and same code.
 
     Returns ``order`` (queries grouped by cluster, each cluster's first the smallest
@@ -47,7 +62,7 @@ def _clusters(q: np.ndarray, qcodes: np.ndarray, cell: float) -> tuple[np.ndarra
     nq, dim = q.shape
     w = np.random.default_rng(12345).random(dim) + 0.5
     h = np.empty(nq)
-    step = max(1, _BLOCK_DOUBLES // max(1, dim))
+    step = max(1, BLOCK_DOUBLES // max(1, dim))
     for s0 in range(0, nq, step):
         g = q[s0:s0 + step] * (1.0 / cell)
         g += _CELL_OFFSET
@@ -102,12 +117,12 @@ def nn_other_group_clustered(
     dist, idx : numpy.ndarray
         As :func:`nn_other_group`.
     """
-    q, r = _rows(queries), _rows(refs)
+    q, r = as_rows(queries), as_rows(refs)
     qcodes, rcodes = np.asarray(qcodes), np.asarray(rcodes)
     nq, nr = q.shape[0], r.shape[0]
     if nq < 8 or nr == 0 or q.shape[1] == 0:
         return nn_other_group(q, qcodes, r, rcodes)
-    order, starts = clusters[:2] if clusters is not None else _clusters(q, qcodes, cell)
+    order, starts = clusters[:2] if clusters is not None else _grid_clusters(q, qcodes, cell)
     n_cl = len(starts) - 1
     if n_cl > _CLUSTER_GAIN * nq:
         return nn_other_group(q, qcodes, r, rcodes)
@@ -123,7 +138,7 @@ def nn_other_group_clustered(
 
 
 def query_clusters(points: np.ndarray, codes: np.ndarray, *,
-                   cell: float = CLUSTER_CELL) -> tuple[np.ndarray, ...]:
+                   cell: float = CLUSTER_CELL) -> Clusters:
     """A cluster proposal for :func:`nn_other_group_clustered` (of queries) and
     :func:`nn_other_group_refclustered` (of references): ``order``, ``starts``, each
     cluster's radius and each member's distance to its representative (by position of
@@ -137,14 +152,14 @@ def query_clusters(points: np.ndarray, codes: np.ndarray, *,
     coordinates are in one cell of any subset of them, and a distance over all
     coordinates is at least the distance over a subset, so the radii stay upper bounds.
     """
-    p = _rows(points)
-    order, starts = _clusters(p, np.asarray(codes), cell)
+    p = as_rows(points)
+    order, starts = _grid_clusters(p, np.asarray(codes), cell)
     if len(starts) - 1 > _CLUSTER_GAIN * len(p):
         # too many clusters: the searches take their plain path and never read the radii
-        return order, starts, None, None
+        return Clusters(order, starts, None, None)
     size = np.diff(starts)
     rad, delta = _cluster_radii(p, order, starts, size, order[starts[:-1]])
-    return order, starts, rad, delta
+    return Clusters(order, starts, rad, delta)
 
 
 def _cluster_radii(q: np.ndarray, order: np.ndarray, starts: np.ndarray, size: np.ndarray,
@@ -159,7 +174,7 @@ def _cluster_radii(q: np.ndarray, order: np.ndarray, starts: np.ndarray, size: n
         cnt = size[cl]
         first = np.repeat(np.cumsum(cnt) - cnt, cnt)
         pos = np.repeat(starts[cl], cnt) + np.arange(cnt.sum()) - first
-        dl = _pair_distance_at(q, order[pos], q, np.repeat(rep[cl], cnt))
+        dl = pair_distance_at(q, order[pos], q, np.repeat(rep[cl], cnt))
         delta[pos] = dl
         rad[cl] = np.maximum.reduceat(dl, np.cumsum(cnt) - cnt)
     return rad, delta
@@ -176,7 +191,7 @@ def _cluster_candidates(q: np.ndarray, qcodes: np.ndarray, r: np.ndarray, rcodes
     n_cl = len(rep)
     cn = np.sum(q[rep] ** 2, axis=1)
     rn = np.sum(r * r, axis=1)
-    coef = 4.0 * (q.shape[1] + 4) * _EPS
+    coef = 4.0 * (q.shape[1] + 4) * EPS
     tol = 2.0 * coef * (cn + float(rn.max())) + 1e-300
     ccode = qcodes[rep]
     ucodes = np.unique(ccode)
@@ -191,7 +206,7 @@ def _cluster_candidates(q: np.ndarray, qcodes: np.ndarray, r: np.ndarray, rcodes
         rr, rnn = (r, rn) if rs is None else (r[rs], rn[rs])
         if len(rr) == 0:
             continue
-        bq = max(1, min(len(cl), _BLOCK_DOUBLES // max(1, len(rr))))
+        bq = max(1, min(len(cl), BLOCK_DOUBLES // max(1, len(rr))))
         for s0 in range(0, len(cl), bq):
             clb = cl[s0:s0 + bq]
             sq = q[rep[clb]] @ rr.T
@@ -204,7 +219,7 @@ def _cluster_candidates(q: np.ndarray, qcodes: np.ndarray, r: np.ndarray, rcodes
             ok = np.isfinite(m)
             reach = np.where(ok, (np.sqrt(np.maximum(m, 0.0) + tol[clb]) + 2.0 * rad[clb])
                              * (1.0 + 1e-9), 0.0)
-            ci, ri = _nonzero2(sq <= (reach ** 2 + tol[clb])[:, None])
+            ci, ri = nonzero2(sq <= (reach ** 2 + tol[clb])[:, None])
             nn_ub[clb] = np.where(ok, np.sqrt(np.maximum(m, 0.0) + tol[clb]), 0.0)
             lbs.append(np.sqrt(np.maximum(sq[ci, ri] - tol[clb][ci], 0.0)))
             cnt = np.bincount(ci, minlength=len(clb))
@@ -257,7 +272,7 @@ def _measure_members(q: np.ndarray, r: np.ndarray, order: np.ndarray, size: np.n
         seg = np.cumsum(km) - km
         ri = cand[pi]
         mem = order[pos]
-        d = _pair_distance_at(q, mem[mj], r, ri)
+        d = pair_distance_at(q, mem[mj], r, ri)
         mn = np.minimum.reduceat(d, seg)
         hit = np.flatnonzero(d == np.repeat(mn, km))
         first = hit[np.searchsorted(hit, seg)]
@@ -302,12 +317,12 @@ def nn_other_group_refclustered(
     dist, idx : numpy.ndarray
         As :func:`nn_other_group`.
     """
-    q, r = _rows(queries), _rows(refs)
+    q, r = as_rows(queries), as_rows(refs)
     qcodes, rcodes = np.asarray(qcodes), np.asarray(rcodes)
     nq, nr = q.shape[0], r.shape[0]
     if nq == 0 or nr < 8 or q.shape[1] == 0:
         return nn_other_group(q, qcodes, r, rcodes)
-    order, starts = clusters[:2] if clusters is not None else _clusters(r, rcodes, cell)
+    order, starts = clusters[:2] if clusters is not None else _grid_clusters(r, rcodes, cell)
     if len(starts) - 1 > _CLUSTER_GAIN * nr:
         return nn_other_group(q, qcodes, r, rcodes)
     size = np.diff(starts)
@@ -326,7 +341,7 @@ def nn_other_group_refclustered(
         if len(reps) == 0:
             continue
         R = r[reps]
-        bq = max(1, min(len(qs_all), _BLOCK_DOUBLES // len(reps)))
+        bq = max(1, min(len(qs_all), BLOCK_DOUBLES // len(reps)))
         for s0 in range(0, len(qs_all), bq):
             qs = qs_all[s0:s0 + bq]
             sq = q[qs] @ R.T
@@ -339,7 +354,7 @@ def nn_other_group_refclustered(
             ub = np.where(np.isfinite(m), np.sqrt(np.maximum(m, 0.0) + tol[qs]), -np.inf)
             lb = np.sqrt(np.maximum(sq - tol[qs, None], 0.0))
             lb -= (rad if ks is None else rad[ks])[None, :]
-            qi, ki = _nonzero2(lb <= (ub * (1.0 + 1e-9))[:, None])
+            qi, ki = nonzero2(lb <= (ub * (1.0 + 1e-9))[:, None])
             if ks is not None:
                 ki = ks[ki]
             _measure_clusters(q, r, qs[qi], ki, (order, starts, size), (best, bidx))
@@ -353,7 +368,7 @@ def _shortcut_bound(q: np.ndarray,
     representatives only: their norms bound its error)."""
     qn = np.sum(q * q, axis=1)
     cn = np.sum(reps ** 2, axis=1)
-    coef = 4.0 * (q.shape[1] + 4) * _EPS
+    coef = 4.0 * (q.shape[1] + 4) * EPS
     return qn, cn, 2.0 * coef * (qn + float(cn.max())) + 1e-300
 
 
@@ -377,7 +392,7 @@ def _measure_clusters(q: np.ndarray, r: np.ndarray, qi: np.ndarray, ki: np.ndarr
         mi = order[np.repeat(starts[ki[s0:s1]] - seg, c) + np.arange(int(c.sum()))]
         qq = np.repeat(qi[s0:s1], c)
         s0 = s1
-        d = _pair_distance_at(q, qq, r, mi)
+        d = pair_distance_at(q, qq, r, mi)
         o = np.lexsort((mi, d, qq))
         qq, mi, d = qq[o], mi[o], d[o]
         first = np.ones(len(qq), dtype=bool)

@@ -90,7 +90,7 @@ def _distance_rows(row: Callable[..., MetricRow], m: str, r: DistanceResult,
                    method: str) -> list[MetricRow]:
     """Rows of one distance ``m`` (D or D_f): value, average, the bounds beside it."""
     status = Status.OK
-    if method in ("exact", "certified") and not r.certified:
+    if method == "certified" and not r.certified:
         status = Status.NOT_CERTIFIED
     rows = [
         row(metric=m, value=nan_to_none(r.value), lower=nan_to_none(r.lower),

@@ -1,4 +1,4 @@
-"""HFM distances of a points DataFrame by one of the four methods (Bian and Luo, 2024).
+"""HFM distances of a points DataFrame by one of its three methods (Bian and Luo, 2024).
 
 :func:`hfm_distances` is the library entry point; it is independent of
 :class:`~fairspark.prepare.PreparedData` (the audit adapts the prepared table with
@@ -30,13 +30,12 @@ from fairspark.hfm._kernels import (
 from fairspark.hfm._spark import (
     approx_scan,
     certify_exact,
-    exact_all,
     pointwise_rows,
     summarise_approx,
     summarise_binned,
     summarise_pointwise,
 )
-from fairspark.hfm._spark.elim import Bounds, CertifyOptions
+from fairspark.hfm._spark.elimination import Bounds, CertifyOptions
 from fairspark.hfm.results import TARGETS, CertifiedResult, DistanceResult
 from fairspark.sampling import derive_seed
 
@@ -46,7 +45,7 @@ __all__ = ["CertifyOptions", "DistanceOptions", "DistanceResult", "hfm_distances
 Pair = tuple[int, int]
 Progress = Callable[[dict[Pair, DistanceResult]], None]
 
-METHODS = ("exact", "approx", "pointwise", "certified")
+METHODS = ("certified", "approx", "pointwise")
 
 
 @dataclass(frozen=True)
@@ -56,13 +55,13 @@ class DistanceOptions:
     Attributes
     ----------
     method:
-        ``exact``, ``approx``, ``pointwise`` or ``certified`` (Bian and Luo, 2024).
+        ``certified`` (the exact D), ``approx`` or ``pointwise`` (Bian and Luo, 2024).
     m2:
         Window per side (approx, pointwise; certified with ``paper_value``).
     targets:
         Which distances: 0 = D (label), 1 = D_f (prediction).
     histogram_bins:
-        When > 0 (and the method gives per-row values: exact, pointwise, certified),
+        When > 0 (and the method gives per-row values: pointwise, certified),
         ``extra["hist"]`` holds ``(edges, counts)`` of the per-row distances, with the
         same edges for D and D_f of an attribute.
     paper_value:
@@ -73,8 +72,6 @@ class DistanceOptions:
         The result does not depend on it.
     rows_per_partition:
         See ``num_partitions``.
-    exact_block_rows:
-        Rows per block of the ``exact`` block nested loop.
     """
 
     method: str
@@ -84,7 +81,6 @@ class DistanceOptions:
     paper_value: bool = False
     num_partitions: int | None = None
     rows_per_partition: int = 50_000
-    exact_block_rows: int = 20_000
 
 
 def points_from_table(
@@ -158,14 +154,15 @@ def hfm_distances(
     dim_x : int
         Feature length.
     n_rows : int
-        Number of rows of ``pts`` (sizes partitions and blocks).
+        Number of rows of ``pts`` (sizes the partitions; tells ``certified`` whether the
+        points may fit the driver).
     options : DistanceOptions
-        Method, window, targets, histogram, partitions and blocks
+        Method, window, targets, histogram, partitions
         (:class:`DistanceOptions`).
     certify : CertifyOptions, optional
         ``certified``: seed of the sample and block ranks, sample rows per code, the
         cap on rows checked per (target, attribute), the driver-path budget and the
-        time budget (:class:`~fairspark.hfm._spark.elim.CertifyOptions`; when the time
+        time budget (:class:`~fairspark.hfm._spark.elimination.CertifyOptions`; when the time
         budget runs out the result is ``not_certified`` with its interval). Default:
         its defaults.
     projections : dict, optional
@@ -185,10 +182,6 @@ def hfm_distances(
     opt = options
     if opt.method not in METHODS:
         raise ValueError(f"unknown HFM method {opt.method!r}; expected one of {METHODS}")
-    if opt.method == "exact":
-        n_blocks = max(1, math.ceil(n_rows / opt.exact_block_rows))
-        return _exact_distances(pts, n_attr=n_attr, dim_x=dim_x, n_blocks=n_blocks,
-                                targets=opt.targets, histogram_bins=opt.histogram_bins)
     if opt.method == "certified":
         out = _certified_distances(pts, n_attr=n_attr, dim_x=dim_x, n_rows=n_rows,
                                    options=opt, certify=certify or CertifyOptions(),
@@ -322,28 +315,6 @@ def _add_paper_values(
         if res.certified:
             for k in ("approx", "pointwise"):
                 res.extra[f"{k}_error"] = hfm_df(res.value, res.extra[k])
-
-
-def _exact_distances(
-    pts: DataFrame, *, n_attr: int, dim_x: int, n_blocks: int, targets: tuple[int, ...],
-    histogram_bins: int,
-) -> dict[Pair, DistanceResult]:
-    """The ``exact`` method: every row's exact nn by the block nested loop."""
-    out: dict[Pair, DistanceResult] = {}
-    rows = exact_all(pts, n_attr=n_attr, dim_x=dim_x, n_blocks=n_blocks, targets=targets)
-    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        summ = summarise_pointwise(rows, value_col="d")
-        for r in summ.itertuples():
-            out[(int(r.tgt), int(r.attr))] = DistanceResult(
-                value=float(r.D), lower=float(r.D), upper=float(r.D), certified=True,
-                avg=float(r.D_avg), avg_exact=True, key=r.key, nb_key=r.nb_key,
-            )
-        if histogram_bins > 0:
-            _add_histograms(out, rows, "d", histogram_bins)
-    finally:
-        rows.unpersist()
-    return out
 
 
 def _approx_distances(ap: dict[Pair, object]) -> dict[Pair, DistanceResult]:

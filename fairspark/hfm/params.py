@@ -8,12 +8,13 @@ References
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from fairspark._config_mlflow import is_model_uri
 from fairspark._params import AdvancedParams, AuditParams
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["HFMAdvanced", "HFMParams", "dr_model_kind", "local_path"]
 
 _KEY = "audits.hfm.dr_model"
+_LOG = logging.getLogger(__name__)
 
 
 def local_path(path: str) -> str | None:
@@ -111,15 +113,12 @@ class HFMAdvanced(AdvancedParams):
     num_partitions, rows_per_partition:
         Range partitions per projection (default ``ceil(n / rows_per_partition)``);
         results do not depend on them.
-    exact_block_rows:
-        Rows per block of the ``exact`` block nested loop (memory per task).
     """
 
     sample_rows: int = Field(1024, ge=16)
     local_max_bytes: int | None = Field(None, ge=0)
     num_partitions: int | None = Field(None, ge=1)
     rows_per_partition: int = Field(50_000, ge=100)
-    exact_block_rows: int = Field(20_000, ge=10)
 
 
 class HFMParams(AuditParams):
@@ -129,9 +128,9 @@ class HFMParams(AuditParams):
     ----------
     method:
         ``certified`` (default: the exact D by sample upper bounds and elimination, no
-        projections), ``exact`` (block nested loop, also gives the exact averaged
-        variant), ``approx`` (the paper's ApproxDist, Alg. 1-2) or ``pointwise`` (min
-        per row across projections).
+        projections), ``approx`` (the paper's ApproxDist, Alg. 1-2) or ``pointwise``
+        (min per row across projections). ``exact`` is read as ``certified`` (the same
+        exact D), with a warning.
     paper_value:
         ``certified``: also compute the paper's ApproxDist (and the pointwise bound)
         beside the exact value and report its error against the exact D (costs ``m1``
@@ -188,7 +187,7 @@ class HFMParams(AuditParams):
         Engine tuning (:class:`HFMAdvanced`): speed and memory only, never the numbers.
     """
 
-    method: Literal["exact", "approx", "pointwise", "certified"] = "certified"
+    method: Literal["certified", "approx", "pointwise"] = "certified"
     view: Literal["binary", "any_other_value"] = "binary"
     m1: int = Field(25, ge=1)
     m2: int | None = Field(None, ge=1)
@@ -204,6 +203,20 @@ class HFMParams(AuditParams):
     dr_ratio: float = Field(0.5, gt=0, le=1)
     dr_level: float = Field(0.95, gt=0, lt=1)
     advanced: HFMAdvanced = Field(default_factory=HFMAdvanced)
+    @field_validator("method", mode="before")
+    @classmethod
+    def _exact_is_certified(cls, value: object) -> object:
+        """``exact`` (once a block nested loop) is an alias of ``certified``."""
+        if value == "exact":
+            _LOG.warning("config key 'audits.hfm.method': 'exact' is read as 'certified', "
+                         "which computes the same exact D")
+            return "certified"
+        return value
+
+    def hash_dump(self) -> dict[str, Any]:
+        """:meth:`flat_dump` and ``exact_block_rows`` at its last default (it sized the
+        blocks of the exact nested loop, removed with it), for the config hash."""
+        return {**self.flat_dump(), "exact_block_rows": 20_000}
 
     def model_call(self) -> tuple[str, str | None] | None:
         """DR's registered model: ``dr_model`` when it is an MLflow URI; without a
@@ -221,7 +234,6 @@ class HFMParams(AuditParams):
             method=self.method, m2=m2, histogram_bins=self.histogram_bins,
             paper_value=self.paper_value, num_partitions=self.advanced.num_partitions,
             rows_per_partition=self.advanced.rows_per_partition,
-            exact_block_rows=self.advanced.exact_block_rows,
         )
 
     def certify_options(self, *, seed: int,

@@ -36,7 +36,6 @@ _METHOD_TEXT = {
     "certified": "certified exact (upper bounds from a random sample of the other group, "
                  "then exact nearest-neighbour searches and growing blocks for the rows "
                  "that could still matter)",
-    "exact": "exact (distributed block nested loop over all pairs of rows)",
     "approx": "ApproxDist (the paper's Algorithms 1-2; an upper bound of the exact value)",
     "pointwise": "pointwise ApproxDist (min per row over projections; an upper bound)",
 }
@@ -76,8 +75,7 @@ def _figure(name: str, d: DistanceResult, d_f: DistanceResult, method: str) -> d
     ax.set_ylabel("rows")
     ax.set_title(f"{name}: per-row nearest-other-group distance")
     ax.legend()
-    exact = ("exact values" if method == "exact" else
-             "per-row upper bounds (nearest row of a random sample of the other group); "
+    exact = ("per-row upper bounds (nearest row of a random sample of the other group); "
              "the maximum is certified separately" if method == "certified" else
              "per-row upper bounds (pointwise ApproxDist)")
     return {"uri": figure_to_data_uri(fig), "alt": f"HFM distances for {name}",

@@ -18,7 +18,8 @@ from fairspark.errors import ColumnTypeError, ConfigError, MissingColumnError
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-    from fairspark.config_model import ColumnsConfig, Config
+    from fairspark.config_columns import ColumnsConfig
+    from fairspark.config_model import Config
 
 
 _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")

@@ -18,7 +18,8 @@ from fairspark.prepare._columns import _isin, _literal, _role_columns
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-    from fairspark.config_model import ColumnsConfig, Config, SensitiveConfig
+    from fairspark.config_columns import ColumnsConfig, SensitiveConfig
+    from fairspark.config_model import Config
 
 
 @dataclass(frozen=True)

@@ -12,17 +12,18 @@ numpy kernels of :mod:`fairspark.hfm._kernels`.
 
 Target ``tgt`` 0 is the label (D), 1 the prediction (D_f).
 
-Modules: :mod:`.approx` (window scans, ApproxDist and pointwise bounds), :mod:`.exact`
-(block nested loop), :mod:`.elim` (exact D by sample bounds and elimination; its
-working table, passes, pair state, blob helpers and driver budget in :mod:`._work`,
-:mod:`._passes`, :mod:`._state`, :mod:`._blobs`, :mod:`._driver`, its cost log in
-:mod:`._cost`), and :mod:`._points` (the points table they share).
+Modules: :mod:`.approx` (window scans, ApproxDist and pointwise bounds) and the exact D
+by sample bounds and elimination (``certified``): :mod:`.elimination` (the algorithm),
+:mod:`.engines` (where its passes run: Spark or the driver), :mod:`.sample_bounds`
+(pass A), :mod:`.exact_scan` (passes B and D), :mod:`.block_elimination` (pass C),
+:mod:`.records` (the records they exchange), :mod:`.state` (a pair's search state),
+:mod:`.blobs` (blob and Arrow column helpers), :mod:`.driver` (the driver's budget,
+collects and threads), :mod:`.cost` (the cost log); :mod:`.points` (the points table
+they share).
 """
 
 from __future__ import annotations
 
-from fairspark.hfm._spark._passes import code_counts_and_rows
-from fairspark.hfm._spark._points import points_schema_check
 from fairspark.hfm._spark.approx import (
     approx_scan,
     pointwise_rows,
@@ -30,18 +31,17 @@ from fairspark.hfm._spark.approx import (
     summarise_binned,
     summarise_pointwise,
 )
-from fairspark.hfm._spark.elim import certify_exact
-from fairspark.hfm._spark.exact import block_nn, exact_all
+from fairspark.hfm._spark.elimination import certify_exact
+from fairspark.hfm._spark.points import points_schema_check
+from fairspark.hfm._spark.sample_bounds import code_counts_and_rows
 from fairspark.hfm.results import TARGETS, CertifiedResult
 
 __all__ = [
     "TARGETS",
     "CertifiedResult",
     "approx_scan",
-    "block_nn",
     "certify_exact",
     "code_counts_and_rows",
-    "exact_all",
     "points_schema_check",
     "pointwise_rows",
     "summarise_approx",

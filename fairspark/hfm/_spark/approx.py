@@ -25,7 +25,7 @@ from pyspark.sql.types import (
 from fairspark._testing import maybe_fail_first_attempt
 from fairspark._threads import pin_threads
 from fairspark.hfm._kernels import FIX_BITS, FIX_LIMIT, part_mean, window_scan
-from fairspark.hfm._spark._points import code_cols, keys_at, points_schema_check, sort_order, stack
+from fairspark.hfm._spark.points import code_cols, keys_at, points_schema_check, sort_order, stack
 
 __all__ = ["approx_scan", "pointwise_rows", "summarise_approx", "summarise_binned",
            "summarise_pointwise"]

@@ -27,16 +27,17 @@ Every distance that decides D or a witness is computed directly
 (``sqrt(sum((a - b)^2))``, in :func:`fairspark.hfm._kernels.nn_other_group`; rows that
 repeat or cluster are searched once per cluster by
 :func:`~fairspark.hfm._kernels.nn_other_group_clustered`, same result), and a row
-is eliminated only when its bound is below ``L`` by a relative margin (:data:`MARGIN`),
+is eliminated only when its bound is below ``L`` by a relative margin (:data:`~.state.MARGIN`),
 so rounding never drops a row that could realise D, nor one that ties with it (witness
-ties go to the smallest key, as in the ``exact`` method). Everything is a function of
+ties go to the smallest key, as in a brute force). Everything is a function of
 the rows and the seed, so the result does not depend on partitioning.
 
 Modules: this one holds the options and the algorithm (:func:`certify_exact` and the
-passes' order, the rounds of pass D); :mod:`._work` the working table (on Spark or on
-the driver), :mod:`._passes` the passes over its rows, :mod:`._state` a pair's search
-state, :mod:`._blobs` the blob and Arrow column helpers, :mod:`._driver` the driver's
-budget, collects and threads.
+passes' order, the rounds of pass D); :mod:`.engines` the working table (on Spark or on
+the driver: :class:`~.engines.Engine`), :mod:`.sample_bounds` pass A,
+:mod:`.exact_scan` passes B and D, :mod:`.block_elimination` pass C, :mod:`.records`
+the records they exchange, :mod:`.state` a pair's search state, :mod:`.blobs` the blob
+and Arrow column helpers, :mod:`.driver` the driver's budget, collects and threads.
 """
 
 from __future__ import annotations
@@ -52,41 +53,29 @@ import pandas as pd
 from pyspark.sql import DataFrame
 
 from fairspark._testing import fault_point
-from fairspark.hfm._spark._blobs import _NULL_CODE, _blobs_of, _tpoints
-from fairspark.hfm._spark._cost import CostLog
-from fairspark.hfm._spark._driver import driver_budget
-from fairspark.hfm._spark._passes import (
-    _block_bcast,
-    _block_edges,
-    _bounds_batch,  # noqa: F401 - moved, still importable from here
-    _other_max,
-    _pass_c_spec,
-    _row_slices,  # noqa: F401 - moved, still importable from here
-    _top_bounds,  # noqa: F401 - moved, still importable from here
-    _work_table,  # noqa: F401 - moved, still importable from here
-    code_counts,
-    sample_bounds_numpy,
+from fairspark.hfm._spark.blobs import NULL_CODE, blobs_of, target_points
+from fairspark.hfm._spark.block_elimination import (
+    block_edges,
+    blocks_of,
+    other_max,
+    pass_c_targets,
 )
-from fairspark.hfm._spark._points import points_schema_check
-from fairspark.hfm._spark._state import MARGIN, Pair, _PairState, _thr
-from fairspark.hfm._spark._work import (
-    _LocalWork,
-    _sorted_by_key,  # noqa: F401 - moved, still importable from here
-    _SparkWork,
-    _Work,
-)
+from fairspark.hfm._spark.cost import CostLog
+from fairspark.hfm._spark.engines import DriverEngine, Engine, SparkEngine
+from fairspark.hfm._spark.points import points_schema_check
+from fairspark.hfm._spark.records import RowKind, ScanQuery, TopBound
+from fairspark.hfm._spark.state import Pair, PairState, threshold
 from fairspark.hfm.results import CertifiedResult
 from fairspark.sampling import hash_bucket
 
-__all__ = ["Bounds", "LOCAL_MAX_BYTES", "MARGIN", "CertifyOptions", "certify_exact", "code_counts",
-           "driver_budget", "sample_bounds_numpy"]
+__all__ = ["BROADCAST_BYTES", "LOCAL_MAX_BYTES", "Bounds", "CertifyOptions", "certify_exact"]
 
 _LOG = logging.getLogger(__name__)
 _RANK = 1 << 30  # fairspark.sampling.BUCKETS
 #: bytes of feature vectors broadcast in one round (queries or blocks)
-_BCAST_BYTES = 32 << 20
+BROADCAST_BYTES = 32 << 20
 #: default budget of the driver path (``audits.hfm.local_max_bytes``): ``None`` sizes it
-#: from the driver's memory (:func:`driver_budget`)
+#: from the driver's memory (:func:`~.driver.driver_budget`)
 LOCAL_MAX_BYTES: int | None = None
 
 
@@ -114,7 +103,7 @@ class CertifyOptions:
         (a capped collect of at most that many rows) and the same passes run on the
         driver, on one Arrow batch (one Spark job instead of about twenty; same result,
         counts and rounds). 0: always the Spark passes; ``None`` (default): sized from
-        the driver's memory (:func:`driver_budget`).
+        the driver's memory (:func:`~.driver.driver_budget`).
     code_counts:
         Rows of the points per (attribute index, code), null codes left out, when the
         caller counted them already (the HFM audit's group count): the Spark passes then
@@ -187,7 +176,7 @@ def certify_exact(
     """Exact D per (target, attribute) by sample bounds and elimination (module doc).
 
     Over 60 lines only by this docstring and its keyword-only parameters; the passes
-    are helpers, run on the Spark working table or on the driver (:class:`_LocalWork`).
+    are helpers, run on the Spark working table or on the driver (:class:`DriverEngine`).
 
     Parameters
     ----------
@@ -226,11 +215,11 @@ def certify_exact(
                  time_left=opt.time_left or (lambda: math.inf))
     t0 = time.perf_counter()
     cost = CostLog(pts.sparkSession)
-    work = _LocalWork.collect(ranked, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
+    work = DriverEngine.collect(ranked, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
                               sample_rows=opt.sample_rows, n_rows=n_rows,
                               max_bytes=opt.local_max_bytes, cost=cost)
     if work is None:
-        work = _SparkWork.build(ranked, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
+        work = SparkEngine.build(ranked, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
                                 n_rows=n_rows, cost=cost, top_k=plan.k + 1, options=opt)
     cost.engine = work.where
     out = _certify_on(work, pairs, plan, t0=t0, on_step=on_step, on_bounds=on_bounds)
@@ -240,13 +229,13 @@ def certify_exact(
     return out
 
 
-def _certify_on(work: _Work, pairs: list[Pair], plan: _Plan, *, t0: float,
+def _certify_on(work: Engine, pairs: list[Pair], plan: _Plan, *, t0: float,
                 on_step: Callable[[dict[Pair, CertifiedResult]], None] | None,
                 on_bounds: Callable[[Bounds], None] | None,
                 ) -> dict[Pair, CertifiedResult]:
     """The passes of :func:`certify_exact` on a working table (Spark or driver)."""
     try:
-        state = {p: _PairState() for p in pairs}
+        state = {p: PairState() for p in pairs}
         fault_point("hfm:pass A")
         with work.step("A: sample bounds, top bounds", full=True) as rec:
             top = work.top_bounds(pairs, plan.k + 1)  # Spark: pass A, into the cache
@@ -254,7 +243,7 @@ def _certify_on(work: _Work, pairs: list[Pair], plan: _Plan, *, t0: float,
         _LOG.debug("hfm pass A (bounds, working table, %s): %.2f s", work.where,
                   time.perf_counter() - t0)
         for p in pairs:
-            state[p].ub_rem = -top[p][0][0] if top.get(p) else -math.inf
+            state[p].ub_rem = -top[p][0].neg_u if top.get(p) else -math.inf
         if on_bounds is not None:
             with work.step("bound summaries"):
                 on_bounds(Bounds(rows=work.bounds_rows(pairs),
@@ -294,8 +283,8 @@ def _n_blocks(first_block: int, quota: float, counts: dict[int, dict[int, int]],
     return n_blocks
 
 
-def _search_top(work: _Work, found_rows: pd.DataFrame, top: dict,
-                state: dict[Pair, _PairState], pairs: list[Pair], *, dim_x: int, k: int) -> None:
+def _search_top(work: Engine, found_rows: pd.DataFrame, top: dict[Pair, list[TopBound]],
+                state: dict[Pair, PairState], pairs: list[Pair], *, dim_x: int, k: int) -> None:
     """Pass B: exact ``nn`` of the ``k`` rows with the largest bound per pair (sets ``L``).
 
     ``top``: per pair the ``k + 1`` largest ``(-u, key, nb_key)`` (from pass A);
@@ -306,17 +295,17 @@ def _search_top(work: _Work, found_rows: pd.DataFrame, top: dict,
     for p in pairs:
         st = state[p]
         rows = top.get(p, [])
-        st.ub_rem = -rows[k][0] if len(rows) > k else -math.inf
+        st.ub_rem = -rows[k].neg_u if len(rows) > k else -math.inf
         rows = rows[:k]
         if rows:
-            st.cursor = (-rows[-1][0], rows[-1][1])
-        keys = [r[1] for r in rows]
+            st.cursor = (-rows[-1].neg_u, rows[-1].key)
+        keys = [r.key for r in rows]
         tops[p] = keys
         st.n_checked += len(rows)
         sub = by_key.loc[keys] if keys else by_key.iloc[:0]
-        P = _blobs_of(sub["xb"]) if len(sub) else np.zeros((0, dim_x + 2))
-        queries.append((p[0], p[1], _tpoints(P, p[0]),
-                        sub[f"c{p[1]}"].fillna(_NULL_CODE).to_numpy(np.int64)))
+        P = blobs_of(sub["xb"]) if len(sub) else np.zeros((0, dim_x + 2))
+        queries.append(ScanQuery(p[0], p[1], target_points(P, p[0]),
+                                 sub[f"c{p[1]}"].fillna(NULL_CODE).to_numpy(np.int64)))
     found = work.scan(queries, lo=0.0, hi=math.inf)
     for p in pairs:
         st, keys = state[p], tops[p]
@@ -324,43 +313,43 @@ def _search_top(work: _Work, found_rows: pd.DataFrame, top: dict,
         sub = found[(found["tgt"] == p[0]) & (found["attr"] == p[1])]
         for qi, d, nb in zip(sub["qi"], sub["d"], sub["nb_key"], strict=True):
             st.raise_lb(float(d), str(keys[int(qi)]), nb)
-        if st.ub_rem == -math.inf or st.ub_rem < _thr(st.lb):
+        if st.ub_rem == -math.inf or st.ub_rem < threshold(st.lb):
             st.done = st.certified = True
             st.ub_rem = -math.inf
 
 
-def _apply_pass_c(small: pd.DataFrame, state: dict[Pair, _PairState], active: list[Pair],
+def _apply_pass_c(small: pd.DataFrame, state: dict[Pair, PairState], active: list[Pair],
                   edges: list[float]) -> None:
     """Counts, rounds and exact rows of pass C (its rows but the survivors) into the
     pair states."""
     for p in active:
         st = state[p]
         sub = small[(small["tgt"] == p[0]) & (small["attr"] == p[1])]
-        entered = int(sub.loc[sub["kind"] == 4, "n"].sum())
+        entered = int(sub.loc[sub["kind"] == RowKind.ENTERED, "n"].sum())
         st.n_checked += entered
         left = entered
         for j in range(len(edges) - 1):
             bj = sub[sub["blk"] == j]
-            ne = int(bj.loc[bj["kind"] == 0, "n"].sum())
-            nx = int(bj.loc[bj["kind"] == 3, "n"].sum())
-            mx = bj.loc[bj["kind"] == 0, "mx"]
+            ne = int(bj.loc[bj["kind"] == RowKind.ELIMINATED, "n"].sum())
+            nx = int(bj.loc[bj["kind"] == RowKind.MADE_EXACT, "n"].sum())
+            mx = bj.loc[bj["kind"] == RowKind.ELIMINATED, "mx"]
             mx = float(mx.max()) if ne else None
             st.n_exact += nx
             left -= ne + nx
             st.rounds.append({"L": st.lb, "hi": edges[j + 1], "eliminated": ne,
                               "max_eliminated": mx, "left": left})
-        sv = sub[sub["kind"] == 5]
+        sv = sub[sub["kind"] == RowKind.SURVIVED]
         st.n_surv = int(sv["n"].sum())
         st.ub_rem = float(sv["mx"].max()) if st.n_surv else -math.inf
         st.cursor = None
-        ex = sub[sub["kind"] == 2].sort_values("key", kind="mergesort")
+        ex = sub[sub["kind"] == RowKind.EXACT].sort_values("key", kind="mergesort")
         for key, d, nb in zip(ex["key"], ex["d"], ex["nb_key"], strict=True):
             if np.isfinite(d):
                 st.raise_lb(float(d), str(key), nb)
 
 
-def _run_passes(work: _Work, top: dict, state: dict[Pair, _PairState], pairs: list[Pair],
-                plan: _Plan, *, report: Callable[[], None]) -> None:
+def _run_passes(work: Engine, top: dict[Pair, list[TopBound]], state: dict[Pair, PairState],
+                pairs: list[Pair], plan: _Plan, *, report: Callable[[], None]) -> None:
     """Passes B, C and D (module doc), each after a look at the time budget."""
     n_attr, dim_x, k, first_block = plan.n_attr, plan.dim_x, plan.k, plan.first_block
     max_candidates, time_left = plan.max_candidates, plan.time_left
@@ -368,15 +357,15 @@ def _run_passes(work: _Work, top: dict, state: dict[Pair, _PairState], pairs: li
         return
     counts, quota = work.counts, work.quota
     row_bytes = 8.0 * (dim_x + 2) + 64
-    # a collect that is too large for spark.driver.maxResultSize comes in pages (_collect),
+    # a collect that is too large for spark.driver.maxResultSize comes in pages (collect_within),
     # so the blocks keep their size whatever the limit
-    budget = _BCAST_BYTES / row_bytes
+    budget = BROADCAST_BYTES / row_bytes
     attrs = sorted({p[1] for p in pairs})
     n_blocks = _n_blocks(first_block, quota, counts, attrs, budget)
-    edges = _block_edges(quota, first_block, n_blocks)
+    edges = block_edges(quota, first_block, n_blocks)
     # Spark: one collect, the vectors of the first searches and the blocks of pass C;
     # the driver path takes the blocks only when pass C runs (no job to save there)
-    top_keys = sorted({r[1] for p in pairs for r in top.get(p, [])[:k]})
+    top_keys = sorted({r.key for p in pairs for r in top.get(p, [])[:k]})
     block_bytes = row_bytes * (edges[-1] - edges[0]) * sum(len(counts[a]) for a in attrs)
     blocks_now = bool(n_blocks) and work.spark_jobs
     with work.step("fetch: top vectors, blocks" if blocks_now else "fetch: top vectors") as rec:
@@ -407,19 +396,20 @@ def _run_passes(work: _Work, top: dict, state: dict[Pair, _PairState], pairs: li
     for a in attrs if n_blocks else []:
         r = got[f"rho{a}"].to_numpy(float)
         in_blocks |= (r >= edges[0]) & (r < edges[-1])
-    b = _block_bcast(got[in_blocks], n_attr=n_attr, dim_x=dim_x, counts=counts)
+    b = blocks_of(got[in_blocks], n_attr=n_attr, dim_x=dim_x, counts=counts)
     with work.step("C: elimination", full=True) as rec:
-        small, surv = work.eliminate(b, _pass_c_spec(state, active), edges)
+        out = work.eliminate(b, pass_c_targets(state, active), edges)
+        small, surv = out.small, out.survivors
         rec["block_rows"] = int(in_blocks.sum())
     try:
         # rows left after pass B (bound not below L) entered pass C; its survivors are
         # the rows left after it (rows of every pair, a row counted once per pair)
-        rec_b["rows_left"] = int(small.loc[small["kind"] == 4, "n"].sum())
-        rec["rows_left"] = int(small.loc[small["kind"] == 5, "n"].sum())
+        rec_b["rows_left"] = int(small.loc[small["kind"] == RowKind.ENTERED, "n"].sum())
+        rec["rows_left"] = int(small.loc[small["kind"] == RowKind.SURVIVED, "n"].sum())
         _apply_pass_c(small, state, active, edges)
         for p in active:
             st = state[p]
-            if st.ub_rem == -math.inf or st.ub_rem < _thr(st.lb):
+            if st.ub_rem == -math.inf or st.ub_rem < threshold(st.lb):
                 st.ub_rem = -math.inf
                 st.done = st.certified = True
         report()
@@ -429,19 +419,19 @@ def _run_passes(work: _Work, top: dict, state: dict[Pair, _PairState], pairs: li
         work.release(surv)
 
 
-def _survivors(work: _Work, surv, state: dict[Pair, _PairState], pairs: list[Pair],
+def _survivors(work: Engine, surv, state: dict[Pair, PairState], pairs: list[Pair],
                plan: _Plan, *, lo: float, size: float, report: Callable[[], None]) -> None:
     """Pass D: the survivors of pass C in decreasing bound, against doubling blocks past ``lo``.
 
-    Each batch (as many vectors as :data:`_BCAST_BYTES` allows) is broadcast and
+    Each batch (as many vectors as :data:`BROADCAST_BYTES` allows) is broadcast and
     checked against the rows with ``lo <= rho < lo + size``, then the next block twice
     as large, until each row is eliminated (bound below ``L``) or exact.
     """
     dim_x, time_left = plan.dim_x, plan.time_left
     row_bytes = 8.0 * (dim_x + 2) + 64
-    # survivor batches come in pages within spark.driver.maxResultSize (_collect), so
+    # survivor batches come in pages within spark.driver.maxResultSize (collect_within), so
     # a small maxResultSize does not shrink the batches (and multiply the passes)
-    max_q = int(max(1, _BCAST_BYTES // row_bytes))
+    max_q = int(max(1, BROADCAST_BYTES // row_bytes))
     while True:
         active = [p for p in pairs if not state[p].done]
         if not active or time_left() <= 0:
@@ -454,7 +444,7 @@ def _survivors(work: _Work, surv, state: dict[Pair, _PairState], pairs: list[Pai
                 rows = taken[p]
             else:
                 with work.step("D: survivor batch"):
-                    rows = work.survivor_rows(surv, p, _thr(st.lb), st.cursor, max_q + 1,
+                    rows = work.survivor_rows(surv, p, threshold(st.lb), st.cursor, max_q + 1,
                                               est_bytes=row_bytes * (max_q + 1))
             rows = rows.sort_values(["d", "key"], ascending=[False, True],
                                     kind="mergesort").reset_index(drop=True)
@@ -471,13 +461,13 @@ def _survivors(work: _Work, surv, state: dict[Pair, _PairState], pairs: list[Pai
                 return
         for p in active:
             st = state[p]
-            if st.ub_rem == -math.inf or st.ub_rem < _thr(st.lb):
+            if st.ub_rem == -math.inf or st.ub_rem < threshold(st.lb):
                 st.done = st.certified = True
                 st.ub_rem = -math.inf
         report()
 
 
-def _first_survivors(work: _Work, surv, state: dict[Pair, _PairState], active: list[Pair],
+def _first_survivors(work: Engine, surv, state: dict[Pair, PairState], active: list[Pair],
                      limit: int, row_bytes: float) -> dict[Pair, pd.DataFrame]:
     """Pass D's first batch of every pair in one collect, where no pair has been taken
     from yet and pass C's survivors of all of them number at most ``limit`` (so each
@@ -488,21 +478,21 @@ def _first_survivors(work: _Work, surv, state: dict[Pair, _PairState], active: l
     if n > limit:
         return {}
     with work.step("D: survivor batch"):
-        return work.survivors_of(surv, {p: _thr(state[p].lb) for p in active},
+        return work.survivors_of(surv, {p: threshold(state[p].lb) for p in active},
                                  est_bytes=row_bytes * max(n, 1))
 
 
-def _check_batch(work: _Work, batch: pd.DataFrame, state: dict[Pair, _PairState], *,
+def _check_batch(work: Engine, batch: pd.DataFrame, state: dict[Pair, PairState], *,
                  lo: float, size: float, time_left: Callable[[], float],
                  report: Callable[[], None]) -> bool:
     """Rounds of one batch of survivors; ``False`` when the time budget ran out first."""
     alive = batch.reset_index(drop=True)
-    P = _blobs_of(alive["xb"])
+    P = blobs_of(alive["xb"])
     bound = alive["d"].to_numpy(float).copy()
     nb = alive["nb_key"].to_numpy(dtype=object).copy()
-    codes = alive["code"].fillna(_NULL_CODE).to_numpy(np.int64)
+    codes = alive["code"].fillna(NULL_CODE).to_numpy(np.int64)
     tg, at = alive["tgt"].to_numpy(int), alive["attr"].to_numpy(int)
-    full = np.array([_other_max(work.counts, int(a), int(c))
+    full = np.array([other_max(work.counts, int(a), int(c))
                      for a, c in zip(at, codes, strict=True)])
     live = np.arange(len(alive))
     jump = False
@@ -519,12 +509,12 @@ def _check_batch(work: _Work, batch: pd.DataFrame, state: dict[Pair, _PairState]
         queries, index = [], []
         for p in sorted({(int(tg[i]), int(at[i])) for i in live}):
             m = live[(tg[live] == p[0]) & (at[live] == p[1])]
-            queries.append((p[0], p[1], _tpoints(P[m], p[0]), codes[m]))
+            queries.append(ScanQuery(p[0], p[1], target_points(P[m], p[0]), codes[m]))
             index.append(m)
         with work.step("D: survivor round", full=True) as rec:
             found = work.scan(queries, lo=lo, hi=hi)
             rec["queries"] = len(live)
-        pos = {(q[0], q[1]): m for q, m in zip(queries, index, strict=True)}
+        pos = {(q.tgt, q.attr): m for q, m in zip(queries, index, strict=True)}
         for t, a, qi, d, nk in zip(found["tgt"], found["attr"], found["qi"], found["d"],
                                    found["nb_key"], strict=True):
             i = int(pos[(int(t), int(a))][int(qi)])
@@ -541,7 +531,7 @@ def _check_batch(work: _Work, batch: pd.DataFrame, state: dict[Pair, _PairState]
                     st.raise_lb(float(bound[i]), str(alive["key"].iloc[i]), nb[i])
             keep[ex] = False
             rest = sel[keep[sel]]
-            out = rest[bound[live[rest]] < _thr(st.lb)]
+            out = rest[bound[live[rest]] < threshold(st.lb)]
             keep[out] = False
             st.rounds.append({"L": st.lb, "hi": hi, "eliminated": len(out),
                               "max_eliminated": float(bound[live[out]].max()) if len(out) else None,

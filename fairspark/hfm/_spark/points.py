@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 
-__all__ = ["code_cols", "keys_at", "points_of", "points_schema_check", "sort_order", "stack"]
+__all__ = ["code_cols", "keys_at", "points_schema_check", "sort_order", "stack"]
 
 
 def code_cols(n_attr: int) -> list[str]:
@@ -41,8 +41,3 @@ def sort_order(g: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Order by projection ``g``, ties broken by row key."""
     return np.lexsort((np.asarray(keys, dtype=str), g))
 
-
-def points_of(pdf: pd.DataFrame, tgt: int, dim_x: int) -> np.ndarray:
-    """Points ``[t, x]`` of a batch, ``t`` the label (target 0) or the prediction (1)."""
-    t = pdf["y"] if tgt == 0 else pdf["yp"]
-    return np.column_stack([t.to_numpy(np.float64), stack(pdf["x"], dim_x)])

@@ -1,12 +1,12 @@
-"""What the driver may hold and use, for :mod:`fairspark.hfm._spark.elim`.
+"""What the driver may hold and use, for :mod:`fairspark.hfm._spark.elimination`.
 
 What the engine knows of the session's driver (:func:`driver_facts`, the one place that
 asks whether the session is a Spark Connect one), the budget of the driver path
 (:func:`driver_budget`, from ``spark.driver.maxResultSize``, the driver's heap and the
 physical memory available), the log line of the path taken, a
-collect that stays within ``spark.driver.maxResultSize`` (:func:`_collect`), the points'
-way to the driver on a local master without the JVM (:func:`_arrow_via_files`), and the
-driver's threads (:func:`_driver_threads`, :func:`_map`).
+collect that stays within ``spark.driver.maxResultSize`` (:func:`collect_within`), the points'
+way to the driver on a local master without the JVM (:func:`arrow_via_files`), and the
+driver's threads (:func:`driver_threads`, :func:`thread_map`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ from fairspark._memory import driver_max_heap
 from fairspark._threads import single_thread
 from fairspark.session import is_connect
 
-__all__ = ["DriverFacts", "driver_budget", "driver_facts", "local_master"]
+__all__ = ["DriverFacts", "arrow_via_files", "collect_within", "driver_budget", "driver_facts",
+           "driver_threads", "local_master", "log_path_choice", "max_result_bytes", "thread_map"]
 
-#: the engine's one logger (the passes log under the name of :mod:`.elim`)
-_LOG = logging.getLogger("fairspark.hfm._spark.elim")
+#: the engine's one logger (the passes log under the name of :mod:`.elimination`)
+_LOG = logging.getLogger("fairspark.hfm._spark.elimination")
 
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -48,7 +49,7 @@ def _conf_bytes(spark, key: str, default: str, *, unit: str = "") -> float | Non
     return float(int(m.group(1)) * _UNITS[m.group(2) or unit])
 
 
-def _max_result_bytes(spark) -> float:
+def max_result_bytes(spark) -> float:
     n = _conf_bytes(spark, "spark.driver.maxResultSize", "1g")
     if n is None:
         return 1 << 30
@@ -131,7 +132,7 @@ def driver_budget(spark, local_max_bytes: int | None = None, *,
     (the collected Arrow batches pass through it; :func:`driver_facts`) and half of
     ``spark.driver.maxResultSize`` (the row estimate is above the Arrow bytes of a row,
     ``8 d + 45``, so the collect stays within the limit). ``via_files`` (a local
-    master, :func:`_arrow_via_files`): the points never pass through the JVM, so neither
+    master, :func:`arrow_via_files`): the points never pass through the JVM, so neither
     limit applies; half of the free space of the temporary folder does.
 
     Returns
@@ -144,7 +145,7 @@ def driver_budget(spark, local_max_bytes: int | None = None, *,
     if via_files:
         parts = {"temp_free / 2": _temp_free() / 2}
     else:
-        parts = {"max_result_size / 2": _max_result_bytes(spark) / 2}
+        parts = {"max_result_size / 2": max_result_bytes(spark) / 2}
     if local_max_bytes is not None:
         parts["local_max_bytes"] = float(local_max_bytes)
     else:
@@ -155,7 +156,7 @@ def driver_budget(spark, local_max_bytes: int | None = None, *,
     return budget, {k: (v if math.isfinite(v) else None) for k, v in parts.items()}
 
 
-def _arrow_via_files(df: DataFrame) -> pa.Table:
+def arrow_via_files(df: DataFrame) -> pa.Table:
     """``df.toArrow()`` on a local master without the driver JVM holding the rows.
 
     Every task writes its batches to an Arrow IPC file in a temporary folder of this
@@ -197,7 +198,7 @@ def _arrow_via_files(df: DataFrame) -> pa.Table:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _log_path_choice(n_rows: int | None, row_bytes: float, budget: float,
+def log_path_choice(n_rows: int | None, row_bytes: float, budget: float,
                      sized_from: dict[str, float | None], *, via_files: bool = False) -> None:
     """One DEBUG line: the path the engine takes (driver or Spark) and why (an internal
     cost, not a line a user acts on; ``summary.json`` keeps the path)."""
@@ -215,7 +216,7 @@ def _log_path_choice(n_rows: int | None, row_bytes: float, budget: float,
               where, n_rows, mb(need), mb(budget), parts)
 
 
-def _collect(df: DataFrame, est_bytes: float) -> pd.DataFrame:
+def collect_within(df: DataFrame, est_bytes: float) -> pd.DataFrame:
     """A small result on the driver, within ``spark.driver.maxResultSize``.
 
     Above a quarter of the limit the rows are spread over enough partitions (an explicit
@@ -223,7 +224,7 @@ def _collect(df: DataFrame, est_bytes: float) -> pd.DataFrame:
     eighth of the limit, and come one partition per job: however small
     ``spark.driver.maxResultSize`` is, no job returns more than it allows.
     """
-    budget = _max_result_bytes(df.sparkSession) / 4
+    budget = max_result_bytes(df.sparkSession) / 4
     if est_bytes < budget:
         return df.toPandas()
     pages = df.repartition(max(1, math.ceil(2.0 * est_bytes / budget)))
@@ -231,13 +232,13 @@ def _collect(df: DataFrame, est_bytes: float) -> pd.DataFrame:
                                      columns=df.columns)
 
 
-def _driver_threads(spark) -> int:
+def driver_threads(spark) -> int:
     """Threads of the driver path's pass A: the session's parallelism (``local[2]``:
     2; :func:`driver_facts`), at most the driver's cores."""
     return max(1, min(driver_facts(spark).parallelism, os.cpu_count() or 1))
 
 
-def _map(fn: Callable, items: list, threads: int) -> list:
+def thread_map(fn: Callable, items: list, threads: int) -> list:
     """``[fn(x) for x in items]``, on up to ``threads`` threads (numpy's kernels release
     the GIL; BLAS held to one thread each meanwhile). Same results in the same order."""
     if threads <= 1 or len(items) <= 1:

@@ -1,7 +1,7 @@
-"""Where the passes of :mod:`fairspark.hfm._spark.elim` run: the working table.
+"""Where the passes of :mod:`fairspark.hfm._spark.elimination` run: the working table.
 
-:class:`_Work` is what the algorithm reads; :class:`_SparkWork` the working table on
-Spark (persisted once, every pass a job), :class:`_LocalWork` the same table as one
+:class:`Engine` is what the algorithm reads; :class:`SparkEngine` the working table on
+Spark (persisted once, every pass a job), :class:`DriverEngine` the same table as one
 key-sorted Arrow batch on the driver when the points fit the driver budget (every pass
 then runs the per-batch function of its Spark task, so results, counts and rounds are
 those of the Spark passes).
@@ -9,6 +9,7 @@ those of the Spark passes).
 
 from __future__ import annotations
 
+import abc
 import logging
 import math
 import pickle
@@ -23,57 +24,85 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from fairspark.hfm._spark._blobs import (
-    _NULL_CODE,
-    Prealloc,
-    _codes,
-    _col,
-    _nbcol,
-    _np,
-    _rho,
-    _stack_points,
-    _strs,
-    _ucol,
-    prefaulted_empty,
+from fairspark.hfm._spark.blobs import (
+    NULL_CODE,
+    bound_col,
+    codes_of,
+    column_of,
+    neighbour_col,
+    numpy_of,
+    ranks_of,
+    stack_points,
+    strings_of,
 )
-from fairspark.hfm._spark._cost import CostLog
-from fairspark.hfm._spark._driver import (
-    _arrow_via_files,
-    _collect,
-    _driver_threads,
-    _log_path_choice,
-    _map,
-    _max_result_bytes,
+from fairspark.hfm._spark.block_elimination import (
+    after_cursor,
+    elimination_job,
+    is_pair,
+    pass_c_batches,
+)
+from fairspark.hfm._spark.cost import CostLog
+from fairspark.hfm._spark.driver import (
+    arrow_via_files,
+    collect_within,
     driver_budget,
+    driver_threads,
     local_master,
+    log_path_choice,
+    max_result_bytes,
+    thread_map,
 )
-from fairspark.hfm._spark._passes import (
-    _after,
-    _best_per_query,
-    _bound_histogram,
-    _bounds_batch,
-    _eliminate,
-    _exact_scan,
-    _is_pair,
-    _merge_summary,
-    _merge_top,
-    _pass_c_batches,
-    _scan_batches,
-    _top_bounds,
-    _work_table,
+from fairspark.hfm._spark.exact_scan import best_per_query, scan_batches, scan_job
+from fairspark.hfm._spark.points import code_cols
+from fairspark.hfm._spark.records import (
+    Blocks,
+    KeySortedPoints,
+    PassAMarker,
+    PassARanges,
+    PassCOutput,
+    PassCTarget,
+    RowKind,
+    Sample,
+    ScanQuery,
+    ScanRows,
+    TopBound,
+)
+from fairspark.hfm._spark.sample_bounds import (
+    bounds_batch,
     code_counts,
+    histogram_of_bounds,
+    merge_summary,
+    merge_top,
+    top_bounds_job,
+    work_table,
 )
-from fairspark.hfm._spark._points import code_cols
-from fairspark.hfm._spark._state import Pair, _PairState, _thr
+from fairspark.hfm._spark.state import Pair, PairState, threshold
 
-#: the engine's one logger (the passes log under the name of :mod:`.elim`)
-_LOG = logging.getLogger("fairspark.hfm._spark.elim")
+__all__ = ["DriverEngine", "Engine", "SparkEngine", "sorted_by_key"]
+
+#: the engine's one logger (the passes log under the name of :mod:`.elimination`)
+_LOG = logging.getLogger("fairspark.hfm._spark.elimination")
 
 
-class _Work:
-    """The working table the passes read: on Spark (:class:`_SparkWork`) or one Arrow
-    batch on the driver (:class:`_LocalWork`). Both run the same per-batch functions
-    (:func:`_bounds_batch`, :func:`_scan_batches`, :func:`_pass_c_batches`)."""
+class Engine(abc.ABC):
+    """The working table the passes read: on Spark (:class:`SparkEngine`) or one Arrow
+    batch on the driver (:class:`DriverEngine`). Both run the same per-batch functions
+    (:func:`bounds_batch`, :func:`scan_batches`, :func:`pass_c_batches`), so results,
+    counts and rounds are the same on both.
+
+    Attributes
+    ----------
+    where:
+        ``"spark"`` or ``"driver"`` (reported as the result's engine).
+    counts:
+        Rows per (attribute index, code).
+    quota:
+        Sample rows per code (expected).
+    n_rows, dim_x:
+        Rows of the table, feature length.
+    cost:
+        The cost log every pass is measured by.
+    """
 
     where = ""
     counts: dict[int, dict[int, int]]
@@ -94,11 +123,48 @@ class _Work:
                               bytes_read=self.n_rows * 8.0 * (self.dim_x + 2),
                               spark_jobs=self.spark_jobs)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Release what the working table holds."""
 
-    def release(self, surv) -> None:
+    def release(self, surv) -> None:  # noqa: B027 - nothing to release by default
         """Release the survivors of pass C."""
+
+    @abc.abstractmethod
+    def top_bounds(self, pairs: list[Pair], k: int) -> dict[Pair, list[TopBound]]:
+        """Pass A (on Spark: into the cache) and per pair the ``k`` largest bounds,
+        smallest key first among ties."""
+
+    @abc.abstractmethod
+    def bounds_rows(self, pairs: list[Pair]) -> DataFrame | pd.DataFrame:
+        """Every row's bound in long form: ``tgt, attr, key, u, nb_key, mult``."""
+
+    @abc.abstractmethod
+    def fetch(self, keys: list[str], attrs: list[int], lo: float, hi: float, *,
+              est_bytes: float) -> pd.DataFrame:
+        """Rows (``key, xb``, codes, ranks) with these keys or with ``lo <= rho < hi``
+        for one of ``attrs``."""
+
+    @abc.abstractmethod
+    def scan(self, queries: list[ScanQuery], *, lo: float, hi: float) -> pd.DataFrame:
+        """Passes B and D: each query's nearest other-group row among the rows with
+        ``lo <= rho < hi`` (``tgt, attr, qi, d, nb_key``)."""
+
+    @abc.abstractmethod
+    def count_left(self, active: list[Pair], state: dict[Pair, PairState]) -> dict[Pair, int]:
+        """Rows after the cursor with a bound not below ``L``, per pair."""
+
+    @abc.abstractmethod
+    def eliminate(self, b: Blocks, spec: list[PassCTarget], edges: list[float]) -> PassCOutput:
+        """Pass C against the blocks ``b`` (:func:`pass_c_batches`)."""
+
+    @abc.abstractmethod
+    def survivor_rows(self, surv, p: Pair, thr: float, cursor: tuple[float, str] | None,
+                      limit: int, *, est_bytes: float) -> pd.DataFrame:
+        """The first ``limit`` survivors of a pair after the cursor with ``d >= thr``."""
+
+    @abc.abstractmethod
+    def count_above(self, state: dict[Pair, PairState]) -> dict[Pair, int]:
+        """Rows whose sample bound exceeds the final lower bound, per pair."""
 
     def survivors_of(self, surv, thr: dict[Pair, float], *,
                      est_bytes: float) -> dict[Pair, pd.DataFrame]:
@@ -124,7 +190,7 @@ def _quota(sample_rows: int, counts: dict[int, dict[int, int]]) -> float:
     return float(max(64, (2 * sample_rows) // max(1, n_codes)))
 
 
-class _SparkWork(_Work):
+class SparkEngine(Engine):
     """The working table on Spark (persisted once, read by every pass)."""
 
     where = "spark"
@@ -134,21 +200,21 @@ class _SparkWork(_Work):
     def __init__(self, table: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
                  counts: dict[int, dict[int, int]], quota: float, n_rows: int,
                  cost: CostLog) -> None:
-        """``table``: pass A's output, persisted (:func:`_work_table`, with one marker
+        """``table``: pass A's output, persisted (:func:`work_table`, with one marker
         row per task when :attr:`top_k` > 0); the passes read its point rows (``df``)."""
         self.table = table
         df = table.where(F.col("tops").isNull()).drop("tops")
         self.df, self.n_attr, self.dim_x = df, n_attr, dim_x
         self.counts, self.quota = counts, quota
         self.n_rows, self.cost = n_rows, cost
-        self.max_result = _max_result_bytes(df.sparkSession)
+        self.max_result = max_result_bytes(df.sparkSession)
         #: pass A's marker rows, unpickled (:meth:`top_bounds` reads them)
-        self.parts: list[dict] | None = None
+        self.parts: list[PassAMarker] | None = None
         # the bounds in long form, one row per (row, pair), from one scan of the working
         # table (an explode, not a union that scans it once per pair)
         rows = F.explode(F.array(*[
             F.struct(F.lit(p[0]).alias("tgt"), F.lit(p[1]).alias("attr"),
-                     F.col(_ucol(p)).alias("u"), F.col(_nbcol(p)).alias("nb_key"))
+                     F.col(bound_col(p)).alias("u"), F.col(neighbour_col(p)).alias("nb_key"))
             for p in pairs])).alias("b")
         self.ub = df.select("key", rows).select(
             "b.tgt", "b.attr", "key", "b.u", "b.nb_key", F.lit(1).cast("long").alias("mult"))
@@ -156,7 +222,7 @@ class _SparkWork(_Work):
     @classmethod
     def build(cls, ranked: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
               n_rows: int | None, cost: CostLog, top_k: int,
-              options: Any) -> _SparkWork:
+              options: Any) -> SparkEngine:
         """Code counts (unless ``options.code_counts`` gives them: :func:`code_counts`
         of ``ranked``; ``options``: the engine's ``CertifyOptions``, not imported here,
         which would close an import circle), the sample (one collect,
@@ -181,11 +247,11 @@ class _SparkWork(_Work):
                 in_sample |= F.col("h") * F.element_at(m, F.col(c)) < F.lit(quota)
         with cost.step("sample collect", rows_read=n_rows,
                        bytes_read=n_rows * 8.0 * (dim_x + 2)) as rec:
-            sample = _collect(ranked.where(in_sample).select("key", "y", "yp", "x",
+            sample = collect_within(ranked.where(in_sample).select("key", "y", "yp", "x",
                                                              *code_cols(n_attr)),
                               est_bytes=8.0 * (dim_x + 4) * quota * max(1, n_codes))
             rec["rows_out"] = len(sample)
-        table = _work_table(ranked, sample, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
+        table = work_table(ranked, sample, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
                             counts=counts, top_k=top_k).persist(StorageLevel.MEMORY_AND_DISK)
         work = cls(table, n_attr=n_attr, dim_x=dim_x, pairs=pairs, counts=counts,
                    quota=quota, n_rows=n_rows, cost=cost)
@@ -195,16 +261,16 @@ class _SparkWork(_Work):
     def close(self) -> None:
         self.table.unpersist()
 
-    def top_bounds(self, pairs: list[Pair], k: int) -> dict[Pair, list[tuple]]:
+    def top_bounds(self, pairs: list[Pair], k: int) -> dict[Pair, list[TopBound]]:
         """Pass A into the cache, and per pair the ``k`` largest bounds (smallest key
         first among ties): from the marker rows its tasks wrote (one job, which fills
         the cache and brings back one row per task), or, for more than the ``top_k``
-        they gathered, from a job of their own (:func:`_top_bounds`)."""
+        they gathered, from a job of their own (:func:`top_bounds_job`)."""
         marks = self.table.where(F.col("tops").isNotNull()).select("tops").collect()
         self.parts = [pickle.loads(r["tops"]) for r in marks]
         if k > self.top_k:
-            return _top_bounds(self.df, pairs, k)
-        return _merge_top(self.parts, pairs, k)
+            return top_bounds_job(self.df, pairs, k)
+        return merge_top(self.parts, pairs, k)
 
     def n_tasks(self) -> int:
         """Tasks that read the working table (one marker row each; 1 before pass A)."""
@@ -215,16 +281,16 @@ class _SparkWork(_Work):
 
     def bound_histogram(self, pairs: list[Pair]) -> Callable | None:
         """The bounds per bin over ``[0, tops[attr]]`` in ``bins`` bins
-        (:func:`_bound_histogram`: the driver path's numpy bins, counted by the tasks
+        (:func:`histogram_of_bounds`: the driver path's numpy bins, counted by the tasks
         over the bound columns; one job, no shuffle, a few rows per partition back)."""
-        return lambda tops, bins: _bound_histogram(self.df, pairs, tops, bins)
+        return lambda tops, bins: histogram_of_bounds(self.df, pairs, tops, bins)
 
     def bound_summary(self, pairs: list[Pair]) -> pd.DataFrame | None:
         """The summary pass A's tasks wrote in their marker rows (no job); ``None``
         before :meth:`top_bounds` or without marker rows (``top_k`` 0)."""
         if not self.top_k or self.parts is None:
             return None
-        return _merge_summary(self.parts, pairs)
+        return merge_summary(self.parts, pairs)
 
     def fetch(self, keys: list[str], attrs: list[int], lo: float, hi: float, *,
               est_bytes: float) -> pd.DataFrame:
@@ -232,31 +298,32 @@ class _SparkWork(_Work):
         want = F.col("key").isin(keys) if keys else F.lit(False)
         for a in attrs:
             want |= (F.col(f"rho{a}") >= F.lit(lo)) & (F.col(f"rho{a}") < F.lit(hi))
-        return _collect(self.df.where(want).select("key", "xb", *code_cols(self.n_attr),
+        return collect_within(self.df.where(want).select("key", "xb", *code_cols(self.n_attr),
                                                    *[f"rho{a}" for a in range(self.n_attr)]),
                         est_bytes=est_bytes)
 
-    def scan(self, queries: list[tuple], *, lo: float, hi: float) -> pd.DataFrame:
-        return _exact_scan(self.df, queries, n_attr=self.n_attr, dim_x=self.dim_x, lo=lo, hi=hi,
+    def scan(self, queries: list[ScanQuery], *, lo: float, hi: float) -> pd.DataFrame:
+        return scan_job(self.df, queries, n_attr=self.n_attr, dim_x=self.dim_x, lo=lo, hi=hi,
                            n_tasks=self.n_tasks())
 
-    def count_left(self, active: list[Pair], state: dict[Pair, _PairState]) -> dict[Pair, int]:
+    def count_left(self, active: list[Pair], state: dict[Pair, PairState]) -> dict[Pair, int]:
         """Rows after the cursor with a bound not below ``L`` (one aggregation)."""
-        cond = [F.sum(((F.col(_ucol(p)) >= F.lit(_thr(state[p].lb))) & _after(p, state[p].cursor))
-                      .cast("long")).alias(_ucol(p)) for p in active]
+        cond = [F.sum(((F.col(bound_col(p)) >= F.lit(threshold(state[p].lb)))
+                       & after_cursor(p, state[p].cursor)).cast("long")).alias(bound_col(p))
+                for p in active]
         n_left = self.df.agg(*cond).first()
-        return {p: int(n_left[_ucol(p)] or 0) for p in active}
+        return {p: int(n_left[bound_col(p)] or 0) for p in active}
 
-    def eliminate(self, b: dict, spec: list[tuple], edges: list[float]) -> tuple:
+    def eliminate(self, b: Blocks, spec: list[PassCTarget], edges: list[float]) -> PassCOutput:
         """Pass C: its small rows (collected) and the survivors (persisted)."""
-        out = _eliminate(self.df, b, spec, edges, n_attr=self.n_attr,
-                         dim_x=self.dim_x).persist(StorageLevel.MEMORY_AND_DISK)
+        out = elimination_job(self.df, b, spec, edges, n_attr=self.n_attr,
+                              dim_x=self.dim_x).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            small = out.where(F.col("kind") != 1).drop("xb").toPandas()
+            small = out.where(F.col("kind") != F.lit(int(RowKind.SURVIVOR))).drop("xb").toPandas()
         except BaseException:
             out.unpersist()
             raise
-        return small, out
+        return PassCOutput(small=small, survivors=out)
 
     def release(self, surv) -> None:
         surv.unpersist()
@@ -265,12 +332,13 @@ class _SparkWork(_Work):
                       cursor: tuple[float, str] | None, limit: int, *,
                       est_bytes: float) -> pd.DataFrame:
         """The first ``limit`` survivors of a pair after the cursor with ``d >= thr``."""
-        cond = (F.col("kind") == 1) & _is_pair(p) & (F.col("d") >= F.lit(thr))
+        cond = (F.col("kind") == F.lit(int(RowKind.SURVIVOR))) & is_pair(p) & (
+            F.col("d") >= F.lit(thr))
         if cursor is not None:
             cu, ck = cursor
             cond &= (F.col("d") < F.lit(cu)) | (
                 (F.col("d") == F.lit(cu)) & (F.col("key") > F.lit(ck)))
-        return _collect(surv.where(cond)
+        return collect_within(surv.where(cond)
                         .select("tgt", "attr", "key", "d", "nb_key", "code", "xb")
                         .orderBy(F.col("d").desc(), F.col("key").asc()).limit(limit)
                         .repartition(1), est_bytes=est_bytes)
@@ -281,22 +349,22 @@ class _SparkWork(_Work):
         limit: the caller knows they are few), in ``survivor_rows``' columns."""
         cond = F.lit(False)
         for p, t in thr.items():
-            cond |= _is_pair(p) & (F.col("d") >= F.lit(t))
-        got = _collect(surv.where((F.col("kind") == 1) & cond)
+            cond |= is_pair(p) & (F.col("d") >= F.lit(t))
+        got = collect_within(surv.where((F.col("kind") == F.lit(int(RowKind.SURVIVOR))) & cond)
                        .select("tgt", "attr", "key", "d", "nb_key", "code", "xb"),
                        est_bytes=est_bytes)
         tg, at = got["tgt"].to_numpy(), got["attr"].to_numpy()
         return {p: got[(tg == p[0]) & (at == p[1])].reset_index(drop=True) for p in thr}
 
-    def count_above(self, state: dict[Pair, _PairState]) -> dict[Pair, int]:
+    def count_above(self, state: dict[Pair, PairState]) -> dict[Pair, int]:
         """Rows whose sample bound exceeds the final lower bound (those needed a search)."""
         # one aggregation of the working table's bound columns (no explode, no shuffle)
         pairs = [p for p, st in state.items() if math.isfinite(st.lb)]
         if not pairs:
             return {}
-        n = self.df.agg(*[F.sum((F.col(_ucol(p)) > F.lit(state[p].lb)).cast("long"))
-                          .alias(_ucol(p)) for p in pairs]).first()
-        return {p: int(n[_ucol(p)] or 0) for p in pairs}
+        n = self.df.agg(*[F.sum((F.col(bound_col(p)) > F.lit(state[p].lb)).cast("long"))
+                          .alias(bound_col(p)) for p in pairs]).first()
+        return {p: int(n[bound_col(p)] or 0) for p in pairs}
 
 
 _NN_PA = pa.schema([("tgt", pa.int32()), ("attr", pa.int32()), ("qi", pa.int64()),
@@ -316,15 +384,12 @@ def _frame(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pd.DataFrame
     return pa.Table.from_batches(bs, schema=schema).to_pandas()
 
 
-def _sorted_by_key(tbl: pa.Table, dim_x: int, *, threads: int = 1,
-                   out: np.ndarray | None = None) -> tuple[pa.RecordBatch, np.ndarray]:
+def sorted_by_key(tbl: pa.Table, dim_x: int, *, threads: int = 1) -> KeySortedPoints:
     """The collected points as one key-sorted batch (without ``x``) and their key-sorted
     points ``[yp, y, x]``. Every chunk's feature lists are written straight to their
     sorted rows of the one matrix (no concatenated copy, no Arrow ``take`` of a list
-    column, which is several times slower): on a machine that faults fresh memory in
-    slowly, each 400 MB copy of 1e6 x 50 points costs about a second. The chunks are
-    written on ``threads`` threads (disjoint rows of the matrix), into ``out`` when it is
-    given with the right shape."""
+    column, which is several times slower). The chunks are written on ``threads``
+    threads (disjoint rows of the matrix)."""
     perm = pc.sort_indices(tbl["key"]).to_numpy()
     rest = tbl.drop_columns(["x"]).take(perm).combine_chunks()
     n = tbl.num_rows
@@ -333,8 +398,7 @@ def _sorted_by_key(tbl: pa.Table, dim_x: int, *, threads: int = 1,
         raise ValueError(f"feature vectors must all have length {dim_x}")
     inv = np.empty(n, dtype=np.int64)
     inv[perm] = np.arange(n)
-    P = out if out is not None and out.shape == (n, dim_x + 2) else prefaulted_empty(
-        (n, dim_x + 2))
+    P = np.empty((n, dim_x + 2))
     starts = np.cumsum([0, *(len(c) for c in x.chunks)])
 
     def fill(i: int) -> None:
@@ -345,15 +409,15 @@ def _sorted_by_key(tbl: pa.Table, dim_x: int, *, threads: int = 1,
             raise ValueError(f"feature vectors must all have length {dim_x}")
         P[inv[start:start + m], 2:] = flat.reshape(m, dim_x)
 
-    _map(fill, list(range(x.num_chunks)), threads)
+    thread_map(fill, list(range(x.num_chunks)), threads)
     names = [c for c in tbl.column_names if c != "x"]
     batch = pa.RecordBatch.from_arrays([rest.column(c).combine_chunks() for c in names],
                                        names=names)
-    P[:, :2] = _stack_points(_np(batch, "y"), _np(batch, "yp"), np.zeros((n, 0)))
-    return batch, P
+    P[:, :2] = stack_points(numpy_of(batch, "y"), numpy_of(batch, "yp"), np.zeros((n, 0)))
+    return KeySortedPoints(batch=batch, points=P)
 
 
-class _LocalWork(_Work):
+class DriverEngine(Engine):
     """The working table as one key-sorted Arrow batch on the driver.
 
     Taken when the points fit a byte budget (a capped collect, like Spark's broadcast
@@ -364,39 +428,34 @@ class _LocalWork(_Work):
     where = "driver"
     spark_jobs = False
 
-    def __init__(self, table: tuple, *, n_attr: int, dim_x: int,
+    def __init__(self, table: KeySortedPoints, *, n_attr: int, dim_x: int,
                  pairs: list[Pair], sample_rows: int, max_result: float, cost: CostLog,
                  threads: int = 1) -> None:
-        """``table``: the key-sorted points table and its ``[yp, y, x]`` points
-        (:func:`_sorted_by_key`), and optionally a third item, a matrix for the
-        prediction's points."""
-        batch, points = table[0], table[1]
-        tp_out = table[2] if len(table) > 2 else None
+        """``table``: the key-sorted points (:func:`sorted_by_key`)."""
+        batch, points = table.batch, table.points
         del table
         self.n_attr, self.dim_x, self.max_result = n_attr, dim_x, max_result
         self.cost, self.n_rows, self.threads = cost, batch.num_rows, threads
         cols = code_cols(n_attr)
-        codes = {c: _codes(batch, c) for c in cols}
+        codes = {c: codes_of(batch, c) for c in cols}
         self.counts = {}
         for a, c in enumerate(cols):
-            v, n = np.unique(codes[c][codes[c] != _NULL_CODE], return_counts=True)
+            v, n = np.unique(codes[c][codes[c] != NULL_CODE], return_counts=True)
             self.counts[a] = {int(x): int(m) for x, m in zip(v, n, strict=True)}
         self.quota = _quota(sample_rows, self.counts)
-        h = _np(batch, "h")
+        h = numpy_of(batch, "h")
         in_sample = np.zeros(batch.num_rows, dtype=bool)
         for a, c in enumerate(cols):
-            in_sample |= (codes[c] != _NULL_CODE) & (_rho(h, codes[c], self.counts[a]) < self.quota)
+            in_sample |= (codes[c] != NULL_CODE) & (
+                ranks_of(h, codes[c], self.counts[a]) < self.quota)
         idx = np.flatnonzero(in_sample)
-        s = {"keys": _strs(_col(batch, "key").take(pa.array(idx))),
-             "P": points[idx],
-             "codes": {c: codes[c][idx].astype(np.int64) for c in cols},
-             "counts": self.counts}
-        kept: dict = {}
+        s = Sample(keys=strings_of(column_of(batch, "key").take(pa.array(idx))),
+                   points=points[idx],
+                   codes={c: codes[c][idx].astype(np.int64) for c in cols},
+                   counts=self.counts)
+        kept = PassARanges()
         with self.step("A: sample bounds", full=True) as rec:
-            if tp_out is not None and tp_out.shape != (len(points), dim_x + 1):
-                tp_out = None
-            kept["tp_out"] = tp_out
-            self.batch = _bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
+            self.batch = bounds_batch(batch, s, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
                                        keep=kept, threads=threads, points=points)
             rec["threads"] = threads
             rec["rows_out"] = len(idx)
@@ -404,28 +463,29 @@ class _LocalWork(_Work):
         with self.step("keys and bounds as arrays"):
             # the keys and neighbour keys stay Arrow arrays (a Python string is made
             # only for a row a search or a witness reads): 2.7M strings for Adult x 20
-            # cost 0.12-0.6 s, their fresh memory faulted in page by page
-            self.keys = _col(self.batch, "key")
+            # would cost 0.1-0.6 s
+            self.keys = column_of(self.batch, "key")
             # what the scans read: the batch is key-sorted, its points and each target's
             # points are pass A's (no second decode)
-            rho = {a: _np(self.batch, f"rho{a}") for a in range(n_attr)}
-            code = {a: _codes(self.batch, c) for a, c in enumerate(cols)}
+            rho = {a: numpy_of(self.batch, f"rho{a}") for a in range(n_attr)}
+            code = {a: codes_of(self.batch, c) for a, c in enumerate(cols)}
             # per row range of pass A (each on its own thread): views, no copies
-            self._scan_read = [(kept["P"][r], self.keys.slice(r.start, r.stop - r.start),
-                                {a: v[r] for a, v in rho.items()},
-                                {a: v[r] for a, v in code.items()}, tp)
-                               for r, tp in zip(kept["parts"], kept["tp"], strict=True)]
-            self.u = {p: _np(self.batch, _ucol(p)) for p in pairs}
-            self.nb = {p: _col(self.batch, _nbcol(p)) for p in pairs}
+            self._scan_read = [ScanRows(points=kept.points[r],
+                                        keys=self.keys.slice(r.start, r.stop - r.start),
+                                        ranks={a: v[r] for a, v in rho.items()},
+                                        codes={a: v[r] for a, v in code.items()}, cache=cache)
+                               for r, cache in zip(kept.ranges, kept.caches, strict=True)]
+            self.u = {p: numpy_of(self.batch, bound_col(p)) for p in pairs}
+            self.nb = {p: column_of(self.batch, neighbour_col(p)) for p in pairs}
 
     @classmethod
     def collect(cls, ranked: DataFrame, *, n_attr: int, dim_x: int, pairs: list[Pair],
                 sample_rows: int, n_rows: int | None, max_bytes: int | None,
-                cost: CostLog) -> _LocalWork | None:
+                cost: CostLog) -> DriverEngine | None:
         """The points on the driver when they fit the budget (:func:`driver_budget`):
         one capped collect; ``None`` when they do not."""
         spark = ranked.sparkSession
-        max_result = _max_result_bytes(spark)
+        max_result = max_result_bytes(spark)
         row_bytes = 8.0 * (dim_x + 2) + 64
         # a local master with a known row count: the points come through local files,
         # past the JVM (a 1 GB driver takes this path as a larger one does)
@@ -434,24 +494,18 @@ class _LocalWork(_Work):
         cap = int(budget // row_bytes)
         cost.budget = {"bytes": int(budget), "rows": cap, "row_bytes": row_bytes,
                        "sized_from": sized_from, "via_files": via_files}
-        _log_path_choice(n_rows, row_bytes, budget, sized_from, via_files=via_files)
+        log_path_choice(n_rows, row_bytes, budget, sized_from, via_files=via_files)
         if cap < 1 or (n_rows is not None and n_rows > cap):
             return None
         cols = code_cols(n_attr)
         sel = ranked.select("key", "h", "y", "yp", "x", *cols)
-        # the points matrix and the prediction's points, made ready while the driver
-        # waits on the transfer (a known row count; their fresh pages cost 0.1-1 s each
-        # on this project's VMs, paid after the transfer before)
-        pre = (Prealloc([(n_rows, dim_x + 2)]
-                        + ([(n_rows, dim_x + 1)] if any(p[0] == 1 for p in pairs) else []))
-               if n_rows is not None and n_rows > 0 else None)
         # a known row count within the cap bounds the collect; otherwise a limit does
         # (a global limit moves every row into one task through a shuffle: 53 s against
         # 9.7 s without it for 904k rows at d = 56, loaded machine; so only when the
         # count is not known)
         with cost.step("driver collect") as rec:
             if via_files:
-                tbl = _arrow_via_files(sel)
+                tbl = arrow_via_files(sel)
             else:
                 tbl = (sel if n_rows is not None else sel.limit(cap + 1)).toArrow()
             rec["rows_read"] = rec["rows_out"] = tbl.num_rows
@@ -460,13 +514,11 @@ class _LocalWork(_Work):
             _LOG.info("hfm: %d points do not fit the driver path (at most %d)", tbl.num_rows, cap)
             return None
         with cost.step("key sort", spark_jobs=False) as rec:
-            threads = _driver_threads(spark)
-            bufs = (pre.get() if pre is not None else None) or []
-            table = _sorted_by_key(tbl, dim_x, threads=threads,
-                                   out=bufs[0] if bufs else None)
+            threads = driver_threads(spark)
+            table = sorted_by_key(tbl, dim_x, threads=threads)
             rec["rows_read"] = tbl.num_rows
         del tbl
-        return cls((*table, bufs[1] if len(bufs) > 1 else None), n_attr=n_attr,
+        return cls(table, n_attr=n_attr,
                    dim_x=dim_x, pairs=pairs, sample_rows=sample_rows,
                    max_result=max_result, cost=cost, threads=threads)
 
@@ -482,19 +534,19 @@ class _LocalWork(_Work):
                 hi = mid
         return lo
 
-    def _after(self, u: np.ndarray, cursor: tuple[float, str] | None) -> np.ndarray:
+    def _rows_after(self, u: np.ndarray, cursor: tuple[float, str] | None) -> np.ndarray:
         if cursor is None:
             return np.ones(len(u), dtype=bool)
         cu, ck = cursor
         later = np.arange(len(u)) >= self._first_after(ck)
         return (u < cu) | ((u == cu) & later)
 
-    def top_bounds(self, pairs: list[Pair], k: int) -> dict[Pair, list[tuple]]:
+    def top_bounds(self, pairs: list[Pair], k: int) -> dict[Pair, list[TopBound]]:
         out = {}
         for p in pairs:
             order = np.argsort(-self.u[p], kind="stable")[:k]  # ties: key order
-            out[p] = sorted((-float(self.u[p][i]), self.keys[int(i)].as_py(),
-                             self.nb[p][int(i)].as_py() or "") for i in order)
+            out[p] = sorted(TopBound(-float(self.u[p][i]), self.keys[int(i)].as_py(),
+                                     self.nb[p][int(i)].as_py() or "") for i in order)
         return out
 
     def bounds_rows(self, pairs: list[Pair]) -> pd.DataFrame:
@@ -521,30 +573,31 @@ class _LocalWork(_Work):
             want = pc.is_in(self.keys, value_set=pa.array(list(keys), pa.string())
                             ).to_numpy(zero_copy_only=False).astype(bool)
         for a in attrs:
-            r = _np(self.batch, f"rho{a}")
+            r = numpy_of(self.batch, f"rho{a}")
             want |= (r >= lo) & (r < hi)
         names = ["key", "xb", *code_cols(self.n_attr), *[f"rho{a}" for a in range(self.n_attr)]]
         return self.batch.filter(pa.array(want)).select(names).to_pandas()
 
-    def scan(self, queries: list[tuple], *, lo: float, hi: float) -> pd.DataFrame:
+    def scan(self, queries: list[ScanQuery], *, lo: float, hi: float) -> pd.DataFrame:
         # each query set and row range on its own thread (same batch, read only), the
         # best per query over the ranges as over Spark's tasks: the same result
-        def one(qr: tuple) -> pd.DataFrame:
-            return _frame(_scan_batches([], [qr[0]], n_attr=self.n_attr, dim_x=self.dim_x,
+        def one(qr: tuple[ScanQuery, ScanRows]) -> pd.DataFrame:
+            return _frame(scan_batches([], [qr[0]], n_attr=self.n_attr, dim_x=self.dim_x,
                                         lo=lo, hi=hi, prepared=[qr[1]]), _NN_PA)
 
-        parts = _map(one, [(q, r) for q in queries for r in self._scan_read], self.threads)
+        parts = thread_map(one, [(q, r) for q in queries for r in self._scan_read], self.threads)
         raw = pd.concat(parts, ignore_index=True) if parts else _frame(iter(()), _NN_PA)
-        return _best_per_query(raw)
+        return best_per_query(raw)
 
-    def count_left(self, active: list[Pair], state: dict[Pair, _PairState]) -> dict[Pair, int]:
-        return {p: int(((self.u[p] >= _thr(state[p].lb))
-                        & self._after(self.u[p], state[p].cursor)).sum()) for p in active}
+    def count_left(self, active: list[Pair], state: dict[Pair, PairState]) -> dict[Pair, int]:
+        return {p: int(((self.u[p] >= threshold(state[p].lb))
+                        & self._rows_after(self.u[p], state[p].cursor)).sum()) for p in active}
 
-    def eliminate(self, b: dict, spec: list[tuple], edges: list[float]) -> tuple:
-        out = _frame(_pass_c_batches([self.batch], b, spec, edges, self.dim_x), _C_PA)
-        kind1 = out["kind"] == 1
-        return out[~kind1].drop(columns="xb").reset_index(drop=True), out[kind1]
+    def eliminate(self, b: Blocks, spec: list[PassCTarget], edges: list[float]) -> PassCOutput:
+        out = _frame(pass_c_batches([self.batch], b, spec, edges, self.dim_x), _C_PA)
+        surv = out["kind"] == int(RowKind.SURVIVOR)
+        return PassCOutput(small=out[~surv].drop(columns="xb").reset_index(drop=True),
+                           survivors=out[surv])
 
     def survivor_rows(self, surv: pd.DataFrame, p: Pair, thr: float,
                       cursor: tuple[float, str] | None, limit: int, *,
@@ -557,6 +610,6 @@ class _LocalWork(_Work):
         rows = surv[m].sort_values(["d", "key"], ascending=[False, True], kind="mergesort")
         return rows.head(limit)[["tgt", "attr", "key", "d", "nb_key", "code", "xb"]]
 
-    def count_above(self, state: dict[Pair, _PairState]) -> dict[Pair, int]:
+    def count_above(self, state: dict[Pair, PairState]) -> dict[Pair, int]:
         return {p: int((self.u[p] > st.lb).sum()) for p, st in state.items()
                 if math.isfinite(st.lb)}

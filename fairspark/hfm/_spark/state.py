@@ -1,10 +1,10 @@
-"""The search state of :mod:`fairspark.hfm._spark.elim`: one (target, attribute) pair.
+"""The search state of :mod:`fairspark.hfm._spark.elimination`: one (target, attribute) pair.
 
-:class:`_PairState` holds where the search of one pair stands (the lower bound and its
+:class:`PairState` holds where the search of one pair stands (the lower bound and its
 witness, the cursor, the bounds not taken yet, the rounds); :data:`MARGIN` and
-:func:`_thr` the elimination threshold every pass applies. The passes
-(:mod:`._passes`), the working tables (:mod:`._work`) and the algorithm
-(:mod:`.elim`) all read them.
+:func:`threshold` the elimination threshold every pass applies. The passes
+(:mod:`.sample_bounds`, :mod:`.exact_scan`, :mod:`.block_elimination`), the engines
+(:mod:`.engines`) and the algorithm (:mod:`.elimination`) all read them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from fairspark.hfm.results import CertifiedResult
 
-__all__ = ["MARGIN"]
+__all__ = ["MARGIN", "Pair", "PairState", "threshold"]
 
 
 Pair = tuple[int, int]
@@ -25,7 +25,7 @@ MARGIN = 1e-9
 
 
 @dataclass
-class _PairState:
+class PairState:
     """Where the search of one (target, attribute) stands.
 
     ``lb``/``key``/``nb_key``: the largest exact ``nn`` so far and its witness pair;
@@ -70,6 +70,6 @@ class _PairState:
         )
 
 
-def _thr(lb: float) -> float:
+def threshold(lb: float) -> float:
     """Bounds below this cannot realise (or tie with) a distance ``lb``."""
     return lb - MARGIN * abs(lb) if math.isfinite(lb) else -math.inf

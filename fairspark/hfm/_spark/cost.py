@@ -1,6 +1,6 @@
 """The cost model of the certified engine: what each pass cost, measured.
 
-Every pass of :mod:`fairspark.hfm._spark.elim` runs inside :meth:`CostLog.step`, which
+Every pass of :mod:`fairspark.hfm._spark.elimination` runs inside :meth:`CostLog.step`, which
 records its wall-clock seconds, the Spark jobs it started and their stages (from
 ``SparkContext.statusTracker()``: the job ids of the current job group before and after
 the step, no listener of our own), the rows and feature bytes it read, and the rows it left to the
@@ -21,7 +21,7 @@ from fairspark.session import is_connect
 
 __all__ = ["CostLog"]
 
-_LOG = logging.getLogger("fairspark.hfm._spark.elim")
+_LOG = logging.getLogger("fairspark.hfm._spark.elimination")
 
 
 class CostLog:
