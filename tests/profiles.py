@@ -39,6 +39,38 @@ SLOW: dict[str, str] = {
         "test_correlation_spark's partition-independence test",
     "tests/test_task_partitioning.py::test_mdfa_same_splits_for_1_2_7_and_default_chunks":
         "test_mdfa_spark's partition-independence test",
+    "tests/test_mdfa_validation.py::test_planted_gamma_is_recovered":
+        "test_mdfa_validation's fair classifier and test_mdfa_spark",
+    "tests/test_conf_examples.py::test_example_config_runs":
+        "test_conf_examples' parse of every example and test_exit_codes' run",
+    "tests/test_hfm_audit.py::test_compas_certified_equals_brute_force_and_scipy":
+        "test_hfm_audit's Adult run against brute force and scipy",
+    "tests/test_hfm_audit.py::test_driver_and_spark_paths_give_the_same_bits":
+        "test_hfm_spark's driver path against the Spark passes",
+    "tests/test_hfm_audit.py::test_driver_path_and_spark_passes_give_the_same_audit":
+        "test_hfm_spark's driver path against the Spark passes",
+    "tests/test_hfm_audit.py::test_partial_intervals_while_certifying_contain_exact":
+        "test_hfm_audit's Adult run against brute force and scipy",
+    "tests/test_hfm_spark.py::test_approx_and_pointwise_equal_naive_algorithm":
+        "test_hfm_spark's elimination engine against scipy",
+    "tests/test_hfm_spark.py::test_survivor_rounds_jump_to_the_end_after_a_poor_round":
+        "test_hfm_spark's elimination engine against scipy",
+    "tests/test_hfm_spark.py::test_survivor_pass_equals_brute_force":
+        "test_hfm_spark's elimination engine against scipy",
+    "tests/test_group_audit.py::test_one_pass_gives_the_staged_flows_results":
+        "test_group_audit's one-pass statistics against the statistics pass",
+    "tests/test_gating_per_group.py::test_a_night_whose_data_move_is_called_worse_then_better":
+        "test_gating_per_group's verdicts per group",
+    "tests/test_broken_plugin.py::test_a_run_reports_the_broken_plugin_and_the_other_audits_complete":
+        "test_broken_plugin's import checks and test_exit_codes' failed audit",
+    "tests/test_column_names.py": "test_group_audit (the same audit on plain names)",
+    "tests/test_window_results.py::test_window_mdfa_and_correlation_equal_the_same_audits_on_the_sample_rows":
+        "test_window_results' HFM sample test",
+    "tests/test_window_results.py::test_window_limits_and_trends_equal_a_rescan_over_two_nights":
+        "test_window_checks and test_gating",
+    "tests/test_gating.py::test_a_where_change_is_on_the_first_screen_and_words_agree":
+        "test_gating's other first-screen tests",
+    "tests/test_worker_python.py": "every CLI run's worker probe (test_exit_codes)",
 }
 
 
