@@ -519,9 +519,9 @@ def test_group_counts_handed_to_the_engine_are_its_own(spark):
     whose groups' codes are all its non-null codes (equal to the engine's own count);
     an attribute with a code outside its groups (-1: a value the groups do not name)
     is left out, for the engine to count itself."""
+    from fairspark.audits.prepared import AttributeInfo
     from fairspark.hfm._spark import code_counts_and_rows
     from fairspark.hfm.audit import _one_sided
-    from fairspark.prepare._results import AttributeInfo
 
     rng = np.random.default_rng(3)
     n = 400
