@@ -35,14 +35,10 @@ from fairspark._isolation import (
     _failed,
     _render,
     _run_with_budget,
-    _timed_out,  # noqa: F401 - moved, still importable from here
 )
 from fairspark._run_status import (
-    TerminatedBySignal,  # noqa: F401 - moved, still importable from here
     _record_end,
-    describe_error,  # noqa: F401 - moved, still importable from here
     exit_code_for,
-    status_record,  # noqa: F401 - moved, still importable from here
     write_status,
 )
 from fairspark._run_summary import RunFacts, _AuditsDone, _summary

@@ -280,8 +280,8 @@ def test_partial_intervals_while_certifying_contain_exact(spark, compas_pdf, tmp
     """Every interval handed to report_partial holds the exact D; a timeout publishes it."""
     import types
 
+    from fairspark._isolation import _timed_out
     from fairspark.audits.base import AuditContext
-    from fairspark.runner import _timed_out
 
     seen = []
     real = AuditContext.report_partial

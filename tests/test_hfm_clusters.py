@@ -10,13 +10,13 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from fairspark.hfm._kernels import (
-    _clusters,
     nn_other_group,
     nn_other_group_clustered,
     nn_other_group_refclustered,
     pair_distance,
     query_clusters,
 )
+from fairspark.hfm._nn_clustered import _clusters
 
 
 def _brute(q, qc, r, rc):

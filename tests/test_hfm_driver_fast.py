@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 from scipy.spatial.distance import cdist
 
-from fairspark.hfm._spark.elim import _bounds_batch, _row_slices, _sorted_by_key
+from fairspark.hfm._spark._passes import _bounds_batch, _row_slices
+from fairspark.hfm._spark._work import _sorted_by_key
 
 
 def _table(rng, n=3000, dim=4, chunks=3):

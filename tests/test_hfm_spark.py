@@ -362,7 +362,8 @@ def test_sample_bounds_are_upper_bounds(spark):
     """Every row's sample bound is at least its exact nn (what elimination relies on)."""
     from pyspark.sql import functions as F
 
-    from fairspark.hfm._spark.elim import _top_bounds, _work_table, code_counts
+    from fairspark.hfm._spark._passes import _top_bounds, _work_table
+    from fairspark.hfm._spark.elim import code_counts
 
     rng = np.random.default_rng(4)
     n = 600
@@ -534,8 +535,8 @@ def test_pass_a_tasks_send_the_top_bounds_of_the_job_of_their_own(spark, parts):
 
     from fairspark.hfm._spark import summarise_pointwise
     from fairspark.hfm._spark._cost import CostLog
+    from fairspark.hfm._spark._passes import _top_bounds
     from fairspark.hfm._spark._work import _SparkWork
-    from fairspark.hfm._spark.elim import _top_bounds
 
     rng = np.random.default_rng(11)
     n, d, k = 900, 3, 7

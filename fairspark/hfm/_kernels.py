@@ -28,13 +28,11 @@ import numpy as np
 
 from fairspark.hfm._nn import (
     _BLOCK_DOUBLES,
-    _pair_distance_at,  # noqa: F401 - moved, still importable from here
     exact_nn_numpy,
     nn_other_group,
     pair_distance,
 )
 from fairspark.hfm._nn_clustered import (
-    _clusters,  # noqa: F401 - moved, still importable from here
     nn_other_group_clustered,
     nn_other_group_refclustered,
     query_clusters,

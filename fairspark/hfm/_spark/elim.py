@@ -58,12 +58,8 @@ from fairspark.hfm._spark._driver import driver_budget
 from fairspark.hfm._spark._passes import (
     _block_bcast,
     _block_edges,
-    _bounds_batch,  # noqa: F401 - moved, still importable from here
     _other_max,
     _pass_c_spec,
-    _row_slices,  # noqa: F401 - moved, still importable from here
-    _top_bounds,  # noqa: F401 - moved, still importable from here
-    _work_table,  # noqa: F401 - moved, still importable from here
     code_counts,
     sample_bounds_numpy,
 )
@@ -71,7 +67,6 @@ from fairspark.hfm._spark._points import points_schema_check
 from fairspark.hfm._spark._state import MARGIN, Pair, _PairState, _thr
 from fairspark.hfm._spark._work import (
     _LocalWork,
-    _sorted_by_key,  # noqa: F401 - moved, still importable from here
     _SparkWork,
     _Work,
 )
