@@ -22,8 +22,8 @@ from fairspark.audits.base import MetricRow, ReportSection
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
+    from fairspark.audits.prepared import PreparedData
     from fairspark.config import Config
-    from fairspark.prepare import PreparedData
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """How SIGTERM and SIGINT end a run: jobs cancelled, then the run unwinds through its cleanup.
 
 :func:`signals_end_the_run` installs the CLI's handlers. A signal stops the run with
-:class:`~fairspark.runner.TerminatedBySignal` (SIGTERM) or :class:`KeyboardInterrupt`
+:class:`~fairspark._run_status.TerminatedBySignal` (SIGTERM) or :class:`KeyboardInterrupt`
 (SIGINT), raised in the driver's main thread, which then unwinds through the run's
 cleanup (staging folder deleted, the earlier run of the date put back, lock released,
 status ``"terminated"``) and exits 143 or 130.

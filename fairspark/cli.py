@@ -248,7 +248,7 @@ def _status_after_error(spark, config, code: int, message: str,
     if isinstance(err, RunLockedError | OutputPathError) or getattr(
             err, "fairspark_status_written", False):
         return  # (an OutputPathError: the location cannot hold a status file either)
-    from fairspark.runner import status_record
+    from fairspark._run_status import status_record
 
     try:
         if config is not None:
@@ -440,9 +440,9 @@ def main(
     (nothing written), 4 an audit failed (the others are published), 3 a limit gates,
     1 unexpected crash.
     """
+    from fairspark._run_status import TerminatedBySignal, describe_error, exit_code_for
     from fairspark._signals import signals_end_the_run
     from fairspark.errors import FairsparkInputError
-    from fairspark.runner import TerminatedBySignal, describe_error, exit_code_for
     from fairspark.status import ExitCode
 
     parser = build_parser()
@@ -503,9 +503,9 @@ def _crash_message(err: Exception, spark, config) -> str:
     """Log an unexpected error (one line where its cause is known: a driver JVM that
     died, an out-of-memory error, a failed write; else the traceback) and return the
     status file's line for it."""
+    from fairspark._run_status import describe_error
     from fairspark.errors import jvm_gone, jvm_gone_message, out_of_memory_hint
     from fairspark.outputs import OutputWriteError
-    from fairspark.runner import describe_error
     from fairspark.session import is_connect
 
     # a Connect client has no JVM of its own to ask after

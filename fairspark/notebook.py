@@ -112,7 +112,7 @@ class AuditResult:
 
         import pandas as pd
 
-        from fairspark.metrics._paired import DIFFERENCE_MODEL
+        from fairspark.metrics import DIFFERENCE_MODEL
 
         rows = self.rows
         if "model" not in rows:

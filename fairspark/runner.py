@@ -35,14 +35,10 @@ from fairspark._isolation import (
     _failed,
     _render,
     _run_with_budget,
-    _timed_out,  # noqa: F401 - moved, still importable from here
 )
 from fairspark._run_status import (
-    TerminatedBySignal,  # noqa: F401 - moved, still importable from here
     _record_end,
-    describe_error,  # noqa: F401 - moved, still importable from here
     exit_code_for,
-    status_record,  # noqa: F401 - moved, still importable from here
     write_status,
 )
 from fairspark._run_summary import RunFacts, _AuditsDone, _summary
@@ -72,11 +68,11 @@ from fairspark.status import FAILED_STATUSES, ExitCode
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
+    from fairspark.audits.prepared import PreparedData
     from fairspark.audits.spec import AuditSpec
     from fairspark.config import Config
     from fairspark.nightly.history import PastRuns
     from fairspark.nightly.window import WindowRun
-    from fairspark.prepare import PreparedData
 
 __all__ = [
     "EXIT_AUDIT_FAILED", "EXIT_CRASH", "EXIT_INPUT", "EXIT_OK", "EXIT_VIOLATION", "ComputedRun",
@@ -628,12 +624,14 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
         write_status(out, run_date, exit_code=None, run_id=run_id)
         try:
             from fairspark.nightly.history import read_past_runs
+            from fairspark.report.decision import decision_items
 
             # the runs published before this one, read once: trends, persistence, the
             # schema check and the change column all read this
             past = read_past_runs(out, before=run_date, trend_runs=config.output.trend_runs,
                                   limits=bool(config.limits.rules),
-                                  specs=config.audits.audit_specs(), timings=timings)
+                                  specs=config.audits.audit_specs(), items=decision_items,
+                                  timings=timings)
 
             def running(audit: str, state: dict[str, Any]) -> None:
                 write_status(out, run_date, exit_code=None, run_id=run_id,

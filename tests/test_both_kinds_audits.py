@@ -64,8 +64,9 @@ def test_group_audit_same_on_both_kinds(spark, same_on_both_kinds):
 def test_encoded_features_are_min_max_and_one_hot(spark, same_on_both_kinds):
     """``_fs_x`` against numpy: min-max scaling by the formula, x2 (already in [0, 1])
     as it is, one indicator per value in sorted (code point) order; bit for bit."""
+    from fairspark.columns import KEY, X
     from fairspark.notebook import _config
-    from fairspark.prepare import KEY, X, prepare
+    from fairspark.prepare import prepare
 
     pdf = _table(n=600, seed=3)
     config = _config({**_options({"hfm": {}}), "features": ["x1", "x2", "colour"]})

@@ -97,6 +97,7 @@ def test_readme_and_operations_exit_codes_match_the_code():
     import re
     import signal
 
+    from fairspark._run_status import TerminatedBySignal, exit_code_for
     from fairspark.errors import (
         ConfigError,
         InputReadError,
@@ -107,7 +108,6 @@ def test_readme_and_operations_exit_codes_match_the_code():
         WorkerPythonError,
     )
     from fairspark.outputs import OutputPathError, OutputWriteError
-    from fairspark.runner import TerminatedBySignal, exit_code_for
     from fairspark.status import ExitCode
 
     # a phrase of each table (both use it) -> an exception that case raises

@@ -292,8 +292,8 @@ def test_partial_intervals_while_certifying_contain_exact(spark, compas_pdf, tmp
     """Every interval handed to report_partial holds the exact D; a timeout publishes it."""
     import types
 
+    from fairspark._isolation import _timed_out
     from fairspark.audits.base import AuditContext
-    from fairspark.runner import _timed_out
 
     seen = []
     real = AuditContext.report_partial
@@ -532,9 +532,9 @@ def test_group_counts_handed_to_the_engine_are_its_own(spark):
     whose groups' codes are all its non-null codes (equal to the engine's own count);
     an attribute with a code outside its groups (-1: a value the groups do not name)
     is left out, for the engine to count itself."""
+    from fairspark.audits.prepared import AttributeInfo
     from fairspark.hfm._spark import code_counts_and_rows
     from fairspark.hfm.audit import _one_sided
-    from fairspark.prepare._results import AttributeInfo
 
     rng = np.random.default_rng(3)
     n = 400

@@ -10,13 +10,13 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from fairspark.hfm._kernels import (
-    _clusters,
     nn_other_group,
     nn_other_group_clustered,
     nn_other_group_refclustered,
     pair_distance,
     query_clusters,
 )
+from fairspark.hfm._nn_clustered import _grid_clusters
 
 
 def _brute(q, qc, r, rc):
@@ -78,7 +78,7 @@ def test_repeated_rows_form_few_clusters():
     base = rng.random((50, 6))
     q = np.tile(base, (20, 1)) + rng.normal(0.0, 1e-4, (1000, 6))
     qc = np.tile(rng.integers(0, 2, 50), 20)
-    order, starts = _clusters(q, qc, 0.05)
+    order, starts = _grid_clusters(q, qc, 0.05)
     n_cl = len(starts) - 1
     assert 50 <= n_cl <= 100 <= 0.5 * len(q)  # below the fast path's limit
     for s, e in itertools.pairwise(starts):

@@ -18,10 +18,10 @@ from conftest import write_parquet
 
 from fairspark import cli
 from fairspark.audits.base import derive_seed
+from fairspark.audits.prepared import AttributeInfo
 from fairspark.config import parse_config
 from fairspark.errors import ConfigError
 from fairspark.hfm.params import dr_model_kind
-from fairspark.prepare import AttributeInfo
 from fairspark.runner import run_audit_job
 
 FEATURES = ["age", "priors_count", "juv_fel_count", "juv_misd_count", "c_charge_degree"]

@@ -245,7 +245,8 @@ def test_gathered_pair_distances_are_the_direct_ones_bit_for_bit():
     """The candidate measurements gather rows and square in place: the same bits as
     ``pair_distance`` of the gathered rows, also on row views, and within rounding of
     the distance computed here in the plainest way."""
-    from fairspark.hfm._kernels import _pair_distance_at, pair_distance
+    from fairspark.hfm._kernels import pair_distance
+    from fairspark.hfm._nn import _pair_distance_at
 
     rng = np.random.default_rng(11)
     for dim in (3, 57, 400):

@@ -68,7 +68,7 @@ def run(table, tmp_path_factory):
     import contextlib
     import io
 
-    from fairspark.report import figures
+    from fairspark.audits import figures
 
     tmp_path = tmp_path_factory.mktemp("info-run")
     cfg = {

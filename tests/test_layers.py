@@ -1,4 +1,4 @@
-"""The import graph of ``fairspark/`` has no cycle.
+"""The import graph of ``fairspark/``: no cycle, layers that point down, no private reach.
 
 Every ``import`` and ``from ... import`` of every module counts: at module level,
 inside functions and under ``TYPE_CHECKING``, with relative imports resolved. An
@@ -7,6 +7,11 @@ each enclosing package whose ``__init__`` imports something (importing the modul
 runs that ``__init__`` first). A module inside a package never re-runs the package's
 ``__init__``, so it has no edge to it. ``from a.b import c`` is an edge to ``a.b.c``
 where that is a module, else to ``a.b``.
+
+:data:`LAYERS` puts every module in one layer, bottom to top; a module imports only
+from its own layer or a lower one. A module whose own name starts with ``_`` is
+private to its parent package: no module outside that package imports it (the
+package's ``__init__`` or a public module beside it names what others may use).
 """
 
 from __future__ import annotations
@@ -16,6 +21,50 @@ import itertools
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "fairspark"
+
+
+#: bottom to top: (layer, the modules in it: a name stands for itself and every module
+#: below it). A module belongs to the layer of its longest listed name.
+LAYERS: list[tuple[str, list[str]]] = [
+    # what knows nothing of fairness: errors and typed sets, the config model, the
+    # session and its jobs, column names, reading the input, sampling, threads, MLflow
+    # model scoring (an audit scores a registered model too)
+    ("base", ["fairspark._version", "fairspark.errors", "fairspark.status", "fairspark._values",
+              "fairspark.columns", "fairspark._params", "fairspark._config_mlflow",
+              "fairspark.config_model", "fairspark.config_columns", "fairspark.session",
+              "fairspark.io",
+              "fairspark.sampling", "fairspark.scoring", "fairspark._threads",
+              "fairspark._testing", "fairspark._jobs", "fairspark._signals",
+              "fairspark._locks", "fairspark._memory", "fairspark._java",
+              "fairspark._shipping", "fairspark._fanout", "fairspark.progress"]),
+    # statistics and kernels: the normal quantile, intervals, p-value adjustment,
+    # weighted confusion cells, the metric catalogue
+    ("statistics", ["fairspark.stats", "fairspark.metrics"]),
+    # the contract: AuditSpec, PreparedData, MetricRow, the figure and section toolkit
+    ("contract", ["fairspark.audits"]),
+    ("preparation", ["fairspark.prepare"]),
+    ("audits", ["fairspark.group", "fairspark.hfm", "fairspark.mdfa", "fairspark.correlation"]),
+    # every audit fairspark knows, the run configuration built from it, the run's
+    # outputs, summary and MLflow tracking
+    ("registry", ["fairspark.registry", "fairspark.config", "fairspark.outputs",
+                  "fairspark.tracking", "fairspark._run_summary"]),
+    ("nightly", ["fairspark.nightly"]),
+    ("report", ["fairspark.report"]),
+    # the entry points and what only they use
+    ("runner", ["fairspark", "fairspark.runner", "fairspark.cli", "fairspark.notebook",
+                "fairspark.demo", "fairspark.demo_registry", "fairspark._isolation",
+                "fairspark._run_status", "fairspark._daemon"]),
+]
+
+
+def layer_of(module: str) -> int | None:
+    """Index in :data:`LAYERS` of the longest listed name that ``module`` is or is below."""
+    best, found = -1, None
+    for i, (_, names) in enumerate(LAYERS):
+        for n in names:
+            if (module == n or module.startswith(n + ".")) and len(n) > best:
+                best, found = len(n), i
+    return found
 
 
 def _modules() -> dict[str, Path]:
@@ -55,19 +104,21 @@ def _imported(name: str, path: Path, tree: ast.AST) -> list[tuple[str, list[str]
     return out
 
 
-def import_graph() -> dict[str, dict[str, str]]:
-    """Module -> {imported module: where (``file:line``)}, fairspark modules only."""
+def import_edges() -> list[tuple[str, str, str, bool]]:
+    """Every import of one fairspark module by another: ``(importer, imported, where,
+    named)``, where is ``file:line`` and named is False for an enclosing package whose
+    ``__init__`` the import runs without naming it."""
     mods = _modules()
     trees = {m: ast.parse(p.read_text(), str(p)) for m, p in mods.items()}
     # packages whose __init__ imports something: importing a module below runs it
     importing = {m for m, p in mods.items() if _is_package(p) and _imported(m, p, trees[m])}
-    graph: dict[str, dict[str, str]] = {m: {} for m in mods}
+    edges = []
     for m, path in mods.items():
         for mod, names, line in _imported(m, path, trees[m]):
             # `from a.b import c`: the submodule a.b.c where there is one, else a.b
             targets = [f"{mod}.{n}" if f"{mod}.{n}" in mods else mod for n in names] or [mod]
             where = f"{path.relative_to(PKG.parent)}:{line}"
-            for target in targets:
+            for target in dict.fromkeys(targets):
                 if target not in mods:
                     continue
                 parts = target.split(".")
@@ -75,10 +126,39 @@ def import_graph() -> dict[str, dict[str, str]]:
                     parent = ".".join(parts[:i])
                     inside = m == parent or m.startswith(parent + ".")
                     if parent in importing and not inside:
-                        graph[m].setdefault(parent, where)
+                        edges.append((m, parent, where, False))
                 if target != m:
-                    graph[m].setdefault(target, where)
+                    edges.append((m, target, where, True))
+    return edges
+
+
+def import_graph() -> dict[str, dict[str, str]]:
+    """Module -> {imported module: where (``file:line``)}, fairspark modules only."""
+    graph: dict[str, dict[str, str]] = {m: {} for m in _modules()}
+    for m, target, where, _ in import_edges():
+        graph[m].setdefault(target, where)
     return graph
+
+
+def upward_imports(edges: list[tuple[str, str, str, bool]]) -> list[str]:
+    """``where: importer (layer) -> imported (layer)`` of every import of a higher layer."""
+    out = []
+    for m, target, where, _ in edges:
+        a, b = layer_of(m), layer_of(target)
+        if a is not None and b is not None and b > a:
+            out.append(f"{where}: {m} ({LAYERS[a][0]}) -> {target} ({LAYERS[b][0]})")
+    return out
+
+
+def private_imports(edges: list[tuple[str, str, str, bool]]) -> list[str]:
+    """``where: importer -> imported`` of every named import of a private module (own
+    name starting with ``_``) from outside the package that holds it."""
+    out = []
+    for m, target, where, named in edges:
+        parent, _, own = target.rpartition(".")
+        if named and own.startswith("_") and not (m == parent or m.startswith(parent + ".")):
+            out.append(f"{where}: {m} -> {target}")
+    return out
 
 
 def find_cycle(graph: dict[str, dict[str, str]]) -> list[str] | None:
@@ -137,3 +217,31 @@ def test_import_graph_has_no_cycle():
     assert len(graph) > 50 and sum(map(len, graph.values())) > 100
     cycle = find_cycle(graph)
     assert cycle is None, f"import cycle of fairspark/ modules:\n{_describe(graph, cycle)}"
+
+
+def test_layer_table_places_every_module():
+    """Every module has a layer: a new top-level module or package needs a row."""
+    missing = sorted(m for m in _modules() if layer_of(m) is None)
+    assert not missing, f"modules with no layer in LAYERS: {missing}"
+    assert layer_of("fairspark.metrics.x") == 1 and layer_of("fairspark") == len(LAYERS) - 1
+    got = upward_imports([("fairspark.group.a", "fairspark.nightly.b", "g.py:3", True),
+                          ("fairspark.nightly.b", "fairspark.group.a", "n.py:4", True)])
+    assert got == ["g.py:3: fairspark.group.a (audits) -> fairspark.nightly.b (nightly)"]
+    got = private_imports([("fairspark.group.a", "fairspark.hfm._b", "g.py:5", True),
+                           ("fairspark.hfm.c", "fairspark.hfm._b", "h.py:6", True),
+                           ("fairspark.x", "fairspark._y", "x.py:7", True)])
+    assert got == ["g.py:5: fairspark.group.a -> fairspark.hfm._b"]
+
+
+def test_imports_point_down():
+    """No module imports a module of a higher layer (in functions and under
+    TYPE_CHECKING too)."""
+    up = upward_imports(import_edges())
+    assert not up, f"{len(up)} imports of a higher layer:\n" + "\n".join(up)
+
+
+def test_no_private_module_of_another_package():
+    """No module imports a private module (``_name``) of a package it is not in."""
+    bad = private_imports(import_edges())
+    assert not bad, (f"{len(bad)} imports of another package's private module:\n"
+                     + "\n".join(bad))

@@ -20,8 +20,9 @@ from fairspark import cli, registry
 from fairspark.audits.base import AuditOutcome, MetricRow
 from fairspark.audits.lines import plain
 from fairspark.config import LimitsConfig
-from fairspark.nightly.gating import adjust_pvalues, evaluate_limits, limits_summary
+from fairspark.nightly.gating import evaluate_limits, limits_summary
 from fairspark.registry import specs as _registered
+from fairspark.stats import adjust_pvalues
 
 SPECS = _registered()
 
@@ -433,10 +434,12 @@ def test_previous_run_is_read_from_published_runs_only(spark, tmp_path):
 
     from fairspark.nightly.history import load_previous_run
     from fairspark.outputs import OutputLocation
+    from fairspark.report.decision import decision_items
 
     out = OutputLocation(spark, str(tmp_path / "out"))
     day = dt.date(2026, 11, 5)
-    assert load_previous_run(out, before=day, specs=SPECS) == {"run_date": None, "items": {}}
+    read = lambda: load_previous_run(out, before=day, specs=SPECS, items=decision_items)
+    assert read() == {"run_date": None, "items": {}}
     # a damaged published run: the report says so and the run goes on
     damaged = tmp_path / "out" / "run_date=2026-11-02"
     damaged.mkdir(parents=True)
@@ -445,7 +448,7 @@ def test_previous_run_is_read_from_published_runs_only(spark, tmp_path):
     # a later folder that was never published (no _SUCCESS) and tonight's own date
     for name in ("run_date=2026-11-04", "run_date=2026-11-05"):
         (tmp_path / "out" / name).mkdir()
-    prev = load_previous_run(out, before=day, specs=SPECS)
+    prev = read()
     assert prev["run_date"] == "2026-11-02" and "JSONDecodeError" in prev["error"]
     assert "items" not in prev
 

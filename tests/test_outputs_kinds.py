@@ -69,6 +69,7 @@ def _leftovers(base: Path) -> list[str]:
 def test_a_date_is_published_whole_and_a_rerun_replaces_only_it(spark, tmp_path, name):
     from fairspark import registry
     from fairspark.nightly.history import load_history, read_past_runs
+    from fairspark.report.decision import decision_items
 
     base = tmp_path / name
     out = OutputLocation(spark, str(base))
@@ -89,7 +90,8 @@ def test_a_date_is_published_whole_and_a_rerun_replaces_only_it(spark, tmp_path,
     hist = load_history(out, before=D3, max_runs=5, specs=registry.specs())
     assert sorted(zip(hist["run_date"], hist["value"], strict=True)) == [("2026-11-01", 0.3),
                                                            ("2026-11-02", 0.2)]
-    past = read_past_runs(out, before=D3, trend_runs=5, limits=True, specs=registry.specs())
+    past = read_past_runs(out, before=D3, trend_runs=5, limits=True, specs=registry.specs(),
+                          items=decision_items)
     assert past.previous["run_date"] == "2026-11-02" and "error" not in past.previous
 
 

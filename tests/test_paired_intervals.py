@@ -203,7 +203,7 @@ def test_family_adjusted_intervals_cover_all_metrics_at_once(weighted, quantity)
     """
     from scipy.stats import binom
 
-    from fairspark.nightly.gating import family_level
+    from fairspark.stats import family_level
 
     m = len(_COVERAGE_METRICS)
     alpha_each = family_level(np.ones(m), "holm", _FAMILY_ALPHA)  # nothing rejected

@@ -128,7 +128,7 @@ def test_the_worst_group_of_a_no_worse_check_is_the_one_that_moved_away():
     """Two groups' no-worse checks, both inconclusive: the one whose challenger moved
     further from parity ranks worst (it did not, for a rule without min/max, before)."""
     from fairspark.nightly.trend_groups import limit_excess
-    from fairspark.report.worst import excess, rank_key
+    from fairspark.nightly.worst import excess, rank_key
 
     rule = {"metric": "disparate_impact",
             "no_worse_than_baseline": {"metric": "disparate_impact", "margin": 0.01}}

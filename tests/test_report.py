@@ -548,7 +548,7 @@ def test_every_table_has_a_caption(rows, summary):
 def test_figure_text_is_at_least_nine_points(monkeypatch):
     from matplotlib.text import Text
 
-    from fairspark.report import figures
+    from fairspark.audits import figures
 
     fig, ax = figures.plt.subplots()
     ax.set_title("tiny", fontsize=5)

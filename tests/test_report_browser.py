@@ -132,7 +132,7 @@ def test_report_renders_in_headless_chromium(driver, report_path, tmp_path):
     assert all(len(alt.split()) >= 4 for _, alt, _ in images), [a for _, a, _ in images]
     # figure text at 100% zoom: the smallest font (MIN_FONT_PT at the PNG's 110 dpi),
     # scaled as the page shows the image, is at least 9 pt = 12 CSS px
-    from fairspark.report.figures import MIN_FONT_PT
+    from fairspark.audits.figures import MIN_FONT_PT
 
     scales = driver.execute_script(
         "return Array.from(document.images).map(i => "
@@ -182,7 +182,7 @@ def test_no_figure_is_narrower_than_its_legible_minimum(driver, report_path, wid
     """At 1400 and 390 px every figure's smallest text (MIN_FONT_PT at
     the PNG's 110 dpi, scaled as shown) is at least 12 CSS px; on a phone a wide figure
     scrolls inside itself, and the page never sideways."""
-    from fairspark.report.figures import MIN_FONT_PT
+    from fairspark.audits.figures import MIN_FONT_PT
 
     _open(driver, report_path, width, height)
     shown = driver.execute_script(

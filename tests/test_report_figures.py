@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fairspark.report.figures import legend_overlaps, legends_outside, plt
+from fairspark.audits.figures import legend_overlaps, legends_outside, plt
 
 
 def _crowded_hist():

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 from chispa import assert_df_equality
 
+from fairspark.audits.prepared import PreparedData
 from fairspark.columns import KEY
-from fairspark.prepare import PreparedData
 from fairspark.sampling import BUCKETS, stratified_sample, stratum_quotas
 
 SEED = 20260601

@@ -16,8 +16,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
     from fairspark._params import AuditParams
+    from fairspark.audits.prepared import AttributeInfo, PreparedData
     from fairspark.config_model import Config
-    from fairspark.prepare import AttributeInfo, PreparedData
 
 __all__ = ["AuditContext", "AuditOutcome", "MetricRow", "ReportSection", "derive_seed"]
 

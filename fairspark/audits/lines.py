@@ -69,7 +69,7 @@ def _field(row: Any, name: str) -> Any:
 
 def signed_metric(metric: str) -> bool:
     """Whether a metric's number is written with its sign (``+0.009``): differences."""
-    from fairspark.metrics._core import CATALOGUE
+    from fairspark.metrics import CATALOGUE
 
     spec = CATALOGUE.get(metric)
     return bool(spec and spec.kind in ("difference", "combined")

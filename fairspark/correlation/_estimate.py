@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+
+from fairspark.stats import normal_quantile
 
 __all__ = [
     "CorrelationEstimate",
@@ -155,7 +156,7 @@ def estimate_correlations(
         s = np.where(
             n_rounds > 1, np.sqrt((dev**2).sum(axis=0) / np.maximum(n_rounds - 1, 1)), np.nan
         )
-    z = float(norm.ppf(1 - (1 - ci_level) / 2))
+    z = normal_quantile(1 - (1 - ci_level) / 2)
     e = np.where(n_rounds > 1, z * s / np.sqrt(np.maximum(n_rounds, 1)), np.nan)
     reason = np.full((m, m), None, dtype=object)
     for i in range(m):

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from fairspark.metrics._core import (
+from fairspark.metrics import (
     CATALOGUE,
     catalogue_from_counts,
     compare_groups,

@@ -139,7 +139,7 @@ class CorrelationParams(AuditParams):
                 f"advanced.max_attempts_per_round ({cap}) is below n_samples ({self.n_samples})"
             )
         if self.metrics is not None:
-            from fairspark.metrics._core import CATALOGUE
+            from fairspark.metrics import CATALOGUE
 
             unknown = [m for m in self.metrics if m not in CATALOGUE]
             if unknown:

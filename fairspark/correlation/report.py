@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fairspark.audits.base import AuditOutcome, ReportSection
+from fairspark.audits.figures import figure_to_data_uri, plt
+from fairspark.audits.sections import render_template
 from fairspark.correlation.results import ORDER, CorrelationResult, ModelResult, rounds_text
-from fairspark.report.figures import figure_to_data_uri, plt
-from fairspark.report.sections import render_template
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -7,7 +7,7 @@ from typing import Any
 from fairspark.audits.spec import AuditSpec
 from fairspark.correlation.params import CorrelationParams
 from fairspark.correlation.results import ORDER
-from fairspark.metrics._core import CATALOGUE
+from fairspark.metrics import CATALOGUE
 
 
 def _load() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from fairspark._values import nan_to_none
 from fairspark.audits.lines import row_number, signed_metric
 from fairspark.group.decision import unpaired
-from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
+from fairspark.metrics import BASELINES, CATALOGUE, RATES
 
 __all__ = ["headlines", "metric_label"]
 

@@ -16,26 +16,32 @@ from fairspark.columns import BASE, LABEL, PRED, WEIGHT
 from fairspark.errors import InvalidValueError, TimeBudgetExhaustedError
 from fairspark.group.paired import baseline_cells, difference_rows, overall_difference_rows
 from fairspark.group.results import GroupResult
-from fairspark.metrics import _intervals as iv
-from fairspark.metrics._core import (
+from fairspark.metrics import (
+    BASELINE_MODEL,
     BASELINES,
     CATALOGUE,
+    CELL_STATS,
     CELLS,
+    DIFFERENCE_MODEL,
     RATES,
+    cell_counts,
     compare_groups,
+    comparison_intervals,
     comparison_reason,
+    effective_n,
     inequality_indices,
+    inequality_intervals,
+    marginal_counts,
+    rate_interval,
     rate_with_reason,
 )
-from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL
-from fairspark.metrics._spark import CELL_STATS, cell_counts, marginal_counts
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from fairspark.audits.prepared import AttributeInfo
     from fairspark.group.params import GroupParams
-    from fairspark.prepare import AttributeInfo
 
 __all__ = ["run", "attribute_rows"]
 
@@ -64,7 +70,7 @@ def _too_little(counts: dict[str, float], cells: tuple[str, ...], what: str,
     if n < params.min_group_size:
         return f"{n} {what}"
     if params.weights == "sampling":
-        n_eff = float(iv.effective_n(counts, cells, weights="sampling"))
+        n_eff = float(effective_n(counts, cells, weights="sampling"))
         if n_eff < params.min_group_size:
             return f"{n} {what} but an effective sample size of {n_eff:.1f} under the weights"
     return None
@@ -79,8 +85,8 @@ def _rate_rows(
         value, why = rate_with_reason(counts, name)
         lo = hi = None
         if why is None:
-            lo, hi = iv.rate_interval(counts, name, level=params.ci_level,
-                                      weights=params.weights)
+            lo, hi = rate_interval(counts, name, level=params.ci_level,
+                                   weights=params.weights)
         small = _too_little(counts, spec.denominator, spec.denominator_name, params)
         status, detail = Status.OK, why
         if name in _LABEL_RATES and not label_ok:
@@ -102,8 +108,8 @@ def _comparison_rows(
     params: GroupParams, label_ok: bool, pjson: str,
 ) -> list[MetricRow]:
     values = compare_groups(unpriv, priv)
-    intervals = iv.comparison_intervals(unpriv, priv, level=params.ci_level,
-                                        weights=params.weights)
+    intervals = comparison_intervals(unpriv, priv, level=params.ci_level,
+                                     weights=params.weights)
     # the compared group's support, for ranking the worst group (limits, report):
     # its rows and its rows with the favourable decision (unweighted counts)
     pjson = params_json(json.loads(pjson or "{}"), n=_support(unpriv, CELLS),
@@ -161,7 +167,7 @@ def attribute_rows(
     unpriv_values = [v for v in attr.values if v not in attr.privileged_values]
     groups = [marginal_counts(cells, values == v) for v in attr.values]
     between = inequality_indices(groups)
-    between_ci = iv.inequality_intervals(groups, level=params.ci_level, weights=params.weights)
+    between_ci = inequality_intervals(groups, level=params.ci_level, weights=params.weights)
     for key in ("between_group_gei", "between_group_theil"):
         lo, hi = between_ci.get(key, (None, None))
         rows.append(MetricRow(
@@ -245,8 +251,8 @@ def _overall_rows(everyone: dict[str, float], params: GroupParams, label_ok: boo
                   model: str | None = None) -> list[MetricRow]:
     """GEI and Theil over every labelled row (attribute ``*``)."""
     overall = inequality_indices([everyone])
-    overall_ci = iv.inequality_intervals([everyone], level=params.ci_level,
-                                         weights=params.weights)
+    overall_ci = inequality_intervals([everyone], level=params.ci_level,
+                                      weights=params.weights)
     rows = []
     for key in ("gei", "theil"):
         lo, hi = overall_ci.get(key, (None, None))

@@ -10,6 +10,7 @@ from typing import Any
 
 from fairspark.audits import DecisionInput, DecisionLine, fmt_number, num
 from fairspark.audits.lines import row_number
+from fairspark.stats import adjust_pvalues, family_level, normal_quantile
 
 __all__ = ["CHANGE_WORDS", "DECISION_KEYS", "baseline_lines", "decision_lines", "unpaired"]
 
@@ -37,7 +38,7 @@ def _verdicts(rows: list[Mapping[str, Any]]
     together at ``1 - ci_level``, as the limits adjust their family. The params gain
     ``p_holm`` and the interval the verdict uses, ``adj_lower`` / ``adj_upper``: ``worse
     -/+ z se`` at the per-comparison level ``alpha*`` that reproduces Holm's rejections
-    (:func:`fairspark.nightly.gating.family_level`, ``z`` of ``1 - alpha* / 2``), so it
+    (:func:`fairspark.stats.family_level`, ``z`` of ``1 - alpha* / 2``), so it
     excludes 0 exactly when the word is "fairer" or "less fair".
     """
     found = []
@@ -50,11 +51,9 @@ def _verdicts(rows: list[Mapping[str, Any]]
             found.append(((str(r["attribute"]), str(r["group"]), str(r["metric"])), w, pv, p))
     if not found:
         return {}
-    from fairspark.nightly.gating import adjust_pvalues, family_level
-
     alpha = 1.0 - float(found[0][3].get("ci_level", 0.95))
     adj = adjust_pvalues([f[2] for f in found], "holm")
-    z = NormalDist().inv_cdf(1.0 - family_level(adj, "holm", alpha) / 2.0)
+    z = normal_quantile(1.0 - family_level(adj, "holm", alpha) / 2.0)
     out = {}
     for (key, w, _, p), a in zip(found, adj, strict=True):
         word = ("no difference beyond noise" if a > alpha or math.isclose(w, 0.0)
@@ -126,7 +125,7 @@ def _gating_checks(limits: list[Mapping[str, Any]]
     limits row, the interval its verdict uses), so the headline and the Limits section
     read one family: the limits'.
     """
-    from fairspark.metrics._paired import DISTANCE_MODEL
+    from fairspark.metrics import DISTANCE_MODEL
 
     found: dict[str, list[tuple[tuple, str, str, Mapping[str, Any]]]] = {}
     for r in limits:
@@ -147,7 +146,7 @@ def _per_group_checks(limits: list[Mapping[str, Any]]
     """attribute -> the gating ``no_worse_than_baseline`` limit rows judged on each
     unprivileged value against the reference (an attribute with more than two values:
     no pooled check gates, each group's does)."""
-    from fairspark.metrics._paired import DISTANCE_MODEL
+    from fairspark.metrics import DISTANCE_MODEL
 
     out: dict[str, list[Mapping[str, Any]]] = {}
     for r in limits:
@@ -231,7 +230,7 @@ def baseline_lines(view: DecisionInput) -> list[DecisionLine]:
     its verdict, so the headline and the Limits section read one family. Elsewhere
     the word is the group family's above (docs/report.md says which).
     """
-    from fairspark.metrics._paired import DIFFERENCE_MODEL
+    from fairspark.metrics import DIFFERENCE_MODEL
 
     rows = [r for r in view.rows if r.get("model") == DIFFERENCE_MODEL]
     verdicts = _verdicts(rows)

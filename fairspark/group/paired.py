@@ -25,23 +25,26 @@ from fairspark._values import nan_to_none as _f
 from fairspark._values import params_json
 from fairspark.audits.base import MetricRow
 from fairspark.columns import BASE
-from fairspark.metrics._core import BASELINES, CATALOGUE, CELLS
-from fairspark.metrics._paired import (
+from fairspark.metrics import (
+    BASELINES,
+    CATALOGUE,
+    CELL_STATS,
+    CELLS,
     DIFFERENCE_MODEL,
     PairedValue,
     baseline_cell,
+    marginal_counts,
     paired_comparison,
     paired_inequality,
     paired_rates,
 )
-from fairspark.metrics._spark import CELL_STATS, marginal_counts
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from fairspark.audits.prepared import AttributeInfo
     from fairspark.group.params import GroupParams
-    from fairspark.prepare import AttributeInfo
 
 __all__ = ["baseline_cells", "difference_rows", "joint_counts", "overall_difference_rows"]
 

@@ -17,7 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from fairspark.audits.base import AuditOutcome, ReportSection
+from fairspark.audits.figures import figure_to_data_uri, plt
 from fairspark.audits.lines import fmt_number
+from fairspark.audits.sections import render_template
 from fairspark.group._words import (
     _FOUR_FIFTHS,
     _attribute_verdict,
@@ -40,9 +42,7 @@ from fairspark.group._words import (
 )
 from fairspark.group.decision import unpaired
 from fairspark.group.results import HEADLINE_METRICS
-from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
-from fairspark.report.figures import figure_to_data_uri, plt
-from fairspark.report.sections import render_template
+from fairspark.metrics import BASELINES, CATALOGUE, RATES
 from fairspark.status import Status
 
 __all__ = ["group_section", "headlines", "metric_label", "render"]

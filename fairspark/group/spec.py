@@ -8,7 +8,7 @@ from fairspark.audits.spec import AuditSpec
 from fairspark.group.decision import decision_lines
 from fairspark.group.params import GroupParams
 from fairspark.group.results import HEADLINE_METRICS
-from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
+from fairspark.metrics import BASELINES, CATALOGUE, RATES
 
 
 def _load() -> None:

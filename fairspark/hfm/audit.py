@@ -38,8 +38,8 @@ from fairspark.status import Status
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
+    from fairspark.audits.prepared import AttributeInfo
     from fairspark.hfm.params import HFMParams
-    from fairspark.prepare import AttributeInfo
 
 __all__ = ["attribute_codes", "run"]
 

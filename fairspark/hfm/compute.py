@@ -1,7 +1,7 @@
 """HFM distances of a points DataFrame by one of its three methods (Bian and Luo, 2024).
 
 :func:`hfm_distances` is the library entry point; it is independent of
-:class:`~fairspark.prepare.PreparedData` (the audit adapts the prepared table with
+:class:`~fairspark.audits.prepared.PreparedData` (the audit adapts the prepared table with
 :func:`points_from_table`).
 """
 

@@ -35,11 +35,12 @@ from fairspark.columns import KEY, input_col
 from fairspark.errors import AuditError, FairsparkInputError
 from fairspark.hfm.params import dr_model_kind
 from fairspark.sampling import hash_bucket
+from fairspark.stats import normal_quantile
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
+    from fairspark.audits.prepared import AttributeInfo
     from fairspark.hfm.params import HFMParams
-    from fairspark.prepare import AttributeInfo
     from fairspark.scoring import ScoringModel
 
 __all__ = [
@@ -61,11 +62,9 @@ class DRModelError(AuditError):
 
 def wilson(k: float, n: float, level: float) -> tuple[float, float]:
     """Wilson score interval of a proportion ``k / n``."""
-    from scipy.stats import norm
-
     if n <= 0:
         return math.nan, math.nan
-    z = float(norm.ppf(0.5 + level / 2))
+    z = normal_quantile(0.5 + level / 2)
     p = k / n
     den = 1 + z * z / n
     mid = (p + z * z / (2 * n)) / den

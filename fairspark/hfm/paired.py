@@ -22,7 +22,7 @@ import json
 
 from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import MetricRow
-from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL
+from fairspark.metrics import BASELINE_MODEL, DIFFERENCE_MODEL
 from fairspark.status import Status
 
 __all__ = ["PAIRED_METRICS", "baseline_rows", "difference_rows"]

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fairspark.audits.base import ReportSection
+from fairspark.audits.figures import figure_to_data_uri, plt
 from fairspark.audits.lines import row_number
+from fairspark.audits.sections import render_template
 from fairspark.hfm._kernels import hfm_df
 from fairspark.hfm.results import HFMResult
-from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL
-from fairspark.report.figures import figure_to_data_uri, plt
-from fairspark.report.sections import render_template
+from fairspark.metrics import BASELINE_MODEL, DIFFERENCE_MODEL
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -58,7 +58,7 @@ from fairspark.status import Status
 if TYPE_CHECKING:  # pragma: no cover
 
     from fairspark.audits.base import AuditContext
-    from fairspark.prepare import AttributeInfo, PreparedData
+    from fairspark.audits.prepared import AttributeInfo, PreparedData
 
 __all__ = ["AttributeFailureError", "audit_attribute", "run", "summarise_splits"]
 

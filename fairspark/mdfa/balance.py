@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from fairspark.stats import normal_quantile
+
 __all__ = ["BalancingNet", "BalancingOptions", "BalancingResult", "balanced_weights",
            "fit_balancing",
            "mmd_features", "mmd_phi"]
@@ -69,13 +71,13 @@ def mmd_features(x: np.ndarray, transform: str) -> np.ndarray:
     if transform == "standardised":
         return np.asarray(x, dtype=np.float32)
     if transform == "rank":
-        from scipy.stats import norm, rankdata
+        from scipy.stats import rankdata
 
         x = np.asarray(x, dtype=float)
         n = len(x)
         if n == 0:
             return x.astype(np.float32)
-        z = norm.ppf((rankdata(x, axis=0) - 0.5) / n)
+        z = normal_quantile((rankdata(x, axis=0) - 0.5) / n)
         return (z - z.mean(0)).astype(np.float32)
     raise ValueError(f"unknown mmd feature map {transform!r}; expected 'standardised' or "
                      "'rank'")

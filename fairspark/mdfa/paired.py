@@ -64,7 +64,7 @@ from fairspark.mdfa.certify import MDFASample
 from fairspark.mdfa.null import CORRECTED_COLUMNS, corrected_mean
 from fairspark.mdfa.results import AttributeResult, Spread
 from fairspark.mdfa.rows import AUDIT, attribute_rows, fmt
-from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL
+from fairspark.metrics import BASELINE_MODEL, DIFFERENCE_MODEL
 from fairspark.status import Status
 
 __all__ = ["GAMMA_METRICS", "PairedGamma", "baseline_rows", "baseline_sample",

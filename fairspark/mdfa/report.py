@@ -16,9 +16,9 @@ import pandas as pd
 
 from fairspark.audits.base import ReportSection
 from fairspark.audits.lines import row_number
+from fairspark.audits.sections import render_template
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
 from fairspark.mdfa.results import ORDER, AttributeResult, MDFAResult, finding
-from fairspark.report.sections import render_template
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -93,7 +93,7 @@ def _description_rows(res: AttributeResult) -> tuple[list[list[str]], str]:
 
 
 def _figure(results: list[AttributeResult]) -> str | None:
-    from fairspark.report.figures import figure_to_data_uri
+    from fairspark.audits.figures import figure_to_data_uri
 
     return figure_to_data_uri(_draw(results)) if results else None
 
@@ -101,7 +101,7 @@ def _figure(results: list[AttributeResult]) -> str | None:
 def _draw(results: list[AttributeResult]) -> Any:
     """The section's figure: gamma_max over splits with the reference and the bound
     that decide the verdict, and Algorithm 1's delta by step."""
-    from fairspark.report.figures import plt
+    from fairspark.audits.figures import plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
     ax = axes[0]

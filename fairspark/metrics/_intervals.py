@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
@@ -52,6 +51,7 @@ from fairspark.metrics._core import (
     RATES,
     inequality_indices,
 )
+from fairspark.stats import normal_quantile
 
 __all__ = [
     "Interval",
@@ -108,7 +108,7 @@ def z_value(level: float) -> float:
     """The two-sided standard normal quantile ``z_(1 - (1 - level) / 2)``."""
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"confidence level must be strictly between 0 and 1, got {level!r}")
-    return NormalDist().inv_cdf(1.0 - (1.0 - float(level)) / 2.0)
+    return normal_quantile(1.0 - (1.0 - float(level)) / 2.0)
 
 
 # --------------------------------------------------------------------------- counts

@@ -53,9 +53,16 @@ import numpy as np
 
 from fairspark._values import params_json
 from fairspark.audits.base import MetricRow
-from fairspark.metrics._core import BASELINES, CATALOGUE, metric_range
-from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL, DISTANCE_MODEL
+from fairspark.metrics import (
+    BASELINE_MODEL,
+    BASELINES,
+    CATALOGUE,
+    DIFFERENCE_MODEL,
+    DISTANCE_MODEL,
+    metric_range,
+)
 from fairspark.nightly.not_evaluated import USABLE, not_evaluated_text, why_nothing
+from fairspark.stats import adjust_pvalues, family_level, normal_quantile
 from fairspark.status import Verdict, verdict_counts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,11 +73,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from fairspark.audits.spec import AuditSpec
     from fairspark.config_model import LimitRule, LimitsConfig
 
-__all__ = ["NOT_EVALUATED", "Check", "adjust_pvalues", "adjusted_interval", "evaluate_limits",
-           "family_level", "gate_word", "interval_label", "limits_summary", "rule_text"]
+__all__ = ["NOT_EVALUATED", "Check", "adjusted_interval", "evaluate_limits", "gate_word",
+           "interval_label", "limits_summary", "rule_text"]
 
 #: statuses of rows whose value a limit may judge
 _USABLE = USABLE
+#: the normal CDF of the tests (its quantile: fairspark.stats.normal_quantile)
 _N = NormalDist()
 #: the group audit's rows that are not one unprivileged value against the reference
 _POOLED_GROUPS = frozenset({"unprivileged", "privileged", "all"})
@@ -97,26 +105,6 @@ def rule_text(rule: LimitRule) -> str:
     return f"{rule.metric} >= {rule.min:g}"
 
 
-def adjust_pvalues(p: np.ndarray, method: str) -> np.ndarray:
-    """Holm (step-down FWER) or Benjamini-Hochberg (FDR) adjusted p-values."""
-    p = np.asarray(p, dtype=float)
-    m = len(p)
-    if m == 0 or method == "none":
-        return p.copy()
-    order = np.argsort(p, kind="mergesort")
-    ps = p[order]
-    if method == "holm":
-        adj = np.maximum.accumulate(np.minimum((m - np.arange(m)) * ps, 1.0))
-    elif method == "bh":
-        adj = np.minimum.accumulate(m / np.arange(m, 0, -1) * ps[::-1])[::-1]
-        adj = np.minimum(adj, 1.0)
-    else:
-        raise ValueError(f"unknown correction {method!r}")
-    out = np.empty(m)
-    out[order] = adj
-    return out
-
-
 @dataclass
 class Check:
     """One rule applied to one result row."""
@@ -131,7 +119,7 @@ class Check:
     would_gate: bool = False
     role: str = GATE
     #: the per-check levels the verdict used: "violated" / "passed" is rejected iff its
-    #: p-value before correction is at most this (:func:`family_level`)
+    #: p-value before correction is at most this (:func:`~fairspark.stats.family_level`)
     alpha_violated: float = 1.0
     alpha_passed: float = 1.0
     #: the interval the verdict uses (:func:`adjusted_interval`); None: no interval
@@ -238,47 +226,6 @@ def _sides(rule: LimitRule) -> list[tuple[float, bool]]:
     return sides
 
 
-def family_level(p_adjusted: np.ndarray, method: str, alpha: float) -> float:
-    """One per-check level that reproduces a corrected family's rejections.
-
-    Every correction used here rejects the hypotheses whose *unadjusted* p-value is at
-    most one threshold ``alpha*`` that depends on the family only. With ``m``
-    hypotheses of which ``K`` are rejected (adjusted p <= alpha) and sorted p-values
-    ``p_(1) <= ... <= p_(m)``:
-
-    - ``none``: ``alpha* = alpha``.
-    - Holm: step-down, ``p_(k)`` is rejected iff ``p_(j) <= alpha / (m - j + 1)`` for
-      every ``j <= k``. The rejected have ``p_(k) <= alpha / (m - k + 1) <= alpha / (m -
-      K)``; the first kept has ``p_(K+1) > alpha / (m - K)`` (that is where the
-      step-down stopped) and every later one is at least as large. So ``alpha* = alpha
-      / (m - K)`` (``alpha`` when all are rejected, ``K = m``).
-    - Benjamini-Hochberg: ``K = max{k: p_(k) <= k alpha / m}``; the rejected have ``p <=
-      p_(K) <= K alpha / m``, the kept ``p_(j) > j alpha / m >= (K + 1) alpha / m``. So
-      ``alpha* = max(K, 1) alpha / m`` (with ``K = 0`` every p exceeds ``alpha / m``).
-
-    Parameters
-    ----------
-    p_adjusted:
-        The family's adjusted p-values (:func:`adjust_pvalues`).
-    method:
-        ``holm``, ``bh`` or ``none``.
-    alpha:
-        The family's level.
-
-    Returns
-    -------
-    float
-        ``alpha*``: a hypothesis is rejected exactly when its unadjusted p <= ``alpha*``.
-    """
-    m = len(p_adjusted)
-    if method == "none" or m == 0:
-        return alpha
-    k = int(np.sum(np.asarray(p_adjusted) <= alpha))
-    if method == "holm":
-        return alpha / max(m - k, 1)
-    return max(k, 1) * alpha / m
-
-
 def adjusted_interval(check: Check) -> tuple[float | None, float | None]:
     """The interval a statistical check's verdict uses, at its per-check levels.
 
@@ -291,11 +238,11 @@ def adjusted_interval(check: Check) -> tuple[float | None, float | None]:
     the mirror image. So each printed end is the row's end rescaled from ``z`` to the
     ``z_a`` of the test that end decides, with ``a``:
 
-    - for "violated": :func:`family_level` of the family of "violated" p-values,
+    - for "violated": :func:`~fairspark.stats.family_level` of the family of "violated" p-values,
       divided by the number of one-sided limits (2 for ``abs_max`` or ``min`` with
       ``max``: their "violated" p is Bonferroni over the two sides);
-    - for "passed": :func:`family_level` of the "passed" family (intersection-union, no
-      split).
+    - for "passed": :func:`~fairspark.stats.family_level` of the "passed" family
+      (intersection-union, no split).
 
     A ratio (disparate impact, every ``*_ratio``) is judged on the log scale, where its
     own interval is symmetric: value, ends and limits are logged, rescaled as above and
@@ -322,12 +269,12 @@ def adjusted_interval(check: Check) -> tuple[float | None, float | None]:
                                        for x in (lo, hi)):
         return None, None
     v, lo, hi, sides = _scaled(check)
-    z = _N.inv_cdf(0.5 + _level(r) / 2)
+    z = normal_quantile(0.5 + _level(r) / 2)
     a_v = check.alpha_violated / len(sides)
     a_p = check.alpha_passed
 
     def scale(a: float) -> float:
-        return _N.inv_cdf(1.0 - min(max(a, 1e-300), 1 - 1e-16)) / z
+        return normal_quantile(1.0 - min(max(a, 1e-300), 1 - 1e-16)) / z
 
     has_max = any(up for _, up in sides)
     has_min = any(not up for _, up in sides)
@@ -353,7 +300,7 @@ def adjusted_interval(check: Check) -> tuple[float | None, float | None]:
 def _statistical(check: Check) -> None:
     r = check.row
     v, lo, hi, sides = _scaled(check)
-    z = _N.inv_cdf(0.5 + _level(r) / 2)
+    z = normal_quantile(0.5 + _level(r) / 2)
     pv, pp = [], []
     for limit, upper in sides:
         a, b = _one_sided(v, lo, hi, z, limit=limit, upper_limit=upper)

@@ -25,7 +25,7 @@ import pandas as pd
 from fairspark.errors import FairsparkInputError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from fairspark.audits.spec import AuditSpec
     from fairspark.outputs import OutputLocation
@@ -60,13 +60,14 @@ class PastRuns:
 
 
 def read_past_runs(out: OutputLocation, *, before: dt.date, trend_runs: int, limits: bool,
-                   specs: Mapping[str, AuditSpec], timings: dict[str, float] | None = None
-                   ) -> PastRuns:
+                   specs: Mapping[str, AuditSpec], items: Callable[..., dict[str, Any]],
+                   timings: dict[str, float] | None = None) -> PastRuns:
     """The runs published at ``out`` before ``before``: history, schema, previous run.
 
     A part that cannot be read is logged and left empty: tonight's run goes on. The
     seconds of the previous-run read go to ``timings["previous run"]``. ``specs``
-    (audit name -> spec) say which rows the trends and the decision box read.
+    (audit name -> spec) say which rows the trends and the decision box read; ``items``
+    is what the report keeps of a run's decision lines (:func:`load_previous_run`).
     """
     history = pd.DataFrame()
     if trend_runs or limits:
@@ -83,7 +84,7 @@ def read_past_runs(out: OutputLocation, *, before: dt.date, trend_runs: int, lim
         log.warning("could not read the previous run's input schema: %s", one_line(err))
         schema = None
     t0 = time.perf_counter()
-    previous = load_previous_run(out, before=before, specs=specs)
+    previous = load_previous_run(out, before=before, specs=specs, items=items)
     if timings is not None:
         timings["previous run"] = round(time.perf_counter() - t0, 3)
     return PastRuns(history=history, schema=schema, previous=previous)
@@ -152,10 +153,13 @@ def load_history(
 
 
 def load_previous_run(out: OutputLocation, *, before: Any, specs: Mapping[str, AuditSpec],
-                      max_rows: int = 50_000) -> dict[str, Any]:
+                      items: Callable[..., dict[str, Any]], max_rows: int = 50_000
+                      ) -> dict[str, Any]:
     """The last published run before ``before``, as ``summary['previous']`` of this run.
 
-    ``{"run_date": D, "config_hash": ..., "items": decision_items(...)}`` from D's
+    ``{"run_date": D, "config_hash": ..., "items": items(summary_D, rows_D, specs=specs)}``
+    (the report's :func:`fairspark.report.decision.decision_items`, handed down by the
+    runner: the report sits above the nightly layer) from D's
     ``summary.json`` and the rows of D's ``metrics.parquet`` that the decision box reads
     (the limits, and the rows of every audit with decision lines in its
     ``view_group``; at most ``max_rows``); ``{"run_date": None, "items": {}}`` when no
@@ -163,8 +167,6 @@ def load_previous_run(out: OutputLocation, *, before: Any, specs: Mapping[str, A
     D, "error": ...}`` and a warning: the report then says the change could not be
     read, and tonight's run goes on.
     """
-    from fairspark.report.decision import decision_items
-
     d = None
     try:
         dates = _dates_before(out, before)
@@ -176,7 +178,7 @@ def load_previous_run(out: OutputLocation, *, before: Any, specs: Mapping[str, A
             out.path(f"run_date={d}", "metrics.parquet")).where(_rows_of("decision", specs))
             .limit(max_rows).collect()]
         return {"run_date": d, "config_hash": prev.get("config_hash"),
-                "items": decision_items(prev, rows, specs=specs),
+                "items": items(prev, rows, specs=specs),
                 # what the report compares tonight's data with (window, path, rows)
                 "input": {k: (prev.get("input") or {}).get(k) for k in ("path", "table",
                                                                         "where")},

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL
+from fairspark.metrics import BASELINE_MODEL, DIFFERENCE_MODEL
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover

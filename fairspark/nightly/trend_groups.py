@@ -5,7 +5,7 @@ limit without ``group`` gates on every unprivileged value against the reference;
 pooled ``unprivileged`` series the trends draw is then only the extra view that never
 gates. So for each (limit, attribute) judged per group, the trends also draw the
 **worst group's series**: tonight's worst group, ranked by the rule of
-:mod:`fairspark.report.worst` (the one the decision box and the Limits section use),
+:mod:`fairspark.nightly.worst` (the one the decision box and the Limits section use),
 followed back through the earlier runs' ``limits`` rows of that same group, limit and
 attribute. Its points are the ``limits`` rows' values with the interval the verdict
 used (adjusted under Holm or BH), and the limit is drawn on it; the pooled series of
@@ -38,9 +38,9 @@ def worst_rows(rows: list[Mapping[str, Any]], specs: Mapping[str, AuditSpec]
                ) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
     """Tonight's worst group's ``limits`` row (and its params) per (limit, attribute)
     judged per group: gating checks of one unprivileged value, ranked by
-    :func:`fairspark.report.worst.rank_key` among the groups large enough to rank (all of
+    :func:`fairspark.nightly.worst.rank_key` among the groups large enough to rank (all of
     them when none is)."""
-    from fairspark.report.worst import limit_params, rank_key, rankable
+    from fairspark.nightly.worst import limit_params, rank_key, rankable
 
     per_group = {n for n, s in specs.items() if s.limits_per_group}
     by: dict[tuple[str, str], list[tuple[Mapping[str, Any], dict[str, Any]]]] = {}

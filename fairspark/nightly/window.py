@@ -48,9 +48,9 @@ from fairspark.nightly.states import STATE_FORMAT, StateStore, corrupt_sample
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
+    from fairspark.audits.prepared import PreparedData
     from fairspark.config_model import Config
     from fairspark.outputs import OutputLocation
-    from fairspark.prepare import PreparedData
 
 __all__ = ["STATE_FORMAT", "Partition", "PartitionListing", "StateStore", "WindowRun",
            "definition_hash", "list_partitions", "partition_date", "prepare_window",

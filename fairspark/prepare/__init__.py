@@ -22,7 +22,7 @@ module one job:
 3. :func:`_views_from_groups`: the observed values of each view (intersections
    formed on the driver) and the weighted confusion cells of every combination
    (``PreparedData.cells``, what the group audit reads; aggregated by
-   :mod:`fairspark.group.cells`, beside the group audit);
+   :mod:`fairspark.metrics.cells`, beside the group audit);
 4. on first use only (:mod:`._rows`): :func:`_persisted_base` (role, view and feature
    columns, persisted as ``base_df``) and :class:`_FeatureEncoder` (min-max scaling
    and one-hot encoding as column expressions, ``PreparedData.df``, persisted
@@ -32,7 +32,8 @@ With more than :data:`ONE_PASS_MAX_GROUPS` groups the staged flow runs instead
 (:mod:`._staged_flow`: :func:`_collect_stats`, the persisted rows,
 :func:`_attribute_info` per view). A window (:mod:`fairspark.nightly.window`) passes
 its partitions' merged groups instead of aggregating (:mod:`._merged`:
-:class:`MergedGroups`, :func:`partition_extras`). The results are in :mod:`._results`.
+:class:`MergedGroups`, :func:`partition_extras`). The results are the contract's
+(:mod:`fairspark.audits.prepared`).
 
 Lower :data:`ONE_PASS_MAX_GROUPS` here (``fairspark.prepare.ONE_PASS_MAX_GROUPS``),
 not in :mod:`._scan`: :func:`prepare` and a window's partitions read it from here.
@@ -43,13 +44,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from fairspark.columns import KEY, LABEL, PRED, WEIGHT, X
+from fairspark.audits.prepared import PreparedData
 from fairspark.prepare._checks import _check_unique_keys as _check_unique_keys
 from fairspark.prepare._checks import _checked
 from fairspark.prepare._columns import _any_null as _any_null
 from fairspark.prepare._columns import _plan_columns
 from fairspark.prepare._merged import MergedGroups, partition_extras
-from fairspark.prepare._results import AttributeInfo, InputStats, PreparedData
 from fairspark.prepare._rows import _base_rows, _context_columns, _FeatureEncoder, _persisted_base
 from fairspark.prepare._scan import (
     ONE_PASS_MAX_GROUPS,
@@ -68,12 +68,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from fairspark.config_model import Config
 
-# KEY ... X are re-exported for code that imported them from here; they are declared
-# in fairspark.columns. The private names imported ``as`` themselves, and the private
-# helpers prepare() uses, are imported from here by fairspark.nightly.window and the tests.
-__all__ = ["AttributeInfo", "InputStats", "MergedGroups", "ONE_PASS_MAX_GROUPS",
-           "PreparedData", "partition_extras", "prepare",
-           "KEY", "LABEL", "PRED", "WEIGHT", "X"]
+# PreparedData, AttributeInfo and InputStats are the contract's
+# (fairspark.audits.prepared), the column names fairspark.columns'. The private names
+# imported ``as`` themselves, and the private helpers prepare() uses, are imported from
+# here by fairspark.nightly.window and the tests.
+__all__ = ["MergedGroups", "ONE_PASS_MAX_GROUPS", "partition_extras", "prepare"]
 
 log = logging.getLogger("fairspark")
 

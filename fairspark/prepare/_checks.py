@@ -25,9 +25,9 @@ from fairspark.prepare._columns import (
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
+    from fairspark.audits.prepared import InputStats
     from fairspark.config_model import Config
     from fairspark.prepare._columns import _ColumnPlan
-    from fairspark.prepare._results import InputStats
 
 log = logging.getLogger("fairspark")
 

@@ -3,7 +3,7 @@
 :func:`_one_pass_groups` runs ONE aggregation over the input, grouped by (kept, each
 sensitive view's value and flag, label, decision), with every check's counter
 (:func:`_one_pass_columns`) and the group audit's sums
-(:func:`fairspark.group.cells.cell_sums`); :func:`_stats_from_groups` merges the
+(:func:`fairspark.metrics.cells.cell_sums`); :func:`_stats_from_groups` merges the
 groups into :class:`InputStats` (with :func:`_distinct_counts`, the distinct values'
 own aggregation) and :func:`_views_from_groups` into every view's observed values
 and the group audit's cells. A window's merged groups (:mod:`._merged`) take the
@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from fairspark.audits.prepared import AttributeInfo, InputStats
 from fairspark.columns import BASE, LABEL, PRED, WEIGHT, input_col
 from fairspark.errors import InvalidValueError
-from fairspark.group.cells import CELL_OF, cell_sums, cells_from_groups
+from fairspark.metrics.cells import CELL_OF, cell_sums, cells_from_groups
 from fairspark.prepare._checks import _check_counters
 from fairspark.prepare._columns import (
     _FLOATING,
@@ -26,7 +27,6 @@ from fairspark.prepare._columns import (
     _label_column,
     _missing,
 )
-from fairspark.prepare._results import AttributeInfo, InputStats
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -237,7 +237,7 @@ def _views_from_groups(
 ) -> tuple[list[AttributeInfo], Any]:
     """Every view's observed values and the confusion cells per combination of views.
 
-    The cells are the group audit's (:func:`fairspark.group.cells.cells_from_groups`,
+    The cells are the group audit's (:func:`fairspark.metrics.cells.cells_from_groups`,
     which forms the intersections from their attributes' values, joined by ``|`` and
     privileged when all are, as :func:`_intersection_views` forms them on Spark); each
     view's values are counted from them.

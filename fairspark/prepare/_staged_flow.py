@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from fairspark.audits.prepared import AttributeInfo, InputStats
 from fairspark.columns import input_col
 from fairspark.errors import InvalidValueError
 from fairspark.prepare._checks import _check_counters, _checked, _count_where
 from fairspark.prepare._columns import _any_null, _binary_roles, _missing
-from fairspark.prepare._results import AttributeInfo, InputStats
 from fairspark.prepare._rows import _persisted_base
 from fairspark.prepare._views import _intersection_views, _sensitive_views
 

@@ -229,10 +229,10 @@ def _worst_of(found: list[tuple[Mapping[str, Any], dict]]) -> tuple[
 
     The line's status and gate word are the worst verdict of any group (a group too
     small to rank may still gate); the group named worst is ranked by
-    :mod:`fairspark.report.worst` among the groups large enough to rank.
+    :mod:`fairspark.nightly.worst` among the groups large enough to rank.
     """
     from fairspark.nightly.gating import GATE
-    from fairspark.report.worst import rank_key, rankable, support_words
+    from fairspark.nightly.worst import rank_key, rankable, support_words
 
     def key(t: tuple[Mapping[str, Any], dict]) -> tuple:
         return rank_key(t[0], t[1].get("rule") or {})

@@ -143,7 +143,7 @@ def _group_label(r: dict[str, Any], role: str) -> str:
 
 def _size_note(r: dict[str, Any], role: str) -> str:
     """A group cell's size (``n 800, 120 favourable``), flagged when too small to rank."""
-    from fairspark.report.worst import rankable, support_words
+    from fairspark.nightly.worst import rankable, support_words
 
     size = support_words(r)
     if not size or role == "pooled" or r.get("group") in (None, "unprivileged", "all"):
@@ -156,13 +156,13 @@ def _worst_groups(checks: list[Check], rows: list[dict[str, Any]],
                   specs: Mapping[str, AuditSpec]) -> list[str]:
     """One sentence per (rule, attribute) judged per group: the worst group named.
 
-    Ranked by :mod:`fairspark.report.worst` on the limits rows (the interval each
+    Ranked by :mod:`fairspark.nightly.worst` on the limits rows (the interval each
     verdict uses): verdict, then the interval's bound nearest the limit, among the
     groups large enough to rank; the others are listed as too small to rank.
     """
     from fairspark.audits.lines import short_metric
     from fairspark.nightly.gating import rule_text
-    from fairspark.report.worst import rank_key, rankable, support_words
+    from fairspark.nightly.worst import rank_key, rankable, support_words
 
     per_group = {n for n, s in specs.items() if s.limits_per_group}
     by: dict[tuple[str, str], list[tuple[Check, dict[str, Any]]]] = {}
@@ -261,7 +261,7 @@ def limits_section(checks: list[Check], rows: list[dict[str, Any]],
     by_row = {id(r): c for c, r in zip(checks, rows, strict=False)}
     body = []
 
-    from fairspark.report.worst import bound_excess, rankable
+    from fairspark.nightly.worst import bound_excess, rankable
 
     def key(r: dict[str, Any]) -> tuple:
         c = by_row.get(id(r))

@@ -4,7 +4,7 @@ The page is rendered with Jinja2 from ``templates/report.html.j2`` with the CSS
 inlined. Order: the run's outcome and verdicts in words, a table of the audits,
 then every audit's sections (sorted by ``order``), then the input and run
 metadata. Figures are embedded as ``data:`` URIs
-(:func:`fairspark.report.figures.figure_to_data_uri`); any ``src``/``href`` or CSS
+(:func:`fairspark.audits.figures.figure_to_data_uri`); any ``src``/``href`` or CSS
 ``url()`` that is not a ``data:`` URI is removed from the page before it is written.
 
 Verdicts in words come from the audits: each audit's ``SPEC.headlines`` (and, for the

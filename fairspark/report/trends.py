@@ -11,7 +11,7 @@ from markupsafe import escape
 from fairspark._values import nan_to_none
 from fairspark.audits.base import ReportSection
 from fairspark.audits.lines import fmt_plain, row_number, row_text
-from fairspark.metrics._core import distance_from_parity
+from fairspark.metrics import distance_from_parity
 from fairspark.nightly.trend_groups import breached as _breached
 from fairspark.nightly.trend_groups import (
     limit_lines,
@@ -265,7 +265,7 @@ def _trend_figure(frame: pd.DataFrame, drawn: list[tuple], info: list[tuple]) ->
     across on a wide screen, one under the other on a phone, each at a readable size,
     and a title never runs into its neighbour's (long titles wrap inside their panel).
     """
-    from fairspark.report.figures import figure_to_data_uri, plt
+    from fairspark.audits.figures import figure_to_data_uri, plt
 
     ylim = _y_ranges(frame[frame["series"].isin([t[0] for t in drawn])],
                      {t[0]: t[4] for t in drawn})

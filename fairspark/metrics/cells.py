@@ -1,10 +1,11 @@
-"""The group audit's cells, aggregated in the preparation's one pass over the input.
+"""The weighted confusion cells, aggregated in the preparation's one pass over the input.
 
 :func:`fairspark.prepare.prepare` groups the input rows by (kept, each sensitive
-view's value and flag, label, decision) in ONE aggregation. The group audit's part of
-it is here: :func:`cell_sums`, each group's row count, sum of weights and sum of
-squared weights, and :func:`cells_from_groups`, which merges the kept groups on the
-driver into the weighted confusion cells of every combination of view values
+view's value and flag, label, decision) in ONE aggregation. The cells' part of it
+(what the group audit reads) is here, in the statistics layer below the preparation:
+:func:`cell_sums`, each group's row count, sum of weights and sum of squared weights,
+and :func:`cells_from_groups`, which merges the kept groups on the driver into the
+weighted confusion cells of every combination of view values
 (``PreparedData.cells``, in the layout of :func:`fairspark.metrics.cell_counts`),
 what :mod:`fairspark.group.audit` reads without a Spark job.
 """

@@ -2,6 +2,8 @@
 
 Plain containers (no Spark job runs here): the prepared table's builders, the audited
 views and the input checks' counters, as :func:`fairspark.prepare.prepare` fills them.
+They are the contract's: every audit reads them (``ctx.prepared``), the preparation
+above them writes them.
 """
 
 from __future__ import annotations
