@@ -61,11 +61,11 @@ from fairspark.outputs import (
     OutputWriteError,
     check_no_overlap,
     one_line,
-    summary_json,
     to_long_rows,
 )
 from fairspark.prepare import prepare
 from fairspark.registry import broken
+from fairspark.run_summary import PreviousRun, RunSummary
 from fairspark.scoring import ModelScoring, require_mlflow, resolve_models
 from fairspark.status import FAILED_STATUSES, ExitCode
 
@@ -89,14 +89,21 @@ EXIT_OK, EXIT_CRASH, EXIT_INPUT, EXIT_VIOLATION, EXIT_AUDIT_FAILED = (
     ExitCode.OK, ExitCode.CRASH, ExitCode.INPUT, ExitCode.VIOLATION, ExitCode.AUDIT_FAILED)
 
 class RunResult:
-    """What a run produced: exit code, output folder, rows and summary."""
+    """What a run produced: exit code, output folder, rows and summary
+    (``run_summary``, a :class:`~fairspark.run_summary.RunSummary`; ``summary`` is
+    the content of ``summary.json`` as a dict)."""
 
     def __init__(self, exit_code: int, output_dir: str | None, rows: list[dict[str, Any]],
-                 summary: dict[str, Any]):
+                 run_summary: RunSummary):
         self.exit_code = exit_code
         self.output_dir = output_dir
         self.rows = rows
-        self.summary = summary
+        self.run_summary = run_summary
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The content of ``summary.json`` (:meth:`RunSummary.to_json`; a new dict)."""
+        return self.run_summary.to_json()
 
 
 @contextlib.contextmanager
@@ -344,15 +351,15 @@ def _schema_info(prepared: PreparedData, previous: dict[str, Any] | None) -> dic
     return info
 
 
-def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[str, Any],
+def _publish(out: OutputLocation, config: Config, run_date: Any, summary: RunSummary,
              long_rows: list[dict[str, Any]], sections: list[ReportSection]) -> str:
     """Write the run to a staging folder and publish it for the date.
 
-    The metrics and report writes are timed into ``summary["stage_timings"]`` before
+    The metrics and report writes are timed into ``summary.stage_timings`` before
     ``summary.json`` is written, so the summary carries them.
     """
     staging = out.staging(run_date)
-    timings = summary["stage_timings"]
+    timings = summary.stage_timings
     try:
         with _stage("write: metrics", timings):
             out.write_metrics(staging, long_rows)
@@ -363,7 +370,7 @@ def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[s
         if config.output.table:  # part of the publish: a failing write publishes nothing
             with _stage("write: table", timings):
                 _write_table(out, config.output.table, staging, run_date)
-        out.write_text(f"{staging}/summary.json", summary_json(summary))
+        out.write_text(f"{staging}/summary.json", summary.to_text())
         return out.publish(staging, run_date)
     except BaseException:
         with contextlib.suppress(Exception):
@@ -391,8 +398,13 @@ class ComputedRun:
 
     exit_code: ExitCode
     long_rows: list[dict[str, Any]]
-    summary: dict[str, Any]
+    run_summary: RunSummary
     sections: list[ReportSection]
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The content of ``summary.json`` (:meth:`RunSummary.to_json`; a new dict)."""
+        return self.run_summary.to_json()
 
 
 def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
@@ -560,9 +572,11 @@ def compute_run(
             done.sections.append(trend)
         summary = _summary(spark, config, prepared, facts=facts, done=done,
                            limits_info=limits_info, exit_code=exit_code, timings=timings)
-        summary.update(schema_info, **scoring.annotate(long_rows))
+        summary.input_schema = schema_info["input_schema"]
+        summary.schema_change = schema_info.get("schema_change")
+        summary.registered_models = scoring.annotate(long_rows).get("registered_models")
         if window is not None:
-            summary["window"] = window.info
+            summary.window = window.info
     finally:
         if window is not None:
             window.unpersist()
@@ -641,11 +655,11 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
 
             run = compute_run(spark, config, past=past, fail_on_violation=fail_on_violation,
                               timings=timings, render=config.output.report, progress=running)
-            run.summary["run_id"] = run_id
-            run.summary["previous"] = past.previous
+            run.run_summary.run_id = run_id
+            run.run_summary.previous = PreviousRun.from_json(past.previous)
             with _stage("write", timings):
                 try:
-                    final = _publish(out, config, run_date, run.summary, run.long_rows,
+                    final = _publish(out, config, run_date, run.run_summary, run.long_rows,
                                      run.sections)
                 except OutputWriteError:
                     raise
@@ -665,14 +679,15 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
         from fairspark.tracking import log_published_run
 
         with _stage("mlflow", timings):
-            run.summary["mlflow"] = log_published_run(
-                out, config.output.mlflow, final, summary=run.summary, long_rows=run.long_rows)
-    write_status(out, run_date, exit_code=run.exit_code, summary=run.summary, run_id=run_id)
+            run.run_summary.mlflow = log_published_run(
+                out, config.output.mlflow, final, summary=run.run_summary,
+                long_rows=run.long_rows)
+    write_status(out, run_date, exit_code=run.exit_code, summary=run.run_summary, run_id=run_id)
     log.info("outputs published to %s (exit code %d)", final, run.exit_code)
-    return RunResult(int(run.exit_code), final, run.long_rows, run.summary)
+    return RunResult(int(run.exit_code), final, run.long_rows, run.run_summary)
 
 
-def _write_report(out: OutputLocation, staging: str, summary: dict[str, Any],
+def _write_report(out: OutputLocation, staging: str, summary: RunSummary,
                   long_rows: list[dict[str, Any]], sections: list[ReportSection], *,
                   specs: Mapping[str, AuditSpec]) -> None:
     from fairspark.report.render import render_report_html

@@ -10,6 +10,7 @@ from markupsafe import escape
 
 from fairspark.audits.base import ReportSection
 from fairspark.audits.lines import fmt_plain, num, row_number
+from fairspark.run_summary import RunSummary, as_run_summary
 from fairspark.status import Verdict, limit_row_counts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,15 +34,15 @@ def _row_params(r: dict[str, Any]) -> dict[str, Any]:
         return {}
 
 
-def headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[str]:
+def headlines(rows: list[dict[str, Any]], *,
+              summary: RunSummary | Mapping[str, Any]) -> list[str]:
     """Verdicts in words for the limits (used by the report's summary)."""
     out = []
     checks = [r for r in rows if r.get("audit") == "limits"
               and _row_params(r).get("role", "gate") == "gate"]
     if not checks:
         return out
-    lim = summary.get("limits") or {}
-    failing = bool(lim.get("fail_on_violation", summary.get("exit_code") == 3))
+    failing = as_run_summary(summary).fails_on_violation()
     gating = [r for r in checks if _would_gate(_row_params(r))]
     violated = [r for r in checks if r["status"] == Verdict.VIOLATED]
     for r in gating:
