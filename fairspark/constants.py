@@ -6,7 +6,7 @@ again, so changing it changes every place that uses it. This module imports noth
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_ALPHA", "DEFAULT_INTERVAL_LEVEL", "SIGNIFICANT_DIGITS", "TIE_TOLERANCE"]
+__all__ = ["DEFAULT_ALPHA", "DEFAULT_INTERVAL_LEVEL", "FLOAT_NOISE", "SIGNIFICANT_DIGITS"]
 
 #: the interval level (coverage) of every interval unless an audit's ``ci_level`` says
 #: otherwise; the report states the run's level (``RunSummary.interval_level``)
@@ -15,9 +15,9 @@ DEFAULT_INTERVAL_LEVEL = 0.95
 #: the significance level of a test (``1 - DEFAULT_INTERVAL_LEVEL``)
 DEFAULT_ALPHA = 0.05
 
-#: two numbers closer than this are the same for a comparison of printed or stored
-#: values (an excess that did not move, a value on its limit)
-TIE_TOLERANCE = 1e-9
+#: floating-point rounding noise: two numbers closer than this are the same number (an
+#: excess that did not move between runs, a ratio that is a whole number of rounds)
+FLOAT_NOISE = 1e-9
 
 #: significant digits of a printed number that is no result row's own
 #: (:func:`fairspark.numbers.fmt_number`)

@@ -16,7 +16,10 @@ arguments; JSON and Parquet keep numbers raw (unformatted). The forms:
 - :func:`fmt_setting`: a configured value (a limit, a margin, a level, a threshold)
   written as the user would write it (up to 6 significant digits, ``0.1`` not
   ``0.100``);
-- :func:`fmt_count`: a count with thousands separators.
+- :func:`fmt_level`: an interval level as a percentage (``95%``);
+- :func:`fmt_count`: a count with thousands separators;
+- :func:`fmt_detail`: a number inside a result row's stored ``detail`` text
+  (``metrics.parquet``), written as Python writes it so stored text stays the same.
 
 A missing number (``None`` or NaN) prints as ``–``; an infinity as ``∞`` / ``−∞``.
 """
@@ -28,8 +31,8 @@ from typing import Any
 
 from fairspark.constants import SIGNIFICANT_DIGITS
 
-__all__ = ["MISSING", "fmt_count", "fmt_fixed", "fmt_number", "fmt_plain", "fmt_setting",
-           "format_number"]
+__all__ = ["MISSING", "fmt_count", "fmt_detail", "fmt_fixed", "fmt_level", "fmt_number",
+           "fmt_plain", "fmt_setting", "format_number"]
 
 #: how a missing number prints
 MISSING = "–"
@@ -39,7 +42,7 @@ MINUS = "−"
 
 def format_number(x: Any, *, digits: int | None = None, decimals: int | None = None,
                   signed: bool = False, minus: str = MINUS, missing: str = MISSING,
-                  grouped: bool = False) -> str:
+                  grouped: bool = False, infinity: str = "∞") -> str:
     """``x`` as a person reads it: the one number rule.
 
     Parameters
@@ -60,6 +63,8 @@ def format_number(x: Any, *, digits: int | None = None, decimals: int | None = N
         The text of a missing number.
     grouped:
         Thousands separators (``1,234``; with ``decimals=0``: a count).
+    infinity:
+        The text of an infinity (``∞``; ``inf`` in stored text).
 
     Examples
     --------
@@ -83,7 +88,7 @@ def format_number(x: Any, *, digits: int | None = None, decimals: int | None = N
         if math.isnan(x):
             return missing
         if math.isinf(x):
-            return "∞" if x > 0 else f"{minus}∞"
+            return infinity if x > 0 else f"{minus}{infinity}"
     sign = "+" if signed else ""
     comma = "," if grouped else ""
     if decimals is not None:
@@ -109,9 +114,21 @@ def fmt_fixed(x: Any, decimals: int, *, signed: bool = False, minus: str = MINUS
     return format_number(x, decimals=decimals, signed=signed, minus=minus)
 
 
+def fmt_detail(x: Any, digits: int = SIGNIFICANT_DIGITS) -> str:
+    """A number inside a result row's ``detail`` text (``metrics.parquet``): Python's
+    own ``.{digits}g`` (ASCII minus, ``inf``, ``nan``), so stored text never changes
+    with the display rule."""
+    return format_number(x, digits=digits, minus="-", missing="nan", infinity="inf")
+
+
 def fmt_setting(x: Any) -> str:
     """A configured value as the user writes it (``0.1``, ``0.95``, ``1e-06``)."""
     return format_number(x, digits=6, minus="-")
+
+
+def fmt_level(level: float) -> str:
+    """An interval level as a percentage (``0.95`` -> ``95%``, ``0.975`` -> ``97.5%``)."""
+    return f"{fmt_setting(100 * level)}%"
 
 
 def fmt_count(x: Any) -> str:

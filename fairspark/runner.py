@@ -56,6 +56,7 @@ from fairspark.errors import (
     input_read_error,
 )
 from fairspark.io import read_input
+from fairspark.numbers import fmt_fixed
 from fairspark.outputs import (
     OutputLocation,
     OutputWriteError,
@@ -114,7 +115,7 @@ def _stage(name: str, timings: dict[str, float]) -> Iterator[None]:
     finally:
         dt = time.perf_counter() - t0
         timings[name] = round(dt, 3)
-        log.info("stage %-22s %7.2f s", name, dt)
+        log.info("stage %-22s %7s s", name, fmt_fixed(dt, 2))
 
 
 def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
@@ -437,7 +438,7 @@ def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
             prepared = prepare(df, config=config)
     for step, seconds in prepared.timings.items():  # the steps inside "prepare"
         timings[f"prepare: {step}"] = seconds
-        log.info("stage   %-20s %7.2f s", f"prepare: {step}", seconds)
+        log.info("stage   %-20s %7s s", f"prepare: {step}", fmt_fixed(seconds, 2))
     return prepared, window
 
 

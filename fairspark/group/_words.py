@@ -18,6 +18,7 @@ from fairspark.audits.lines import row_number, signed_metric
 from fairspark.constants import DEFAULT_INTERVAL_LEVEL
 from fairspark.group.decision import unpaired
 from fairspark.metrics._core import BASELINES, CATALOGUE, RATES
+from fairspark.numbers import fmt_fixed, fmt_level, fmt_setting
 from fairspark.run_summary import as_run_summary
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -73,7 +74,7 @@ def _fair(metric: str) -> float | None:
 
 
 def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{x:.1%}"
+    return "–" if x is None else f"{fmt_fixed(100 * x, 1)}%"
 
 
 def _reading(row: Mapping[str, Any]) -> tuple[str, str]:
@@ -121,8 +122,7 @@ def _attributes(rows: list[Mapping[str, Any]]) -> list[str]:
 
 
 def _level_pct(ci_level: float) -> str:
-    pct = ci_level * 100
-    return f"{pct:.0f}%" if abs(pct - round(pct)) < 1e-9 else f"{pct:.1f}%"
+    return fmt_level(ci_level)
 
 
 def _benefit(metric: str) -> int:
@@ -197,8 +197,8 @@ def _limits_for(attr: str, metric: str, limits: list[Mapping[str, Any]] | None
 
 
 def _limit_words(bounds: list[tuple[str, float]]) -> str:
-    words = {"min": "≥ {:g}", "max": "≤ {:g}", "abs_max": "|x| ≤ {:g}"}
-    return "; ".join(words[k].format(b) for k, b in bounds)
+    words = {"min": "≥ {}", "max": "≤ {}", "abs_max": "|x| ≤ {}"}
+    return "; ".join(words[k].format(fmt_setting(b)) for k, b in bounds)
 
 
 # ------------------------------------------------------------------------- verdicts
@@ -272,7 +272,7 @@ def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str
         v = _num(r.get("value"))
         if kind == "gap" and v is not None:
             side = "lower" if v < 0 else "higher"
-            parts.append(f"{words}: {side} for the unprivileged group by {abs(v):.3f} "
+            parts.append(f"{words}: {side} for the unprivileged group by {fmt_fixed(abs(v), 3)} "
                          f"({level} CI {_ci(r, signed=True)})")
         elif kind == "nogap":
             parts.append(f"{words}: no clear gap")

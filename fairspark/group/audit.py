@@ -29,6 +29,7 @@ from fairspark.metrics._core import (
 )
 from fairspark.metrics._paired import BASELINE_MODEL, DIFFERENCE_MODEL
 from fairspark.metrics._spark import CELL_STATS, cell_counts, marginal_counts
+from fairspark.numbers import fmt_fixed, fmt_setting
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,7 +67,8 @@ def _too_little(counts: dict[str, float], cells: tuple[str, ...], what: str,
     if params.weights == "sampling":
         n_eff = float(iv.effective_n(counts, cells, weights="sampling"))
         if n_eff < params.min_group_size:
-            return f"{n} {what} but an effective sample size of {n_eff:.1f} under the weights"
+            n_eff_text = fmt_fixed(n_eff, 1, minus="-")
+            return f"{n} {what} but an effective sample size of {n_eff_text} under the weights"
     return None
 
 
@@ -266,7 +268,7 @@ def baseline_decision(spec: Any) -> str | None:
     if spec is None:
         return None
     if getattr(spec, "threshold", None) is not None:
-        return f"{spec.column} >= {spec.threshold:g}"
+        return f"{spec.column} >= {fmt_setting(spec.threshold)}"
     values = list(getattr(spec, "positive", None) or [1])
     shown = values[0] if len(values) == 1 else "{" + ", ".join(map(str, values)) + "}"
     return f"{spec.column} {'=' if len(values) == 1 else 'in'} {shown}"

@@ -27,7 +27,7 @@ from fairspark.audits.lines import (
     short_metric,
 )
 from fairspark.audits.spec import AuditSpec, DecisionInput
-from fairspark.constants import TIE_TOLERANCE
+from fairspark.constants import FLOAT_NOISE
 from fairspark.numbers import fmt_count, fmt_fixed, fmt_setting
 from fairspark.run_summary import (
     AttributeGroups,
@@ -317,7 +317,7 @@ def _change(line: dict, prev: Mapping[str, Any] | None) -> str:
     if word:
         return "still there, " + word if word == "within noise" else word
     ea, eb = _num(prev.get("excess")), line.get("excess")
-    if ea is None or eb is None or abs(eb - ea) < TIE_TOLERANCE:
+    if ea is None or eb is None or abs(eb - ea) < FLOAT_NOISE:
         return "still there"
     return "still there (no interval to judge the change)"
 

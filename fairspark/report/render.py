@@ -31,7 +31,7 @@ from markupsafe import Markup
 
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.lines import marks_to_html
-from fairspark.numbers import fmt_count, fmt_fixed, fmt_plain, fmt_setting
+from fairspark.numbers import fmt_count, fmt_fixed, fmt_level, fmt_plain
 from fairspark.report.decision import audited_brief, audited_facts, decision_box
 from fairspark.run_summary import AuditEntry, LimitsFacts, RunSummary, as_run_summary
 from fairspark.status import Status
@@ -409,7 +409,7 @@ def render_report_html(
         facts=_facts(summary),
         headlines=_headlines(summary, rows, specs),
         audits=_audit_table(summary, rows),
-        ci_pct=f"{fmt_setting(100 * level)}%",
+        ci_pct=fmt_level(level),
         sections=secs,
         metadata=_metadata(summary),
     )
