@@ -198,7 +198,7 @@ class AuditEntry(_Part):
     status: str | None = None
     detail: str | None = None
     seconds: float | None = None
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] | None = None
     report_error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
