@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
     from fairspark.config import Config
+    from fairspark.nightly.window import WindowRun
     from fairspark.prepare import PreparedData
 
 
@@ -91,6 +92,17 @@ def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *,
     )
     summary.stage_timings = timings
     return summary
+
+
+def _add_facts(summary: RunSummary, schema_info: dict[str, Any], models: dict[str, Any],
+               window: WindowRun | None) -> None:
+    """Add what the run learns after its audits: the input's schema (and its change since
+    the previous run), the registered models and the window."""
+    summary.input_schema = schema_info["input_schema"]
+    summary.schema_change = schema_info.get("schema_change")
+    summary.registered_models = models.get("registered_models")
+    if window is not None:
+        summary.window = window.info
 
 
 def _input_facts(config: Config, prepared: PreparedData) -> InputFacts:

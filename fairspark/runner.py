@@ -45,7 +45,7 @@ from fairspark._run_status import (
     status_record,  # noqa: F401 - moved, still importable from here
     write_status,
 )
-from fairspark._run_summary import RunFacts, _AuditsDone, _summary
+from fairspark._run_summary import RunFacts, _add_facts, _AuditsDone, _summary
 from fairspark._testing import fault_point
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.base import AuditContext, MetricRow, ReportSection
@@ -573,11 +573,7 @@ def compute_run(
             done.sections.append(trend)
         summary = _summary(spark, config, prepared, facts=facts, done=done,
                            limits_info=limits_info, exit_code=exit_code, timings=timings)
-        summary.input_schema = schema_info["input_schema"]
-        summary.schema_change = schema_info.get("schema_change")
-        summary.registered_models = scoring.annotate(long_rows).get("registered_models")
-        if window is not None:
-            summary.window = window.info
+        _add_facts(summary, schema_info, scoring.annotate(long_rows), window)
     finally:
         if window is not None:
             window.unpersist()
