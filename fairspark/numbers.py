@@ -114,11 +114,12 @@ def fmt_fixed(x: Any, decimals: int, *, signed: bool = False, minus: str = MINUS
     return format_number(x, decimals=decimals, signed=signed, minus=minus)
 
 
-def fmt_detail(x: Any, digits: int = SIGNIFICANT_DIGITS) -> str:
-    """A number inside a result row's ``detail`` text (``metrics.parquet``): Python's
-    own ``.{digits}g`` (ASCII minus, ``inf``, ``nan``), so stored text never changes
-    with the display rule."""
-    return format_number(x, digits=digits, minus="-", missing="nan", infinity="inf")
+def fmt_detail(x: Any, digits: int = SIGNIFICANT_DIGITS, *, decimals: int | None = None) -> str:
+    """A number inside stored text (a result row's ``detail`` in ``metrics.parquet``, a
+    ``summary.json`` sentence): Python's own ``.{digits}g`` (or ``.{decimals}f``; ASCII
+    minus, ``inf``, ``nan``), so stored text never changes with the display rule."""
+    return format_number(x, digits=digits, decimals=decimals, minus="-", missing="nan",
+                         infinity="inf")
 
 
 def fmt_setting(x: Any) -> str:

@@ -653,7 +653,8 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
             run = compute_run(spark, config, past=past, fail_on_violation=fail_on_violation,
                               timings=timings, render=config.output.report, progress=running)
             run.run_summary.run_id = run_id
-            run.run_summary.previous = PreviousRun.from_json(past.previous)
+            run.run_summary.previous = (PreviousRun.from_json(past.previous)
+                                        if past.previous is not None else None)
             with _stage("write", timings):
                 try:
                     final = _publish(out, config, run_date, run.run_summary, run.long_rows,

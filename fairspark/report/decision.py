@@ -406,7 +406,7 @@ def decision_box(summary: RunSummary | Mapping[str, Any], rows: list[Mapping[str
     lines = [*_failed_lines(summary), *limit_lines,
              *_audit_lines(summary, rows, anchors, limit_lines, specs)]
     previous = summary.previous
-    prev_items = (previous.items or {}) if previous is not None else None
+    prev_items = previous.items if previous is not None else None
     if previous is not None and not previous.run_date:
         prev_items = None  # nothing published before this run: nothing to compare with
     if summary.schema_change:
