@@ -23,6 +23,7 @@ from fairspark._signals import raise_if_stopping, stop_signal
 from fairspark._values import nan_to_none
 from fairspark.audits.base import AuditContext, AuditOutcome, MetricRow, ReportSection
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
+from fairspark.numbers import fmt_setting
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,7 +89,7 @@ def _undefined_is_not_ok(row: MetricRow) -> MetricRow:
 
 
 def _timed_out(name: str, ctx: AuditContext, budget: float) -> tuple[AuditOutcome, dict]:
-    msg = f"audit {name} ran past its time budget of {budget:g} s"
+    msg = f"audit {name} ran past its time budget of {fmt_setting(budget)} s"
     partial = ctx.partial
     if partial is None:
         row = MetricRow(audit=name, attribute="*", metric="*", status=Status.TIMED_OUT,
@@ -136,7 +137,8 @@ def _run_with_budget(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[A
     if "result" in box:
         return box["result"]
     ctx.cancelled = True  # time_left() is 0 from now on: the audit's loops stop at their check
-    log.warning("audit %s: time budget of %g s exhausted; cancelling its Spark jobs", name, budget)
+    log.warning("audit %s: time budget of %s s exhausted; cancelling its Spark jobs", name,
+                fmt_setting(budget))
     cancel_scope(spark, scope)
     # let it unwind, cancelling the jobs it still starts, for at most budget + 4 s (so
     # that an audit stage ends within 2x its budget + 5 s); a thread still running in
@@ -146,8 +148,8 @@ def _run_with_budget(spec: AuditSpec, ctx: AuditContext, params: Any) -> tuple[A
         thread.join(min(0.5, max(end - time.monotonic(), 0.0)))
         _cancel_active(spark, scope)
     if thread.is_alive():
-        log.warning("audit %s did not stop within %g s of its budget; left to stop at its "
-                    "next time check", name, min(budget + _GRACE_S, _MAX_GRACE_S))
+        log.warning("audit %s did not stop within %s s of its budget; left to stop at its "
+                    "next time check", name, fmt_setting(min(budget + _GRACE_S, _MAX_GRACE_S)))
     return _timed_out(name, ctx, budget)
 
 

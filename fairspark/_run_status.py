@@ -14,12 +14,15 @@ import json
 import logging
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fairspark._signals import TerminatedBySignal
 from fairspark.errors import FairsparkInputError
 from fairspark.outputs import OutputLocation, OutputWriteError, one_line
-from fairspark.status import FAILED_STATUSES, ExitCode
+from fairspark.status import ExitCode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fairspark.run_summary import RunSummary
 
 log = logging.getLogger("fairspark")
 
@@ -29,14 +32,13 @@ _KEY_RE = re.compile(r"config key '([^']+)'")
 
 
 def status_record(run_date: Any, *, exit_code: int | None,
-                  summary: dict[str, Any] | None = None, error: str | None = None,
+                  summary: RunSummary | None = None, error: str | None = None,
                   run_id: str | None = None, output: str | None = None,
                   state: str | None = None) -> dict[str, Any]:
     """The content of ``_status/run_date=<D>.json`` (see :func:`write_status`).
 
     ``key`` (and ``keys`` when several) are the config keys that ``error`` names.
     """
-    audits = (summary or {}).get("audits") or {}
     known = exit_code is not None and exit_code in set(ExitCode)
     keys = list(dict.fromkeys(_KEY_RE.findall(error or "")))
     state = state or ("running" if exit_code is None else "finished")
@@ -47,21 +49,22 @@ def status_record(run_date: Any, *, exit_code: int | None,
         "exit_code": None if exit_code is None else int(exit_code),
         "meaning": ("running" if exit_code is None
                     else ExitCode(exit_code).meaning if known else state),
-        "failed_audits": {k: v.get("detail") for k, v in audits.items()
-                          if v.get("status") in FAILED_STATUSES},
-        "limits": (summary or {}).get("limits"),
+        "failed_audits": ({k: summary.audits[k].detail for k in summary.failed_audits}
+                          if summary is not None else {}),
+        "limits": (summary.limits.to_json() if summary is not None
+                   and summary.limits is not None else None),
         "error": error,
         "key": keys[0] if keys else None,
         **({"keys": keys} if len(keys) > 1 else {}),
         "output": output if exit_code in (0, 3, 4) else None,
         # output.mlflow: whether the run was logged (a failure is a note, never an exit code)
-        **({"mlflow": (summary or {})["mlflow"]} if (summary or {}).get("mlflow") else {}),
+        **({"mlflow": summary.mlflow} if summary is not None and summary.mlflow else {}),
         "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
 
 def write_status(out: OutputLocation, run_date: Any, *, exit_code: int | None,
-                 summary: dict[str, Any] | None = None, error: str | None = None,
+                 summary: RunSummary | None = None, error: str | None = None,
                  run_id: str | None = None, progress: dict[str, Any] | None = None,
                  state: str | None = None) -> None:
     """Write ``<output>/_status/run_date=<D>.json``: the exit code for schedulers that lose it.

@@ -2,9 +2,11 @@
 
 :class:`RunFacts` (the date, config hash and start time a run resolves once),
 :class:`_AuditsDone` (the rows, sections and summary entries of the audits that ran),
-and :func:`_summary`, the summary's content: the input, the rows, the seeds, each
+and :func:`_summary`, which assembles the run's
+:class:`~fairspark.run_summary.RunSummary`: the input, the rows, the seeds, each
 audit's entry, the limits, the exit code, the stage timings, the versions
-(:func:`_versions`) and the Spark session (:func:`_spark_facts`).
+(:func:`_versions`), the Spark session (:func:`_spark_facts`), and once for the run
+its interval level and the model's performance line.
 :mod:`fairspark.runner` builds it; both classes are importable from there too.
 """
 
@@ -18,6 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.base import MetricRow, ReportSection
+from fairspark.numbers import fmt_setting
+from fairspark.run_summary import (
+    AuditEntry,
+    InputFacts,
+    LimitsFacts,
+    ModelCard,
+    RowCounts,
+    RunSummary,
+    run_level,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -50,41 +62,67 @@ class _AuditsDone:
 
 def _summary(spark: SparkSession, config: Config, prepared: PreparedData, *,
              facts: RunFacts, done: _AuditsDone, limits_info: dict[str, Any],
-             exit_code: int, timings: dict[str, float]) -> dict[str, Any]:
-    return {
-        "run_date": facts.run_date.isoformat(),
-        "dataset": config.dataset,
-        "config_hash": facts.config_hash,
-        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(facts.started)),
-        "versions": _versions(spark),
-        "input": {
-            "path": config.input.path, "table": config.input.table,
-            "format": config.input.format, "where": config.input.where,
-            "label": prepared.label_column, "decision": prepared.decision_column,
-            "favourable": config.columns.favourable,
-            # the values as they are in the data, for the report's first screen
-            "label_positive": list(config.columns.label.positive),
-            **({"decision_positive": list(config.columns.prediction.positive)}
-               if config.columns.prediction is not None else
-               {"decision_rule": f"{config.columns.score.column} >= "
-                                 f"{config.columns.score.threshold:g}",
-                # the model card: the score audited and the threshold that decides
-                "score": config.columns.score.column,
-                "threshold": float(config.columns.score.threshold)}
-               if config.columns.score is not None else {}),
-        },
-        "rows": prepared.summary(),
-        "seeds": {"seed": config.seed},
-        **({"model": config.model.model_dump(exclude_none=True)}
-           if getattr(config, "model", None) is not None else {}),
-        "audits": done.info,
-        **({"warnings": list(prepared.warnings)} if prepared.warnings else {}),
-        **({"limits": limits_info} if limits_info else {}),
-        "exit_code": int(exit_code),
-        "stage_timings": timings,
-        "spark": _spark_facts(spark, remote=config.spark.remote),
-        "command": " ".join(sys.argv),
-    }
+             exit_code: int, timings: dict[str, float]) -> RunSummary:
+    """The run's :class:`~fairspark.run_summary.RunSummary`, assembled once: its
+    interval level and the model's performance line are chosen here
+    (:func:`~fairspark.run_summary.run_level`), not by whichever audit a reader finds
+    first. ``stage_timings`` is ``timings`` itself (the writes still to come add to it)."""
+    audits = {name: AuditEntry.from_json(info) for name, info in done.info.items()}
+    level, performance = run_level(audits)
+    summary = RunSummary(
+        run_date=facts.run_date.isoformat(),
+        dataset=config.dataset,
+        config_hash=facts.config_hash,
+        started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(facts.started)),
+        versions=_versions(spark),
+        input=_input_facts(config, prepared),
+        rows=RowCounts.from_json(prepared.summary()),
+        seeds={"seed": config.seed},
+        model=(ModelCard.from_json(config.model.model_dump(exclude_none=True))
+               if getattr(config, "model", None) is not None else None),
+        audits=audits,
+        warnings=list(prepared.warnings) if prepared.warnings else None,
+        limits=LimitsFacts.from_json(limits_info) if limits_info else None,
+        exit_code=int(exit_code),
+        spark=_spark_facts(spark, remote=config.spark.remote),
+        command=" ".join(sys.argv),
+        interval_level=level,
+        performance=performance,
+    )
+    summary.stage_timings = timings
+    return summary
+
+
+def _add_facts(summary: RunSummary, schema_info: dict[str, Any], models: dict[str, Any],
+               window: Any) -> None:
+    """Add what the run learns after its audits: the input's schema (and its change since
+    the previous run), the registered models and the window (a
+    ``fairspark.nightly.window.WindowRun`` or ``None``; typed loosely, the nightly layer
+    sits above this one)."""
+    summary.input_schema = schema_info["input_schema"]
+    summary.schema_change = schema_info.get("schema_change")
+    summary.registered_models = models.get("registered_models")
+    if window is not None:
+        summary.window = window.info
+
+
+def _input_facts(config: Config, prepared: PreparedData) -> InputFacts:
+    """``input``: the source, the label and decision columns, and their favourable
+    values as they are in the data (for the report's first screen)."""
+    cols = config.columns
+    facts = InputFacts(
+        path=config.input.path, table=config.input.table, format=config.input.format,
+        where=config.input.where, label=prepared.label_column,
+        decision=prepared.decision_column, favourable=cols.favourable,
+        label_positive=list(cols.label.positive))
+    if cols.prediction is not None:
+        facts.decision_positive = list(cols.prediction.positive)
+    elif cols.score is not None:
+        # the model card: the score audited and the threshold that decides
+        facts.decision_rule = f"{cols.score.column} >= {fmt_setting(cols.score.threshold)}"
+        facts.score = cols.score.column
+        facts.threshold = float(cols.score.threshold)
+    return facts
 
 
 def _versions(spark: SparkSession) -> dict[str, str]:

@@ -394,27 +394,28 @@ def closing_lines(result) -> list[str]:
     The counts are ``summary.json``'s (``limits.checks``, ``violated``,
     ``inconclusive``, ``passed``), the same numbers the report prints.
     """
+    from fairspark.run_summary import LimitsFacts
     from fairspark.status import FAILED_STATUSES, ExitCode
 
-    summary = result.summary
-    audits = summary.get("audits") or {}
-    limits = summary.get("limits") or {}
+    summary = result.run_summary
+    limits = summary.limits or LimitsFacts()
     code = int(result.exit_code)
     what = {0: "ok", 3: "a limit gates this run", 4: "an audit failed"}.get(code, "")
     first = f"fairspark: exit {code}" + (f" ({what})" if what else "")
-    if limits.get("checks"):
-        first += (f"; limits: {limits.get('violated', 0)} of {limits['checks']} checks "
-                  f"violated, {limits.get('inconclusive', 0)} inconclusive, "
-                  f"{limits.get('passed', 0)} passed")
+    if limits.checks:
+        first += (f"; limits: {limits.violated} of {limits.checks} checks "
+                  f"violated, {limits.inconclusive} inconclusive, "
+                  f"{limits.passed} passed")
     lines = [first]
-    if limits.get("would_gate") and code != ExitCode.VIOLATION:
+    if limits.would_gate and code != ExitCode.VIOLATION:
         lines.append("  not gating: limits.fail_on_violation is off "
                      "(or --no-fail-on-violation)")
     lines += ["  audits: " + ", ".join(
-        f"{n} {a.get('status')}" + (f" ({a.get('detail')})" if a.get("status") in
-                                    FAILED_STATUSES and a.get("detail") else "")
-        for n, a in audits.items())]
-    found = [d.strip() for d in str(limits.get("detail") or "").split("; ") if d.strip()]
+        f"{n} {a.status}" + (f" ({a.detail})" if a.status in FAILED_STATUSES and a.detail
+                             else "")
+        for n, a in summary.audits.items())]
+    found = [d.strip() for d in str(limits.extra.get("detail") or "").split("; ")
+             if d.strip()]
     if found:
         more = f" (+{len(found) - 1} more: report.html, Limits)" if len(found) > 1 else ""
         lines.append(f"  first violated: {found[0][:200]}{more}")

@@ -30,6 +30,7 @@ from pydantic import (
 from fairspark._config_mlflow import MlflowOutputConfig, RegisteredModelConfig
 from fairspark._params import AuditParams, StrictModel
 from fairspark.config_columns import ColumnsConfig
+from fairspark.constants import DEFAULT_ALPHA
 from fairspark.errors import ConfigError
 
 Scalar = str | int | float | bool
@@ -273,7 +274,7 @@ class LimitsConfig(StrictModel):
 
     rules: list[LimitRule] = Field(default_factory=list)
     correction: Literal["holm", "bh", "none"] = "holm"
-    alpha: float = Field(0.05, gt=0, lt=1)
+    alpha: float = Field(DEFAULT_ALPHA, gt=0, lt=1)
     fail_on_violation: bool = True
     #: a group with fewer rows, or fewer favourable decisions, is "too small to rank":
     #: it is still checked (and may gate) but is never named the worst group

@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
     from typing_extensions import Unpack
 
+    from fairspark.run_summary import RunSummary
+
 __all__ = ["AuditOptions", "AuditResult", "audit"]
 
 #: the input and output locations of an in-memory run (never read or written)
@@ -63,8 +65,10 @@ class AuditResult:
     ----------
     rows:
         The long-format result rows (the columns of ``metrics.parquet``).
+    run_summary:
+        The run's :class:`~fairspark.run_summary.RunSummary`.
     summary:
-        The run summary (the content of ``summary.json``).
+        The content of ``summary.json`` (a dict, :meth:`RunSummary.to_json`).
     exit_code:
         What the CLI would have exited with (0, 3 a limit gates, 4 an audit failed).
     sections:
@@ -93,17 +97,22 @@ class AuditResult:
     [0.0, -0.2, 0.2]
     """
 
-    def __init__(self, *, rows: pd.DataFrame, summary: dict[str, Any], exit_code: int,
+    def __init__(self, *, rows: pd.DataFrame, run_summary: RunSummary, exit_code: int,
                  sections: list[Any], long_rows: list[dict[str, Any]],
                  specs: Mapping[str, Any]):
         self._specs = specs
         self.rows = rows
-        self.summary = summary
+        self.run_summary = run_summary
         self.exit_code = exit_code
         self.sections = sections
         self._long_rows = long_rows
         #: ``output.mlflow`` given to :func:`audit` (the defaults of :meth:`log_to_mlflow`)
         self._mlflow: Any = None
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The content of ``summary.json`` (a new dict each time)."""
+        return self.run_summary.to_json()
 
     @property
     def comparison(self) -> pd.DataFrame:
@@ -151,7 +160,6 @@ class AuditResult:
         from pathlib import Path
 
         from fairspark.config_model import MlflowOutputConfig
-        from fairspark.outputs import summary_json
         from fairspark.tracking import log_audit
 
         given = self._mlflow.model_dump() if self._mlflow is not None else {}
@@ -163,16 +171,16 @@ class AuditResult:
                      "summary.json": Path(tmp, "summary.json"),
                      "metrics.parquet": Path(tmp, "metrics.parquet")}
             files["report.html"].write_text(self.report_html(), encoding="utf-8")
-            files["summary.json"].write_text(summary_json(self.summary), encoding="utf-8")
+            files["summary.json"].write_text(self.run_summary.to_text(), encoding="utf-8")
             self.rows.to_parquet(files["metrics.parquet"], index=False)
-            return log_audit(settings, summary=self.summary, long_rows=self._long_rows,
+            return log_audit(settings, summary=self.run_summary, long_rows=self._long_rows,
                              files={k: str(v) for k, v in files.items()})
 
     def report_html(self) -> str:
         """The complete ``report.html`` page of this run (self-contained)."""
         from fairspark.report.render import render_report_html
 
-        return render_report_html(summary=self.summary, rows=self._long_rows,
+        return render_report_html(summary=self.run_summary, rows=self._long_rows,
                                   sections=self.sections, specs=self._specs)
 
     def _repr_html_(self) -> str:
@@ -180,15 +188,14 @@ class AuditResult:
         # empty ``sandbox`` gives the page no scripts, no forms, no top navigation and
         # an origin of its own, so nothing in it can reach the notebook's page.
         page = _html.escape(self.report_html(), quote=True)
-        title = _html.escape(str(self.summary.get("dataset")), quote=True)
+        title = _html.escape(str(self.run_summary.dataset), quote=True)
         return (f'<iframe title="fairspark report: {title}" sandbox="" '
                 f'srcdoc="{page}" style="width:100%;height:900px;border:1px solid #dde3e8">'
                 "</iframe>")
 
     def __repr__(self) -> str:
-        audits = ", ".join(f"{n}: {(a or {}).get('status')}"
-                           for n, a in (self.summary.get("audits") or {}).items())
-        return (f"<AuditResult {self.summary.get('dataset')!r}: {len(self.rows)} rows, "
+        audits = ", ".join(f"{n}: {a.status}" for n, a in self.run_summary.audits.items())
+        return (f"<AuditResult {self.run_summary.dataset!r}: {len(self.rows)} rows, "
                 f"exit code {self.exit_code} ({audits})>")
 
 
@@ -388,11 +395,11 @@ def audit(df: DataFrame, **options: Unpack[AuditOptions]) -> AuditResult:
     if cfg.input.where:
         df = df.where(cfg.input.where)
     run = compute_run(df.sparkSession, cfg, df=df)
-    summary, long_rows = run.summary, run.long_rows
-    summary["input"] = {**summary["input"], "path": None, "format": None,
-                        "source": "Spark DataFrame (notebook)"}
-    summary["command"] = "fairspark.audit()"
-    result = AuditResult(rows=pd.DataFrame(long_rows), summary=summary,
+    summary, long_rows = run.run_summary, run.long_rows
+    summary.input.path = summary.input.format = None
+    summary.input.source = "Spark DataFrame (notebook)"
+    summary.command = "fairspark.audit()"
+    result = AuditResult(rows=pd.DataFrame(long_rows), run_summary=summary,
                          exit_code=int(run.exit_code), sections=list(run.sections),
                          long_rows=long_rows, specs=cfg.audits.audit_specs())
     return _logged(result, cfg)
@@ -400,8 +407,8 @@ def audit(df: DataFrame, **options: Unpack[AuditOptions]) -> AuditResult:
 
 def _logged(result: AuditResult, cfg: Config) -> AuditResult:
     """``result``, logged to MLflow as the CLI logs a run when ``output.mlflow`` is set
-    (``summary["mlflow"]`` says how it went; never changes the result)."""
+    (``summary.mlflow`` says how it went; never changes the result)."""
     if cfg.output.mlflow is not None:
         result._mlflow = cfg.output.mlflow
-        result.summary["mlflow"] = result.log_to_mlflow()
+        result.run_summary.mlflow = result.log_to_mlflow()
     return result

@@ -644,9 +644,3 @@ class OutputLocation:
             return {}
 
 
-def summary_json(summary: dict[str, Any]) -> str:
-    """Serialise the summary (:func:`fairspark._values.json_text`: NaN -> null,
-    infinities -> "inf"/"-inf", dates -> ISO strings)."""
-    from fairspark._values import json_text
-
-    return json_text(summary, indent=2, sort_keys=False)

@@ -41,7 +41,7 @@ from fairspark._run_status import (
     exit_code_for,
     write_status,
 )
-from fairspark._run_summary import RunFacts, _AuditsDone, _summary
+from fairspark._run_summary import RunFacts, _add_facts, _AuditsDone, _summary
 from fairspark._testing import fault_point
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.base import AuditContext, MetricRow, ReportSection
@@ -52,16 +52,17 @@ from fairspark.errors import (
     input_read_error,
 )
 from fairspark.io import read_input
+from fairspark.numbers import fmt_fixed
 from fairspark.outputs import (
     OutputLocation,
     OutputWriteError,
     check_no_overlap,
     one_line,
-    summary_json,
     to_long_rows,
 )
 from fairspark.prepare import prepare
 from fairspark.registry import broken
+from fairspark.run_summary import PreviousRun, RunSummary
 from fairspark.scoring import ModelScoring, require_mlflow, resolve_models
 from fairspark.status import FAILED_STATUSES, ExitCode
 
@@ -85,14 +86,21 @@ EXIT_OK, EXIT_CRASH, EXIT_INPUT, EXIT_VIOLATION, EXIT_AUDIT_FAILED = (
     ExitCode.OK, ExitCode.CRASH, ExitCode.INPUT, ExitCode.VIOLATION, ExitCode.AUDIT_FAILED)
 
 class RunResult:
-    """What a run produced: exit code, output folder, rows and summary."""
+    """What a run produced: exit code, output folder, rows and summary
+    (``run_summary``, a :class:`~fairspark.run_summary.RunSummary`; ``summary`` is
+    the content of ``summary.json`` as a dict)."""
 
     def __init__(self, exit_code: int, output_dir: str | None, rows: list[dict[str, Any]],
-                 summary: dict[str, Any]):
+                 run_summary: RunSummary):
         self.exit_code = exit_code
         self.output_dir = output_dir
         self.rows = rows
-        self.summary = summary
+        self.run_summary = run_summary
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The content of ``summary.json`` (:meth:`RunSummary.to_json`; a new dict)."""
+        return self.run_summary.to_json()
 
 
 @contextlib.contextmanager
@@ -103,7 +111,7 @@ def _stage(name: str, timings: dict[str, float]) -> Iterator[None]:
     finally:
         dt = time.perf_counter() - t0
         timings[name] = round(dt, 3)
-        log.info("stage %-22s %7.2f s", name, dt)
+        log.info("stage %-22s %7s s", name, fmt_fixed(dt, 2))
 
 
 def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
@@ -340,15 +348,15 @@ def _schema_info(prepared: PreparedData, previous: dict[str, Any] | None) -> dic
     return info
 
 
-def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[str, Any],
+def _publish(out: OutputLocation, config: Config, run_date: Any, summary: RunSummary,
              long_rows: list[dict[str, Any]], sections: list[ReportSection]) -> str:
     """Write the run to a staging folder and publish it for the date.
 
-    The metrics and report writes are timed into ``summary["stage_timings"]`` before
+    The metrics and report writes are timed into ``summary.stage_timings`` before
     ``summary.json`` is written, so the summary carries them.
     """
     staging = out.staging(run_date)
-    timings = summary["stage_timings"]
+    timings = summary.stage_timings
     try:
         with _stage("write: metrics", timings):
             out.write_metrics(staging, long_rows)
@@ -359,7 +367,7 @@ def _publish(out: OutputLocation, config: Config, run_date: Any, summary: dict[s
         if config.output.table:  # part of the publish: a failing write publishes nothing
             with _stage("write: table", timings):
                 _write_table(out, config.output.table, staging, run_date)
-        out.write_text(f"{staging}/summary.json", summary_json(summary))
+        out.write_text(f"{staging}/summary.json", summary.to_text())
         return out.publish(staging, run_date)
     except BaseException:
         with contextlib.suppress(Exception):
@@ -387,8 +395,13 @@ class ComputedRun:
 
     exit_code: ExitCode
     long_rows: list[dict[str, Any]]
-    summary: dict[str, Any]
+    run_summary: RunSummary
     sections: list[ReportSection]
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The content of ``summary.json`` (:meth:`RunSummary.to_json`; a new dict)."""
+        return self.run_summary.to_json()
 
 
 def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
@@ -421,7 +434,7 @@ def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
             prepared = prepare(df, config=config)
     for step, seconds in prepared.timings.items():  # the steps inside "prepare"
         timings[f"prepare: {step}"] = seconds
-        log.info("stage   %-20s %7.2f s", f"prepare: {step}", seconds)
+        log.info("stage   %-20s %7s s", f"prepare: {step}", fmt_fixed(seconds, 2))
     return prepared, window
 
 
@@ -556,9 +569,7 @@ def compute_run(
             done.sections.append(trend)
         summary = _summary(spark, config, prepared, facts=facts, done=done,
                            limits_info=limits_info, exit_code=exit_code, timings=timings)
-        summary.update(schema_info, **scoring.annotate(long_rows))
-        if window is not None:
-            summary["window"] = window.info
+        _add_facts(summary, schema_info, scoring.annotate(long_rows), window)
     finally:
         if window is not None:
             window.unpersist()
@@ -639,11 +650,12 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
 
             run = compute_run(spark, config, past=past, fail_on_violation=fail_on_violation,
                               timings=timings, render=config.output.report, progress=running)
-            run.summary["run_id"] = run_id
-            run.summary["previous"] = past.previous
+            run.run_summary.run_id = run_id
+            run.run_summary.previous = (PreviousRun.from_json(past.previous)
+                                        if past.previous is not None else None)
             with _stage("write", timings):
                 try:
-                    final = _publish(out, config, run_date, run.summary, run.long_rows,
+                    final = _publish(out, config, run_date, run.run_summary, run.long_rows,
                                      run.sections)
                 except OutputWriteError:
                     raise
@@ -663,14 +675,15 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
         from fairspark.tracking import log_published_run
 
         with _stage("mlflow", timings):
-            run.summary["mlflow"] = log_published_run(
-                out, config.output.mlflow, final, summary=run.summary, long_rows=run.long_rows)
-    write_status(out, run_date, exit_code=run.exit_code, summary=run.summary, run_id=run_id)
+            run.run_summary.mlflow = log_published_run(
+                out, config.output.mlflow, final, summary=run.run_summary,
+                long_rows=run.long_rows)
+    write_status(out, run_date, exit_code=run.exit_code, summary=run.run_summary, run_id=run_id)
     log.info("outputs published to %s (exit code %d)", final, run.exit_code)
-    return RunResult(int(run.exit_code), final, run.long_rows, run.summary)
+    return RunResult(int(run.exit_code), final, run.long_rows, run.run_summary)
 
 
-def _write_report(out: OutputLocation, staging: str, summary: dict[str, Any],
+def _write_report(out: OutputLocation, staging: str, summary: RunSummary,
                   long_rows: list[dict[str, Any]], sections: list[ReportSection], *,
                   specs: Mapping[str, AuditSpec]) -> None:
     from fairspark.report.render import render_report_html

@@ -32,6 +32,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from fairspark.run_summary import RunSummary, as_run_summary
+
 __all__ = ["gate_verdict", "log_audit", "metric_name", "metric_values"]
 
 log = logging.getLogger("fairspark")
@@ -82,14 +84,12 @@ def metric_values(long_rows: list[Mapping[str, Any]]) -> dict[str, float]:
     return out
 
 
-def gate_verdict(summary: Mapping[str, Any]) -> str:
+def gate_verdict(summary: RunSummary | Mapping[str, Any]) -> str:
     """``failed`` (an audit failed), ``violated`` (a limit would gate) or ``passed``."""
-    from fairspark.status import FAILED_STATUSES
-
-    if any((a or {}).get("status") in FAILED_STATUSES
-           for a in (summary.get("audits") or {}).values()):
+    summary = as_run_summary(summary)
+    if summary.failed_audits:
         return "failed"
-    if (summary.get("limits") or {}).get("would_gate"):
+    if summary.limits is not None and summary.limits.would_gate:
         return "violated"
     return "passed"
 
@@ -119,7 +119,7 @@ def _location(path: str | None) -> str | None:
     return Path(path).resolve().as_uri()
 
 
-def log_audit(settings: Any, *, summary: Mapping[str, Any],
+def log_audit(settings: Any, *, summary: RunSummary | Mapping[str, Any],
               long_rows: list[Mapping[str, Any]], files: Mapping[str, str]) -> dict[str, Any]:
     """Log one audit run to MLflow; never raises.
 
@@ -128,7 +128,8 @@ def log_audit(settings: Any, *, summary: Mapping[str, Any],
     settings:
         ``output.mlflow`` (:class:`~fairspark.config_model.MlflowOutputConfig`).
     summary, long_rows:
-        The run's ``summary.json`` and rows.
+        The run's :class:`~fairspark.run_summary.RunSummary` (or a parsed
+        ``summary.json``) and rows.
     files:
         Artifact name (``report.html``, ``summary.json``, ``metrics.parquet``) -> a
         local file or folder holding it.
@@ -141,7 +142,8 @@ def log_audit(settings: Any, *, summary: Mapping[str, Any],
     """
     try:
         with _quick_failure():
-            return _log(settings, summary=summary, long_rows=long_rows, files=files)
+            return _log(settings, summary=as_run_summary(summary), long_rows=long_rows,
+                        files=files)
     except Exception as err:  # noqa: BLE001 - logging never changes the run's outcome
         from fairspark.outputs import one_line
 
@@ -150,20 +152,20 @@ def log_audit(settings: Any, *, summary: Mapping[str, Any],
         return {"logged": False, "error": line}
 
 
-def _log(settings: Any, *, summary: Mapping[str, Any], long_rows: list[Mapping[str, Any]],
+def _log(settings: Any, *, summary: RunSummary, long_rows: list[Mapping[str, Any]],
          files: Mapping[str, str]) -> dict[str, Any]:
     import mlflow
     from mlflow.entities import Metric, Param, RunTag
 
     from fairspark.scoring import tracking_uri
 
-    run_date = dt.date.fromisoformat(str(summary["run_date"]))
+    run_date = dt.date.fromisoformat(str(summary.run_date))
     stamp = int(dt.datetime(run_date.year, run_date.month, run_date.day,
                             tzinfo=dt.timezone.utc).timestamp() * 1000)
     step = (run_date - dt.date(1970, 1, 1)).days
     verdict = gate_verdict(summary)
-    dataset = str(summary.get("dataset"))
-    models = summary.get("registered_models") or {}
+    dataset = str(summary.dataset)
+    models = summary.registered_models or {}
     with tracking_uri(settings.tracking_uri):
         client = mlflow.MlflowClient()
         exp_name = settings.experiment or f"fairspark {dataset}"
@@ -174,15 +176,15 @@ def _log(settings: Any, *, summary: Mapping[str, Any], long_rows: list[Mapping[s
                                 run_name=settings.run_name or f"{dataset} {run_date}")
         rid = run.info.run_id
         params = {"dataset": dataset, "run_date": run_date.isoformat(),
-                  "config_hash": summary.get("config_hash"),
-                  "fairspark_version": (summary.get("versions") or {}).get("fairspark")}
+                  "config_hash": summary.config_hash,
+                  "fairspark_version": summary.versions.get("fairspark")}
         for role, m in models.items():
             params[f"{role}_model_uri"] = m.get("model_uri")
             if m.get("version"):
                 params[f"{role}_model_version"] = m.get("version")
         tags = {"fairness.gate": verdict, "fairness.dataset": dataset,
                 "fairness.run_date": run_date.isoformat(),
-                "fairness.exit_code": str(summary.get("exit_code"))}
+                "fairness.exit_code": str(summary.exit_code)}
         values = {"fairness.gate": 1.0 if verdict == "violated" else 0.0,
                   **metric_values(long_rows)}
         metrics = [Metric(k, v, stamp, step) for k, v in values.items()]
@@ -201,14 +203,15 @@ def _log(settings: Any, *, summary: Mapping[str, Any], long_rows: list[Mapping[s
         if audited.get("name") and audited.get("version"):
             for k, v in {"fairness.gate": verdict, "fairness.run_date": run_date.isoformat(),
                          "fairness.mlflow_run_id": rid,
-                         "fairness.config_hash": str(summary.get("config_hash"))}.items():
+                         "fairness.config_hash": str(summary.config_hash)}.items():
                 client.set_model_version_tag(audited["name"], audited["version"], k, v)
         uri = mlflow.get_tracking_uri()
     log.info("logged to MLflow: run %s in experiment %r (%s)", rid, exp_name, uri)
     return {"logged": True, "run_id": rid, "experiment_id": exp_id, "tracking_uri": uri}
 
 
-def log_published_run(out: Any, settings: Any, folder: str, *, summary: Mapping[str, Any],
+def log_published_run(out: Any, settings: Any, folder: str, *,
+                      summary: RunSummary | Mapping[str, Any],
                       long_rows: list[Mapping[str, Any]]) -> dict[str, Any]:
     """Log a published run folder: its three outputs are copied to a local temporary
     folder and logged from there; never raises.

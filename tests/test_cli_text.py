@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from fairspark import cli
+from fairspark.run_summary import RunSummary
 from fairspark.status import ExitCode
 
 
@@ -21,8 +22,9 @@ def test_audit_help_has_a_description_an_example_outputs_exit_codes_and_docs():
 
 def _result(code, limits, audits=None):
     audits = audits or {"group": {"status": "ok"}, "hfm": {"status": "ok"}}
+    run = RunSummary.from_json({"audits": audits, "limits": limits or None})
     return SimpleNamespace(exit_code=code, output_dir="/o/run_date=2026-11-29",
-                           summary={"audits": audits, "limits": limits})
+                           run_summary=run)
 
 
 def test_closing_lines_are_few_and_carry_the_summary_counts():

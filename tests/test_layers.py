@@ -28,12 +28,13 @@ PKG = Path(__file__).resolve().parents[1] / "fairspark"
 LAYERS: list[tuple[str, list[str]]] = [
     # what knows nothing of fairness: errors and typed sets, the config model, the
     # session and its jobs, column names, reading the input, sampling, threads, MLflow
-    # model scoring (an audit scores a registered model too)
+    # model scoring (an audit scores a registered model too), the shared constants, the
+    # number rule and the typed run summary (every layer reads them)
     ("base", ["fairspark._version", "fairspark.errors", "fairspark.status", "fairspark._values",
               "fairspark.columns", "fairspark._params", "fairspark._config_mlflow",
               "fairspark.config_model", "fairspark.config_columns", "fairspark.session",
-              "fairspark.io",
-              "fairspark.sampling", "fairspark.scoring", "fairspark._threads",
+              "fairspark.io", "fairspark.constants", "fairspark.numbers",
+              "fairspark.run_summary", "fairspark.sampling", "fairspark.scoring", "fairspark._threads",
               "fairspark._testing", "fairspark._jobs", "fairspark._signals",
               "fairspark._locks", "fairspark._memory", "fairspark._java",
               "fairspark._shipping", "fairspark._fanout", "fairspark.progress"]),

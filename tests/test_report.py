@@ -827,7 +827,8 @@ def test_correlation_heatmap_writes_r_and_explains_the_sign(monkeypatch):
                         "fnr_difference": [("tpr_difference", -1.0), ("disparate_impact", -0.6)],
                         "statistical_parity_difference": []}
     row = re.search(r"<td><b>fnr_difference</b></td><td>[^<]*</td><td>([^<]*)</td>", html)
-    assert row and row.group(1) == "tpr_difference (-1.00), disparate_impact (-0.60)"
+    # the number rule's real minus, as the heatmap's cells above (``−.30``)
+    assert row and row.group(1) == "tpr_difference (−1.00), disparate_impact (−0.60)"
     assert "into 3 clusters at tau 0.5" in text_only
 
 

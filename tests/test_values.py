@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fairspark._values import json_text, params_json
-from fairspark.outputs import summary_json
+from fairspark.run_summary import RunSummary
 
 
 def _strict(text: str):
@@ -27,11 +27,13 @@ EXPECTED = {"a": None, "b": "inf", "c": "-inf", "d": 0.5, "e": [3, [1.5, None]],
 
 @pytest.mark.parametrize("write", [
     lambda v: params_json(v),
-    lambda v: summary_json(v),
+    # summary.json's one writer: the keys it does not know are written as they are
+    lambda v: RunSummary.from_json(v).to_text(),
     lambda v: json_text(v),
 ])
 def test_params_and_summary_json_are_valid_json_with_the_same_rule(write):
-    assert _strict(write(VALUE)) == EXPECTED
+    written = _strict(write(VALUE))
+    assert {k: written[k] for k in EXPECTED} == EXPECTED
 
 
 def test_params_json_sorts_keys_and_is_none_when_empty():

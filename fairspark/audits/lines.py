@@ -1,9 +1,11 @@
-"""The decision box's line and the one number formatter: what an audit's
-``decision_lines`` returns (see :class:`fairspark.audits.AuditSpec`).
+"""The decision box's line and the row rule: what an audit's ``decision_lines``
+returns (see :class:`fairspark.audits.AuditSpec`).
 
 The report's decision box (``fairspark.report.decision``) collects these lines from
 every audit; an audit builds them with :func:`num` and :func:`fmt_number`, so every
-number of the box is written the same way.
+number of the box is written the same way. Every printed number goes through
+:func:`fairspark.numbers.format_number` (the one number rule; :func:`fmt_number` and
+:func:`fmt_plain` are its forms, importable from here too).
 
 A number printed from a result row (``metrics.parquet``) is written by
 :func:`row_number`, wherever it appears (decision box, verdicts, sections): the row
@@ -27,9 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fairspark._values import nan_to_none
+from fairspark.numbers import fmt_fixed, fmt_number, fmt_plain
 
-__all__ = ["STATUS_ORDER", "DecisionLine", "fmt_number", "mark", "marks_to_html", "num",
-           "plain", "row_decimals", "row_number", "row_text", "short_metric",
+__all__ = ["STATUS_ORDER", "DecisionLine", "fmt_number", "fmt_plain", "mark", "marks_to_html",
+           "num", "plain", "row_decimals", "row_number", "row_text", "short_metric",
            "use_least_decimals"]
 
 #: status -> (sort rank, icon shown beside the word; colour is never the only signal)
@@ -42,15 +45,6 @@ STATUS_ORDER: dict[str, tuple[int, str]] = {
 def num(x: Any) -> float | None:
     """A row's number as a float, ``None`` for a missing or NaN one."""
     return nan_to_none(x)
-
-
-def fmt_number(x: float | None, signed: bool = False) -> str:
-    """A number as the decision box writes it (3 significant digits, a real minus)."""
-    if x is None:
-        return "–"
-    if math.isinf(x):
-        return "∞" if x > 0 else "−∞"
-    return (f"{x:+.3g}" if signed else f"{x:.3g}").replace("-", "−")
 
 
 #: the row column each ``data-stat`` reads
@@ -113,15 +107,6 @@ def row_decimals(row: Any, *, least: int | None = None, most: int = 12) -> int:
     return most
 
 
-def _fixed(x: float | None, *, signed: bool, decimals: int) -> str:
-    if x is None:
-        return "–"
-    if math.isinf(x):
-        return "∞" if x > 0 else "−∞"
-    s = f"{x:+.{decimals}f}" if signed else f"{x:.{decimals}f}"
-    return s.replace("-", "−")
-
-
 def row_text(row: Any, stat: str = "value", *,
              signed: bool | None = None) -> str:
     """A row's ``value`` / ``ci_low`` / ``ci_high`` as every part of the report prints it.
@@ -138,7 +123,7 @@ def row_text(row: Any, stat: str = "value", *,
     """
     if signed is None:
         signed = signed_metric(str(_field(row, "metric")))
-    return _fixed(num(_field(row, STATS[stat])), signed=signed, decimals=row_decimals(row))
+    return fmt_fixed(num(_field(row, STATS[stat])), row_decimals(row), signed=signed)
 
 
 def _key_text(v: Any) -> str | None:
@@ -183,16 +168,6 @@ def marks_to_html(page: str) -> str:
 def plain(text: str) -> str:
     """``text`` without its marks (for logs, the console and anything not HTML)."""
     return _MARK_RE.sub(lambda m: m.group(2), text)
-
-
-def fmt_plain(x: Any) -> str:
-    """A number that is no result row's own (an adjusted interval's ends, the two sides
-    of a change between runs): 4 significant digits, ``–`` when missing."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    if isinstance(x, float) and math.isinf(x):
-        return "∞" if x > 0 else "-∞"
-    return f"{x:.4g}"
 
 
 #: short names of the metrics a limit line names before its value

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from fairspark.numbers import fmt_detail
 from fairspark.sampling import derive_seed
 
 __all__ = [
@@ -149,14 +150,15 @@ def search_tau(r: np.ndarray, *, k: int, repeats: int, seed: int) -> TauSearch:
             chosen = cl
     if chosen is None:
         counts = ", ".join(
-            f"{c} (tau {lo:.3g}..{hi:.3g})" for c, (lo, hi) in sorted(reachable.items())
+            f"{c} (tau {fmt_detail(lo)}..{fmt_detail(hi)})"
+            for c, (lo, hi) in sorted(reachable.items())
         )
         msg = (
             f"{k} representatives are not reachable with {m} metrics and {repeats} pivot "
             f"orders; reachable cluster counts: {counts}"
         )
         return TauSearch(k=k, clustering=None, reachable=reachable, message=msg)
-    msg = f"tau={chosen.tau:.6g}: the largest r* threshold giving {k} clusters"
+    msg = f"tau={fmt_detail(chosen.tau, 6)}: the largest r* threshold giving {k} clusters"
     return TauSearch(k=k, clustering=chosen, reachable=reachable, message=msg)
 
 

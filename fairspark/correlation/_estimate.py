@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from fairspark.constants import FLOAT_NOISE
 from fairspark.stats import normal_quantile
 
 __all__ = [
@@ -309,7 +310,8 @@ def decide_rounds(
         return RoundsDecision(True, rounds_run, kept, se, "undefined")
     # SE ~ 1 / sqrt(kept): kept rounds needed, then round ids at the drop rate so far
     # (less a hair, so that rounding does not ask for a round more than the ratio says)
-    need = rounds_min if kept < rounds_min else math.ceil(kept * (se / target_se) ** 2 - 1e-9)
+    need = (rounds_min if kept < rounds_min
+            else math.ceil(kept * (se / target_se) ** 2 - FLOAT_NOISE))
     need = max(need, kept + 1)
     if reps is not None and kept >= 1:
         # the earliest kept round the stability rule can stop at: the last change

@@ -65,6 +65,7 @@ from fairspark.correlation.results import (
     rounds_text,
 )
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
+from fairspark.numbers import fmt_detail
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -607,7 +608,7 @@ def _cluster_rows(row: _RowMaker, res: ModelResult, est: CorrelationEstimate) ->
                     "cluster",
                     metric_b=names[j],
                     value=float(c),
-                    detail=f"representative: {pname}; r*={r:.4f}",
+                    detail=f"representative: {pname}; r*={fmt_detail(r, decimals=4)}",
                 )
             )
     return rows

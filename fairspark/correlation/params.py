@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from fairspark._params import AdvancedParams, AuditParams
+from fairspark.constants import DEFAULT_INTERVAL_LEVEL
 
 ModelName = Literal["logistic_regression", "random_forest", "knn", "linear_svm", "mlp"]
 Scalar = str | int | float | bool | None
@@ -120,7 +121,7 @@ class CorrelationParams(AuditParams):
     min_accuracy: float = Field(0.5, ge=0, le=1)
     test_fraction: float = Field(0.3, gt=0, lt=1)
     sample_rows: int = Field(20000, ge=20)
-    ci_level: float = Field(0.95, gt=0, lt=1)
+    ci_level: float = Field(DEFAULT_INTERVAL_LEVEL, gt=0, lt=1)
     tau: float | None = Field(None, ge=-1, le=1)
     n_representatives: int | None = Field(None, ge=1)
     repeats: int = Field(50, ge=1)

@@ -16,6 +16,7 @@ from fairspark.audits.base import AuditOutcome, ReportSection
 from fairspark.audits.figures import figure_to_data_uri, plt
 from fairspark.audits.sections import render_template
 from fairspark.correlation.results import ORDER, CorrelationResult, ModelResult, rounds_text
+from fairspark.numbers import fmt_fixed, fmt_number, format_number
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,8 +56,7 @@ def _r_text(r: float) -> str:
         return ""
     if abs(r) >= 0.995:
         return "1" if r > 0 else "−1"
-    t = f"{r:.2f}".replace("0.", ".", 1)
-    return t.replace("-", "−")
+    return fmt_fixed(r, 2).replace("0.", ".", 1)
 
 
 def _heatmap(res: ModelResult) -> str:
@@ -122,7 +122,7 @@ def finding(res: ModelResult) -> str | None:
     n_neg = sum(len(v) for v in partners.values())
     return (f"{res.attribute} / {res.model}: the {len(res.clustered_metrics)} metrics fall "
             f"into {len(reps)} cluster{'s' if len(reps) != 1 else ''} at tau "
-            f"{cl.tau:.2g}; watching {', '.join(reps)} covers the rest"
+            f"{format_number(cl.tau, digits=2)}; watching {', '.join(reps)} covers the rest"
             + (f", and {n_neg} strongly negative partner{'s' if n_neg != 1 else ''} of "
                "those move the opposite way (listed below)." if n_neg else "."))
 
@@ -145,7 +145,7 @@ def _graph(res: ModelResult) -> str:
             ax.text(
                 cx + 0.55 * (x - cx),
                 cy + 0.55 * (y - cy),
-                f"{rv:.2f}",
+                fmt_fixed(rv, 2),
                 fontsize=6,
                 color="dimgrey",
                 ha="center",
@@ -181,7 +181,8 @@ def _graph(res: ModelResult) -> str:
     ax.set_axis_off()
     ax.set_aspect("equal")
     ax.set_title(
-        f"{res.attribute} / {res.model}: clusters (orange = representative), tau={cl.tau:.3g}",
+        f"{res.attribute} / {res.model}: clusters (orange = representative), "
+        f"tau={fmt_number(cl.tau)}",
         fontsize=9,
     )
     return figure_to_data_uri(fig)
@@ -203,8 +204,8 @@ def _cell(r: float, lo: float, hi: float) -> str:
     if not np.isfinite(r):
         return "n/a"
     if not np.isfinite(lo):
-        return f"{r:.2f}"
-    return f"{r:.2f} [{lo:.2f}, {hi:.2f}]"
+        return fmt_fixed(r, 2)
+    return f"{fmt_fixed(r, 2)} [{fmt_fixed(lo, 2)}, {fmt_fixed(hi, 2)}]"
 
 
 @dataclass
@@ -237,9 +238,10 @@ def _representatives(res: ModelResult) -> list[tuple[str, str, str]]:
     for piv, members in cl.clusters:
         pi = est.metrics.index(cn[piv])
         mem = ", ".join(
-            f"{cn[j]} ({est.r[pi, est.metrics.index(cn[j])]:.2f})" for j in members if j != piv
+            f"{cn[j]} ({fmt_fixed(est.r[pi, est.metrics.index(cn[j])], 2)})"
+            for j in members if j != piv
         )
-        neg = ", ".join(f"{m} ({r:.2f})" for m, r in partners.get(cn[piv], []))
+        neg = ", ".join(f"{m} ({fmt_fixed(r, 2)})" for m, r in partners.get(cn[piv], []))
         out.append((cn[piv], mem or "(alone)", neg or "none"))
     return out
 
@@ -257,7 +259,7 @@ def _block(res: ModelResult, result: CorrelationResult) -> _Block:
     if sel is not None and sel.attempts:
         b.acceptance = (
             f"{sel.accepted} of {sel.attempts} attempts accepted "
-            f"({sel.accepted / sel.attempts:.1%})"
+            f"({fmt_fixed(100 * sel.accepted / sel.attempts, 1)}%)"
         )
     if res.rounds is not None:
         b.rounds = rounds_text(res.rounds, result.params, res.rounds_run)

@@ -19,6 +19,7 @@ import numpy as np
 from fairspark.correlation._cluster import Clustering
 from fairspark.correlation._estimate import CorrelationEstimate, RoundsDecision
 from fairspark.correlation.params import CorrelationParams
+from fairspark.numbers import fmt_detail
 from fairspark.status import Status
 
 __all__ = ["ORDER", "CorrelationResult", "ModelResult", "RoundSelection", "rounds_text"]
@@ -146,19 +147,20 @@ def rounds_text(d: RoundsDecision, params: CorrelationParams, rounds_run: int) -
     used = f"{d.kept} complete rounds used (round ids 0..{d.rounds - 1})"
     if params.auto_rounds:
         stable = (f", stable_rounds={params.stable_rounds}" if params.stable_rounds else "")
-        rule = (f"rounds: auto (target_se={params.target_se:g}{stable}, rounds_min="
+        rule = (f"rounds: auto (target_se={fmt_detail(params.target_se, 6)}{stable}, rounds_min="
                 f"{params.rounds_min}, rounds_max={params.rounds_max})")
     else:
         rule = f"rounds: {params.rounds}"
-    se = f"{d.se:.4f}" if math.isfinite(d.se) else "undefined"
+    se = fmt_detail(d.se, decimals=4) if math.isfinite(d.se) else "undefined"
     why = _STOPPED[d.reason]
     if d.reason == "stable":
         why = (f"the representatives were unchanged over the last {params.stable_rounds} "
                f"kept rounds; the standard error is {se}")
     above = not d.se <= params.target_se and d.reason not in ("no_round", "undefined")
     if above:  # said wherever the SE misses the target, whatever stopped the rounds
-        why += (f"; the SE is above target_se={params.target_se:g}: r* and its intervals "
-                "are only as precise as this SE says (more rounds or n_samples narrow it)")
+        why += (f"; the SE is above target_se={fmt_detail(params.target_se, 6)}: r* and its "
+                "intervals are only as precise as this SE says (more rounds or n_samples "
+                "narrow it)")
     text = f"{rule}: {used}; Monte-Carlo SE {se}; stopped: {why}"
     if rounds_run > d.rounds:
         text += f"; {rounds_run - d.rounds} later rounds run in the last wave and not used"

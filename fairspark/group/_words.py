@@ -11,12 +11,18 @@ intervals show (a gap and its direction, no clear difference, the four-fifths ru
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fairspark._values import nan_to_none
 from fairspark.audits.lines import row_number, signed_metric
+from fairspark.constants import DEFAULT_INTERVAL_LEVEL
 from fairspark.group.decision import unpaired
 from fairspark.metrics import BASELINES, CATALOGUE, RATES
+from fairspark.numbers import fmt_fixed, fmt_level, fmt_setting
+from fairspark.run_summary import as_run_summary
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fairspark.run_summary import RunSummary
 
 __all__ = ["headlines", "metric_label"]
 
@@ -68,7 +74,7 @@ def _fair(metric: str) -> float | None:
 
 
 def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{x:.1%}"
+    return "–" if x is None else f"{fmt_fixed(100 * x, 1)}%"
 
 
 def _reading(row: Mapping[str, Any]) -> tuple[str, str]:
@@ -116,8 +122,7 @@ def _attributes(rows: list[Mapping[str, Any]]) -> list[str]:
 
 
 def _level_pct(ci_level: float) -> str:
-    pct = ci_level * 100
-    return f"{pct:.0f}%" if abs(pct - round(pct)) < 1e-9 else f"{pct:.1f}%"
+    return fmt_level(ci_level)
 
 
 def _benefit(metric: str) -> int:
@@ -192,8 +197,8 @@ def _limits_for(attr: str, metric: str, limits: list[Mapping[str, Any]] | None
 
 
 def _limit_words(bounds: list[tuple[str, float]]) -> str:
-    words = {"min": "≥ {:g}", "max": "≤ {:g}", "abs_max": "|x| ≤ {:g}"}
-    return "; ".join(words[k].format(b) for k, b in bounds)
+    words = {"min": "≥ {}", "max": "≤ {}", "abs_max": "|x| ≤ {}"}
+    return "; ".join(words[k].format(fmt_setting(b)) for k, b in bounds)
 
 
 # ------------------------------------------------------------------------- verdicts
@@ -267,7 +272,7 @@ def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str
         v = _num(r.get("value"))
         if kind == "gap" and v is not None:
             side = "lower" if v < 0 else "higher"
-            parts.append(f"{words}: {side} for the unprivileged group by {abs(v):.3f} "
+            parts.append(f"{words}: {side} for the unprivileged group by {fmt_fixed(abs(v), 3)} "
                          f"({level} CI {_ci(r, signed=True)})")
         elif kind == "nogap":
             parts.append(f"{words}: no clear gap")
@@ -284,32 +289,38 @@ def _attribute_verdict(attr: str, idx: Mapping[tuple[str, str, str], Mapping[str
     return f"{attr}: {text[:1].upper()}{text[1:]}."
 
 
-def _unpriv_names(summary: Mapping[str, Any] | None) -> dict[str, str]:
+def _unpriv_names(summary: RunSummary | None) -> dict[str, str]:
     out: dict[str, str] = {}
-    attrs = (((summary or {}).get("rows") or {}).get("attributes")) or {}
+    attrs = summary.rows.attributes if summary is not None else {}
     for name, a in attrs.items():
-        priv = set(map(str, a.get("privileged") or []))
-        others = [str(v) for v in (a.get("values") or {}) if str(v) not in priv]
-        if others and a.get("kind") != "predicate":
+        priv = set(map(str, a.privileged or []))
+        others = [str(v) for v in (a.values or {}) if str(v) not in priv]
+        if others and a.kind != "predicate":
             out[name] = ", ".join(others[:3]) + (f" and {len(others) - 3} more"
                                                  if len(others) > 3 else "")
     return out
 
 
-def headlines(rows: list[Mapping[str, Any]], *, summary: Mapping[str, Any] | None = None,
+def headlines(rows: list[Mapping[str, Any]], *,
+              summary: RunSummary | Mapping[str, Any] | None = None,
               ci_level: float | None = None) -> list[str]:
     """One verdict in words per audited attribute (binary view), for the report's top.
 
     Short form (selection rates, disparate impact, equal opportunity and the count of
     inconclusive comparisons); the section repeats it with average odds and predictive
     parity. A gap is called clear only when its interval excludes the fair value.
+    ``summary`` is the run's :class:`~fairspark.run_summary.RunSummary` (or a parsed
+    ``summary.json``): the group audit's interval level, the unprivileged values and
+    whether limits are configured.
     """
     rows = [r for r in rows if r.get("audit", "group") == "group" and unpaired(r)]
+    run = as_run_summary(summary) if summary is not None else None
     if ci_level is None:
-        params = (((summary or {}).get("audits") or {}).get("group") or {}).get("params") or {}
-        ci_level = float(params.get("ci_level", 0.95))
+        group = run.audits.get("group") if run is not None else None
+        level = group.interval_level if group is not None else None
+        ci_level = level if level is not None else DEFAULT_INTERVAL_LEVEL
     idx = _index(rows)
-    names = _unpriv_names(summary)
-    limited = bool((summary or {}).get("limits"))
+    names = _unpriv_names(run)
+    limited = run is not None and run.limits is not None
     return [_attribute_verdict(a, idx, _level_pct(ci_level), names.get(a), full=False,
                                limited=limited) for a in _attributes(rows)]

@@ -35,6 +35,7 @@ from fairspark.metrics import (
     rate_interval,
     rate_with_reason,
 )
+from fairspark.numbers import fmt_fixed, fmt_setting
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,7 +73,8 @@ def _too_little(counts: dict[str, float], cells: tuple[str, ...], what: str,
     if params.weights == "sampling":
         n_eff = float(effective_n(counts, cells, weights="sampling"))
         if n_eff < params.min_group_size:
-            return f"{n} {what} but an effective sample size of {n_eff:.1f} under the weights"
+            n_eff_text = fmt_fixed(n_eff, 1, minus="-")
+            return f"{n} {what} but an effective sample size of {n_eff_text} under the weights"
     return None
 
 
@@ -272,7 +274,7 @@ def baseline_decision(spec: Any) -> str | None:
     if spec is None:
         return None
     if getattr(spec, "threshold", None) is not None:
-        return f"{spec.column} >= {spec.threshold:g}"
+        return f"{spec.column} >= {fmt_setting(spec.threshold)}"
     values = list(getattr(spec, "positive", None) or [1])
     shown = values[0] if len(values) == 1 else "{" + ", ".join(map(str, values)) + "}"
     return f"{spec.column} {'=' if len(values) == 1 else 'in'} {shown}"

@@ -10,6 +10,8 @@ from typing import Any
 
 from fairspark.audits import DecisionInput, DecisionLine, fmt_number, num
 from fairspark.audits.lines import row_number
+from fairspark.constants import DEFAULT_INTERVAL_LEVEL
+from fairspark.numbers import fmt_level
 from fairspark.stats import adjust_pvalues, family_level, normal_quantile
 
 __all__ = ["CHANGE_WORDS", "DECISION_KEYS", "baseline_lines", "decision_lines", "unpaired"]
@@ -51,7 +53,7 @@ def _verdicts(rows: list[Mapping[str, Any]]
             found.append(((str(r["attribute"]), str(r["group"]), str(r["metric"])), w, pv, p))
     if not found:
         return {}
-    alpha = 1.0 - float(found[0][3].get("ci_level", 0.95))
+    alpha = 1.0 - float(found[0][3].get("ci_level", DEFAULT_INTERVAL_LEVEL))
     adj = adjust_pvalues([f[2] for f in found], "holm")
     z = normal_quantile(1.0 - family_level(adj, "holm", alpha) / 2.0)
     out = {}
@@ -75,7 +77,8 @@ def _change(p: Mapping[str, Any]) -> str:
     lies inside its interval."""
     w = num(p.get("worse"))
     return (f"{CHANGE_WORDS} {fmt_number(w, signed=True)}, "
-            f"{100 * float(p.get('ci_level', 0.95)):g}% Holm-adjusted interval "
+            f"{fmt_level(float(p.get('ci_level', DEFAULT_INTERVAL_LEVEL)))} Holm-adjusted "
+            "interval "
             f"[{fmt_number(num(p.get('adj_lower')), signed=True)}, "
             f"{fmt_number(num(p.get('adj_upper')), signed=True)}]")
 

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from fairspark._params import AuditParams
+from fairspark.constants import DEFAULT_INTERVAL_LEVEL
 
 __all__ = ["GroupParams"]
 
@@ -27,7 +28,7 @@ class GroupParams(AuditParams):
         ``frequency`` (row counts).
     """
 
-    ci_level: float = Field(0.95, gt=0, lt=1)
+    ci_level: float = Field(DEFAULT_INTERVAL_LEVEL, gt=0, lt=1)
     min_group_size: int = Field(30, ge=1)
     multi_valued: bool = True
     weights: Literal["sampling", "frequency"] = "sampling"

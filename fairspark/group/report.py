@@ -43,6 +43,7 @@ from fairspark.group._words import (
 from fairspark.group.decision import unpaired
 from fairspark.group.results import HEADLINE_METRICS
 from fairspark.metrics import BASELINES, CATALOGUE, RATES
+from fairspark.numbers import fmt_count, fmt_setting
 from fairspark.status import Status
 
 __all__ = ["group_section", "headlines", "metric_label", "render"]
@@ -124,7 +125,7 @@ def _interval_chart(entries: list[dict[str, Any]], *, title: str, xlabel: str,
                label="clear gap, disadvantages the privileged group"),
         Line2D([], [], color=_NEUTRAL_COLOUR, marker="s", lw=2.4,
                label="no clear gap, or a gap with no side"),
-        Line2D([], [], color="#1d2329", ls="--", lw=1, label=f"parity ({fair:g})"),
+        Line2D([], [], color="#1d2329", ls="--", lw=1, label=f"parity ({fmt_setting(fair)})"),
     ]
     if lines or any(e.get("limits") for e in entries):
         handles.append(Line2D([], [], color="#a8231b", ls=":", lw=1.6,
@@ -321,7 +322,7 @@ def _comparison_row(r: Mapping[str, Any], name: str, names: Mapping[str, str],
         "label": metric_label(name), "formula": spec.formula,
         "value": "–" if inconclusive else _value(r, signed=signed),
         "ci": "–" if inconclusive else _ci(r, signed=signed),
-        "fair": f"{spec.fair_value:g}",
+        "fair": fmt_setting(spec.fair_value),
         "status": r.get("status") or "ok", "kind": kind, "reading": words,
         "muted": inconclusive, "side": side, "who": _side_words(side, names, r),
         "limit": _limit_words(limits),
@@ -373,7 +374,7 @@ def _rate_table(idx, attr: str, groups: list[str], names: Mapping[str, str] | No
                 cells.append({"text": f"{_value(r)} {ci}", "title": "", "muted": False})
         label = f"{g} ({names[g]})" if names and names.get(g) else g
         n = (sizes or {}).get(g)
-        body.append({"group": label, "n": f"{n:,}" if n is not None else "–", "cells": cells})
+        body.append({"group": label, "n": fmt_count(n) if n is not None else "–", "cells": cells})
     return {"header": [{"short": _SHORT_RATE.get(r, r), "title": metric_label(r)}
                        for r in GROUP_RATES], "rows": body}
 
@@ -404,7 +405,7 @@ def _value_table(idx, attr: str, values: list[str],
                           "kind": "disadv" if side == "unprivileged" else
                           "muted" if kind in ("muted", "inconclusive", "failed") else ""})
         n = (sizes or {}).get(v)
-        body.append({"value": v, "n": f"{n:,}" if n is not None else "–", "cells": cells})
+        body.append({"value": v, "n": fmt_count(n) if n is not None else "–", "cells": cells})
     return {"header": [metric_label(m) for m in VALUE_METRICS], "rows": body}
 
 

@@ -52,6 +52,7 @@ from fairspark.mdfa.results import (
     subgroup_summary,
 )
 from fairspark.mdfa.rows import attribute_rows
+from fairspark.numbers import fmt_detail, fmt_level
 from fairspark.progress import Progress
 from fairspark.status import Status
 
@@ -476,9 +477,9 @@ def _run_waves(
         gain = 1.0 - hw[1] / hw[0] if hw[0] > 0 else 0.0
         if gain < params.splits_tolerance:
             why = (f"splits: auto stopped: another wave of {wave} would narrow the gamma_max "
-                   f"interval by {100 * gain:.1f}% (half-width {hw[0]:.4f} -> "
-                   f"{hw[1]:.4f}), less than splits_tolerance = "
-                   f"{100 * params.splits_tolerance:g}%")
+                   f"interval by {fmt_detail(100 * gain, decimals=1)}% (half-width "
+                   f"{fmt_detail(hw[0], decimals=4)} -> {fmt_detail(hw[1], decimals=4)}), "
+                   f"less than splits_tolerance = {fmt_level(params.splits_tolerance)}")
             break
         log.info("mdfa %s: %d splits; another wave should narrow the gamma_max interval "
                  "by %.1f%%: running it", name, done, 100 * gain)

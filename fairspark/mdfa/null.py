@@ -74,6 +74,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fairspark.constants import DEFAULT_INTERVAL_LEVEL
+
 __all__ = ["CORRECTED_COLUMNS", "CorrectedGamma", "NullReference", "corrected_gamma",
            "corrected_mean",
            "draws_of_split", "fit_null_model", "null_draws_used", "null_outcome", "null_reference",
@@ -415,7 +417,7 @@ def _gamma_components(splits: pd.DataFrame, observed: str) -> dict[str, Any] | N
 
 
 def corrected_gamma(
-    splits: pd.DataFrame, *, observed: str = "gamma_max", coverage: float = 0.95
+    splits: pd.DataFrame, *, observed: str = "gamma_max", coverage: float = DEFAULT_INTERVAL_LEVEL
 ) -> CorrectedGamma | None:
     """The bias-corrected mean of ``observed`` (``gamma_pos``, ``gamma_neg`` or
     ``gamma_max``) and its interval (None without at least 3 null draws)."""
@@ -427,7 +429,7 @@ def corrected_gamma(
 
 
 def corrected_mean(
-    g: np.ndarray, long: pd.DataFrame, *, rho: float, coverage: float = 0.95
+    g: np.ndarray, long: pd.DataFrame, *, rho: float, coverage: float = DEFAULT_INTERVAL_LEVEL
 ) -> CorrectedGamma | None:
     """:func:`corrected_gamma` from its parts: the per-split values ``g``, the null
     values in long form ``long`` (columns ``draw`` and ``value``, one row per split
@@ -450,7 +452,7 @@ def corrected_mean(
 
 def predicted_half_width(
     splits: pd.DataFrame, *, n_splits: int, k: int, per_split: int = 1,
-    observed: str = "gamma_max", coverage: float = 0.95,
+    observed: str = "gamma_max", coverage: float = DEFAULT_INTERVAL_LEVEL,
 ) -> tuple[float, float] | None:
     """The half-width of the reported interval of ``observed`` now and with
     ``n_splits`` splits, from the variance components of the splits so far.

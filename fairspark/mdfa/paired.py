@@ -60,6 +60,7 @@ import pandas as pd
 
 from fairspark._values import nan_to_none, params_json
 from fairspark.audits.base import MetricRow
+from fairspark.constants import DEFAULT_INTERVAL_LEVEL
 from fairspark.mdfa.certify import MDFASample
 from fairspark.mdfa.null import CORRECTED_COLUMNS, corrected_mean
 from fairspark.mdfa.results import AttributeResult, Spread
@@ -154,7 +155,7 @@ class PairedGamma:
 
 def paired_gamma(
     challenger: pd.DataFrame, baseline: pd.DataFrame, *, observed: str,
-    coverage: float = 0.95, observed_baseline: str | None = None,
+    coverage: float = DEFAULT_INTERVAL_LEVEL, observed_baseline: str | None = None,
 ) -> PairedGamma | None:
     """Challenger minus baseline of ``observed`` from the two split tables of the same
     splits (matched by ``split``; None when no split has both values finite).
@@ -255,8 +256,9 @@ def difference_rows(
                     f"the same {pg.splits} "
                     f"splits: mean per-split difference {fmt(pg.raw)}{ref}; challenger "
                     f"{fmt(c_val)}, baseline {fmt(b_val)}; interval: {pg.interval}"),
-            params=params_json(baseline_column=column, ci_level=0.95, interval=pg.interval,
-                               splits=pg.splits, draws=pg.draws, dof=pg.dof, **extra)))
+            params=params_json(baseline_column=column, ci_level=DEFAULT_INTERVAL_LEVEL,
+                               interval=pg.interval, splits=pg.splits, draws=pg.draws,
+                               dof=pg.dof, **extra)))
         summary[metric] = {"difference": pg.value, "lower": pg.lower, "upper": pg.upper,
                            "raw": pg.raw, "reference": pg.reference, "splits": pg.splits,
                            "draws": pg.draws, **extra}

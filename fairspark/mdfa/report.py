@@ -19,6 +19,7 @@ from fairspark.audits.lines import row_number
 from fairspark.audits.sections import render_template
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
 from fairspark.mdfa.results import ORDER, AttributeResult, MDFAResult, finding
+from fairspark.numbers import fmt_count, format_number
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,9 +33,10 @@ TITLE = "mdfa: multi-differential fairness"
 
 
 def _f(v: Any, nd: int = 4) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "n/a" if v is None or math.isnan(v) else ("+inf" if v > 0 else "-inf")
-    return f"{v:.{nd}f}"
+    """``v`` with ``nd`` decimals (the number rule), ``n/a`` when missing."""
+    if isinstance(v, float) and math.isinf(v):
+        return format_number(v, minus="-", infinity="+inf" if v > 0 else "inf")
+    return format_number(v, decimals=nd, minus="-", missing="n/a")
 
 
 def representative_split(splits: pd.DataFrame) -> int | None:
@@ -71,7 +73,7 @@ def _description_rows(res: AttributeResult) -> tuple[list[list[str]], str]:
         if not vals:
             return "n/a"
         # row counts are whole people: the mean over splits is rounded
-        return f"{round(float(np.mean(vals))):,}" if nd == 0 else _f(float(np.mean(vals)), nd)
+        return fmt_count(round(float(np.mean(vals)))) if nd == 0 else _f(float(np.mean(vals)), nd)
 
     for j, name in enumerate(names):
         cells = [name]
@@ -87,7 +89,7 @@ def _description_rows(res: AttributeResult) -> tuple[list[list[str]], str]:
     for key in ("+1", "-1"):
         rate.append(sub(key, "rate", None))
     size = ["rows (sub-population: held-out, per split)"]
-    size += [f"{pop[s]['n']:,}" for s in (1, -1)]
+    size += [fmt_count(pop[s]["n"]) for s in (1, -1)]
     size += [sub(k, "n", None, nd=0) for k in ("+1", "-1")]
     return [*rows, rate, size], f"{y_major:+d}"
 
@@ -159,15 +161,15 @@ def _lead(res: AttributeResult) -> str:
     else:
         judged = ("clearly above" if ref.evidence else "not clearly above")
         head = (f"{res.attribute}: gamma_max {_f(g)} [{_f(lo)}, {_f(hi)}]; its test "
-                f"statistic (raw mean over splits of the larger gamma(y)) {raw:.3f} is "
+                f"statistic (raw mean over splits of the larger gamma(y)) {_f(raw, 3)} is "
                 f"{judged} what decisions that depend on the audit features alone give on "
-                f"these rows ({ref.mean:.3f}, sd {ref.sd:.3f}): "
+                f"these rows ({_f(ref.mean, 3)}, sd {_f(ref.sd, 3)}): "
                 f"{'evidence' if ref.evidence else 'no evidence'} that "
                 f"decisions depend on {res.attribute} beyond the features.")
         if ref.evidence and lo is not None and hi is not None and lo <= 0.0:
             head += (f" How large that dependence is in the population these rows "
-                     f"represent is not pinned down: gamma_max {g:.3f} above the "
-                     f"reference, 95% interval {lo:.3f} to {hi:.3f}.")
+                     f"represent is not pinned down: gamma_max {_f(g, 3)} above the "
+                     f"reference, 95% interval {_f(lo, 3)} to {_f(hi, 3)}.")
     said = finding(res)
     if not said:
         return head
@@ -230,7 +232,8 @@ def _item(res: AttributeResult, redacted: list[str] | None = None,
         "verdict": res.verdict(),
         "evidence": bool(res.null is not None and res.null.evidence),
         "null": (f"{_f(res.null.mean)} (sd {_f(res.null.sd)}, {res.null.draws} draws); "
-                 f"p = {res.null.p_value:.2g}" if res.null is not None else "not computed"),
+                 f"p = {format_number(res.null.p_value, digits=2)}"
+                 if res.null is not None else "not computed"),
         "excess": _f(res.null.excess) if res.null is not None else "n/a",
         "lead": _lead(res),
         "auc": _pair(rows, "balance_auc_before", "balance_auc",

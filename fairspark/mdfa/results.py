@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fairspark.mdfa.null import CorrectedGamma, NullReference, corrected_gamma
+from fairspark.numbers import fmt_detail
 
 #: the position of the audit's report section (``SPEC.order``)
 ORDER = 35
@@ -217,9 +218,10 @@ def verdict(
     else:
         # the test statistic, not the reported gamma_max (AttributeResult.reported)
         ref = (f"test statistic (raw mean over splits of the larger gamma(y) of each "
-               f"split) {m:.4f} against {null.mean:.4f} (sd {null.sd:.4f}) for decisions "
+               f"split) {fmt_detail(m, decimals=4)} against {fmt_detail(null.mean, decimals=4)} "
+               f"(sd {fmt_detail(null.sd, decimals=4)}) for decisions "
                f"redrawn from the audit features alone, {null.draws} draws; "
-               f"p = {null.p_value:.2g}, level {null.level:g}")
+               f"p = {fmt_detail(null.p_value, 2)}, level {fmt_detail(null.level, 6)}")
         words = (f"evidence of multi-differential unfairness ({ref})" if null.evidence else
                  f"no evidence of multi-differential unfairness ({ref})")
     if splits and 2 * poor_splits >= splits:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from fairspark.audits.base import MetricRow
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
 from fairspark.mdfa.results import AttributeResult, finding
+from fairspark.numbers import format_number
 from fairspark.status import Status
 
 __all__ = ["attribute_rows", "balance_rows", "fmt", "gamma_rows", "null_rows", "row_note",
@@ -21,8 +22,11 @@ AUDIT = "mdfa"
 
 
 def fmt(v: float | None, nd: int = 4) -> str:
-    """``v`` with ``nd`` decimals, ``n/a`` for None."""
-    return "n/a" if v is None else f"{v:.{nd}f}"
+    """``v`` with ``nd`` decimals, ``n/a`` for None (stored in a row's ``detail``:
+    Python's own text for NaN and infinities, :func:`fairspark.numbers.format_number`)."""
+    if v is None:
+        return "n/a"
+    return format_number(v, decimals=nd, minus="-", missing="nan", infinity="inf")
 
 
 def row_note(res: AttributeResult) -> str:

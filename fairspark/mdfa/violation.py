@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.tree import DecisionTreeClassifier
 
 from fairspark.mdfa.auditors import LeafVotes, Predictor, fit_certificate, make_auditor
+from fairspark.numbers import fmt_detail
 from fairspark.sampling import derive_seed
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -229,7 +230,7 @@ def group_description(
 
 
 def _fmt_threshold(v: float) -> str:
-    return f"{v:.3g}"
+    return fmt_detail(v)
 
 
 def _condition(name: str, lo: float | None, hi: float | None, integer: bool) -> str:

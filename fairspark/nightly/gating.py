@@ -53,6 +53,7 @@ import numpy as np
 
 from fairspark._values import params_json
 from fairspark.audits.base import MetricRow
+from fairspark.constants import DEFAULT_INTERVAL_LEVEL
 from fairspark.metrics import (
     BASELINE_MODEL,
     BASELINES,
@@ -62,6 +63,7 @@ from fairspark.metrics import (
     metric_range,
 )
 from fairspark.nightly.not_evaluated import USABLE, not_evaluated_text, why_nothing
+from fairspark.numbers import fmt_detail, fmt_setting
 from fairspark.stats import adjust_pvalues, family_level, normal_quantile
 from fairspark.status import Verdict, verdict_counts
 
@@ -95,14 +97,14 @@ def rule_text(rule: LimitRule) -> str:
     """The limit in words, e.g. ``|x| <= 0.1`` or ``0 <= x <= 0.5``."""
     if rule.no_worse_than_baseline is not None:
         return (f"{rule.metric} no worse than baseline "
-                f"(margin {rule.no_worse_than_baseline.margin:g})")
+                f"(margin {fmt_setting(rule.no_worse_than_baseline.margin)})")
     if rule.abs_max is not None:
-        return f"|{rule.metric}| <= {rule.abs_max:g}"
+        return f"|{rule.metric}| <= {fmt_setting(rule.abs_max)}"
     if rule.min is not None and rule.max is not None:
-        return f"{rule.min:g} <= {rule.metric} <= {rule.max:g}"
+        return f"{fmt_setting(rule.min)} <= {rule.metric} <= {fmt_setting(rule.max)}"
     if rule.max is not None:
-        return f"{rule.metric} <= {rule.max:g}"
-    return f"{rule.metric} >= {rule.min:g}"
+        return f"{rule.metric} <= {fmt_setting(rule.max)}"
+    return f"{rule.metric} >= {fmt_setting(rule.min)}"
 
 
 @dataclass
@@ -169,7 +171,7 @@ def _level(row: dict[str, Any]) -> float:
     for k in ("ci_level", "band_level", "level"):
         if isinstance(params, dict) and k in params:
             return float(params[k])
-    return 0.95
+    return DEFAULT_INTERVAL_LEVEL
 
 
 def _log_scale(check: Check) -> bool:
@@ -478,11 +480,13 @@ def _limit_row(c: Check, limits: LimitsConfig, n_family: int) -> MetricRow:
     """The ``limits`` result row of one check."""
     r = c.row
     if c.kind == "statistical" and c.role == POOLED:
-        how = (f"p(violated)={c.p_violated:.3g}, p(passed)={c.p_passed:.3g} (pooled view of "
-               f"every unprivileged value, not adjusted, alpha={limits.alpha:g}; does not gate)")
+        how = (f"p(violated)={_p(c.p_violated)}, p(passed)={_p(c.p_passed)} (pooled view of "
+               f"every unprivileged value, not adjusted, alpha={fmt_setting(limits.alpha)}; "
+               "does not gate)")
     elif c.kind == "statistical":
-        how = (f"p(violated)={c.p_violated:.3g}, p(passed)={c.p_passed:.3g} "
-               f"({limits.correction} over {n_family} checks, alpha={limits.alpha:g})")
+        how = (f"p(violated)={_p(c.p_violated)}, p(passed)={_p(c.p_passed)} "
+               f"({limits.correction} over {n_family} checks, "
+               f"alpha={fmt_setting(limits.alpha)})")
     else:
         how = "judged on the certified/approximate bounds"
     gate = (f"; violated {c.consecutive} run(s) in a row, gates at {c.rule.persistence}"
@@ -533,7 +537,13 @@ def _support(r: dict[str, Any], limits: LimitsConfig) -> dict[str, Any]:
 
 
 def _num_text(x: float | None) -> str:
-    return "–" if x is None else f"{x:.4g}"
+    """An interval end in a limits row's detail (stored text: ``–`` when missing)."""
+    return "–" if x is None else fmt_detail(x, 4)
+
+
+def _p(p: float) -> str:
+    """A p-value in a limits row's detail (stored text)."""
+    return fmt_detail(p)
 
 
 def interval_label(kind: str, role: str, correction: str) -> str:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from fairspark.errors import FairsparkInputError
+from fairspark.run_summary import RunSummary
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable, Mapping
@@ -173,16 +174,15 @@ def load_previous_run(out: OutputLocation, *, before: Any, specs: Mapping[str, A
         if not dates:
             return {"run_date": None, "items": {}}
         d = dates[-1]
-        prev = json.loads(out.read_text(out.path(f"run_date={d}", "summary.json")))
+        prev = RunSummary.from_text(out.read_text(out.path(f"run_date={d}", "summary.json")))
         rows = [r.asDict() for r in out.read_parquet(
             out.path(f"run_date={d}", "metrics.parquet")).where(_rows_of("decision", specs))
             .limit(max_rows).collect()]
-        return {"run_date": d, "config_hash": prev.get("config_hash"),
+        return {"run_date": d, "config_hash": prev.config_hash,
                 "items": items(prev, rows, specs=specs),
                 # what the report compares tonight's data with (window, path, rows)
-                "input": {k: (prev.get("input") or {}).get(k) for k in ("path", "table",
-                                                                        "where")},
-                "rows_audited": (prev.get("rows") or {}).get("audited")}
+                "input": {k: getattr(prev.input, k) for k in ("path", "table", "where")},
+                "rows_audited": prev.rows.audited}
     except Exception as err:  # noqa: BLE001 - the change column is a nicety
         msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
         log.warning("could not read the previous run (%s): %s", d or "listing", msg)
@@ -195,12 +195,13 @@ def load_previous_run(out: OutputLocation, *, before: Any, specs: Mapping[str, A
 def _run_schema(out: OutputLocation, run_date: str) -> dict[str, Any] | None:
     """``input_schema`` of the published run of ``run_date`` (``None``: not recorded)."""
     try:
-        summary = json.loads(out.read_text(out.path(f"run_date={run_date}", "summary.json")))
+        summary = RunSummary.from_text(
+            out.read_text(out.path(f"run_date={run_date}", "summary.json")))
     except Exception as err:  # noqa: BLE001 - an old or damaged run is simply not compared
         log.warning("history: cannot read the summary of %s: %s", run_date,
                     str(err).splitlines()[0] if str(err) else type(err).__name__)
         return None
-    schema = summary.get("input_schema")
+    schema = summary.input_schema
     return schema if isinstance(schema, dict) else None
 
 

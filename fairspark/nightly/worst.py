@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fairspark._values import nan_to_none
+from fairspark.numbers import fmt_count
 
 __all__ = ["bound_excess", "excess", "limit_params", "rank_key", "rankable", "support_words"]
 
@@ -102,4 +103,4 @@ def support_words(row: Mapping[str, Any]) -> str:
     if p.get("n") is None:
         return ""
     fav = p.get("favourable")
-    return f"n {int(p['n']):,}" + (f", {int(fav):,} favourable" if fav is not None else "")
+    return f"n {fmt_count(p['n'])}" + (f", {fmt_count(fav)} favourable" if fav is not None else "")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from fairspark.columns import input_col
 from fairspark.errors import EmptyInputError, InvalidValueError
+from fairspark.numbers import fmt_setting
 from fairspark.prepare._columns import (
     _FLOATING,
     _NUMERIC,
@@ -118,7 +119,8 @@ def _check_stats(stats: InputStats, config: Config) -> None:
         )
     if not stats.weight_total > 0:
         raise InvalidValueError(
-            f"the weights of the {stats.audited} audited rows sum to {stats.weight_total:g} "
+            f"the weights of the {stats.audited} audited rows sum to "
+            f"{fmt_setting(stats.weight_total)} "
             f"(column {config.columns.weight!r}, 'columns.weight'); at least one row needs a "
             "positive weight"
         )
@@ -163,9 +165,10 @@ def _input_warnings(stats: InputStats, config: Config) -> list[str]:
                    "the negative label")
     if cols.score and cols.score.threshold == 0.5 and (
             stats.score_min < 0 or stats.score_max > 1):
-        out.append(f"score column {cols.score.column!r} ranges over [{stats.score_min:g}, "
-                   f"{stats.score_max:g}], outside [0, 1], while the threshold is the default "
-                   "0.5; set 'columns.score.threshold' if the scores are not probabilities")
+        lo, hi = fmt_setting(stats.score_min), fmt_setting(stats.score_max)
+        out.append(f"score column {cols.score.column!r} ranges over [{lo}, {hi}], outside "
+                   "[0, 1], while the threshold is the default 0.5; set "
+                   "'columns.score.threshold' if the scores are not probabilities")
     return out
 
 
@@ -189,7 +192,7 @@ def _values_seen(df: DataFrame, plan: _ColumnPlan, column: str) -> tuple[list[An
 
 def _shown(values: list[Any], n: int) -> str:
     def one(v: Any) -> str:
-        return f"{v:.6g}" if isinstance(v, float) else repr(v)
+        return fmt_setting(v) if isinstance(v, float) else repr(v)
 
     more = f", ... ({n} distinct)" if n > len(values) else f" ({n} distinct)"
     return ", ".join(one(v) for v in values) + more

@@ -1,6 +1,7 @@
 """The top of ``report.html``: the decision box and what was audited.
 
-Both read only ``summary.json`` and the long rows, so a published run re-renders.
+Both read only the run's :class:`~fairspark.run_summary.RunSummary` (``summary.json``)
+and the long rows, so a published run re-renders.
 
 The decision box has one line per limit check, per attribute of the hfm and mdfa
 audits, per attribute of the group audit that no limit covers, and per failed audit:
@@ -26,7 +27,17 @@ from fairspark.audits.lines import (
     short_metric,
 )
 from fairspark.audits.spec import AuditSpec, DecisionInput
-from fairspark.status import FAILED_STATUSES, limit_row_counts
+from fairspark.constants import FLOAT_NOISE
+from fairspark.numbers import fmt_count, fmt_fixed, fmt_setting
+from fairspark.run_summary import (
+    AttributeGroups,
+    InputFacts,
+    PreviousRun,
+    RowCounts,
+    RunSummary,
+    as_run_summary,
+)
+from fairspark.status import limit_row_counts
 
 __all__ = ["ROW_CHANGE_FRACTION", "DecisionInput", "DecisionLine", "audited_brief",
            "audited_facts", "data_differences", "decision_box", "decision_items",
@@ -41,11 +52,7 @@ _num = num
 _f = fmt_number
 
 
-def _count(x: Any) -> str:
-    try:
-        return f"{int(x):,}"
-    except (TypeError, ValueError):
-        return "n/a"
+_count = fmt_count
 
 
 def _readable(check: str) -> str:
@@ -120,19 +127,19 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any], *,
                  f"{_f(hi, signed=True)}]" if lo is not None and hi is not None else "")
         parts.append((v - margin, f"{short}: change in distance from parity (challenger − "
                       f"baseline) {_f(v, signed=True)}, {side} parity than the baseline "
-                      f"(margin {margin:g}){shown}", whole))
+                      f"(margin {fmt_setting(margin)}){shown}", whole))
     if _num(rule.get("min")) is not None:
         m = float(rule["min"])
         whole = f" ({iv} below)" if hi is not None and hi < m else (
             f" ({iv} above)" if lo is not None and lo >= m else "")
         parts.append((m - v, f"{name}{_f(abs(m - v))} {'below' if v < m else 'above'} the "
-                      f"minimum {m:g}", whole))
+                      f"minimum {fmt_setting(m)}", whole))
     if _num(rule.get("max")) is not None:
         m = float(rule["max"])
         whole = f" ({iv} above)" if lo is not None and lo > m else (
             f" ({iv} below)" if hi is not None and hi <= m else "")
         parts.append((v - m, f"{name}{_f(abs(v - m))} {'above' if v > m else 'below'} the "
-                      f"maximum {m:g}", whole))
+                      f"maximum {fmt_setting(m)}", whole))
     if _num(rule.get("abs_max")) is not None:
         m = float(rule["abs_max"])
         worst = max(abs(lo), abs(hi)) if lo is not None and hi is not None else None
@@ -141,7 +148,7 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any], *,
         whole = (f" ({iv} beyond)" if best is not None and best > m else
                  f" ({iv} within)" if worst is not None and worst <= m else "")
         parts.append((abs(v) - m, f"{name}{_f(abs(abs(v) - m))} "
-                      f"{'beyond' if abs(v) > m else 'within'} the limit ±{m:g}", whole))
+                      f"{'beyond' if abs(v) > m else 'within'} the limit ±{fmt_setting(m)}", whole))
     if not parts:
         return f"value {row_number(r)}", None
     excess, words, whole = max(parts, key=lambda t: t[0])
@@ -149,12 +156,6 @@ def _limit_distance(r: Mapping[str, Any], rule: Mapping[str, Any], *,
 
 
 # ------------------------------------------------------------------------ the lines
-
-
-def _failing(summary: Mapping[str, Any]) -> bool:
-    """Whether a violation fails this run (older summaries: exit code 3)."""
-    lim = summary.get("limits") or {}
-    return bool(lim.get("fail_on_violation", summary.get("exit_code") == 3))
 
 
 def _limit_gate_word(r: Mapping[str, Any], p: Mapping[str, Any], failing: bool) -> str:
@@ -169,10 +170,10 @@ def _limit_gate_word(r: Mapping[str, Any], p: Mapping[str, Any], failing: bool) 
 
 
 def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str],
-                 summary: Mapping[str, Any] | None, specs: Mapping[str, AuditSpec]
+                 summary: RunSummary, specs: Mapping[str, AuditSpec]
                  ) -> list[dict]:
     """One line per (limit, attribute): the worst group's check when judged per group."""
-    failing = _failing(summary or {})
+    failing = summary.fails_on_violation()
     checks: dict[tuple[str, str, str], list[tuple[Mapping[str, Any], dict]]] = {}
     for r in rows:
         if r.get("audit") != "limits":
@@ -185,7 +186,7 @@ def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str],
         checks.setdefault((str(r.get("metric_b")), str(r.get("attribute")), source),
                           []).append((r, p))
     out = []
-    named = _unprivileged_values(summary or {})
+    named = summary.unprivileged_values
     for (check, attr, source), found in checks.items():
         line_row, r, p, far, excess = _worst_of(found)
         if r.get("group") == "unprivileged" and attr in named:  # called by its value
@@ -206,19 +207,6 @@ def _limit_lines(rows: list[Mapping[str, Any]], anchors: Mapping[str, str],
             what=_readable(check if check != "None" else metric), status=status, far=far,
             excess=excess, nxt=nxt, anchor=where,
             gate_word=_limit_gate_word(*line_row, failing), number=r).as_dict())
-    return out
-
-
-def _unprivileged_values(summary: Mapping[str, Any]) -> dict[str, str]:
-    """Attribute -> its one unprivileged value (``summary.json``'s ``rows.attributes``),
-    for the attributes that have exactly one: their pooled ``unprivileged`` row is that
-    group, and the first screen calls it by its value."""
-    out = {}
-    for name, a in ((summary.get("rows") or {}).get("attributes") or {}).items():
-        priv = set(map(str, (a or {}).get("privileged") or []))
-        rest = [str(v) for v in ((a or {}).get("values") or {}) if str(v) not in priv]
-        if priv and len(rest) == 1:
-            out[str(name)] = rest[0]
     return out
 
 
@@ -270,11 +258,12 @@ def _worst_of(found: list[tuple[Mapping[str, Any], dict]]) -> tuple[
     return line_row, r, p, far, excess
 
 
-def _audit_lines(summary: Mapping[str, Any], rows: list[Mapping[str, Any]],
+def _audit_lines(summary: RunSummary, rows: list[Mapping[str, Any]],
                  anchors: Mapping[str, str], limit_lines: list[dict],
                  specs: Mapping[str, AuditSpec]) -> list[dict]:
-    """Every audit's own lines (``AuditSpec.decision_lines``), in run order."""
-    audits = summary.get("audits") or {}
+    """Every audit's own lines (``AuditSpec.decision_lines``), in run order; each reads
+    its audit's own entry (:meth:`~fairspark.run_summary.AuditEntry.to_json`)."""
+    audits = summary.audits
     out: list[dict] = []
     for name, spec in specs.items():
         if spec.decision_lines is None:
@@ -284,21 +273,20 @@ def _audit_lines(summary: Mapping[str, Any], rows: list[Mapping[str, Any]],
         mine = [r for r in rows if r.get("audit") == name]
         judged = [r for r in rows if r.get("audit") == "limits"
                   and _params(r).get("source_audit") == name]
-        view = DecisionInput(audit=name, rows=mine, info=audits.get(name) or {},
+        entry = audits.get(name)
+        view = DecisionInput(audit=name, rows=mine, info=entry.to_json() if entry else {},
                              anchor=anchors.get(name), covered=covered, limits=judged)
         out += [ln.as_dict() for ln in spec.decision_lines(view)]
     return out
 
 
-def _failed_lines(summary: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> list[dict]:
+def _failed_lines(summary: RunSummary) -> list[dict]:
     out = []
-    for name, a in (summary.get("audits") or {}).items():
-        a = a or {}
-        if a.get("status") in FAILED_STATUSES:
-            out.append(DecisionLine(
-                audit=name, attribute="*", metric="*", what=f"{name} audit", status="failed",
-                far=str(a.get("detail") or "see the log"),
-                nxt="Read the failure reason in the Audits table", anchor="audits").as_dict())
+    for name in summary.failed_audits:
+        out.append(DecisionLine(
+            audit=name, attribute="*", metric="*", what=f"{name} audit", status="failed",
+            far=str(summary.audits[name].detail or "see the log"),
+            nxt="Read the failure reason in the Audits table", anchor="audits").as_dict())
     return out
 
 
@@ -329,15 +317,15 @@ def _change(line: dict, prev: Mapping[str, Any] | None) -> str:
     if word:
         return "still there, " + word if word == "within noise" else word
     ea, eb = _num(prev.get("excess")), line.get("excess")
-    if ea is None or eb is None or abs(eb - ea) < 1e-9:
+    if ea is None or eb is None or abs(eb - ea) < FLOAT_NOISE:
         return "still there"
     return "still there (no interval to judge the change)"
 
 
-def _gate_sentence(summary: Mapping[str, Any], failed: list[str]) -> dict[str, str]:
-    code = summary.get("exit_code")
-    limits = summary.get("limits") or {}
-    n_viol = limits.get("violated") or 0
+def _gate_sentence(summary: RunSummary, failed: list[str]) -> dict[str, str]:
+    code = summary.exit_code
+    limits = summary.limits
+    n_viol = limits.violated if limits is not None else 0
     if failed:
         return {"kind": "gates", "text": (
             f"This run fails (exit code {code}): the {', '.join(failed)} audit(s) failed; "
@@ -350,32 +338,31 @@ def _gate_sentence(summary: Mapping[str, Any], failed: list[str]) -> dict[str, s
         return {"kind": "nogate", "text": (
             f"This run does not gate (exit code {code}): no fairness limits are configured, "
             "so nothing in this report can fail the pipeline.")}
-    if limits.get("would_gate", limits.get("gates")):
+    if limits.gating():
         return {"kind": "nogate-violated", "text": (
             f"This run does not gate (exit code {code}), although {n_viol} limit(s) are "
             "violated: failing on a violation is switched off (limits.fail_on_violation: "
             "false or --no-fail-on-violation). With it on, this run would fail with exit "
             "code 3.")}
-    unjudged = [str(x.get("text") or x.get("rule")) for x in limits.get("not_evaluated") or []
-                if isinstance(x, Mapping)]
+    unjudged = [str(x.get("text") or x.get("rule")) for x in limits.not_evaluated]
     nothing = "; ".join(unjudged)
     if n_viol:
         return {"kind": "nogate-violated", "text": (
             f"This run does not gate (exit code {code}): {n_viol} limit(s) are violated, "
             "but not yet for their required number of consecutive runs."
             + (f" Not evaluated: {nothing}." if nothing else ""))}
-    if not limits.get("checks"):  # a gate that judged nothing never reads as passed
+    if not limits.checks:  # a gate that judged nothing never reads as passed
         return {"kind": "nogate-violated", "text": (
             f"This run does not gate (exit code {code}), but no configured limit was "
             f"evaluated: {nothing or 'no limit made a check'}.")}
     if nothing:
         return {"kind": "nogate-violated", "text": (
             f"This run does not gate (exit code {code}): no evaluated limit is violated "
-            f"({limits.get('passed', 0)} passed, {limits.get('inconclusive', 0)} "
+            f"({limits.passed} passed, {limits.inconclusive} "
             f"inconclusive); {len(unjudged)} limit(s) not evaluated: {nothing}.")}
     return {"kind": "nogate", "text": (
         f"This run does not gate (exit code {code}): no configured limit is violated "
-        f"({limits.get('passed', 0)} passed, {limits.get('inconclusive', 0)} inconclusive).")}
+        f"({limits.passed} passed, {limits.inconclusive} inconclusive).")}
 
 
 def _caveat(line: Mapping[str, Any], lines: list[dict]) -> str:
@@ -397,7 +384,7 @@ def _caveat(line: Mapping[str, Any], lines: list[dict]) -> str:
             f"{said}{more}")
 
 
-def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
+def decision_box(summary: RunSummary | Mapping[str, Any], rows: list[Mapping[str, Any]], *,
                  anchors: Mapping[str, str], specs: Mapping[str, AuditSpec]
                  ) -> dict[str, Any]:
     """The decision box: the gate sentence and one line per check, worst first.
@@ -405,23 +392,24 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
     Parameters
     ----------
     summary, rows:
-        ``summary.json`` and the long rows of the run.
+        The run's :class:`~fairspark.run_summary.RunSummary` (or a parsed
+        ``summary.json``) and its long rows.
     anchors:
         Audit name -> the id of its report section (for "look at next" links).
     specs:
         Audit name -> spec, in run order: each audit's ``decision_lines`` and the
         "look at next" of a limit on it.
     """
-    failed = [n for n, a in (summary.get("audits") or {}).items()
-              if (a or {}).get("status") in FAILED_STATUSES]
+    summary = as_run_summary(summary)
+    failed = summary.failed_audits
     limit_lines = _limit_lines(rows, anchors, summary, specs)
-    lines = [*_failed_lines(summary, rows), *limit_lines,
+    lines = [*_failed_lines(summary), *limit_lines,
              *_audit_lines(summary, rows, anchors, limit_lines, specs)]
-    previous = summary.get("previous")
-    prev_items = (previous or {}).get("items") if isinstance(previous, Mapping) else None
-    if isinstance(previous, Mapping) and not previous.get("run_date"):
+    previous = summary.previous
+    prev_items = previous.items if previous is not None else None
+    if previous is not None and not previous.run_date:
         prev_items = None  # nothing published before this run: nothing to compare with
-    if summary.get("schema_change"):
+    if summary.schema_change:
         prev_items = None  # the input's features changed: not comparable with that run
     for ln in lines:
         if prev_items is not None:
@@ -447,11 +435,11 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
         "lines": lines,
         "counts": [(s, counts[s], STATUS_ORDER[s][1]) for s in STATUS_ORDER if s in counts],
         "checks": checks["checks"],
-        "previous": (previous or {}).get("run_date") if prev_items is not None else None,
+        "previous": previous.run_date if previous is not None and prev_items is not None
+        else None,
         "previous_note": _previous_note(summary, previous),
         "differs": data_differences(summary, previous),
-        "differs_from": (previous or {}).get("run_date") if isinstance(previous, Mapping)
-        else None,
+        "differs_from": previous.run_date if previous is not None else None,
     }
 
 
@@ -459,7 +447,8 @@ def decision_box(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
 ROW_CHANGE_FRACTION = 0.01
 
 
-def data_differences(summary: Mapping[str, Any], previous: Any) -> list[str]:
+def data_differences(summary: RunSummary | Mapping[str, Any],
+                     previous: PreviousRun | Mapping[str, Any] | None) -> list[str]:
     """Why tonight's data differ from the previous run's, in words (empty: they do not).
 
     A changed data window (``input.where``, ``--where``), input path or table, and a
@@ -467,50 +456,54 @@ def data_differences(summary: Mapping[str, Any], previous: Any) -> list[str]:
     leave the config hash alone (a nightly job reads a new window every night), so the
     report states them on the first screen as a reason the runs differ.
     """
-    if not isinstance(previous, Mapping) or not previous.get("run_date") or previous.get(
-            "error"):
+    summary = as_run_summary(summary)
+    if isinstance(previous, Mapping):
+        previous = PreviousRun.from_json(previous)
+    if previous is None or not previous.run_date or previous.error:
         return []
-    before = previous.get("input")
+    before = previous.input
     if not isinstance(before, Mapping):
         return []  # a previous run read by an older version: nothing to compare
-    now = summary.get("input") or {}
+    now = summary.input
     out = []
-    w0, w1 = before.get("where"), now.get("where")
+    w0, w1 = before.get("where"), now.where
     if (w0 or None) != (w1 or None):
         out.append(f"the data window changed: {('where ' + w0) if w0 else 'all rows'} then, "
                    f"{('where ' + w1) if w1 else 'all rows'} now")
     for key, word in (("path", "input path"), ("table", "input table")):
-        a, b = before.get(key), now.get(key)
+        a, b = before.get(key), getattr(now, key)
         if (a or None) != (b or None):
             out.append(f"the {word} changed: {a or 'none'} then, {b or 'none'} now")
-    n0 = previous.get("rows_audited")
-    n1 = (summary.get("rows") or {}).get("audited")
+    n0 = previous.rows_audited
+    n1 = summary.rows.audited
     try:
         n0, n1 = int(n0), int(n1)
     except (TypeError, ValueError):
         return out
     if n0 > 0 and abs(n1 - n0) / n0 > ROW_CHANGE_FRACTION:
-        out.append(f"rows audited went from {n0:,} to {n1:,} ({(n1 - n0) / n0:+.1%}, more "
-                   f"than the {ROW_CHANGE_FRACTION:.0%} this report lets pass unremarked)")
+        change = fmt_fixed(100 * (n1 - n0) / n0, 1, signed=True, minus="-")
+        out.append(f"rows audited went from {fmt_count(n0)} to {fmt_count(n1)} ({change}%, "
+                   f"more than the {fmt_setting(100 * ROW_CHANGE_FRACTION)}% this report "
+                   "lets pass unremarked)")
     return out
 
 
-def _previous_note(summary: Mapping[str, Any], previous: Any) -> str:
+def _previous_note(summary: RunSummary, previous: PreviousRun | None) -> str:
     """One sentence on the change column: why it is missing, or what it compares with."""
-    if not isinstance(previous, Mapping):
+    if previous is None:
         return ("Change since the previous run: not shown, this run carries no previous "
                 "run's results (a run in memory, or the runner did not read its history).")
-    date = previous.get("run_date")
+    date = previous.run_date
     if not date:
         return ("Change since the previous run: no previous runs; this is the first run "
                 "published at this output location, so every problem is new.")
-    if previous.get("error"):
+    if previous.error:
         return (f"Change since the previous run: the run of {date} could not be read "
-                f"({previous['error']}).")
-    change = summary.get("schema_change")
+                f"({previous.error}).")
+    change = summary.schema_change
     if isinstance(change, Mapping) and change.get("message"):
         return f"Change since the previous run: not shown, not comparable: {change['message']}."
-    prev_hash, hash_now = previous.get("config_hash"), summary.get("config_hash")
+    prev_hash, hash_now = previous.config_hash, summary.config_hash
     if prev_hash and hash_now and prev_hash != hash_now:
         return (f"Compared with the run of {date}, whose configuration differs (config hash "
                 f"{prev_hash} then, {hash_now} now): a change may come from the "
@@ -524,7 +517,7 @@ def _previous_note(summary: Mapping[str, Any], previous: Any) -> str:
             "move inside it; resolved = gone.")
 
 
-def decision_items(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
+def decision_items(summary: RunSummary | Mapping[str, Any], rows: list[Mapping[str, Any]], *,
                    specs: Mapping[str, AuditSpec]) -> dict[str, dict[str, Any]]:
     """A run's decision lines as ``summary['previous']['items']`` of the next run.
 
@@ -544,11 +537,11 @@ def decision_items(summary: Mapping[str, Any], rows: list[Mapping[str, Any]], *,
 # --------------------------------------------------------------------- what was audited
 
 
-def _groups(attrs: Mapping[str, Any], limit: int = 6) -> list[tuple[str, str]]:
+def _groups(attrs: Mapping[str, AttributeGroups], limit: int = 6) -> list[tuple[str, str]]:
     out = []
     for name, a in attrs.items():
-        values = a.get("values") or {}
-        priv = set(map(str, a.get("privileged") or []))
+        values = a.values or {}
+        priv = set(map(str, a.privileged or []))
         items = sorted(values.items(), key=lambda kv: (str(kv[0]) not in priv, -int(kv[1] or 0)))
         shown = [f"{v}{' (privileged)' if str(v) in priv else ''}: {_count(n)}"
                  for v, n in items[:limit]]
@@ -561,46 +554,47 @@ def _groups(attrs: Mapping[str, Any], limit: int = 6) -> list[tuple[str, str]]:
 
 def _values(vals: Any) -> str:
     vals = vals if isinstance(vals, list | tuple) else [vals]
-    return " or ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in vals)
+    return " or ".join(fmt_setting(v) if isinstance(v, float) else str(v) for v in vals)
 
 
-def _favourable(inp: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def _favourable(inp: InputFacts) -> tuple[str | None, str | None]:
     """(decision, label) favourable outcome as in the data, e.g. ``prediction = 1.0``."""
-    neg = inp.get("favourable") == "negative"
+    neg = inp.favourable == "negative"
     eq = "≠" if neg else "="
     dec = lab = None
-    col = inp.get("decision")
-    if inp.get("decision_positive") is not None and col:
-        dec = f"{col} {eq} {_values(inp['decision_positive'])}"
-    elif inp.get("decision_rule"):
-        dec = f"not ({inp['decision_rule']})" if neg else str(inp["decision_rule"])
-    if inp.get("label_positive") is not None and inp.get("label"):
-        lab = f"{inp['label']} {eq} {_values(inp['label_positive'])}"
+    col = inp.decision
+    if inp.decision_positive is not None and col:
+        dec = f"{col} {eq} {_values(inp.decision_positive)}"
+    elif inp.decision_rule:
+        dec = f"not ({inp.decision_rule})" if neg else str(inp.decision_rule)
+    if inp.label_positive is not None and inp.label:
+        lab = f"{inp.label} {eq} {_values(inp.label_positive)}"
     return dec, lab
 
 
-def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(label, text) pairs: dataset, model, decision, label, window, rows, group sizes."""
-    inp = summary.get("input") or {}
-    rows = summary.get("rows") or {}
-    model = summary.get("model") or {}
+def audited_facts(summary: RunSummary | Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) pairs: dataset, model, decision, label, performance, window, rows,
+    group sizes (from the run's :class:`~fairspark.run_summary.RunSummary`)."""
+    summary = as_run_summary(summary)
+    inp, rows = summary.input, summary.rows
+    model = summary.model.to_json() if summary.model is not None else {}
     out: list[tuple[str, str]] = []
-    source = inp.get("table") or inp.get("path") or inp.get("source") or "in memory"
-    out.append(("Dataset", f"{summary.get('dataset', 'unnamed')} ({source})"))
+    source = inp.table or inp.path or inp.source or "in memory"
+    dataset = summary.dataset if summary.dataset is not None else "unnamed"
+    out.append(("Dataset", f"{dataset} ({source})"))
     name = " ".join(str(x) for x in (model.get("name"), model.get("version") and
                                      f"version {model['version']}") if x)
     desc = model.get("description")
     # champion against challenger: the audit that names the baseline's rule
-    bases = [a["baseline"] for a in (summary.get("audits") or {}).values()
-             if isinstance((a or {}).get("baseline"), Mapping)]
+    bases = [a.baseline for a in summary.audits.values() if a.baseline is not None]
     base = next((b for b in bases if b.get("decision")), bases[0] if bases else {})
     baseline = base.get("decision") or (f"column {base['column']}" if base.get("column")
                                         else None)
     out.append(("Model", _model_text(name, desc, inp, baseline)))
-    fav = inp.get("favourable") or "positive"
+    fav = inp.favourable or "positive"
     decision = model.get("decision")
     fav_words = model.get("favourable")
-    col = inp.get("decision")
+    col = inp.decision
     dec_value, lab_value = _favourable(inp)
     text = (f"{decision} (column {col})" if decision else f"column {col}") if col else \
         (decision or "n/a")
@@ -610,67 +604,71 @@ def audited_facts(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     out.append(("Decision", text))
     if baseline:
         out.append(("Baseline", f"{baseline} (the decision compared with on the same rows)"))
-    if inp.get("label"):
-        out.append(("Label", f"column {inp['label']}"
+    if inp.label:
+        out.append(("Label", f"column {inp.label}"
                     + (f"; favourable: {lab_value}" if lab_value else "")))
-    perf = next((info["performance"] for info in (summary.get("audits") or {}).values()
-                 if (info or {}).get("performance")), {})
-    if perf.get("accuracy") is not None:
+    perf = summary.performance  # the run's model line, chosen once (run_summary.run_level)
+    if perf is not None and perf.accuracy is not None:
         out.append(("Performance", (
-            f"accuracy {perf['accuracy']:.3f}, base rate {perf['base_rate']:.3f} (favourable "
-            f"labels), positive rate {perf['positive_rate']:.3f} (favourable decisions), over "
-            f"{_count(perf['labelled_rows'])} labelled rows")))
-    out.append(("Data window", f"where {inp['where']}" if inp.get("where")
+            f"accuracy {_rate(perf.accuracy)}, base rate {_rate(perf.base_rate)} (favourable "
+            f"labels), positive rate {_rate(perf.positive_rate)} (favourable decisions), over "
+            f"{_count(perf.labelled_rows)} labelled rows")))
+    out.append(("Data window", f"where {inp.where}" if inp.where
                 else "all rows of the input (no where filter)"))
     out.append(("Rows", _rows_text(rows)))
-    for name, text in _groups(rows.get("attributes") or {}):
+    for name, text in _groups(rows.attributes):
         out.append((f"Groups: {name}", text))
     return out
 
 
-def _model_text(name: str, desc: str | None, inp: Mapping[str, Any],
+def _rate(x: float | None) -> str:
+    """A rate of the model line (accuracy, base rate, positive rate): 3 decimals."""
+    return fmt_fixed(x, 3, minus="-")
+
+
+def _model_text(name: str, desc: str | None, inp: InputFacts,
                 baseline: str | None = None) -> str:
     """The model card's first line: name and version (or the keys that set them), what
     it does, the threshold when a score is audited (``score >= threshold``), and the
     baseline it is compared with (champion against challenger), by its rule or column."""
     text = ((name or "not named (set model.name and model.version)")
             + (f": {desc}" if desc else ""))
-    if inp.get("threshold") is not None and inp.get("score"):
-        thr = float(inp["threshold"])
-        text += (f"; score column {inp['score']}, decision threshold {thr:g} "
-                 f"(decision = {inp['score']} >= {thr:g})")
+    if inp.threshold is not None and inp.score:
+        thr = fmt_setting(float(inp.threshold))
+        text += (f"; score column {inp.score}, decision threshold {thr} "
+                 f"(decision = {inp.score} >= {thr})")
     if baseline:
         text += f"; compared with the baseline {baseline} on the same rows"
     return text
 
 
-def _rows_text(rows: Mapping[str, Any]) -> str:
-    dropped = {k: v for k, v in (rows.get("dropped") or {}).items() if v and k != "total"}
+def _rows_text(rows: RowCounts) -> str:
+    dropped = {k: v for k, v in (rows.dropped or {}).items() if v and k != "total"}
     n_drop = sum(int(v) for v in dropped.values())
-    rtext = (f"{_count(rows.get('audited'))} audited of {_count(rows.get('read'))} read; "
+    rtext = (f"{_count(rows.audited)} audited of {_count(rows.read)} read; "
              f"{_count(n_drop)} dropped")
     if dropped:
         rtext += " (" + ", ".join(f"{k}: {_count(v)}" for k, v in dropped.items()) + ")"
-    if rows.get("unlabelled"):
-        rtext += f"; {_count(rows['unlabelled'])} without a label yet"
-    if rows.get("weighted"):
+    if rows.unlabelled:
+        rtext += f"; {_count(rows.unlabelled)} without a label yet"
+    if rows.weighted:
         rtext += "; rows are weighted"
     return rtext
 
 
-def audited_brief(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+def audited_brief(summary: RunSummary | Mapping[str, Any]) -> list[tuple[str, str]]:
     """The first screen's short form of :func:`audited_facts` (one line per fact).
 
     Dataset and source, model (or "not named" with the config keys to name it), the
     decision and label with their favourable values as in the data, the data window,
     rows audited and dropped, and every attribute's group sizes (first four values).
     """
+    summary = as_run_summary(summary)
     facts = dict(audited_facts(summary))
-    rows = summary.get("rows") or {}
     # the model card: what was audited, how well it does, over which data, side by side
     brief = [(k, facts[k]) for k in ("Dataset", "Model", "Performance", "Data window",
                                      "Decision", "Label", "Rows") if k in facts]
-    groups = _groups(rows.get("attributes") or {}, limit=4)
+    groups = _groups(summary.rows.attributes, limit=4)
     if groups:
         brief.append(("Groups", " · ".join(f"{n}: {t}" for n, t in groups)))
     return brief

@@ -10,6 +10,8 @@ from markupsafe import escape
 
 from fairspark.audits.base import ReportSection
 from fairspark.audits.lines import fmt_plain, num, row_number
+from fairspark.numbers import fmt_setting, format_number
+from fairspark.run_summary import RunSummary, as_run_summary
 from fairspark.status import Verdict, limit_row_counts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,15 +35,15 @@ def _row_params(r: dict[str, Any]) -> dict[str, Any]:
         return {}
 
 
-def headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[str]:
+def headlines(rows: list[dict[str, Any]], *,
+              summary: RunSummary | Mapping[str, Any]) -> list[str]:
     """Verdicts in words for the limits (used by the report's summary)."""
     out = []
     checks = [r for r in rows if r.get("audit") == "limits"
               and _row_params(r).get("role", "gate") == "gate"]
     if not checks:
         return out
-    lim = summary.get("limits") or {}
-    failing = bool(lim.get("fail_on_violation", summary.get("exit_code") == 3))
+    failing = as_run_summary(summary).fails_on_violation()
     gating = [r for r in checks if _would_gate(_row_params(r))]
     violated = [r for r in checks if r["status"] == Verdict.VIOLATED]
     for r in gating:
@@ -68,7 +70,7 @@ def interval_words(r: dict[str, Any]) -> str:
 
 
 def _p(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+    return "p < 0.001" if p < 0.001 else f"p = {format_number(p, digits=2)}"
 
 
 def _side(rule: Any, value: float | None) -> str:
@@ -76,13 +78,14 @@ def _side(rule: Any, value: float | None) -> str:
     if value is None:
         return "the limit"
     if rule.no_worse_than_baseline is not None:
-        return (f"the margin {rule.no_worse_than_baseline.margin:g} (how much further from "
-                "parity than the baseline the challenger may be)")
+        margin = fmt_setting(rule.no_worse_than_baseline.margin)
+        return (f"the margin {margin} (how much further from parity than the baseline the "
+                "challenger may be)")
     if rule.abs_max is not None:
-        return f"the limit ±{rule.abs_max:g}"
+        return f"the limit ±{fmt_setting(rule.abs_max)}"
     if rule.max is not None and (rule.min is None or value > rule.max):
-        return f"the maximum {rule.max:g}"
-    return f"the minimum {rule.min:g}"
+        return f"the maximum {fmt_setting(rule.max)}"
+    return f"the minimum {fmt_setting(rule.min)}"
 
 
 def how_in_words(check: Check, *, correction: str | None = None,
@@ -105,7 +108,7 @@ def how_in_words(check: Check, *, correction: str | None = None,
     over = (f" over {n_statistical} check{'s' if n_statistical != 1 else ''}"
             if corr and correction != "none" and n_statistical else "")
     adj = f", {corr}{over}" if corr else ""
-    lvl = f" at alpha {alpha:g}" if alpha is not None else ""
+    lvl = f" at alpha {fmt_setting(alpha)}" if alpha is not None else ""
     from fairspark.nightly.gating import interval_label
 
     iv = (interval_label(check.kind, check.role, correction or "none")

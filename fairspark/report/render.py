@@ -31,8 +31,10 @@ from markupsafe import Markup
 
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.lines import marks_to_html
+from fairspark.numbers import fmt_count, fmt_fixed, fmt_level, fmt_plain
 from fairspark.report.decision import audited_brief, audited_facts, decision_box
-from fairspark.status import FAILED_STATUSES, Status
+from fairspark.run_summary import AuditEntry, LimitsFacts, RunSummary, as_run_summary
+from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
     from fairspark.audits.spec import AuditSpec
@@ -49,7 +51,7 @@ __all__ = [
 log = logging.getLogger("fairspark")
 
 #: headline functions of the parts of a run that are not audits (audits: SPEC.headlines)
-def _limits_headlines(rows: list[dict[str, Any]], *, summary: dict[str, Any]) -> list[str]:
+def _limits_headlines(rows: list[dict[str, Any]], *, summary: RunSummary) -> list[str]:
     """:func:`fairspark.report.limits.headlines` (imported on use)."""
     from fairspark.report.limits import headlines
 
@@ -148,83 +150,74 @@ def external_references(html: str) -> list[str]:
     return parser.found
 
 
-def _fmt_count(x: Any) -> str:
-    try:
-        return f"{int(x):,}"
-    except (TypeError, ValueError):
-        return "n/a" if x is None else str(x)
-
-
 def _fmt_value(x: Any) -> str:
-    if x is None:
+    """A metadata value: a number by the number rule (:func:`fmt_plain`), a mapping or
+    list as JSON, missing as nothing."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
         return ""
     if isinstance(x, float):
-        if math.isnan(x):
-            return ""
-        return f"{x:.4g}"
+        return fmt_plain(x)
     if isinstance(x, dict | list):
         return json.dumps(x, default=str, sort_keys=True)
     return str(x)
 
 
-def _outcome(summary: Mapping[str, Any]) -> dict[str, str]:
-    code = summary.get("exit_code")
-    audits = summary.get("audits") or {}
-    failed = [n for n, a in audits.items()
-              if (a or {}).get("status") in FAILED_STATUSES]
-    limits = summary.get("limits") or {}
-    violated = limits.get("status") == "violated"
+def _outcome(summary: RunSummary) -> dict[str, str]:
+    code = summary.exit_code
+    audits = summary.audits
+    failed = summary.failed_audits
+    limits = summary.limits or LimitsFacts()
+    violated = limits.status == "violated"
     if failed:
         return {"kind": "failed",
                 "text": f"{len(failed)} of {len(audits)} audit(s) failed: {', '.join(failed)} "
                         f"(exit code {code}). The others completed and are reported below."}
     if violated:
-        would = limits.get("would_gate", limits.get("gates"))
+        off = limits.fail_on_violation is False
         gate = (", which fails the run" if code == 3
                 else "; they would gate, but failing on a violation is off" if code == 0
-                and would and not limits.get("fail_on_violation", True)
+                and limits.gating() and off
                 else "; this run does not gate" if code == 0 else "")
         return {"kind": "failed" if code == 3 else "warn",
-                "text": f"All {len(audits)} audit(s) completed; {limits.get('violated')} of "
-                        f"{limits.get('checks')} fairness limit(s) violated{gate} "
+                "text": f"All {len(audits)} audit(s) completed; {limits.violated} of "
+                        f"{limits.checks} fairness limit(s) violated{gate} "
                         f"(exit code {code})."}
     if code == 0:
         return {"kind": "ok", "text": f"All {len(audits)} audit(s) completed (exit code 0)."}
     return {"kind": "warn", "text": f"The run ended with exit code {code}."}
 
 
-def _facts(summary: Mapping[str, Any]) -> list[str]:
+def _facts(summary: RunSummary) -> list[str]:
     """Two or three short lines: rows and groups (the details are at the end)."""
-    rows = summary.get("rows") or {}
-    inp = summary.get("input") or {}
-    source = inp.get("table") or inp.get("path") or "the input"
+    rows = summary.rows
+    inp = summary.input
+    source = inp.table or inp.path or "the input"
     facts = []
     parts = []
-    if rows.get("read") is not None:
-        read = f"{_fmt_count(rows['read'])} rows read from {source}"
-        if inp.get("where"):
-            read += f" (filter: {inp['where']})"
+    if rows.read is not None:
+        read = f"{fmt_count(rows.read)} rows read from {source}"
+        if inp.where:
+            read += f" (filter: {inp.where})"
         parts.append(read)
-    dropped = {k: v for k, v in (rows.get("dropped") or {}).items() if v and k != "total"}
+    dropped = {k: v for k, v in (rows.dropped or {}).items() if v and k != "total"}
     if dropped:
         total = sum(int(n) for n in dropped.values())
-        parts.append(f"{_fmt_count(total)} dropped ("
-                     + ", ".join(f"{reason}: {_fmt_count(n)}" for reason, n in dropped.items())
+        parts.append(f"{fmt_count(total)} dropped ("
+                     + ", ".join(f"{reason}: {fmt_count(n)}" for reason, n in dropped.items())
                      + ")")
-    if rows.get("audited") is not None:
-        audited = f"{_fmt_count(rows['audited'])} rows audited"
-        if rows.get("unlabelled"):
-            audited += (f", {_fmt_count(rows['unlabelled'])} of them without a label yet "
+    if rows.audited is not None:
+        audited = f"{fmt_count(rows.audited)} rows audited"
+        if rows.unlabelled:
+            audited += (f", {fmt_count(rows.unlabelled)} of them without a label yet "
                         "(they count for selection rate, statistical parity and disparate "
                         "impact only)")
         parts.append(audited)
     if parts:
-        facts.append("; ".join(parts) + ("; rows are weighted." if rows.get("weighted") else "."))
-    if summary.get("window"):
-        facts.append(_window_fact(summary["window"]))
-    attrs = rows.get("attributes") or {}
-    groups = [f"{name} = {', '.join(map(str, a.get('privileged') or []))}"
-              for name, a in attrs.items() if a.get("privileged")]
+        facts.append("; ".join(parts) + ("; rows are weighted." if rows.weighted else "."))
+    if summary.window:
+        facts.append(_window_fact(summary.window))
+    groups = [f"{name} = {', '.join(map(str, a.privileged))}"
+              for name, a in rows.attributes.items() if a.privileged]
     if groups:
         facts.append("Privileged groups: " + "; ".join(groups) + ".")
     return facts
@@ -246,7 +239,7 @@ def _window_fact(win: Mapping[str, Any]) -> str:
     on_sample = win.get("audits_on_sample") or []
     if on_sample:
         text += (f"; {', '.join(on_sample)} audited the window's merged hash-rank sample of "
-                 f"{_fmt_count(sample.get('rows') or 0)} rows")
+                 f"{fmt_count(sample.get('rows') or 0)} rows")
     on_newest = win.get("audits_on_newest") or []
     if on_newest:
         text += (f"; {', '.join(on_newest)} audited the newest partition "
@@ -255,18 +248,18 @@ def _window_fact(win: Mapping[str, Any]) -> str:
 
 
 def _headlines(
-    summary: Mapping[str, Any], rows: list[dict[str, Any]], specs: Mapping[str, AuditSpec]
+    summary: RunSummary, rows: list[dict[str, Any]], specs: Mapping[str, AuditSpec]
 ) -> list[tuple[str, list[str]]]:
     out = []
-    names = [*(summary.get("audits") or {}), *(r.get("audit") for r in rows)]
+    names = [*summary.audits, *(r.get("audit") for r in rows)]
     # limits first: a violated limit is the first thing a reader must see
     audits = sorted(dict.fromkeys(n for n in names if n), key=lambda n: n != "limits")
     for name in audits:
-        info = (summary.get("audits") or {}).get(name) or {}
-        if info.get("status") == Status.FAILED and not any(
+        info = summary.audits.get(name) or AuditEntry()
+        if info.status == Status.FAILED and not any(
             r.get("audit") == name and r.get("status") != Status.FAILED for r in rows
         ):
-            out.append((name, [f"The {name} audit failed: {info.get('detail') or 'see the log'}."]))
+            out.append((name, [f"The {name} audit failed: {info.detail or 'see the log'}."]))
             continue
         fn = _headline_fn(name, specs)
         if fn is None:
@@ -281,51 +274,41 @@ def _headlines(
     return out
 
 
-def _audit_table(summary: Mapping[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _audit_table(summary: RunSummary, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
-    for name, a in (summary.get("audits") or {}).items():
-        a = a or {}
-        secs = a.get("seconds")
+    for name, a in summary.audits.items():
+        secs = a.seconds
         out.append({
             "name": name,
-            "status": a.get("status", "unknown"),
-            "seconds": f"{secs:.1f} s" if isinstance(secs, int | float) else "",
-            "n_rows": _fmt_count(sum(1 for r in rows if r.get("audit") == name)),
-            "detail": a.get("detail") or "",
+            "status": a.status or "unknown",
+            "seconds": (f"{fmt_fixed(secs, 1, minus='-')} s" if isinstance(secs, int | float)
+                        else ""),
+            "n_rows": fmt_count(sum(1 for r in rows if r.get("audit") == name)),
+            "detail": a.detail or "",
         })
     return out
 
 
-def _metadata(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _metadata(summary: RunSummary) -> list[dict[str, Any]]:
     def items(d: Mapping[str, Any] | None, skip: Iterable[str] = ()) -> list[tuple[str, str]]:
         return [(str(k), _fmt_value(v)) for k, v in (d or {}).items()
                 if k not in skip and v not in (None, "", {}, [])]
 
+    run = [("run_date", summary.run_date), ("dataset", summary.dataset),
+           ("config_hash", summary.config_hash), ("started_utc", summary.started_utc),
+           ("exit_code", summary.exit_code), ("command", summary.command)]
     blocks = [
-        {"title": "Input", "entries": items(summary.get("input"))},
-        {"title": "Rows", "entries": items(summary.get("rows"), skip=("attributes",))},
-        {"title": "Run", "entries": [
-            (k, _fmt_value(summary.get(k)))
-            for k in ("run_date", "dataset", "config_hash", "started_utc", "exit_code", "command")
-            if summary.get(k) not in (None, "")
-        ] + items(summary.get("spark")) + [("seeds", _fmt_value(summary.get("seeds")))]},
-        {"title": "Versions", "entries": items(summary.get("versions"))},
-        {"title": "Stage timings (s)", "entries": items(summary.get("stage_timings"))},
+        {"title": "Input", "entries": items(summary.input.to_json())},
+        {"title": "Rows", "entries": items(summary.rows.to_json(), skip=("attributes",))},
+        {"title": "Run", "entries": [(k, _fmt_value(v)) for k, v in run if v not in (None, "")]
+         + items(summary.spark) + [("seeds", _fmt_value(summary.seeds))]},
+        {"title": "Versions", "entries": items(summary.versions)},
+        {"title": "Stage timings (s)", "entries": items(summary.stage_timings)},
         {"title": "Audit parameters", "entries": [
-            (n, _fmt_value((a or {}).get("params")))
-            for n, a in (summary.get("audits") or {}).items()
+            (n, _fmt_value(a.params)) for n, a in summary.audits.items()
         ]},
     ]
     return [b for b in blocks if b["entries"]]
-
-
-def _ci_level(summary: Mapping[str, Any]) -> float:
-    """The interval level of the first audit (run order) whose params state one."""
-    for info in (summary.get("audits") or {}).values():
-        level = ((info or {}).get("params") or {}).get("ci_level")
-        if isinstance(level, int | float) and 0 < level < 1:
-            return float(level)
-    return 0.95
 
 
 def _anchor(title: str, i: int) -> str:
@@ -374,15 +357,16 @@ def _audit_anchors(secs: list[dict[str, Any]], specs: Mapping[str, AuditSpec]
 
 
 def render_report_html(
-    *, summary: Mapping[str, Any], rows: list[dict[str, Any]], sections: Iterable[Any],
-    specs: Mapping[str, AuditSpec],
+    *, summary: RunSummary | Mapping[str, Any], rows: list[dict[str, Any]],
+    sections: Iterable[Any], specs: Mapping[str, AuditSpec],
 ) -> str:
     """The HTML text of ``report.html``.
 
     Parameters
     ----------
     summary:
-        The ``summary.json`` dict of the run.
+        The run's :class:`~fairspark.run_summary.RunSummary` (or a parsed
+        ``summary.json``, read by :meth:`~fairspark.run_summary.RunSummary.from_json`).
     rows:
         The long-format result rows (``metrics.parquet`` as dicts).
     sections:
@@ -399,6 +383,7 @@ def render_report_html(
     str
         A complete, self-contained HTML page.
     """
+    summary = as_run_summary(summary)
     env = template_env()
     css, _, _ = env.loader.get_source(env, "report.css.j2")  # type: ignore[union-attr]
     ordered = sorted(enumerate(sections), key=lambda t: (getattr(t[1], "order", 100), t[0]))
@@ -407,24 +392,24 @@ def render_report_html(
          "order": getattr(s, "order", 100)}
         for i, (_, s) in enumerate(ordered)
     ]
-    level = _ci_level(summary)
+    level = summary.interval_level
     decision = decision_box(summary, rows, anchors=_audit_anchors(secs, specs), specs=specs)
     html = env.get_template("report.html.j2").render(
         decision=decision,
         audited=audited_facts(summary),
         audited_brief=audited_brief(summary),
-        dataset=summary.get("dataset", "unnamed dataset"),
-        run_date=summary.get("run_date", ""),
-        config_hash=summary.get("config_hash", ""),
-        version=(summary.get("versions") or {}).get("fairspark", __version__),
-        schema_version=(summary.get("versions") or {}).get("schema", SCHEMA_VERSION),
+        dataset=summary.dataset if summary.dataset is not None else "unnamed dataset",
+        run_date=summary.run_date,
+        config_hash=summary.config_hash or "",
+        version=summary.versions.get("fairspark", __version__),
+        schema_version=summary.versions.get("schema", SCHEMA_VERSION),
         css=Markup(css),
         csp=CONTENT_SECURITY_POLICY,
         outcome=_outcome(summary),
         facts=_facts(summary),
         headlines=_headlines(summary, rows, specs),
         audits=_audit_table(summary, rows),
-        ci_pct=f"{level:.0%}" if level * 100 == round(level * 100) else f"{level:.1%}",
+        ci_pct=fmt_level(level),
         sections=secs,
         metadata=_metadata(summary),
     )
@@ -433,7 +418,7 @@ def render_report_html(
 
 def render_report(
     *,
-    summary: Mapping[str, Any],
+    summary: RunSummary | Mapping[str, Any],
     rows: list[dict[str, Any]],
     sections: Iterable[Any],
     path: str | Path,

@@ -18,6 +18,7 @@ from fairspark.nightly.trend_groups import (
     pooled_superseded,
     worst_group_series,
 )
+from fairspark.numbers import fmt_number, fmt_setting
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
@@ -146,7 +147,7 @@ def change_between(metric: str, a: Any, b: Any) -> tuple[str, str]:
     if None in (la, ua, lb, ub):
         if va == vb:
             return "", f"unchanged ({fmt_plain(vb)}); no interval"
-        what = (f"{way}: {'further from' if way == 'worse' else 'closer to'} {fair:g}"
+        what = (f"{way}: {'further from' if way == 'worse' else 'closer to'} {fmt_setting(fair)}"
                 if way else "higher" if vb > va else "lower")
         return "", f"{what} ({move}); no interval to tell whether that is more than noise"
     if va == vb:
@@ -155,17 +156,18 @@ def change_between(metric: str, a: Any, b: Any) -> tuple[str, str]:
     d = f(vb) - f(va)
     h = math.hypot((f(ua) - f(la)) / 2, (f(ub) - f(lb)) / 2)
     on = " on the log scale" if scale == "log" else ""
+    ds, hs = fmt_number(d, signed=True), fmt_number(h)
     if abs(d) <= h:
         return "within noise", (
-            f"within noise ({move}; the difference {d:+.3g}{on} is inside its interval "
-            f"±{h:.3g})" + (f", nominally {way}" if way else ""))
+            f"within noise ({move}; the difference {ds}{on} is inside its interval ±{hs})"
+            + (f", nominally {way}" if way else ""))
     if not way:
         return "changed", (f"{'higher' if vb > va else 'lower'} ({move}); the difference "
-                           f"{d:+.3g}{on} is beyond its interval ±{h:.3g}. This number has "
+                           f"{ds}{on} is beyond its interval ±{hs}. This number has "
                            "no better or worse side")
     return way, (f"{way}: {'further from' if way == 'worse' else 'closer to'} the fair "
-                 f"value {fair:g} ({move}); the difference {d:+.3g}{on} is beyond its "
-                 f"interval ±{h:.3g}, so the change is larger than the uncertainty explains")
+                 f"value {fmt_setting(fair)} ({move}); the difference {ds}{on} is beyond "
+                 f"its interval ±{hs}, so the change is larger than the uncertainty explains")
 
 
 def _flag(s: pd.DataFrame) -> tuple[str, str]:
@@ -350,7 +352,7 @@ def trend_section(frame: pd.DataFrame, *, specs: Mapping[str, AuditSpec],
         prev = s.iloc[-2] if len(s) > 1 else None
         now = last.to_dict()
         cls = {"worse": "bad", "changed": "warn", "better": "good"}.get(flag, "")
-        lim = ", ".join(f"{x:g}" for x in lims) or "–"
+        lim = ", ".join(fmt_setting(x) for x in lims) or "–"
         table.append(
             f"<tr class='{cls}'><td>{escape(name)}</td>"
             # tonight's point is tonight's row: printed (and marked) as everywhere else
