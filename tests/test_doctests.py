@@ -20,6 +20,8 @@ MODULES = (
     "fairspark.errors",
     "fairspark.notebook",
     "fairspark.metrics._core",
+    "fairspark.metrics._intervals",
+    "fairspark.metrics._paired",
     "fairspark.metrics._spark",
     "fairspark.columns",
     "fairspark.session",

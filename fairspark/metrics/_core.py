@@ -197,6 +197,17 @@ def distance_from_parity(kind: str, value: object) -> np.ndarray:
     -------
     numpy.ndarray
         The distance, same shape as ``value`` (a 0-d array for a scalar).
+
+    Examples
+    --------
+    >>> round(float(distance_from_parity("ratio", 0.5)), 6)  # ln 2
+    0.693147
+    >>> round(float(distance_from_parity("ratio", 2.0)), 6)  # as far as 0.5
+    0.693147
+    >>> float(distance_from_parity("difference", -0.25))
+    0.25
+    >>> [float(d) for d in distance_from_parity("ratio", [1.0, 0.0, -1.0])]
+    [0.0, inf, nan]
     """
     v = np.asarray(value, np.float64)
     if kind == "ratio":
@@ -213,6 +224,13 @@ def metric_range(name: str) -> tuple[float, float] | None:
     Ratios ``[0, inf)``; differences of rates and the average odds ``[-1, 1]``; the
     absolute gaps and equalized odds (a maximum of absolute gaps) ``[0, 1]``. No printed
     interval of the metric leaves this range.
+
+    Examples
+    --------
+    >>> metric_range("disparate_impact"), metric_range("tpr_difference")
+    ((0.0, inf), (-1.0, 1.0))
+    >>> metric_range("dp"), metric_range("accuracy") is None
+    ((0.0, 1.0), True)
     """
     spec = CATALOGUE.get(name) or BASELINES.get(name)
     if spec is None:

@@ -74,6 +74,15 @@ class Interval(tuple):
 
     It unpacks like a plain pair: ``lower, upper = interval``; ``interval.reason`` is
     ``None`` or a sentence saying why the bounds are NaN.
+
+    Examples
+    --------
+    >>> interval = Interval(0.25, 0.5)
+    >>> lower, upper = interval
+    >>> lower, upper, interval.upper, interval.reason is None
+    (0.25, 0.5, 0.5, True)
+    >>> Interval(float("nan"), float("nan"), "no rows").reason
+    'no rows'
     """
 
     reason: str | None
@@ -105,7 +114,13 @@ def _scalar(x: object) -> object:
 
 
 def z_value(level: float) -> float:
-    """The two-sided standard normal quantile ``z_(1 - (1 - level) / 2)``."""
+    """The two-sided standard normal quantile ``z_(1 - (1 - level) / 2)``.
+
+    Examples
+    --------
+    >>> round(z_value(0.95), 6), round(z_value(0.9), 6)
+    (1.959964, 1.644854)
+    """
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"confidence level must be strictly between 0 and 1, got {level!r}")
     return normal_quantile(1.0 - (1.0 - float(level)) / 2.0)
@@ -139,6 +154,17 @@ def effective_n(
 
     ``W**2 / W2`` (Kish) for sampling weights, ``W`` for frequency weights; 0 when
     the cells hold no weight.
+
+    Examples
+    --------
+    Three rows of weight 1 and one of weight 2 in ``tp``, one row of weight 1 in ``fn``:
+    ``W = 6`` and ``W2 = 3 + 4 + 1 = 8``, so ``n_eff = 36 / 8``.
+
+    >>> counts = {"tp": 5, "tp_w2": 7, "tp_n": 4, "fn": 1, "fn_w2": 1, "fn_n": 1}
+    >>> float(effective_n(counts, ("tp", "fn")))
+    4.5
+    >>> float(effective_n(counts, ("tp", "fn"), weights="frequency"))
+    6.0
     """
     w = _cells_sum(counts, cells, "")
     if weights == "frequency":
@@ -152,7 +178,14 @@ def effective_n(
 
 
 def rate_support(counts: Mapping[str, object], rate: str) -> np.ndarray:
-    """Number of rows (not weights) in the denominator of ``rate``."""
+    """Number of rows (not weights) in the denominator of ``rate``.
+
+    Examples
+    --------
+    >>> counts = {"tp": 9.5, "tp_n": 6, "fn": 3.0, "fn_n": 2, "fp": 4.0, "fp_n": 4}
+    >>> float(rate_support(counts, "tpr"))  # tp_n + fn_n
+    8.0
+    """
     return _cells_sum(counts, RATES[rate].denominator, "_n")
 
 
@@ -172,6 +205,23 @@ def wilson(p: object, n: object, z: float) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score limits for a proportion ``p`` observed on ``n`` (effective) rows.
 
     NaN where ``n <= 0`` or ``p`` is NaN. ``n`` need not be an integer.
+
+    Examples
+    --------
+    8 successes in 10 rows at 95%: ``(p + z**2 / 2n -/+ z sqrt(p (1 - p) / n +
+    z**2 / 4n**2)) / (1 + z**2 / n)``.
+
+    >>> lo, hi = wilson(0.8, 10, z_value(0.95))
+    >>> round(float(lo), 6), round(float(hi), 6)
+    (0.490162, 0.943318)
+
+    No success: the lower limit is exactly 0. No rows: NaN.
+
+    >>> lo, hi = wilson(0.0, 10, z_value(0.95))
+    >>> float(lo), round(float(hi), 6)
+    (0.0, 0.277533)
+    >>> [float(x) for x in wilson(0.5, 0, z_value(0.95))]
+    [nan, nan]
     """
     p = np.asarray(p, np.float64)
     n = np.asarray(n, np.float64)
@@ -281,6 +331,17 @@ def rate_interval(
     -------
     Interval
         ``(lower, upper)``; NaN with ``reason`` when the rate's denominator is empty.
+
+    Examples
+    --------
+    Unit weights (no ``_w2``/``_n``: each weight is one row): TPR 8 / 10 on 10 rows,
+    the Wilson interval of :func:`wilson`.
+
+    >>> iv = rate_interval({"tp": 8, "fn": 2, "fp": 1, "tn": 9}, "tpr")
+    >>> round(iv.lower, 6), round(iv.upper, 6)
+    (0.490162, 0.943318)
+    >>> rate_interval({"tp": 0, "fn": 0, "fp": 1, "tn": 9}, "tpr").reason
+    'tpr undefined: no rows with favourable label'
     """
     if rate not in RATES:
         raise ValueError(f"unknown rate {rate!r}; known rates: {sorted(RATES)}")
@@ -299,6 +360,18 @@ def comparison_support(
 
     That is the least, over both groups and every rate the metric uses, of the rows in
     the rate's denominator (the number the minimum-support rule compares with).
+
+    Examples
+    --------
+    TPR rests on 12 and 10 rows, FPR on 8 and 15, the selection rate on 20 and 25:
+
+    >>> unpriv = {"tp": 8, "fn": 4, "fp": 2, "tn": 6}
+    >>> priv = {"tp": 5, "fn": 5, "fp": 5, "tn": 10}
+    >>> support = comparison_support(unpriv, priv)
+    >>> float(support["tpr_difference"]), float(support["dp"])
+    (10.0, 20.0)
+    >>> float(support["equalized_odds_difference"])  # TPR and FPR of both groups
+    8.0
     """
     sup_u = {r: rate_support(unpriv, r) for r in RATES}
     sup_p = {r: rate_support(priv, r) for r in RATES}
@@ -406,6 +479,22 @@ def comparison_intervals(
         :data:`~fairspark.metrics._core.CATALOGUE` and
         :data:`~fairspark.metrics._core.BASELINES`. Undefined intervals are NaN with
         a ``reason`` (scalar input).
+
+    Examples
+    --------
+    TPR 8 / 10 against 5 / 10: Newcombe's interval for the difference 0.3 takes the
+    Wilson limits of both rates, ``0.3 -/+ sqrt((p - l)**2 + (u - p)**2)``.
+
+    >>> unpriv = {"tp": 8, "fn": 2, "fp": 1, "tn": 9}
+    >>> priv = {"tp": 5, "fn": 5, "fp": 0, "tn": 10}
+    >>> out = comparison_intervals(unpriv, priv)
+    >>> len(out)  # the 20 metrics of the catalogue and the 3 baselines
+    23
+    >>> iv = out["tpr_difference"]
+    >>> round(iv.lower, 6), round(iv.upper, 6)
+    (-0.106672, 0.599872)
+    >>> out["fpr_ratio"].reason
+    'ratio undefined: fpr of the privileged group is 0'
     """
     lims = _GroupLimits.of(unpriv, priv, z_value(level), weights)
     out = _catalogue_intervals(lims)
@@ -480,6 +569,25 @@ def inequality_intervals(
     there is no spread to describe: every row has the same benefit) and for array
     input. The normal approximation needs a few hundred labelled rows per cell with
     rows; below that treat these intervals as rough.
+
+    Examples
+    --------
+    200 rows of unit weight, benefit 2 (false positive) on 20 rows of one group and 0
+    (false negative) on 20 of the other, 1 elsewhere: Theil is ``0.2 ln 2``.
+
+    >>> a = {"tp": 40, "fp": 20, "tn": 40, "fn": 0}
+    >>> b = {"tp": 40, "fp": 0, "tn": 40, "fn": 20}
+    >>> out = inequality_intervals([a, b])
+    >>> lower, upper = out["theil"]
+    >>> round(lower, 4), round(upper, 4)
+    (0.0985, 0.195)
+
+    Every row correct: no spread, no interval.
+
+    >>> fair = {"tp": 50, "fp": 0, "tn": 50, "fn": 0}
+    >>> iv = inequality_intervals([fair, fair])["gei"]
+    >>> iv.lower, iv.reason is not None
+    (nan, True)
     """
     z = z_value(level)
     keys = _INEQUALITY_KEYS

@@ -94,6 +94,13 @@ def baseline_cell(cell: str, base: int) -> str:
 
     The label stays; the decision is the baseline's: e.g. a challenger true positive
     that the baseline turned down is a baseline false negative.
+
+    Examples
+    --------
+    >>> baseline_cell("tp", 0), baseline_cell("tn", 1), baseline_cell("fn", 0)
+    ('fn', 'fp', 'fn')
+    >>> baseline_cell("up", 1)  # an unknown label stays unknown
+    'up'
     """
     return _CELL_OF[(_LABEL_OF[cell], int(base))]
 
@@ -105,6 +112,18 @@ def marginal_cells(joint: JointCounts) -> tuple[dict[str, float], dict[str, floa
     """(challenger cells, baseline cells) of one group from its joint counts.
 
     Each with ``c``, ``c_w2`` and ``c_n`` for every cell ``c``.
+
+    Examples
+    --------
+    Of the challenger's 5 true positives the baseline accepted 3 (they stay true
+    positives) and turned down 2 (baseline false negatives):
+
+    >>> joint = {1: {"tp": 3, "fp": 1}, 0: {"tp": 2, "tn": 4}}
+    >>> chal, base = marginal_cells(joint)
+    >>> chal["tp"], chal["fp"], chal["tn"]
+    (5.0, 1.0, 4.0)
+    >>> base["tp"], base["fn"], base["fp"], base["tn"]
+    (3.0, 2.0, 1.0, 4.0)
     """
     chal = {f"{c}{s}": 0.0 for c in CELLS for s in ("", "_w2", "_n")}
     base = dict(chal)
@@ -126,6 +145,19 @@ class PairedValue:
     ``difference = challenger - baseline`` with its interval ``[lower, upper]`` and
     standard error ``se``; ``worse`` (further from parity, positive: the challenger is)
     with ``worse_lower``, ``worse_upper`` and ``worse_se``. NaN where undefined.
+
+    Examples
+    --------
+    One group of unit weights, 10 rows with the favourable label: the challenger
+    accepts 8 (TPR 0.8), the baseline 7 (TPR 0.7).
+
+    >>> group = {1: {"tp": 6, "fn": 1, "fp": 1, "tn": 1},
+    ...          0: {"tp": 2, "fn": 1, "tn": 8}}
+    >>> value = paired_rates(group)["tpr"]
+    >>> value.challenger, value.baseline, round(value.difference, 6)
+    (0.8, 0.7, 0.1)
+    >>> value.worse  # a rate has no parity
+    nan
     """
 
     challenger: float
@@ -218,6 +250,30 @@ def paired_comparison(
     dict
         metric name (:data:`~fairspark.metrics._core.CATALOGUE` and
         :data:`~fairspark.metrics._core.BASELINES`) -> :class:`PairedValue`.
+
+    Examples
+    --------
+    The unprivileged group as in :func:`paired_rates` (TPR 0.8 against 0.7); in the
+    privileged one 4 favourable rows are accepted by both, 1 by the challenger only, 2
+    by the baseline only and 3 by neither (TPR 0.5 against 0.6). The TPR difference
+    is 0.3 for the challenger and 0.1 for the baseline; the groups are independent, so
+    the variances of the two paired differences (0.029 each) add. Unit weights given
+    without ``_w2``: frequency weights, as in :func:`paired_rates`.
+
+    >>> unpriv = {1: {"tp": 6, "fn": 1, "fp": 1, "tn": 1},
+    ...           0: {"tp": 2, "fn": 1, "tn": 8}}
+    >>> priv = {1: {"tp": 4, "fn": 2, "fp": 1, "tn": 1},
+    ...         0: {"tp": 1, "fn": 3, "tn": 8}}
+    >>> v = paired_comparison(unpriv, priv, weights="frequency")["tpr_difference"]
+    >>> round(v.challenger, 6), round(v.baseline, 6), round(v.difference, 6)
+    (0.3, 0.1, 0.2)
+    >>> round(v.se, 6)  # sqrt(0.058)
+    0.240832
+
+    Both are above parity, so the challenger is 0.2 further from it:
+
+    >>> round(v.worse, 6), round(v.worse_se, 6)
+    (0.2, 0.240832)
     """
     _check_weights(weights)
     z = z_value(level)
@@ -285,6 +341,22 @@ def paired_rates(
     dict
         rate name (:data:`~fairspark.metrics._core.RATES`) -> :class:`PairedValue`;
         ``worse`` is NaN (a rate has no parity).
+
+    Examples
+    --------
+    Of 10 rows with the favourable label (unit weights), 6 are accepted by both
+    decisions, 2 by the challenger only, 1 by the baseline only and 1 by neither: TPR
+    0.8 against 0.7. The paired variance is that of McNemar's difference,
+    ``(2 + 1) / 10**2 - (2 - 1)**2 / 10**3 = 0.029``. The counts have no ``_w2``, so
+    the weights are read as frequencies (with sampling weights a missing ``c_w2`` is 0).
+
+    >>> group = {1: {"tp": 6, "fn": 1, "fp": 1, "tn": 1},
+    ...          0: {"tp": 2, "fn": 1, "tn": 8}}
+    >>> tpr = paired_rates(group, weights="frequency")["tpr"]
+    >>> round(tpr.difference, 6), round(tpr.se, 6)  # se = sqrt(0.029)
+    (0.1, 0.170294)
+    >>> round(tpr.lower, 6), round(tpr.upper, 6)  # 0.1 -/+ 1.959964 se
+    (-0.23377, 0.43377)
     """
     h, var_w, ((chal, base),) = _setup([group], weights)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -320,6 +392,21 @@ def paired_inequality(
     dict
         :data:`INEQUALITY_KEYS` -> :class:`PairedValue`; ``worse`` is the difference
         (an index is never negative and 0 is equality).
+
+    Examples
+    --------
+    The baseline decides every row right; the challenger wrongly turns down one of
+    the 5 favourable rows (benefit 0) and accepts one of the 5 unfavourable ones
+    (benefit 2). Mean benefit 1, so Theil is ``2 ln 2 / 10`` and the GEI (alpha 0.5)
+    is ``(2 - sqrt 2) / 2.5``.
+
+    >>> group = {1: {"tp": 4, "fn": 1}, 0: {"fp": 1, "tn": 4}}
+    >>> out = paired_inequality([group])
+    >>> theil = out["theil"]
+    >>> round(theil.challenger, 6), theil.baseline, round(theil.worse, 6)
+    (0.138629, 0.0, 0.138629)
+    >>> round(out["gei"].difference, 6)
+    0.234315
     """
     h, var_w, cells = _setup(groups, weights)
     with np.errstate(invalid="ignore", divide="ignore"):
