@@ -875,9 +875,10 @@ def test_the_mdfa_line_says_when_evidence_comes_with_an_interval_that_holds_zero
                if ln["audit"] == "mdfa"]
     assert line["status"] == "evidence"
     far = plain(line["far"])
-    # the p that decides is printed, and the floor of a rank p over 20 draws (1/21)
+    # the p that decides is printed, and the floor of a rank p over 20 draws (1/21 =
+    # 0.047619..., to the rule's 3 significant digits)
     assert ("p = 0.0006, the t test against 20 null draws that decides (a rank test over "
-            "20 draws cannot give p below 0.048)") in far
+            "20 draws cannot give p below 0.0476)") in far
     assert ("depend on sex beyond the features, but how much in the population is not "
             "pinned down (95% interval \u22120.0015 to 0.0092 holds 0)") in far
 
