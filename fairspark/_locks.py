@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from fairspark.numbers import fmt_setting
+
 __all__ = ["check_not_locked", "read_lock_record"]
 
 
@@ -28,7 +30,7 @@ def _locked(run_date: dt.date, held: dict[str, Any], path: str, stale_after_s: f
     return RunLockedError(
         f"run date {run_date.isoformat()} is being written by another run "
         f"({_who(held)}); lock file {path}; it is taken over once that process is "
-        f"gone or after {stale_after_s:g} s")
+        f"gone or after {fmt_setting(stale_after_s)} s")
 
 
 def check_not_locked(base: str, run_date: dt.date, *, stale_after_s: float) -> None:

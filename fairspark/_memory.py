@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from fairspark.numbers import format_number
 from fairspark.session import is_connect
 
 log = logging.getLogger("fairspark")
@@ -85,13 +86,17 @@ class ReadCheck:
 
     def reason(self) -> str:
         """One sentence for a user: what does not fit and what to change."""
-        mib = 2**20
-        return (f"the driver's heap ({self.heap / mib:,.0f} MiB, spark.driver.memory) holds "
+        return (f"the driver's heap ({_mib(self.heap)} MiB, spark.driver.memory) holds "
                 f"{self.tasks_that_fit} of the {self.tasks} task(s) that would read the input "
                 f"at once: each reads a Parquet row group of up to "
-                f"{self.row_group_bytes / mib:,.0f} MiB of column chunks, about "
-                f"{self.need / mib:,.0f} MiB in all; set spark.conf.spark.driver.memory to at "
+                f"{_mib(self.row_group_bytes)} MiB of column chunks, about "
+                f"{_mib(self.need)} MiB in all; set spark.conf.spark.driver.memory to at "
                 f"least {_gib_up(self.need)} or write the input with smaller row groups")
+
+
+def _mib(n_bytes: float) -> str:
+    """Bytes as whole MiB with thousands separators (``1,024``)."""
+    return format_number(n_bytes / 2**20, decimals=0, grouped=True, minus="-")
 
 
 def _gib_up(nbytes: float) -> str:

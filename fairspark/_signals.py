@@ -48,6 +48,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+from fairspark.numbers import fmt_setting
+
 __all__ = ["WAIT_S", "discard_after_stop", "raise_if_stopping", "remove_leftovers",
            "signals_end_the_run", "stop_signal"]
 
@@ -251,8 +253,8 @@ def _raise_stop(signum: int, get_spark: Callable[[], Any] | None) -> None:
                 time.sleep(0.1)
             left = _running(spark)
             if left:
-                log.warning("Spark %ss %s still run %g s after the cancel; cleaning up",
-                            _what(spark), ", ".join(left), WAIT_S)
+                log.warning("Spark %ss %s still run %s s after the cancel; cleaning up",
+                            _what(spark), ", ".join(left), fmt_setting(WAIT_S))
             else:
                 log.warning("no Spark job is running; cleaning up")
         except Exception as err:  # noqa: BLE001 - the JVM may be gone: stop anyway

@@ -66,6 +66,8 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from fairspark.numbers import fmt_setting
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
@@ -148,7 +150,7 @@ def fault_point(point: str) -> None:
         _signal_during_next_job(point, os.environ[_FAULT_SIGNAL_ENV])
         return
     sleep_s = os.environ.get(_FAULT_SLEEP_ENV)
-    action = f"sleep {float(sleep_s):g} s" if sleep_s else "SIGKILL"
+    action = f"sleep {fmt_setting(float(sleep_s))} s" if sleep_s else "SIGKILL"
     sys.stderr.write(f"fairspark test hook: {action} at {point}\n")
     sys.stderr.flush()
     if sleep_s:

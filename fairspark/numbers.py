@@ -114,12 +114,16 @@ def fmt_fixed(x: Any, decimals: int, *, signed: bool = False, minus: str = MINUS
     return format_number(x, decimals=decimals, signed=signed, minus=minus)
 
 
-def fmt_detail(x: Any, digits: int = SIGNIFICANT_DIGITS, *, decimals: int | None = None) -> str:
+def fmt_detail(x: Any, digits: int = SIGNIFICANT_DIGITS, *, decimals: int | None = None,
+               signed: bool = False) -> str:
     """A number inside stored text (a result row's ``detail`` in ``metrics.parquet``, a
-    ``summary.json`` sentence): Python's own ``.{digits}g`` (or ``.{decimals}f``; ASCII
-    minus, ``inf``, ``nan``), so stored text never changes with the display rule."""
-    return format_number(x, digits=digits, decimals=decimals, minus="-", missing="nan",
-                         infinity="inf")
+    ``summary.json`` sentence): Python's own ``.{digits}g`` (or ``.{decimals}f``; ``+``
+    when ``signed``; ASCII minus, ``inf``, ``nan``), so stored text never changes with
+    the display rule."""
+    if signed and isinstance(x, float) and (math.isnan(x) or x == math.inf):
+        return "+nan" if math.isnan(x) else "+inf"
+    return format_number(x, digits=digits, decimals=decimals, signed=signed, minus="-",
+                         missing="nan", infinity="inf")
 
 
 def fmt_setting(x: Any) -> str:

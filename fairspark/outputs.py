@@ -46,6 +46,7 @@ from fairspark._locks import (  # noqa: F401 - the lock helpers, importable from
 from fairspark._testing import fault_point
 from fairspark._values import nan_to_none
 from fairspark.errors import FairsparkError, FairsparkInputError
+from fairspark.numbers import fmt_setting
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -547,13 +548,13 @@ class OutputLocation:
                 raise StatesLockedError(
                     f"the window's states (definition {definition}) are being written by "
                     f"another run (run date {held.get('run_date')}, {_who(held)}); waited "
-                    f"{wait_s:g} s ('output.states_wait_s'); lock file {path}; run again "
-                    "once that run is past its window preparation")
+                    f"{fmt_setting(wait_s)} s ('output.states_wait_s'); lock file {path}; run "
+                    "again once that run is past its window preparation")
             if not waited:
                 log.warning("window: waiting for the states (definition %s): another run "
                             "(run date %s, %s) is writing them; lock file %s; waiting up to "
-                            "%g s ('output.states_wait_s')", definition,
-                            held.get("run_date"), _who(held), path, wait_s)
+                            "%s s ('output.states_wait_s')", definition,
+                            held.get("run_date"), _who(held), path, fmt_setting(wait_s))
                 waited = True
             _time.sleep(min(1.0, left))
         if waited:

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from fairspark.numbers import fmt_fixed
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
@@ -35,7 +37,7 @@ def format_seconds(s: float) -> str:
     """``75.2`` -> ``'1m15s'``; under a minute ``'42s'``."""
     s = max(0.0, float(s))
     if s < 60:
-        return f"{s:.0f}s"
+        return f"{fmt_fixed(s, 0)}s"
     m, sec = divmod(round(s), 60)
     if m < 60:
         return f"{m}m{sec:02d}s"

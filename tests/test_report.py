@@ -740,9 +740,9 @@ def test_hfm_section_says_what_df_means_with_a_scale_and_a_finding():
             in text)
     # race: 0.9 / 1.0 - 1 = -0.10, inside the reference range (-0.169 .. +0.035)
     assert ("race: the decisions separate the groups 10.0% less than the labels do "
-            "(df -0.100, D_f 0.9 vs D 1; within the range seen on the reference datasets)"
+            "(df −0.100, D_f 0.9 vs D 1; within the range seen on the reference datasets)"
             in text)
-    assert "df ranged from -0.169 (COMPAS, race) to +0.035 (Adult, race)" in text
+    assert "df ranged from −0.169 (COMPAS, race) to +0.035 (Adult, race)" in text
 
 
 def test_hfm_discriminative_risk_is_put_on_a_scale():
@@ -875,9 +875,10 @@ def test_the_mdfa_line_says_when_evidence_comes_with_an_interval_that_holds_zero
                if ln["audit"] == "mdfa"]
     assert line["status"] == "evidence"
     far = plain(line["far"])
-    # the p that decides is printed, and the floor of a rank p over 20 draws (1/21)
+    # the p that decides is printed, and the floor of a rank p over 20 draws (1/21 =
+    # 0.047619..., to the rule's 3 significant digits)
     assert ("p = 0.0006, the t test against 20 null draws that decides (a rank test over "
-            "20 draws cannot give p below 0.048)") in far
+            "20 draws cannot give p below 0.0476)") in far
     assert ("depend on sex beyond the features, but how much in the population is not "
             "pinned down (95% interval \u22120.0015 to 0.0092 holds 0)") in far
 
@@ -955,14 +956,15 @@ def test_hfm_line_follows_the_reference_range_rule(summary, df, status, words):
 
     # the range by hand from docs/report.md's reference table
     lo, hi = -0.169, 0.035
-    assert (df > hi) == (status == "evidence")
+    assert (df > hi) == (status == "evidence") and (df < lo) == ("below" in words)
     rows = [_other("hfm", "race", "binary", "D", 2.0, 2.0, 2.0),
             _other("hfm", "race", "binary", "D_f", 2.0 * (1 + df), 2.0 * (1 + df),
                    2.0 * (1 + df)),
             _other("hfm", "race", "binary", "df", df, df, df)]
     (line,) = decision_box(_ok_summary(summary), rows, anchors={}, specs=SPECS)["lines"]
     assert line["status"] == status
-    assert words in line["far"] and f"({lo:+.3f} to {hi:+.3f})" in line["far"]
+    # printed with the one number rule: fixed decimals, a sign, a real minus
+    assert words in line["far"] and "(−0.169 to +0.035)" in line["far"]
 
 
 def test_a_breached_limit_outranks_a_change_without_fair_side():

@@ -44,6 +44,7 @@ from fairspark.metrics import (
     compare_groups,
     group_rates,
 )
+from fairspark.numbers import fmt_detail
 from fairspark.sampling import derive_seed
 
 __all__ = [
@@ -369,6 +370,7 @@ def judge_counts(
     vec = np.array([float(cat[m]) for m in metrics], dtype=np.float64)
     if not acc >= min_accuracy:
         return AttemptResult(
-            AttemptStatus.REJECTED, f"accuracy {acc:.4f} < min_accuracy {min_accuracy}", acc, vec
+            AttemptStatus.REJECTED,
+            f"accuracy {fmt_detail(acc, decimals=4)} < min_accuracy {min_accuracy}", acc, vec
         )
     return AttemptResult(AttemptStatus.ACCEPTED, None, acc, vec)

@@ -20,6 +20,7 @@ import pandas as pd
 
 from fairspark.correlation._oracle import PHASES, AttemptStatus
 from fairspark.correlation.results import RoundSelection
+from fairspark.numbers import fmt_fixed
 
 __all__ = ["CPU_COLUMNS", "cost_summary", "round_cost_line", "round_costs", "select_rounds"]
 
@@ -55,9 +56,9 @@ def round_costs(attempts: pd.DataFrame) -> pd.DataFrame:
 def round_cost_line(row: Any, *, attribute: str) -> str:
     """One DEBUG line: a round's attempts and CPU seconds per phase (internal cost;
     ``summary.json`` keeps it)."""
-    phases = ", ".join(f"{p} {getattr(row, p):.2f}" for p in PHASES)
+    phases = ", ".join(f"{p} {fmt_fixed(getattr(row, p), 2)}" for p in PHASES)
     return (f"correlation {attribute}/{row.model} round {int(row.round)}: "
-            f"{int(row.attempts)} attempts, CPU s {row.total:.2f} ({phases})")
+            f"{int(row.attempts)} attempts, CPU s {fmt_fixed(row.total, 2)} ({phases})")
 
 
 def cost_summary(costs: pd.DataFrame) -> dict[str, Any]:

@@ -65,7 +65,7 @@ from fairspark.correlation.results import (
     rounds_text,
 )
 from fairspark.errors import AuditError, TimeBudgetExhaustedError
-from fairspark.numbers import fmt_detail
+from fairspark.numbers import fmt_detail, fmt_setting
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -437,7 +437,7 @@ def _progress(
 
     what = "correlation"
     if params.auto_rounds:
-        what += f" (rounds: auto, stop at SE <= {params.target_se:g}"
+        what += f" (rounds: auto, stop at SE <= {fmt_setting(params.target_se)}"
         what += (f" or representatives unchanged over {params.stable_rounds} rounds)"
                  if params.stable_rounds else ")")
     return Progress(what=what, unit="rounds", total=combos * params.max_rounds, sink=sink)

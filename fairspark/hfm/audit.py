@@ -33,6 +33,7 @@ from fairspark.hfm.compute import hfm_distances, make_projections, points_from_t
 from fairspark.hfm.dr import discriminative_risk
 from fairspark.hfm.paired import baseline_rows, difference_rows
 from fairspark.hfm.results import DistanceResult, HFMResult
+from fairspark.numbers import fmt_detail, fmt_fixed
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -109,7 +110,7 @@ def _distance_rows(row: Callable[..., MetricRow], m: str, r: DistanceResult,
         if extra in r.extra and method != extra:
             if f"{extra}_error" in r.extra:
                 detail += (f"; relative error against the exact {m}: "
-                           f"{r.extra[f'{extra}_error']:+.4g}")
+                           f"{fmt_detail(r.extra[f'{extra}_error'], 4, signed=True)}")
             rows.append(row(metric=f"{m}_{extra}", value=nan_to_none(r.extra[extra]),
                             status=Status.OK, detail=detail))
     if "n_searched" in r.extra:
@@ -348,7 +349,7 @@ def run(ctx: AuditContext, params: HFMParams) -> AuditOutcome:
                                         baseline=base), dr=dr, small=small)
     out.summary["steps"] = steps
     for st in steps:
-        log.info("hfm step: %-28s %7.2f s", st["step"], st["seconds"])
+        log.info("hfm step: %-28s %7s s", st["step"], fmt_fixed(st["seconds"], 2))
     return out
 
 

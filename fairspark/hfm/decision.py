@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fairspark.audits import DecisionInput, DecisionLine, fmt_number, num
 from fairspark.audits.lines import row_number
+from fairspark.numbers import fmt_fixed
 from fairspark.status import FAILED_STATUSES
 
 __all__ = ["decision_lines"]
@@ -28,7 +29,7 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
             dv = row_number(d) if d else fmt_number(None)
             dfv = row_number(d_f) if d_f else fmt_number(None)
             far = (f"df {row_number(df, signed=True)}: the decisions separate the groups "
-                   f"{abs(v):.1%} {more} than the labels (D_f {dfv} vs D {dv})")
+                   f"{fmt_fixed(100 * abs(v), 1)}% {more} than the labels (D_f {dfv} vs D {dv})")
             if v == 0:
                 far = ("df 0: the decisions separate the groups as much as the labels "
                        f"(D_f = D = {dv})")
@@ -40,7 +41,7 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
             st = "evidence" if low > ref_hi else "ok"
             where = ("above" if v > ref_hi else "below" if v < ref_lo else "within")
             far += (f"; {where} the range seen on the reference datasets "
-                    f"({ref_lo:+.3f} to {ref_hi:+.3f})"
+                    f"({fmt_fixed(ref_lo, 3, signed=True)} to {fmt_fixed(ref_hi, 3, signed=True)})"
                     + (", but not its whole interval" if where == "above" and st == "ok"
                        else ""))
         dr = idx.get((attr, "DR"))

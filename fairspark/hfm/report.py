@@ -19,6 +19,7 @@ from fairspark.audits.sections import render_template
 from fairspark.hfm._kernels import hfm_df
 from fairspark.hfm.results import HFMResult
 from fairspark.metrics import BASELINE_MODEL, DIFFERENCE_MODEL
+from fairspark.numbers import fmt_fixed, fmt_number, format_number
 from fairspark.status import Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,14 +42,8 @@ _METHOD_TEXT = {
 }
 
 def _fmt(x: Any) -> str:
-    if x is None:
-        return "n/a"
-    x = float(x)
-    if math.isinf(x):
-        return "+inf" if x > 0 else "-inf"
-    if math.isnan(x):
-        return "NaN"
-    return f"{x:.6g}"
+    """A distance in the section's table and figures: 6 significant digits."""
+    return format_number(x, digits=6, missing="n/a")
 
 
 def _fmt_interval(r: DistanceResult) -> str:
@@ -105,8 +100,9 @@ def reference_dr_text() -> str:
     """The range of discriminative risk seen on the reference datasets, in one sentence."""
     one = [r[2] for r in REFERENCE_DR if r[1] != "*"]
     every = [r[2] for r in REFERENCE_DR if r[1] == "*"]
-    return (f"On the reference datasets DR ranged from {min(one):.3f} to {max(one):.3f} "
-            f"with one attribute flipped and from {min(every):.3f} to {max(every):.3f} "
+    return (f"On the reference datasets DR ranged from {fmt_fixed(min(one), 3)} to "
+            f"{fmt_fixed(max(one), 3)} with one attribute flipped and from "
+            f"{fmt_fixed(min(every), 3)} to {fmt_fixed(max(every), 3)} "
             "with every attribute flipped.")
 
 
@@ -116,11 +112,13 @@ def reference_text() -> str:
     ds = [r[2] for r in REFERENCE]
     lo = min(REFERENCE, key=lambda r: r[3])
     hi = max(REFERENCE, key=lambda r: r[3])
+    df_lo, df_hi = (fmt_fixed(x, 3, signed=True) for x in (min(dfs), max(dfs)))
     return (f"On the reference datasets (Adult, COMPAS, German, a logistic regression, "
-            f"this audit's defaults) df ranged from {min(dfs):+.3f} ({lo[0]}, {lo[1]}) to "
-            f"{max(dfs):+.3f} ({hi[0]}, {hi[1]}), with 0 on Adult and COMPAS for sex; "
-            f"D ranged from {min(ds):.2f} to {max(ds):.2f} (D grows with the number of "
-            "features, so compare D only between runs on the same features).")
+            f"this audit's defaults) df ranged from {df_lo} ({lo[0]}, {lo[1]}) to "
+            f"{df_hi} ({hi[0]}, {hi[1]}), with 0 on Adult and COMPAS for sex; "
+            f"D ranged from {fmt_fixed(min(ds), 2)} to {fmt_fixed(max(ds), 2)} (D grows "
+            "with the number of features, so compare D only between runs on the same "
+            "features).")
 
 
 def finding(name: str, d: float | None, d_f: float | None, df: float | None,
@@ -143,19 +141,20 @@ def finding(name: str, d: float | None, d_f: float | None, df: float | None,
     scale = ("within the range seen on the reference datasets" if lo <= df <= hi
              else "above the range seen on the reference datasets" if df > hi
              else "below the range seen on the reference datasets")
-    pair = f"D_f {_fmt3(d_f)} vs D {_fmt3(d)}"
+    pair = f"D_f {fmt_number(d_f)} vs D {fmt_number(d)}"
+    share, signed = fmt_fixed(100 * abs(df), 1), fmt_fixed(df, 3, signed=True)
     if math.isinf(df):
         text = (f"{name}: the labels do not separate the groups at all (D = 0) but the "
                 f"decisions do ({pair}): the model creates a separation the data does not "
                 "have; look at the witness pair.")
     elif df > 0:
-        text = (f"{name}: the decisions separate the groups {df:.1%} more than the labels "
-                f"do (df {df:+.3f}, {pair}; {scale}): somewhere two similar people of "
+        text = (f"{name}: the decisions separate the groups {share}% more than the labels "
+                f"do (df {signed}, {pair}; {scale}): somewhere two similar people of "
                 "the two groups get decisions further apart than their labels; the "
                 "witness pair below shows where.")
     elif df < 0:
-        text = (f"{name}: the decisions separate the groups {-df:.1%} less than the labels "
-                f"do (df {df:+.3f}, {pair}; {scale}): at the individual level the model "
+        text = (f"{name}: the decisions separate the groups {share}% less than the labels "
+                f"do (df {signed}, {pair}; {scale}): at the individual level the model "
                 "adds no separation between the groups beyond what the labels have.")
     else:
         text = (f"{name}: the decisions separate the groups exactly as much as the labels "
@@ -164,10 +163,6 @@ def finding(name: str, d: float | None, d_f: float | None, df: float | None,
     if not certified:
         text += " The distances are bounds, not exact values (see the table)."
     return text
-
-
-def _fmt3(x: float) -> str:
-    return "∞" if math.isinf(x) else f"{x:.3g}"
 
 
 def show_witness_values(params: Any) -> bool:

@@ -52,7 +52,7 @@ from fairspark.mdfa.results import (
     subgroup_summary,
 )
 from fairspark.mdfa.rows import attribute_rows
-from fairspark.numbers import fmt_detail, fmt_level
+from fairspark.numbers import fmt_detail, fmt_fixed, fmt_level
 from fairspark.progress import Progress
 from fairspark.status import Status
 
@@ -428,9 +428,10 @@ def audit_baseline(
 def _log_cost(name: str, cost: dict[str, Any]) -> None:
     """One DEBUG line: the attribute's CPU seconds per split by phase and per view
     (internal cost; ``summary.json`` keeps it)."""
-    per = ", ".join(f"{k.replace('_', ' ')} {'-' if v is None else f'{v:.2f}'}"
+    per = ", ".join(f"{k.replace('_', ' ')} {'-' if v is None else fmt_fixed(v, 2)}"
                     for k, v in cost["cpu_s_per_split"].items())
-    view = ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in cost["cpu_s_view"].items())
+    view = ", ".join(f"{k.replace('_', ' ')} {fmt_fixed(v, 2)}"
+                     for k, v in cost["cpu_s_view"].items())
     log.debug("mdfa %s: CPU s per split (%d splits): %s; once for the view: %s; total %.1f",
              name, cost["splits"], per, view, cost["cpu_s"])
 
@@ -482,7 +483,7 @@ def _run_waves(
                    f"less than splits_tolerance = {fmt_level(params.splits_tolerance)}")
             break
         log.info("mdfa %s: %d splits; another wave should narrow the gamma_max interval "
-                 "by %.1f%%: running it", name, done, 100 * gain)
+                 "by %s%%: running it", name, done, fmt_fixed(100 * gain, 1))
         _check_time(ctx, name)
     progress.update(done, total=done, note=None, force=True)
     log.info("mdfa %s: %d splits, %s", name, done, why)

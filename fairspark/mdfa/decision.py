@@ -41,9 +41,9 @@ def decision_lines(view: DecisionInput) -> list[DecisionLine]:
                 # the p that decides is the t test's (the bound is its critical value);
                 # the rank p beside it in summary.json cannot go below 1 / (K + 1)
                 said_p = "" if p is None else (
-                    f"; p = {p:.2g}, the t test against {draws} null draws that decides "
+                    f"; p = {fmt_number(p)}, the t test against {draws} null draws that decides "
                     f"(a rank test over {draws} draws cannot give p below "
-                    f"{1 / (int(draws) + 1):.2g})" if draws else f"; p = {p:.2g}")
+                    f"{fmt_number(1 / (int(draws) + 1))})" if draws else f"; p = {fmt_number(p)}")
                 far = (f"gamma_max {row_number(r)} above the features-only reference (test "
                        f"statistic, the raw mean over splits of the larger gamma(y), "
                        f"{fmt_number(v if raw is None else raw)} against "

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fairspark.mdfa.null import CorrectedGamma, NullReference, corrected_gamma
-from fairspark.numbers import fmt_detail
+from fairspark.numbers import fmt_count, fmt_detail
 
 #: the position of the audit's report section (``SPEC.order``)
 ORDER = 35
@@ -460,7 +460,7 @@ class AttributeResult:
 
 
 def _percent(v: float | None) -> str:
-    return "n/a" if v is None or not np.isfinite(v) else f"{100 * v:.0f}%"
+    return "n/a" if v is None or not np.isfinite(v) else f"{fmt_detail(100 * v, decimals=0)}%"
 
 
 def _outcome_words(y: int) -> str:
@@ -531,9 +531,10 @@ def finding(res: AttributeResult) -> str | None:
     y = res.y_major if res.y_major is not None else 0
     pct = _percent
     return (
-        f"In the worst-treated subgroup of about {sub['people']:,} people "
-        f"({pct(sub['share'])} of the {sub['audited_rows']:,} audited rows; "
-        f"{sub['people_low']:,} to {sub['people_high']:,} across the splits), "
+        f"In the worst-treated subgroup of about {fmt_count(sub['people'])} people "
+        f"({pct(sub['share'])} of the {fmt_count(sub['audited_rows'])} audited rows; "
+        f"{fmt_count(sub['people_low'])} to {fmt_count(sub['people_high'])} across the "
+        "splits), "
         f"{_group_words(res.target_label)} get {_outcome_words(y)} "
         f"{pct(sub['rate_target'])} of the time and {_group_words(res.other_label)} "
         f"{pct(sub['rate_other'])} (over all audited rows: {pct(sub['rate_target_overall'])} "

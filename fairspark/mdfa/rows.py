@@ -12,7 +12,7 @@ from __future__ import annotations
 from fairspark.audits.base import MetricRow
 from fairspark.mdfa.diagnostics import AUC_LIMIT, SMD_LIMIT
 from fairspark.mdfa.results import AttributeResult, finding
-from fairspark.numbers import format_number
+from fairspark.numbers import fmt_detail, format_number
 from fairspark.status import Status
 
 __all__ = ["attribute_rows", "balance_rows", "fmt", "gamma_rows", "null_rows", "row_note",
@@ -84,8 +84,9 @@ def null_rows(res: AttributeResult, pjson: str | None) -> list[MetricRow]:
         detail=f"gamma_max for decisions redrawn from P(Y | audit features) without S "
         f"(cross-fitted), {ref.draws} draws with the same rows, weights and splits: mean "
         f"{fmt(ref.mean)}, sd {fmt(ref.sd)}; observed {fmt(ref.observed)}, excess "
-        f"{fmt(ref.excess)}, p = {ref.p_value:.3g} (Monte Carlo {ref.rank_p:.3g}); "
-        f"evidence when observed > {fmt(ref.bound)} (level {ref.level:g}); {row_note(res)}",
+        f"{fmt(ref.excess)}, p = {fmt_detail(ref.p_value)} (Monte Carlo "
+        f"{fmt_detail(ref.rank_p)}); evidence when observed > {fmt(ref.bound)} (level "
+        f"{fmt_detail(ref.level, 6)}); {row_note(res)}",
         params=pjson,
     )]
 

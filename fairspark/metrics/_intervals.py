@@ -51,6 +51,7 @@ from fairspark.metrics._core import (
     RATES,
     inequality_indices,
 )
+from fairspark.numbers import fmt_detail
 from fairspark.stats import normal_quantile
 
 __all__ = [
@@ -603,8 +604,9 @@ def inequality_intervals(
     for k in keys:
         v = base[k]
         if not np.isfinite(v) or v <= 0:
-            out[k] = _interval(_NAN, _NAN, f"{k} is {v:g}: every labelled row has the same "
-                               "benefit (or the groups' mean benefits are equal), no spread")
+            out[k] = _interval(_NAN, _NAN, f"{k} is {fmt_detail(v, 6)}: every labelled row "
+                               "has the same benefit (or the groups' mean benefits are "
+                               "equal), no spread")
             continue
         se = float(np.sqrt(np.sum(pi * grads[k] ** 2) / n_eff))
         out[k] = _interval(v * np.exp(-z * se / v), v * np.exp(z * se / v))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from fairspark.columns import input_col
 from fairspark.errors import EmptyInputError, InvalidValueError
-from fairspark.numbers import fmt_setting
+from fairspark.numbers import fmt_fixed, fmt_setting
 from fairspark.prepare._columns import (
     _FLOATING,
     _NUMERIC,
@@ -135,9 +135,10 @@ def _check_stats(stats: InputStats, config: Config) -> None:
         )
     if dropped_total / n > prep.max_dropped_fraction:
         raise InvalidValueError(
-            f"{dropped_total} of {n} rows ({dropped_total / n:.1%}) have a missing prediction, "
-            f"sensitive value or feature, more than 'preparation.max_dropped_fraction' = "
-            f"{prep.max_dropped_fraction}; nulls per column: {dropped}"
+            f"{dropped_total} of {n} rows ({fmt_fixed(100 * dropped_total / n, 1)}%) have a "
+            "missing prediction, sensitive value or feature, more than "
+            "'preparation.max_dropped_fraction' = "
+            f"{fmt_setting(prep.max_dropped_fraction)}; nulls per column: {dropped}"
         )
     for c, card in stats.categories.items():
         if card > prep.max_categories:

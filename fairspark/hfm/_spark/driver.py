@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame
 
 from fairspark._memory import driver_max_heap
 from fairspark._threads import single_thread
+from fairspark.numbers import format_number
 from fairspark.session import is_connect
 
 __all__ = ["DriverFacts", "arrow_via_files", "collect_within", "driver_budget", "driver_facts",
@@ -203,7 +204,8 @@ def log_path_choice(n_rows: int | None, row_bytes: float, budget: float,
     """One DEBUG line: the path the engine takes (driver or Spark) and why (an internal
     cost, not a line a user acts on; ``summary.json`` keeps the path)."""
     def mb(v: float | None) -> str:
-        return "unknown" if v is None else f"{v / 2**20:,.0f} MB"
+        mib = None if v is None else format_number(v / 2**20, decimals=0, grouped=True)
+        return "unknown" if mib is None else f"{mib} MB"
 
     parts = ", ".join(f"{k} = {mb(v)}" for k, v in sized_from.items())
     if n_rows is None:
