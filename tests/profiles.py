@@ -4,7 +4,8 @@ The full suite is what CI runs. The fast profile is a contributor's inner loop: 
 leaves out the tests listed here, each of which repeats at length what a test kept in
 the profile already runs (a CLI run, a ``spark-submit``, one audit end to end), and
 keeps every audit, the CLI's exit codes and one ``spark-submit`` on
-``local-cluster``. ``tests/conftest.py`` marks every item listed here ``slow``.
+``local-cluster``, on a classic session (the Connect run is the full suite's).
+``tests/conftest.py`` marks every item listed here ``slow``.
 
 An entry is a test file (every test in it) or one test (``file::name``, any
 parametrization of it), with what in the fast profile covers the same ground.
@@ -71,6 +72,68 @@ SLOW: dict[str, str] = {
     "tests/test_gating.py::test_a_where_change_is_on_the_first_screen_and_words_agree":
         "test_gating's other first-screen tests",
     "tests/test_worker_python.py": "every CLI run's worker probe (test_exit_codes)",
+    "tests/test_gating_per_group.py::test_per_group_values_intervals_and_verdicts":
+        "test_gating's verdicts",
+    "tests/test_hfm_audit.py::test_notebook_hfm_audit_on_both_session_kinds":
+        "test_hfm_audit's Adult run against brute force and scipy",
+    "tests/test_window_results.py::test_window_hfm_sample_equals_hfm_on_the_sample_rows":
+        "test_window_results' other checks and test_hfm_audit",
+    "tests/test_cli_text.py::test_a_missing_input_is_one_line_without_java_frames":
+        "test_exit_codes' missing-column runs",
+    "tests/test_mdfa_validation.py::test_fair_classifier_gives_gamma_near_zero":
+        "test_mdfa_spark's audit and test_mdfa_kernels",
+    "tests/test_mdfa_validation.py::test_compas_race_gamma_and_its_null_reference":
+        "test_mdfa_spark's audit and test_mdfa_kernels",
+    "tests/test_gating.py::test_a_run_that_does_not_gate_says_would_gate_and_counts_three_in_a_row":
+        "test_nightly's gating rules",
+    "tests/test_window_checks.py":
+        "test_window_results (a window's numbers)",
+    "tests/test_schema_drift.py::test_a_changed_schema_is_reported_and_trends_are_not_compared":
+        "test_schema_drift's exit-2 checks",
+    "tests/test_schema_drift.py::test_an_unchanged_schema_keeps_the_runs_comparable":
+        "test_schema_drift's exit-2 checks",
+    "tests/test_correlation_rounds.py::test_auto_stops_when_the_representatives_are_stable":
+        "test_correlation_rounds' brute-force stop",
+    "tests/test_correlation_rounds.py::test_auto_at_rounds_max_reports_the_se_reached":
+        "test_correlation_rounds' brute-force stop",
+    "tests/test_hfm_dr.py::test_dr_with_spark_pipeline_equals_direct_scoring":
+        "test_hfm_dr's other DR checks",
+    "tests/test_hfm_audit.py::test_any_other_value_view_equals_brute_force":
+        "test_hfm_audit's Adult run against brute force and scipy",
+    "tests/test_hfm_audit.py::test_repeated_row_key_is_refused_not_merged":
+        "test_exit_codes' bad-input runs",
+    "tests/test_hfm_baseline.py::test_baseline_d_f_equals_scipy_on_the_baseline_points":
+        "test_hfm_audit's Adult run against scipy",
+    "tests/test_exit_codes.py::test_rerun_replaces_the_date_and_keeps_others":
+        "test_outputs_kinds (a rerun replaces only its date)",
+    "tests/test_mdfa_cost.py::test_auto_splits_stop_by_the_predicted_narrowing":
+        "test_mdfa_cost's waves test",
+    "tests/test_baseline.py::test_staged_flow_and_sample_count_the_joint_cells_too":
+        "test_baseline's paired differences against pandas",
+    "tests/test_mdfa_baseline.py::test_the_baseline_is_an_mdfa_run_of_its_own_on_the_same_rows_and_splits":
+        "test_mdfa_baseline's other checks",
+    "tests/test_correlation_spark.py::test_time_budget_hands_over_complete_rounds_and_stops":
+        "test_audit_contract's time budgets",
+    "tests/test_correlation_spark.py::test_end_to_end_through_the_runner":
+        "test_correlation_spark's audit rows test",
+    "tests/test_hfm_spark.py::test_pass_a_tasks_send_the_top_bounds_of_the_job_of_their_own":
+        "test_hfm_spark's elimination engine against scipy",
+    "tests/test_hfm_spark.py::test_driver_path_equals_spark_passes":
+        "test_hfm_spark's elimination engine on both engines",
+    "tests/test_hfm_spark.py::test_every_method_gives_the_same_rows_on_both_session_kinds":
+        "the full suite's Connect run",
+    "tests/test_audit_contract.py::test_time_budget_is_kept_by_every_audit":
+        "test_budgets in the full suite; test_audit_contract's other checks",
+    "tests/test_audit_contract.py::test_unknown_attribute_exits_2_before_any_output":
+        "test_exit_codes (exit 2 before any output)",
+    "tests/test_info_lines.py::test_every_info_line_is_of_a_known_kind":
+        "test_number_walk's run of the demo",
+    "tests/test_group_audit.py::test_one_pass_statistics_equal_the_statistics_pass":
+        "test_group_audit's Adult catalogue against fairlearn",
+    "tests/test_mdfa_kernels.py::test_worst_violation_bisection_equals_sequential_and_finds_g":
+        "test_mdfa_kernels' other kernel checks",
+    "tests/test_both_kinds_paths.py::test_readme_notebook_example_same_on_both_kinds":
+        "test_notebook (the notebook API)",
 }
 
 

@@ -246,17 +246,17 @@ def test_gathered_pair_distances_are_the_direct_ones_bit_for_bit():
     ``pair_distance`` of the gathered rows, also on row views, and within rounding of
     the distance computed here in the plainest way."""
     from fairspark.hfm._kernels import pair_distance
-    from fairspark.hfm._nn import _pair_distance_at
+    from fairspark.hfm._nn import pair_distance_at
 
     rng = np.random.default_rng(11)
     for dim in (3, 57, 400):
         P = rng.random((500, dim + 1))
         a, b = P[:, 1:], rng.random((300, dim))  # a: a row view of a wider matrix
         ai, bi = rng.integers(0, 500, 4000), rng.integers(0, 300, 4000)
-        got = _pair_distance_at(a, ai, b, bi)
+        got = pair_distance_at(a, ai, b, bi)
         assert np.array_equal(got, pair_distance(a[ai], b[bi]))
         plain = np.array([np.sqrt(sum((x - y) ** 2 for x, y in zip(a[i], b[j], strict=True)))
                           for i, j in zip(ai[:50], bi[:50], strict=True)])
         np.testing.assert_allclose(got[:50], plain, rtol=1e-13, atol=0)
-        assert np.array_equal(_pair_distance_at(a[:300], None, b, np.arange(300)),
+        assert np.array_equal(pair_distance_at(a[:300], None, b, np.arange(300)),
                               pair_distance(a[:300], b))
