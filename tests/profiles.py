@@ -134,6 +134,12 @@ SLOW: dict[str, str] = {
         "test_mdfa_kernels' other kernel checks",
     "tests/test_both_kinds_paths.py::test_readme_notebook_example_same_on_both_kinds":
         "test_notebook (the notebook API)",
+    "tests/test_hfm_spark.py::test_certified_is_exact_with_candidate_count":
+        "test_hfm_spark's elimination engine against scipy",
+    "tests/test_mdfa_validation.py::test_compas_gender_gamma_matches_an_importance_sampling_reference":
+        "test_mdfa_spark's audit and test_mdfa_kernels",
+    "tests/test_hfm_baseline.py::test_baseline_rows_equal_an_independent_run_with_the_baseline_as_prediction":
+        "test_hfm_baseline's other checks and test_baseline",
 }
 
 
