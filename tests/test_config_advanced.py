@@ -8,22 +8,12 @@ import logging
 
 import pytest
 import yaml
+from test_config import MINIMAL  # the smallest valid config, shared
 
 from fairspark import cli
 from fairspark.config import parse_config
 from fairspark.errors import ConfigError
 from fairspark.registry import specs
-
-MINIMAL = {
-    "dataset": "t",
-    "input": {"path": "x.parquet"},
-    "columns": {
-        "sensitive": [{"column": "sex", "privileged": "Male"}],
-        "label": {"column": "y"},
-        "prediction": {"column": "p"},
-    },
-    "output": {"path": "out"},
-}
 
 #: the keys that only change how fast an audit runs or how much memory it uses
 TUNING = {
