@@ -368,6 +368,31 @@ def test_one_pass_statistics_equal_the_statistics_pass(spark, tmp_path):
     assert (only.rows, only.dropped, only.nulls) == (old.rows, old.dropped, old.nulls)
 
 
+def test_category_values_are_exact_sorted_and_bounded(spark, dirty):
+    """The categorical values the preparation hands the encoding: the kept rows'
+    distinct strings in code-point order, the same for any partitioning; a column past
+    the cap brings back cap + 1 of them, however many it has."""
+    from fairspark import prepare as prep
+    from fairspark.io import read_input
+
+    pdf, inp, base = dirty
+    raw = _dirty_config(inp, str(base / "o"))
+    raw["columns"]["features"] = ["x1", "x2", "city", "id"]
+    raw["columns"]["categorical"] = ["x2", "city", "id"]
+    raw["columns"].pop("row_key")  # the key is not a feature
+    cfg = parse_config(raw)
+    df = read_input(spark, input_config=cfg.input)
+    plan = prep._plan_columns(df, cfg)
+    kept = pdf.dropna(subset=["city", "race"])
+    want = {c: sorted(kept[c].astype(str).unique()) for c in ("x2", "city")}
+    assert want["x2"] == [str(v) for v in range(7)] and len(want["city"]) == 4
+    for frame in (df, df.repartition(7), df.coalesce(1)):
+        got = prep._category_values(frame, plan, ["x2", "city", "id"], cap=20)
+        assert {c: got[c] for c in ("x2", "city")} == want
+        # 2,900-odd distinct ids, cut at cap + 1 on every partition and on the driver
+        assert len(got["id"]) == 21 and set(got["id"]) <= set(kept["id"])
+
+
 @pytest.mark.parametrize(("value", "lower", "upper"), [
     (1.47e-05, 1.2e-05, 1.7e-05),   # printed as "0.000 [0.000, 0.000]" before
     (0.1234, 0.1231, 0.1236),

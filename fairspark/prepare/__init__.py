@@ -53,6 +53,7 @@ from fairspark.prepare._merged import MergedGroups, partition_extras
 from fairspark.prepare._rows import _base_rows, _context_columns, _FeatureEncoder, _persisted_base
 from fairspark.prepare._scan import (
     ONE_PASS_MAX_GROUPS,
+    _category_values,
     _distinct_counts,
     _joint_cells,
     _one_pass_groups,
@@ -81,7 +82,10 @@ def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views
              merged: MergedGroups | None, timings: dict[str, float]) -> tuple:
     """The one aggregation (or a window's merged groups, or the staged flow past
     :data:`ONE_PASS_MAX_GROUPS` groups) and what :func:`prepare` reads from it:
-    ``(groups, stats, warnings, base, attributes, (cells, joint_cells))``."""
+    ``(groups, stats, warnings, base, attributes, (cells, joint_cells), labels)``;
+    ``labels`` holds the categorical features' values when the one-aggregation path
+    counted them exactly (:func:`_category_values`: the encoding's one-hot entries),
+    else it is empty and the encoding collects them itself."""
     import time
 
     cap = max(config.preparation.max_categories, 1000)
@@ -91,28 +95,41 @@ def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views
     if groups is None:
         log.info("more than %d groups: the staged preparation runs", ONE_PASS_MAX_GROUPS)
         stats, warnings, base, attributes = _staged(df, plan, config, cap, timings)
-        return groups, stats, warnings, base, attributes, (None, None)
+        return groups, stats, warnings, base, attributes, (None, None), {}
+    labels: dict[str, list[str]] = {}
     if merged is None:
         timings["scan"] = round(time.perf_counter() - t0, 3)
-        distinct = lambda columns: _distinct_counts(df, plan, config, columns)
+
+        def distinct(columns: list[str]) -> dict[str, int]:
+            # the categorical features' values exactly, at most max_categories + 1 each
+            # (one bounded pass; the encoding reuses them); the label's, when a group
+            # holds two raw labels, approximately (a warning's "about")
+            cats = [c for c in columns if c in plan.categorical]
+            labels.update(_category_values(df, plan, cats,
+                                           cap=config.preparation.max_categories))
+            rest = [c for c in columns if c not in labels]
+            return {**{c: len(labels[c]) for c in cats},
+                    **_distinct_counts(df, plan, config, rest)}
     else:
         distinct = merged.distinct(config.columns.label.column)
     stats = _stats_from_groups(distinct, groups, plan, config, timings)
     warnings = _checked(stats, df, plan, config, timings, row_keys=merged is None)
     attributes, cells = _views_from_groups(groups, all_views, config, cap)
     return (groups, stats, warnings, None, attributes,
-            (cells, _joint_cells(groups, all_views, config)))
+            (cells, _joint_cells(groups, all_views, config)), labels)
 
 
 def _feature_encoder(prepared: PreparedData, df: DataFrame, plan: Any, config: Config,
-                     view_cols: list[str]) -> _FeatureEncoder:
+                     view_cols: list[str], labels: dict[str, list[str]]) -> _FeatureEncoder:
     """The builder of ``prepared.df``: it encodes the persisted rows when an audit built
     them (or the staged flow did), else their plan (the encoded table is then the run's
-    one cache)."""
+    one cache); with the categorical values the preparation counted (``labels``), it
+    reads nothing to find them."""
     return _FeatureEncoder(
         lambda: prepared.base_df if prepared.base_df is not None else _base_rows(df, plan, config),
         plan.numeric, plan.categorical, prepared.feature_min, prepared.feature_max,
         view_cols=view_cols, context=prepared.context_columns,
+        labels=labels if set(plan.categorical) <= set(labels) else None,
         # the preparation counted the values approximately (5 % error)
         max_labels=2 * config.preparation.max_categories + 100)
 
@@ -157,7 +174,7 @@ def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None
     plan = _plan_columns(df, config)
     views = _sensitive_views(df, config, plan.types)
     all_views = [v for v, _, _ in views] + [v for v, _, _ in _intersection_views(cols)]
-    groups, stats, warnings, base, attributes, (cells, joint) = _counted(
+    groups, stats, warnings, base, attributes, (cells, joint), labels = _counted(
         df, plan, config, views=views, all_views=all_views, merged=merged, timings=timings)
     view_cols = [c for v in all_views for c in (v.value_col, v.priv_col)]
     fmin = {c: stats.feature_min[c] for c in plan.numeric}
@@ -186,7 +203,7 @@ def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None
         context_columns=_context_columns(plan, config),
         feature_types={c: plan.types[c] for c in plan.features},
     )
-    prepared.build_features = _feature_encoder(prepared, df, plan, config, view_cols)
+    prepared.build_features = _feature_encoder(prepared, df, plan, config, view_cols, labels)
     log.info(
         "prepared %d of %d rows (%d dropped, %d unlabelled); %d features",
         stats.audited, stats.rows, stats.dropped, stats.unlabelled, len(plan.features),

@@ -148,13 +148,18 @@ class _FeatureEncoder:
     #: most distinct values a categorical feature may have (``preparation.max_categories``,
     #: with room for the approximate count's error)
     max_labels: int = 100_000
+    #: each categorical feature's values, sorted, when the preparation counted them
+    #: exactly (:func:`fairspark.prepare._scan._category_values`); ``None``: one
+    #: aggregation collects them here (a window's or the staged flow's preparation)
+    labels: dict[str, list[str]] | None = None
 
     def __call__(self) -> tuple[DataFrame, list[str]]:
         """The persisted encoded table and the names of the entries of ``_fs_x``."""
         from pyspark.sql import functions as F
 
         base = self.base()
-        labels = _category_labels(base, self.categorical, max_labels=self.max_labels)
+        labels = (self.labels if self.labels is not None else
+                  _category_labels(base, self.categorical, max_labels=self.max_labels))
         names = list(self.numeric)
         entries = [_scaled(c, self.feature_min[c], self.feature_max[c]) for c in self.numeric]
         for c in self.categorical:
