@@ -120,21 +120,28 @@ def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views
 
 
 def _feature_encoder(prepared: PreparedData, df: DataFrame, plan: Any, config: Config,
-                     view_cols: list[str], labels: dict[str, list[str]]) -> _FeatureEncoder:
+                     view_cols: list[str], labels: dict[str, list[str]],
+                     persist: bool | None) -> _FeatureEncoder:
     """The builder of ``prepared.df``: it encodes the persisted rows when an audit built
     them (or the staged flow did), else their plan (the encoded table is then the run's
     one cache); with the categorical values the preparation counted (``labels``), it
-    reads nothing to find them."""
+    reads nothing to find them. It persists the encoded table only when more than one
+    enabled audit reads features (or ``persist`` says so); a single reader computes the
+    encoding in its own jobs (no cache written and read back)."""
+    readers = [n for n in config.audits.enabled() if config.audits.audit_spec(n).reads_features]
     return _FeatureEncoder(
         lambda: prepared.base_df if prepared.base_df is not None else _base_rows(df, plan, config),
         plan.numeric, plan.categorical, prepared.feature_min, prepared.feature_max,
         view_cols=view_cols, context=prepared.context_columns,
         labels=labels if set(plan.categorical) <= set(labels) else None,
-        # the preparation counted the values approximately (5 % error)
+        persist=len(readers) > 1 if persist is None else persist,
+        # without ``labels`` (a window's or the staged flow's preparation) the values
+        # were counted approximately (5 % error)
         max_labels=2 * config.preparation.max_categories + 100)
 
 
-def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None) -> PreparedData:
+def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None,
+            persist_features: bool | None = None) -> PreparedData:
     """Check the input and count its groups in one aggregation; rows and features lazily.
 
     One aggregation over the input, grouped by (kept, each sensitive view, label,
@@ -155,6 +162,10 @@ def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None
         A window's groups merged from its partitions' states: no aggregation runs
         (``df`` is read only by an audit that reads rows, or to name bad values);
         the row keys are checked per partition when its state is written.
+    persist_features:
+        Persist the encoded table when an audit first reads it (``True``: the input is
+        costly to compute again, e.g. scored by a registered model); ``None``: only
+        when more than one enabled audit reads features.
 
     Returns
     -------
@@ -203,7 +214,8 @@ def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None
         context_columns=_context_columns(plan, config),
         feature_types={c: plan.types[c] for c in plan.features},
     )
-    prepared.build_features = _feature_encoder(prepared, df, plan, config, view_cols, labels)
+    prepared.build_features = _feature_encoder(prepared, df, plan, config, view_cols, labels,
+                                               persist_features)
     log.info(
         "prepared %d of %d rows (%d dropped, %d unlabelled); %d features",
         stats.audited, stats.rows, stats.dropped, stats.unlabelled, len(plan.features),
