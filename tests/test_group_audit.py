@@ -368,6 +368,7 @@ def test_one_pass_statistics_equal_the_statistics_pass(spark, tmp_path):
     assert (only.rows, only.dropped, only.nulls) == (old.rows, old.dropped, old.nulls)
 
 
+@pytest.mark.both_kinds
 def test_category_values_are_exact_sorted_and_bounded(spark, dirty):
     """The categorical values the preparation hands the encoding: the kept rows'
     distinct strings in code-point order, the same for any partitioning; a column past
