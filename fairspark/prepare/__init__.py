@@ -13,12 +13,12 @@ module one job:
    aggregation over the input, grouped by (kept, each sensitive view's value and
    flag, label, decision), with every check's counter; :func:`_stats_from_groups`
    merges it into :class:`InputStats` and :mod:`._checks` raises for unusable input
-   (:func:`_check_stats`). Two checks need their own aggregation: the distinct values
-   of categorical features (:func:`_distinct_counts`, over those columns only;
-   per-group sketches would make the one pass interpreted and slower than both
-   together) and a configured row key's repeats (:func:`_check_unique_keys`, a
-   shuffle by key hash). Each runs only when an enabled audit needs it
-   (:func:`_checks_needed`): a group-only run reads the input once;
+   (:func:`_check_stats`). Two checks need their own pass: the values of categorical
+   features (:func:`_category_values`, exact and bounded, one ``mapInArrow`` over
+   those columns; the encoding reuses them) and a configured row key's repeats
+   (:func:`_check_unique_keys`, a shuffle by key hash). Each runs only when an
+   enabled audit needs it (:func:`_checks_needed`): a group-only run reads the input
+   once;
 3. :func:`_views_from_groups`: the observed values of each view (intersections
    formed on the driver) and the weighted confusion cells of every combination
    (``PreparedData.cells``, what the group audit reads; aggregated by
@@ -26,7 +26,8 @@ module one job:
 4. on first use only (:mod:`._rows`): :func:`_persisted_base` (role, view and feature
    columns, persisted as ``base_df``) and :class:`_FeatureEncoder` (min-max scaling
    and one-hot encoding as column expressions, ``PreparedData.df``, persisted
-   ``DISK_ONLY``), so a group-only run persists nothing.
+   ``DISK_ONLY`` when several audits read it, else computed by its one reader's
+   jobs), so a group-only run persists nothing.
 
 With more than :data:`ONE_PASS_MAX_GROUPS` groups the staged flow runs instead
 (:mod:`._staged_flow`: :func:`_collect_stats`, the persisted rows,
