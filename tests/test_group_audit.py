@@ -394,6 +394,30 @@ def test_category_values_are_exact_sorted_and_bounded(spark, dirty):
         assert len(got["id"]) == 21 and set(got["id"]) <= set(kept["id"])
 
 
+def test_the_encoded_table_is_persisted_only_for_several_readers(spark, dirty):
+    """One audit that reads features computes the encoding in its own jobs (no cache);
+    two share a persisted table; both give the same vectors."""
+    from fairspark.columns import KEY, X
+    from fairspark.io import read_input
+    from fairspark.prepare import prepare
+
+    pdf, inp, base = dirty
+    got = {}
+    for audits in ({"hfm": {}}, {"hfm": {}, "mdfa": {}}):
+        raw = _dirty_config(inp, str(base / "o"))
+        raw["audits"] = {"group": {"enabled": False}, **audits}
+        cfg = parse_config(raw)
+        prepared = prepare(read_input(spark, input_config=cfg.input), config=cfg)
+        try:
+            assert prepared.df.is_cached == (len(audits) > 1), audits
+            rows = prepared.df.select(KEY, X).toPandas()
+        finally:
+            prepared.unpersist()
+        got[len(audits)] = dict(zip(rows[KEY], map(list, rows[X]), strict=True))
+    assert len(got[1]) == len(pdf.dropna(subset=["city", "race"]))
+    assert got[1] == got[2]
+
+
 @pytest.mark.parametrize(("value", "lower", "upper"), [
     (1.47e-05, 1.2e-05, 1.7e-05),   # printed as "0.000 [0.000, 0.000]" before
     (0.1234, 0.1231, 0.1236),
