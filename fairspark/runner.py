@@ -431,7 +431,10 @@ def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
         if scoring is not None:  # registered models score the table in the same scan
             df = scoring.apply(spark, df)
         with _input_errors(config), _stage("prepare", timings):
-            prepared = prepare(df, config=config)
+            # a registered model's scores are computed in the scan: its one reader
+            # would score the table again in every job of its own, so the cache stays
+            prepared = prepare(df, config=config,
+                               persist_features=bool(getattr(scoring, "models", None)) or None)
     for step, seconds in prepared.timings.items():  # the steps inside "prepare"
         timings[f"prepare: {step}"] = seconds
         log.info("stage   %-20s %7s s", f"prepare: {step}", fmt_fixed(seconds, 2))
@@ -487,9 +490,11 @@ def _heap_preflight(spark: SparkSession, config: Config, *, df: Any,
 
 def _encode_features(config: Config, prepared: Any, window: Any,
                      timings: dict[str, float]) -> None:
-    """Encode the features once for every audit that reads them, outside any audit's
-    time budget (the first such audit would pay for it otherwise), and before the schema
-    check and the audits; a window encodes what its audits audit."""
+    """Encode the features once for every audit that reads them, before the schema check
+    and the audits; a window encodes what its audits audit. When several audits read
+    them the encoded table is persisted here, outside any audit's time budget; a single
+    reader computes the encoding in its own jobs (its stage and budget include it, and
+    this stage only finds the entries' names)."""
     readers = [n for n in config.audits.enabled()
                if config.audits.audit_spec(n).reads_features]
     if readers:

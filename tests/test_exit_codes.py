@@ -338,6 +338,23 @@ def test_repeated_row_key_does_not_matter_to_the_group_audit(spark, small_table,
     pd.testing.assert_frame_equal(a, b)
 
 
+def test_an_identifier_listed_as_categorical_is_an_input_error(spark, small_table, tmp_path,
+                                                               capsys):
+    # 400 distinct ids against max_categories 50: refused by name before any output,
+    # not encoded into 400 one-hot entries
+    pdf = small_table[0].copy()
+    pdf["account"] = pdf["id"]
+
+    def id_as_category(c):
+        c["columns"]["features"] = ["x1", "x2", "city", "account"]
+        c["columns"]["categorical"] = ["city", "account"]
+        c["preparation"] = {"max_categories": 50}
+        c["audits"] = {"group": {}, "hfm": {}}
+    _assert_input_error(*_run(spark, tmp_path, pdf, capsys, cfg_edit=id_as_category),
+                        "categorical feature 'account' has more than 50 distinct values "
+                        "('preparation.max_categories' = 50)")
+
+
 def test_null_row_key_is_an_input_error(spark, small_table, tmp_path, capsys):
     pdf = small_table[0].copy()
     pdf["id"] = pdf["id"].astype(object)

@@ -368,6 +368,56 @@ def test_one_pass_statistics_equal_the_statistics_pass(spark, tmp_path):
     assert (only.rows, only.dropped, only.nulls) == (old.rows, old.dropped, old.nulls)
 
 
+@pytest.mark.both_kinds
+def test_category_values_are_exact_sorted_and_bounded(spark, dirty):
+    """The categorical values the preparation hands the encoding: the kept rows'
+    distinct strings in code-point order, the same for any partitioning; a column past
+    the cap brings back cap + 1 of them, however many it has."""
+    from fairspark import prepare as prep
+    from fairspark.io import read_input
+
+    pdf, inp, base = dirty
+    raw = _dirty_config(inp, str(base / "o"))
+    raw["columns"]["features"] = ["x1", "x2", "city", "id"]
+    raw["columns"]["categorical"] = ["x2", "city", "id"]
+    raw["columns"].pop("row_key")  # the key is not a feature
+    cfg = parse_config(raw)
+    df = read_input(spark, input_config=cfg.input)
+    plan = prep._plan_columns(df, cfg)
+    kept = pdf.dropna(subset=["city", "race"])
+    want = {c: sorted(kept[c].astype(str).unique()) for c in ("x2", "city")}
+    assert want["x2"] == [str(v) for v in range(7)] and len(want["city"]) == 4
+    for frame in (df, df.repartition(7), df.coalesce(1)):
+        got = prep._category_values(frame, plan, ["x2", "city", "id"], cap=20)
+        assert {c: got[c] for c in ("x2", "city")} == want
+        # 2,900-odd distinct ids, cut at cap + 1 on every partition and on the driver
+        assert len(got["id"]) == 21 and set(got["id"]) <= set(kept["id"])
+
+
+def test_the_encoded_table_is_persisted_only_for_several_readers(spark, dirty):
+    """One audit that reads features computes the encoding in its own jobs (no cache);
+    two share a persisted table; both give the same vectors."""
+    from fairspark.columns import KEY, X
+    from fairspark.io import read_input
+    from fairspark.prepare import prepare
+
+    pdf, inp, base = dirty
+    got = {}
+    for audits in ({"hfm": {}}, {"hfm": {}, "mdfa": {}}):
+        raw = _dirty_config(inp, str(base / "o"))
+        raw["audits"] = {"group": {"enabled": False}, **audits}
+        cfg = parse_config(raw)
+        prepared = prepare(read_input(spark, input_config=cfg.input), config=cfg)
+        try:
+            assert prepared.df.is_cached == (len(audits) > 1), audits
+            rows = prepared.df.select(KEY, X).toPandas()
+        finally:
+            prepared.unpersist()
+        got[len(audits)] = dict(zip(rows[KEY], map(list, rows[X]), strict=True))
+    assert len(got[1]) == len(pdf.dropna(subset=["city", "race"]))
+    assert got[1] == got[2]
+
+
 @pytest.mark.parametrize(("value", "lower", "upper"), [
     (1.47e-05, 1.2e-05, 1.7e-05),   # printed as "0.000 [0.000, 0.000]" before
     (0.1234, 0.1231, 0.1236),

@@ -68,7 +68,8 @@ class PreparedData:
     """The prepared table and what is known about it (see ``docs/architecture.md``).
 
     ``base_df`` has every column but the encoded feature vector; ``df`` adds ``_fs_x``.
-    Both are built on first use (``base_df`` persisted, ``df`` encoded and persisted),
+    Both are built on first use (``base_df`` persisted, ``df`` encoded, and persisted
+    when more than one enabled audit reads it; a single reader's jobs compute it),
     so a run whose audits never read rows (the group audit alone, which reads
     ``cells``) reads the input once, in :func:`prepare`'s one aggregation, and
     persists nothing.
@@ -229,8 +230,10 @@ class InputStats:
     non_finite:
         Floating feature -> rows where it is NaN or infinite (none left out).
     categories:
-        Categorical feature -> approximate distinct values among kept rows (empty
-        when no enabled audit reads features: nothing encodes them).
+        Categorical feature -> distinct values among kept rows (empty when no
+        enabled audit reads features: nothing encodes them): exact, counted up to
+        ``max_categories + 1``, after the one aggregation; exact after a window's
+        merge; approximate after the staged flow.
     feature_min, feature_max:
         Numeric feature -> its minimum and maximum over kept rows (NaN when none).
     negative_weights, non_finite_weights:

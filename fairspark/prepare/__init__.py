@@ -13,12 +13,12 @@ module one job:
    aggregation over the input, grouped by (kept, each sensitive view's value and
    flag, label, decision), with every check's counter; :func:`_stats_from_groups`
    merges it into :class:`InputStats` and :mod:`._checks` raises for unusable input
-   (:func:`_check_stats`). Two checks need their own aggregation: the distinct values
-   of categorical features (:func:`_distinct_counts`, over those columns only;
-   per-group sketches would make the one pass interpreted and slower than both
-   together) and a configured row key's repeats (:func:`_check_unique_keys`, a
-   shuffle by key hash). Each runs only when an enabled audit needs it
-   (:func:`_checks_needed`): a group-only run reads the input once;
+   (:func:`_check_stats`). Two checks need their own pass: the values of categorical
+   features (:func:`_category_values`, exact and bounded, one ``mapInArrow`` over
+   those columns; the encoding reuses them) and a configured row key's repeats
+   (:func:`_check_unique_keys`, a shuffle by key hash). Each runs only when an
+   enabled audit needs it (:func:`_checks_needed`): a group-only run reads the input
+   once;
 3. :func:`_views_from_groups`: the observed values of each view (intersections
    formed on the driver) and the weighted confusion cells of every combination
    (``PreparedData.cells``, what the group audit reads; aggregated by
@@ -26,7 +26,8 @@ module one job:
 4. on first use only (:mod:`._rows`): :func:`_persisted_base` (role, view and feature
    columns, persisted as ``base_df``) and :class:`_FeatureEncoder` (min-max scaling
    and one-hot encoding as column expressions, ``PreparedData.df``, persisted
-   ``DISK_ONLY``), so a group-only run persists nothing.
+   ``DISK_ONLY`` when several audits read it, else computed by its one reader's
+   jobs), so a group-only run persists nothing.
 
 With more than :data:`ONE_PASS_MAX_GROUPS` groups the staged flow runs instead
 (:mod:`._staged_flow`: :func:`_collect_stats`, the persisted rows,
@@ -53,6 +54,7 @@ from fairspark.prepare._merged import MergedGroups, partition_extras
 from fairspark.prepare._rows import _base_rows, _context_columns, _FeatureEncoder, _persisted_base
 from fairspark.prepare._scan import (
     ONE_PASS_MAX_GROUPS,
+    _category_values,
     _distinct_counts,
     _joint_cells,
     _one_pass_groups,
@@ -81,7 +83,10 @@ def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views
              merged: MergedGroups | None, timings: dict[str, float]) -> tuple:
     """The one aggregation (or a window's merged groups, or the staged flow past
     :data:`ONE_PASS_MAX_GROUPS` groups) and what :func:`prepare` reads from it:
-    ``(groups, stats, warnings, base, attributes, (cells, joint_cells))``."""
+    ``(groups, stats, warnings, base, attributes, (cells, joint_cells), labels)``;
+    ``labels`` holds the categorical features' values when the one-aggregation path
+    counted them exactly (:func:`_category_values`: the encoding's one-hot entries),
+    else it is empty and the encoding collects them itself."""
     import time
 
     cap = max(config.preparation.max_categories, 1000)
@@ -91,33 +96,53 @@ def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views
     if groups is None:
         log.info("more than %d groups: the staged preparation runs", ONE_PASS_MAX_GROUPS)
         stats, warnings, base, attributes = _staged(df, plan, config, cap, timings)
-        return groups, stats, warnings, base, attributes, (None, None)
+        return groups, stats, warnings, base, attributes, (None, None), {}
+    labels: dict[str, list[str]] = {}
     if merged is None:
         timings["scan"] = round(time.perf_counter() - t0, 3)
-        distinct = lambda columns: _distinct_counts(df, plan, config, columns)
+
+        def distinct(columns: list[str]) -> dict[str, int]:
+            # the categorical features' values exactly, at most max_categories + 1 each
+            # (one bounded pass; the encoding reuses them); the label's, when a group
+            # holds two raw labels, approximately (a warning's "about")
+            cats = [c for c in columns if c in plan.categorical]
+            labels.update(_category_values(df, plan, cats,
+                                           cap=config.preparation.max_categories))
+            rest = [c for c in columns if c not in labels]
+            return {**{c: len(labels[c]) for c in cats},
+                    **_distinct_counts(df, plan, config, rest)}
     else:
         distinct = merged.distinct(config.columns.label.column)
     stats = _stats_from_groups(distinct, groups, plan, config, timings)
     warnings = _checked(stats, df, plan, config, timings, row_keys=merged is None)
     attributes, cells = _views_from_groups(groups, all_views, config, cap)
     return (groups, stats, warnings, None, attributes,
-            (cells, _joint_cells(groups, all_views, config)))
+            (cells, _joint_cells(groups, all_views, config)), labels)
 
 
 def _feature_encoder(prepared: PreparedData, df: DataFrame, plan: Any, config: Config,
-                     view_cols: list[str]) -> _FeatureEncoder:
+                     view_cols: list[str], labels: dict[str, list[str]],
+                     persist: bool | None) -> _FeatureEncoder:
     """The builder of ``prepared.df``: it encodes the persisted rows when an audit built
     them (or the staged flow did), else their plan (the encoded table is then the run's
-    one cache)."""
+    one cache); with the categorical values the preparation counted (``labels``), it
+    reads nothing to find them. It persists the encoded table only when more than one
+    enabled audit reads features (or ``persist`` says so); a single reader computes the
+    encoding in its own jobs (no cache written and read back)."""
+    readers = [n for n in config.audits.enabled() if config.audits.audit_spec(n).reads_features]
     return _FeatureEncoder(
         lambda: prepared.base_df if prepared.base_df is not None else _base_rows(df, plan, config),
         plan.numeric, plan.categorical, prepared.feature_min, prepared.feature_max,
         view_cols=view_cols, context=prepared.context_columns,
-        # the preparation counted the values approximately (5 % error)
+        labels=labels if set(plan.categorical) <= set(labels) else None,
+        persist=len(readers) > 1 if persist is None else persist,
+        # without ``labels`` (a window's or the staged flow's preparation) the values
+        # were counted approximately (5 % error)
         max_labels=2 * config.preparation.max_categories + 100)
 
 
-def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None) -> PreparedData:
+def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None,
+            persist_features: bool | None = None) -> PreparedData:
     """Check the input and count its groups in one aggregation; rows and features lazily.
 
     One aggregation over the input, grouped by (kept, each sensitive view, label,
@@ -138,6 +163,10 @@ def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None
         A window's groups merged from its partitions' states: no aggregation runs
         (``df`` is read only by an audit that reads rows, or to name bad values);
         the row keys are checked per partition when its state is written.
+    persist_features:
+        Persist the encoded table when an audit first reads it (``True``: the input is
+        costly to compute again, e.g. scored by a registered model); ``None``: only
+        when more than one enabled audit reads features.
 
     Returns
     -------
@@ -157,7 +186,7 @@ def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None
     plan = _plan_columns(df, config)
     views = _sensitive_views(df, config, plan.types)
     all_views = [v for v, _, _ in views] + [v for v, _, _ in _intersection_views(cols)]
-    groups, stats, warnings, base, attributes, (cells, joint) = _counted(
+    groups, stats, warnings, base, attributes, (cells, joint), labels = _counted(
         df, plan, config, views=views, all_views=all_views, merged=merged, timings=timings)
     view_cols = [c for v in all_views for c in (v.value_col, v.priv_col)]
     fmin = {c: stats.feature_min[c] for c in plan.numeric}
@@ -186,7 +215,8 @@ def prepare(df: DataFrame, *, config: Config, merged: MergedGroups | None = None
         context_columns=_context_columns(plan, config),
         feature_types={c: plan.types[c] for c in plan.features},
     )
-    prepared.build_features = _feature_encoder(prepared, df, plan, config, view_cols)
+    prepared.build_features = _feature_encoder(prepared, df, plan, config, view_cols, labels,
+                                               persist_features)
     log.info(
         "prepared %d of %d rows (%d dropped, %d unlabelled); %d features",
         stats.audited, stats.rows, stats.dropped, stats.unlabelled, len(plan.features),

@@ -143,9 +143,9 @@ def _check_stats(stats: InputStats, config: Config) -> None:
     for c, card in stats.categories.items():
         if card > prep.max_categories:
             raise InvalidValueError(
-                f"categorical feature {c!r} has about {card} distinct values, "
-                f"more than 'preparation.max_categories' = {prep.max_categories}; exclude it or "
-                "raise the limit"
+                f"categorical feature {c!r} has more than {prep.max_categories} distinct "
+                f"values ('preparation.max_categories' = {prep.max_categories}); is it an "
+                "identifier column? exclude it or raise the limit"
             )
 
 

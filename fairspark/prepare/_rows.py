@@ -129,9 +129,13 @@ class _FeatureEncoder:
     one-hot categorical ones (values in sorted order), as the array column ``_fs_x``.
 
     Column expressions over the prepared rows (one ``array`` of scaled columns and
-    ``value = v`` indicators), persisted at :func:`cache_level` and counted: one read of
-    the input (the minima and maxima came from the preparation's aggregation), plus one
-    aggregation over the categorical columns for their values when there are any.
+    ``value = v`` indicators); the minima and maxima came from the preparation's
+    aggregation, the categorical values from its bounded pass (else one aggregation
+    over those columns finds them here). With ``persist`` the table is persisted at
+    :func:`cache_level` and counted here (one read of the input, written to disk);
+    without, it stays a projection that each of its reader's jobs computes as it
+    scans the input (no write, no read back): the cache pays only when several
+    audits read the features.
     """
 
     #: the prepared rows without features (``PreparedData.base_df`` when it was built,
@@ -148,13 +152,21 @@ class _FeatureEncoder:
     #: most distinct values a categorical feature may have (``preparation.max_categories``,
     #: with room for the approximate count's error)
     max_labels: int = 100_000
+    #: each categorical feature's values, sorted, when the preparation counted them
+    #: exactly (:func:`fairspark.prepare._scan._category_values`); ``None``: one
+    #: aggregation collects them here (a window's or the staged flow's preparation)
+    labels: dict[str, list[str]] | None = None
+    #: persist the encoded table and materialize it here (several audits read it)
+    persist: bool = True
 
     def __call__(self) -> tuple[DataFrame, list[str]]:
-        """The persisted encoded table and the names of the entries of ``_fs_x``."""
+        """The encoded table (persisted with :attr:`persist`) and the names of the
+        entries of ``_fs_x``."""
         from pyspark.sql import functions as F
 
         base = self.base()
-        labels = _category_labels(base, self.categorical, max_labels=self.max_labels)
+        labels = (self.labels if self.labels is not None else
+                  _category_labels(base, self.categorical, max_labels=self.max_labels))
         names = list(self.numeric)
         entries = [_scaled(c, self.feature_min[c], self.feature_max[c]) for c in self.numeric]
         for c in self.categorical:
@@ -168,11 +180,17 @@ class _FeatureEncoder:
         encoded = base.select(
             *roles, x.alias(X), *self.view_cols,
             *[input_col(c) for c in (*self.numeric, *self.categorical, *self.context)],
-        ).persist(cache_level())
-        # materialized here, where the runner's "encode features" stage times it, and
-        # not by the first audit that reads it (that audit's stage and time budget
-        # used to pay for the encoding: 9 s of HFM's 29 s on 904k rows, d = 56)
-        encoded.count()
-        log.info("features encoded: %d columns -> %d dimensions",
-                 len(self.numeric) + len(self.categorical), len(names))
+        )
+        if self.persist:
+            # materialized here, where the runner's "encode features" stage times it,
+            # and not by the first audit that reads it (that audit's stage and time
+            # budget used to pay for the encoding: 9 s of HFM's 29 s on 904k rows)
+            encoded = encoded.persist(cache_level())
+            encoded.count()
+        # one reader: the encoding runs inside its jobs (HFM's driver path reads the
+        # vectors once; writing them to disk first cost more than computing them in
+        # that read: 904k rows, d = 56, docs/benchmarks.md, issue 56)
+        log.info("features encoded: %d columns -> %d dimensions (%s)",
+                 len(self.numeric) + len(self.categorical), len(names),
+                 "persisted" if self.persist else "computed by the one audit that reads them")
         return encoded, names

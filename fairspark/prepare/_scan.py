@@ -86,8 +86,9 @@ def _distinct_counts(df: DataFrame, plan: _ColumnPlan, config: Config,
                      columns: list[str]) -> dict[str, int]:
     """``approx_count_distinct`` of ``columns`` over the kept rows (as the statistics pass).
 
-    One global aggregation over these columns only, run when there are categorical
-    features (their ``max_categories`` check) or a label group with two raw values.
+    One global aggregation over these columns only, run when a label group holds two
+    raw values (the label's "about N distinct values" warning); the categorical
+    features' values are counted exactly by :func:`_category_values`.
     """
     from pyspark.sql import functions as F
 
@@ -97,6 +98,49 @@ def _distinct_counts(df: DataFrame, plan: _ColumnPlan, config: Config,
     row = df.agg(*[F.approx_count_distinct(F.when(keep, input_col(c))).alias(f"c{k}")
                    for k, c in enumerate(columns)]).collect()[0]
     return {c: int(row[f"c{k}"] or 0) for k, c in enumerate(columns)}
+
+
+def _category_values(df: DataFrame, plan: _ColumnPlan, columns: list[str], *,
+                     cap: int) -> dict[str, list[str]]:
+    """Each of ``columns``' distinct values over the kept rows, as strings, sorted; at
+    most ``cap + 1`` per column (more than ``cap`` means too many: the caller refuses).
+
+    Exact, in one read of these columns: every partition keeps a bounded set per column
+    (Arrow's ``unique`` per batch, in a ``mapInArrow`` task; a column past ``cap``
+    values stops growing) and sends at most ``cap + 1`` values per column; the driver
+    merges them. So an identifier listed as categorical costs a partition ``cap`` plus
+    one batch of strings, not its distinct values, and the driver at most ``cap + 1``
+    per column and partition. The values are the strings the encoding compares
+    (``cast("string")``), in Spark's string order (by code point, that of earlier
+    versions' ``StringIndexer(stringOrderType="alphabetAsc")``): they are the one-hot
+    entries of ``_fs_x``, so the encoding needs no pass of its own. A grouped
+    ``collect_set`` would hold every value of a partition (unbounded) and turn the
+    aggregation into an object-hash one; ``approx_count_distinct`` gives no values.
+    """
+    if not columns:
+        return {}
+    n = len(columns)
+    sel = df.where(~_any_null(plan)).select(
+        *[input_col(c).cast("string").alias(f"c{k}") for k, c in enumerate(columns)])
+
+    def values(batches: Any) -> Any:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        seen: list[set[str]] = [set() for _ in range(n)]
+        for b in batches:
+            for k in range(n):
+                if len(seen[k]) <= cap:
+                    seen[k].update(pc.unique(b.column(k)).drop_null().to_pylist())
+        col = [k for k in range(n) for _ in range(min(len(seen[k]), cap + 1))]
+        val = [v for k in range(n) for v in sorted(seen[k])[:cap + 1]]
+        yield pa.RecordBatch.from_pydict({"c": pa.array(col, pa.int32()),
+                                          "v": pa.array(val, pa.string())})
+
+    merged: list[set[str]] = [set() for _ in range(n)]
+    for r in sel.mapInArrow(values, "c int, v string").collect():
+        merged[r["c"]].add(r["v"])
+    return {c: sorted(merged[k])[:cap + 1] for k, c in enumerate(columns)}
 
 
 def _label_values(groups: list[dict[str, Any]]) -> int | None:
