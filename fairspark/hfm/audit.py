@@ -409,8 +409,10 @@ def _engine(
     result``, D and D_f of the audited decision, or with ``baseline`` D_f of the
     baseline decision (``_fs_base`` in place of ``_fs_pred``) only."""
     pred_col, targets = (BASE, (1,)) if baseline else (PRED, (0, 1))
-    # not persisted: a projection of the prepared table, which is (a second copy of
-    # the feature vectors in the cache cost 2 s of the driver path's collect)
+    # not persisted: a projection of the prepared table (a second copy of the feature
+    # vectors in the cache cost 2 s of the driver path's collect); that table is
+    # itself persisted only when another audit reads the features too, else the
+    # encoding runs inside these jobs (fairspark.prepare, persist_features)
     pts = points_from_table(
         df, key_col=KEY, label_col=LABEL, pred_col=pred_col, x_col=X,
         code_exprs=[a[1] for a in audited],
