@@ -75,8 +75,9 @@ def test_the_log_stage_lines_sum_to_the_wall_time_of_the_process(run):
         assert name in table, (name, lines)
     assert len(table) == len([n for n, _ in lines if ": " not in n]), "a stage logged twice"
     total = sum(table.values())
-    # the lines cannot hold more than the process took (no second counted twice) ...
-    assert total <= wall + 0.05, (total, wall, lines)
+    # the lines cannot hold more than the process took (no second counted twice; the
+    # log rounds each line to 10 ms, /proc the process's start to a clock tick) ...
+    assert total <= wall + 0.1, (total, wall, lines)
     # ... and leave out only the exec of the interpreter and its exit after the last
     # line (the JVM has ended by then: "shutdown" waits for it)
     assert wall - total <= max(1.5, 0.05 * wall), (total, wall, lines)
