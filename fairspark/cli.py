@@ -362,7 +362,7 @@ def _start(config, *, under_submit: bool, demo: bool, arm: Callable[[], None],
     Python workers are probed; so are a local master's workers when they may run
     another interpreter or another fairspark than this process
     (:func:`~fairspark.session.workers_are_the_drivers`): a local master's workers that
-    run this very interpreter need no Spark job to prove it (about 2 s of the start).
+    run this very interpreter need no Spark job to prove it.
     The session start (checks, session, worker probe) is a line of the run's stage
     table, and the demo's input another.
     """
@@ -529,10 +529,12 @@ def _end(spark, timings: dict[str, float], started: float, *, stop: bool,
     the stages (``other``) and the session's stop (``shutdown``, with the exit of the
     JVM this process started when the process ends with the command: ``exiting``), so
     that its lines sum to the process's wall time (``summary.json``'s, written
-    earlier, to the time until its write)."""
+    earlier, to the time until its write). A run that published nothing (no ``write``
+    line) ends on its error line instead."""
     from fairspark._run_summary import OTHER_STAGE, record_stage, time_between_stages
 
-    if spark is not None:
+    published = "write" in timings
+    if published:
         record_stage(OTHER_STAGE, time_between_stages(timings, started), timings)
     if stop:
         t0 = time.perf_counter()
@@ -542,17 +544,18 @@ def _end(spark, timings: dict[str, float], started: float, *, stop: bool,
         remove_leftovers()
         if exiting:
             _end_jvm()
-        record_stage("shutdown", time.perf_counter() - t0, timings)
-    if spark is not None:
+        if published:
+            record_stage("shutdown", time.perf_counter() - t0, timings)
+    if published:
         log.info("stage table: %.2f s in all, the wall time since the process started",
                  time.perf_counter() - started)
 
 
 def _end_jvm() -> None:
-    """End the JVM this process started (a local session's; not spark-submit's, not a
-    Connect server's) and wait for it: it would end when this process does, after it,
-    its shutdown hooks on no line of the stage table (a caller that reads the
-    process's output waits for them)."""
+    """End the JVM this process started (a local session's or pyspark's local Connect
+    server's; not spark-submit's, not a remote server's) and wait for it: it would end
+    when this process does, after it, its shutdown hooks on no line of the stage table
+    (a caller that reads the process's output waits for them)."""
     context = getattr(sys.modules.get("pyspark.core.context"), "SparkContext", None)
     gateway = getattr(context, "_gateway", None)
     proc = getattr(gateway, "proc", None)
