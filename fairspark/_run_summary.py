@@ -8,6 +8,9 @@ audit's entry, the limits, the exit code, the stage timings, the versions
 (:func:`_versions`), the Spark session (:func:`_spark_facts`), and once for the run
 its interval level and the model's performance line.
 :mod:`fairspark.runner` builds it; both classes are importable from there too.
+The stage table's clock is here as well: :func:`_stage` (a line of the log and of
+``stage_timings``), :func:`record_stage` and :func:`time_between_stages` (the
+``other`` line, so that the lines sum to the process's wall time).
 """
 
 from __future__ import annotations
