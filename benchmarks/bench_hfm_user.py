@@ -18,8 +18,11 @@ after the other on a quiet machine:
 Beside them, the run a user waits for against its peers: a user's pandas script that
 reads the same Parquet and runs scipy (fresh process), one Spark scan of the table
 (``df.agg`` of every feature's min and max) and a bare Spark session's cost (a fresh
-process less its scan), against the CLI's whole wall time, its preparation plus
-encoding, and its time outside the stages from the read on.
+process less its scan: the interpreter, pyspark's import, the session's start and its
+stop), against the CLI's whole wall time, its preparation plus encoding, and its time
+before the read (the log's stage lines before ``read``: start-up, session start,
+previous runs) with its ``shutdown`` line (the session's stop, the JVM's end); and the
+sum of the log's stage lines against the wall time (issue 56: every second on a line).
 
 Prints, per run: exit code, the HFM stage (``summary.json``'s ``stage_timings``), its
 ratio to scipy's D + D_f, D and D_f against scipy's (exactness), the path the engine took
@@ -162,6 +165,21 @@ def spark_scan(inp: str) -> tuple[float, float]:
     return whole - scan, scan
 
 
+def stage_table(log: str) -> dict[str, float]:
+    """The log's stage table: its top-level lines (a line ``a: b`` is a part of ``a``)."""
+    import re
+
+    found = (re.search(r" fairspark INFO stage (\S.*?)\s+(\d+\.\d+) s$", ln)
+             for ln in log.splitlines())
+    return {m.group(1): float(m.group(2)) for m in found if m and ": " not in m.group(1)}
+
+
+def before_the_read(table: dict[str, float]) -> float:
+    """The log's stage lines before ``read`` (start-up, session start, previous runs)."""
+    names = list(table)
+    return sum(table[n] for n in names[:names.index("read")]) if "read" in table else 0.0
+
+
 def run_cli(inp: str, tmp: Path, setting: str) -> dict:
     cfg = {
         "dataset": "adult_replica", "run_date": "2026-12-03", "input": {"path": inp},
@@ -190,7 +208,7 @@ def run_cli(inp: str, tmp: Path, setting: str) -> dict:
     run = tmp / f"out_{setting}" / "run_date=2026-12-03"
     out = {"setting": setting, "exit": proc.returncode, "wall": wall, "load": load(),
            "log": [ln for ln in proc.stderr.splitlines() if "hfm" in ln.lower()
-                   or " stage " in ln]}
+                   or " stage " in ln], "table": stage_table(proc.stderr)}
     if (run / "summary.json").exists():
         s = json.loads((run / "summary.json").read_text())
         out["stage"] = s["stage_timings"].get("audit hfm")
@@ -234,8 +252,8 @@ def main(argv=None) -> int:
           f"(df.agg of every feature's min and max) {scan:.2f} s  load {load()}", flush=True)
     print("| setting | exit | HFM stage (s) | / scipy | D exact | D_f exact | wall (s) "
           "| / user's script | prepare + encode (s) | / one scan | before the read (s) "
-          "| / bare session | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| shutdown (s) | (before + shutdown) / bare session | lines / wall | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for setting in args.settings:
         r = run_cli(str(inp), tmp, setting)
         st = r.get("stage")
@@ -246,15 +264,14 @@ def main(argv=None) -> int:
         ratio = f"{st / ref:.2f}" if st else "-"
         stages = r.get("stages", {})
         prep = stages.get("prepare", 0.0) + stages.get("encode features", 0.0)
-        # the top-level stages after the session's start (nested ones are named "a: b")
-        after = sum(t for k, t in stages.items() if ": " not in k and k != "session start")
-        before = r["wall"] - after
+        table = r["table"]
+        before, shut = before_the_read(table), table.get("shutdown", 0.0)
         print(f"| {setting} | {r['exit']} | {st if st is None else round(st, 2)} | {ratio} | "
               f"{ok_d} | {ok_f} | {r['wall']:.1f} | {r['wall'] / user:.2f} | {prep:.1f} | "
-              f"{prep / scan:.2f} | {before:.1f} | {before / bare:.2f} | {r['load']} |",
-              flush=True)
+              f"{prep / scan:.2f} | {before:.2f} | {shut:.2f} | {(before + shut) / bare:.2f} "
+              f"| {sum(table.values()) / r['wall']:.3f} | {r['load']} |", flush=True)
         if args.verbose:
-            print("    stages: " + ", ".join(f"{k} {t:.2f}" for k, t in stages.items()))
+            print("    stage table: " + ", ".join(f"{k} {t:.2f}" for k, t in table.items()))
         if args.verbose or r["exit"] != 0:
             print("\n".join("    " + ln for ln in r["log"]))
             if "stderr" in r:

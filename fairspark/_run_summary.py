@@ -8,19 +8,25 @@ audit's entry, the limits, the exit code, the stage timings, the versions
 (:func:`_versions`), the Spark session (:func:`_spark_facts`), and once for the run
 its interval level and the model's performance line.
 :mod:`fairspark.runner` builds it; both classes are importable from there too.
+The stage table's clock is here as well: :func:`_stage` (a line of the log and of
+``stage_timings``), :func:`record_stage` and :func:`time_between_stages` (the
+``other`` line, so that the lines sum to the process's wall time).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import platform
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.base import MetricRow, ReportSection
-from fairspark.numbers import fmt_setting
+from fairspark.numbers import fmt_fixed, fmt_setting
 from fairspark.run_summary import (
     AuditEntry,
     InputFacts,
@@ -36,6 +42,40 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from fairspark.audits.prepared import PreparedData
     from fairspark.config import Config
+
+
+log = logging.getLogger("fairspark")
+
+#: the stage line of the time between the named stages (the run's checks, its lock)
+OTHER_STAGE = "other"
+
+
+@contextlib.contextmanager
+def _stage(name: str, timings: dict[str, float]) -> Iterator[None]:
+    """Time the block into ``timings[name]`` and log its line of the stage table (a
+    name ``a: b`` is a part of stage ``a``)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        record_stage(name, time.perf_counter() - t0, timings)
+
+
+def record_stage(name: str, seconds: float, timings: dict[str, float]) -> None:
+    """``timings[name]`` and the log's line of the stage table for a stage timed
+    elsewhere (the process's start-up, the time between the stages)."""
+    timings[name] = round(seconds, 3)
+    log.info("stage %-22s %7s s", name, fmt_fixed(seconds, 2))
+
+
+def time_between_stages(timings: Mapping[str, float], started: float) -> float:
+    """Seconds since ``started`` (a ``time.perf_counter()``) on no line of ``timings``
+    (not counting :data:`OTHER_STAGE`'s own): a line ``a: b`` is a part of ``a``,
+    unless ``a`` is still running (has no line yet)."""
+    top = {k for k in timings if ": " not in k}
+    return round(max(time.perf_counter() - started - sum(
+        v for k, v in timings.items() if k != OTHER_STAGE
+        and (": " not in k or k.split(": ")[0] not in top)), 0.0), 3)
 
 
 @dataclass(frozen=True)

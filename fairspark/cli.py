@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -358,13 +359,23 @@ def _start(config, *, under_submit: bool, demo: bool, arm: Callable[[], None],
     (pyspark's SparkContext installs its own SIGINT handler). With ``spark.remote`` the
     Connect client's packages and the server are checked first (exit 2 naming the key,
     before any work or output), there is no local JVM to check, and the server's
-    Python workers are probed. The session start (checks, session, worker probe) is
-    the first line of the run's stage table.
+    Python workers are probed; so are a local master's workers when they may run
+    another interpreter or another fairspark than this process
+    (:func:`~fairspark.session.workers_are_the_drivers`): a local master's workers that
+    run this very interpreter need no Spark job to prove it.
+    The session start (checks, session, worker probe) is a line of the run's stage
+    table, and the demo's input another.
     """
     from fairspark._java import check_java
+    from fairspark._run_summary import _stage
     from fairspark._testing import arm_from_environment
-    from fairspark.runner import _stage
-    from fairspark.session import _is_local, check_python_workers, check_remote, is_connect
+    from fairspark.session import (
+        _is_local,
+        check_python_workers,
+        check_remote,
+        is_connect,
+        workers_are_the_drivers,
+    )
 
     remote = config.spark.remote
     with _stage("session start", timings):
@@ -373,17 +384,23 @@ def _start(config, *, under_submit: bool, demo: bool, arm: Callable[[], None],
         # a Connect client needs no Java, unless it starts pyspark's local server
         if (not under_submit and remote is None) or (remote is not None and _is_local(remote)):
             check_java()
+        # the workers of a local master that run this interpreter and this fairspark
+        # need no probe: the driver's own imports proved them (asked before the session
+        # sets PYSPARK_PYTHON); a named interpreter, a Connect server's are probed
+        probe = remote is not None or (
+            not under_submit and config.spark.master.strip().startswith("local")
+            and not workers_are_the_drivers(config.spark.master, config.spark.conf))
         spark = _session(config, under_submit=under_submit)
         arm()
-        if remote is not None or (
-                not under_submit and config.spark.master.strip().startswith("local")):
+        if probe:
             check_python_workers(spark)  # exit 2 naming the interpreter, before any work
     if not is_connect(spark):  # the test hooks are Spark local properties (classic)
         arm_from_environment(spark)
     if demo:
         from fairspark.demo import prepare_demo_input
 
-        prepare_demo_input(spark, config=config)
+        with _stage("demo input", timings):
+            prepare_demo_input(spark, config=config)
     return spark
 
 
@@ -446,6 +463,10 @@ def main(
     from fairspark.errors import FairsparkInputError
     from fairspark.status import ExitCode
 
+    # the process's start (its interpreter, its imports) when it runs this command;
+    # else (a call from Python) this call's
+    entry = argv is None  # this process runs the command and ends with it
+    started = time.perf_counter() - (_process_age_s() if entry else 0.0)
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("--") and argv[0] not in ("--version", "--help", "-h")):
@@ -457,6 +478,7 @@ def main(
     _setup_logging(args.quiet)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     spark = config = None
+    timings: dict[str, float] = {}
     status = {"args": args, "under_submit": under_submit}
     try:
         with signals_end_the_run(lambda: spark) as arm:
@@ -469,14 +491,17 @@ def main(
             # a live run of the date: exit 2 now, not after the session's start-up
             check_not_locked(config.output.path, config.effective_run_date(),
                              stale_after_s=config.output.lock_stale_s)
-            timings: dict[str, float] = {}
+            from fairspark._run_summary import record_stage
+
+            # the interpreter, the imports, the config: what a bare session does not do
+            record_stage("start-up", time.perf_counter() - started, timings)
             spark = _start(config, under_submit=under_submit, demo=demo, arm=arm,
                            timings=timings)
             from fairspark.runner import run_audit_job
 
             result = run_audit_job(
                 spark, config, fail_on_violation=False if args.no_fail_on_violation else None,
-                timings=timings)
+                timings=timings, started=started)
             _print_result(result)
             return result.exit_code
     except FairsparkInputError as err:
@@ -493,11 +518,68 @@ def main(
         _status_after_error(spark, config, exit_code_for(err), message, err, **status)
         return int(exit_code_for(err))
     finally:
-        if spark is not None and (not under_submit if stop_session is None else stop_session):
-            _stop(spark)
-            from fairspark._signals import remove_leftovers
+        _end(spark, timings, started,
+             stop=spark is not None and (not under_submit if stop_session is None
+                                         else stop_session), exiting=entry)
 
-            remove_leftovers()
+
+def _end(spark, timings: dict[str, float], started: float, *, stop: bool,
+         exiting: bool) -> None:
+    """Stop the session (``stop``) and close the log's stage table: the time between
+    the stages (``other``) and the session's stop (``shutdown``, with the exit of the
+    JVM this process started when the process ends with the command: ``exiting``), so
+    that its lines sum to the process's wall time (``summary.json``'s, written
+    earlier, to the time until its write). A run that published nothing (no ``write``
+    line) ends on its error line instead."""
+    from fairspark._run_summary import OTHER_STAGE, record_stage, time_between_stages
+
+    published = "write" in timings
+    if published:
+        record_stage(OTHER_STAGE, time_between_stages(timings, started), timings)
+    if stop:
+        t0 = time.perf_counter()
+        _stop(spark)
+        from fairspark._signals import remove_leftovers
+
+        remove_leftovers()
+        if exiting:
+            _end_jvm()
+        if published:
+            record_stage("shutdown", time.perf_counter() - t0, timings)
+    if published:
+        log.info("stage table: %.2f s in all, the wall time since the process started",
+                 time.perf_counter() - started)
+
+
+def _end_jvm() -> None:
+    """End the JVM this process started (a local session's or pyspark's local Connect
+    server's; not spark-submit's, not a remote server's) and wait for it: it would end
+    when this process does, after it, its shutdown hooks on no line of the stage table
+    (a caller that reads the process's output waits for them)."""
+    context = getattr(sys.modules.get("pyspark.core.context"), "SparkContext", None)
+    gateway = getattr(context, "_gateway", None)
+    proc = getattr(gateway, "proc", None)
+    if proc is None or proc.stdin is None:
+        return
+    try:
+        gateway.shutdown()
+        proc.stdin.close()  # the JVM's signal to end (PythonGatewayServer)
+        proc.wait(timeout=60)
+    except Exception as err:  # noqa: BLE001 - the process ends anyway
+        log.warning("the JVM did not end cleanly: %s", err)
+
+
+def _process_age_s() -> float:
+    """Seconds since this process started (Linux's ``/proc``: the interpreter's own
+    start-up and imports before any code of fairspark ran), 0 where unknown."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # starttime, field 22
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        return max(uptime - ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):  # not Linux
+        return 0.0
 
 
 def _crash_message(err: Exception, spark, config) -> str:

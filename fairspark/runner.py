@@ -41,7 +41,15 @@ from fairspark._run_status import (
     exit_code_for,
     write_status,
 )
-from fairspark._run_summary import RunFacts, _add_facts, _AuditsDone, _summary
+from fairspark._run_summary import (
+    OTHER_STAGE,
+    RunFacts,
+    _add_facts,
+    _AuditsDone,
+    _stage,
+    _summary,
+    time_between_stages,
+)
 from fairspark._testing import fault_point
 from fairspark._version import SCHEMA_VERSION, __version__
 from fairspark.audits.base import AuditContext, MetricRow, ReportSection
@@ -101,17 +109,6 @@ class RunResult:
     def summary(self) -> dict[str, Any]:
         """The content of ``summary.json`` (:meth:`RunSummary.to_json`; a new dict)."""
         return self.run_summary.to_json()
-
-
-@contextlib.contextmanager
-def _stage(name: str, timings: dict[str, float]) -> Iterator[None]:
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        dt = time.perf_counter() - t0
-        timings[name] = round(dt, 3)
-        log.info("stage %-22s %7s s", name, fmt_fixed(dt, 2))
 
 
 def _run_audits(ctx: AuditContext, config: Config, timings: dict[str, float], *,
@@ -349,11 +346,13 @@ def _schema_info(prepared: PreparedData, previous: dict[str, Any] | None) -> dic
 
 
 def _publish(out: OutputLocation, config: Config, run_date: Any, summary: RunSummary,
-             long_rows: list[dict[str, Any]], sections: list[ReportSection]) -> str:
+             long_rows: list[dict[str, Any]], sections: list[ReportSection], *,
+             started: float | None = None) -> str:
     """Write the run to a staging folder and publish it for the date.
 
     The metrics and report writes are timed into ``summary.stage_timings`` before
-    ``summary.json`` is written, so the summary carries them.
+    ``summary.json`` is written, so the summary carries them; with ``started`` (the
+    process's start) so does :data:`OTHER_STAGE`, the time between the stages so far.
     """
     staging = out.staging(run_date)
     timings = summary.stage_timings
@@ -367,6 +366,8 @@ def _publish(out: OutputLocation, config: Config, run_date: Any, summary: RunSum
         if config.output.table:  # part of the publish: a failing write publishes nothing
             with _stage("write: table", timings):
                 _write_table(out, config.output.table, staging, run_date)
+        if started is not None:  # its lines then sum to the process's time until now
+            timings[OTHER_STAGE] = time_between_stages(timings, started)
         out.write_text(f"{staging}/summary.json", summary.to_text())
         return out.publish(staging, run_date)
     except BaseException:
@@ -559,22 +560,24 @@ def compute_run(
         ctx = AuditContext(spark=spark, prepared=prepared, config=config, run_date=facts.run_date,
                            progress=progress)
         done = _run_audits(ctx, config, timings, render=render, window=window)
-        schema_info = _schema_info(prepared, previous_schema)
-        _scrub_all(done, prepared, window, config)
-        fail = config.limits.fail_on_violation if fail_on_violation is None else fail_on_violation
-        limits_info, gating = _limits(config, done.rows, facts, history, done.sections,
-                                      fail=fail)
-        _render_sections(done)
-        _scrub_all(done, prepared, window, config)  # the sections drawn just now too
-        exit_code = _exit_code(done, gating=gating, fail=fail)
-        long_rows = _long(done.rows, config, facts)
-        trend = _trend_section(config, history if have_history else None, long_rows,
-                               facts, schema_hash=schema_info["input_schema"]["hash"])
-        if trend is not None:
-            done.sections.append(trend)
-        summary = _summary(spark, config, prepared, facts=facts, done=done,
-                           limits_info=limits_info, exit_code=exit_code, timings=timings)
-        _add_facts(summary, schema_info, scoring.annotate(long_rows), window)
+        with _stage("limits and report", timings):  # judged, drawn, summed up
+            schema_info = _schema_info(prepared, previous_schema)
+            _scrub_all(done, prepared, window, config)
+            fail = (config.limits.fail_on_violation if fail_on_violation is None
+                    else fail_on_violation)
+            limits_info, gating = _limits(config, done.rows, facts, history, done.sections,
+                                          fail=fail)
+            _render_sections(done)
+            _scrub_all(done, prepared, window, config)  # the sections drawn just now too
+            exit_code = _exit_code(done, gating=gating, fail=fail)
+            long_rows = _long(done.rows, config, facts)
+            trend = _trend_section(config, history if have_history else None, long_rows,
+                                   facts, schema_hash=schema_info["input_schema"]["hash"])
+            if trend is not None:
+                done.sections.append(trend)
+            summary = _summary(spark, config, prepared, facts=facts, done=done,
+                               limits_info=limits_info, exit_code=exit_code, timings=timings)
+            _add_facts(summary, schema_info, scoring.annotate(long_rows), window)
     finally:
         if window is not None:
             window.unpersist()
@@ -586,6 +589,7 @@ def compute_run(
 def run_audit_job(
     spark: SparkSession, config: Config, *, fail_on_violation: bool | None = None,
     timings: dict[str, float] | None = None,
+    started: float | None = None,
 ) -> RunResult:
     """Run the configured audits on the configured input and publish the outputs.
 
@@ -600,6 +604,10 @@ def run_audit_job(
     timings:
         The stage table so far (the CLI's ``session start``); the run's stages are
         added after it, and ``summary.json`` ``stage_timings`` holds them all.
+    started:
+        ``time.perf_counter()`` at the process's start (the CLI's): ``summary.json``
+        then has an ``other`` line, the time between the stages, and its lines sum to
+        the process's wall time until it is written.
 
     Returns
     -------
@@ -621,7 +629,7 @@ def run_audit_job(
         check_table(spark, config.output.table)
     try:
         return _locked_run(spark, config, out, run_date, run_id, timings,
-                           fail_on_violation=fail_on_violation)
+                           fail_on_violation=fail_on_violation, started=started)
     except BaseException as err:
         # a signal or an error while the lock was taken (before the run's own handler)
         if not getattr(err, "fairspark_status_written", False) and not isinstance(
@@ -632,7 +640,7 @@ def run_audit_job(
 
 def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_date: Any,
                 run_id: str, timings: dict[str, float], *,
-                fail_on_violation: bool | None) -> RunResult:
+                fail_on_violation: bool | None, started: float | None) -> RunResult:
     """The body of :func:`run_audit_job` that holds the date's lock."""
     with out.lock(run_date, run_id=run_id, stale_after_s=config.output.lock_stale_s):
         for line in out.recover(run_date):
@@ -661,7 +669,7 @@ def _locked_run(spark: SparkSession, config: Config, out: OutputLocation, run_da
             with _stage("write", timings):
                 try:
                     final = _publish(out, config, run_date, run.run_summary, run.long_rows,
-                                     run.sections)
+                                     run.sections, started=started)
                 except OutputWriteError:
                     raise
                 except Exception as err:  # a full disk, a lost permission: one line

@@ -21,6 +21,7 @@ __all__ = [
     "check_python_workers",
     "check_remote",
     "is_connect",
+    "workers_are_the_drivers",
     "redact_remote",
 ]
 
@@ -122,6 +123,37 @@ def _worker_python(master: str, conf: Mapping[str, Any]) -> str | None:
     if os.environ.get("PYSPARK_PYTHON") or not master.strip().startswith("local"):
         return None
     return sys.executable or None
+
+
+def workers_are_the_drivers(master: str, conf: Mapping[str, Any]) -> bool:
+    """Whether a session started here with ``master`` and ``conf`` gives its Python
+    workers this very interpreter and this fairspark, so that probing them
+    (:func:`check_python_workers`) would prove nothing the driver has not.
+
+    True for a ``local``/``local[n]`` master (a ``local-cluster`` one: its executors run
+    in folders of their own, so not from the working directory) whose workers get
+    :func:`_worker_python`'s interpreter, when that is ``sys.executable`` itself (neither
+    ``spark.pyspark.python`` nor ``PYSPARK_PYTHON`` names another path), this fairspark
+    is importable there without a ``sys.path`` edit of the driver
+    (:func:`_workers_import_fairspark`) and pandas and pyarrow import here. Must be
+    asked before :func:`build_session`, which sets ``PYSPARK_PYTHON``.
+    """
+    import importlib
+
+    cluster = master.strip().startswith("local-cluster[")
+    if not (_is_local(master) or cluster):
+        return False
+    named = conf.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
+    python = str(named) if named else _worker_python(master, conf)
+    if not python or not sys.executable or (
+            os.path.abspath(python) != os.path.abspath(sys.executable)):
+        return False
+    try:  # what the probe would import in a worker (fairspark itself is imported here)
+        for module in ("pandas", "pyarrow"):
+            importlib.import_module(module)
+    except ImportError:
+        return False
+    return _workers_import_fairspark(from_cwd=not cluster)
 
 
 def _editable_root() -> str | None:

@@ -12,4 +12,4 @@ import sys
 from fairspark.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:], under_submit=True, stop_session=True))
+    sys.exit(main(None, under_submit=True, stop_session=True))  # argv: sys.argv[1:]

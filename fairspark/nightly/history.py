@@ -66,10 +66,12 @@ def read_past_runs(out: OutputLocation, *, before: dt.date, trend_runs: int, lim
     """The runs published at ``out`` before ``before``: history, schema, previous run.
 
     A part that cannot be read is logged and left empty: tonight's run goes on. The
-    seconds of the previous-run read go to ``timings["previous run"]``. ``specs``
+    seconds of all three reads go to ``timings["previous runs"]`` (a line of the log's
+    stage table). ``specs``
     (audit name -> spec) say which rows the trends and the decision box read; ``items``
     is what the report keeps of a run's decision lines (:func:`load_previous_run`).
     """
+    t0 = time.perf_counter()
     history = pd.DataFrame()
     if trend_runs or limits:
         try:
@@ -84,10 +86,11 @@ def read_past_runs(out: OutputLocation, *, before: dt.date, trend_runs: int, lim
 
         log.warning("could not read the previous run's input schema: %s", one_line(err))
         schema = None
-    t0 = time.perf_counter()
     previous = load_previous_run(out, before=before, specs=specs, items=items)
     if timings is not None:
-        timings["previous run"] = round(time.perf_counter() - t0, 3)
+        from fairspark._run_summary import record_stage
+
+        record_stage("previous runs", time.perf_counter() - t0, timings)
     return PastRuns(history=history, schema=schema, previous=previous)
 
 
