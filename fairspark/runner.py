@@ -31,16 +31,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fairspark._isolation import (
-    _failed,
-    _render,
-    _run_with_budget,
-)
-from fairspark._run_status import (
-    _record_end,
-    exit_code_for,
-    write_status,
-)
+from fairspark._isolation import _failed, _render, _run_with_budget
+from fairspark._run_status import _record_end, exit_code_for, write_status
 from fairspark._run_summary import (
     OTHER_STAGE,
     RunFacts,
