@@ -28,11 +28,13 @@ KEEP: dict[str, str] = {
                                          "test_adult_catalogue_equals_fairlearn",
     "HFM against brute force and scipy": "tests/test_hfm_audit.py::"
                                          "test_adult_exact_equals_brute_force_and_scipy",
-    "mdfa through the runner against pandas": "tests/test_mdfa_spark.py::"
-                                              "test_runner_outcome_ratio_matches_pandas_and_report_redacts",
+    "mdfa through the runner against pandas":
+        "tests/test_mdfa_spark.py::test_runner_outcome_ratio_matches_pandas_and_report_redacts",
     "correlation's rows and clusters": "tests/test_correlation_spark.py::"
                                        "test_audit_rows_clusters_and_identities",
     "the report's numbers (the number walk)": "tests/test_number_walk.py",
+    "the nightly window (day states written, merged, read back)":
+        "tests/test_both_kinds_paths.py::test_window_same_on_both_kinds",
 }
 
 #: test file, ``file::test`` or ``file::test[id]`` -> what the fast profile keeps that
@@ -55,7 +57,9 @@ SLOW: dict[str, str] = {
     "tests/test_jvm_death.py": "test_exit_codes (a failed run's status)",
     "tests/test_signals_work.py": "test_exit_codes; signals are the full suite's",
     "tests/test_budgets.py": "test_correlation_spark's time budget test",
-    "tests/test_window.py": "test_window_checks and test_window_results",
+    "tests/test_window.py":
+        "test_both_kinds_paths' window (day states written, merged and read back on a "
+        "rerun)",
     "tests/test_report_browser.py": "test_report (the report's HTML, without a browser)",
     "tests/test_mlflow_registry.py": "the full suite (the registry needs MLflow runs)",
     "tests/test_connect_cli.py": "the Connect run of the full suite",
@@ -86,7 +90,7 @@ SLOW: dict[str, str] = {
     "tests/test_both_kinds_audits.py::test_correlation_same_on_both_kinds":
         "test_correlation_spark's audit rows test; the Connect run is the full suite's",
     "tests/test_hfm_spark.py::test_elimination_engine_equals_scipy[uniform-driver]":
-        "its [uniform-spark] parametrization (the same points on 1 and 4 partitions) and "
+        "its [clustered-spark] parametrization (the Spark passes on 1 and 4 partitions) and "
         "test_hfm_audit's Adult run against scipy (the driver engine, the default on "
         "small tables)",
     "tests/test_hfm_spark.py::test_elimination_engine_equals_scipy[clustered-driver]":
@@ -104,6 +108,13 @@ SLOW: dict[str, str] = {
     "tests/test_nightly.py::test_three_nights_trend_the_worst_groups_series_with_its_limit":
         "test_report_charts' worst-group trend (the same rule on rows written there) and "
         "test_baseline's two nights read back through the runner",
+    "tests/test_report_hostile.py":
+        "test_report's escaping of user text (a dataset name with markup, shown as text) and "
+        "test_audit_contract's run of every audit (each section rendered); a hostile table "
+        "through every section, and Chromium, are the full suite's",
+    "tests/test_hfm_spark.py::test_elimination_engine_equals_scipy[uniform-spark]":
+        "its [clustered-spark], [duplicated-spark] and [ties-spark] parametrizations (the "
+        "same engine on 1 and 4 partitions, harder points)",
     "tests/test_null_generator.py::test_cross_fitted_probability_ignores_the_rows_own_decision[137]":
         "its [0] parametrization (the same flip of one row's decision)",
     "tests/test_null_generator.py::test_cross_fitted_probability_ignores_the_rows_own_decision[402]":
@@ -138,9 +149,11 @@ SLOW: dict[str, str] = {
         "test_broken_plugin's import checks and test_exit_codes' failed audit",
     "tests/test_column_names.py": "test_group_audit (the same audit on plain names)",
     "tests/test_window_results.py::test_window_mdfa_and_correlation_equal_the_same_audits_on_the_sample_rows":
-        "test_window_results' HFM sample test",
+        "test_both_kinds_paths' window (the group audit's) and test_mdfa_spark and "
+        "test_correlation_spark (the audits); a window's sample is the full suite's",
     "tests/test_window_results.py::test_window_limits_and_trends_equal_a_rescan_over_two_nights":
-        "test_window_checks and test_gating",
+        "test_both_kinds_paths' window (day states written, merged and read back on a "
+        "rerun) and test_gating",
     "tests/test_gating.py::test_a_where_change_is_on_the_first_screen_and_words_agree":
         "test_gating's other first-screen tests",
     "tests/test_worker_python.py": "every CLI run's worker probe (test_exit_codes)",
@@ -149,7 +162,8 @@ SLOW: dict[str, str] = {
     "tests/test_hfm_audit.py::test_notebook_hfm_audit_on_both_session_kinds":
         "test_hfm_audit's Adult run against brute force and scipy",
     "tests/test_window_results.py::test_window_hfm_sample_equals_hfm_on_the_sample_rows":
-        "test_window_results' other checks and test_hfm_audit",
+        "test_window_results' sample-size check, test_both_kinds_paths' window and "
+        "test_hfm_audit; a window's sample is the full suite's",
     "tests/test_cli_text.py::test_a_missing_input_is_one_line_without_java_frames":
         "test_exit_codes' missing-column runs",
     "tests/test_mdfa_validation.py::test_fair_classifier_gives_gamma_near_zero":
@@ -159,7 +173,8 @@ SLOW: dict[str, str] = {
     "tests/test_gating.py::test_a_run_that_does_not_gate_says_would_gate_and_counts_three_in_a_row":
         "test_nightly's gating rules",
     "tests/test_window_checks.py":
-        "test_window_results (a window's numbers)",
+        "test_both_kinds_paths' window (day states written, merged and read back on a "
+        "rerun)",
     "tests/test_schema_drift.py::test_a_changed_schema_is_reported_and_trends_are_not_compared":
         "test_schema_drift's exit-2 checks",
     "tests/test_schema_drift.py::test_an_unchanged_schema_keeps_the_runs_comparable":
