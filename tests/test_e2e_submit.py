@@ -1,8 +1,10 @@
-"""End to end through real ``spark-submit`` on ``local-cluster[2,1,1024]``.
+"""End to end through real ``spark-submit`` on ``local-cluster[2,1,1024]`` and ``local[2]``.
 
 Separate executor processes, a ~50 MB Parquet table, and
 ``spark.driver.maxResultSize=1m``: the audit can only succeed if no raw rows are
-collected to the driver. Subprocess tests cost ~30 s each, so there are few.
+collected to the driver. Subprocess tests cost ~30 s each, so there are few; the
+``local[2]`` one (a small table, the submit's master against the config's ``spark:``
+block) is the fast profile's ``spark-submit`` (``tests/profiles.py``).
 """
 
 from __future__ import annotations
@@ -70,6 +72,53 @@ def _submit_with_1m_result_size(cfg: dict, tmp_path, *conf: str) -> subprocess.C
         "--conf", "spark.ui.enabled=false",
         "jobs/audit.py", "--config", str(tmp_path / "c.yaml"), "--run-date", "2026-11-29",
     ])
+
+
+def test_spark_submit_on_local_2_uses_the_submits_session_not_the_configs(tmp_path):
+    """``jobs/audit.py`` under ``spark-submit --master local[2]`` on a small table: the
+    session is the one spark-submit configured (its master and conf, not the config's
+    ``spark:`` block, which only ``fairspark audit`` reads), the run publishes, and the
+    group audit's selection rates equal pandas'."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    n = 2_000
+    x = rng.random(n)
+    sex = np.where(rng.random(n) < 0.4, "F", "M")
+    pdf = pd.DataFrame({"row_id": [f"r{i}" for i in range(n)], "x1": x, "sex": sex,
+                        "y": (x + 0.2 * (sex == "M") > 0.6).astype(int),
+                        "p": (x + 0.1 * (sex == "M") > 0.55).astype(int)})
+    inp = tmp_path / "in.parquet"
+    pdf.to_parquet(inp, index=False)
+    cfg = {
+        "dataset": "submit_local", "seed": 3, "input": {"path": str(inp)},
+        "columns": {"sensitive": [{"column": "sex", "privileged": "M"}],
+                    "label": {"column": "y", "positive": 1},
+                    "prediction": {"column": "p", "positive": 1}, "row_key": "row_id"},
+        "audits": {"group": {}},
+        "output": {"path": str(tmp_path / "out")},
+        # what `fairspark audit` would start; spark-submit's session must win
+        "spark": {"master": "local[1]"},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    proc = _submit(["--master", "local[2]", "--conf", "spark.ui.enabled=false",
+                    "jobs/audit.py", "--config", str(tmp_path / "c.yaml"),
+                    "--run-date", "2026-11-29"])
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    out = tmp_path / "out" / "run_date=2026-11-29"
+    assert f"outputs: {out}/" in proc.stdout and "fairspark: exit 0 (ok)" in proc.stdout
+    s = json.loads((out / "summary.json").read_text())
+    assert s["spark"]["master"] == "local[2]", s["spark"]
+    # nor does the job size the driver from the machine as `fairspark audit` does
+    assert s["spark"]["driver_memory_set_by"] != "machine", s["spark"]
+    assert s["rows"]["audited"] == n
+    m = pd.read_parquet(out / "metrics.parquet")
+    rate = m[(m.audit == "group") & (m.attribute == "sex")
+             & (m.metric == "selection_rate")].set_index("group")["value"]
+    want = pdf.groupby("sex")["p"].mean()
+    assert rate["privileged"] == pytest.approx(want["M"], abs=1e-12)
+    assert rate["unprivileged"] == pytest.approx(want["F"], abs=1e-12)
+    assert (out / "_SUCCESS").exists()
 
 
 def test_spark_submit_local_cluster_50mb_with_1m_result_size(big_table, tmp_path):

@@ -140,3 +140,31 @@ def test_row_groups_no_task_of_a_small_driver_can_hold_stop_the_run_before_any_o
     assert _largest_group_mib(path) in proc.stderr, proc.stderr[-2000:]
     assert not (tmp_path / "out" / f"run_date={RUN_DATE}").exists()
     assert "OutOfMemoryError" not in proc.stderr
+
+
+def test_the_heap_check_stops_the_run_before_any_output_in_process(spark, tmp_path,
+                                                                   monkeypatch, capsys):
+    """The refusal above without a 600 MB table: the same check (the footers against
+    this session's real heap, ``local[2]``'s two task slots) with the heap each byte of
+    a row group needs (``SCAN_FACTOR``) raised until not even one task of a small table
+    fits. Exit 2 before any Spark job, naming the setting and the row groups' size;
+    nothing is written under the output path. The fast profile's heap check."""
+    from fairspark import _memory, cli
+
+    path = tmp_path / "small.parquet"
+    _table(path, rows=2_000, row_group_size=1_000)
+    monkeypatch.setattr(_memory, "SCAN_FACTOR", 1e12)
+    cfg = {
+        "dataset": "wide", "run_date": RUN_DATE, "input": {"path": str(path)},
+        "columns": {"sensitive": [{"column": "sex", "privileged": "M"}],
+                    "label": {"column": "y"}, "prediction": {"column": "p"}},
+        "audits": {"group": {}}, "output": {"path": str(tmp_path / "out")},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    code = cli.main(["audit", "--config", str(tmp_path / "c.yaml"), "-q"], under_submit=True)
+    err = capsys.readouterr().err
+    assert code == 2, err[-3000:]
+    assert "config key 'spark.conf.spark.driver.memory'" in err, err[-3000:]
+    assert f"row group of up to {_largest_group_mib(path)} of column chunks" in err, err[-2000:]
+    assert "holds 0 of the 2 task(s)" in err, err[-2000:]
+    assert not (tmp_path / "out" / f"run_date={RUN_DATE}").exists()
