@@ -156,7 +156,8 @@ SLOW: dict[str, str] = {
         "rerun) and test_gating",
     "tests/test_gating.py::test_a_where_change_is_on_the_first_screen_and_words_agree":
         "test_gating's other first-screen tests",
-    "tests/test_worker_python.py": "every CLI run's worker probe (test_exit_codes)",
+    "tests/test_worker_python.py":
+        "test_stage_table's test of when the CLI probes the workers (workers_are_the_drivers)",
     "tests/test_gating_per_group.py::test_per_group_values_intervals_and_verdicts":
         "test_gating's verdicts",
     "tests/test_hfm_audit.py::test_notebook_hfm_audit_on_both_session_kinds":

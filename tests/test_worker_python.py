@@ -41,7 +41,11 @@ def setup(tmp_path_factory):
         "columns": {"features": ["x"], "sensitive": [{"column": "sex", "privileged": "M"}],
                     "label": {"column": "y", "positive": 1},
                     "prediction": {"column": "p", "positive": 1}},
-        "audits": {"group": {}},
+        # HFM runs Python tasks (its points reach the driver through Arrow batches),
+        # so the good run shows the workers import fairspark; a group-only run has
+        # none, and the CLI skips its worker probe where the workers run the driver's
+        # interpreter (fairspark.session.workers_are_the_drivers)
+        "audits": {"group": {}, "hfm": {}},
         "output": {"path": str(base / "out"), "report": False},
         "spark": {"master": "local[1]"},
     }
@@ -68,6 +72,8 @@ def test_workers_get_the_drivers_interpreter_not_python3_on_path(setup):
     proc = _audit(setup, "--output", str(base / "good"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (base / "good" / "run_date=2026-12-03" / "_SUCCESS").exists()
+    summary = json.loads((base / "good" / "run_date=2026-12-03" / "summary.json").read_text())
+    assert summary["audits"]["hfm"]["status"] == "ok", summary["audits"]["hfm"]["status"]
 
 
 def test_a_worker_interpreter_without_fairspark_fails_before_any_output(setup):
