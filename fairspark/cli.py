@@ -532,6 +532,7 @@ def _end(spark, timings: dict[str, float], started: float, *, stop: bool,
     earlier, to the time until its write). A run that published nothing (no ``write``
     line) ends on its error line instead."""
     from fairspark._run_summary import OTHER_STAGE, record_stage, time_between_stages
+    from fairspark.numbers import fmt_fixed
 
     published = "write" in timings
     if published:
@@ -547,8 +548,8 @@ def _end(spark, timings: dict[str, float], started: float, *, stop: bool,
         if published:
             record_stage("shutdown", time.perf_counter() - t0, timings)
     if published:
-        log.info("stage table: %.2f s in all, the wall time since the process started",
-                 time.perf_counter() - started)
+        log.info("stage table: %s s in all, the wall time since the process started",
+                 fmt_fixed(time.perf_counter() - started, 2))
 
 
 def _end_jvm() -> None:

@@ -31,9 +31,13 @@ KINDS: dict[str, str] = {
     "session": r"local session: spark\.driver\.memory=\S+ \(.*\)",
     # one line per stage with its wall time: progress, and where to set a budget
     "stage": r"stage +\S.*? +\d+\.\d+ s",
+    # the stage table's total: its lines sum to the process's wall time
+    "stage table": r"stage table: \d+\.\d+ s in all, the wall time since the process started",
     # rows read, dropped and unlabelled: a wrong filter or label shows here first
     "prepared": r"prepared \d+ of \d+ rows \(.*\); \d+ features",
-    "encoded": r"features encoded: \d+ columns -> \d+ dimensions",
+    # (persisted) when several audits read them, else (computed by its one reader)
+    "encoded": (r"features encoded: \d+ columns -> \d+ dimensions "
+                r"\((persisted|computed by the one audit that reads them)\)"),
     # hfm's steps (its longest stage): which one to shrink (sample_rows, method)
     "hfm step": r"hfm step: \S.*? +\d+\.\d+ s",
     # mdfa's and correlation's progress while they run, and mdfa's split count
