@@ -166,6 +166,11 @@ class AuditSections(StrictModel):
                 out[name] = p
         return out
 
+    def feature_readers(self) -> list[str]:
+        """The enabled audits that read the encoded features (``reads_features``), in
+        run order."""
+        return [n for n in self.enabled() if self.audit_spec(n).reads_features]
+
     def present(self) -> dict[str, AuditParams]:
         """Every audit section of the config (enabled or not), in run order."""
         return {n: getattr(self, n) for n in self._specs if getattr(self, n) is not None}

@@ -488,8 +488,7 @@ def _encode_features(config: Config, prepared: Any, window: Any,
     them the encoded table is persisted here, outside any audit's time budget; a single
     reader computes the encoding in its own jobs (its stage and budget include it, and
     this stage only finds the entries' names)."""
-    readers = [n for n in config.audits.enabled()
-               if config.audits.audit_spec(n).reads_features]
+    readers = config.audits.feature_readers()
     if readers:
         with _input_errors(config), _stage("encode features", timings):
             for p in _feature_tables(prepared, window, readers):

@@ -129,13 +129,12 @@ def _feature_encoder(prepared: PreparedData, df: DataFrame, plan: Any, config: C
     reads nothing to find them. It persists the encoded table only when more than one
     enabled audit reads features (or ``persist`` says so); a single reader computes the
     encoding in its own jobs (no cache written and read back)."""
-    readers = [n for n in config.audits.enabled() if config.audits.audit_spec(n).reads_features]
     return _FeatureEncoder(
         lambda: prepared.base_df if prepared.base_df is not None else _base_rows(df, plan, config),
         plan.numeric, plan.categorical, prepared.feature_min, prepared.feature_max,
         view_cols=view_cols, context=prepared.context_columns,
         labels=labels if set(plan.categorical) <= set(labels) else None,
-        persist=len(readers) > 1 if persist is None else persist,
+        persist=len(config.audits.feature_readers()) > 1 if persist is None else persist,
         # without ``labels`` (a window's or the staged flow's preparation) the values
         # were counted approximately (5 % error)
         max_labels=2 * config.preparation.max_categories + 100)
