@@ -220,12 +220,21 @@ def _running(spark: Any) -> list[str]:
 
 
 def _quieten(spark: Any) -> None:
-    """Spark's log at ``FATAL`` (a classic session's; a Connect server logs on its own)."""
+    """Spark's log at ``FATAL`` while the jobs are cancelled: a classic session's, or the
+    local Connect server's that this process started (pyspark runs it in this process's
+    JVM, whose log is this run's stderr; a killed task's class loading logs a stack
+    trace there). A remote Connect server's log is its own."""
     from fairspark.session import is_connect
 
-    if not is_connect(spark):
-        with contextlib.suppress(Exception):
-            spark.sparkContext.setLogLevel("FATAL")
+    if is_connect(spark):
+        context = getattr(sys.modules.get("pyspark.core.context"), "SparkContext", None)
+        local_server = getattr(context, "_active_spark_context", None)
+        if local_server is not None:
+            with contextlib.suppress(Exception):
+                local_server.setLogLevel("FATAL")
+        return
+    with contextlib.suppress(Exception):
+        spark.sparkContext.setLogLevel("FATAL")
 
 
 def _canceller(spark: Any) -> None:
