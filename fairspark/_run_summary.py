@@ -65,7 +65,7 @@ def record_stage(name: str, seconds: float, timings: dict[str, float]) -> None:
     """``timings[name]`` and the log's line of the stage table for a stage timed
     elsewhere (the process's start-up, the time between the stages)."""
     timings[name] = round(seconds, 3)
-    log.info("stage %-22s %7s s", name, fmt_fixed(seconds, 2))
+    log.info("stage %-30s %7s s", name, fmt_fixed(seconds, 2))
 
 
 def time_between_stages(timings: Mapping[str, float], started: float) -> float:

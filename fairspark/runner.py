@@ -430,7 +430,7 @@ def _prepare_input(spark: SparkSession, config: Config, *, df: Any,
                                persist_features=bool(getattr(scoring, "models", None)) or None)
     for step, seconds in prepared.timings.items():  # the steps inside "prepare"
         timings[f"prepare: {step}"] = seconds
-        log.info("stage   %-20s %7s s", f"prepare: {step}", fmt_fixed(seconds, 2))
+        log.info("stage   %-28s %7s s", f"prepare: {step}", fmt_fixed(seconds, 2))
     return prepared, window
 
 

@@ -387,11 +387,33 @@ def test_category_values_are_exact_sorted_and_bounded(spark, dirty):
     kept = pdf.dropna(subset=["city", "race"])
     want = {c: sorted(kept[c].astype(str).unique()) for c in ("x2", "city")}
     assert want["x2"] == [str(v) for v in range(7)] and len(want["city"]) == 4
+    ids = sorted(kept["id"].astype(str).unique())
     for frame in (df, df.repartition(7), df.coalesce(1)):
-        got = prep._category_values(frame, plan, ["x2", "city", "id"], cap=20)
-        assert {c: got[c] for c in ("x2", "city")} == want
-        # 2,900-odd distinct ids, cut at cap + 1 on every partition and on the driver
-        assert len(got["id"]) == 21 and set(got["id"]) <= set(kept["id"])
+        got, clash = prep._category_values(frame, plan, ["x2", "city", "id"], cap=20)
+        assert {c: got[c] for c in ("x2", "city")} == want and clash is False
+        # 2,900-odd distinct ids, cut at cap + 1: the first 21 in code-point order
+        assert len(ids) > 2000 and got["id"] == ids[:21]
+
+
+@pytest.mark.both_kinds
+def test_the_values_pass_sees_a_repeated_row_key(spark, dirty):
+    """The values pass's key part: no clash on unique keys (over every row with a key,
+    kept or not), a clash when one key is on two rows; the run then names the key."""
+    from fairspark import prepare as prep
+    from fairspark.errors import InvalidValueError
+    from fairspark.io import read_input
+
+    pdf, inp, base = dirty
+    cfg = parse_config(_dirty_config(inp, str(base / "o")))
+    df = read_input(spark, input_config=cfg.input)
+    plan = prep._plan_columns(df, cfg)
+    key = cfg.columns.row_key
+    assert pdf[key].dropna().is_unique
+    assert prep._category_values(df, plan, [], cap=5, row_key=key) == ({}, False)
+    dup = df.unionByName(df.where(df[key] == str(pdf[key].dropna().iloc[3])))
+    assert prep._category_values(dup.repartition(5), plan, [], cap=5, row_key=key)[1] is True
+    with pytest.raises(InvalidValueError, match=rf"row key column '{key}'.*repeats"):
+        prep._check_unique_keys(dup, cfg)
 
 
 def test_the_encoded_table_is_persisted_only_for_several_readers(spark, dirty):

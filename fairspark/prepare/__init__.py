@@ -13,10 +13,11 @@ module one job:
    aggregation over the input, grouped by (kept, each sensitive view's value and
    flag, label, decision), with every check's counter; :func:`_stats_from_groups`
    merges it into :class:`InputStats` and :mod:`._checks` raises for unusable input
-   (:func:`_check_stats`). Two checks need their own pass: the values of categorical
-   features (:func:`_category_values`, exact and bounded, one ``mapInArrow`` over
-   those columns; the encoding reuses them) and a configured row key's repeats
-   (:func:`_check_unique_keys`, a shuffle by key hash). Each runs only when an
+   (:func:`_check_stats`). Two checks need a second pass, one for both: the values
+   of categorical features and a configured row key's repeated hashes
+   (:func:`_category_values`, exact and bounded, one shuffle of (column, value) and
+   key-hash pairs; the encoding reuses the values, :func:`_check_unique_keys`
+   compares the keys only when two hashes clash). Each part runs only when an
    enabled audit needs it (:func:`_checks_needed`): a group-only run reads the input
    once;
 3. :func:`_views_from_groups`: the observed values of each view (intersections
@@ -98,23 +99,33 @@ def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views
         stats, warnings, base, attributes = _staged(df, plan, config, cap, timings)
         return groups, stats, warnings, base, attributes, (None, None), {}
     labels: dict[str, list[str]] = {}
+    clash = False  # a window's partitions checked their row keys
     if merged is None:
         timings["scan"] = round(time.perf_counter() - t0, 3)
+        # the categorical features' values exactly, at most max_categories + 1 each (the
+        # encoding reuses them), and the row keys' repeated hashes: one bounded pass
+        t0 = time.perf_counter()
+        found, clash = _category_values(
+            df, plan, plan.categorical if plan.count_categories else [],
+            cap=config.preparation.max_categories,
+            row_key=config.columns.row_key if plan.check_row_key else None)
+        labels.update(found)
+        if found or plan.check_row_key:
+            timings["values and row keys"] = round(time.perf_counter() - t0, 3)
 
         def distinct(columns: list[str]) -> dict[str, int]:
-            # the categorical features' values exactly, at most max_categories + 1 each
-            # (one bounded pass; the encoding reuses them); the label's, when a group
-            # holds two raw labels, approximately (a warning's "about")
-            cats = [c for c in columns if c in plan.categorical]
-            labels.update(_category_values(df, plan, cats,
-                                           cap=config.preparation.max_categories))
+            # the label's distinct values, when a group holds two raw labels,
+            # approximately (a warning's "about"); the categorical features' exactly
             rest = [c for c in columns if c not in labels]
-            return {**{c: len(labels[c]) for c in cats},
-                    **_distinct_counts(df, plan, config, rest)}
+            t0 = time.perf_counter()
+            counts = _distinct_counts(df, plan, config, rest)
+            if rest:
+                timings["distinct values"] = round(time.perf_counter() - t0, 3)
+            return {**{c: len(labels[c]) for c in columns if c in labels}, **counts}
     else:
         distinct = merged.distinct(config.columns.label.column)
-    stats = _stats_from_groups(distinct, groups, plan, config, timings)
-    warnings = _checked(stats, df, plan, config, timings, row_keys=merged is None)
+    stats = _stats_from_groups(distinct, groups, plan, config)
+    warnings = _checked(stats, df, plan, config, timings, key_clash=clash)
     attributes, cells = _views_from_groups(groups, all_views, config, cap)
     return (groups, stats, warnings, None, attributes,
             (cells, _joint_cells(groups, all_views, config)), labels)

@@ -272,16 +272,23 @@ def _check_unique_keys(df: DataFrame, config: Config) -> None:
 
 
 def _checked(stats: InputStats, df: DataFrame, plan: _ColumnPlan, config: Config,
-             timings: dict[str, float], *, row_keys: bool = True) -> list[str]:
-    """Raise for unusable input (the statistics, then the row keys); the warnings."""
+             timings: dict[str, float], *, key_clash: bool | None = None) -> list[str]:
+    """Raise for unusable input (the statistics, then the row keys); the warnings.
+
+    ``key_clash``: whether two row keys share a hash, when a pass already looked
+    (:func:`~fairspark.prepare._scan._category_values`; ``False`` for a window, whose
+    partitions checked their keys), so the keys are compared only then; ``None``: not
+    looked yet, :func:`_check_unique_keys` runs here (the staged flow).
+    """
     import time
 
     _check_stats(stats, config)
     _check_binary(stats, df, plan, config)
-    if plan.check_row_key and row_keys:
+    if plan.check_row_key and key_clash is not False:
         t0 = time.perf_counter()
         _check_unique_keys(df, config)
-        timings["row keys"] = round(time.perf_counter() - t0, 3)
+        if key_clash is None:
+            timings["row keys"] = round(time.perf_counter() - t0, 3)
     warnings = _input_warnings(stats, config)
     for w in warnings:
         log.warning("%s", w)
