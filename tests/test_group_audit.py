@@ -416,9 +416,44 @@ def test_the_values_pass_sees_a_repeated_row_key(spark, dirty):
         prep._check_unique_keys(dup, cfg)
 
 
+def test_the_staged_flow_encodes_the_same_categories(spark, dirty, monkeypatch):
+    """Past ``ONE_PASS_MAX_GROUPS`` the encoding finds the categorical values itself (the
+    same bounded pass over the prepared rows): the same names and vectors as the one
+    aggregation's, each categorical entry the indicator of its value (pandas)."""
+    from fairspark import prepare as prep
+    from fairspark.columns import KEY, X
+    from fairspark.io import read_input
+
+    pdf, inp, base = dirty
+    raw = _dirty_config(inp, str(base / "o"))
+    raw["audits"] = {"group": {"enabled": False}, "hfm": {}}
+    cfg = parse_config(raw)
+    got = {}
+    for flow in ("one pass", "staged"):
+        if flow == "staged":
+            monkeypatch.setattr(prep, "ONE_PASS_MAX_GROUPS", 0)
+        prepared = prep.prepare(read_input(spark, input_config=cfg.input), config=cfg)
+        try:
+            rows = prepared.df.select(KEY, X).toPandas()
+            got[flow] = (prepared.feature_names,
+                         dict(zip(rows[KEY], map(list, rows[X]), strict=True)))
+        finally:
+            prepared.unpersist()
+    assert got["one pass"] == got["staged"]
+    names, vectors = got["staged"]
+    kept = pdf.dropna(subset=["city", "race"]).set_index("id")
+    cities = sorted(kept["city"].astype(str).unique())
+    assert [n for n in names if n.startswith("city=")] == [f"city={v}" for v in cities]
+    at = {v: names.index(f"city={v}") for v in cities}
+    for key, vec in list(vectors.items())[:200]:
+        assert [vec[at[v]] for v in cities] == [float(kept.at[key, "city"] == v)
+                                                for v in cities]
+
+
 def test_the_encoded_table_is_persisted_only_for_several_readers(spark, dirty):
     """One audit that reads features computes the encoding in its own jobs (no cache);
-    two share a persisted table; both give the same vectors."""
+    two share the persisted rows, and each read encodes them; both give the same
+    vectors."""
     from fairspark.columns import KEY, X
     from fairspark.io import read_input
     from fairspark.prepare import prepare
@@ -431,7 +466,9 @@ def test_the_encoded_table_is_persisted_only_for_several_readers(spark, dirty):
         cfg = parse_config(raw)
         prepared = prepare(read_input(spark, input_config=cfg.input), config=cfg)
         try:
-            assert prepared.df.is_cached == (len(audits) > 1), audits
+            prepared.df  # builds the encoding (and the rows' cache for two readers)
+            cached = prepared.base_df is not None and prepared.base_df.is_cached
+            assert cached == (len(audits) > 1) and not prepared.df.is_cached, audits
             rows = prepared.df.select(KEY, X).toPandas()
         finally:
             prepared.unpersist()

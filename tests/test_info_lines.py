@@ -35,9 +35,10 @@ KINDS: dict[str, str] = {
     "stage table": r"stage table: \d+\.\d+ s in all, the wall time since the process started",
     # rows read, dropped and unlabelled: a wrong filter or label shows here first
     "prepared": r"prepared \d+ of \d+ rows \(.*\); \d+ features",
-    # (persisted) when several audits read them, else (computed by its one reader)
+    # (rows persisted) when several audits read them, else (computed by its one reader)
     "encoded": (r"features encoded: \d+ columns -> \d+ dimensions "
-                r"\((persisted|computed by the one audit that reads them)\)"),
+                r"\((rows persisted, encoded on each read|computed by the one audit that "
+                r"reads them)\)"),
     # hfm's steps (its longest stage): which one to shrink (sample_rows, method)
     "hfm step": r"hfm step: \S.*? +\d+\.\d+ s",
     # mdfa's and correlation's progress while they run, and mdfa's split count

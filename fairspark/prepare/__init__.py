@@ -134,18 +134,20 @@ def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views
 def _feature_encoder(prepared: PreparedData, df: DataFrame, plan: Any, config: Config,
                      view_cols: list[str], labels: dict[str, list[str]],
                      persist: bool | None) -> _FeatureEncoder:
-    """The builder of ``prepared.df``: it encodes the persisted rows when an audit built
-    them (or the staged flow did), else their plan (the encoded table is then the run's
-    one cache); with the categorical values the preparation counted (``labels``), it
-    reads nothing to find them. It persists the encoded table only when more than one
-    enabled audit reads features (or ``persist`` says so); a single reader computes the
+    """The builder of ``prepared.df``: the encoding, a projection over the prepared rows;
+    with the categorical values the preparation counted (``labels``), it reads nothing
+    to find them. When more than one enabled audit reads features (or ``persist`` says
+    so) the rows are persisted first (``base_df``, raw columns: the run's one cache),
+    and every read computes ``_fs_x`` from them; a single reader computes the whole
     encoding in its own jobs (no cache written and read back)."""
+    persist = len(config.audits.feature_readers()) > 1 if persist is None else persist
     return _FeatureEncoder(
+        prepared.rows if persist else
         lambda: prepared.base_df if prepared.base_df is not None else _base_rows(df, plan, config),
         plan.numeric, plan.categorical, prepared.feature_min, prepared.feature_max,
         view_cols=view_cols, context=prepared.context_columns,
         labels=labels if set(plan.categorical) <= set(labels) else None,
-        persist=len(config.audits.feature_readers()) > 1 if persist is None else persist,
+        persist=persist,
         # without ``labels`` (a window's or the staged flow's preparation) the values
         # were counted approximately (5 % error)
         max_labels=2 * config.preparation.max_categories + 100)

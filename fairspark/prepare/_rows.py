@@ -102,19 +102,14 @@ def _category_labels(base: DataFrame, categorical: list[str], *,
                      max_labels: int) -> dict[str, list[str]]:
     """Each categorical feature's distinct values (as strings, nulls left out), sorted.
 
-    One aggregation over these columns. The order is Spark's string order (by code
-    point, that of earlier versions' ``StringIndexer(stringOrderType="alphabetAsc")``);
-    at most ``max_labels`` values per column reach the driver (the preparation's
-    ``max_categories`` check counted them approximately; more is an error).
+    The preparation's bounded values pass (:func:`fairspark.prepare._scan.
+    _category_values`) over the prepared rows, for a window's or the staged flow's
+    preparation, which counted the values approximately or per partition: at most
+    ``max_labels + 1`` values per column reach the driver; more is an error.
     """
-    from pyspark.sql import functions as F
+    from fairspark.prepare._scan import _category_values
 
-    if not categorical:
-        return {}
-    row = base.agg(*[
-        F.slice(F.array_sort(F.collect_set(input_col(c).cast("string"))), 1, max_labels + 1)
-        .alias(f"c{k}") for k, c in enumerate(categorical)]).collect()[0]
-    labels = {c: [str(v) for v in row[f"c{k}"]] for k, c in enumerate(categorical)}
+    labels, _ = _category_values(base, None, categorical, cap=max_labels)
     for c, values in labels.items():
         if len(values) > max_labels:
             raise InvalidValueError(
@@ -130,16 +125,18 @@ class _FeatureEncoder:
 
     Column expressions over the prepared rows (one ``array`` of scaled columns and
     ``value = v`` indicators); the minima and maxima came from the preparation's
-    aggregation, the categorical values from its bounded pass (else one aggregation
-    over those columns finds them here). With ``persist`` the table is persisted at
-    :func:`cache_level` and counted here (one read of the input, written to disk);
-    without, it stays a projection that each of its reader's jobs computes as it
-    scans the input (no write, no read back): the cache pays only when several
-    audits read the features.
+    aggregation, the categorical values from its bounded pass (else the same pass over
+    the prepared rows finds them here). With ``persist`` the prepared rows (``base``,
+    persisted at :func:`cache_level` by their builder) are counted here (one read of
+    the input, written to disk) and every read of the encoded table computes ``_fs_x``
+    from them; without, the encoding is a projection that each of its reader's jobs
+    computes as it scans the input (no write, no read back): the cache pays only when
+    several audits read the features.
     """
 
-    #: the prepared rows without features (``PreparedData.base_df`` when it was built,
-    #: else its plan, not persisted: the encoded table is the one cache)
+    #: the prepared rows without features: ``PreparedData.rows`` (built and persisted
+    #: on first use) with :attr:`persist`, else ``base_df`` when an audit built it, or
+    #: its plan
     base: Callable[[], DataFrame]
     numeric: list[str]
     categorical: list[str]
@@ -153,15 +150,16 @@ class _FeatureEncoder:
     #: with room for the approximate count's error)
     max_labels: int = 100_000
     #: each categorical feature's values, sorted, when the preparation counted them
-    #: exactly (:func:`fairspark.prepare._scan._category_values`); ``None``: one
-    #: aggregation collects them here (a window's or the staged flow's preparation)
+    #: exactly (:func:`fairspark.prepare._scan._category_values`); ``None``: the same
+    #: bounded pass over the prepared rows finds them here (a window's or the staged
+    #: flow's preparation)
     labels: dict[str, list[str]] | None = None
-    #: persist the encoded table and materialize it here (several audits read it)
+    #: the rows are persisted: materialize them here (several audits read features)
     persist: bool = True
 
     def __call__(self) -> tuple[DataFrame, list[str]]:
-        """The encoded table (persisted with :attr:`persist`) and the names of the
-        entries of ``_fs_x``."""
+        """The encoded table (a projection over the rows, persisted with :attr:`persist`)
+        and the names of the entries of ``_fs_x``."""
         from pyspark.sql import functions as F
 
         base = self.base()
@@ -182,15 +180,19 @@ class _FeatureEncoder:
             *[input_col(c) for c in (*self.numeric, *self.categorical, *self.context)],
         )
         if self.persist:
-            # materialized here, where the runner's "encode features" stage times it,
-            # and not by the first audit that reads it (that audit's stage and time
-            # budget used to pay for the encoding: 9 s of HFM's 29 s on 904k rows)
-            encoded = encoded.persist(cache_level())
-            encoded.count()
+            # the persisted rows (``base``), materialized here, where the runner's
+            # "encode features" stage times it, and not by the first audit that reads
+            # them (that audit's stage and time budget used to pay: 9 s of HFM's 29 s on
+            # 904k rows). The encoding stays a projection over them: persisting the
+            # encoded table (raw columns and the array) cost 14.6 s on 1M x 50 against
+            # 6.7 s for the raw rows, and reading _fs_x back from it was no faster than
+            # computing it from them (0.75 s against 0.76 s a pass; docs/benchmarks.md)
+            base.count()
         # one reader: the encoding runs inside its jobs (HFM's driver path reads the
         # vectors once; writing them to disk first cost more than computing them in
         # that read: 904k rows, d = 56, docs/benchmarks.md, issue 56)
         log.info("features encoded: %d columns -> %d dimensions (%s)",
                  len(self.numeric) + len(self.categorical), len(names),
-                 "persisted" if self.persist else "computed by the one audit that reads them")
+                 "rows persisted, encoded on each read" if self.persist
+                 else "computed by the one audit that reads them")
         return encoded, names

@@ -100,12 +100,12 @@ def _distinct_counts(df: DataFrame, plan: _ColumnPlan, config: Config,
     return {c: int(row[f"c{k}"] or 0) for k, c in enumerate(columns)}
 
 
-def _category_values(df: DataFrame, plan: _ColumnPlan, columns: list[str], *, cap: int,
+def _category_values(df: DataFrame, plan: _ColumnPlan | None, columns: list[str], *, cap: int,
                      row_key: str | None = None) -> tuple[dict[str, list[str]], bool]:
-    """Each of ``columns``' distinct values over the kept rows, as strings, sorted, at
-    most ``cap + 1`` per column (more than ``cap`` means too many: the caller refuses);
-    and whether two rows share the 64-bit hash of ``row_key`` (on every row whose key
-    is not null, kept or not).
+    """Each of ``columns``' distinct values over the kept rows (every row without a
+    ``plan``: the prepared rows), as strings, sorted, at most ``cap + 1`` per column
+    (more than ``cap`` means too many: the caller refuses); and whether two rows share
+    the 64-bit hash of ``row_key`` (on every row whose key is not null, kept or not).
 
     One read of these columns, one shuffle, no Python task: each row becomes one
     ``(column, value)`` pair per categorical feature and one ``(key, hash)`` pair
@@ -128,7 +128,7 @@ def _category_values(df: DataFrame, plan: _ColumnPlan, columns: list[str], *, ca
 
     if not columns and not row_key:
         return {}, False
-    keep = ~_any_null(plan)
+    keep = ~_any_null(plan) if plan is not None else F.lit(True)
     pairs = [F.when(keep, F.struct(F.lit(k).alias("c"), input_col(c).cast("string").alias("v"),
                                    F.lit(None).cast("long").alias("h")))
              for k, c in enumerate(columns)]
