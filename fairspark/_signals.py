@@ -224,11 +224,10 @@ def _quieten(spark: Any) -> None:
     local Connect server's that this process started (pyspark runs it in this process's
     JVM, whose log is this run's stderr; a killed task's class loading logs a stack
     trace there). A remote Connect server's log is its own."""
-    from fairspark.session import is_connect
+    from fairspark.session import is_connect, process_context_class
 
     if is_connect(spark):
-        context = getattr(sys.modules.get("pyspark.core.context"), "SparkContext", None)
-        local_server = getattr(context, "_active_spark_context", None)
+        local_server = getattr(process_context_class(), "_active_spark_context", None)
         if local_server is not None:
             with contextlib.suppress(Exception):
                 local_server.setLogLevel("FATAL")

@@ -557,8 +557,9 @@ def _end_jvm() -> None:
     server's; not spark-submit's, not a remote server's) and wait for it: it would end
     when this process does, after it, its shutdown hooks on no line of the stage table
     (a caller that reads the process's output waits for them)."""
-    context = getattr(sys.modules.get("pyspark.core.context"), "SparkContext", None)
-    gateway = getattr(context, "_gateway", None)
+    from fairspark.session import process_context_class
+
+    gateway = getattr(process_context_class(), "_gateway", None)
     proc = getattr(gateway, "proc", None)
     if proc is None or proc.stdin is None:
         return

@@ -485,9 +485,9 @@ def _encode_features(config: Config, prepared: Any, window: Any,
                      timings: dict[str, float]) -> None:
     """Encode the features once for every audit that reads them, before the schema check
     and the audits; a window encodes what its audits audit. When several audits read
-    them the encoded table is persisted here, outside any audit's time budget; a single
-    reader computes the encoding in its own jobs (its stage and budget include it, and
-    this stage only finds the entries' names)."""
+    them the prepared rows are persisted here (each read encodes them), outside any
+    audit's time budget; a single reader computes the encoding in its own jobs (its
+    stage and budget include it, and this stage only finds the entries' names)."""
     readers = config.audits.feature_readers()
     if readers:
         with _input_errors(config), _stage("encode features", timings):

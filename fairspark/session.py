@@ -102,6 +102,16 @@ def is_connect(obj: object) -> bool:
     return type(obj).__module__.startswith("pyspark.sql.connect")
 
 
+def process_context_class() -> Any:
+    """pyspark's classic ``SparkContext`` class when this process imported it, else
+    ``None``: its ``_gateway`` and ``_active_spark_context`` are the JVM this process
+    started (a classic session's, or the local Connect server's that pyspark runs in
+    this process). A process-level handle (the JVM's log level, its end), never a path
+    for Spark work; with a remote Connect server both are ``None``.
+    """
+    return getattr(sys.modules.get("pyspark.core.context"), "SparkContext", None)
+
+
 def _is_local(master: str) -> bool:
     import re
 

@@ -243,11 +243,13 @@ def _check_binary(stats: InputStats, df: DataFrame, plan: _ColumnPlan, config: C
             f"{pos!r} ('{key}.positive'){none} and one negative value; {hint}")
 
 
-def _check_unique_keys(df: DataFrame, config: Config) -> None:
+def _check_unique_keys(df: DataFrame, config: Config, *, clash: bool | None = None) -> None:
     """A configured row key must not repeat (one aggregation of key hashes; an example).
 
     Rows that share a key would be merged wherever an audit joins by key (HFM's
-    nearest neighbours), silently changing the numbers.
+    nearest neighbours), silently changing the numbers. ``clash``: whether two keys
+    share a hash, when a pass already counted them (the preparation's values pass);
+    ``None``: the hashes are counted here.
     """
     from pyspark.sql import functions as F
 
@@ -256,8 +258,11 @@ def _check_unique_keys(df: DataFrame, config: Config) -> None:
         return
     # first by a 64-bit hash of the key (a shuffle of longs, not of strings); only when
     # two rows share a hash are the keys themselves compared, for the message's example
-    clash = (df.where(input_col(key).isNotNull()).groupBy(F.xxhash64(input_col(key)).alias("_h"))
-             .agg(F.count(F.lit(1)).alias("_n")).where(F.col("_n") > 1).limit(1).collect())
+    if clash is None:
+        clash = bool(df.where(input_col(key).isNotNull())
+                     .groupBy(F.xxhash64(input_col(key)).alias("_h"))
+                     .agg(F.count(F.lit(1)).alias("_n")).where(F.col("_n") > 1).limit(1)
+                     .collect())
     if not clash:
         return
     rep = (df.where(input_col(key).isNotNull()).groupBy(input_col(key).alias("_k"))
@@ -286,7 +291,7 @@ def _checked(stats: InputStats, df: DataFrame, plan: _ColumnPlan, config: Config
     _check_binary(stats, df, plan, config)
     if plan.check_row_key and key_clash is not False:
         t0 = time.perf_counter()
-        _check_unique_keys(df, config)
+        _check_unique_keys(df, config, clash=key_clash)
         if key_clash is None:
             timings["row keys"] = round(time.perf_counter() - t0, 3)
     warnings = _input_warnings(stats, config)
