@@ -48,6 +48,8 @@ SLOW: dict[str, str] = {
     "tests/test_small_driver.py::test_a_1g_driver_publishes_the_group_audit_of_a_wide_table":
         "test_small_driver's in-process refusal (the heap check); a real 1 GB JVM is the "
         "full suite's",
+    "tests/test_small_driver.py::test_a_1g_driver_runs_hfms_spark_path_to_the_driver_paths_distances":
+        "test_hfm_spark's Spark-path tests (the same engine on a session's default heap)",
     "tests/test_small_driver.py::test_row_groups_two_tasks_cannot_hold_are_read_by_one_and_every_audit_publishes":
         "test_small_driver's in-process refusal (the heap check); a real 1 GB JVM is the "
         "full suite's",

@@ -88,6 +88,29 @@ def test_a_1g_driver_publishes_the_group_audit_of_a_wide_table(tmp_path):
     _selection_rates_equal_pandas(rows, roles)
 
 
+def test_a_1g_driver_runs_hfms_spark_path_to_the_driver_paths_distances(tmp_path):
+    """HFM's Spark path (the engine for tables past the driver's budget; forced here by
+    ``local_max_bytes``) on a 1 GB driver: its working table (about 550 bytes a row)
+    was persisted ``MEMORY_AND_DISK`` and the JVM died of ``OutOfMemoryError`` filling
+    it (the audit failed); now ``DISK_ONLY``. D and D_f equal the driver path's, run on
+    the same table and driver."""
+    _table(tmp_path / "wide.parquet")
+    got = {}
+    for path, hfm in (("driver", {}), ("spark", {"local_max_bytes": 1})):
+        run = tmp_path / path
+        run.mkdir()
+        proc, summary, _ = _run(run, tmp_path / "wide.parquet", audits={"hfm": hfm})
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        assert "OutOfMemoryError" not in proc.stderr
+        h = summary["audits"]["hfm"]
+        assert h["status"] == "ok" and h["cost"]["engine"] == path, h
+        got[path] = {(a, m): v[m]["value"] for a, v in h["attributes"].items()
+                     for m in ("D", "D_f")}
+    assert got["spark"].keys() == got["driver"].keys() and len(got["spark"]) == 2
+    for k, v in got["driver"].items():
+        assert got["spark"][k] == pytest.approx(v, rel=1e-12, abs=0), k
+
+
 def _largest_group_mib(path) -> str:
     """The largest row group's column chunks (MiB, as the message prints them)."""
     meta = pq.ParquetFile(path).metadata
