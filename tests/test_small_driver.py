@@ -93,10 +93,12 @@ def test_a_1g_driver_runs_hfms_spark_path_to_the_driver_paths_distances(tmp_path
     ``local_max_bytes``) on a 1 GB driver: its working table (about 550 bytes a row)
     was persisted ``MEMORY_AND_DISK`` and the JVM died of ``OutOfMemoryError`` filling
     it (the audit failed); now ``DISK_ONLY``. D and D_f equal the driver path's, run on
-    the same table and driver."""
+    the same table and driver (its budget given, 2 GB: sized from the memory available
+    when it runs, a loaded machine sent the table to the Spark path)."""
     _table(tmp_path / "wide.parquet")
     got = {}
-    for path, hfm in (("driver", {}), ("spark", {"local_max_bytes": 1})):
+    for path, hfm in (("driver", {"local_max_bytes": 2 << 30}),
+                      ("spark", {"local_max_bytes": 1})):
         run = tmp_path / path
         run.mkdir()
         proc, summary, _ = _run(run, tmp_path / "wide.parquet", audits={"hfm": hfm})
