@@ -52,7 +52,13 @@ from fairspark.prepare._checks import _checked
 from fairspark.prepare._columns import _any_null as _any_null
 from fairspark.prepare._columns import _plan_columns
 from fairspark.prepare._merged import MergedGroups, partition_extras
-from fairspark.prepare._rows import _base_rows, _context_columns, _FeatureEncoder, _persisted_base
+from fairspark.prepare._rows import (
+    _base_rows,
+    _context_columns,
+    _FeatureEncoder,
+    _persisted_base,
+    cache_level,
+)
 from fairspark.prepare._scan import (
     ONE_PASS_MAX_GROUPS,
     _category_values,
@@ -75,7 +81,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # (fairspark.audits.prepared), the column names fairspark.columns'. The private names
 # imported ``as`` themselves, and the private helpers prepare() uses, are imported from
 # here by fairspark.nightly.window and the tests.
-__all__ = ["MergedGroups", "ONE_PASS_MAX_GROUPS", "partition_extras", "prepare"]
+__all__ = ["MergedGroups", "ONE_PASS_MAX_GROUPS", "cache_level", "partition_extras", "prepare"]
 
 log = logging.getLogger("fairspark")
 

@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -77,6 +76,7 @@ from fairspark.hfm._spark.sample_bounds import (
     work_table,
 )
 from fairspark.hfm._spark.state import Pair, PairState, threshold
+from fairspark.prepare import cache_level
 
 __all__ = ["DriverEngine", "Engine", "SparkEngine", "sorted_by_key"]
 
@@ -251,13 +251,11 @@ class SparkEngine(Engine):
                                                              *code_cols(n_attr)),
                               est_bytes=8.0 * (dim_x + 4) * quota * max(1, n_codes))
             rec["rows_out"] = len(sample)
-        # DISK_ONLY: written as it is computed and read back as a stream, so the table
-        # (about 8 d + 150 bytes a row) never needs the driver's heap. MEMORY_AND_DISK
-        # (serialized) died of OutOfMemoryError caching 2M x 50 rows on a 1 GB driver,
-        # and on a 12 GB one filled the cache 19% slower (2M x 50 rows, 29.0 s against
-        # 24.3 s; later passes read either in the same time: docs/benchmarks.md)
+        # fairspark's one cache level (DISK_ONLY, never on the driver's heap): at
+        # MEMORY_AND_DISK this table (about 8 d + 150 bytes a row) killed a 1 GB driver
+        # and filled 19% slower on a 12 GB one (2M x 50 rows: docs/benchmarks.md)
         table = work_table(ranked, sample, n_attr=n_attr, dim_x=dim_x, pairs=pairs,
-                            counts=counts, top_k=top_k).persist(StorageLevel.DISK_ONLY)
+                            counts=counts, top_k=top_k).persist(cache_level())
         work = cls(table, n_attr=n_attr, dim_x=dim_x, pairs=pairs, counts=counts,
                    quota=quota, n_rows=n_rows, cost=cost)
         work.top_k = top_k
@@ -322,7 +320,7 @@ class SparkEngine(Engine):
     def eliminate(self, b: Blocks, spec: list[PassCTarget], edges: list[float]) -> PassCOutput:
         """Pass C: its small rows (collected) and the survivors (persisted)."""
         out = elimination_job(self.df, b, spec, edges, n_attr=self.n_attr,
-                              dim_x=self.dim_x).persist(StorageLevel.DISK_ONLY)
+                              dim_x=self.dim_x).persist(cache_level())
         try:
             small = out.where(F.col("kind") != F.lit(int(RowKind.SURVIVOR))).drop("xb").toPandas()
         except BaseException:
