@@ -245,6 +245,12 @@ def stage_markdown(results: list[dict], argv_line: str, cores: int | None) -> st
                      + " | ".join(f"{r['stages'].get(k, float('nan')):.1f}" for k in names)
                      + f" | {r['peak_sum'] / 1e9:.2f} | {r['peak_max'] / 1e9:.2f} | {st} "
                        f"| {r['load_before']} | {r['load']} |")
+    for r in results:
+        if r.get("executor_peaks"):
+            lines.append(f"\n{r['rows']:,} rows: each executor's peak resident memory, its "
+                         "JVM alone / with its Python workers: "
+                         + ", ".join(f"{j / 1e9:.2f} / {t / 1e9:.2f} GB"
+                                     for j, t in r["executor_peaks"]))
     lines += ["", "Fit per stage, time = a + b x rows (least squares over the sizes; "
               "a: the part that does not grow with the table, b: seconds per 1M rows):", "",
               "| stage | a (s) | b (s per 1M rows) | at 1M rows (s) | at 100M rows (s) |",

@@ -100,8 +100,13 @@ def kill_tree(root: int) -> None:
             pass
 
 
-def _tree_rss(root: int) -> tuple[int, int]:
-    """(sum, max) resident bytes over ``root`` and all its descendants."""
+def _tree_rss(root: int, executors: dict[int, tuple[int, int]] | None = None) -> tuple[int, int]:
+    """(sum, max) resident bytes over ``root`` and all its descendants.
+
+    With ``executors`` (a dict, updated in place), also each Spark executor's peak: the
+    resident bytes of an executor JVM (``CoarseGrainedExecutorBackend``, the processes
+    ``local-cluster`` masters start) alone and with its Python workers, keyed by the
+    JVM's pid."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     page = os.sysconf("SC_PAGE_SIZE")
@@ -121,8 +126,24 @@ def _tree_rss(root: int) -> tuple[int, int]:
         p = todo.pop()
         total += rss.get(p, 0)
         biggest = max(biggest, rss.get(p, 0))
+        if executors is not None and p != root and _is_executor(p):
+            sub, stack = 0, [p]
+            while stack:
+                q = stack.pop()
+                sub += rss.get(q, 0)
+                stack.extend(children.get(q, []))
+            jvm, tree = executors.get(p, (0, 0))
+            executors[p] = (max(jvm, rss.get(p, 0)), max(tree, sub))
         todo.extend(children.get(p, []))
     return total, biggest
+
+
+def _is_executor(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"CoarseGrainedExecutorBackend" in f.read()
+    except OSError:
+        return False
 
 
 _STAGE_LINE = re.compile(r"stage\s+(\S.*?)\s+(\d+\.\d+) s\s*$")
@@ -178,6 +199,7 @@ def run_one(base: Path, rows: int, dim: int, master: str, timeout: float,
     load_before = load()
     print("command:", " ".join(cmd), "| load at start:", load_before, flush=True)
     peak = {"sum": 0, "max": 0}
+    executors: dict[int, tuple[int, int]] = {}
     started = time.time()
     t = time.perf_counter()
     log_path = base / "cli.log"  # written as the run goes (tail -f it)
@@ -187,7 +209,7 @@ def run_one(base: Path, rows: int, dim: int, master: str, timeout: float,
 
     def sample() -> None:
         while not done.is_set():
-            s, m = _tree_rss(proc.pid)
+            s, m = _tree_rss(proc.pid, executors)
             peak["sum"], peak["max"] = max(peak["sum"], s), max(peak["max"], m)
             done.wait(0.25)
 
@@ -220,7 +242,9 @@ def run_one(base: Path, rows: int, dim: int, master: str, timeout: float,
         print(log[-4000:])
     return {"rows": rows, "rc": "timeout" if timed_out else proc.returncode, "wall": wall,
             "stages": stages, "statuses": statuses, "peak_sum": peak["sum"],
-            "peak_max": peak["max"], "load_before": load_before, "load": load()}
+            "peak_max": peak["max"],
+            "executor_peaks": [executors[p] for p in sorted(executors)],
+            "load_before": load_before, "load": load()}
 
 
 # ---------------------------------------------------------------- the kernel probe

@@ -32,7 +32,9 @@ executors with their own heaps), and an input of Parquet files this machine can 
 from __future__ import annotations
 
 import logging
+import math
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +123,27 @@ def driver_task_slots(spark) -> int:
         return max(int(inner), 1)
     except ValueError:
         return 0
+
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def conf_bytes(spark, key: str, default: str, *, unit: str = "") -> float | None:
+    """A size setting of the session in bytes (``unit``: of a bare number, ``m`` for
+    ``spark.driver.memory``); ``None`` when it does not parse."""
+    v = str(spark.conf.get(key, default)).strip().lower()
+    m = re.fullmatch(r"(\d+)([kmgt]?)b?", v)
+    if not m:
+        return None
+    return float(int(m.group(1)) * _UNITS[m.group(2) or unit])
+
+
+def max_result_bytes(spark) -> float:
+    """``spark.driver.maxResultSize`` in bytes (``inf`` for 0, no limit)."""
+    n = conf_bytes(spark, "spark.driver.maxResultSize", "1g")
+    if n is None:
+        return 1 << 30
+    return math.inf if n == 0 else n
 
 
 def driver_max_heap(spark) -> float:

@@ -416,6 +416,70 @@ def test_the_values_pass_sees_a_repeated_row_key(spark, dirty):
         prep._check_unique_keys(dup, cfg)
 
 
+@pytest.mark.both_kinds
+def test_the_driver_key_check_agrees_with_the_shuffle(spark, dirty, monkeypatch):
+    """A table of at most ``KEY_HASHES_ON_DRIVER_MAX_ROWS`` rows has its keys' hashes
+    compared on the driver: the same answer as the values pass's shuffle on unique keys,
+    on a repeated key and with null keys (not keys: never a repeat); ``prepare``
+    refuses the repeated key by name on both paths."""
+    from pyspark.sql import functions as F
+
+    from fairspark import prepare as prep
+    from fairspark.errors import InvalidValueError
+    from fairspark.io import read_input
+    from fairspark.prepare._scan import _key_hashes_clash
+
+    pdf, inp, base = dirty
+    cfg = parse_config(_dirty_config(inp, str(base / "o")))
+    df = read_input(spark, input_config=cfg.input)
+    plan = prep._plan_columns(df, cfg)
+    key = cfg.columns.row_key
+    nulls = df.unionByName(df.limit(5).withColumn(key, F.lit(None).cast("string")))
+    dup = df.unionByName(df.where(df[key] == str(pdf[key].dropna().iloc[3])))
+    for frame, repeated in ((df, False), (nulls, False), (dup, True)):
+        frame = frame.repartition(5)
+        want = prep._category_values(frame, plan, [], cap=5, row_key=key)[1]
+        assert want is repeated
+        assert _key_hashes_clash(frame, key) is repeated
+    assert _key_hashes_clash(df.where(df[key].isNull()), key) is False  # no key at all
+    raw = _dirty_config(inp, str(base / "o"))
+    # HFM joins by key; with no categorical feature no values pass runs
+    raw["columns"]["features"] = ["x1", "x2"]
+    with_hfm = parse_config({**raw, "audits": {"group": {}, "hfm": {}}})
+    for cap in (prep.KEY_HASHES_ON_DRIVER_MAX_ROWS, 0):  # the driver, then the shuffle
+        monkeypatch.setattr(prep, "KEY_HASHES_ON_DRIVER_MAX_ROWS", cap)
+        prep.prepare(df, config=with_hfm)
+        with pytest.raises(InvalidValueError, match=rf"row key column '{key}'.*repeats"):
+            prep.prepare(dup, config=with_hfm)
+
+
+@pytest.mark.both_kinds
+def test_values_and_keys_beside_each_other(spark, dirty):
+    """With a categorical feature the keys' job runs beside the values' pass: the
+    one-hot entries are the kept rows' values (pandas) whether rows were dropped (the
+    pass tells them by every required column) or none were (it reads the categorical
+    column alone), and a repeated key is still refused by name."""
+    from fairspark import prepare as prep
+    from fairspark.errors import InvalidValueError
+    from fairspark.io import read_input
+
+    pdf, inp, base = dirty
+    raw = _dirty_config(inp, str(base / "o"))
+    cfg = parse_config({**raw, "audits": {"group": {}, "hfm": {}}})
+    key = cfg.columns.row_key
+    df = read_input(spark, input_config=cfg.input)
+    clean = df.where(df["city"].isNotNull() & df["race"].isNotNull()).repartition(4)
+    kept = pdf.dropna(subset=["city", "race"])
+    assert len(kept) < len(pdf)  # df has dropped rows, clean has none
+    want = [f"city={v}" for v in sorted(kept["city"].unique())]
+    for frame in (df, clean):
+        names = prep.prepare(frame, config=cfg).feature_names
+        assert [n for n in names if n.startswith("city=")] == want
+        dup = frame.unionByName(frame.where(frame[key] == str(kept[key].iloc[5])))
+        with pytest.raises(InvalidValueError, match=rf"row key column '{key}'.*repeats"):
+            prep.prepare(dup, config=cfg)
+
+
 def test_the_staged_flow_encodes_the_same_categories(spark, dirty, monkeypatch):
     """Past ``ONE_PASS_MAX_GROUPS`` the encoding finds the categorical values itself (the
     same bounded pass over the prepared rows): the same names and vectors as the one

@@ -17,7 +17,10 @@ module one job:
    of categorical features and a configured row key's repeated hashes
    (:func:`_category_values`, exact and bounded, one shuffle of (column, value) and
    key-hash pairs; the encoding reuses the values, :func:`_check_unique_keys`
-   compares the keys only when two hashes clash). Each part runs only when an
+   compares the keys only when two hashes clash; a table of at most
+   :data:`KEY_HASHES_ON_DRIVER_MAX_ROWS` rows has its hashes compared on the driver
+   instead, :func:`_key_hashes_clash`, a job beside the values', no shuffle:
+   :func:`_values_and_keys`). Each part runs only when an
    enabled audit needs it (:func:`_checks_needed`): a group-only run reads the input
    once;
 3. :func:`_views_from_groups`: the observed values of each view (intersections
@@ -60,13 +63,17 @@ from fairspark.prepare._rows import (
     cache_level,
 )
 from fairspark.prepare._scan import (
+    _KEEP,
+    KEY_HASHES_ON_DRIVER_MAX_ROWS,
     ONE_PASS_MAX_GROUPS,
     _category_values,
     _distinct_counts,
     _joint_cells,
+    _key_hashes_clash,
     _one_pass_groups,
     _stats_from_groups,
     _views_from_groups,
+    key_hashes_fit_driver,
 )
 from fairspark.prepare._staged_flow import _collect_stats as _collect_stats
 from fairspark.prepare._staged_flow import _staged
@@ -84,6 +91,57 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["MergedGroups", "ONE_PASS_MAX_GROUPS", "cache_level", "partition_extras", "prepare"]
 
 log = logging.getLogger("fairspark")
+
+
+def _values_and_keys(df: DataFrame, plan: Any, config: Config, groups: list[dict],
+                     timings: dict[str, float]) -> tuple[dict[str, list[str]], bool]:
+    """The second pass: the categorical features' values exactly, at most
+    ``max_categories + 1`` each (the encoding reuses them), and whether two row keys
+    share a hash; each only when an enabled audit needs it.
+
+    The keys' hashes are compared on the driver when they fit it
+    (:func:`key_hashes_fit_driver`), in a job of their own that runs beside the values'
+    (a second driver thread, so that the two jobs' tasks share the cores); a larger
+    table's hashes are counted in the values pass's shuffle. With no dropped row (the
+    one aggregation's groups say) every row is kept, and the values pass reads only the
+    categorical columns, not every column a dropped row is told by.
+    """
+    import time
+
+    from fairspark._jobs import scope_thread
+
+    counted = plan.categorical if plan.count_categories else []
+    key = config.columns.row_key if plan.check_row_key else None
+    on_driver = bool(key) and key_hashes_fit_driver(
+        df.sparkSession, sum(g["n"] for g in groups), max_rows=KEY_HASHES_ON_DRIVER_MAX_ROWS)
+    dropped = any(not g[_KEEP] and g["n"] for g in groups)
+    keys: dict[str, Any] = {}
+
+    def compare_keys() -> None:
+        try:
+            keys["clash"] = _key_hashes_clash(df, key)
+        except Exception as e:  # noqa: BLE001 - re-raised in the caller's thread
+            keys["error"] = e
+
+    t0 = time.perf_counter()
+    beside = scope_thread(df.sparkSession, compare_keys) if on_driver and counted else None
+    if beside is not None:
+        beside.start()
+    found, clash = _category_values(df, plan if dropped else None, counted,
+                                    cap=config.preparation.max_categories,
+                                    row_key=None if on_driver else key)
+    if on_driver:
+        if beside is not None:
+            beside.join()
+        else:
+            compare_keys()
+        if "error" in keys:
+            raise keys["error"]
+        clash = keys["clash"]
+    parts = [*(["values"] if counted else []), *(["row keys"] if key else [])]
+    if parts:
+        timings[" and ".join(parts)] = round(time.perf_counter() - t0, 3)
+    return found, clash
 
 
 def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views: list,
@@ -108,16 +166,8 @@ def _counted(df: DataFrame, plan: Any, config: Config, *, views: list, all_views
     clash = False  # a window's partitions checked their row keys
     if merged is None:
         timings["scan"] = round(time.perf_counter() - t0, 3)
-        # the categorical features' values exactly, at most max_categories + 1 each (the
-        # encoding reuses them), and the row keys' repeated hashes: one bounded pass
-        t0 = time.perf_counter()
-        found, clash = _category_values(
-            df, plan, plan.categorical if plan.count_categories else [],
-            cap=config.preparation.max_categories,
-            row_key=config.columns.row_key if plan.check_row_key else None)
+        found, clash = _values_and_keys(df, plan, config, groups, timings)
         labels.update(found)
-        if found or plan.check_row_key:
-            timings["values and row keys"] = round(time.perf_counter() - t0, 3)
 
         def distinct(columns: list[str]) -> dict[str, int]:
             # the label's distinct values, when a group holds two raw labels,
