@@ -427,7 +427,7 @@ def test_the_driver_key_check_agrees_with_the_shuffle(spark, dirty, monkeypatch)
     from fairspark import prepare as prep
     from fairspark.errors import InvalidValueError
     from fairspark.io import read_input
-    from fairspark.prepare._scan import _key_hashes_clash
+    from fairspark.prepare._checks import _key_hashes_clash
 
     pdf, inp, base = dirty
     cfg = parse_config(_dirty_config(inp, str(base / "o")))
@@ -451,6 +451,32 @@ def test_the_driver_key_check_agrees_with_the_shuffle(spark, dirty, monkeypatch)
         prep.prepare(df, config=with_hfm)
         with pytest.raises(InvalidValueError, match=rf"row key column '{key}'.*repeats"):
             prep.prepare(dup, config=with_hfm)
+
+
+def test_the_key_check_of_the_staged_flow_and_a_window_compares_on_the_driver(
+        spark, dirty, monkeypatch):
+    """``_check_unique_keys`` without a pass's answer (the staged flow, a window's
+    partition) compares the hashes on the driver when it is told the rows, in an
+    aggregation when not: the same verdicts; the staged flow refuses a repeated key."""
+    from fairspark import prepare as prep
+    from fairspark.errors import InvalidValueError
+    from fairspark.io import read_input
+
+    pdf, inp, base = dirty
+    raw = _dirty_config(inp, str(base / "o"))
+    raw["columns"]["features"] = ["x1", "x2"]
+    cfg = parse_config({**raw, "audits": {"group": {}, "hfm": {}}})
+    key = cfg.columns.row_key
+    df = read_input(spark, input_config=cfg.input)
+    dup = df.unionByName(df.where(df[key] == str(pdf[key].iloc[3]))).repartition(3)
+    for rows in (None, len(pdf) + 1):  # the aggregation, then the driver
+        prep._check_unique_keys(df, cfg, rows=rows)
+        with pytest.raises(InvalidValueError, match=rf"row key column '{key}'.*repeats"):
+            prep._check_unique_keys(dup, cfg, rows=rows)
+    monkeypatch.setattr(prep, "ONE_PASS_MAX_GROUPS", 1)  # the staged flow
+    prep.prepare(df, config=cfg)
+    with pytest.raises(InvalidValueError, match=rf"row key column '{key}'.*repeats"):
+        prep.prepare(dup, config=cfg)
 
 
 @pytest.mark.both_kinds

@@ -364,7 +364,7 @@ def _aggregate(spark: SparkSession, config: Config, part: Partition, *, reader: 
                 f"{ONE_PASS_MAX_GROUPS} (view, label, decision) groups: a window needs the "
                 "one-aggregation preparation (fewer sensitive values)")
         if plan.check_row_key and prepared is None:
-            _check_unique_keys(df, config)
+            _check_unique_keys(df, config, rows=int(sum(r["n"] for r in groups)))
     cats, hashes = partition_extras(df, config=config, groups=groups)
     kept = int(sum(r["n"] for r in groups if r["_fs_keep"]))
     sample = None

@@ -50,8 +50,15 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from fairspark.audits.prepared import PreparedData
-from fairspark.prepare._checks import _check_unique_keys as _check_unique_keys
-from fairspark.prepare._checks import _checked
+from fairspark.prepare._checks import (
+    KEY_HASHES_ON_DRIVER_MAX_ROWS,
+    _checked,
+    _key_hashes_clash,
+    key_hashes_fit_driver,
+)
+from fairspark.prepare._checks import (
+    _check_unique_keys as _check_unique_keys,
+)
 from fairspark.prepare._columns import _any_null as _any_null
 from fairspark.prepare._columns import _plan_columns
 from fairspark.prepare._merged import MergedGroups, partition_extras
@@ -64,16 +71,13 @@ from fairspark.prepare._rows import (
 )
 from fairspark.prepare._scan import (
     _KEEP,
-    KEY_HASHES_ON_DRIVER_MAX_ROWS,
     ONE_PASS_MAX_GROUPS,
     _category_values,
     _distinct_counts,
     _joint_cells,
-    _key_hashes_clash,
     _one_pass_groups,
     _stats_from_groups,
     _views_from_groups,
-    key_hashes_fit_driver,
 )
 from fairspark.prepare._staged_flow import _collect_stats as _collect_stats
 from fairspark.prepare._staged_flow import _staged

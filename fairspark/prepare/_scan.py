@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fairspark._memory import max_result_bytes
 from fairspark.audits.prepared import AttributeInfo, InputStats
 from fairspark.columns import BASE, LABEL, PRED, WEIGHT, input_col
 from fairspark.errors import InvalidValueError
@@ -42,12 +41,6 @@ _KEEP = "_fs_keep"
 #: the one pass brings back at most this many (kept, views, label, decision) groups;
 #: with more, :func:`prepare` falls back to the staged flow (per-view counts on Spark)
 ONE_PASS_MAX_GROUPS = 20_000
-# Row keys of a table of at most this many rows are checked on the driver: their 64-bit
-# hashes are read in one pass of the key column and compared with numpy, no shuffle
-# (:func:`_key_hashes_clash`): 8 bytes a row, 128 MB at the cap, which pass through the
-# driver JVM as Arrow batches (a quarter of Spark's default 1 GB heap) and are held
-# twice in Python. A larger table's hashes are counted in a shuffle.
-KEY_HASHES_ON_DRIVER_MAX_ROWS = 16_000_000
 
 
 def _one_pass_columns(plan: _ColumnPlan, config: Config) -> list[Column]:
@@ -161,35 +154,6 @@ def _category_values(df: DataFrame, plan: _ColumnPlan | None, columns: list[str]
         else:
             found[r["c"]].append(r["v"])
     return {c: sorted(found[k]) for k, c in enumerate(columns)}, clash
-
-
-def key_hashes_fit_driver(spark, rows: int, *, max_rows: int) -> bool:
-    """Whether :func:`_key_hashes_clash` may bring ``rows`` hashes to the driver: at most
-    ``max_rows`` (:data:`KEY_HASHES_ON_DRIVER_MAX_ROWS`) and, in Arrow (8 bytes a row
-    and a little per batch), at most half of ``spark.driver.maxResultSize``."""
-    return rows <= max_rows and 8.0 * rows + (1 << 20) <= max_result_bytes(spark) / 2
-
-
-def _key_hashes_clash(df: DataFrame, row_key: str) -> bool:
-    """Whether two rows share the 64-bit hash of ``row_key`` (on every row whose key is
-    not null), the hashes compared on the driver.
-
-    One read of the key column, no shuffle and no Python task: each row's ``xxhash64``
-    comes back as Arrow (8 bytes a row) and numpy sorts them. The caller checks the
-    size first (:func:`key_hashes_fit_driver`); a larger table's hashes are counted by
-    :func:`_category_values` (a shuffle: on the 10M-row nightly table, 34.7 s of its
-    preparation).
-    """
-    from pyspark.sql import functions as F
-
-    key = input_col(row_key)
-    table = df.where(key.isNotNull()).select(F.xxhash64(key).alias("h")).toArrow()
-    if table.num_rows < 2:
-        return False
-    import numpy as np
-
-    hashes = np.sort(table.column("h").to_numpy())  # a copy: Arrow's buffer is read-only
-    return bool((hashes[1:] == hashes[:-1]).any())
 
 
 def _label_values(groups: list[dict[str, Any]]) -> int | None:
